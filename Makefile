@@ -1,0 +1,46 @@
+# soak: `make demo` runs a short real soak and writes its report; `make test`
+# runs ruff, mypy and the tests. Both install what they need first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench clean
+
+$(BIN)/soak: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/soak
+
+system-deps:
+	bash scripts/install-system-deps.sh
+
+# Docker engine and the local test images (no registry is reachable).
+docker-ready: system-deps
+	bash scripts/start-dockerd.sh
+	bash scripts/build-test-images.sh
+
+lint: setup
+	$(BIN)/ruff check service tests bench
+	$(BIN)/ruff format --check service tests bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+test-unit: setup
+	$(BIN)/pytest -q tests/unit
+
+test: system-deps setup lint typecheck docker-ready
+	$(BIN)/pytest -q tests
+
+demo: system-deps setup
+	bash scripts/demo.sh
+
+bench: system-deps setup
+	$(BIN)/python bench/load_vs_dnsperf.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

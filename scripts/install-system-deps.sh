@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs, only when missing, the Debian packages that `make demo` and `make test`
+# use: the DNS servers under test, dnsperf, Docker, the time-series stores and the
+# alerting and browser tools the tests drive. Idempotent; needs root.
+set -euo pipefail
+
+PACKAGES=(
+  python3-venv
+  pdns-server pdns-backend-sqlite3 pdns-recursor unbound dnsmasq-base dnsperf
+  bind9-dnsutils sqlite3 procps iproute2
+  docker.io docker-compose mmdebstrap
+  influxdb victoria-metrics prometheus prometheus-alertmanager
+  chromium
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-system-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-system-deps: missing packages (${missing[*]}); run as root: sudo $0" >&2
+  exit 2
+fi
+
+echo "install-system-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# The packaged services must not start on their default ports: tests start their
+# own instances on loopback with temporary directories.
+printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+chmod +x /usr/sbin/policy-rc.d
+trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,56 @@
+"""The `load:` section of a scenario; `soak load` builds the same model from its flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from soak.units import DurationS, StrictModel
+
+
+class Expect(StrictModel):
+    """What a right answer is for a class; anything else counts as a wrong answer."""
+
+    rcodes: list[str] | None = None  # e.g. [NOERROR]; None: any rcode
+    addresses: list[str] | None = None  # e.g. ["0.0.0.0"] for blocked names
+
+
+class RandomNames(StrictModel):
+    """Cache-miss names: `<random label>.<zone>`, fresh every query, seeded."""
+
+    zone: str
+    type: str = "A"
+    label_length: int = Field(default=12, ge=1, le=63)
+
+
+class QueryClass(StrictModel):
+    """One named class of a mix (the seed's cached, local, blocked, miss)."""
+
+    name: str
+    weight: float = Field(default=1.0, gt=0)
+    file: Path | None = None  # dnsperf format: `name TYPE` per line
+    queries: list[str] | None = None  # inline, same format as a file's lines
+    random: RandomNames | None = None
+    expect: Expect | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> QueryClass:
+        given = [s for s in (self.file, self.queries, self.random) if s is not None]
+        if len(given) != 1:
+            raise ValueError(f"class {self.name!r}: give exactly one of file, queries, random")
+        return self
+
+
+class LoadConfig(StrictModel):
+    server: str | None = None  # host:port; default: the target's `dns` port
+    rate_qps: float = Field(default=1000.0, ge=0)  # 0: as fast as possible
+    duration_s: DurationS | None = None  # a scenario's phases set it; `soak load` needs it
+    protocol: Literal["udp", "tcp"] = "udp"
+    engine: Literal["builtin", "dnsperf"] = "builtin"
+    workers: int = Field(default=1, ge=1, le=64)
+    flows: int = Field(default=128, ge=1, le=4096)  # UDP source ports (or TCP connections)
+    timeout_s: DurationS = 2.0
+    seed: int | None = None
+    mix: list[QueryClass] = Field(default_factory=list, min_length=1)

@@ -1,0 +1,66 @@
+"""The `samplers:` section: what is sampled every tick."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from soak.units import DurationS, StrictModel
+
+
+class ProcSamplerConfig(StrictModel):
+    enabled: bool = True
+    tree: bool = False  # sum the whole process tree (a server that forks workers)
+
+
+class PromSamplerConfig(StrictModel):
+    port: str = "metrics"  # a named port of the target
+    path: str = "/metrics"
+    headers: dict[str, str] = Field(default_factory=dict)
+    # field name -> expression: `go_goroutines`, `sum(x_total{stage="queue"})`, max(..), min(..)
+    map: dict[str, str] = Field(default_factory=dict)
+    record_regex: str | None = None  # record every matching metric under its own name
+    timeout_s: DurationS = 5.0
+
+
+class HttpCallConfig(StrictModel):
+    endpoint: str | None = None  # the `endpoint` tag; default "METHOD path"
+    method: str = "GET"
+    path: str
+    port: str = "api"
+    headers: dict[str, str] = Field(default_factory=dict)
+    token_env: str | None = None  # environment variable holding a bearer token / API key
+    token_header: str = "Authorization"  # "Authorization" sends "Bearer <token>"
+    status: int = 200
+    timeout_s: DurationS = 10.0
+
+
+class DigProbeConfig(StrictModel):
+    name: str
+    type: str = "A"
+    protocol: Literal["udp", "tcp"] = "udp"
+    port: str = "dns"
+    rcode: str = "NOERROR"
+    answer: str | None = None
+    timeout_s: DurationS = 2.0
+
+
+class RowCountConfig(StrictModel):
+    path: str  # a SQLite file, relative to the data directory
+    query: str  # e.g. SELECT count(*) FROM queries
+
+
+class FilesSamplerConfig(StrictModel):
+    paths: list[str] = Field(default_factory=list)  # relative to the data dir; globs allowed
+    row_counts: list[RowCountConfig] = Field(default_factory=list)
+
+
+class SamplersConfig(StrictModel):
+    interval_s: DurationS = Field(default=60.0, ge=1.0)
+    proc: ProcSamplerConfig = Field(default_factory=ProcSamplerConfig)
+    prom: PromSamplerConfig | None = None
+    http: list[HttpCallConfig] = Field(default_factory=list)
+    dig: list[DigProbeConfig] = Field(default_factory=list)
+    files: FilesSamplerConfig | None = None
+    load: bool = True

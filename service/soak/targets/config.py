@@ -1,0 +1,129 @@
+"""Target specs: the server under test and helper services, one lifecycle each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from soak.units import DurationS, SizeBytes, StrictModel
+
+
+class PortSpec(StrictModel):
+    """A named port. `host` None: a free host port is chosen at start."""
+
+    container: int | None = Field(default=None, ge=1, le=65535)  # docker: port inside
+    host: int | None = Field(default=None, ge=1, le=65535)
+    protocol: Literal["tcp", "udp", "both"] = "tcp"
+
+
+class HttpProbe(StrictModel):
+    kind: Literal["http"]
+    port: str = "api"  # a named port of the target
+    path: str = "/"
+    method: str = "GET"
+    headers: dict[str, str] = Field(default_factory=dict)
+    status: int = 200
+
+
+class DnsProbe(StrictModel):
+    kind: Literal["dns"]
+    port: str = "dns"
+    name: str
+    type: str = "A"
+    protocol: Literal["udp", "tcp"] = "udp"
+    rcode: str = "NOERROR"
+    answer: str | None = None  # an address (or rdata text) that must be in the answer
+
+
+class TcpProbe(StrictModel):
+    kind: Literal["tcp"]
+    port: str
+
+
+Probe = Annotated[HttpProbe | DnsProbe | TcpProbe, Field(discriminator="kind")]
+
+
+class Readiness(StrictModel):
+    probes: list[Probe] = Field(default_factory=list)
+    timeout_s: DurationS = 60.0
+    interval_s: DurationS = 0.2
+    # Named conditions timed from start until a probe first passes
+    # (the seed's "1M-entry list answering 0.0.0.0").
+    conditions: dict[str, Probe] = Field(default_factory=dict)
+    condition_timeout_s: DurationS = 300.0
+
+
+class RenderedFile(StrictModel):
+    """A file rendered into the run directory: placeholders filled from the target."""
+
+    dest: str  # relative to the run directory
+    template: Path | None = None
+    content: str | None = None
+    mode: int = 0o644
+
+
+class TargetBase(StrictModel):
+    name: str = "target"
+    version: str = ""
+    host: str = "127.0.0.1"
+    ports: dict[str, PortSpec] = Field(default_factory=dict)
+    ready: Readiness = Field(default_factory=Readiness)
+    files: list[RenderedFile] = Field(default_factory=list)
+    on_exit: Literal["fail", "restart"] = "fail"
+    max_restarts: int = Field(default=5, ge=0)
+    stop_timeout_s: DurationS = 10.0
+
+
+class ProcessTarget(TargetBase):
+    runtime: Literal["process"]
+    argv: list[str] = Field(min_length=1)
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    data_dir: str | None = None  # None: a fresh directory per run
+
+
+class VolumeSpec(StrictModel):
+    mount: str  # path inside the container
+    name: str | None = None  # None: a fresh named volume per run; a name: reused
+
+
+class BindMount(StrictModel):
+    source: str
+    target: str
+    read_only: bool = False
+
+
+class DockerTarget(TargetBase):
+    runtime: Literal["docker"]
+    image: str
+    command: list[str] | None = None
+    environment: dict[str, str] = Field(default_factory=dict)
+    network: Literal["bridge", "host"] = "bridge"
+    volume: VolumeSpec | None = None
+    mounts: list[BindMount] = Field(default_factory=list)
+    read_only: bool = False
+    tmpfs: list[str] = Field(default_factory=list)
+    cap_drop: list[str] = Field(default_factory=list)
+    cap_add: list[str] = Field(default_factory=list)
+    no_new_privileges: bool = False
+    user: str | None = None
+    init: bool = True  # PID 1 servers often ignore SIGTERM (FIELD-NOTES)
+    cpuset: str | None = None
+    mem_limit: SizeBytes | None = None
+    nofile: int | None = None
+
+
+class ExternalTarget(TargetBase):
+    """Already running: no lifecycle, but still sampled if it can be found."""
+
+    runtime: Literal["external"]
+    pid: int | None = None
+    pidfile: str | None = None
+    container: str | None = None
+
+
+TargetConfig = Annotated[
+    ProcessTarget | DockerTarget | ExternalTarget, Field(discriminator="runtime")
+]

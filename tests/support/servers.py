@@ -1,0 +1,243 @@
+"""Real DNS servers (and friends) started on loopback for tests, with temp dirs.
+
+Each starter returns a ServerProc and is used as a context manager, so the
+process is stopped (and waited for) whatever the test does. Add starters here
+rather than in a test module: several test areas share them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dns.message
+import dns.query
+import dns.rcode
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A port free for both TCP and UDP on 127.0.0.1 right now."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+            t.bind(("127.0.0.1", 0))
+            port = t.getsockname()[1]
+        with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            u.bind(("127.0.0.1", port))
+            return port
+    raise RuntimeError("no free port")
+
+
+@dataclass
+class ServerProc:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int  # DNS port (or the main port)
+    workdir: Path
+    log_path: Path
+    extra_ports: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
+
+def spawn(name: str, argv: list[str], workdir: Path, port: int, **extra: int) -> ServerProc:
+    log_path = workdir / f"{name}.log"
+    log = open(log_path, "wb")  # noqa: SIM115 (the child owns it)
+    proc = subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True
+    )
+    log.close()
+    return ServerProc(name, proc, port, workdir, log_path, dict(extra))
+
+
+def wait_dns(server: ServerProc, qname: str = "ready.test.", timeout_s: float = 20.0) -> None:
+    """Until the server answers any DNS reply on UDP (any rcode)."""
+    deadline = time.monotonic() + timeout_s
+    query = dns.message.make_query(qname, "A")
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError(f"{server.name} exited: {server.log_tail()}")
+        try:
+            dns.query.udp(query, "127.0.0.1", port=server.port, timeout=0.3)
+            return
+        except (dns.exception.Timeout, OSError):
+            time.sleep(0.1)
+    raise RuntimeError(f"{server.name} did not answer DNS in {timeout_s}s: {server.log_tail()}")
+
+
+def wait_tcp(port: int, timeout_s: float = 20.0, proc: ServerProc | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.proc.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited: {proc.log_tail()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing accepts on 127.0.0.1:{port} after {timeout_s}s")
+
+
+# ---------------------------------------------------------------- unbound
+
+
+def unbound_conf(port: int, local_data: list[str], threads: int = 1) -> str:
+    records = "\n".join(f'    local-data: "{rr}"' for rr in local_data)
+    return f"""server:
+    do-daemonize: no
+    username: ""
+    chroot: ""
+    directory: ""
+    pidfile: ""
+    use-syslog: no
+    logfile: ""
+    verbosity: 0
+    interface: 127.0.0.1@{port}
+    port: {port}
+    num-threads: {threads}
+    do-ip6: no
+    access-control: 127.0.0.0/8 allow
+    so-reuseport: yes
+    msg-cache-size: 16m
+    rrset-cache-size: 32m
+    local-zone: "example.test." static
+{records}
+remote-control:
+    control-enable: no
+"""
+
+
+DEFAULT_LOCAL_DATA = [
+    "www.example.test. 3600 IN A 192.0.2.10",
+    "mail.example.test. 3600 IN A 192.0.2.11",
+    "ns.example.test. 3600 IN A 192.0.2.12",
+    "blocked.example.test. 3600 IN A 0.0.0.0",
+    "www.example.test. 3600 IN AAAA 2001:db8::10",
+    "example.test. 3600 IN MX 10 mail.example.test.",
+    "example.test. 3600 IN TXT \\\"soak test zone\\\"",
+]
+
+
+@contextlib.contextmanager
+def unbound(
+    tmp: Path, local_data: list[str] | None = None, threads: int = 1
+) -> Iterator[ServerProc]:
+    port = free_port()
+    conf = tmp / "unbound.conf"
+    conf.write_text(unbound_conf(port, local_data or DEFAULT_LOCAL_DATA, threads))
+    server = spawn("unbound", ["unbound", "-d", "-c", str(conf)], tmp, port)
+    try:
+        wait_dns(server, "www.example.test.")
+        yield server
+    finally:
+        server.stop()
+
+
+# ---------------------------------------------------------------- dnsmasq
+
+
+@contextlib.contextmanager
+def dnsmasq_upstream(tmp: Path, address: str = "192.0.2.1") -> Iterator[ServerProc]:
+    """Answers every name with `address`, TTL 3600, no cache (FIELD-NOTES)."""
+    port = free_port()
+    argv = [
+        shutil.which("dnsmasq") or "/usr/sbin/dnsmasq", "--no-daemon", f"--port={port}",
+        "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts",
+        "--cache-size=0", f"--address=/#/{address}", "--local-ttl=3600",
+        f"--pid-file={tmp / 'dnsmasq.pid'}", "--user=root",
+    ]
+    server = spawn("dnsmasq", argv, tmp, port)
+    try:
+        wait_dns(server, "anything.test.")
+        yield server
+    finally:
+        server.stop()
+
+
+# ---------------------------------------------------------------- pdns-recursor
+
+
+@contextlib.contextmanager
+def pdns_recursor(tmp: Path, upstream_port: int) -> Iterator[ServerProc]:
+    port, web_port = free_port(), free_port()
+    (tmp / "recursor.conf").write_text(
+        "\n".join([
+            f"local-address=127.0.0.1", f"local-port={port}",
+            f"forward-zones-recurse=.=127.0.0.1:{upstream_port}",
+            "hint-file=no", "security-poll-suffix=", "dnssec=process-no-validate",
+            "daemon=no", "write-pid=no", f"socket-dir={tmp}",
+            "webserver=yes", "webserver-address=127.0.0.1", f"webserver-port={web_port}",
+            "webserver-allow-from=127.0.0.0/8", "api-key=soak-test-key",
+            "threads=1", "quiet=yes", "setuid=", "setgid=",
+        ]) + "\n"
+    )
+    argv = ["pdns_recursor", f"--config-dir={tmp}"]
+    server = spawn("pdns-recursor", argv, tmp, port, web=web_port)
+    try:
+        wait_dns(server, "warm.example.")
+        yield server
+    finally:
+        server.stop()
+
+
+# ---------------------------------------------------------------- pdns-server (auth)
+
+PDNS_SCHEMA = Path("/usr/share/pdns-backend-sqlite3/schema/schema.sqlite3.sql")
+PDNS_API_KEY = "soak-test-key"
+
+
+def pdns_config(tmp: Path, db: Path, port: int, web_port: int, api_key: str) -> str:
+    return "\n".join([
+        "launch=gsqlite3", f"gsqlite3-database={db}", "local-address=127.0.0.1",
+        f"local-port={port}", "api=yes", f"api-key={api_key}", "webserver=yes",
+        "webserver-address=127.0.0.1", f"webserver-port={web_port}",
+        "webserver-allow-from=127.0.0.0/8", "security-poll-suffix=", "daemon=no",
+        "guardian=no", "disable-syslog=yes", f"socket-dir={tmp}", "loglevel=4",
+        "setuid=", "setgid=", "distributor-threads=1", "receiver-threads=1",
+    ]) + "\n"
+
+
+def create_pdns_db(db: Path, schema: Path = PDNS_SCHEMA) -> None:
+    subprocess.run(["sqlite3", str(db)], input=schema.read_bytes(), check=True)
+
+
+@contextlib.contextmanager
+def pdns_server(tmp: Path, db: Path | None = None) -> Iterator[ServerProc]:
+    """pdns-server 4.7 with gsqlite3 and its HTTP API; extra_ports['web'], api key PDNS_API_KEY."""
+    port, web_port = free_port(), free_port()
+    if db is None:
+        db = tmp / "pdns.sqlite3"
+        create_pdns_db(db)
+    (tmp / "pdns.conf").write_text(pdns_config(tmp, db, port, web_port, PDNS_API_KEY))
+    argv = ["pdns_server", f"--config-dir={tmp}"]
+    server = spawn("pdns-server", argv, tmp, port, web=web_port)
+    try:
+        wait_dns(server, "example.test.")
+        wait_tcp(web_port, proc=server)
+        yield server
+    finally:
+        server.stop()
