@@ -1,0 +1,320 @@
+"""Pass/fail criteria of a run, over the whole run and over sliding windows.
+
+Pure: the inputs are plain series of (time_ns, value) and counts gathered in
+a RunData (run_data_from_store, in soak.analysis.rundata, reads one from
+the point store). Every
+criterion the scenario sets gives at least one CriterionResult for the whole
+run; ratios and rates also give one for the worst sliding window, since a
+five-minute outage hides in a week's average.
+
+How each is judged (samples after the warm-up):
+- lost_ratio: lost / sent of the `all` class (or the sum of the classes).
+- wrong_answers: the count over the run (a count can only grow with the window).
+- p99_ms[class]: the per-tick p99, weighted by completed queries, averaged over
+  the window; a tick's p99 is noisy, and a mean of p99s is what the load
+  stats allow without merging histograms.
+- restarts: target restarts over the whole run, warm-up included: a crash is
+  never warm-up noise.
+- leak[resource]: the verdict is not `growing`.
+- api_latency_ms[endpoint]: the slowest call.
+- querylog_dropped: the increase of the drop counter (counter resets, i.e.
+  target restarts, are followed, not read as negative drops).
+A criterion with no samples to judge fails: a missing sample is evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from soak.analysis.leaks import LeakVerdict
+from soak.analysis.rundata import ClassSeries, RunData, Series, run_data_from_store
+from soak.config import CriteriaConfig
+
+__all__ = [
+    "ClassSeries",
+    "CriterionResult",
+    "RunData",
+    "Series",
+    "evaluate_criteria",
+    "failed",
+    "run_data_from_store",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CriterionResult:
+    name: str  # e.g. "lost_ratio", "p99_ms[cached]", "leak[rss_anon_bytes]"
+    ok: bool
+    value: float | None  # None: nothing to judge
+    limit: float | None
+    window: str  # "run", or e.g. "300 s to +1:05:00" (offset from the run's start)
+    message: str
+
+
+def evaluate_criteria(cfg: CriteriaConfig, data: RunData) -> list[CriterionResult]:
+    """Every criterion the scenario sets, judged on the run's data."""
+    results: list[CriterionResult] = []
+    if data.expect_load:
+        if cfg.lost_ratio_max is not None:
+            results += _lost_ratio(cfg, data)
+        if cfg.wrong_answers_max is not None:
+            results.append(_wrong_answers(cfg.wrong_answers_max, data))
+        for cls, limit in cfg.p99_ms_max.items():
+            results += _p99(cls, limit, cfg.window_s, data)
+    if cfg.restarts_max is not None:
+        ok = data.restarts <= cfg.restarts_max
+        msg = f"{data.restarts} target restart(s), at most {cfg.restarts_max} allowed"
+        results.append(CriterionResult("restarts", ok, data.restarts, cfg.restarts_max, "run", msg))
+    if cfg.leaks_ok:
+        results += [_leak(v) for v in data.verdicts]
+    for endpoint, limit in cfg.api_latency_ms_max.items():
+        results.append(_api_latency(endpoint, limit, data))
+    if cfg.querylog_dropped_max is not None:
+        results += _querylog_dropped(cfg.querylog_dropped_max, cfg.window_s, data)
+    return results
+
+
+def failed(results: Sequence[CriterionResult]) -> list[CriterionResult]:
+    return [r for r in results if not r.ok]
+
+
+# ---------------------------------------------------------------- criteria
+
+
+def _total_class(data: RunData) -> ClassSeries | None:
+    """The `all` class, or the classes summed tick by tick when it is absent."""
+    if "all" in data.load:
+        return data.load["all"]
+    if not data.load:
+        return None
+    out = ClassSeries()
+    for name in ("sent", "completed", "lost", "wrong_answers"):
+        acc: dict[int, float] = {}
+        for cs in data.load.values():
+            for t, v in getattr(cs, name):
+                acc[t] = acc.get(t, 0.0) + v
+        setattr(out, name, sorted(acc.items()))
+    return out
+
+
+def _lost_ratio(cfg: CriteriaConfig, data: RunData) -> list[CriterionResult]:
+    limit = cfg.lost_ratio_max
+    assert limit is not None
+    total = _total_class(data)
+    if total is None or not total.sent:
+        return [_missing("lost_ratio", limit, "no load samples to judge lost queries")]
+    lost_by_t = dict(total.lost)
+    num = [(t, lost_by_t.get(t, 0.0)) for t, _ in total.sent]
+    sent, lost = sum(v for _, v in total.sent), sum(v for _, v in num)
+    run_ratio = lost / sent if sent else 0.0
+    out = [
+        CriterionResult(
+            "lost_ratio",
+            run_ratio <= limit,
+            run_ratio,
+            limit,
+            "run",
+            f"{lost:.0f} of {sent:.0f} queries lost ({run_ratio:.4%}), at most {limit:.4%}",
+        )
+    ]
+    worst = worst_window(num, total.sent, _ns(cfg.window_s))
+    if worst is not None:
+        ratio, end_ns = worst
+        out.append(
+            CriterionResult(
+                "lost_ratio",
+                ratio <= limit,
+                ratio,
+                limit,
+                _window_name(cfg.window_s, end_ns, data),
+                f"worst {cfg.window_s:g} s window lost {ratio:.4%}, at most {limit:.4%}",
+            )
+        )
+    return out
+
+
+def _wrong_answers(limit: int, data: RunData) -> CriterionResult:
+    total = _total_class(data)
+    if total is None:
+        return _missing("wrong_answers", limit, "no load samples to judge answers")
+    count = sum(v for _, v in total.wrong_answers)
+    per_class = {
+        name: sum(v for _, v in cs.wrong_answers)
+        for name, cs in sorted(data.load.items())
+        if name != "all"
+    }
+    where = ", ".join(f"{k} {v:.0f}" for k, v in per_class.items() if v)
+    msg = f"{count:.0f} wrong answer(s), at most {limit}" + (f" ({where})" if where else "")
+    return CriterionResult("wrong_answers", count <= limit, count, limit, "run", msg)
+
+
+def _p99(cls: str, limit: float, window_s: float, data: RunData) -> list[CriterionResult]:
+    name = f"p99_ms[{cls}]"
+    cs = data.load.get(cls)
+    if cs is None or not cs.p99_ms:
+        return [_missing(name, limit, f"no p99 samples for class {cls!r}")]
+    weight_by_t = dict(cs.completed)
+    weights = [(t, weight_by_t.get(t, 1.0)) for t, _ in cs.p99_ms]
+    weighted = [(t, v * w) for (t, v), (_, w) in zip(cs.p99_ms, weights, strict=True)]
+    total_w = sum(w for _, w in weights)
+    run_p99 = sum(v for _, v in weighted) / total_w if total_w else 0.0
+    out = [
+        CriterionResult(
+            name,
+            run_p99 <= limit,
+            run_p99,
+            limit,
+            "run",
+            f"{cls}: mean per-tick p99 {run_p99:.3f} ms, at most {limit:g} ms",
+        )
+    ]
+    worst = worst_window(weighted, weights, _ns(window_s))
+    if worst is not None:
+        value, end_ns = worst
+        out.append(
+            CriterionResult(
+                name,
+                value <= limit,
+                value,
+                limit,
+                _window_name(window_s, end_ns, data),
+                f"{cls}: worst {window_s:g} s window p99 {value:.3f} ms, at most {limit:g} ms",
+            )
+        )
+    return out
+
+
+def _leak(v: LeakVerdict) -> CriterionResult:
+    per_h = f"{v.slope_per_hour:.4g}/h (threshold {v.threshold_per_hour:.4g}/h)"
+    messages = {
+        "growing": f"{v.resource} growing at {per_h}, p={v.p_value:.2g}",
+        "levelling": f"{v.resource} grew, then levelled (now {v.recent_slope_per_hour:.4g}/h)",
+        "insufficient": f"{v.resource}: too few windows to judge ({v.windows})",
+        "ok": f"{v.resource} flat: {per_h}",
+    }
+    return CriterionResult(
+        f"leak[{v.resource}]",
+        v.verdict != "growing",
+        v.slope_per_hour,
+        v.threshold_per_hour,
+        "run",
+        messages.get(v.verdict, f"{v.resource}: {v.verdict}"),
+    )
+
+
+def _api_latency(endpoint: str, limit: float, data: RunData) -> CriterionResult:
+    name = f"api_latency_ms[{endpoint}]"
+    series = data.api_latency_ms.get(endpoint)
+    if not series:
+        return _missing(name, limit, f"no latency samples for {endpoint}")
+    t_max, v_max = max(series, key=lambda tv: tv[1])
+    return CriterionResult(
+        name,
+        v_max <= limit,
+        v_max,
+        limit,
+        "run",
+        f"{endpoint}: slowest call {v_max:.1f} ms at {_offset(t_max, data)}, at most {limit:g} ms",
+    )
+
+
+def _querylog_dropped(limit: float, window_s: float, data: RunData) -> list[CriterionResult]:
+    name = "querylog_dropped"
+    increments = counter_increments(data.querylog_dropped_total)
+    if not data.querylog_dropped_total:
+        return [_missing(name, limit, "no querylog_dropped_total samples")]
+    total = sum(v for _, v in increments)
+    out = [
+        CriterionResult(
+            name, total <= limit, total, limit, "run", f"{total:.0f} dropped, at most {limit:g}"
+        )
+    ]
+    ones = [(t, 1.0) for t, _ in increments]
+    worst = worst_window(increments, ones, _ns(window_s), ratio=False)
+    if worst is not None:
+        value, end_ns = worst
+        msg = f"worst {window_s:g} s window dropped {value:.0f}, at most {limit:g}"
+        out.append(
+            CriterionResult(
+                name, value <= limit, value, limit, _window_name(window_s, end_ns, data), msg
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def counter_increments(series: Series) -> Series:
+    """Per-sample increases of a counter; after a reset (a restart) the new value is one."""
+    return [(t1, v1 - v0 if v1 >= v0 else v1) for (_, v0), (t1, v1) in pairwise(series)]
+
+
+def worst_window(
+    num: Series, den: Series, window_ns: int, *, ratio: bool = True
+) -> tuple[float, int] | None:
+    """(worst value, window end) of sum(num)/sum(den) (or sum(num)) over complete windows.
+
+    Windows end at every sample and reach back `window_ns`; a window is
+    complete when it reaches back to the first sample's own interval. None
+    when the series is shorter than one window. Windows with no denominator
+    are skipped. num and den are sampled at the same times.
+    """
+    n = len(num)
+    if n < 2:
+        return None
+    times = [t for t, _ in num]
+    step_ns = _median_gap(times)
+    pre_num, pre_den = _prefix(num), _prefix(den)
+    worst: tuple[float, int] | None = None
+    lo = 0
+    for hi in range(n):
+        t_end = times[hi]
+        if t_end - window_ns < times[0] - step_ns:
+            continue
+        while times[lo] <= t_end - window_ns:
+            lo += 1
+        s_num = pre_num[hi + 1] - pre_num[lo]
+        s_den = pre_den[hi + 1] - pre_den[lo]
+        if ratio and s_den <= 0:
+            continue
+        value = s_num / s_den if ratio else s_num
+        if worst is None or value > worst[0]:
+            worst = (value, t_end)
+    return worst
+
+
+def _prefix(series: Series) -> list[float]:
+    out = [0.0]
+    for _, v in series:
+        out.append(out[-1] + v)
+    return out
+
+
+def _median_gap(times: Sequence[int]) -> int:
+    gaps = sorted(b - a for a, b in pairwise(times))
+    return gaps[len(gaps) // 2] if gaps else 0
+
+
+def _missing(name: str, limit: float, message: str) -> CriterionResult:
+    return CriterionResult(name, False, None, limit, "run", message)
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * 1e9)
+
+
+def _offset(t_ns: int, data: RunData) -> str:
+    start = data.run_start_ns if data.run_start_ns is not None else data.start_ns
+    return "+" + format_hms((t_ns - start) / 1e9)
+
+
+def _window_name(window_s: float, end_ns: int, data: RunData) -> str:
+    return f"{window_s:g} s to {_offset(end_ns, data)}"
+
+
+def format_hms(seconds: float) -> str:
+    s = max(0, round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"

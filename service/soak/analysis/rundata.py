@@ -1,0 +1,154 @@
+"""RunData: the plain series the criteria judge, and how to read them from the point store.
+
+The store is anything with the SqliteStore reader methods (`series`,
+`points`); nothing here opens a file. Names are DESIGN.md's time series:
+`load` (tag `class`) per-tick counts and latencies, `api` (tag `endpoint`)
+latency_ms, `runtime` querylog_dropped_total, `event` kind `restarted`, and
+`leak` (tag `resource`) verdicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from soak.analysis.leaks import LeakVerdict
+from soak.config import LeaksConfig
+from soak.points import Point
+
+Series = list[tuple[int, float]]  # (time_ns, value), time-ordered
+StoredValue = float | str
+
+RESTART_EVENT_KIND = "restarted"
+_LOAD_FIELDS = {
+    "sent": "sent",
+    "completed": "completed",
+    "lost": "lost",
+    "wrong_answers": "wrong_answers",
+    "p99_ms": "lat_p99_ms",
+}
+
+
+@dataclass
+class ClassSeries:
+    """The `load` fields of one class (or `all`), one sample per tick (per-tick counts)."""
+
+    sent: Series = field(default_factory=list)
+    completed: Series = field(default_factory=list)
+    lost: Series = field(default_factory=list)
+    wrong_answers: Series = field(default_factory=list)
+    p99_ms: Series = field(default_factory=list)
+
+
+@dataclass
+class RunData:
+    start_ns: int  # judged from here (the end of the warm-up)
+    end_ns: int
+    run_start_ns: int | None = None  # window offsets are told from here; default start_ns
+    load: dict[str, ClassSeries] = field(default_factory=dict)  # class (and "all") -> series
+    api_latency_ms: dict[str, Series] = field(default_factory=dict)  # endpoint -> series
+    querylog_dropped_total: Series = field(default_factory=list)  # the target's counter
+    restarts: int = 0
+    verdicts: list[LeakVerdict] = field(default_factory=list)
+    expect_load: bool = True  # False for a run without load: no load criteria judged
+
+
+class StoreReader(Protocol):
+    def series(
+        self, soak: str, measurement: str, field: str, tags: dict[str, str] | None = None
+    ) -> list[tuple[dict[str, str], list[tuple[int, StoredValue]]]]: ...
+
+    def points(
+        self, soak: str, measurement: str | None = None, since_ns: int | None = None
+    ) -> Iterator[Point]: ...
+
+
+def numeric(samples: list[tuple[int, StoredValue]], since_ns: int) -> Series:
+    return [(t, float(v)) for t, v in samples if t >= since_ns and not isinstance(v, str)]
+
+
+def series_by_tag(
+    store: StoreReader, soak_id: str, measurement: str, field_name: str, tag: str, since_ns: int
+) -> dict[str, Series]:
+    """One field per value of `tag`; several tag sets with the same value are merged."""
+    out: dict[str, Series] = {}
+    for tags, samples in store.series(soak_id, measurement, field_name):
+        key = tags.get(tag, "")
+        out.setdefault(key, []).extend(numeric(samples, since_ns))
+    for series in out.values():
+        series.sort()
+    return out
+
+
+def stored_verdicts(
+    store: StoreReader, soak_id: str, leaks: LeaksConfig | None = None
+) -> list[LeakVerdict]:
+    """The latest `leak` point of each resource, as verdicts (windows unknown: 0)."""
+    latest: dict[str, dict[str, StoredValue]] = {}
+    for field_name in ("verdict", "slope_per_hour", "p_value"):
+        for tags, samples in store.series(soak_id, "leak", field_name):
+            if samples:
+                latest.setdefault(tags.get("resource", ""), {})[field_name] = samples[-1][1]
+    thresholds = leaks.thresholds if leaks is not None else {}
+    out = []
+    for resource, fields in sorted(latest.items()):
+        slope, p = fields.get("slope_per_hour", 0.0), fields.get("p_value", 1.0)
+        out.append(
+            LeakVerdict(
+                resource,
+                str(fields.get("verdict", "insufficient")),
+                float(slope) if not isinstance(slope, str) else 0.0,
+                float(p) if not isinstance(p, str) else 1.0,
+                0,
+                thresholds.get(resource, 0.0),
+            )
+        )
+    return out
+
+
+def run_data_from_store(
+    store: StoreReader,
+    soak_id: str,
+    exclude_before_ns: int,
+    *,
+    run_start_ns: int | None = None,
+    verdicts: list[LeakVerdict] | None = None,
+    leaks: LeaksConfig | None = None,
+    expect_load: bool = True,
+) -> RunData:
+    """The run's series from `exclude_before_ns` on (restarts over the whole run).
+
+    `verdicts`: the service's latest verdicts; when None, the latest stored
+    `leak` points (thresholds from `leaks` when given).
+    """
+    load: dict[str, ClassSeries] = {}
+    for attr, field_name in _LOAD_FIELDS.items():
+        for cls, series in series_by_tag(
+            store, soak_id, "load", field_name, "class", exclude_before_ns
+        ).items():
+            setattr(load.setdefault(cls, ClassSeries()), attr, series)
+    api = series_by_tag(store, soak_id, "api", "latency_ms", "endpoint", exclude_before_ns)
+    dropped = sorted(
+        s
+        for series in series_by_tag(
+            store, soak_id, "runtime", "querylog_dropped_total", "soak", exclude_before_ns
+        ).values()
+        for s in series
+    )
+    restarts = sum(
+        1 for p in store.points(soak_id, "event") if p.tags.get("kind") == RESTART_EVENT_KIND
+    )
+    ends = [s[-1][0] for cs in load.values() for s in vars(cs).values() if s]
+    ends += [s[-1][0] for s in api.values() if s] + ([dropped[-1][0]] if dropped else [])
+    return RunData(
+        start_ns=exclude_before_ns,
+        end_ns=max(ends, default=exclude_before_ns),
+        run_start_ns=run_start_ns,
+        load=load,
+        api_latency_ms=api,
+        querylog_dropped_total=dropped,
+        restarts=restarts,
+        verdicts=verdicts if verdicts is not None else stored_verdicts(store, soak_id, leaks),
+        expect_load=expect_load,
+    )

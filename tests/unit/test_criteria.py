@@ -1,0 +1,169 @@
+"""Pass/fail criteria on hand-made run data: whole run and worst sliding window."""
+
+from __future__ import annotations
+
+import pytest
+
+from soak.analysis.criteria import (
+    ClassSeries,
+    CriterionResult,
+    RunData,
+    evaluate_criteria,
+    failed,
+)
+from soak.analysis.leaks import LeakVerdict
+from soak.config import CriteriaConfig
+
+S = 1_000_000_000
+T0 = 1_700_000_000 * S
+
+
+def ticks(values: list[float], start_s: int = 0) -> list[tuple[int, float]]:
+    return [(T0 + (start_s + i) * S, float(v)) for i, v in enumerate(values)]
+
+
+def load_run(
+    n: int = 600,
+    sent: float = 100.0,
+    lost: dict[int, float] | None = None,
+    p99: dict[int, float] | None = None,
+    wrong: dict[int, float] | None = None,
+) -> RunData:
+    lost = lost or {}
+    p99 = p99 or {}
+    wrong = wrong or {}
+    cs = ClassSeries(
+        sent=ticks([sent] * n),
+        completed=ticks([sent - lost.get(i, 0.0) for i in range(n)]),
+        lost=ticks([lost.get(i, 0.0) for i in range(n)]),
+        wrong_answers=ticks([wrong.get(i, 0.0) for i in range(n)]),
+        p99_ms=ticks([p99.get(i, 1.0) for i in range(n)]),
+    )
+    return RunData(start_ns=T0, end_ns=T0 + n * S, load={"all": cs, "cached": cs})
+
+
+def cfg(**kw: object) -> CriteriaConfig:
+    base: dict[str, object] = {"window_s": 60, "restarts_max": 0, "leaks_ok": True}
+    base.update(kw)
+    return CriteriaConfig.model_validate(base)
+
+
+def by(results: list[CriterionResult], name: str) -> list[CriterionResult]:
+    return [r for r in results if r.name == name]
+
+
+def test_clean_run_passes_everything() -> None:
+    c = cfg(p99_ms_max={"cached": 5}, wrong_answers_max=0)
+    results = evaluate_criteria(c, load_run())
+    assert failed(results) == []
+    names = {r.name for r in results}
+    assert {"lost_ratio", "wrong_answers", "p99_ms[cached]", "restarts"} <= names
+
+
+def test_an_outage_fails_the_window_but_not_the_run_average() -> None:
+    # 30 s of 5% loss in 10 minutes: 0.25% overall, 2.5% in the worst minute.
+    data = load_run(lost={i: 5.0 for i in range(300, 330)})
+    run, window = by(evaluate_criteria(cfg(lost_ratio_max=0.01), data), "lost_ratio")
+    assert run.window == "run"
+    assert run.ok and run.value == pytest.approx(0.0025)
+    assert not window.ok
+    assert window.value == pytest.approx(0.025)
+    assert window.window.startswith("60 s to +0:05:")
+
+
+def test_whole_run_loss_over_the_limit_fails() -> None:
+    data = load_run(lost={i: 1.0 for i in range(600)})
+    (run, window) = by(evaluate_criteria(cfg(lost_ratio_max=0.001), data), "lost_ratio")
+    assert not run.ok and run.value == pytest.approx(0.01)
+    assert not window.ok
+
+
+def test_shorter_than_a_window_judges_the_run_only() -> None:
+    results = by(evaluate_criteria(cfg(window_s=3600), load_run(n=100)), "lost_ratio")
+    assert [r.window for r in results] == ["run"]
+
+
+def test_wrong_answers_counted() -> None:
+    data = load_run(wrong={10: 2, 20: 1})
+    (r,) = by(evaluate_criteria(cfg(wrong_answers_max=2), data), "wrong_answers")
+    assert not r.ok and r.value == 3
+    assert "cached 3" in r.message
+
+
+def test_p99_worst_window() -> None:
+    data = load_run(p99={i: 20.0 for i in range(100, 160)})
+    run, window = by(evaluate_criteria(cfg(p99_ms_max={"cached": 5}), data), "p99_ms[cached]")
+    assert run.ok  # (540 * 1 + 60 * 20) / 600 = 2.9 ms
+    assert run.value == pytest.approx(2.9)
+    assert not window.ok and window.value == pytest.approx(20.0)
+
+
+def test_missing_class_fails() -> None:
+    (r,) = by(evaluate_criteria(cfg(p99_ms_max={"miss": 5}), load_run()), "p99_ms[miss]")
+    assert not r.ok and r.value is None
+    assert "no p99 samples" in r.message
+
+
+def test_no_load_samples_fails_unless_no_load_was_expected() -> None:
+    empty = RunData(start_ns=T0, end_ns=T0 + 60 * S)
+    (r,) = by(evaluate_criteria(cfg(), empty), "lost_ratio")
+    assert not r.ok
+    empty.expect_load = False
+    assert by(evaluate_criteria(cfg(), empty), "lost_ratio") == []
+
+
+def test_restarts() -> None:
+    data = load_run()
+    data.restarts = 1
+    (r,) = by(evaluate_criteria(cfg(restarts_max=0), data), "restarts")
+    assert not r.ok and r.value == 1
+    (r,) = by(evaluate_criteria(cfg(restarts_max=1), data), "restarts")
+    assert r.ok
+
+
+def test_leak_verdicts() -> None:
+    data = load_run()
+    data.verdicts = [
+        LeakVerdict("rss_anon_bytes", "growing", 8e6, 0.001, 20, 5e6),
+        LeakVerdict("fds", "levelling", 0.5, 0.01, 20, 1.0, 0.0),
+        LeakVerdict("threads", "insufficient", 0.0, 1.0, 2, 1.0),
+    ]
+    results = evaluate_criteria(cfg(), data)
+    (rss,) = by(results, "leak[rss_anon_bytes]")
+    assert not rss.ok and "growing" in rss.message
+    assert by(results, "leak[fds]")[0].ok
+    assert by(results, "leak[threads]")[0].ok
+    assert by(evaluate_criteria(cfg(leaks_ok=False), data), "leak[rss_anon_bytes]") == []
+
+
+def test_api_latency_per_endpoint() -> None:
+    data = load_run()
+    data.api_latency_ms = {
+        "GET /stats/summary": ticks([10, 12, 3200, 11]),
+        "GET /healthz": ticks([1, 1, 1]),
+    }
+    c = cfg(api_latency_ms_max={"GET /stats/summary": 1000, "GET /healthz": 50, "GET /x": 5})
+    results = evaluate_criteria(c, data)
+    (summary,) = by(results, "api_latency_ms[GET /stats/summary]")
+    assert not summary.ok and summary.value == 3200
+    assert "+0:00:02" in summary.message
+    assert by(results, "api_latency_ms[GET /healthz]")[0].ok
+    assert not by(results, "api_latency_ms[GET /x]")[0].ok  # never sampled
+
+
+def test_querylog_drops_follow_counter_resets() -> None:
+    data = load_run()
+    # 0 -> 5 -> 5 -> (restart) 2 -> 4 : 5 + 2 + 2 = 9 dropped
+    data.querylog_dropped_total = ticks([0, 5, 5, 2, 4])
+    results = by(
+        evaluate_criteria(cfg(querylog_dropped_max=8, window_s=2), data), "querylog_dropped"
+    )
+    run = results[0]
+    assert not run.ok and run.value == 9
+    assert results[1].value == 5  # the worst 2 s window holds the jump 0 -> 5
+
+
+def test_unset_criteria_are_not_judged() -> None:
+    c = CriteriaConfig(lost_ratio_max=None, wrong_answers_max=None, restarts_max=None)
+    data = load_run()
+    assert [r.name for r in evaluate_criteria(c, data)] == []
