@@ -1,1 +1,56 @@
-"""soak.samplers"""
+"""soak.samplers: what is read every tick. build_samplers() gives the list a TickRunner runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from soak.samplers.base import Sampler
+from soak.samplers.config import SamplersConfig
+from soak.samplers.tick import TickRunner, next_tick_ns
+from soak.targets.base import Running
+
+__all__ = ["Sampler", "TickRunner", "build_samplers", "next_tick_ns"]
+
+
+def build_samplers(
+    cfg: SamplersConfig,
+    target: Callable[[], Running | None],
+    *,
+    load_source: object | None = None,
+    proc_root: Path = Path("/proc"),
+    http_client: httpx.Client | None = None,
+) -> list[Sampler]:
+    """The samplers the config asks for; bad config (an unset token variable) is InputError.
+
+    target() gives the current Running at each tick (pid, ports and data_dir
+    change when the target restarts); while it gives None, the `target`
+    sampler records an event point every tick and the others record nothing.
+    """
+    from soak.samplers.api import HttpSampler
+    from soak.samplers.dig import DigSampler
+    from soak.samplers.files import FilesSampler
+    from soak.samplers.load import LoadSampler, LoadSource
+    from soak.samplers.proc import ProcSampler
+    from soak.samplers.prom import PromSampler
+    from soak.samplers.target import TargetSampler
+
+    samplers: list[Sampler] = [TargetSampler(target)]
+    if cfg.proc.enabled:
+        samplers.append(ProcSampler(target, tree=cfg.proc.tree, proc_root=proc_root))
+    if cfg.prom is not None:
+        samplers.append(PromSampler(cfg.prom, target, client=http_client))
+    if cfg.http:
+        samplers.append(HttpSampler(cfg.http, target, client=http_client))
+    if cfg.dig:
+        samplers.append(DigSampler(cfg.dig, target))
+    if cfg.files is not None:
+        samplers.append(FilesSampler(cfg.files, target))
+    if cfg.load and load_source is not None:
+        if not callable(getattr(load_source, "take_window", None)):
+            raise TypeError(f"load_source {load_source!r} has no take_window()")
+        source: LoadSource = load_source  # type: ignore[assignment]
+        samplers.append(LoadSampler(source))
+    return samplers

@@ -1,0 +1,80 @@
+"""The `http` sampler: timed calls to the target's API, one `api` point per endpoint."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import httpx
+
+from soak.errors import InputError
+from soak.points import Point, event_point
+from soak.probes import http_request
+from soak.samplers.config import HttpCallConfig
+from soak.targets.base import Running
+
+
+def endpoint_name(call: HttpCallConfig) -> str:
+    return call.endpoint or f"{call.method.upper()} {call.path}"
+
+
+def call_headers(call: HttpCallConfig, environ: dict[str, str]) -> dict[str, str]:
+    """The call's headers with its token (read once, when the sampler is built)."""
+    headers = dict(call.headers)
+    if call.token_env is not None:
+        token = environ.get(call.token_env)
+        if token is None:
+            raise InputError(
+                f"samplers.http {endpoint_name(call)}: environment variable {call.token_env}"
+                " is not set"
+            )
+        is_bearer = call.token_header.lower() == "authorization"
+        headers[call.token_header] = f"Bearer {token}" if is_bearer else token
+    return headers
+
+
+class HttpSampler:
+    name = "http"
+
+    def __init__(
+        self,
+        calls: list[HttpCallConfig],
+        target: Callable[[], Running | None],
+        *,
+        client: httpx.Client | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        env = dict(os.environ) if environ is None else environ
+        self.calls = [(c, endpoint_name(c), call_headers(c, env)) for c in calls]
+        self.target = target
+        self.client = client
+
+    def sample(self, tick_time_ns: int) -> list[Point]:
+        running = self.target()
+        if running is None:
+            return []
+        points = []
+        for call, endpoint, headers in self.calls:
+            if call.port not in running.ports:
+                raise RuntimeError(f"{endpoint}: the target has no port named {call.port!r}")
+            host, port = running.address(call.port)
+            host = f"[{host}]" if ":" in host else host
+            result = http_request(
+                call.method.upper(),
+                f"http://{host}:{port}{call.path}",
+                headers=headers,
+                timeout_s=call.timeout_s,
+                client=self.client,
+            )
+            ok = result.status == call.status
+            fields = {
+                "latency_ms": result.latency_ms,
+                "status": float(result.status or 0),  # 0: no response
+                "bytes": float(result.bytes),
+                "ok": 1.0 if ok else 0.0,
+            }
+            points.append(Point("api", dict(fields), tick_time_ns, {"endpoint": endpoint}))
+            if result.error is not None:
+                message = f"{endpoint}: {result.error}"
+                points.append(event_point("api_error", message, tick_time_ns))
+        return points

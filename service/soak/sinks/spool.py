@@ -1,0 +1,110 @@
+"""An append-only spool file per sink: points a sink refused, replayed in order later.
+
+Each line is one JSON point. A sidecar file holds the byte offset replayed so
+far, written after each accepted chunk, so a replay interrupted by another
+failure (or by a restart of the service) resumes where it stopped and sends
+no point twice. When the whole file is replayed it is truncated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from soak.points import Point
+
+
+def point_to_json(p: Point) -> str:
+    return json.dumps(
+        {"m": p.measurement, "t": p.time_ns, "g": p.tags, "f": p.fields}, separators=(",", ":")
+    )
+
+
+def point_from_json(line: str) -> Point:
+    d = json.loads(line)
+    return Point(d["m"], d["f"], int(d["t"]), d["g"])
+
+
+class Spool:
+    """The spool of one sink. Not thread-safe: its SpoolingSink serialises calls."""
+
+    def __init__(self, path: Path, max_bytes: int) -> None:
+        self.path = path
+        self.offset_path = path.with_name(path.name + ".offset")
+        self.max_bytes = max_bytes
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.size_bytes = path.stat().st_size if path.exists() else 0
+        # An offset past the end: the file was truncated after a full replay and
+        # the service stopped before the offset file was reset.
+        self.offset = min(self._read_offset(), self.size_bytes)
+        self.depth = self._count_pending()
+
+    def _read_offset(self) -> int:
+        try:
+            return int(self.offset_path.read_text().strip() or 0)
+        except FileNotFoundError:
+            return 0
+
+    def _count_pending(self) -> int:
+        if self.size_bytes <= self.offset:
+            return 0
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            return sum(1 for _ in f)
+
+    @property
+    def empty(self) -> bool:
+        return self.depth == 0
+
+    def append(self, points: Sequence[Point]) -> int:
+        """Appends what fits under max_bytes, in order; returns how many points fit."""
+        data = [(point_to_json(p) + "\n").encode() for p in points]
+        fit = 0
+        room = self.max_bytes - self.size_bytes
+        for line in data:
+            if len(line) > room:
+                break
+            room -= len(line)
+            fit += 1
+        if fit:
+            with open(self.path, "ab") as f:
+                f.write(b"".join(data[:fit]))
+                f.flush()
+                os.fsync(f.fileno())
+            self.size_bytes += sum(len(line) for line in data[:fit])
+            self.depth += fit
+        return fit
+
+    def read_chunk(self, max_points: int) -> tuple[list[Point], list[int]]:
+        """The next points to replay and, for each, the offset after it (commit once accepted)."""
+        points: list[Point] = []
+        ends: list[int] = []
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            end = self.offset
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break  # a torn last line (crash while appending) is never replayed
+                points.append(point_from_json(raw.decode()))
+                end += len(raw)
+                ends.append(end)
+                if len(points) >= max_points:
+                    break
+        return points, ends
+
+    def commit(self, end_offset: int, count: int) -> None:
+        self.depth = max(0, self.depth - count)
+        if self.depth == 0:
+            # Truncate first: a crash between the two leaves an empty file and a
+            # stale offset, which _read_offset's caller treats as nothing pending.
+            with open(self.path, "wb"):
+                pass
+            self.size_bytes = 0
+            self.offset = 0
+        else:
+            self.offset = end_offset
+        tmp = self.offset_path.with_name(self.offset_path.name + ".tmp")
+        tmp.write_text(str(self.offset))
+        os.replace(tmp, self.offset_path)

@@ -1,0 +1,192 @@
+"""The embedded store: points in one SQLite file, read by reports, `soak status` and Grafana tests.
+
+One row per (series, field, time): a series is (soak, measurement, tag set),
+so `series()` for one field is an index range scan. Writing the same point
+twice replaces it (primary key), so a replay after an uncertain failure never
+shows a point twice. WAL mode lets readers in other processes read while the
+service writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from soak.errors import SinkError
+from soak.points import FieldValue, Point
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS series (
+    id INTEGER PRIMARY KEY,
+    soak TEXT NOT NULL,
+    measurement TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    UNIQUE (soak, measurement, tags)
+);
+CREATE TABLE IF NOT EXISTS samples (
+    series_id INTEGER NOT NULL REFERENCES series(id),
+    field TEXT NOT NULL,
+    time_ns INTEGER NOT NULL,
+    num REAL,
+    txt TEXT,
+    PRIMARY KEY (series_id, field, time_ns)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS samples_time ON samples (time_ns, series_id);
+"""
+
+Value = float | str
+
+
+def _tags_key(tags: dict[str, str]) -> str:
+    return json.dumps(tags, sort_keys=True, separators=(",", ":"))
+
+
+def _split_value(value: FieldValue) -> tuple[float | None, str | None]:
+    if isinstance(value, str):
+        return None, value
+    return float(value), None
+
+
+class SqliteStore:
+    """A Sink and the reader of what it stored."""
+
+    name = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise SinkError(f"cannot open the point store {self.path}: {exc}") from exc
+        self._series_ids: dict[tuple[str, str, str], int] = {}
+
+    # ---------------------------------------------------------------- Sink
+
+    def write(self, points: Sequence[Point]) -> None:
+        with self._lock:
+            try:
+                rows = [row for p in points for row in self._rows(p)]
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO samples (series_id, field, time_ns, num, txt)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    rows,
+                )
+                self._db.commit()
+            except sqlite3.Error as exc:
+                self._db.rollback()
+                self._series_ids.clear()  # ids created in the rolled-back transaction are gone
+                raise SinkError(f"sqlite {self.path}: {exc}") from exc
+
+    def flush(self) -> None:
+        """Every write commits; nothing is buffered."""
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _rows(self, p: Point) -> Iterator[tuple[int, str, int, float | None, str | None]]:
+        series_id = self._series_id(p.tags.get("soak", ""), p.measurement, p.tags)
+        for name, value in p.fields.items():
+            num, txt = _split_value(value)
+            if num is not None and not math.isfinite(num):
+                continue  # NaN/inf carry no value; the sampler records why it had none
+            yield series_id, name, p.time_ns, num, txt
+
+    def _series_id(self, soak: str, measurement: str, tags: dict[str, str]) -> int:
+        key = (soak, measurement, _tags_key(tags))
+        cached = self._series_ids.get(key)
+        if cached is not None:
+            return cached
+        self._db.execute(
+            "INSERT OR IGNORE INTO series (soak, measurement, tags) VALUES (?, ?, ?)", key
+        )
+        row = self._db.execute(
+            "SELECT id FROM series WHERE soak = ? AND measurement = ? AND tags = ?", key
+        ).fetchone()
+        self._series_ids[key] = int(row[0])
+        return int(row[0])
+
+    # ---------------------------------------------------------------- readers
+
+    def series(
+        self, soak: str, measurement: str, field: str, tags: dict[str, str] | None = None
+    ) -> list[tuple[dict[str, str], list[tuple[int, Value]]]]:
+        """One field over time, per distinct tag set (those containing `tags`), time-ordered."""
+        with self._lock:
+            found = self._db.execute(
+                "SELECT id, tags FROM series WHERE soak = ? AND measurement = ? ORDER BY id",
+                (soak, measurement),
+            ).fetchall()
+            result = []
+            for series_id, tags_json in found:
+                series_tags: dict[str, str] = json.loads(tags_json)
+                if tags and any(series_tags.get(k) != v for k, v in tags.items()):
+                    continue
+                rows = self._db.execute(
+                    "SELECT time_ns, num, txt FROM samples WHERE series_id = ? AND field = ?"
+                    " ORDER BY time_ns",
+                    (series_id, field),
+                ).fetchall()
+                if rows:
+                    values = [(t, num if txt is None else txt) for t, num, txt in rows]
+                    result.append((series_tags, values))
+            return result
+
+    def points(
+        self, soak: str, measurement: str | None = None, since_ns: int | None = None
+    ) -> Iterator[Point]:
+        """A run's points (of one measurement, from `since_ns` on, if given), time-ordered."""
+        sql = (
+            "SELECT s.id, s.measurement, s.tags, v.time_ns, v.field, v.num, v.txt"
+            " FROM samples v JOIN series s ON s.id = v.series_id WHERE s.soak = ?"
+        )
+        args: list[object] = [soak]
+        if measurement is not None:
+            sql += " AND s.measurement = ?"
+            args.append(measurement)
+        if since_ns is not None:
+            sql += " AND v.time_ns >= ?"
+            args.append(since_ns)
+        sql += " ORDER BY v.time_ns, s.id, v.field"
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        current: tuple[int, int] | None = None
+        fields: dict[str, FieldValue] = {}
+        meta: tuple[str, str, int] = ("", "", 0)
+        for series_id, meas, tags_json, time_ns, name, num, txt in rows:
+            if current != (series_id, time_ns):
+                if current is not None:
+                    yield Point(meta[0], fields, meta[2], json.loads(meta[1]))
+                current, fields, meta = (series_id, time_ns), {}, (meas, tags_json, time_ns)
+            fields[name] = num if txt is None else txt
+        if current is not None:
+            yield Point(meta[0], fields, meta[2], json.loads(meta[1]))
+
+    def latest(self, soak: str, measurement: str, field: str) -> Value | None:
+        """The newest value of a field in a run, over all its tag sets."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT v.num, v.txt FROM samples v JOIN series s ON s.id = v.series_id"
+                " WHERE s.soak = ? AND s.measurement = ? AND v.field = ?"
+                " ORDER BY v.time_ns DESC LIMIT 1",
+                (soak, measurement, field),
+            ).fetchone()
+        if row is None:
+            return None
+        num, txt = row
+        return num if txt is None else txt
+
+    def soaks(self) -> list[str]:
+        """Run ids that have points, in the order they first wrote."""
+        with self._lock:
+            rows = self._db.execute("SELECT soak FROM series GROUP BY soak ORDER BY min(id)")
+            return [r[0] for r in rows.fetchall()]

@@ -1,0 +1,70 @@
+from pathlib import Path
+
+from soak.points import Point
+from soak.sinks.sqlite import SqliteStore
+
+RUN = {"soak": "r1", "scenario": "s", "target": "t", "version": "v1"}
+
+
+def p(measurement: str, t: int, fields: dict, **tags: str) -> Point:
+    return Point(measurement, fields, t, {**RUN, **tags})
+
+
+def test_series_per_tag_set_time_ordered(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "points.db")
+    store.write([p("api", 20, {"latency_ms": 2.0}, endpoint="GET /a")])
+    store.write(
+        [
+            p("api", 10, {"latency_ms": 1.0, "ok": True}, endpoint="GET /a"),
+            p("api", 10, {"latency_ms": 5.0}, endpoint="GET /b"),
+        ]
+    )
+    series = store.series("r1", "api", "latency_ms")
+    assert [(tags["endpoint"], values) for tags, values in series] == [
+        ("GET /a", [(10, 1.0), (20, 2.0)]),
+        ("GET /b", [(10, 5.0)]),
+    ]
+    only_b = store.series("r1", "api", "latency_ms", {"endpoint": "GET /b"})
+    assert [t["endpoint"] for t, _ in only_b] == ["GET /b"]
+    assert store.series("r2", "api", "latency_ms") == []
+    store.close()
+
+
+def test_points_roundtrip_and_latest(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "points.db")
+    written = [
+        p("process", 1, {"rss_bytes": 100.0, "fds": 7.0}),
+        p("event", 2, {"message": "target restarted", "value": 1.0}, kind="restart"),
+        p("process", 3, {"rss_bytes": 120.0, "fds": 8.0}),
+        Point("process", {"rss_bytes": 1.0}, 4, {**RUN, "soak": "other"}),
+    ]
+    store.write(written)
+    assert list(store.points("r1")) == written[:3]
+    assert list(store.points("r1", "process", since_ns=2)) == [written[2]]
+    assert store.latest("r1", "process", "rss_bytes") == 120.0
+    assert store.latest("r1", "event", "message") == "target restarted"
+    assert store.latest("r1", "dig", "ok") is None
+    assert store.soaks() == ["r1", "other"]
+    store.close()
+
+
+def test_same_point_twice_is_stored_once_and_readable_from_another_connection(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "points.db"
+    store = SqliteStore(path)
+    point = p("dig", 5, {"latency_ms": 0.5, "rcode": 0.0}, probe="www.example.test/A")
+    store.write([point])
+    store.write([point])
+    reader = SqliteStore(path)
+    assert list(reader.points("r1")) == [point]
+    assert reader.series("r1", "dig", "latency_ms")[0][1] == [(5, 0.5)]
+    reader.close()
+    store.close()
+
+
+def test_non_finite_values_are_left_out(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "points.db")
+    store.write([p("load", 1, {"lat_p99_ms": float("nan"), "sent": 3.0}, **{"class": "all"})])
+    assert list(store.points("r1")) == [p("load", 1, {"sent": 3.0}, **{"class": "all"})]
+    store.close()
