@@ -1,0 +1,63 @@
+"""The control API's bearer token: $SOAK_TOKEN, else a 0600 file in the data directory."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from soak.errors import InputError
+
+TOKEN_ENV = "SOAK_TOKEN"
+TOKEN_FILE = "token"
+
+
+def token_path(data_dir: Path) -> Path:
+    return data_dir / TOKEN_FILE
+
+
+def server_token(data_dir: Path) -> str:
+    """The token the service checks; generated into a 0600 file on first start."""
+    env = os.environ.get(TOKEN_ENV, "").strip()
+    if env:
+        return env
+    path = token_path(data_dir)
+    if path.exists():
+        return _read(path)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    # O_EXCL and the mode at creation: the token is never readable by others, not even briefly.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
+
+
+def client_token(data_dir: Path) -> str:
+    """The token a client sends: $SOAK_TOKEN, else the service's token file."""
+    env = os.environ.get(TOKEN_ENV, "").strip()
+    if env:
+        return env
+    path = token_path(data_dir)
+    if not path.exists():
+        raise InputError(
+            f"no token: set {TOKEN_ENV} or run on the service's host ({path} does not exist)"
+        )
+    return _read(path)
+
+
+def _read(path: Path) -> str:
+    try:
+        token = path.read_text().strip()
+    except OSError as exc:
+        raise InputError(f"cannot read the token file {path}: {exc.strerror or exc}") from exc
+    if not token:
+        raise InputError(f"the token file {path} is empty")
+    return token
+
+
+def token_matches(header: str | None, token: str) -> bool:
+    if not header:
+        return False
+    scheme, _, given = header.partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(given.strip(), token)
