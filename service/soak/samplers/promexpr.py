@@ -46,11 +46,17 @@ class Expr:
     matchers: tuple[Matcher, ...]
 
     def evaluate(self, samples: Iterable[Sample]) -> float | None:
-        values = [
-            value
-            for name, labels, value in samples
-            if name == self.name and all(m.matches(labels) for m in self.matchers)
-        ]
+        samples = list(samples)
+        values = self._values(samples, self.name)
+        if not values:
+            # The parser names every counter sample `<name>_total`, even when the page
+            # says `<name>` (pdns does): accept the name as the page shows it.
+            alt = (
+                self.name[: -len("_total")]
+                if self.name.endswith("_total")
+                else f"{self.name}_total"
+            )
+            values = self._values(samples, alt)
         if not values:
             return None
         if self.agg == "max":
@@ -58,6 +64,13 @@ class Expr:
         if self.agg == "min":
             return min(values)
         return sum(values)
+
+    def _values(self, samples: list[Sample], wanted: str) -> list[float]:
+        return [
+            value
+            for name, labels, value in samples
+            if name == wanted and all(m.matches(labels) for m in self.matchers)
+        ]
 
 
 def _unescape(value: str) -> str:
