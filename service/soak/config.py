@@ -85,6 +85,10 @@ class AlertingConfig(StrictModel):
     webhooks: list[str] = Field(default_factory=list)
     alertmanagers: list[str] = Field(default_factory=list)  # base URLs; /api/v2/alerts
     timeout_s: DurationS = 5.0
+    # Firing alerts are sent to Alertmanager again this often, each valid for 4 intervals
+    # (as Prometheus does), so a service that dies leaves no alert firing forever.
+    resend_interval_s: DurationS = Field(default=60.0, gt=0)
+    labels: dict[str, str] = Field(default_factory=dict)  # added to every alert
 
 
 class Scenario(StrictModel):

@@ -1,0 +1,252 @@
+"""Leak alerts: to webhooks (JSON) and Alertmanager's v2 API, resolved when the verdict clears.
+
+An alert fires when a resource's verdict turns `growing` and is resolved when
+it is anything else. Alertmanager is told again every `resend_interval_s`
+while the alert fires (each send is valid for four intervals, as Prometheus
+does); webhooks are told of the transitions only, in the shape of
+Alertmanager's webhook payload. A receiver that fails is told again at the
+next update until it has heard. Whatever was sent, or failed to be, comes
+back as `event` points of kind `alert`: a failure is an event, not an
+exception. Successful periodic resends are not events (one a minute would
+bury the others).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from soak.analysis.leaks import LeakVerdict
+from soak.config import AlertingConfig
+from soak.points import Point, event_point, seconds_to_ns
+
+ALERT_NAME = "SoakLeakGrowing"
+_VALID_FOR_INTERVALS = 4
+# A resolution that no receiver takes is given up after this many tries
+# (Alertmanager resolves it anyway when its endsAt passes).
+_RESOLVE_ATTEMPTS = 5
+
+
+@dataclass
+class _Alert:
+    resource: str
+    verdict: LeakVerdict
+    starts_s: float
+    ends_s: float | None = None  # set when resolved
+    # receiver URL -> time of its last successful send (0: it has not heard yet)
+    last_sent_s: dict[str, float] = field(default_factory=dict)
+    attempts: int = 0  # tries to deliver the resolution
+
+
+def _rfc3339(t_s: float) -> str:
+    return (
+        datetime.fromtimestamp(t_s, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+def _human(value: float) -> str:
+    """A slope's size the way thresholds are written: 5MiB/h, 1/h."""
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+class Alerter:
+    """One run's leak alerts. Call update() with every new set of verdicts."""
+
+    def __init__(
+        self,
+        cfg: AlertingConfig,
+        *,
+        run_tags: dict[str, str],
+        client: httpx.Client | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg = cfg
+        self.run_tags = dict(run_tags)
+        self._own_client = client is None
+        self.client = client if client is not None else httpx.Client(timeout=cfg.timeout_s)
+        self.clock = clock
+        self.firing: dict[str, _Alert] = {}
+        self.resolving: dict[str, _Alert] = {}
+        self._fail_streak: dict[str, int] = {}  # receiver URL -> failed sends in a row
+
+    @property
+    def receivers(self) -> list[str]:
+        return [*self.cfg.webhooks, *self.cfg.alertmanagers]
+
+    def close(self) -> None:
+        if self._own_client:
+            self.client.close()
+
+    def update(self, verdicts: Sequence[LeakVerdict]) -> list[Point]:
+        """Fire, resend and resolve; the `event` points of what was sent or failed."""
+        now_s = self.clock()
+        events: list[Point] = []
+        if not self.receivers:
+            return events
+        for v in verdicts:
+            alert = self.firing.get(v.resource)
+            if v.verdict == "growing":
+                if alert is None:
+                    alert = _Alert(v.resource, v, now_s)
+                    self.firing[v.resource] = alert
+                    self.resolving.pop(v.resource, None)
+                alert.verdict = v
+            elif alert is not None:
+                alert.verdict, alert.ends_s = v, now_s
+                self.resolving[v.resource] = self.firing.pop(v.resource)
+        for alert in self.firing.values():
+            events += self._deliver(alert, now_s)
+        for resource, alert in list(self.resolving.items()):
+            events += self._deliver(alert, now_s)
+            alert.attempts += 1
+            ends_s = alert.ends_s or 0.0
+            heard = all(alert.last_sent_s.get(r, 0.0) >= ends_s for r in self.receivers)
+            if heard or alert.attempts >= _RESOLVE_ATTEMPTS:
+                del self.resolving[resource]
+        return events
+
+    # ---------------------------------------------------------------- sending
+
+    def _deliver(self, alert: _Alert, now_s: float) -> list[Point]:
+        """Send to each receiver that is due; events for transitions told and for failures."""
+        resolved = alert.ends_s is not None
+        due = []
+        for url in self.receivers:
+            last = alert.last_sent_s.get(url, 0.0)
+            if resolved:
+                is_due = last < (alert.ends_s or 0.0)
+            elif url in self.cfg.alertmanagers:
+                # 10% slack: updates come every interval, give or take scheduling jitter.
+                is_due = last == 0.0 or now_s - last >= 0.9 * self.cfg.resend_interval_s
+            else:
+                is_due = last == 0.0
+            if is_due:
+                due.append(url)
+        events = []
+        told = []
+        for url in due:
+            first = alert.last_sent_s.get(url, 0.0) == 0.0 or resolved
+            error = self._send(url, alert, now_s)
+            events += self._streak_events(url, alert, error, now_s)
+            if error is None:
+                alert.last_sent_s[url] = now_s
+                if first:
+                    told.append(url)
+        if told:
+            events.append(self._event(self._summary(alert, told), self._value(alert), now_s))
+        return events
+
+    def _send(self, url: str, alert: _Alert, now_s: float) -> str | None:
+        """None when the receiver took it, else why not."""
+        if url in self.cfg.alertmanagers:
+            target = url.rstrip("/") + "/api/v2/alerts"
+            body: Any = [self._am_alert(alert, now_s)]
+        else:
+            target, body = url, self._webhook_body(alert, now_s)
+        try:
+            response = self.client.post(target, json=body, timeout=self.cfg.timeout_s)
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if response.status_code >= 300:
+            return f"HTTP {response.status_code}: {response.text[:200].strip()}"
+        return None
+
+    # ---------------------------------------------------------------- payloads
+
+    def labels(self, resource: str) -> dict[str, str]:
+        return {**self.cfg.labels, **self.run_tags, "alertname": ALERT_NAME, "resource": resource}
+
+    def annotations(self, alert: _Alert) -> dict[str, str]:
+        v = alert.verdict
+        soak = self.run_tags.get("soak", "?")
+        summary = (
+            f"{v.resource} growing at {_human(v.slope_per_hour)}/h "
+            f"(threshold {_human(v.threshold_per_hour)}/h) in soak {soak}"
+            if alert.ends_s is None
+            else f"{v.resource} no longer growing ({v.verdict}) in soak {soak}"
+        )
+        return {
+            "summary": summary,
+            "verdict": v.verdict,
+            "slope_per_hour": f"{v.slope_per_hour:.6g}",
+            "threshold_per_hour": f"{v.threshold_per_hour:.6g}",
+            "p_value": f"{v.p_value:.3g}",
+            "windows": str(v.windows),
+        }
+
+    def _ends_s(self, alert: _Alert, now_s: float) -> float:
+        if alert.ends_s is not None:
+            return alert.ends_s
+        return now_s + _VALID_FOR_INTERVALS * self.cfg.resend_interval_s
+
+    def _am_alert(self, alert: _Alert, now_s: float) -> dict[str, Any]:
+        return {
+            "labels": self.labels(alert.resource),
+            "annotations": self.annotations(alert),
+            "startsAt": _rfc3339(alert.starts_s),
+            "endsAt": _rfc3339(self._ends_s(alert, now_s)),
+        }
+
+    def _webhook_body(self, alert: _Alert, now_s: float) -> dict[str, Any]:
+        status = "firing" if alert.ends_s is None else "resolved"
+        labels = self.labels(alert.resource)
+        return {
+            "version": "4",
+            "status": status,
+            "receiver": "soak",
+            "groupLabels": {"alertname": ALERT_NAME},
+            "commonLabels": labels,
+            "commonAnnotations": self.annotations(alert),
+            "alerts": [
+                {
+                    "status": status,
+                    "labels": labels,
+                    "annotations": self.annotations(alert),
+                    "startsAt": _rfc3339(alert.starts_s),
+                    "endsAt": _rfc3339(alert.ends_s) if alert.ends_s is not None else "",
+                }
+            ],
+        }
+
+    # ---------------------------------------------------------------- events
+
+    def _summary(self, alert: _Alert, told: list[str]) -> str:
+        state = "firing" if alert.ends_s is None else "resolved"
+        summary = self.annotations(alert)["summary"]
+        receivers = ", ".join(told)
+        return f"{ALERT_NAME} {state}: {summary}; sent to {len(told)} receiver(s): {receivers}"
+
+    def _streak_events(
+        self, url: str, alert: _Alert, error: str | None, now_s: float
+    ) -> list[Point]:
+        """A failure is an event, but a receiver down for a day must not log 1,440 of them:
+        the 1st, 2nd, 4th, 8th... failure in a row, then one event when it answers again."""
+        streak = self._fail_streak.get(url, 0)
+        if error is None:
+            self._fail_streak.pop(url, None)
+            if streak == 0:
+                return []
+            msg = f"alert receiver {url} answers again after {streak} failed send(s)"
+            return [self._event(msg, 0.0, now_s)]
+        streak += 1
+        self._fail_streak[url] = streak
+        if streak & (streak - 1):
+            return []
+        what = "resolution" if alert.ends_s is not None else "alert"
+        msg = f"{what} {ALERT_NAME} {alert.resource} to {url} failed ({streak} in a row): {error}"
+        return [self._event(msg, -1.0, now_s)]
+
+    @staticmethod
+    def _value(alert: _Alert) -> float:
+        return 1.0 if alert.ends_s is None else 0.0
+
+    def _event(self, message: str, value: float, now_s: float) -> Point:
+        return event_point("alert", message, seconds_to_ns(now_s), value).with_tags(self.run_tags)

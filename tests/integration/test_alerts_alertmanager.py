@@ -1,0 +1,206 @@
+"""Leak alerts into a real prometheus-alertmanager and a real HTTP webhook, on loopback."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from soak.analysis.leaks import LeakVerdict
+from soak.config import AlertingConfig
+from soak.points import Point
+from soak.service.alerts import ALERT_NAME, Alerter
+from tests.support.servers import alertmanager, free_port
+
+pytestmark = pytest.mark.integration
+
+MiB = 1024**2
+
+
+class Webhook:
+    """An HTTP server that keeps every JSON body it is sent; fails the first `fail_first`."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.bodies: list[Any] = []
+        self.fail_first = fail_first
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if hook.fail_first > 0:
+                    hook.fail_first -= 1
+                    self.send_response(500)
+                    self.end_headers()
+                    self.wfile.write(b"not now")
+                    return
+                hook.bodies.append(json.loads(body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # the test reads the bodies, not the log
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def am_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp: Path = tmp_path_factory.mktemp("alertmanager")
+    with alertmanager(tmp) as am:
+        yield f"http://127.0.0.1:{am.port}"
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    yield hook
+    hook.close()
+
+
+def am_alerts(am_url: str, soak: str) -> list[dict[str, Any]]:
+    alerts = httpx.get(f"{am_url}/api/v2/alerts", params={"filter": f'soak="{soak}"'}).json()
+    assert isinstance(alerts, list)
+    return alerts
+
+
+def wait_for(check: Any, timeout_s: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)
+
+
+def run_tags(soak: str) -> dict[str, str]:
+    return {"soak": soak, "scenario": "leaky", "target": "leaky-proc", "version": "1.0"}
+
+
+def growing(resource: str = "rss_anon_bytes") -> LeakVerdict:
+    return LeakVerdict(resource, "growing", 40 * MiB, 1e-6, 12, 5 * MiB)
+
+
+def verdict(name: str, resource: str = "rss_anon_bytes") -> LeakVerdict:
+    return LeakVerdict(resource, name, 0.1 * MiB, 0.4, 12, 5 * MiB)
+
+
+def messages(points: list[Point]) -> list[str]:
+    assert all(p.measurement == "event" and p.tags["kind"] == "alert" for p in points)
+    return [str(p.fields["message"]) for p in points]
+
+
+def test_alert_fires_is_resent_and_resolves(am_url: str, webhook: Webhook) -> None:
+    cfg = AlertingConfig(
+        alertmanagers=[am_url],
+        webhooks=[webhook.url],
+        resend_interval_s=1.0,
+        labels={"team": "dns"},
+    )
+    alerter = Alerter(cfg, run_tags=run_tags("fire-1"))
+    try:
+        events = alerter.update([growing(), verdict("ok", "fds")])
+        (fired,) = messages(events)
+        assert "firing" in fired and "rss_anon_bytes" in fired and "2 receiver(s)" in fired
+        assert events[0].fields["value"] == 1.0
+        assert events[0].tags["soak"] == "fire-1"
+
+        alerts = wait_for(lambda: am_alerts(am_url, "fire-1"))
+        (alert,) = alerts
+        assert alert["labels"] == {
+            "alertname": ALERT_NAME,
+            "resource": "rss_anon_bytes",
+            "soak": "fire-1",
+            "scenario": "leaky",
+            "target": "leaky-proc",
+            "version": "1.0",
+            "team": "dns",
+        }
+        assert alert["status"]["state"] == "active"
+        assert alert["annotations"]["verdict"] == "growing"
+        assert "40MiB/h" in alert["annotations"]["summary"]
+        (body,) = webhook.bodies
+        assert body["status"] == "firing"
+        assert body["alerts"][0]["labels"]["resource"] == "rss_anon_bytes"
+
+        # Still growing a resend interval later: Alertmanager hears again (endsAt moves on),
+        # the webhook, told of transitions only, does not; a resend is no event.
+        ends_before = datetime.fromisoformat(alert["endsAt"])
+        time.sleep(1.0)
+        assert alerter.update([growing()]) == []
+        resent = wait_for(
+            lambda: [
+                a
+                for a in am_alerts(am_url, "fire-1")
+                if datetime.fromisoformat(a["endsAt"]) > ends_before
+            ]
+        )
+        assert resent
+        assert len(webhook.bodies) == 1
+
+        # The verdict clears: resolved in Alertmanager and at the webhook.
+        (resolved,) = messages(alerter.update([verdict("levelling")]))
+        assert "resolved" in resolved
+        assert wait_for(lambda: not am_alerts(am_url, "fire-1"))
+        assert [b["status"] for b in webhook.bodies] == ["firing", "resolved"]
+        assert alerter.update([verdict("ok")]) == []  # nothing left to tell
+    finally:
+        alerter.close()
+
+
+def test_levelling_and_ok_never_alert(am_url: str, webhook: Webhook) -> None:
+    cfg = AlertingConfig(alertmanagers=[am_url], webhooks=[webhook.url], resend_interval_s=1.0)
+    alerter = Alerter(cfg, run_tags=run_tags("calm-1"))
+    try:
+        for name in ("insufficient", "ok", "levelling", "levelling"):
+            assert alerter.update([verdict(name)]) == []
+        time.sleep(0.5)
+        assert am_alerts(am_url, "calm-1") == []
+        assert webhook.bodies == []
+    finally:
+        alerter.close()
+
+
+def test_a_failing_receiver_is_an_event_and_is_told_later(am_url: str) -> None:
+    flaky = Webhook(fail_first=3)
+    dead = f"http://127.0.0.1:{free_port()}/nothing-listens"
+    cfg = AlertingConfig(alertmanagers=[am_url], webhooks=[flaky.url, dead], timeout_s=2.0)
+    alerter = Alerter(cfg, run_tags=run_tags("flaky-1"))
+    try:
+        first = messages(alerter.update([growing("fds")]))
+        assert any("failed (1 in a row): HTTP 500" in m for m in first)
+        assert any(dead in m and "failed (1 in a row)" in m for m in first)
+        assert any("firing" in m and "1 receiver(s)" in m for m in first)  # Alertmanager took it
+        assert wait_for(lambda: am_alerts(am_url, "flaky-1"))
+
+        second = messages(alerter.update([growing("fds")]))
+        assert sum("failed (2 in a row)" in m for m in second) == 2
+        third = messages(alerter.update([growing("fds")]))
+        assert third == []  # the 3rd failure in a row is not an event; the 4th would be
+        fourth = messages(alerter.update([growing("fds")]))
+        assert any("answers again after 3" in m for m in fourth)
+        assert any("firing" in m and flaky.url in m for m in fourth)
+        assert [b["status"] for b in flaky.bodies] == ["firing"]
+        assert any(dead in m and "failed (4 in a row)" in m for m in fourth)
+
+        resolved = messages(alerter.update([verdict("ok", "fds")]))
+        assert any("resolved" in m for m in resolved)
+        assert wait_for(lambda: not am_alerts(am_url, "flaky-1"))
+    finally:
+        alerter.close()
+        flaky.close()
