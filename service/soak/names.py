@@ -1,0 +1,102 @@
+"""The time-series names of DESIGN.md ("Time series") as data.
+
+Sinks, reports, the Grafana dashboards and their tests check names against
+this table, so a panel or a report that asks for a field the project never
+writes fails a test instead of drawing an empty graph.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from soak.points import RUN_TAGS
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    measurement: str
+    tags: tuple[str, ...]  # besides RUN_TAGS
+    fields: tuple[str, ...]
+    # Field families: `rcode_<name>` in `load`, any mapped name in `runtime`.
+    field_patterns: tuple[str, ...] = ()
+
+    @property
+    def all_tags(self) -> tuple[str, ...]:
+        return RUN_TAGS + self.tags
+
+    def has_field(self, name: str) -> bool:
+        return name in self.fields or any(re.fullmatch(p, name) for p in self.field_patterns)
+
+
+_LATENCY = tuple(f"lat_{q}_ms" for q in ("min", "avg", "p50", "p95", "p99", "p999", "max"))
+
+SERIES: dict[str, Series] = {
+    s.measurement: s
+    for s in (
+        Series(
+            "load",
+            ("class",),
+            (
+                "sent",
+                "completed",
+                "lost",
+                "late",
+                "rate_target",
+                "rate_achieved",
+                *_LATENCY,
+                "wrong_answers",
+            ),
+            (r"rcode_[a-z0-9_]+",),
+        ),
+        Series(
+            "process",
+            (),
+            (
+                "rss_bytes",
+                "rss_anon_bytes",
+                "rss_file_bytes",
+                "rss_shmem_bytes",
+                "pss_bytes",
+                "swap_bytes",
+                "fds",
+                "fd_limit",
+                "threads",
+                "cpu_user_s",
+                "cpu_system_s",
+                "cpu_cores",
+                "ctx_switches",
+                "read_bytes",
+                "write_bytes",
+            ),
+        ),
+        # Mapped from the target's own metrics; a scenario may map more names, but
+        # dashboards may only rely on these.
+        Series(
+            "runtime",
+            (),
+            ("goroutines", "heap_inuse_bytes", "heap_alloc_bytes", "querylog_dropped_total"),
+        ),
+        Series("api", ("endpoint",), ("latency_ms", "status", "bytes", "ok")),
+        Series("dig", ("probe",), ("latency_ms", "rcode", "ok")),
+        Series("files", ("path",), ("bytes", "rows")),
+        Series("leak", ("resource",), ("slope_per_hour", "p_value", "verdict")),
+        # Sink events also carry the tag `sink`.
+        Series("event", ("kind", "sink"), ("message", "value")),
+        Series("upgrade_check", ("plan", "check"), ("ok", "duration_ms", "message")),
+    )
+}
+
+# The values of `leak.verdict`.
+LEAK_VERDICTS = ("ok", "growing", "levelling", "insufficient")
+
+# `event.kind` values that dashboards and alert rules filter on (the service and the
+# sinks write others too: ready, condition, error, sampler_timeout, ...).
+EVENT_KINDS = (
+    "phase",  # a phase began (message: its name and rate; value: its index)
+    "exited",  # the target exited (value: exit code or signal)
+    "restarted",  # the target was restarted after an exit (value: restarts so far)
+    "sink_down",  # a sink failed and spools (tag `sink`)
+    "sink_recovered",  # a sink answers again; its spool is replayed
+    "spool_full",  # a spool reached its size limit and drops points
+)
