@@ -55,6 +55,16 @@ def _answer_rdata(reply: dns.message.Message, rdtype: int) -> tuple[list[str], l
     return answers, ttls
 
 
+def _udp(query: dns.message.Message, host: str, port: int, timeout_s: float) -> dns.message.Message:
+    """A connected socket: a closed port shows as "connection refused" at once (the
+    ICMP error), not as a timeout, so a server that is not up yet costs no wait."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        sock.setblocking(False)
+        sock.connect((host, port))
+        return dns.query.udp(query, host, port=port, timeout=timeout_s, sock=sock)
+
+
 def dns_query(
     host: str,
     port: int,
@@ -78,7 +88,7 @@ def dns_query(
         if protocol == "tcp":
             reply = dns.query.tcp(query, host, port=port, timeout=timeout_s)
         elif protocol == "udp":
-            reply = dns.query.udp(query, host, port=port, timeout=timeout_s)
+            reply = _udp(query, host, port, timeout_s)
             if reply.flags & dns.flags.TC:
                 remaining_s = max(0.05, timeout_s - (time.perf_counter() - start_s))
                 reply = dns.query.tcp(query, host, port=port, timeout=remaining_s)

@@ -1,1 +1,70 @@
-"""soak.targets"""
+"""Targets: the server under test and its helper services, one lifecycle each.
+
+    target = build_target(cfg, run_dir=..., run_id=..., base_dir=...)
+    target.start(); running = target.wait_ready()
+    ... target.poll() ... target.restart() ...
+    target.stop()
+
+Runtimes: `docker` (DockerRuntime), `process` (ProcessRuntime), `external`
+(ExternalRuntime). See docs/targets.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from soak.netsafety import check_allowed
+from soak.targets.base import ExitInfo, Running, Target
+from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
+from soak.targets.external import ExternalRuntime
+from soak.targets.process import ProcessRuntime
+
+__all__ = [
+    "ExitInfo",
+    "Running",
+    "Target",
+    "build_target",
+    "cleanup_stale",
+]
+
+
+def build_target(
+    cfg: TargetConfig,
+    *,
+    run_dir: Path,
+    run_id: str,
+    base_dir: Path,
+    volume_name: str | None = None,
+    allow_targets: Sequence[str] = (),
+) -> Target:
+    """The runtime for a target config; nothing is started yet.
+
+    `volume_name` (docker) mounts that named volume instead of a fresh one: the
+    upgrade runner runs the old and the new version on the same data.
+    Probes go only to loopback unless `allow_targets` names the target's network.
+    """
+    check_allowed(cfg.host, tuple(allow_targets))
+    if isinstance(cfg, ProcessTarget):
+        return ProcessRuntime(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
+    if isinstance(cfg, DockerTarget):
+        from soak.targets.container import DockerRuntime  # the docker SDK only when needed
+
+        return DockerRuntime(
+            cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir, volume_name=volume_name
+        )
+    assert isinstance(cfg, ExternalTarget)
+    return ExternalRuntime(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
+
+
+def cleanup_stale(run_id: str | None = None, *, keep_runs: Sequence[str] = ()) -> int:
+    """Removes containers and volumes labelled by soak runs that are gone; returns how many.
+
+    With `run_id`: everything of that run. Without: everything whose owning soak
+    process (label soak.owner, host:pid) is no longer alive on this host, except
+    runs in `keep_runs` (runs a restarted service is about to re-attach to).
+    Without a Docker engine there is nothing to clean: 0.
+    """
+    from soak.targets.cleanup import cleanup_labelled
+
+    return cleanup_labelled(run_id, keep_runs=tuple(keep_runs))

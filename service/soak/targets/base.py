@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,8 @@ class ExitInfo:
             return "OOM-killed"
         if self.signal is not None:
             return f"killed by signal {self.signal}"
+        if self.exit_code is None:
+            return "exited (code unknown)"  # a re-attached process is not our child
         return f"exited with code {self.exit_code}"
 
 
@@ -38,13 +40,41 @@ class Running:
     ready_after_s: float | None = None  # start to ready
     conditions_s: dict[str, float] = field(default_factory=dict)  # named condition -> s
     fd_limit: int | None = None
+    runtime: str = ""  # "process", "docker" or "external"
+    restarts: int = 0
+    # Identity of `pid` (field 22 of /proc/PID/stat), so a re-attach is not fooled by
+    # a recycled PID.
+    pid_start_ticks: int | None = None
+    volume: str | None = None  # docker: the named volume mounted for data
+    run_dir: Path | None = None
+    warnings: list[str] = field(default_factory=list)  # e.g. a low fd limit, for events
 
     def address(self, port_name: str) -> tuple[str, int]:
         return self.host, self.ports[port_name]
 
+    def to_state(self) -> dict[str, Any]:
+        """JSON-safe state, so that a restarted soak service can re-attach."""
+        state: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            state[name] = str(value) if isinstance(value, Path) else value
+        state["ports"] = dict(self.ports)
+        state["conditions_s"] = dict(self.conditions_s)
+        state["warnings"] = list(self.warnings)
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Running:
+        known = {k: v for k, v in state.items() if k in cls.__dataclass_fields__}
+        for name in ("log_path", "data_dir", "run_dir"):
+            if known.get(name) is not None:
+                known[name] = Path(known[name])
+        return cls(**known)
+
 
 class Target(Protocol):
     name: str
+    running: Running | None  # set by start() / attach(), None before
 
     def start(self) -> Running: ...
 
@@ -53,3 +83,9 @@ class Target(Protocol):
     def poll(self) -> ExitInfo | None: ...
 
     def stop(self) -> ExitInfo | None: ...
+
+    def restart(self) -> Running: ...
+
+    def attach(self, state: dict[str, Any]) -> Running: ...
+
+    def log_tail(self, lines: int = 20) -> list[str]: ...

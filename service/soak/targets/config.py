@@ -33,7 +33,7 @@ class DnsProbe(StrictModel):
     name: str
     type: str = "A"
     protocol: Literal["udp", "tcp"] = "udp"
-    rcode: str = "NOERROR"
+    rcode: str | None = "NOERROR"  # None: any reply will do
     answer: str | None = None  # an address (or rdata text) that must be in the answer
 
 
@@ -48,7 +48,7 @@ Probe = Annotated[HttpProbe | DnsProbe | TcpProbe, Field(discriminator="kind")]
 class Readiness(StrictModel):
     probes: list[Probe] = Field(default_factory=list)
     timeout_s: DurationS = 60.0
-    interval_s: DurationS = 0.2
+    interval_s: DurationS = 0.05  # also the resolution of the start-to-ready figure
     # Named conditions timed from start until a probe first passes
     # (the seed's "1M-entry list answering 0.0.0.0").
     conditions: dict[str, Probe] = Field(default_factory=dict)

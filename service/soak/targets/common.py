@@ -1,0 +1,172 @@
+"""What every runtime shares: paths, placeholders, the readiness loop, log tails."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from soak.errors import TargetStartError
+from soak.targets import readiness
+from soak.targets.base import ExitInfo, Running
+from soak.targets.config import Probe, TargetBase
+from soak.targets.procinfo import read_fd_limit
+from soak.targets.render import Placeholders
+
+log = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 12
+PROBE_TIMEOUT_S = 1.0  # one attempt; the loop retries until the readiness timeout
+
+
+def safe_name(text: str) -> str:
+    """A name usable in file, container and volume names."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "target"
+
+
+def tail_lines(path: Path | None, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last lines of a log file, reading at most its last 64 KiB."""
+    if path is None:
+        return []
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - 65536))
+            data = f.read()
+    except OSError:
+        return []
+    text = data.decode(errors="replace")
+    return list(deque((ln for ln in text.splitlines() if ln.strip()), maxlen=lines))
+
+
+def quote_tail(lines: list[str]) -> str:
+    """Log lines folded into the one-line error: ' | '-separated, each trimmed."""
+    if not lines:
+        return "its log is empty"
+    return "last log lines: " + " | ".join(ln.strip()[:200] for ln in lines)
+
+
+class RuntimeBase:
+    """The lifecycle parts that do not depend on how the target runs."""
+
+    runtime = ""
+
+    def __init__(self, cfg: TargetBase, *, run_dir: Path, run_id: str, base_dir: Path) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        # Absolute: the target's cwd is its data directory, not ours.
+        self.run_dir = run_dir.resolve()
+        self.run_id = run_id
+        self.base_dir = base_dir.resolve()
+        self.log_path = self.run_dir / f"{safe_name(cfg.name)}.log"
+        self.running: Running | None = None
+
+    # Subclasses implement these.
+    def poll(self) -> ExitInfo | None:
+        raise NotImplementedError
+
+    def stop(self) -> ExitInfo | None:
+        raise NotImplementedError
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        return tail_lines(self.log_path, lines)
+
+    def _abort(self) -> None:
+        """Undo a start that failed; the default is a stop."""
+        self.stop()
+
+    # ---------------------------------------------------------------- shared
+
+    def placeholders(self, ports: dict[str, int], data_dir: str | None) -> Placeholders:
+        return Placeholders(
+            run_dir=str(self.run_dir), host=self.cfg.host, ports=ports, data_dir=data_dir
+        )
+
+    def _require_running(self) -> Running:
+        if self.running is None:
+            raise TargetStartError(f"{self.name}: not started")
+        return self.running
+
+    def fail_start(self, message: str) -> TargetStartError:
+        """Stops what was started and builds the one-line error quoting the log."""
+        tail = self.log_tail()
+        self._abort()
+        return TargetStartError(f"{self.name}: {message}; {quote_tail(tail)}")
+
+    def wait_ready(self) -> Running:
+        """Until every probe passes and every named condition has been met once.
+
+        Records start-to-ready and each condition's time from start. The
+        resolution of these figures is the readiness interval.
+        """
+        running = self._require_running()
+        ready = self.cfg.ready
+        probes = ready.probes or readiness.default_probes(self.cfg.ports)
+        pending = {k: v for k, v in ready.conditions.items() if k not in running.conditions_s}
+        start_s = running.started_monotonic_s
+        next_s = time.monotonic()
+        detail = "no probe tried yet"
+        while True:
+            exit_info = self.poll()
+            if exit_info is not None:
+                raise self.fail_start(f"{exit_info.describe()} before it was ready")
+            if running.ready_after_s is None:
+                ok, detail = self._all_pass(probes, running)
+                if ok:
+                    running.ready_after_s = time.monotonic() - start_s
+            self._check_conditions(pending, running)
+            if running.ready_after_s is not None and not pending:
+                break
+            now_s = time.monotonic()
+            if running.ready_after_s is None and now_s - start_s > ready.timeout_s:
+                raise self.fail_start(f"not ready after {ready.timeout_s:g} s ({detail})")
+            if pending and now_s - start_s > ready.condition_timeout_s:
+                names = ", ".join(sorted(pending))
+                raise self.fail_start(
+                    f"condition {names} not met after {ready.condition_timeout_s:g} s"
+                )
+            next_s += ready.interval_s  # absolute grid: probe time does not stretch it
+            time.sleep(max(0.0, next_s - time.monotonic()))
+        self._on_ready(running)
+        self._record_fd_limit(running)
+        return running
+
+    def _on_ready(self, running: Running) -> None:
+        """Hook: what a runtime learns only once the target is up (docker: the PID)."""
+
+    def _all_pass(self, probes: list[Probe], running: Running) -> tuple[bool, str]:
+        for probe in probes:
+            outcome = readiness.check(probe, running, PROBE_TIMEOUT_S)
+            if not outcome.ok:
+                return False, f"{readiness.describe(probe)}: {outcome.detail}"
+        return True, "ready"
+
+    def _check_conditions(self, pending: dict[str, Probe], running: Running) -> None:
+        for name, probe in list(pending.items()):
+            if readiness.check(probe, running, PROBE_TIMEOUT_S).ok:
+                running.conditions_s[name] = time.monotonic() - running.started_monotonic_s
+                del pending[name]
+
+    def _record_fd_limit(self, running: Running) -> None:
+        if running.pid is None:
+            return
+        running.fd_limit = read_fd_limit(running.pid)
+        warning = readiness.fd_limit_warning(self.name, running.fd_limit)
+        if warning is not None:
+            log.warning("%s", warning)
+            running.warnings.append(warning)
+
+    def _new_running(self, **fields: Any) -> Running:
+        return Running(
+            name=self.name,
+            host=self.cfg.host,
+            runtime=self.runtime,
+            run_dir=self.run_dir,
+            log_path=self.log_path,
+            started_monotonic_s=time.monotonic(),
+            **fields,
+        )

@@ -1,0 +1,87 @@
+"""Readiness probes: one check of one probe against a started target."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from soak.probes import dns_query, http_request, tcp_connect
+from soak.targets.base import Running
+from soak.targets.config import DnsProbe, HttpProbe, PortSpec, Probe, TcpProbe
+
+FD_LIMIT_WARN = 65536  # below this a busy server runs out of fds (the sdns seed)
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    ok: bool
+    detail: str  # what was seen, for the error when the target never gets ready
+
+
+def describe(probe: Probe) -> str:
+    if isinstance(probe, HttpProbe):
+        return f"http {probe.method} {probe.path} on port {probe.port} -> {probe.status}"
+    if isinstance(probe, DnsProbe):
+        want = probe.rcode or "any rcode"
+        if probe.answer:
+            want += f" with {probe.answer}"
+        return f"dns {probe.name}/{probe.type} on port {probe.port} -> {want}"
+    return f"tcp port {probe.port}"
+
+
+def check(probe: Probe, running: Running, timeout_s: float) -> ProbeOutcome:
+    """One attempt; never raises for network faults."""
+    if probe.port not in running.ports:
+        known = ", ".join(sorted(running.ports)) or "none"
+        return ProbeOutcome(False, f"probe names port {probe.port!r}; named ports: {known}")
+    host, port = running.address(probe.port)
+    if isinstance(probe, HttpProbe):
+        url = f"http://{_url_host(host)}:{port}{probe.path}"
+        http = http_request(probe.method, url, headers=probe.headers, timeout_s=timeout_s)
+        if http.status == probe.status:
+            return ProbeOutcome(True, f"HTTP {http.status}")
+        return ProbeOutcome(False, f"{url}: {http.error or f'HTTP {http.status}'}")
+    if isinstance(probe, DnsProbe):
+        return _check_dns(probe, host, port, timeout_s)
+    assert isinstance(probe, TcpProbe)
+    if tcp_connect(host, port, timeout_s):
+        return ProbeOutcome(True, "accepts")
+    return ProbeOutcome(False, f"nothing accepts on {host}:{port}")
+
+
+def _check_dns(probe: DnsProbe, host: str, port: int, timeout_s: float) -> ProbeOutcome:
+    result = dns_query(
+        host, port, probe.name, probe.type, protocol=probe.protocol, timeout_s=timeout_s
+    )
+    where = f"{probe.name}/{probe.type} @{host}:{port}"
+    if not result.ok_transport:
+        return ProbeOutcome(False, f"{where}: {result.error}")
+    if probe.rcode is not None and result.rcode != probe.rcode.upper():
+        return ProbeOutcome(False, f"{where}: {result.rcode}")
+    if probe.answer is not None and probe.answer not in result.answers:
+        got = ", ".join(result.answers) or "no answer"
+        return ProbeOutcome(False, f"{where}: {got} (waiting for {probe.answer})")
+    return ProbeOutcome(True, f"{result.rcode} {' '.join(result.answers)}".strip())
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def default_probes(ports: dict[str, PortSpec]) -> list[Probe]:
+    """Without probes: every TCP port accepts, and a UDP-only DNS port answers at all."""
+    probes: list[Probe] = []
+    for name, spec in ports.items():
+        if spec.protocol == "udp":
+            probes.append(DnsProbe(kind="dns", port=name, name=".", type="SOA", rcode=None))
+        else:
+            probes.append(TcpProbe(kind="tcp", port=name))
+    return probes
+
+
+def fd_limit_warning(name: str, fd_limit: int | None) -> str | None:
+    if fd_limit is not None and fd_limit < FD_LIMIT_WARN:
+        return (
+            f"{name}: open-files limit is {fd_limit} (below {FD_LIMIT_WARN}); "
+            "a busy server may run out of file descriptors"
+        )
+    return None
