@@ -46,6 +46,20 @@ class Phase(StrictModel):
     warmup: bool = False  # excluded from leak verdicts and criteria
 
 
+class SetupCall(StrictModel):
+    """An HTTP request to the target once it is ready (and after each restart with
+    `every_start`), e.g. creating the zone an authoritative server answers."""
+
+    method: str = "POST"
+    port: str = "api"  # a named port of the target
+    path: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: Any = None  # sent as JSON
+    status: list[int] = Field(default_factory=lambda: [200, 201, 204])
+    every_start: bool = False
+    timeout_s: DurationS = 10.0
+
+
 class LeaksConfig(StrictModel):
     window_s: DurationS = 600.0  # the minimum of each window removes the GC sawtooth
     min_windows: int = Field(default=6, ge=3)
@@ -99,6 +113,7 @@ class Scenario(StrictModel):
     services: list[TargetConfig] = Field(default_factory=list)
     load: LoadConfig | None = None
     phases: list[Phase] = Field(min_length=1)
+    setup: list[SetupCall] = Field(default_factory=list)
     samplers: SamplersConfig = Field(default_factory=SamplersConfig)
     sinks: list[SinkConfig] = Field(default_factory=list)
     spool: SpoolConfig = Field(default_factory=SpoolConfig)

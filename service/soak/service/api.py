@@ -1,0 +1,130 @@
+"""The control API (Starlette): submit, list, inspect, stop runs and fetch their reports.
+
+Everything but /healthz and /metrics needs `Authorization: Bearer <token>`.
+A scenario is posted as YAML or JSON; an invalid one is 422 with one error per
+field path, the same lines `soak validate` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from soak.config import Scenario
+from soak.errors import InputError
+from soak.service.auth import token_matches
+from soak.service.manager import RunManager, UnknownRun
+from soak.service.phases import scaled_scenario
+from soak.service.reportinput import REPORT_MEDIA, report_text
+from soak.units import parse_duration_s
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def field_errors(exc: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"path": ".".join(str(p) for p in err["loc"]) or "(top)", "message": err["msg"]}
+        for err in exc.errors()
+    ]
+
+
+def parse_scenario(body: bytes, base_dir: str | None, duration: str | None) -> Scenario:
+    """A scenario from a YAML or JSON body; raises InputError or ValidationError."""
+    try:
+        data = yaml.safe_load(body.decode("utf-8", errors="replace"))
+    except yaml.YAMLError as exc:
+        raise InputError(f"body is not YAML or JSON: {getattr(exc, 'problem', exc)}") from exc
+    if not isinstance(data, dict):
+        raise InputError("a scenario is a mapping")
+    scenario = Scenario.model_validate(data)
+    if base_dir:
+        if not Path(base_dir).is_absolute():
+            raise InputError("base_dir must be an absolute path")
+        scenario._base_dir = Path(base_dir)
+    if duration:
+        try:
+            total_s = parse_duration_s(duration)
+        except ValueError as exc:
+            raise InputError(f"duration: {exc}") from exc
+        scenario = scaled_scenario(scenario, total_s)
+    return scenario
+
+
+def create_app(manager: RunManager, token: str) -> Starlette:
+    def authed(handler: Handler) -> Handler:
+        async def wrapped(request: Request) -> Response:
+            if not token_matches(request.headers.get("authorization"), token):
+                return JSONResponse(
+                    {"error": "missing or wrong bearer token"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+            try:
+                return await handler(request)
+            except UnknownRun as exc:
+                return JSONResponse({"error": str(exc)}, status_code=404)
+
+        return wrapped
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True, "runs_active": len(manager.active_ids())})
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(manager.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def submit(request: Request) -> Response:
+        body = await request.body()
+        q = request.query_params
+        try:
+            scenario = parse_scenario(body, q.get("base_dir"), q.get("duration"))
+        except ValidationError as exc:
+            return JSONResponse({"errors": field_errors(exc)}, status_code=422)
+        except InputError as exc:
+            return JSONResponse({"errors": [{"path": "(body)", "message": str(exc)}]}, 422)
+        record = await run_in_threadpool(manager.submit, scenario)
+        return JSONResponse(
+            {"id": record.id, "status": record.status, "url": f"/runs/{record.id}"},
+            status_code=201,
+        )
+
+    async def list_runs(request: Request) -> Response:
+        return JSONResponse({"runs": await run_in_threadpool(manager.list_status)})
+
+    async def get_run(request: Request) -> Response:
+        status = await run_in_threadpool(manager.status, request.path_params["run_id"])
+        return JSONResponse(status)
+
+    async def stop_run(request: Request) -> Response:
+        record = await run_in_threadpool(manager.stop, request.path_params["run_id"])
+        body: dict[str, Any] = {"id": record.id, "status": record.status}
+        body["stopping"] = record.active
+        return JSONResponse(body, status_code=202 if record.active else 200)
+
+    async def report(request: Request) -> Response:
+        fmt = request.query_params.get("format", "html")
+        if fmt not in REPORT_MEDIA:
+            return JSONResponse({"error": "format is one of html, json, md"}, status_code=422)
+        record = await run_in_threadpool(manager.get_record, request.path_params["run_id"])
+        text = await run_in_threadpool(report_text, manager, record, fmt)
+        return PlainTextResponse(text, media_type=REPORT_MEDIA[fmt])
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/runs", authed(submit), methods=["POST"]),
+        Route("/runs", authed(list_runs), methods=["GET"]),
+        Route("/runs/{run_id}", authed(get_run), methods=["GET"]),
+        Route("/runs/{run_id}/stop", authed(stop_run), methods=["POST"]),
+        Route("/runs/{run_id}/report", authed(report), methods=["GET"]),
+    ]
+    return Starlette(routes=routes)

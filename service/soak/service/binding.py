@@ -1,0 +1,109 @@
+"""Wiring a run's parts together: helper services' ports into the target, setup calls.
+
+`{service.<name>.port.<port>}` in the target's config (argv, env, files,
+command, environment) is replaced by the helper's host port once the helper
+has started: a recursor forwarding to its dnsmasq upstream. The target's own
+placeholders (`{port.dns}`, `{data_dir}`) are left for the target to fill.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import httpx
+
+from soak.config import SetupCall
+from soak.errors import InputError, TargetStartError
+from soak.targets.base import Running
+from soak.targets.config import TargetConfig
+
+_SERVICE_RE = re.compile(r"\{service\.([A-Za-z0-9_-]+)\.(port\.[A-Za-z0-9_.-]+|host)\}")
+
+
+def _fill(text: str, services: dict[str, Running], where: str) -> str:
+    def value(m: re.Match[str]) -> str:
+        name, key = m.group(1), m.group(2)
+        running = services.get(name)
+        if running is None:
+            known = ", ".join(sorted(services)) or "none"
+            raise InputError(f"{where}: unknown service {name!r} (services: {known})")
+        if key == "host":
+            return running.host
+        port = key.removeprefix("port.")
+        if port not in running.ports:
+            raise InputError(f"{where}: service {name!r} has no port {port!r}")
+        return str(running.ports[port])
+
+    return _SERVICE_RE.sub(value, text)
+
+
+def _walk(node: Any, services: dict[str, Running], where: str) -> Any:
+    if isinstance(node, str):
+        return _fill(node, services, where)
+    if isinstance(node, list):
+        return [_walk(item, services, f"{where}.{i}") for i, item in enumerate(node)]
+    if isinstance(node, dict):
+        return {k: _walk(v, services, f"{where}.{k}") for k, v in node.items()}
+    return node
+
+
+def bind_services(cfg: TargetConfig, services: dict[str, Running]) -> TargetConfig:
+    """A copy of `cfg` with every `{service.NAME.port.P}` filled; unchanged if none."""
+    data = cfg.model_dump(mode="json")
+    filled = _walk(data, services, cfg.name)
+    if filled == data:
+        return cfg
+    return type(cfg).model_validate(filled)
+
+
+def uses_services(cfg: TargetConfig) -> bool:
+    return bool(_SERVICE_RE.search(cfg.model_dump_json()))
+
+
+def run_setup(
+    calls: list[SetupCall],
+    running: Running,
+    *,
+    first_start: bool,
+    client: httpx.Client | None = None,
+) -> list[str]:
+    """Send the setup calls to a ready target; one line per call; TargetStartError if one fails."""
+    lines = []
+    own = client is None
+    http = client if client is not None else httpx.Client()
+    try:
+        for i, call in enumerate(calls):
+            if not first_start and not call.every_start:
+                continue
+            lines.append(_one_call(http, call, running, f"setup.{i}"))
+    finally:
+        if own:
+            http.close()
+    return lines
+
+
+def _one_call(http: httpx.Client, call: SetupCall, running: Running, where: str) -> str:
+    if call.port not in running.ports:
+        raise InputError(f"{where}: the target has no port {call.port!r}")
+    host, port = running.address(call.port)
+    url = f"http://{host}:{port}{call.path}"
+    started_s = time.monotonic()
+    try:
+        response = http.request(
+            call.method,
+            url,
+            headers=call.headers,
+            json=call.body,
+            timeout=call.timeout_s,
+        )
+    except httpx.HTTPError as exc:
+        raise TargetStartError(f"{where}: {call.method} {call.path}: {exc}") from exc
+    took_ms = (time.monotonic() - started_s) * 1000
+    if response.status_code not in call.status:
+        text = response.text.strip().replace("\n", " ")[:200]
+        raise TargetStartError(
+            f"{where}: {call.method} {call.path} answered {response.status_code}: {text}"
+        )
+    return f"{call.method} {call.path}: {response.status_code} in {took_ms:.0f} ms"

@@ -1,0 +1,125 @@
+"""`soak start --foreground`: the whole service machinery in this process, with a live view.
+
+The run has a record in the data directory like a submitted one (so `soak
+report RUN --data-dir` finds it); Ctrl-C or SIGTERM stops it cleanly (the
+target stops, the criteria are judged, the report is written). Nothing is
+left running when this returns or raises.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.live import Live
+
+from soak.config import Scenario
+from soak.service.live import criteria_lines, render, summary_rows, verdict_lines
+from soak.service.manager import RunManager
+
+# Without a terminal (CI, `make demo | tee`), one summary line this often.
+PLAIN_EVERY_S = 10.0
+
+
+def run_foreground(scenario: Scenario, data_dir: Path, *, as_json: bool = False) -> dict[str, Any]:
+    manager = RunManager(data_dir)
+    manager.start(resume=False)
+    stop = threading.Event()
+    previous = _trap_signals(stop)
+    try:
+        run = manager.create(scenario, foreground=True)
+        console = Console(stderr=True)
+        console.print(f"soak: run {run.id}: starting {scenario.target.name}")
+        manager.launch(run)  # TargetStartError: everything started is stopped, exit 2
+        console.print(
+            f"soak: run {run.id}: {scenario.duration_s:.0f} s, ticks every "
+            f"{scenario.samplers.interval_s:g} s"
+        )
+        _watch(manager, run.id, run.finished, stop, console)
+        if stop.is_set() and not run.finished.is_set():
+            console.print("soak: stopping")
+            run.finish("stopped")
+        run.finished.wait()
+        status = manager.status(run.id)
+    finally:
+        manager.shutdown(stop_runs=True)
+        _restore_signals(previous)
+    _print_result(status, as_json)
+    return status
+
+
+def _watch(
+    manager: RunManager,
+    run_id: str,
+    finished: threading.Event,
+    stop: threading.Event,
+    console: Console,
+) -> None:
+    if console.is_terminal:
+        with Live(render(manager.status(run_id)), console=console, refresh_per_second=2) as live:
+            while not (finished.is_set() or stop.is_set()):
+                stop.wait(1.0)
+                live.update(render(manager.status(run_id)))
+        return
+    next_print = time.monotonic()
+    while not (finished.is_set() or stop.is_set()):
+        if time.monotonic() >= next_print:
+            rows = dict(summary_rows(manager.status(run_id)))
+            console.print(
+                "  ".join(
+                    f"{k}={rows[k]}"
+                    for k in (
+                        "phase",
+                        "elapsed / remaining",
+                        "rate achieved / target",
+                        "lost",
+                        "p99",
+                    )
+                ),
+                highlight=False,
+            )
+            next_print += PLAIN_EVERY_S
+        stop.wait(1.0)
+
+
+def _print_result(status: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(status, indent=2))
+        return
+    out = Console(highlight=False)
+    out.print(render(status))
+    for line in criteria_lines(status):
+        out.print(line)
+    if not status.get("criteria"):
+        for line in verdict_lines(status):
+            out.print(line)
+    out.print(f"result: {status.get('status')}: {status.get('message')}")
+    for fmt, path in (status.get("reports") or {}).items():
+        out.print(f"report ({fmt}): {path}")
+
+
+def _trap_signals(stop: threading.Event) -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.getsignal(sig)
+        signal.signal(sig, handler)
+    return previous
+
+
+def _restore_signals(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+    sys.stderr.flush()

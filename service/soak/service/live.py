@@ -1,0 +1,121 @@
+"""The terminal view of one run: a rich table built from its status dict (pure rendering)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+VERDICT_STYLE = {"ok": "green", "growing": "bold red", "levelling": "yellow", "insufficient": "dim"}
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def fmt_bytes(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "-"
+    v = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(v) < 1024 or unit == "GiB":
+            return f"{v:.1f} {unit}" if unit != "B" else f"{v:.0f} B"
+        v /= 1024
+    return f"{v:.1f} GiB"
+
+
+def fmt_num(value: Any, digits: int = 0, suffix: str = "") -> str:
+    if not isinstance(value, int | float):
+        return "-"
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def summary_rows(status: dict[str, Any]) -> list[tuple[str, str]]:
+    """The figures of the view as (label, text); also what `soak status` prints."""
+    latest = status.get("latest", {})
+    proc = latest.get("process", {})
+    runtime = latest.get("runtime", {})
+    load = latest.get("load,class=all", {})
+    threads = runtime.get("goroutines")
+    threads_label = "goroutines" if threads is not None else "threads"
+    if threads is None:
+        threads = proc.get("threads")
+    rate = fmt_num(status.get("rate_achieved_qps", load.get("rate_achieved")), 0)
+    target_rate = fmt_num(status.get("rate_target_qps"), 0)
+    lost_ratio = status.get("lost_ratio")
+    return [
+        ("run", f"{status.get('id')} ({status.get('status')})"),
+        ("phase", str(status.get("phase") or "-")),
+        (
+            "elapsed / remaining",
+            f"{fmt_duration(status.get('elapsed_s'))} / {fmt_duration(status.get('remaining_s'))}",
+        ),
+        ("rate achieved / target", f"{rate} / {target_rate} q/s"),
+        (
+            "lost",
+            f"{fmt_num(status.get('lost'))}"
+            + (f" ({lost_ratio:.4%})" if isinstance(lost_ratio, float) else ""),
+        ),
+        ("p99", fmt_num(load.get("lat_p99_ms"), 2, " ms")),
+        (
+            "RSS (anon)",
+            f"{fmt_bytes(proc.get('rss_bytes'))} ({fmt_bytes(proc.get('rss_anon_bytes'))})",
+        ),
+        ("fds", fmt_num(proc.get("fds"))),
+        (threads_label, fmt_num(threads)),
+        ("restarts", str(status.get("restarts", 0))),
+    ]
+
+
+def render(status: dict[str, Any]) -> RenderableType:
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    for label, text in summary_rows(status):
+        table.add_row(label, text)
+    parts: list[RenderableType] = [table]
+    verdicts = status.get("verdicts") or []
+    if verdicts:
+        vt = Table(title="leak verdicts", title_justify="left")
+        for col in ("resource", "verdict", "slope/h", "p"):
+            vt.add_column(col)
+        for v in verdicts:
+            style = VERDICT_STYLE.get(str(v.get("verdict")), "")
+            vt.add_row(
+                str(v.get("resource")),
+                Text(str(v.get("verdict")), style=style),
+                fmt_num(v.get("slope_per_hour"), 2),
+                fmt_num(v.get("p_value"), 3),
+            )
+        parts.append(vt)
+    events = status.get("events") or []
+    if events:
+        et = Text()
+        for e in events[-5:]:
+            et.append(f"{e.get('time', '')}  {e.get('kind')}: {e.get('message')}\n", style="dim")
+        parts.append(et)
+    return Group(*parts)
+
+
+def verdict_lines(status: dict[str, Any]) -> list[str]:
+    return [
+        f"{v.get('resource')}: {v.get('verdict')} ({fmt_num(v.get('slope_per_hour'), 2)}/h)"
+        for v in status.get("verdicts") or []
+    ]
+
+
+def criteria_lines(status: dict[str, Any]) -> list[str]:
+    lines = []
+    for c in status.get("criteria") or []:
+        mark = "pass" if c.get("ok") else "FAIL"
+        window = c.get("window")
+        where = f" [{window}]" if window and window != "run" else ""
+        lines.append(f"{mark}  {c.get('name')}{where}: {c.get('message', '')}")
+    return lines

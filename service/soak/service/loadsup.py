@@ -1,0 +1,78 @@
+"""The load engine under supervision: a LoadRunner that is replaced when its workers die.
+
+The samplers read windows from this object, not from one LoadRunner, so a
+replacement is invisible to them; the run's totals add up every runner's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from soak.load.config import LoadConfig
+from soak.load.runner import LoadRunner
+
+TOTAL_FIELDS = ("sent", "completed", "lost", "late", "unexpected")
+
+
+class SupervisedLoad:
+    def __init__(
+        self,
+        cfg: LoadConfig,
+        server: tuple[str, int],
+        *,
+        base_dir: Path,
+        allow_targets: Sequence[str] = (),
+    ) -> None:
+        self.cfg = cfg
+        self.server = server
+        self.base_dir = base_dir
+        self.allow_targets = tuple(allow_targets)
+        self.runner = self._new_runner()
+        self.rate_qps = 0.0
+        self.restarts = 0
+        self._prior = dict.fromkeys(TOTAL_FIELDS, 0)
+        self._margin_s = 0.0
+
+    def _new_runner(self) -> LoadRunner:
+        return LoadRunner(
+            self.cfg, self.server, base_dir=self.base_dir, allow_targets=self.allow_targets
+        )
+
+    def start(self, rate_qps: float, max_duration_s: float) -> None:
+        self.rate_qps = rate_qps
+        self.runner.start(rate_qps, max_duration_s)
+
+    def set_rate(self, rate_qps: float) -> None:
+        self.rate_qps = rate_qps
+        self.runner.set_rate(rate_qps)
+
+    def take_window(self) -> dict[str, dict[str, float]]:
+        return self.runner.take_window()
+
+    def supervise(self, remaining_s: float) -> str | None:
+        """If the workers died: why, after starting a fresh runner for the rest of the run."""
+        if self.runner.alive() or remaining_s <= 0:
+            return None
+        old = self.runner
+        result = old.stop()
+        for name in TOTAL_FIELDS:
+            self._prior[name] += int(getattr(result, name, 0) or 0)
+        why = "; ".join(old.errors) or "a worker exited"
+        self.runner = self._new_runner()
+        self.runner.start(self.rate_qps, remaining_s + 30.0)
+        self.restarts += 1
+        return why
+
+    def totals(self) -> dict[str, Any]:
+        result = self.runner.totals()
+        totals: dict[str, Any] = {
+            name: self._prior[name] + int(getattr(result, name, 0) or 0) for name in TOTAL_FIELDS
+        }
+        totals["latency_ms"] = dict(result.latency_ms)
+        totals["load_restarts"] = self.restarts
+        return totals
+
+    def stop(self) -> None:
+        self.runner.stop()

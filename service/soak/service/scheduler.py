@@ -1,0 +1,114 @@
+"""The service's scheduler: each soak's ticks, leak analysis, phase changes and end as jobs.
+
+One APScheduler 3.x BackgroundScheduler holds the jobs of every run. Ticks use an
+interval trigger whose start is the run's origin, so they fall on the absolute
+grid origin + k*interval. A late tick runs once (coalesce, no grace limit) and
+the run records its lag; it is never run twice to catch up.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from soak.service.run import Run
+
+log = logging.getLogger(__name__)
+
+JOB_DEFAULTS = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
+
+
+def _utc(time_ns: int) -> datetime:
+    return datetime.fromtimestamp(time_ns / 1e9, tz=UTC)
+
+
+class SoakScheduler:
+    def __init__(self, max_threads: int = 16) -> None:
+        self._sched = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_threads)},
+            job_defaults=dict(JOB_DEFAULTS),
+            timezone=UTC,
+        )
+
+    def start(self) -> None:
+        self._sched.start()
+
+    def shutdown(self) -> None:
+        if self._sched.running:
+            self._sched.shutdown(wait=True)
+
+    def add_run(self, run: Run, now_ns: int) -> None:
+        """Jobs for the rest of a run that has started (or resumed) at `now_ns`."""
+        rid = run.id
+        end = _utc(run.end_ns)
+        self._sched.add_job(
+            _guarded(run, "tick", run.tick),
+            "interval",
+            seconds=run.interval_s,
+            start_date=_utc(run.origin_ns),
+            end_date=end,
+            id=f"{rid}:tick",
+            replace_existing=True,
+        )
+        leaks_s = run.scenario.leaks.interval_s
+        self._sched.add_job(
+            _guarded(run, "analyse", run.analyse),
+            "interval",
+            seconds=leaks_s,
+            start_date=_utc(max(run.warmup_end_ns, run.origin_ns)),
+            end_date=end,
+            id=f"{rid}:leaks",
+            replace_existing=True,
+        )
+        for span in run.spans[1:]:
+            if span.start_ns > now_ns:
+                self._sched.add_job(
+                    _guarded(run, "phase", functools.partial(run.enter_phase, span.index)),
+                    "date",
+                    run_date=_utc(span.start_ns),
+                    id=f"{rid}:phase:{span.index}",
+                    replace_existing=True,
+                )
+        self._sched.add_job(
+            _guarded(run, "end", run.finish),
+            "date",
+            run_date=end,
+            id=f"{rid}:end",
+            replace_existing=True,
+        )
+
+    def run_soon(self, run_id: str, name: str, func: Callable[[], Any]) -> None:
+        """A one-off job now (start, stop): the API answers without waiting for it."""
+        self._sched.add_job(
+            func, "date", run_date=None, id=f"{run_id}:{name}", replace_existing=True
+        )
+
+    def remove_run(self, run_id: str) -> None:
+        for job in self._sched.get_jobs():
+            if job.id.startswith(f"{run_id}:") and not job.id.endswith((":stop", ":start")):
+                job.remove()
+
+    def job_ids(self, run_id: str) -> list[str]:
+        return [j.id for j in self._sched.get_jobs() if j.id.startswith(f"{run_id}:")]
+
+
+def _guarded(run: Run, name: str, func: Callable[[], Any]) -> Callable[[], None]:
+    """A job that fails is an event of its run, never a silent scheduler log line."""
+
+    def job() -> None:
+        try:
+            func()
+        except Exception as exc:
+            log.exception("run %s: job %s failed", run.id, name)
+            try:
+                run.event("error", f"{name} job failed: {type(exc).__name__}: {exc}", 0.0)
+            except Exception:
+                log.exception("run %s: could not record the failure of %s", run.id, name)
+
+    return job

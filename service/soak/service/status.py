@@ -1,0 +1,130 @@
+"""A run's status as one JSON-able dict: `GET /runs/{id}`, `soak status`, the live view.
+
+A live run (in this process) gives its latest tick and load totals; a run that
+is not (finished, or run in the foreground by another process) is described
+from its record, its events and its result file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from soak.service import phases
+from soak.service.run import Run
+from soak.service.state import RunRecord, StateStore
+
+RESULT_FILE = "result.json"
+REPORT_FORMATS = {"html": "report.html", "json": "report.json", "md": "report.md"}
+
+
+def _iso(time_ns: int | None) -> str | None:
+    if time_ns is None:
+        return None
+    return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).isoformat(timespec="seconds")
+
+
+def read_result(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((run_dir / RESULT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_status(
+    record: RunRecord, run: Run | None, state: StateStore, *, brief: bool = False
+) -> dict[str, Any]:
+    scenario = record.scenario
+    now_ns = time.time_ns()
+    duration_s = scenario.duration_s
+    status: dict[str, Any] = {
+        "id": record.id,
+        "name": record.name,
+        "status": record.status,
+        "phase": record.phase,
+        "message": record.message,
+        "created": _iso(record.created_ns),
+        "started": _iso(record.started_ns),
+        "ended": _iso(record.ended_ns),
+        "duration_s": duration_s,
+        "elapsed_s": None,
+        "remaining_s": None,
+        "restarts": record.restarts,
+        "target": scenario.target.name,
+        "foreground": record.foreground,
+    }
+    if record.origin_ns is not None:
+        until_ns = record.ended_ns if record.ended_ns is not None else now_ns
+        elapsed_s = max(0.0, (until_ns - record.origin_ns) / 1e9)
+        status["elapsed_s"] = round(elapsed_s, 1)
+        status["remaining_s"] = round(max(0.0, duration_s - elapsed_s), 1)
+        if record.active:
+            span = phases.span_at(phases.timeline(scenario, record.origin_ns), now_ns)
+            status["rate_target_qps"] = span.rate_qps if span is not None else 0.0
+    if run is not None:
+        status.update(_live(run))
+    result = read_result(record.run_dir)
+    if result is not None:
+        status.setdefault("verdicts", result.get("verdicts", []))
+        status["criteria"] = result.get("criteria", [])
+        status["passed"] = result.get("passed")
+        if "load_totals" not in status and result.get("load_totals"):
+            status.update(_lost(result["load_totals"]))
+    if brief:
+        return status
+    status["events"] = [
+        {"time": _iso(e.time_ns), "kind": e.kind, "message": e.message, "value": e.value}
+        for e in state.events(record.id, limit=50)
+    ]
+    status["reports"] = {
+        fmt: str(record.run_dir / name)
+        for fmt, name in REPORT_FORMATS.items()
+        if (record.run_dir / name).exists()
+    }
+    return status
+
+
+def _live(run: Run) -> dict[str, Any]:
+    out: dict[str, Any] = {"latest": dict(run.latest)}
+    load_all = run.latest.get("load,class=all", {})
+    if load_all:
+        out["rate_achieved_qps"] = load_all.get("rate_achieved")
+        out["p99_ms"] = load_all.get("lat_p99_ms")
+    totals = _totals(run)
+    if totals:
+        out.update(_lost(totals))
+    out["verdicts"] = [
+        {
+            "resource": v.resource,
+            "verdict": v.verdict,
+            "slope_per_hour": v.slope_per_hour,
+            "p_value": v.p_value,
+            "windows": v.windows,
+        }
+        for v in run.verdicts
+    ]
+    return out
+
+
+def _lost(totals: dict[str, Any]) -> dict[str, Any]:
+    sent = float(totals.get("sent", 0) or 0)
+    lost = float(totals.get("lost", 0) or 0)
+    return {
+        "load_totals": {k: v for k, v in totals.items() if isinstance(v, int | float)},
+        "lost": lost,
+        "lost_ratio": lost / sent if sent else 0.0,
+    }
+
+
+def _totals(run: Run) -> dict[str, Any]:
+    if run.load is None or run.finished.is_set():
+        return {}
+    totals = run.load.totals()
+    if isinstance(totals, dict):
+        flat = totals.get("all", totals)
+        return {k: v for k, v in flat.items() if isinstance(v, int | float)}
+    return {}

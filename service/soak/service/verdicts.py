@@ -1,0 +1,66 @@
+"""Leak verdicts of one run from its stored series: which series, after the warm-up.
+
+Glue between the point store and the pure leak analysis: a resource named in
+`leaks.thresholds` is a field of the `process` or the `runtime` measurement.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from soak.analysis.leaks import LeakVerdict, leak_verdict
+from soak.config import LeaksConfig
+
+# Where resource fields live (DESIGN.md "Time series"); any other name is looked up in both.
+RESOURCE_MEASUREMENTS = ("process", "runtime")
+
+Value = float | str
+
+
+class SeriesReader(Protocol):
+    def series(
+        self, soak: str, measurement: str, field: str, tags: dict[str, str] | None = None
+    ) -> list[tuple[dict[str, str], list[tuple[int, Value]]]]: ...
+
+
+def resource_series(
+    store: SeriesReader, soak_id: str, resource: str, since_ns: int
+) -> tuple[list[float], list[float]] | None:
+    """(times_s, values) of a resource from `since_ns` on; None when it was never sampled."""
+    for measurement in RESOURCE_MEASUREMENTS:
+        found = store.series(soak_id, measurement, resource)
+        if not found:
+            continue
+        times_s: list[float] = []
+        values: list[float] = []
+        for _tags, samples in found[:1]:  # one series per resource (no extra tags)
+            for time_ns, value in samples:
+                if time_ns >= since_ns and isinstance(value, int | float):
+                    times_s.append(time_ns / 1e9)
+                    values.append(float(value))
+        return times_s, values
+    return None
+
+
+def run_verdicts(
+    store: SeriesReader, soak_id: str, cfg: LeaksConfig, since_ns: int
+) -> list[LeakVerdict]:
+    """A verdict for every resource with a threshold that the run sampled at all."""
+    verdicts = []
+    for resource, threshold in cfg.thresholds.items():
+        series = resource_series(store, soak_id, resource, since_ns)
+        if series is None:
+            continue
+        times_s, values = series
+        verdicts.append(
+            leak_verdict(
+                times_s,
+                values,
+                resource=resource,
+                threshold_per_hour=threshold,
+                window_s=cfg.window_s,
+                min_windows=cfg.min_windows,
+                p_value_max=cfg.p_value,
+            )
+        )
+    return verdicts
