@@ -1,0 +1,169 @@
+"""The checklist against the new version: in order, `needs:` honoured, `retry:` deadlines.
+
+A check whose prerequisite did not pass is skipped, not failed. A check with
+`retry: 10s` is tried again (every retry_interval_s) until it passes or the
+deadline passes; the last attempt's verdict is the one reported.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from soak.errors import InputError
+from soak.probes import http_request
+from soak.upgrade.actions import Version, api_call, dig, file_facts, render
+from soak.upgrade.config import (
+    ApiCheck,
+    Check,
+    DigCheck,
+    FileCheck,
+    LogCheck,
+    MetricCheck,
+    ReadyWithinCheck,
+    UnchangedCheck,
+)
+from soak.upgrade.judge import (
+    Verdict,
+    judge_api,
+    judge_dig,
+    judge_file,
+    judge_log,
+    judge_metric,
+    judge_ready,
+    judge_unchanged,
+)
+from soak.upgrade.snapshot import Snapshot
+from soak.upgrade.template import Values
+
+Status = Literal["pass", "fail", "skip"]
+
+
+@dataclass
+class CheckResult:
+    name: str
+    kind: str
+    status: Status
+    duration_ms: float
+    expected: str = ""
+    got: str = ""
+    attempts: int = 0
+
+    @property
+    def message(self) -> str:
+        if self.status == "skip":
+            return self.got
+        return f"expected {self.expected}; got {self.got}"
+
+
+@dataclass
+class CheckContext:
+    values: Values
+    version: Version
+    snapshot: Snapshot
+    base_dir: Path
+
+
+def _log_lines(path: Path | None) -> list[str]:
+    if path is None:
+        raise InputError("log check: the new version has no log file")
+    try:
+        with open(path, errors="replace") as fh:
+            return [line.rstrip("\n") for line in fh]
+    except FileNotFoundError:
+        return []
+
+
+def evaluate(check: Check, ctx: CheckContext) -> Verdict:
+    """One attempt of one check."""
+    values, version = ctx.values, ctx.version
+    if isinstance(check, ApiCheck):
+        result = api_call(
+            values,
+            version,
+            port=check.port,
+            method=check.method,
+            path=check.path,
+            headers=check.headers,
+            body=check.body,
+            timeout_s=check.timeout_s,
+        )
+        return judge_api(check, result)
+    if isinstance(check, DigCheck):
+        result_dns = dig(
+            values,
+            version,
+            check.port,
+            check.qname,
+            check.type,
+            check.protocol,
+            check.timeout_s,
+        )
+        return judge_dig(check, result_dns)
+    if isinstance(check, UnchangedCheck):
+        before = ctx.snapshot.records[check.snapshot]
+        after = ctx.snapshot.retake(check.snapshot, values, version)
+        return judge_unchanged(check, before, after)
+    if isinstance(check, LogCheck):
+        return judge_log(check, _log_lines(version.running.log_path))
+    if isinstance(check, MetricCheck):
+        http = http_request("GET", version.url(check.port, check.path), timeout_s=check.timeout_s)
+        if http.status != 200:
+            got = http.error or f"status {http.status}"
+            return Verdict(False, f"{check.metric} {check.op} {check.value:g}", got)
+        return judge_metric(check, http.body.decode(errors="replace"))
+    if isinstance(check, ReadyWithinCheck):
+        return judge_ready(check, version.running.ready_after_s)
+    assert isinstance(check, FileCheck)
+    return judge_file(check, file_facts(render(values, version, check.path), version))
+
+
+def run_check(check: Check, ctx: CheckContext, sleep: Callable[[float], None]) -> CheckResult:
+    start_s = time.monotonic()
+    deadline_s = start_s + (check.retry or 0.0)
+    attempts = 0
+    while True:
+        attempts += 1
+        verdict = evaluate(check, ctx)
+        if verdict.ok or time.monotonic() >= deadline_s:
+            break
+        sleep(check.retry_interval_s)
+    duration_ms = (time.monotonic() - start_s) * 1000.0
+    return CheckResult(
+        check.name,
+        check.kind,
+        "pass" if verdict.ok else "fail",
+        duration_ms,
+        ctx.values.redact(verdict.expected),
+        ctx.values.redact(verdict.got),
+        attempts,
+    )
+
+
+def skipped(check: Check, reason: str) -> CheckResult:
+    return CheckResult(check.name, check.kind, "skip", 0.0, got=reason)
+
+
+def run_checks(
+    checks: list[Check],
+    ctx: CheckContext,
+    on_result: Callable[[int, CheckResult], Any] = lambda i, r: None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    status: dict[str, Status] = {}
+    for i, check in enumerate(checks):
+        unmet = [n for n in check.needs if status.get(n) != "pass"]
+        if unmet:
+            result = skipped(
+                check, "needs " + ", ".join(f"{n!r} ({status.get(n, 'not run')})" for n in unmet)
+            )
+        else:
+            result = run_check(check, ctx, sleep)
+        status[check.name] = result.status
+        results.append(result)
+        on_result(i, result)
+    return results

@@ -1,0 +1,112 @@
+"""`soak upgrade PLAN`: old data under a new version, a checklist, JUnit for CI.
+
+Exit 0 when every check passes, 1 when one fails (or a populate, snapshot or
+migrate step does), 2 for a bad plan or a version that cannot start.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from soak.errors import CheckFailed, TargetStartError
+from soak.upgrade.config import UpgradePlan, load_plan
+from soak.upgrade.report import check_points, junit_xml, summary_line, table, write_json, write_text
+from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+
+
+def new_run_id(plan_name: str) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan_name)[:40]
+    return f"{safe}-{stamp}-{secrets.token_hex(2)}"
+
+
+def write_sinks(plan: UpgradePlan, result: UpgradeResult, spool_dir: Path) -> None:
+    """`upgrade_check` points to the plan's sinks (none configured: nothing written)."""
+    if not plan.sinks:
+        return
+    from soak.sinks import build_sinks
+    from soak.sinks.config import SpoolConfig
+
+    sinks = build_sinks(
+        plan.sinks,
+        SpoolConfig(dir=str(spool_dir)),
+        default_sqlite_path=spool_dir / "points.db",
+        run_dir=spool_dir,
+    )
+    try:
+        sinks.write(
+            check_points(
+                result, target=plan.new.name, version=plan.new.version, time_ns=time.time_ns()
+            )
+        )
+    finally:
+        sinks.close()
+
+
+@click.command("upgrade")
+@click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY.PATH=VALUE",
+    help="Override a plan value, e.g. --set migrate=null.",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(path_type=Path),
+    help="Write JUnit XML here: one test case per check.",
+)
+@click.option(
+    "--json", "json_path", type=click.Path(path_type=Path), help="Write the result as JSON here."
+)
+@click.option("--keep", is_flag=True, help="Keep the run directory (and a volume made for it).")
+@click.option(
+    "--work-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the run directory is made (default: the system temp dir).",
+)
+def upgrade_cmd(
+    plan_file: Path,
+    overrides: tuple[str, ...],
+    junit_path: Path | None,
+    json_path: Path | None,
+    keep: bool,
+    work_dir: Path | None,
+) -> None:
+    """Start the old version on the plan's data, populate, stop, migrate, start the new
+    version on the same data and run the checklist."""
+    plan = load_plan(plan_file, overrides)  # a bad plan: exit 2, nothing started
+    run_id = new_run_id(plan.name)
+    base = work_dir if work_dir is not None else Path(tempfile.gettempdir())
+    run_dir = (base / f"soak-upgrade-{run_id}").resolve()
+
+    def show(phase: str, text: str) -> None:
+        click.echo(f"{phase:<9} {text}")
+
+    click.echo(f"soak upgrade {plan.name} (run {run_id})")
+    runner = UpgradeRunner(
+        plan, run_dir=run_dir, run_id=run_id, keep=keep, env=dict(os.environ), show=show
+    )
+    result = runner.run()
+    click.echo("")
+    click.echo(table(result))
+    if junit_path is not None:
+        write_text(junit_path, junit_xml(result))
+    if json_path is not None:
+        write_json(json_path, result)
+    spool_dir = run_dir if keep else Path(tempfile.gettempdir()) / f"soak-upgrade-{run_id}-sinks"
+    write_sinks(plan, result, spool_dir)
+    if result.start_error is not None:
+        raise TargetStartError(result.start_error)
+    if result.exit_code != 0:
+        raise CheckFailed(summary_line(result))

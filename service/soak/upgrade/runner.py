@@ -1,0 +1,328 @@
+"""The ordered upgrade run.
+
+data -> start old -> ready -> populate -> snapshot -> stop old -> migrate ->
+start new -> ready (time recorded) -> checks -> stop new -> clean up.
+
+Whatever happens, every started version is stopped and (unless `keep`) the run
+directory and a volume made for the run are removed. A populate, snapshot or
+migrate step that fails ends the run with a failed pseudo-check named after it
+(exit 1); a version that cannot start ends it with `start_error` (exit 2).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from soak.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TargetStartError
+from soak.targets import build_target
+from soak.targets.base import Target
+from soak.targets.config import DockerTarget, ProcessTarget, TargetConfig
+from soak.upgrade import actions, docker_data
+from soak.upgrade.actions import StepFailed, Version
+from soak.upgrade.checks import CheckContext, CheckResult, run_checks, skipped
+from soak.upgrade.config import ApiStep, CommandStep, DnsStep, PopulateStep, UpgradePlan
+from soak.upgrade.snapshot import Snapshot
+from soak.upgrade.template import Values, fill_placeholders
+
+Show = Callable[[str, str], None]  # phase, text
+
+
+@dataclass
+class StepRecord:
+    phase: str
+    text: str
+    ok: bool = True
+    duration_ms: float = 0.0
+
+
+@dataclass
+class UpgradeResult:
+    plan: str
+    run_id: str
+    run_dir: Path
+    keep: bool
+    started_at: str
+    duration_s: float = 0.0
+    old_ready_s: float | None = None
+    new_ready_s: float | None = None
+    checks: list[CheckResult] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    start_error: str | None = None  # a version that could not start: exit 2
+
+    def count(self, status: str) -> int:
+        return sum(1 for c in self.checks if c.status == status)
+
+    @property
+    def exit_code(self) -> int:
+        if self.start_error is not None:
+            return EXIT_BAD_INPUT
+        return EXIT_OK if self.checks and self.count("pass") == len(self.checks) else EXIT_FAILED
+
+
+def describe_step(step: PopulateStep) -> str:
+    if isinstance(step, ApiStep):
+        return f"api {step.method.upper()} {step.path}"
+    if isinstance(step, DnsStep):
+        return f"dns {step.file or f'{len(step.queries)} queries'}"
+    if isinstance(step, CommandStep):
+        return "command " + " ".join(step.argv)
+    return f"wait {step.probe.kind} probe"
+
+
+class UpgradeRunner:
+    def __init__(
+        self,
+        plan: UpgradePlan,
+        *,
+        run_dir: Path,
+        run_id: str,
+        keep: bool = False,
+        env: Mapping[str, str] | None = None,
+        show: Show = lambda phase, text: None,
+    ) -> None:
+        self.plan = plan
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.keep = keep
+        self.values = Values(plan.vars, dict(env or {}), plan.secrets)
+        self._show = show
+        self.data_dir: Path | None = None
+        self.volume: str | None = None
+        self._made_volume = False
+        self.result = UpgradeResult(
+            plan.name, run_id, run_dir, keep, datetime.now(UTC).isoformat(timespec="seconds")
+        )
+
+    # ---------------------------------------------------------------- output
+
+    def show(self, phase: str, text: str, ok: bool = True, duration_ms: float = 0.0) -> None:
+        text = self.values.redact(text)
+        self.result.steps.append(StepRecord(phase, text, ok, duration_ms))
+        self._show(phase, text)
+
+    # ---------------------------------------------------------------- the run
+
+    def run(self) -> UpgradeResult:
+        start_s = time.monotonic()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._run_phases()
+        finally:
+            self._clean_up()
+            self.result.duration_s = time.monotonic() - start_s
+        return self.result
+
+    def _run_phases(self) -> None:
+        snapshot = Snapshot.of(self.plan.snapshot)
+        try:
+            self._prepare_data()
+            old = self._start("old", self.plan.old)
+            try:
+                self._populate(old.version)
+                self._phase("snapshot", lambda: "; ".join(snapshot.take(self.values, old.version)))
+            finally:
+                self._stop("old", old.target)
+            if self.plan.migrate is not None:
+                self._phase("migrate", self._migrate)
+            new = self._start("new", self.plan.new)
+            try:
+                ctx = CheckContext(self.values, new.version, snapshot, self.plan.base_dir)
+                self.result.checks = run_checks(self.plan.checks, ctx, self._on_check)
+            finally:
+                self._stop("new", new.target)
+        except StepFailed as exc:
+            self._abort_checks(str(exc).split(":", 1)[0], str(exc))
+        except TargetStartError as exc:
+            self.result.start_error = self.values.redact(str(exc))
+            self._abort_checks("versions start", self.result.start_error)
+
+    def _phase(self, phase: str, action: Callable[[], str]) -> None:
+        start_s = time.monotonic()
+        try:
+            text = action()
+        except StepFailed as exc:
+            ms = (time.monotonic() - start_s) * 1000.0
+            self.show(phase, f"FAILED: {exc}", ok=False, duration_ms=ms)
+            raise StepFailed(f"{phase}: {exc}") from exc
+        self.show(phase, text, duration_ms=(time.monotonic() - start_s) * 1000.0)
+
+    def _abort_checks(self, name: str, reason: str) -> None:
+        """The checks were not reached: one failed case for the cause, the rest skipped."""
+        reason = self.values.redact(reason)
+        cause = CheckResult(name, "setup", "fail", 0.0, "the run to reach its checks", reason)
+        self.result.checks = [cause] + [
+            skipped(c, f"not run: {name} failed") for c in self.plan.checks
+        ]
+        self.show("abort", reason, ok=False)
+
+    def _on_check(self, index: int, result: CheckResult) -> None:
+        total = len(self.plan.checks)
+        word = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}[result.status]
+        detail = "" if result.status == "pass" else f" - {result.message}"
+        self.show(
+            "check",
+            f"{index + 1}/{total} {word} {result.name}{detail}",
+            ok=result.status != "fail",
+            duration_ms=result.duration_ms,
+        )
+
+    # ---------------------------------------------------------------- data
+
+    def _prepare_data(self) -> None:
+        data = self.plan.data
+        if isinstance(self.plan.old, DockerTarget):
+            self.volume = data.volume or f"soak-upgrade-{self.run_id}"
+            self._made_volume = docker_data.ensure_volume(self.volume, self.run_id)
+            if data.archive:
+                image = self.plan.old.image
+                mount = self.plan.old.volume.mount if self.plan.old.volume else "/data"
+                docker_data.extract_into_volume(
+                    self.plan.resolve_path(data.archive), self.volume, image, mount
+                )
+            what = "fresh" if self._made_volume else "existing"
+            self.show("data", f"{what} volume {self.volume}" + self._archive_words())
+            return
+        self.data_dir = self.run_dir / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if data.archive:
+            with tarfile.open(self.plan.resolve_path(data.archive)) as tar:
+                tar.extractall(self.data_dir, filter="data")
+        self.show("data", f"{self.data_dir}" + self._archive_words())
+
+    def _archive_words(self) -> str:
+        archive = self.plan.data.archive
+        return f" <- archive {self.plan.resolve_path(archive)} (read only)" if archive else ""
+
+    # ---------------------------------------------------------------- versions
+
+    @dataclass
+    class Started:
+        target: Target
+        version: Version
+
+    def _target_cfg(self, side: str, cfg: TargetConfig) -> TargetConfig:
+        raw: dict[str, Any] = self.values.render(cfg.model_dump(by_alias=True, exclude_unset=True))
+        if isinstance(cfg, ProcessTarget):
+            raw["data_dir"] = str(self.data_dir)
+        if isinstance(cfg, DockerTarget) and cfg.volume is None:
+            raise TargetStartError(f"{side}: a docker version needs `volume:` for its data")
+        adapter: TypeAdapter[TargetConfig] = TypeAdapter(TargetConfig)
+        return adapter.validate_python(raw)
+
+    def _start(self, side: str, cfg: TargetConfig) -> Started:
+        rendered = self._target_cfg(side, cfg)
+        label = f"{rendered.name} {rendered.version}".strip()
+        self.show(side, f"starting {label}")
+        target = build_target(
+            rendered,
+            run_dir=self.run_dir / side,
+            run_id=f"{self.run_id}-{side}",
+            base_dir=self.plan.base_dir,
+            volume_name=self.volume,
+            allow_targets=self.plan.allow_targets,
+        )
+        try:
+            target.start()
+            running = target.wait_ready()
+        except TargetStartError as exc:
+            raise TargetStartError(f"{side} version ({label}) cannot start: {exc}") from exc
+        ready_s = running.ready_after_s
+        if side == "old":
+            self.result.old_ready_s = ready_s
+        else:
+            self.result.new_ready_s = ready_s
+        ports = ", ".join(f"{k} {running.host}:{v}" for k, v in running.ports.items())
+        who = f"pid {running.pid}" if running.pid else f"container {running.container_id}"
+        self.show(side, f"ready in {ready_s or 0:.2f} s ({who}; {ports})")
+        env = dict(getattr(rendered, "env", {}) or {})
+        version = Version(side, running, self.data_dir, env, list(self.plan.allow_targets))
+        return self.Started(target, version)
+
+    def _stop(self, side: str, target: Target) -> None:
+        info = target.stop()
+        self.show(side, "stopped" + (f" ({info.describe()})" if info else ""))
+
+    # ---------------------------------------------------------------- populate, migrate
+
+    def _populate(self, version: Version) -> None:
+        total = len(self.plan.populate)
+        for i, step in enumerate(self.plan.populate):
+            count = f"{i + 1}/{total}"
+
+            def action(step: PopulateStep = step, count: str = count) -> str:
+                return f"{count} {describe_step(step)} -> {self._run_step(step, version)}"
+
+            try:
+                self._phase("populate", action)
+            except StepFailed as exc:
+                detail = str(exc).removeprefix("populate: ")
+                raise StepFailed(f"populate {count}: {detail}") from exc
+
+    def _run_step(self, step: PopulateStep, version: Version) -> str:
+        if isinstance(step, ApiStep):
+            return actions.run_api_step(step, self.values, version)
+        if isinstance(step, DnsStep):
+            return actions.run_dns_step(step, self.values, version, self.plan.base_dir)
+        if isinstance(step, CommandStep):
+            return actions.run_command_step(step, self.values, version)
+        return actions.run_wait_step(step, version)
+
+    def _migrate(self) -> str:
+        migrate = self.plan.migrate
+        assert migrate is not None
+        placeholders = {"run_dir": str(self.run_dir)}
+        if self.data_dir is not None:
+            placeholders["data_dir"] = str(self.data_dir)
+        log_path = self.run_dir / "migrate.log"
+        if migrate.container is not None:
+            assert self.volume is not None
+            command = [
+                fill_placeholders(a, placeholders)
+                for a in self.values.render(migrate.container.command)
+            ]
+            code, output = docker_data.run_one_shot(
+                migrate.container,
+                command,
+                self.volume,
+                self.values.render(migrate.env),
+                migrate.timeout_s,
+                f"{self.run_id}-migrate",
+            )
+            argv0 = f"container {migrate.container.image}"
+        else:
+            assert migrate.command is not None
+            argv = [fill_placeholders(a, placeholders) for a in self.values.render(migrate.command)]
+            proc = actions.run_host_command(
+                argv, self.values.render(migrate.env), migrate.timeout_s, self.data_dir
+            )
+            code, output = proc.returncode, (proc.stdout or "") + (proc.stderr or "")
+            argv0 = argv[0]
+        log_path.write_text(self.values.redact(output))
+        if code != 0:
+            last = output.strip().splitlines()[-1:] or ["no output"]
+            raise StepFailed(f"{argv0} exited with {code}: {last[0][:300]}")
+        return f"{argv0} -> exit 0 (output in {log_path.name})"
+
+    # ---------------------------------------------------------------- clean up
+
+    def _clean_up(self) -> None:
+        if self.keep:
+            volume = f" and volume {self.volume}" if self.volume else ""
+            self.show("cleanup", f"kept {self.run_dir}{volume}")
+            return
+        if self.volume and self._made_volume:
+            docker_data.remove_volume(self.volume)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        leftover = self.run_dir.exists()
+        self.show(
+            "cleanup", f"removed {self.run_dir}" + (" (some files remain)" if leftover else "")
+        )
