@@ -1,0 +1,168 @@
+"""Sinks into real InfluxDB 1.6 and VictoriaMetrics, read back; an outage in the middle of a run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from soak.points import Point
+from soak.sinks import SinkSet, build_sinks
+from soak.sinks.config import (
+    InfluxV1SinkConfig,
+    InfluxV2SinkConfig,
+    SinkConfig,
+    SpoolConfig,
+    SqliteSinkConfig,
+)
+from soak.sinks.metrics import ServiceMetrics
+from soak.sinks.sqlite import SqliteStore
+from tests.support.tsdb import InfluxV1, VictoriaMetrics, influxdb_v1, victoria_metrics
+
+pytestmark = pytest.mark.integration
+
+S = 1_000_000_000
+MS = 1_000_000
+RUN = {"soak": "run-1", "scenario": "sinks", "target": "pdns", "version": "4.7.3"}
+
+
+@pytest.fixture(scope="module")
+def influx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InfluxV1]:
+    with influxdb_v1(tmp_path_factory.mktemp("influx")) as server:
+        server.create_database("soak")
+        yield server
+
+
+@pytest.fixture(scope="module")
+def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VictoriaMetrics]:
+    with victoria_metrics(tmp_path_factory.mktemp("vm")) as server:
+        yield server
+
+
+def base_ns() -> int:
+    """A recent whole second: inside any retention, distinct per test run."""
+    return (time.time_ns() // S - 3600) * S
+
+
+def tick_points(tick_ns: int, soak: str = "run-1") -> list[Point]:
+    run = {**RUN, "soak": soak}
+    return [
+        Point("process", {"rss_bytes": 1000.0 + tick_ns // S % 1000, "fds": 12}, tick_ns, run),
+        Point(
+            "api",
+            {"latency_ms": 1.25, "status": 200, "ok": True},
+            tick_ns,
+            {**run, "endpoint": "GET /stats/summary"},
+        ),
+        Point("dig", {"latency_ms": 0.5, "rcode": 0.0}, tick_ns, {**run, "probe": "a.test/A"}),
+    ]
+
+
+def sinks_for(cfg: SinkConfig, tmp_path: Path, **spool: object) -> SinkSet:
+    return build_sinks(
+        [cfg, SqliteSinkConfig(kind="sqlite")],
+        SpoolConfig.model_validate(spool),
+        default_sqlite_path=tmp_path / "points.db",
+        run_dir=tmp_path,
+        metrics=ServiceMetrics(CollectorRegistry()),
+    )
+
+
+def test_influx_v1_write_and_influxql_read_back(influx: InfluxV1, tmp_path: Path) -> None:
+    t0 = base_ns()
+    cfg = InfluxV1SinkConfig(kind="influx_v1", url=influx.url, db="soak", batch_size=2)
+    sinks = sinks_for(cfg, tmp_path)
+    sinks.write(tick_points(t0) + tick_points(t0 + 60 * S))
+    sinks.close()
+    (series,) = influx.query(
+        "SELECT latency_ms, status, ok FROM api WHERE soak = 'run-1' GROUP BY *", "soak"
+    )
+    assert series["tags"] == {**RUN, "endpoint": "GET /stats/summary"}
+    assert series["values"] == [[t0, 1.25, 200, 1], [t0 + 60 * S, 1.25, 200, 1]]
+    (proc,) = influx.query(f"SELECT rss_bytes FROM process WHERE time >= {t0}", "soak")
+    assert [v[0] for v in proc["values"]] == [t0, t0 + 60 * S]
+    assert sinks.stats()["influx_v1:soak"]["written"] == 6
+
+
+def test_victoria_metrics_v2_write_and_export(vm: VictoriaMetrics, tmp_path: Path) -> None:
+    t0 = base_ns()
+    cfg = InfluxV2SinkConfig(kind="influx_v2", url=vm.url, org="o", bucket="b", batch_size=4)
+    sinks = sinks_for(cfg, tmp_path)
+    sinks.write(tick_points(t0, soak="vm-1") + tick_points(t0 + 60 * S, soak="vm-1"))
+    sinks.close()
+    (api,) = vm.export('{__name__="api_latency_ms",soak="vm-1"}', series=1)
+    labels = {k: v for k, v in api["metric"].items() if k not in ("__name__", "db")}
+    assert labels == {**RUN, "soak": "vm-1", "endpoint": "GET /stats/summary"}
+    assert api["timestamps"] == [t0 // MS, (t0 + 60 * S) // MS]
+    assert api["values"] == [1.25, 1.25]
+    (ok,) = vm.export('{__name__="api_ok",soak="vm-1"}', series=1)
+    assert ok["values"] == [1, 1]
+    assert sinks.stats()["influx_v2:b"] == {
+        "written": 6,
+        "spooled": 0,
+        "replayed": 0,
+        "dropped": 0,
+        "spool_depth": 0,
+        "spool_bytes": 0,
+        "down": 0,
+    }
+
+
+def run_through_outage(server: VictoriaMetrics | InfluxV1, sinks: SinkSet, soak: str) -> list[int]:
+    """12 ticks; the server is down for ticks 4-7 (stopped, then started on the same data)."""
+    t0 = base_ns()
+    ticks = [t0 + i * S for i in range(12)]
+    for i, tick in enumerate(ticks):
+        if i == 4:
+            server.stop()
+        if i == 8:
+            server.start()
+        sinks.write(tick_points(tick, soak=soak))
+    sinks.flush()
+    return ticks
+
+
+def test_outage_every_point_of_every_tick_once_in_order_vm(
+    vm: VictoriaMetrics, tmp_path: Path
+) -> None:
+    cfg = InfluxV2SinkConfig(kind="influx_v2", url=vm.url, timeout_s=2.0)
+    sinks = sinks_for(cfg, tmp_path, retry_interval_s=0)
+    ticks = run_through_outage(vm, sinks, "outage-vm")
+    stats = sinks.stats()["influx_v2:soak"]
+    sinks.close()
+    assert stats["spooled"] >= 12 and stats["replayed"] == stats["spooled"]
+    assert stats["dropped"] == 0 and stats["spool_depth"] == 0
+    for name in ("process_rss_bytes", "api_latency_ms", "dig_latency_ms"):
+        (series,) = vm.export(f'{{__name__="{name}",soak="outage-vm"}}', series=1)
+        assert series["timestamps"] == [t // MS for t in ticks], name
+    # the outage itself is in the data: events in every sink (VictoriaMetrics keeps numbers)
+    (down,) = vm.export('{__name__="event_value",soak="outage-vm",kind="sink_down"}', series=1)
+    assert len(down["values"]) == 1
+    store = SqliteStore(tmp_path / "points.db")
+    kinds = [p.tags["kind"] for p in store.points("outage-vm", "event")]
+    assert kinds == ["sink_down", "sink_recovered"]
+    assert [t for t, _ in store.series("outage-vm", "process", "fds")[0][1]] == ticks
+
+
+def test_outage_every_point_of_every_tick_once_in_order_influx_v1(
+    influx: InfluxV1, tmp_path: Path
+) -> None:
+    cfg = InfluxV1SinkConfig(kind="influx_v1", url=influx.url, db="soak", timeout_s=2.0)
+    sinks = sinks_for(cfg, tmp_path, retry_interval_s=0)
+    ticks = run_through_outage(influx, sinks, "outage-v1")
+    stats = sinks.stats()["influx_v1:soak"]
+    sinks.close()
+    assert stats["spooled"] >= 12 and stats["replayed"] == stats["spooled"]
+    for measurement in ("process", "api", "dig"):
+        (series,) = (
+            influx.query(
+                f"SELECT count(latency_ms) AS n, * FROM {measurement} WHERE soak = 'outage-v1'",
+                "soak",
+            )
+            if False
+            else influx.query(f"SELECT * FROM {measurement} WHERE soak = 'outage-v1'", "soak")
+        )
+        assert [v[0] for v in series["values"]] == ticks, measurement
