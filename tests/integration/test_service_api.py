@@ -1,0 +1,94 @@
+"""The control API in-process: the token, bad scenarios (422 with field paths), lookups."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from soak.service.api import create_app
+from soak.service.manager import RunManager
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "test-token"
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    manager = RunManager(tmp_path / "data")
+    manager.start(resume=False)
+    try:
+        with TestClient(create_app(manager, TOKEN)) as c:
+            yield c
+    finally:
+        manager.shutdown()
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def test_health_and_metrics_need_no_token(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"ok": True, "runs_active": 0}
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200
+    assert "soak_ticks_total" in metrics.text
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/runs"),
+        ("POST", "/runs"),
+        ("GET", "/runs/x"),
+        ("POST", "/runs/x/stop"),
+        ("GET", "/runs/x/report"),
+    ],
+)
+def test_everything_else_is_401_without_the_token(
+    client: TestClient, method: str, path: str
+) -> None:
+    assert client.request(method, path).status_code == 401
+    wrong = {"Authorization": "Bearer nope"}
+    assert client.request(method, path, headers=wrong).status_code == 401
+
+
+def test_bad_scenario_is_422_with_field_paths(client: TestClient) -> None:
+    body = "name: t\ntarget: {runtime: process, argv: []}\nphases: [{name: a}]\nextra: 1\n"
+    r = client.post("/runs", content=body, headers=AUTH)
+    assert r.status_code == 422
+    paths = {e["path"] for e in r.json()["errors"]}
+    assert {"target.process.argv", "phases.0.duration_s", "extra"} <= paths
+    r = client.post("/runs", content="{not yaml", headers=AUTH)
+    assert r.status_code == 422
+    assert r.json()["errors"][0]["path"] == "(body)"
+
+
+def test_unknown_run_is_404_and_list_is_empty(client: TestClient) -> None:
+    assert client.get("/runs", headers=AUTH).json() == {"runs": []}
+    assert client.get("/runs/nope", headers=AUTH).status_code == 404
+    assert client.post("/runs/nope/stop", headers=AUTH).status_code == 404
+    assert client.get("/runs/nope/report?format=xml", headers=AUTH).status_code == 422
+
+
+def test_a_target_that_cannot_start_ends_as_error(client: TestClient) -> None:
+    body = (
+        "name: broken\n"
+        "target: {runtime: process, argv: [/nonexistent/server], ports: {dns: {}}}\n"
+        "phases: [{name: a, duration_s: 10s}]\n"
+    )
+    r = client.post("/runs", content=body, headers=AUTH)
+    assert r.status_code == 201
+    run_id = r.json()["id"]
+    status = {}
+    for _ in range(100):
+        status = client.get(f"/runs/{run_id}", headers=AUTH).json()
+        if status["status"] == "error":
+            break
+        time.sleep(0.1)
+    assert status["status"] == "error"
+    assert "not found" in status["message"]
+    assert any(e["kind"] == "error" for e in status["events"])

@@ -1,0 +1,83 @@
+"""The live view and `soak status` lines, from a status dict (pure rendering)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from soak.service.live import criteria_lines, fmt_bytes, fmt_duration, render, summary_rows
+
+STATUS = {
+    "id": "r1",
+    "status": "running",
+    "phase": "steady",
+    "elapsed_s": 3725.0,
+    "remaining_s": 59.0,
+    "rate_target_qps": 300.0,
+    "rate_achieved_qps": 299.4,
+    "lost": 3.0,
+    "lost_ratio": 0.0001,
+    "restarts": 1,
+    "latest": {
+        "process": {
+            "rss_bytes": 31 * 1024**2,
+            "rss_anon_bytes": 12 * 1024**2,
+            "fds": 24,
+            "threads": 3,
+        },
+        "runtime": {"goroutines": 113},
+        "load,class=all": {"lat_p99_ms": 2.5, "rate_achieved": 299.4},
+    },
+    "verdicts": [
+        {
+            "resource": "rss_anon_bytes",
+            "verdict": "growing",
+            "slope_per_hour": 1e6,
+            "p_value": 0.001,
+        }
+    ],
+    "criteria": [
+        {"name": "lost_ratio", "ok": True, "window": "run", "message": "3 of 30000 lost"},
+        {"name": "p99_ms[all]", "ok": False, "window": "300 s to +0:10:00", "message": "9 ms"},
+    ],
+    "events": [{"time": "t", "kind": "exited", "message": "target killed by signal 9"}],
+}
+
+
+def test_summary_rows_pick_goroutines_when_present() -> None:
+    rows = dict(summary_rows(STATUS))
+    assert rows["elapsed / remaining"] == "1:02:05 / 0:59"
+    assert rows["rate achieved / target"] == "299 / 300 q/s"
+    assert rows["p99"] == "2.50 ms"
+    assert rows["RSS (anon)"] == "31.0 MiB (12.0 MiB)"
+    assert rows["goroutines"] == "113"
+    assert "threads" not in rows
+    assert rows["lost"] == "3 (0.0100%)"
+
+
+def test_threads_without_runtime_and_missing_values_are_dashes() -> None:
+    rows = dict(summary_rows({"id": "r", "status": "pending"}))
+    assert rows["threads"] == "-"
+    assert rows["p99"] == "-"
+    assert rows["elapsed / remaining"] == "- / -"
+
+
+def test_render_shows_verdicts_and_events() -> None:
+    console = Console(record=True, width=120)
+    console.print(render(STATUS))
+    text = console.export_text()
+    assert "growing" in text and "rss_anon_bytes" in text
+    assert "killed by signal 9" in text
+
+
+def test_criteria_lines_mark_failures() -> None:
+    assert criteria_lines(STATUS) == [
+        "pass  lost_ratio: 3 of 30000 lost",
+        "FAIL  p99_ms[all] [300 s to +0:10:00]: 9 ms",
+    ]
+
+
+def test_formats() -> None:
+    assert fmt_duration(None) == "-"
+    assert fmt_duration(59.9) == "0:59"
+    assert fmt_bytes(512) == "512 B"
+    assert fmt_bytes(1536) == "1.5 KiB"
