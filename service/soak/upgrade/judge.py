@@ -201,10 +201,14 @@ def without_keys(value: Any, ignore: Iterable[str]) -> Any:
     return value
 
 
+_FIRST_KEYS = ("status", "rcode")
+
+
 def first_difference(before: Any, after: Any, path: str = "$") -> str | None:
     """Where two JSON values first differ, in words; None when equal."""
     if isinstance(before, dict) and isinstance(after, dict):
-        for key in sorted(set(before) | set(after)):
+        # The status or rcode first: "now 500" says more than the body that came with it.
+        for key in sorted(set(before) | set(after), key=lambda k: (k not in _FIRST_KEYS, k)):
             if key not in after:
                 return f"{path}.{key} missing after the upgrade"
             if key not in before:
