@@ -21,10 +21,13 @@ from soak.upgrade.report import check_points, junit_xml, summary_line, table, wr
 from soak.upgrade.runner import UpgradeResult, UpgradeRunner
 
 
-def new_run_id(plan_name: str) -> str:
+def new_run_id(plan_name: str) -> tuple[str, str]:
+    """(run id, run directory name); the directory name is short, since servers put
+    unix sockets in it (pdns' controlsocket) and a socket path has at most 107 bytes."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    token = secrets.token_hex(2)
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan_name)[:40]
-    return f"{safe}-{stamp}-{secrets.token_hex(2)}"
+    return f"{safe}-{stamp}-{token}", f"soak-upgrade-{stamp}-{token}"
 
 
 def write_sinks(plan: UpgradePlan, result: UpgradeResult, spool_dir: Path) -> None:
@@ -86,9 +89,9 @@ def upgrade_cmd(
     """Start the old version on the plan's data, populate, stop, migrate, start the new
     version on the same data and run the checklist."""
     plan = load_plan(plan_file, overrides)  # a bad plan: exit 2, nothing started
-    run_id = new_run_id(plan.name)
+    run_id, dir_name = new_run_id(plan.name)
     base = work_dir if work_dir is not None else Path(tempfile.gettempdir())
-    run_dir = (base / f"soak-upgrade-{run_id}").resolve()
+    run_dir = (base / dir_name).resolve()
 
     def show(phase: str, text: str) -> None:
         click.echo(f"{phase:<9} {text}")

@@ -1,0 +1,207 @@
+"""`soak upgrade` end to end: the real command, the real pdns_server, exit codes, JUnit, JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+PLAN = REPO / "scenarios" / "pdns-auth-upgrade.yaml"
+API_KEY = "soak-old-api-key-4.3.1"  # what the archive script stores
+
+needs_pdns = pytest.mark.skipif(
+    shutil.which("pdns_server") is None
+    or not Path("/usr/share/pdns-backend-sqlite3/schema/schema.sqlite3.sql").exists(),
+    reason="pdns-server with the gsqlite3 backend is not installed",
+)
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fixture") / "pdns-auth-4.3.1.tar.gz"
+    script = REPO / "scripts" / "make-pdns-4.3.1-archive.py"
+    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """A short work directory: pdns puts a unix socket (at most 107 bytes) in the run dir."""
+    path = Path(tempfile.mkdtemp(prefix="su-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def soak(*args: str | Path, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "service")}
+    return subprocess.run(
+        [sys.executable, "-m", "soak.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def junit_counts(path: Path) -> tuple[int, int, int]:
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None
+    return (
+        int(suite.get("tests", -1)),
+        int(suite.get("failures", -1)),
+        int(suite.get("skipped", -1)),
+    )
+
+
+def table_counts(stdout: str) -> tuple[int, int, int, int]:
+    m = re.search(r"^(\d+) of (\d+) checks pass \((\d+) failed, (\d+) skipped\)$", stdout, re.M)
+    assert m, stdout
+    passed, total, failed, skipped = map(int, m.groups())
+    return passed, total, failed, skipped
+
+
+@needs_pdns
+def test_passing_plan_exit_0_with_junit_and_json(archive: Path, tmp_path: Path, work: Path) -> None:
+    junit, result_json = tmp_path / "junit.xml", tmp_path / "result.json"
+    proc = soak(
+        "upgrade",
+        PLAN,
+        "--set",
+        f"data.archive={archive}",
+        "--junit",
+        junit,
+        "--json",
+        result_json,
+        "--work-dir",
+        work,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert table_counts(proc.stdout) == (17, 17, 0, 0)
+    assert junit_counts(junit) == (17, 0, 0)
+    data = json.loads(result_json.read_text())
+    assert (data["passed"], data["total"], data["exit_code"]) == (17, 17, 0)
+    assert data["new_ready_s"] < 10
+    # every step shown as it happened, in order
+    phases = [line.split()[0] for line in proc.stdout.splitlines()[1:] if line.strip()]
+    order = ["data", "old", "populate", "snapshot", "migrate", "new", "check", "cleanup"]
+    assert [p for p in dict.fromkeys(phases) if p in order] == order
+    # the API key from the old data is a secret: never printed nor written
+    for text in (proc.stdout, proc.stderr, junit.read_text(), result_json.read_text()):
+        assert API_KEY not in text
+    assert list(work.iterdir()) == []  # nothing left without --keep
+
+
+@needs_pdns
+def test_without_migration_exit_1_and_junit_counts_like_the_table(
+    archive: Path, tmp_path: Path, work: Path
+) -> None:
+    junit = tmp_path / "junit.xml"
+    proc = soak(
+        "upgrade",
+        PLAN,
+        "--set",
+        f"data.archive={archive}",
+        "--set",
+        "migrate=null",
+        "--junit",
+        junit,
+        "--work-dir",
+        work,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    passed, total, failed, skipped = table_counts(proc.stdout)
+    assert (passed, total, failed, skipped) == (11, 17, 3, 3)
+    assert junit_counts(junit) == (total, failed, skipped)
+    root = ET.parse(junit).getroot()
+    failures = {
+        case.get("name"): case.find("failure")
+        for case in root.iter("testcase")
+        if case.find("failure") is not None
+    }
+    post = failures["new zone POSTed"]
+    assert post is not None
+    assert post.get("message") == "expected status 201; got status 500: Internal Server Error"
+    skipped_cases = [c.get("name") for c in root.iter("testcase") if c.find("skipped") is not None]
+    assert skipped_cases == ["records unchanged (API)", "record PATCHed", "PATCHed record resolves"]
+    assert "soak: 11 of 17 checks pass (3 failed, 3 skipped)" in proc.stderr
+
+
+def write_plan(tmp_path: Path, checks: list[object]) -> Path:
+    plan = {
+        "name": "bad",
+        "old": {"runtime": "process", "argv": ["pdns_server"], "ports": {"dns": {}}},
+        "new": {"runtime": "process", "argv": ["pdns_server"], "ports": {"dns": {}}},
+        "checks": checks,
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("checks", "message"),
+    [
+        ([{"name": "x", "kind": "vibes"}], r"checks\.0: Input tag 'vibes'"),
+        ([{"include": "checks/none.yaml"}], r"checklist file .*none\.yaml not found"),
+        (
+            [{"name": "x", "kind": "log", "pattern": "E", "needs": ["ghost"]}],
+            r"checks\.0\.needs: 'ghost' names no check",
+        ),
+    ],
+)
+def test_bad_plan_exit_2_before_anything_starts(
+    tmp_path: Path, work: Path, checks: list[object], message: str
+) -> None:
+    proc = soak("upgrade", write_plan(tmp_path, checks), "--work-dir", work, timeout_s=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert re.search(message, proc.stderr), proc.stderr
+    assert proc.stdout == ""  # no step shown: nothing started
+    assert list(work.iterdir()) == []
+    validate = soak("validate", write_plan(tmp_path, checks), timeout_s=60)
+    assert validate.returncode == 2 and re.search(message, validate.stderr)
+
+
+@needs_pdns
+def test_a_new_version_that_cannot_start_exits_2_with_its_log(
+    archive: Path, tmp_path: Path, work: Path
+) -> None:
+    junit = tmp_path / "junit.xml"
+    proc = soak(
+        "upgrade",
+        PLAN,
+        "--set",
+        f"data.archive={archive}",
+        "--set",
+        'new.argv=["sh", "-c", "echo fatal: schema version 9 unknown >&2; exit 3"]',
+        "--junit",
+        junit,
+        "--work-dir",
+        work,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "new version" in proc.stderr and "fatal: schema version 9 unknown" in proc.stderr
+    assert junit_counts(junit) == (18, 1, 17)  # the start failure, then every check skipped
+    assert list(work.iterdir()) == []
+
+
+def test_validate_accepts_the_shipped_plan(archive: Path) -> None:
+    proc = soak("validate", PLAN, timeout_s=60)
+    if not (REPO / "fixtures" / "pdns-auth-4.3.1.tar.gz").exists():
+        assert proc.returncode == 2 and "data.archive" in proc.stderr
+    else:
+        assert proc.returncode == 0 and "upgrade plan 'pdns-auth-upgrade' is valid" in proc.stdout
