@@ -18,7 +18,7 @@ from soak.errors import InputError
 from soak.points import Point
 from soak.sinks.base import SinkWriteError
 from soak.sinks.config import InfluxV1SinkConfig, InfluxV2SinkConfig
-from soak.sinks.lineproto import encode_lines
+from soak.sinks.lineproto import LineEncoder
 
 
 def _env(name: str | None, what: str) -> str | None:
@@ -30,10 +30,10 @@ def _env(name: str | None, what: str) -> str | None:
     return value
 
 
-def _batches(points: Sequence[Point], size: int) -> Iterator[tuple[int, str]]:
+def _batches(encoder: LineEncoder, points: Sequence[Point], size: int) -> Iterator[tuple[int, str]]:
     """(points before this batch, its body): so a failure can say how many went through."""
     for start in range(0, len(points), size):
-        yield start, "\n".join(encode_lines(points[start : start + size]))
+        yield start, "\n".join(encoder.lines(points[start : start + size]))
 
 
 class InfluxV1Sink:
@@ -42,6 +42,7 @@ class InfluxV1Sink:
     def __init__(self, cfg: InfluxV1SinkConfig, name: str | None = None) -> None:
         self.name = name or f"influx_v1:{cfg.db}"
         self.batch_size = cfg.batch_size
+        self._encoder = LineEncoder()
         params = {"db": cfg.db, "precision": "ns"}
         if cfg.username:
             params["u"] = cfg.username
@@ -51,7 +52,7 @@ class InfluxV1Sink:
         self._client = httpx.Client(timeout=cfg.timeout_s)
 
     def write(self, points: Sequence[Point]) -> None:
-        for done, body in _batches(points, self.batch_size):
+        for done, body in _batches(self._encoder, points, self.batch_size):
             if not body:
                 continue
             try:
@@ -79,6 +80,7 @@ class InfluxV2Sink:
 
         self.name = name or f"influx_v2:{cfg.bucket}"
         self.batch_size = cfg.batch_size
+        self._encoder = LineEncoder()
         self.org, self.bucket = cfg.org, cfg.bucket
         token = _env(cfg.token_env, f"sink {self.name}") or "none"
         self._client = InfluxDBClient(
@@ -92,7 +94,7 @@ class InfluxV2Sink:
 
         ns: Any = WritePrecision.NS  # a str constant typed as the class in the stubs
 
-        for done, body in _batches(points, self.batch_size):
+        for done, body in _batches(self._encoder, points, self.batch_size):
             if not body:
                 continue
             try:
