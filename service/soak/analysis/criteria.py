@@ -187,12 +187,16 @@ def _p99(cls: str, limit: float, window_s: float, data: RunData) -> list[Criteri
 
 
 def _leak(v: LeakVerdict) -> CriterionResult:
-    per_h = f"{v.slope_per_hour:.4g}/h (threshold {v.threshold_per_hour:.4g}/h)"
+    slope, limit = (
+        _per_hour(v.resource, v.slope_per_hour),
+        _per_hour(v.resource, v.threshold_per_hour),
+    )
+    recent = _per_hour(v.resource, v.recent_slope_per_hour)
     messages = {
-        "growing": f"{v.resource} growing at {per_h}, p={v.p_value:.2g}",
-        "levelling": f"{v.resource} grew, then levelled (now {v.recent_slope_per_hour:.4g}/h)",
+        "growing": f"{v.resource} growing at {slope} (threshold {limit}), p={v.p_value:.2g}",
+        "levelling": f"{v.resource} grew, then levelled (now {recent}, threshold {limit})",
         "insufficient": f"{v.resource}: too few windows to judge ({v.windows})",
-        "ok": f"{v.resource} flat: {per_h}",
+        "ok": f"{v.resource} flat: {slope} (threshold {limit})",
     }
     return CriterionResult(
         f"leak[{v.resource}]",
@@ -202,6 +206,12 @@ def _leak(v: LeakVerdict) -> CriterionResult:
         "run",
         messages.get(v.verdict, f"{v.resource}: {v.verdict}"),
     )
+
+
+def _per_hour(resource: str, value: float) -> str:
+    if resource.endswith("_bytes"):
+        return f"{value / 1024**2:.3g} MiB/h"
+    return f"{value:.3g}/h"
 
 
 def _api_latency(endpoint: str, limit: float, data: RunData) -> CriterionResult:

@@ -1,0 +1,298 @@
+"""build_report: a run's stored points and outcome into one JSON-able dict.
+
+The dict is what every rendering reads (HTML, Markdown, JSON), in the shape
+of a hand-written soak section: setup, start-up figures, a table per phase,
+criteria, leak verdicts, events, and plots over time. Each stored series is
+read once, summarised per phase and thinned for its plot, then dropped, so a
+week of samples does not sit in memory all at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import platform
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from soak.analysis.criteria import counter_increments
+from soak.analysis.rundata import Series, StoreReader, numeric
+from soak.report.model import PhaseSpan, ReportInput
+from soak.report.plots import PHASE_METRICS, PLOTS, LineSpec, PhaseMetric, thin
+
+MAX_EVENTS = 1000
+# Event kinds marked on the plots (every event is listed in the table).
+MARKED_EVENT_KINDS = ("exited", "restarted", "gap", "error", "alert", "stop", "ticks_missed")
+
+TaggedSeries = list[tuple[dict[str, str], Series]]
+_OPEN = 2**63 - 1  # the end of a phase still running
+
+
+def iso(time_ns: int | None) -> str | None:
+    if time_ns is None:
+        return None
+    return datetime.fromtimestamp(time_ns / 1e9, UTC).isoformat(timespec="seconds")
+
+
+def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
+    """Everything the renderings show, as plain JSON-able data."""
+    fetched: dict[tuple[str, str], TaggedSeries] = {}
+    last_ns = inp.started_ns
+
+    def fetch(measurement: str, field: str) -> TaggedSeries:
+        nonlocal last_ns
+        key = (measurement, field)
+        if key not in fetched:
+            found = [(tags, numeric(s, 0)) for tags, s in store.series(inp.run_id, *key)]
+            fetched[key] = found
+            last_ns = max([last_ns] + [s[-1][0] for _, s in found if s])
+        return fetched[key]
+
+    spans = list(inp.phases)
+    phase_rows: list[dict[str, Any]] = [_phase_head(p) for p in spans]
+    plots: list[dict[str, Any]] = []
+    # One series at a time: summarise per phase, thin for the plots, forget.
+    for measurement, field in _series_keys():
+        tagged = fetch(measurement, field)
+        for metric in PHASE_METRICS:
+            if (metric.measurement, metric.field) == (measurement, field):
+                merged = _merge(tagged, metric.tags)
+                for i, (row, span) in enumerate(zip(phase_rows, spans, strict=True)):
+                    end = _OPEN if span.end_ns is None else span.end_ns
+                    part = _within(merged, span.start_ns, end, first=i == 0)
+                    row["metrics"][metric.key] = summarise(part, metric)
+        _add_plot_lines(plots, measurement, field, tagged, inp.started_ns)
+        fetched.pop((measurement, field))
+    end_ns = inp.ended_ns or last_ns
+    for row, span in zip(phase_rows, spans, strict=True):
+        span_end_ns = span.end_ns if span.end_ns is not None else end_ns
+        row["end"] = iso(span_end_ns)
+        row["duration_s"] = max(0.0, (span_end_ns - span.start_ns) / 1e9)
+    events = _events(store, inp)
+    return {
+        "run": _run_section(inp, end_ns),
+        "setup": _setup(inp),
+        "startup": dict(inp.startup),
+        "phases": phase_rows,
+        "passed": all(c.ok for c in inp.criteria),
+        "criteria": [_finite(dataclasses.asdict(c)) for c in inp.criteria],
+        "verdicts": [_finite(dataclasses.asdict(v)) for v in inp.verdicts],
+        "events": events[:MAX_EVENTS],
+        "events_total": len(events),
+        "plots": _ordered_plots(plots),
+        "markers": _markers(spans, events, inp.started_ns),
+        "x_max_s": max(1.0, (end_ns - inp.started_ns) / 1e9),
+    }
+
+
+# ---------------------------------------------------------------- sections
+
+
+def _run_section(inp: ReportInput, end_ns: int) -> dict[str, Any]:
+    return {
+        "id": inp.run_id,
+        "scenario": inp.scenario_name,
+        "description": inp.description,
+        "target": inp.target_name,
+        "version": inp.version,
+        "status": inp.status,
+        "started": iso(inp.started_ns),
+        "ended": iso(inp.ended_ns),
+        "last_sample": iso(end_ns),
+        "duration_s": (end_ns - inp.started_ns) / 1e9,
+    }
+
+
+def _setup(inp: ReportInput) -> dict[str, str]:
+    setup = {
+        "Target": f"{inp.target_name} {inp.version}".strip(),
+        "Runs as": inp.target_desc,
+        "Host": _host_line(inp.host if inp.host is not None else host_info()),
+    }
+    setup.update({str(k): str(v) for k, v in inp.extra.items()})
+    return setup
+
+
+def host_info() -> dict[str, str]:
+    """This machine, as the setup table shows it."""
+    info = {
+        "name": platform.node(),
+        "cpus": str(os.cpu_count() or "?"),
+        "kernel": f"{platform.system()} {platform.release()}",
+        "machine": platform.machine(),
+    }
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    info["memory"] = f"{int(line.split()[1]) / 1024**2:.1f} GiB"
+                    break
+    except OSError as exc:
+        info["memory"] = f"unknown ({exc.strerror})"
+    return info
+
+
+def _host_line(host: dict[str, str]) -> str:
+    order = ("name", "cpus", "memory", "kernel", "machine")
+    parts = [f"{k} {host[k]}" for k in order if k in host]
+    parts += [f"{k} {v}" for k, v in host.items() if k not in order]
+    return ", ".join(parts)
+
+
+def _phase_head(p: PhaseSpan) -> dict[str, Any]:
+    return {"name": p.name, "warmup": p.warmup, "start": iso(p.start_ns), "metrics": {}}
+
+
+def _events(store: StoreReader, inp: ReportInput) -> list[dict[str, Any]]:
+    if inp.events is not None:
+        raw = list(inp.events)
+    else:
+        raw = [
+            {
+                "time_ns": p.time_ns,
+                "kind": p.tags.get("kind", ""),
+                "message": p.fields.get("message", ""),
+                "value": p.fields.get("value", 0.0),
+            }
+            for p in store.points(inp.run_id, "event")
+        ]
+    raw.sort(key=lambda e: int(e.get("time_ns", 0)))
+    return [
+        {
+            "time": iso(int(e["time_ns"])),
+            "offset_s": (int(e["time_ns"]) - inp.started_ns) / 1e9,
+            "kind": str(e.get("kind", "")),
+            "message": str(e.get("message", "")),
+            "value": _num(e.get("value")),
+        }
+        for e in raw
+    ]
+
+
+def _markers(
+    spans: list[PhaseSpan], events: list[dict[str, Any]], started_ns: int
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"x_s": (p.start_ns - started_ns) / 1e9, "label": p.name, "kind": "phase"} for p in spans
+    ]
+    marked = [e for e in events if e["kind"] in MARKED_EVENT_KINDS]
+    out += [
+        {"x_s": e["offset_s"], "label": f"{e['kind']}: {e['message']}", "kind": "event"}
+        for e in marked[:200]
+    ]
+    return out
+
+
+# ---------------------------------------------------------------- series
+
+
+def _series_keys() -> list[tuple[str, str]]:
+    keys = [(m.measurement, m.field) for m in PHASE_METRICS]
+    keys += [(line.measurement, line.field) for plot in PLOTS for line in plot.lines]
+    return list(dict.fromkeys(keys))
+
+
+def _matches(tags: dict[str, str], wanted: Iterable[tuple[str, str]]) -> bool:
+    return all(tags.get(k) == v for k, v in wanted)
+
+
+def _merge(tagged: TaggedSeries, wanted: Iterable[tuple[str, str]]) -> Series:
+    wanted = tuple(wanted)
+    parts = [s for tags, s in tagged if _matches(tags, wanted)]
+    if len(parts) == 1:
+        return parts[0]
+    return sorted(tv for s in parts for tv in s)
+
+
+def _within(series: Series, start_ns: int, end_ns: int, *, first: bool = False) -> Series:
+    """Samples of (start, end]: a tick's sample covers the interval that ends at its time."""
+    return [(t, v) for t, v in series if start_ns < t <= end_ns or (first and t == start_ns)]
+
+
+def summarise(series: Series, metric: PhaseMetric) -> Any:
+    """One phase's figure for one metric; None when nothing was sampled."""
+    if not series:
+        return None
+    values = [v for _, v in series]
+    if metric.how == "sum":
+        return sum(values)
+    if metric.how == "mean":
+        return sum(values) / len(values)
+    if metric.how == "mean_max":
+        return {"mean": sum(values) / len(values), "max": max(values)}
+    if metric.how == "range":
+        return {"min": min(values), "max": max(values), "last": values[-1]}
+    if metric.how == "increase":
+        return sum(v for _, v in counter_increments(series))
+    raise ValueError(f"unknown summary {metric.how!r}")
+
+
+def _add_plot_lines(
+    plots: list[dict[str, Any]],
+    measurement: str,
+    field: str,
+    tagged: TaggedSeries,
+    started_ns: int,
+) -> None:
+    for spec in PLOTS:
+        for line in spec.lines:
+            if (line.measurement, line.field) != (measurement, field):
+                continue
+            for name, series in _line_series(line, tagged):
+                if not series:
+                    continue
+                points = [
+                    [round((t - started_ns) / 1e9, 3), v / spec.scale] for t, v in thin(series)
+                ]
+                plot = _plot_entry(plots, spec.id)
+                plot["lines"].append({"name": name, "points": points})
+
+
+def _line_series(line: LineSpec, tagged: TaggedSeries) -> list[tuple[str, Series]]:
+    if line.split_by is None:
+        return [(line.label, _merge(tagged, line.tags))]
+    values = sorted(
+        {
+            tags.get(line.split_by, "")
+            for tags, _ in tagged
+            if _matches(tags, line.tags) and tags.get(line.split_by, "") not in line.exclude
+        }
+    )
+    return [
+        (f"{line.label} {value}".strip(), _merge(tagged, (*line.tags, (line.split_by, value))))
+        for value in values
+    ]
+
+
+def _plot_entry(plots: list[dict[str, Any]], plot_id: str) -> dict[str, Any]:
+    for plot in plots:
+        if plot["id"] == plot_id:
+            return plot
+    spec = next(p for p in PLOTS if p.id == plot_id)
+    plot = {"id": spec.id, "title": spec.title, "unit": spec.unit, "lines": []}
+    plots.append(plot)
+    return plot
+
+
+def _ordered_plots(plots: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """In PLOTS order, each plot's lines in the order its spec names them."""
+    order = {p.id: i for i, p in enumerate(PLOTS)}
+    out = sorted(plots, key=lambda p: order[p["id"]])
+    for plot in out:
+        spec = PLOTS[order[plot["id"]]]
+        rank = {line.label: i for i, line in enumerate(spec.lines)}
+        plot["lines"].sort(key=lambda ln: rank.get(ln["name"], len(rank)))
+    return out
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _finite(d: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no NaN: non-finite floats become None."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}

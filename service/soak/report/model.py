@@ -1,0 +1,39 @@
+"""What a report is built from: the run's identity and outcome, beside its stored points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from soak.analysis.criteria import CriterionResult
+from soak.analysis.leaks import LeakVerdict
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseSpan:
+    name: str
+    start_ns: int
+    end_ns: int | None  # None: still running (the report ends at the last sample)
+    warmup: bool = False
+
+
+@dataclass
+class ReportInput:
+    run_id: str
+    scenario_name: str
+    target_name: str
+    version: str
+    target_desc: str  # the image or argv, and how it runs (e.g. "docker pdns:4.7 --read-only")
+    started_ns: int
+    ended_ns: int | None
+    status: str
+    phases: list[PhaseSpan]
+    startup: dict[str, float]  # e.g. {"ready_s": 0.44, "idle_rss_bytes": 1.1e8}
+    criteria: list[CriterionResult]
+    verdicts: list[LeakVerdict]
+    # Events to list; None: the run's stored `event` points.
+    events: list[dict[str, Any]] | None = None
+    # The machine's description; None: this host (where the service runs).
+    host: dict[str, str] | None = None
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # shown in the setup table as is

@@ -1,0 +1,175 @@
+"""Which series a report plots and summarises per phase, and how a long series is thinned.
+
+Names are DESIGN.md's time series. A line may be split by a tag (one line per
+API endpoint, per load class, per dig probe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from soak.analysis.rundata import Series
+
+MiB = 1024**2
+ALL = (("class", "all"),)
+# A plot keeps at most this many buckets per line (the min and max of each, so a
+# spike or a GC trough survives thinning): a week of samples stays a small page.
+PLOT_BUCKETS = 400
+
+
+@dataclass(frozen=True, slots=True)
+class LineSpec:
+    label: str
+    measurement: str
+    field: str
+    tags: tuple[tuple[str, str], ...] = ()  # only tag sets holding these
+    split_by: str | None = None  # one line per value of this tag, labelled "label value"
+    exclude: tuple[str, ...] = ()  # split values left out (e.g. "all", plotted on its own)
+
+
+@dataclass(frozen=True, slots=True)
+class PlotSpec:
+    id: str
+    title: str
+    unit: str
+    lines: tuple[LineSpec, ...]
+    scale: float = 1.0  # stored value / scale = plotted value
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseMetric:
+    key: str
+    measurement: str
+    field: str
+    how: str  # "sum", "mean", "mean_max", "range" (min, max, last), "increase" (a counter)
+    tags: tuple[tuple[str, str], ...] = ()
+
+
+PLOTS: tuple[PlotSpec, ...] = (
+    PlotSpec(
+        "load",
+        "Load",
+        "q/s",
+        (
+            LineSpec("target", "load", "rate_target", ALL),
+            LineSpec("achieved", "load", "rate_achieved", ALL),
+        ),
+    ),
+    PlotSpec(
+        "latency",
+        "Latency",
+        "ms",
+        (
+            LineSpec("avg", "load", "lat_avg_ms", ALL),
+            LineSpec("p99", "load", "lat_p99_ms", ALL),
+            LineSpec("p99", "load", "lat_p99_ms", split_by="class", exclude=("all",)),
+        ),
+    ),
+    PlotSpec(
+        "lost",
+        "Lost, late and wrong answers",
+        "queries per tick",
+        (
+            LineSpec("lost", "load", "lost", ALL),
+            LineSpec("late", "load", "late", ALL),
+            LineSpec("wrong", "load", "wrong_answers", ALL),
+        ),
+    ),
+    PlotSpec(
+        "memory",
+        "Memory (RSS)",
+        "MiB",
+        (
+            LineSpec("anonymous", "process", "rss_anon_bytes"),
+            LineSpec("file-backed", "process", "rss_file_bytes"),
+            LineSpec("total", "process", "rss_bytes"),
+        ),
+        scale=MiB,
+    ),
+    PlotSpec(
+        "heap",
+        "Heap",
+        "MiB",
+        (
+            LineSpec("in use", "runtime", "heap_inuse_bytes"),
+            LineSpec("allocated", "runtime", "heap_alloc_bytes"),
+        ),
+        scale=MiB,
+    ),
+    PlotSpec("fds", "File descriptors", "open fds", (LineSpec("fds", "process", "fds"),)),
+    PlotSpec(
+        "tasks",
+        "Goroutines and threads",
+        "count",
+        (
+            LineSpec("goroutines", "runtime", "goroutines"),
+            LineSpec("threads", "process", "threads"),
+        ),
+    ),
+    PlotSpec("cpu", "CPU", "cores", (LineSpec("cpu", "process", "cpu_cores"),)),
+    PlotSpec(
+        "drops",
+        "Query-log drops",
+        "dropped (counter)",
+        (LineSpec("dropped", "runtime", "querylog_dropped_total"),),
+    ),
+    PlotSpec(
+        "api",
+        "API latency",
+        "ms",
+        (LineSpec("", "api", "latency_ms", split_by="endpoint"),),
+    ),
+    PlotSpec(
+        "dig",
+        "Probe latency",
+        "ms",
+        (LineSpec("", "dig", "latency_ms", split_by="probe"),),
+    ),
+)
+
+PHASE_METRICS: tuple[PhaseMetric, ...] = (
+    PhaseMetric("rate_target_qps", "load", "rate_target", "mean", ALL),
+    PhaseMetric("rate_achieved_qps", "load", "rate_achieved", "mean", ALL),
+    PhaseMetric("sent", "load", "sent", "sum", ALL),
+    PhaseMetric("lost", "load", "lost", "sum", ALL),
+    PhaseMetric("wrong_answers", "load", "wrong_answers", "sum", ALL),
+    PhaseMetric("lat_avg_ms", "load", "lat_avg_ms", "mean", ALL),
+    PhaseMetric("lat_p99_ms", "load", "lat_p99_ms", "mean_max", ALL),
+    PhaseMetric("cpu_cores", "process", "cpu_cores", "mean"),
+    PhaseMetric("rss_anon_bytes", "process", "rss_anon_bytes", "range"),
+    PhaseMetric("rss_file_bytes", "process", "rss_file_bytes", "range"),
+    PhaseMetric("heap_inuse_bytes", "runtime", "heap_inuse_bytes", "range"),
+    PhaseMetric("fds", "process", "fds", "range"),
+    PhaseMetric("goroutines", "runtime", "goroutines", "range"),
+    PhaseMetric("threads", "process", "threads", "range"),
+    PhaseMetric("querylog_dropped", "runtime", "querylog_dropped_total", "increase"),
+)
+
+
+def thin(series: Series, buckets: int = PLOT_BUCKETS) -> Series:
+    """At most 2 x buckets points: each bucket's minimum and maximum, in time order."""
+    if len(series) <= 2 * buckets:
+        return list(series)
+    t0, t1 = series[0][0], series[-1][0]
+    width = (t1 - t0) / buckets or 1
+    out: Series = []
+    current: list[tuple[int, float]] = []
+    k_current = 0
+    for t, v in series:
+        k = min(buckets - 1, int((t - t0) / width))
+        if k != k_current and current:
+            out += _min_max(current)
+            current = []
+        k_current = k
+        current.append((t, v))
+    if current:
+        out += _min_max(current)
+    return out
+
+
+def _min_max(bucket: list[tuple[int, float]]) -> Series:
+    lo = min(bucket, key=lambda tv: tv[1])
+    hi = max(bucket, key=lambda tv: tv[1])
+    if lo is hi:
+        return [lo]
+    return [lo, hi] if lo[0] <= hi[0] else [hi, lo]

@@ -1,0 +1,209 @@
+"""The report's tables as rows of strings, shared by the HTML and Markdown renderings."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+MiB = 1024**2
+
+Row = list[str]
+DASH = "\u2013"  # an en dash: no figure
+
+
+def num(v: Any, digits: int = 3) -> str:
+    if v is None or isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return DASH
+    if v == 0:
+        return "0"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}g}"
+
+
+def mib(v: Any) -> str:
+    return DASH if not isinstance(v, int | float) else f"{v / MiB:,.1f} MiB"
+
+
+def duration(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return DASH
+    s = round(seconds)
+    if s < 60:
+        return f"{seconds:.1f} s"
+    h, m, sec = s // 3600, s // 60 % 60, s % 60
+    return f"{h} h {m:02d} min" if h else f"{m} min {sec:02d} s"
+
+
+def offset(seconds: Any) -> str:
+    s = max(0, round(seconds)) if isinstance(seconds, int | float) else 0
+    return f"+{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def per_hour(resource: str, v: Any) -> str:
+    if not isinstance(v, int | float):
+        return DASH
+    if resource.endswith("_bytes"):
+        return f"{v / MiB:+.3g} MiB/h"
+    return f"{v:+.3g}/h"
+
+
+def _range(fmt: Callable[[Any], str]) -> Callable[[Any], str]:
+    def show(v: Any) -> str:
+        if not isinstance(v, dict):
+            return DASH
+        lo, hi = fmt(v.get("min")), fmt(v.get("max"))
+        return lo if lo == hi else f"{lo} {DASH} {hi}"
+
+    return show
+
+
+def _last_max(fmt: Callable[[Any], str]) -> Callable[[Any], str]:
+    def show(v: Any) -> str:
+        if not isinstance(v, dict):
+            return DASH
+        return f"{fmt(v.get('last'))} (max {fmt(v.get('max'))})"
+
+    return show
+
+
+def _lost(metrics: dict[str, Any]) -> str:
+    lost, sent = metrics.get("lost"), metrics.get("sent")
+    if not isinstance(lost, int | float):
+        return DASH
+    ratio = f" ({lost / sent:.3%})" if isinstance(sent, int | float) and sent else ""
+    return f"{lost:,.0f}{ratio}"
+
+
+def _p99(v: Any) -> str:
+    if not isinstance(v, dict):
+        return DASH
+    return f"{num(v.get('mean'))} (max {num(v.get('max'))})"
+
+
+# (row label, how to show it from a phase's metrics)
+PHASE_ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("Rate target, q/s", lambda m: num(m.get("rate_target_qps"), 4)),
+    ("Rate achieved, q/s", lambda m: num(m.get("rate_achieved_qps"), 4)),
+    ("Queries sent", lambda m: num(m.get("sent"))),
+    ("Lost", _lost),
+    ("Wrong answers", lambda m: num(m.get("wrong_answers"))),
+    ("Latency avg, ms", lambda m: num(m.get("lat_avg_ms"))),
+    ("Latency p99, ms (mean of ticks)", lambda m: _p99(m.get("lat_p99_ms"))),
+    ("CPU, cores", lambda m: num(m.get("cpu_cores"))),
+    ("RSS anonymous, end", lambda m: _last_max(mib)(m.get("rss_anon_bytes"))),
+    ("RSS file-backed, end", lambda m: _last_max(mib)(m.get("rss_file_bytes"))),
+    ("Heap in use", lambda m: _range(mib)(m.get("heap_inuse_bytes"))),
+    ("Open fds", lambda m: _range(num)(m.get("fds"))),
+    ("Goroutines", lambda m: _range(num)(m.get("goroutines"))),
+    ("Threads", lambda m: _range(num)(m.get("threads"))),
+    ("Query-log drops", lambda m: num(m.get("querylog_dropped"))),
+]
+
+
+def phase_table(report: dict[str, Any]) -> tuple[Row, list[Row]]:
+    """Header (the phases) and one row per figure; rows with no figure at all are left out."""
+    phases = report["phases"]
+    header = [""] + [p["name"] + (" (warm-up)" if p.get("warmup") else "") for p in phases]
+    rows: list[Row] = [["Duration"] + [duration(p.get("duration_s")) for p in phases]]
+    for label, show in PHASE_ROWS:
+        cells = [show(p["metrics"]) for p in phases]
+        if any(c != DASH for c in cells):
+            rows.append([label, *cells])
+    return header, rows
+
+
+def criteria_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
+    header = ["Criterion", "Window", "Value", "Limit", "Result", "Detail"]
+    rows = [
+        [
+            c["name"],
+            c["window"],
+            *_criterion_figures(c),
+            "pass" if c["ok"] else "FAIL",
+            c["message"],
+        ]
+        for c in report["criteria"]
+    ]
+    return header, rows
+
+
+def _criterion_figures(c: dict[str, Any]) -> list[str]:
+    """Value and limit in the criterion's unit: a leak's bytes per hour read as MiB/h."""
+    name = c["name"]
+    if name.startswith("leak[") and name.endswith("_bytes]"):
+        return [per_hour("_bytes", c["value"]), per_hour("_bytes", c["limit"]).lstrip("+")]
+    if name.startswith("leak["):
+        return [per_hour("", c["value"]), per_hour("", c["limit"]).lstrip("+")]
+    if name == "lost_ratio":
+        return [_pct(c["value"]), _pct(c["limit"])]
+    return [num(c["value"], 4), num(c["limit"], 4)]
+
+
+def _pct(v: Any) -> str:
+    return f"{v:.3%}" if isinstance(v, int | float) else DASH
+
+
+def verdict_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
+    header = ["Resource", "Verdict", "Slope", "Threshold", "Recent slope", "p-value", "Windows"]
+    rows = [
+        [
+            v["resource"],
+            v["verdict"],
+            per_hour(v["resource"], v["slope_per_hour"]),
+            per_hour(v["resource"], v["threshold_per_hour"]).lstrip("+"),
+            per_hour(v["resource"], v.get("recent_slope_per_hour")),
+            f"{v['p_value']:.2g}" if isinstance(v.get("p_value"), int | float) else DASH,
+            str(v["windows"]),
+        ]
+        for v in report["verdicts"]
+    ]
+    return header, rows
+
+
+def event_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
+    header = ["Offset", "Time (UTC)", "Kind", "Message"]
+    rows = [
+        [offset(e["offset_s"]), (e["time"] or "").replace("+00:00", "Z"), e["kind"], e["message"]]
+        for e in report["events"]
+    ]
+    return header, rows
+
+
+def setup_rows(report: dict[str, Any]) -> list[Row]:
+    run = report["run"]
+    rows = [[k, v] for k, v in report["setup"].items()]
+    rows += [
+        ["Scenario", run["scenario"] + (f": {run['description']}" if run["description"] else "")],
+        ["Run", run["id"]],
+        ["Started", (run["started"] or DASH).replace("+00:00", "Z")],
+        ["Ended", (run["ended"] or "still running").replace("+00:00", "Z")],
+        ["Duration", duration(run["duration_s"])],
+        ["Status", run["status"]],
+    ]
+    return rows
+
+
+def startup_rows(report: dict[str, Any]) -> list[Row]:
+    rows = []
+    for key, value in report["startup"].items():
+        if key.endswith("_bytes"):
+            shown = mib(value)
+        elif key.endswith("_s"):
+            shown = f"{num(value)} s"
+        else:
+            shown = num(value)
+        rows.append([key, shown])
+    return rows
+
+
+def headline(report: dict[str, Any]) -> str:
+    failed = [c for c in report["criteria"] if not c["ok"]]
+    growing = [v["resource"] for v in report["verdicts"] if v["verdict"] == "growing"]
+    parts = [f"{len(failed)} of {len(report['criteria'])} criteria failed" if failed else ""]
+    if not failed:
+        parts = [f"all {len(report['criteria'])} criteria pass"]
+    if growing:
+        parts.append("growing: " + ", ".join(growing))
+    return ("FAILED" if failed else "PASSED") + " — " + "; ".join(parts)
