@@ -95,14 +95,15 @@ def _print_result(status: dict[str, Any], as_json: bool) -> None:
         return
     out = Console(highlight=False)
     out.print(render(status))
+    # Plain lines (never wrapped): scripts and CI logs grep them.
     for line in criteria_lines(status):
-        out.print(line)
+        click.echo(line)
     if not status.get("criteria"):
         for line in verdict_lines(status):
-            out.print(line)
-    out.print(f"result: {status.get('status')}: {status.get('message')}")
+            click.echo(line)
+    click.echo(f"result: {status.get('status')}: {status.get('message')}")
     for fmt, path in (status.get("reports") or {}).items():
-        out.print(f"report ({fmt}): {path}")
+        click.echo(f"report ({fmt}): {path}")
 
 
 def _trap_signals(stop: threading.Event) -> dict[int, Any]:

@@ -7,17 +7,24 @@ run that is still going.
 
 from __future__ import annotations
 
-import importlib
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from soak.analysis import CriterionResult, LeakVerdict, evaluate_criteria, run_data_from_store
+from soak.analysis.rundata import stored_verdicts
+from soak.config import Scenario
 from soak.errors import InputError
-from soak.service.state import RunRecord, StateStore
+from soak.report import PhaseSpan, ReportInput
+from soak.service import phases
+from soak.service.state import EventRecord, RunRecord, StateStore
 from soak.service.status import REPORT_FORMATS, read_result
+from soak.targets.config import DockerTarget, ProcessTarget
 
 if TYPE_CHECKING:
     from soak.service.manager import RunManager
+    from soak.sinks.sqlite import SqliteStore
 
 REPORT_MEDIA = {
     "html": "text/html; charset=utf-8",
@@ -28,36 +35,110 @@ REPORT_MEDIA = {
 
 def render_all(points_path: Path, state: StateStore, record: RunRecord) -> dict[str, str]:
     """The three renderings of one run's report."""
+    from soak.report import build_report, render_html, render_json, render_markdown
     from soak.sinks.sqlite import SqliteStore
 
-    report_mod = importlib.import_module("soak.report")
     store = SqliteStore(points_path)
     try:
-        report = report_mod.build_report(store, report_input(record, state))
+        report = build_report(store, report_input(record, state, store))
     finally:
         store.close()
     return {
-        "html": report_mod.render_html(report),
-        "json": report_mod.render_json(report),
-        "md": report_mod.render_markdown(report),
+        "html": render_html(report),
+        "json": render_json(report),
+        "md": render_markdown(report),
     }
 
 
-def report_input(record: RunRecord, state: StateStore) -> Any:
-    report_mod = importlib.import_module("soak.report")
-    result = read_result(record.run_dir) or {}
-    return report_mod.ReportInput(
-        soak_id=record.id,
-        scenario=record.scenario,
-        status=record.status,
-        started_ns=record.origin_ns,
+def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> ReportInput:
+    """The run as the report sees it; criteria and verdicts from the result file once
+    the run has ended, else judged now on what is stored."""
+    scenario = record.scenario
+    origin_ns = record.origin_ns if record.origin_ns is not None else record.created_ns
+    spans = phases.timeline(scenario, origin_ns)
+    now_ns = record.ended_ns if record.ended_ns is not None else time.time_ns()
+    result = read_result(record.run_dir)
+    if result is not None:
+        criteria = [CriterionResult(**c) for c in result.get("criteria", [])]
+        verdicts = [LeakVerdict(**v) for v in result.get("verdicts", [])]
+    else:
+        verdicts = stored_verdicts(store, record.id, scenario.leaks)
+        data = run_data_from_store(
+            store,
+            record.id,
+            phases.warmup_end_ns(spans),
+            run_start_ns=origin_ns,
+            verdicts=verdicts,
+            expect_load=scenario.load is not None,
+        )
+        criteria = evaluate_criteria(scenario.criteria, data)
+    return ReportInput(
+        run_id=record.id,
+        scenario_name=scenario.name,
+        target_name=scenario.target.name,
+        version=scenario.target.version,
+        target_desc=target_description(scenario),
+        started_ns=origin_ns,
         ended_ns=record.ended_ns,
-        events=[
-            {"time_ns": e.time_ns, "kind": e.kind, "message": e.message, "value": e.value}
-            for e in state.events(record.id)
+        status=record.status,
+        phases=[
+            PhaseSpan(s.name, s.start_ns, s.end_ns if s.start_ns < now_ns else None, s.warmup)
+            for s in spans
+            if s.start_ns < now_ns
         ],
-        result=result,
+        startup=startup_figures(state.events(record.id)),
+        criteria=criteria,
+        verdicts=verdicts,
+        description=scenario.description,
+        extra=setup_table(scenario, record),
     )
+
+
+def target_description(scenario: Scenario) -> str:
+    t = scenario.target
+    if isinstance(t, DockerTarget):
+        flags = [f"--network {t.network}"]
+        flags += ["--read-only"] if t.read_only else []
+        flags += [f"--cap-drop {c}" for c in t.cap_drop]
+        flags += ["--security-opt no-new-privileges"] if t.no_new_privileges else []
+        flags += [f"--cpuset-cpus {t.cpuset}"] if t.cpuset else []
+        flags += ["a fresh named volume"] if t.volume is not None and not t.volume.name else []
+        return f"docker {t.image} " + " ".join(flags)
+    if isinstance(t, ProcessTarget):
+        argv = " ".join(t.argv)
+        return f"process: {argv[:200]}"
+    return "external (already running)"
+
+
+def startup_figures(events: list[EventRecord]) -> dict[str, float]:
+    """Start-up times from the run's first `ready` and `condition` events."""
+    figures: dict[str, float] = {}
+    for e in events:
+        if e.kind == "ready" and "ready_s" not in figures:
+            figures["ready_s"] = e.value
+        elif e.kind == "condition":
+            name = e.message.split(" after ")[0]
+            figures.setdefault(f"{name}_s", e.value)
+    return figures
+
+
+def setup_table(scenario: Scenario, record: RunRecord) -> dict[str, Any]:
+    extra: dict[str, Any] = {
+        "samplers": f"every {scenario.samplers.interval_s:g} s",
+        "leak windows": f"{scenario.leaks.window_s:g} s, verdicts every "
+        f"{scenario.leaks.interval_s:g} s",
+        "target restarts": record.restarts,
+    }
+    if scenario.load is not None:
+        load = scenario.load
+        mix = ", ".join(f"{c.name} {c.weight:g}" for c in load.mix)
+        extra["load"] = (
+            f"{load.rate_qps:g} q/s {load.protocol}, {load.workers} worker(s), "
+            f"{load.flows} flows; mix {mix}"
+        )
+    if scenario.services:
+        extra["helpers"] = ", ".join(s.name for s in scenario.services)
+    return extra
 
 
 def report_text(manager: RunManager, record: RunRecord, fmt: str) -> str:

@@ -20,6 +20,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from soak.service.run import Run
 
 log = logging.getLogger(__name__)
+# A skipped or late tick is the run's own `ticks_missed` event and lag metric; the
+# scheduler's warning for the same thing would only be noise on the terminal.
+logging.getLogger("apscheduler").setLevel(logging.ERROR)
 
 JOB_DEFAULTS = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
 

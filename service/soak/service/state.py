@@ -135,6 +135,8 @@ class StateStore:
         self._db.row_factory = sqlite3.Row
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
+            # One commit per tick: durable against a crash of the service, not of the host.
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
             self._db.commit()
 

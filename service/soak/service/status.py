@@ -56,6 +56,7 @@ def run_status(
         "restarts": record.restarts,
         "target": scenario.target.name,
         "foreground": record.foreground,
+        "target_pid": ((record.target_state or {}).get("target") or {}).get("pid"),
     }
     if record.origin_ns is not None:
         until_ns = record.ended_ns if record.ended_ns is not None else now_ns

@@ -1,0 +1,95 @@
+"""`soak start --foreground` end to end against real servers (pdns-recursor, dnsmasq)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from soak.sinks.sqlite import SqliteStore
+from tests.e2e.soakrun import DEMO, QUICK, last_json, processes_under, run_soak
+
+pytestmark = pytest.mark.e2e
+
+
+def test_demo_scenario_soak_samples_verdicts_report(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    proc = run_soak(
+        "start", str(DEMO), "--foreground", "--duration", "45s", *QUICK,
+        # In 45 s the recursor's caches are still filling, so its memory grows for real;
+        # leak criteria are judged on a target built to leak (test_soak_alerts).
+        "--set", "criteria.leaks_ok=false",
+        "--data-dir", str(data), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    status = last_json(proc.stdout)
+    run_id = status["id"]
+    assert status["status"] == "passed", status["message"]
+    assert status["lost_ratio"] < 0.001
+    # Samples landed, on the 1-s grid, with the run's tags.
+    store = SqliteStore(data / "points.db")
+    try:
+        rss = store.series(run_id, "process", "rss_anon_bytes")
+        assert rss and len(rss[0][1]) >= 35
+        times = [t for t, _ in rss[0][1]]
+        assert all(t % 1_000_000_000 == 0 for t in times)
+        assert store.series(run_id, "load", "rate_achieved", {"class": "miss"})
+        assert store.series(run_id, "runtime", "cache_entries")
+        verdict_points = store.series(run_id, "leak", "verdict")
+    finally:
+        store.close()
+    # Verdicts were computed (every resource of the scenario) and judged.
+    resources = {v["resource"] for v in status["verdicts"]}
+    assert {"rss_anon_bytes", "fds", "threads"} <= resources
+    assert {tags["resource"] for tags, _ in verdict_points} >= resources
+    missed = [e for e in status["events"] if e["kind"] == "ticks_missed"]
+    assert sum(e["value"] for e in missed) <= 5, missed
+    kinds = [e["kind"] for e in status["events"]]
+    assert kinds.index("ready") < kinds.index("phase") < kinds.index("stop")
+    # Nothing left running: the target and its helper are gone.
+    assert processes_under(data / "runs" / run_id) == []
+    # The report was written; the HTML shows its plots in a real browser.
+    reports = status["reports"]
+    assert set(reports) == {"html", "json", "md"}, status["events"][-3:]
+    assert_html_shows_plots(Path(reports["html"]))
+    md = run_soak("report", run_id, "--format", "md", "--data-dir", str(data))
+    assert md.returncode == 0 and run_id in md.stdout
+
+
+def assert_html_shows_plots(path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed")
+    dom = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count("<svg") >= 3
+    assert "<polyline" in dom.stdout or "<path" in dom.stdout
+
+
+def test_failed_criterion_exits_1(tmp_path: Path) -> None:
+    proc = run_soak(
+        "start", str(DEMO), "--foreground", "--duration", "8s", *QUICK,
+        "--set", "criteria.p99_ms_max.all=0.0001", "--data-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "FAIL  p99_ms[all]" in proc.stdout
+    assert processes_under(tmp_path / "runs") == []
+
+
+def test_bad_input_and_unstartable_target_exit_2(tmp_path: Path) -> None:
+    bad = run_soak("start", str(DEMO), "--foreground", "--set", "phases=[]")
+    assert bad.returncode == 2
+    assert "phases" in bad.stderr
+    unstartable = run_soak(
+        "start", str(DEMO), "--foreground", "--duration", "5s",
+        "--set", "target.argv=[/nonexistent/pdns_recursor]", "--data-dir", str(tmp_path),
+    )  # fmt: skip
+    assert unstartable.returncode == 2, unstartable.stderr
+    assert "not found" in unstartable.stderr.splitlines()[-1]
+    # The helper (dnsmasq) had started: it was stopped again.
+    assert processes_under(tmp_path / "runs") == []
