@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from soak.points import Point
+from soak.samplers import TickRunner
+from soak.samplers.proc import ProcSampler
 from soak.sinks import SinkSet, build_sinks
 from soak.sinks.config import (
     InfluxV1SinkConfig,
@@ -20,6 +23,7 @@ from soak.sinks.config import (
 )
 from soak.sinks.metrics import ServiceMetrics
 from soak.sinks.sqlite import SqliteStore
+from soak.targets.base import Running
 from tests.support.tsdb import InfluxV1, VictoriaMetrics, influxdb_v1, victoria_metrics
 
 pytestmark = pytest.mark.integration
@@ -112,7 +116,13 @@ def test_victoria_metrics_v2_write_and_export(vm: VictoriaMetrics, tmp_path: Pat
 
 
 def run_through_outage(server: VictoriaMetrics | InfluxV1, sinks: SinkSet, soak: str) -> list[int]:
-    """12 ticks; the server is down for ticks 4-7 (stopped, then started on the same data)."""
+    """12 ticks; the server is down for ticks 4-7 (stopped, then started on the same data).
+
+    `process` comes from the real proc sampler (this test's own process), the
+    rest from fixed points, through a TickRunner as in a run.
+    """
+    me = Running("self", "127.0.0.1", {}, os.getpid(), None)
+    runner = TickRunner([ProcSampler(lambda: me)], run_tags={**RUN, "soak": soak})
     t0 = base_ns()
     ticks = [t0 + i * S for i in range(12)]
     for i, tick in enumerate(ticks):
@@ -120,7 +130,9 @@ def run_through_outage(server: VictoriaMetrics | InfluxV1, sinks: SinkSet, soak:
             server.stop()
         if i == 8:
             server.start()
-        sinks.write(tick_points(tick, soak=soak))
+        fixed = [p for p in tick_points(tick, soak=soak) if p.measurement != "process"]
+        sinks.write(runner.run_tick(tick) + fixed)
+    runner.close()
     sinks.flush()
     return ticks
 
@@ -135,7 +147,7 @@ def test_outage_every_point_of_every_tick_once_in_order_vm(
     sinks.close()
     assert stats["spooled"] >= 12 and stats["replayed"] == stats["spooled"]
     assert stats["dropped"] == 0 and stats["spool_depth"] == 0
-    for name in ("process_rss_bytes", "api_latency_ms", "dig_latency_ms"):
+    for name in ("process_rss_anon_bytes", "process_threads", "api_ok", "dig_latency_ms"):
         (series,) = vm.export(f'{{__name__="{name}",soak="outage-vm"}}', series=1)
         assert series["timestamps"] == [t // MS for t in ticks], name
     # the outage itself is in the data: events in every sink (VictoriaMetrics keeps numbers)

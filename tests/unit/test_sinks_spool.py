@@ -184,3 +184,15 @@ def test_sink_set_default_is_sqlite_and_outages_become_event_points(tmp_path: Pa
     assert kinds == ["sink_down", "sink_recovered"]
     sinks.close()
     assert isinstance(sinks, SinkSet)
+
+
+def test_a_sink_that_comes_back_after_dropping_everything_recovers(tmp_path: Path) -> None:
+    sink = Flaky()
+    sink.up = False
+    s = spooling(tmp_path, sink, max_bytes=10)
+    s.write(pts(0, 3))
+    assert s.stats()["dropped"] == 3 and s.stats()["down"] == 1
+    sink.up = True
+    s.write(pts(3, 2))
+    assert s.stats()["down"] == 0 and [p.time_ns for p in sink.received] == [3, 4]
+    assert [e.kind for e in s.take_events()] == ["sink_down", "spool_full", "sink_recovered"]

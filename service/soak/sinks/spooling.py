@@ -112,6 +112,9 @@ class SpoolingSink:
             self._to_spool(rest)
             return
         self._count("written", len(points))
+        if self.down:  # down with nothing spooled (all of it dropped): it answers again
+            self.events.append(SinkEvent("sink_recovered", f"{self.name} answers again", 0.0))
+            self.down, self._full = False, False
 
     def _replay(self, force: bool) -> bool:
         """Replays the backlog; True once it is empty."""
