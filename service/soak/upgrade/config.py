@@ -38,6 +38,10 @@ class DataSpec(StrictModel):
 
     archive: str | None = None
     volume: str | None = None
+    # docker: chown the extracted archive to this user[:group] of the image (names are
+    # resolved inside it); the engine unpacks archives as root, and a server that runs as
+    # its own user cannot write root-owned files (the seed's root-owned volume bug).
+    owner: str | None = None
 
 
 # ---------------------------------------------------------------- populate
@@ -136,6 +140,7 @@ class MigrateContainer(StrictModel):
     """A one-shot container with the data volume mounted (docker plans)."""
 
     image: str
+    entrypoint: list[str] | None = None  # None: the image's
     command: list[str] = Field(min_length=1)
     mount: str  # where the data volume is mounted inside
     user: str | None = None
@@ -394,6 +399,8 @@ def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
         problems.append("new.runtime: old and new share data, so they need the same runtime")
     if plan.data.archive and not plan.resolve_path(plan.data.archive).is_file():
         problems.append(f"data.archive: {plan.resolve_path(plan.data.archive)} not found")
+    if plan.data.owner and plan.old.runtime != "docker":
+        problems.append("data.owner: docker plans only (process data belongs to the user)")
     if plan.data.volume and plan.old.runtime != "docker":
         problems.append("data.volume: a named volume needs docker targets")
     if plan.migrate and plan.migrate.container and plan.old.runtime != "docker":

@@ -73,6 +73,25 @@ def extract_into_volume(archive: Path, volume: str, image: str, mount: str) -> N
         helper.remove(force=True)
 
 
+def chown_volume(volume: str, image: str, mount: str, owner: str) -> None:
+    """`chown -R owner mount` as root in a one-shot container of `image`, so that user
+    and group names mean what they mean in the image."""
+    import docker.errors
+    from docker.types import Mount
+
+    client = _engine()
+    try:
+        client.containers.run(
+            image,
+            entrypoint=["chown", "-R", owner, mount],
+            user="0:0",
+            remove=True,
+            mounts=[Mount(target=mount, source=volume, type="volume")],
+        )
+    except docker.errors.DockerException as exc:
+        raise TargetStartError(f"cannot chown the data volume to {owner}: {exc}") from exc
+
+
 def run_one_shot(
     spec: MigrateContainer,
     command: list[str],
@@ -89,6 +108,7 @@ def run_one_shot(
     try:
         container = client.containers.create(
             spec.image,
+            entrypoint=spec.entrypoint,
             command=command,
             environment=env,
             user=spec.user,

@@ -182,12 +182,14 @@ class UpgradeRunner:
         if isinstance(self.plan.old, DockerTarget):
             self.volume = data.volume or f"soak-upgrade-{self.run_id}"
             self._made_volume = docker_data.ensure_volume(self.volume, self.run_id)
+            image = self.plan.old.image
+            mount = self.plan.old.volume.mount if self.plan.old.volume else "/data"
             if data.archive:
-                image = self.plan.old.image
-                mount = self.plan.old.volume.mount if self.plan.old.volume else "/data"
                 docker_data.extract_into_volume(
                     self.plan.resolve_path(data.archive), self.volume, image, mount
                 )
+            if data.owner:
+                docker_data.chown_volume(self.volume, image, mount, data.owner)
             what = "fresh" if self._made_volume else "existing"
             self.show("data", f"{what} volume {self.volume}" + self._archive_words())
             return
@@ -244,7 +246,10 @@ class UpgradeRunner:
         who = f"pid {running.pid}" if running.pid else f"container {running.container_id}"
         self.show(side, f"ready in {ready_s or 0:.2f} s ({who}; {ports})")
         env = dict(getattr(rendered, "env", {}) or {})
-        version = Version(side, running, self.data_dir, env, list(self.plan.allow_targets))
+        data_dir = self.data_dir  # docker: the volume's mount point inside the container
+        if isinstance(rendered, DockerTarget) and rendered.volume is not None:
+            data_dir = Path(rendered.volume.mount)
+        version = Version(side, running, data_dir, env, list(self.plan.allow_targets))
         return self.Started(target, version)
 
     def _stop(self, side: str, target: Target) -> None:
