@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from soak.analysis.criteria import (
@@ -11,8 +13,11 @@ from soak.analysis.criteria import (
     evaluate_criteria,
     failed,
 )
-from soak.analysis.leaks import LeakVerdict
+from soak.analysis.leaks import LeakVerdict, leak_points
+from soak.analysis.rundata import run_data_from_store
 from soak.config import CriteriaConfig
+from soak.points import Point, event_point
+from soak.sinks.sqlite import SqliteStore
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
@@ -167,3 +172,48 @@ def test_unset_criteria_are_not_judged() -> None:
     c = CriteriaConfig(lost_ratio_max=None, wrong_answers_max=None, restarts_max=None)
     data = load_run()
     assert [r.name for r in evaluate_criteria(c, data)] == []
+
+
+def test_run_data_from_a_real_store(tmp_path: Path) -> None:
+    tags = {"soak": "r1", "scenario": "s", "target": "t", "version": "1"}
+    store = SqliteStore(tmp_path / "points.db")
+    points = []
+    for i in range(120):
+        t = T0 + i * S
+        for cls in ("all", "cached"):
+            fields = {"sent": 100.0, "completed": 99.0, "lost": 1.0, "lat_p99_ms": 2.0}
+            points.append(Point("load", fields, t, {**tags, "class": cls}))
+        points.append(Point("runtime", {"querylog_dropped_total": float(i // 10)}, t, tags))
+        points.append(
+            Point("api", {"latency_ms": 5.0 + i}, t, {**tags, "endpoint": "GET /stats/summary"})
+        )
+    points.append(event_point("restarted", "target restarted (1)", T0 + 5 * S).with_tags(tags))
+    points.append(event_point("exited", "target exited", T0 + 4 * S).with_tags(tags))
+    points += [
+        p.with_tags(tags) for p in leak_points([LeakVerdict("fds", "ok", 0.1, 0.5, 9, 1)], T0)
+    ]
+    points += [
+        p.with_tags(tags)
+        for p in leak_points([LeakVerdict("fds", "growing", 3.0, 0.01, 12, 1)], T0 + 60 * S)
+    ]
+    store.write(points)
+    try:
+        data = run_data_from_store(store, "r1", T0 + 60 * S, run_start_ns=T0)
+    finally:
+        store.close()
+    assert set(data.load) == {"all", "cached"}
+    assert len(data.load["all"].sent) == 60  # warm-up excluded
+    assert data.load["cached"].p99_ms[0] == (T0 + 60 * S, 2.0)
+    assert data.restarts == 1  # counted over the whole run, warm-up included
+    assert [v.verdict for v in data.verdicts] == ["growing"]  # the latest leak point
+    assert data.querylog_dropped_total[0] == (T0 + 60 * S, 6.0)
+    assert data.end_ns == T0 + 119 * S
+    results = evaluate_criteria(cfg(lost_ratio_max=0.001, querylog_dropped_max=0), data)
+    assert {r.name for r in failed(results)} == {
+        "lost_ratio",
+        "restarts",
+        "leak[fds]",
+        "querylog_dropped",
+    }
+    (drops,) = [r for r in results if r.name == "querylog_dropped" and r.window == "run"]
+    assert drops.value == 5  # 6 -> 11 after the warm-up
