@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from soak.sinks.sqlite import SqliteStore
+
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,11 +80,14 @@ def table_counts(stdout: str) -> tuple[int, int, int, int]:
 @needs_pdns
 def test_passing_plan_exit_0_with_junit_and_json(archive: Path, tmp_path: Path, work: Path) -> None:
     junit, result_json = tmp_path / "junit.xml", tmp_path / "result.json"
+    points_db = tmp_path / "points.db"
     proc = soak(
         "upgrade",
         PLAN,
         "--set",
         f"data.archive={archive}",
+        "--set",
+        f"sinks=[{{kind: sqlite, path: {points_db}}}]",
         "--junit",
         junit,
         "--json",
@@ -96,6 +101,17 @@ def test_passing_plan_exit_0_with_junit_and_json(archive: Path, tmp_path: Path, 
     data = json.loads(result_json.read_text())
     assert (data["passed"], data["total"], data["exit_code"]) == (17, 17, 0)
     assert data["new_ready_s"] < 10
+    # the results as points, as the upgrade dashboard reads them
+    store = SqliteStore(points_db)
+    checks = list(store.points(data["run_id"], "upgrade_check"))
+    assert len(checks) == 17 and all(p.fields["ok"] == 1 for p in checks)
+    assert {p.tags["plan"] for p in checks} == {"pdns-auth-upgrade"}
+    ready = list(store.points(data["run_id"], "event"))
+    assert sorted(p.tags["version"] for p in ready) == [
+        "4.7 on the 4.3.1 schema",
+        "4.7 on the migrated schema",
+    ]
+    store.close()
     # every step shown as it happened, in order
     phases = [line.split()[0] for line in proc.stdout.splitlines()[1:] if line.strip()]
     order = ["data", "old", "populate", "snapshot", "migrate", "new", "check", "cleanup"]

@@ -121,7 +121,7 @@ def test_keep_leaves_the_migrated_data(archive: Path, tmp_path: Path) -> None:
 def test_a_failing_populate_step_stops_the_run(archive: Path, tmp_path: Path) -> None:
     result, _ = run(archive, tmp_path, "populate.1.status=418")
     first = result.checks[0]
-    assert (first.name, first.status) == ("populate 2/3", "fail")
+    assert (first.name, first.status) == ("populate 2/5", "fail")
     assert "expected status 418; got 200" in first.got
     assert all(c.status == "skip" for c in result.checks[1:])
     assert len(result.checks) == 18 and result.exit_code == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -17,8 +18,19 @@ import click
 
 from soak.errors import CheckFailed, TargetStartError
 from soak.upgrade.config import UpgradePlan, load_plan
-from soak.upgrade.report import check_points, junit_xml, summary_line, table, write_json, write_text
+from soak.upgrade.report import (
+    check_points,
+    junit_xml,
+    ready_points,
+    summary_line,
+    table,
+    write_json,
+    write_text,
+)
 from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+
+# An upgrade plan's sqlite sink without a `path` writes here, in the current directory.
+DEFAULT_SQLITE_NAME = "soak-upgrade.db"
 
 
 def new_run_id(plan_name: str) -> tuple[str, str]:
@@ -30,27 +42,35 @@ def new_run_id(plan_name: str) -> tuple[str, str]:
     return f"{safe}-{stamp}-{token}", f"soak-upgrade-{stamp}-{token}"
 
 
-def write_sinks(plan: UpgradePlan, result: UpgradeResult, spool_dir: Path) -> None:
-    """`upgrade_check` points to the plan's sinks (none configured: nothing written)."""
+def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
+    """`upgrade_check` points (and `ready` events) to the plan's sinks; none configured:
+    nothing written. A sink that did not take them leaves its spool behind, and the
+    returned line says where (there is no later run to replay it)."""
     if not plan.sinks:
-        return
+        return None
     from soak.sinks import build_sinks
     from soak.sinks.config import SpoolConfig
 
+    spool_dir = Path(tempfile.mkdtemp(prefix="soak-upgrade-spool-"))
     sinks = build_sinks(
         plan.sinks,
         SpoolConfig(dir=str(spool_dir)),
-        default_sqlite_path=spool_dir / "points.db",
-        run_dir=spool_dir,
+        default_sqlite_path=Path.cwd() / DEFAULT_SQLITE_NAME,
+        run_dir=Path.cwd(),
     )
+    now_ns = time.time_ns()
+    versions = {"old": (plan.old.name, plan.old.version), "new": (plan.new.name, plan.new.version)}
     try:
         sinks.write(
-            check_points(
-                result, target=plan.new.name, version=plan.new.version, time_ns=time.time_ns()
-            )
+            check_points(result, target=plan.new.name, version=plan.new.version, time_ns=now_ns)
+            + ready_points(result, versions=versions, time_ns=now_ns)
         )
     finally:
         sinks.close()
+    if any(f.stat().st_size > 0 for f in spool_dir.rglob("*.spool")):
+        return f"some points did not reach their sink; they are spooled in {spool_dir}"
+    shutil.rmtree(spool_dir, ignore_errors=True)
+    return None
 
 
 @click.command("upgrade")
@@ -107,8 +127,9 @@ def upgrade_cmd(
         write_text(junit_path, junit_xml(result))
     if json_path is not None:
         write_json(json_path, result)
-    spool_dir = run_dir if keep else Path(tempfile.gettempdir()) / f"soak-upgrade-{run_id}-sinks"
-    write_sinks(plan, result, spool_dir)
+    sink_warning = write_sinks(plan, result)
+    if sink_warning:
+        click.echo(f"soak: {sink_warning}", err=True)
     if result.start_error is not None:
         raise TargetStartError(result.start_error)
     if result.exit_code != 0:

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from soak.points import Point
+from soak.points import Point, event_point
 from soak.upgrade.runner import UpgradeResult
 
 _XML_ILLEGAL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -178,3 +178,25 @@ def check_points(result: UpgradeResult, *, target: str, version: str, time_ns: i
         )
         for c in result.checks
     ]
+
+
+def ready_points(
+    result: UpgradeResult, *, versions: dict[str, tuple[str, str]], time_ns: int
+) -> list[Point]:
+    """`event` points of kind `ready` (value: start to ready, s), one per version that got
+    ready; `versions` maps old/new to (target name, version)."""
+    points = []
+    for side, ready_s in (("old", result.old_ready_s), ("new", result.new_ready_s)):
+        if ready_s is None or side not in versions:
+            continue
+        target, version = versions[side]
+        tags = {
+            "soak": result.run_id,
+            "scenario": result.plan,
+            "target": target,
+            "version": version,
+            "plan": result.plan,
+        }
+        message = f"{side} version ready after {ready_s:.2f} s"
+        points.append(event_point("ready", message, time_ns, ready_s).with_tags(tags))
+    return points
