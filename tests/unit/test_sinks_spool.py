@@ -1,13 +1,19 @@
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
-from soak.errors import SinkError
+from soak.errors import InputError, SinkError
 from soak.points import Point
 from soak.sinks import SinkSet, build_sinks
 from soak.sinks.base import SinkWriteError
-from soak.sinks.config import SpoolConfig
+from soak.sinks.config import (
+    InfluxV1SinkConfig,
+    InfluxV2SinkConfig,
+    SpoolConfig,
+    SqliteSinkConfig,
+)
 from soak.sinks.metrics import ServiceMetrics
 from soak.sinks.spool import Spool
 from soak.sinks.spooling import SpoolingSink
@@ -196,3 +202,31 @@ def test_a_sink_that_comes_back_after_dropping_everything_recovers(tmp_path: Pat
     s.write(pts(3, 2))
     assert s.stats()["down"] == 0 and [p.time_ns for p in sink.received] == [3, 4]
     assert [e.kind for e in s.take_events()] == ["sink_down", "spool_full", "sink_recovered"]
+
+
+def test_build_sinks_names_spools_and_bad_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configs = [
+        InfluxV1SinkConfig(kind="influx_v1", url="http://127.0.0.1:1", db="soak"),
+        InfluxV1SinkConfig(kind="influx_v1", url="http://127.0.0.1:2", db="soak"),
+        SqliteSinkConfig(kind="sqlite", path="other.db"),
+    ]
+    sinks = build_sinks(
+        configs, SpoolConfig(dir="sp"), default_sqlite_path=tmp_path / "p.db", run_dir=tmp_path
+    )
+    assert list(sinks.stats()) == ["influx_v1:soak", "influx_v1:soak#2", "sqlite"]
+    assert [s.spool.path.name for s in sinks.sinks] == [
+        "influx_v1_soak.spool",
+        "influx_v1_soak_2.spool",
+        "sqlite.spool",
+    ]
+    assert all(s.spool.path.parent == tmp_path / "sp" for s in sinks.sinks)
+    assert (tmp_path / "other.db").exists()
+    sinks.close()
+    monkeypatch.delenv("SOAK_TEST_NO_TOKEN", raising=False)
+    v2 = InfluxV2SinkConfig(
+        kind="influx_v2", url="http://127.0.0.1:1", token_env="SOAK_TEST_NO_TOKEN"
+    )
+    with pytest.raises(InputError, match="SOAK_TEST_NO_TOKEN"):
+        build_sinks([v2], SpoolConfig(), default_sqlite_path=tmp_path / "p.db", run_dir=tmp_path)
