@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,9 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from soak.analysis.leaks import LeakVerdict
+from soak.analysis.leaks import LeakVerdict, leak_verdict
 from soak.config import AlertingConfig
 from soak.points import Point
+from soak.samplers.proc import read_process, to_fields
 from soak.service.alerts import ALERT_NAME, Alerter
 from tests.support.servers import alertmanager, free_port
 
@@ -204,3 +207,62 @@ def test_a_failing_receiver_is_an_event_and_is_told_later(am_url: str) -> None:
     finally:
         alerter.close()
         flaky.close()
+
+
+def sample_rss_anon(
+    pids: list[int], duration_s: float, interval_s: float
+) -> dict[int, list[tuple[float, float]]]:
+    """RssAnon of each process through the proc sampler's reader, on absolute deadlines."""
+    series: dict[int, list[tuple[float, float]]] = {pid: [] for pid in pids}
+    start = time.monotonic()
+    n = 0
+    while n * interval_s <= duration_s:
+        time.sleep(max(0.0, start + n * interval_s - time.monotonic()))
+        for pid in pids:
+            fields = to_fields([read_process(Path("/proc"), pid)])
+            series[pid].append((n * interval_s, float(fields["rss_anon_bytes"])))
+        n += 1
+    return series
+
+
+def test_a_process_that_grows_alerts_and_one_that_stops_does_not(am_url: str) -> None:
+    leaky = [sys.executable, "-m", "tests.support.leaky", "--kib-per-s", "2048"]
+    root = Path(__file__).resolve().parents[2]
+    grows = subprocess.Popen([*leaky, "--duration-s", "60"], cwd=root, stdout=subprocess.PIPE)
+    stops = subprocess.Popen(
+        [*leaky, "--grow-for-s", "8", "--duration-s", "60"], cwd=root, stdout=subprocess.PIPE
+    )
+    try:
+        for proc in (grows, stops):
+            assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        series = sample_rss_anon([grows.pid, stops.pid], duration_s=24.0, interval_s=0.5)
+    finally:
+        for proc in (grows, stops):
+            proc.terminate()
+            proc.wait(10)
+    verdicts = {}
+    for name, pid in (("grows", grows.pid), ("stops", stops.pid)):
+        times, values = zip(*series[pid], strict=True)
+        verdicts[name] = leak_verdict(
+            times,
+            values,
+            resource="rss_anon_bytes",
+            threshold_per_hour=10 * MiB,
+            window_s=2.0,
+            min_windows=6,
+            p_value_max=0.05,
+        )
+    assert verdicts["grows"].verdict == "growing"
+    assert verdicts["grows"].slope_per_hour == pytest.approx(2 * MiB * 3600, rel=0.25)
+    assert verdicts["stops"].verdict == "levelling", verdicts["stops"]
+
+    cfg = AlertingConfig(alertmanagers=[am_url])
+    for name, v in verdicts.items():
+        alerter = Alerter(cfg, run_tags=run_tags(f"real-{name}"))
+        try:
+            alerter.update([v])
+        finally:
+            alerter.close()
+    alerts = wait_for(lambda: am_alerts(am_url, "real-grows"))
+    assert [a["labels"]["resource"] for a in alerts] == ["rss_anon_bytes"]
+    assert am_alerts(am_url, "real-stops") == []
