@@ -130,6 +130,8 @@ class DockerRuntime(RuntimeBase):
             self.container.start()
         except docker.errors.DockerException as exc:
             message = getattr(exc, "explanation", None) or str(exc)
+            if "rlimit" in message:
+                message += " (is `nofile` above the engine's own hard limit?)"
             self._abort()
             raise TargetStartError(f"{self.name}: container did not start: {message}") from exc
         self._after_start(since=None)
@@ -222,7 +224,6 @@ class DockerRuntime(RuntimeBase):
         running = self._require_running()
         self.container.reload()
         running.container_id = self.container.id
-        running.started_monotonic_s = time.monotonic()
         self._find_pid(running)
         self._pump = _LogPump(self.container.id, self.log_path, since)
         self._pump.start()
@@ -316,6 +317,7 @@ class DockerRuntime(RuntimeBase):
             raise TargetStartError(f"{self.name}: no container to restart")
         self._stop_container()
         self._join_pump()
+        running.started_monotonic_s = time.monotonic()
         try:
             self.container.start()
         except docker.errors.DockerException as exc:

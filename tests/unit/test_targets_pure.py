@@ -1,0 +1,143 @@
+"""targets: placeholders, /proc parsing, exit info, engine stats, state, cleanup rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from soak.errors import InputError
+from soak.targets.base import ExitInfo, Running
+from soak.targets.cleanup import is_stale, owner_gone
+from soak.targets.common import quote_tail, safe_name, tail_lines
+from soak.targets.config import DnsProbe, PortSpec, RenderedFile, TargetConfig, TcpProbe
+from soak.targets.container import exit_info_from_state, process_fields_from_stats
+from soak.targets.process import exit_info_from_returncode
+from soak.targets.procinfo import parse_fd_limit, parse_stat_ppid, parse_stat_start_ticks
+from soak.targets.readiness import default_probes, fd_limit_warning
+from soak.targets.render import Placeholders, file_dest, render, write_files
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "targets"
+VALUES = Placeholders(run_dir="/runs/r1", host="127.0.0.1", ports={"dns": 5300}, data_dir="/d")
+
+
+def test_render_fills_known_placeholders_and_leaves_other_braces() -> None:
+    text = 'listen {host}:{port.dns} dir={data_dir} run={run_dir} json={"a": {x}}'
+    assert render(text, VALUES) == 'listen 127.0.0.1:5300 dir=/d run=/runs/r1 json={"a": {x}}'
+
+
+def test_render_unknown_port_names_the_known_ones() -> None:
+    with pytest.raises(InputError, match=r"unknown port \{port\.api\} \(named ports: dns\)"):
+        render("{port.api}", VALUES, "argv")
+
+
+def test_render_data_dir_unknown_is_an_error() -> None:
+    values = Placeholders(run_dir="/r", host="::1")
+    with pytest.raises(InputError, match="data_dir"):
+        render("{data_dir}/x", values)
+
+
+def test_write_files_template_relative_to_base_and_dest_confined(tmp_path: Path) -> None:
+    base, run = tmp_path / "scenario", tmp_path / "run"
+    base.mkdir()
+    (base / "srv.conf.tmpl").write_text("port={port.dns}\n")
+    spec = RenderedFile(dest="conf/srv.conf", template=Path("srv.conf.tmpl"), mode=0o600)
+    [written] = write_files([spec], VALUES, run, base)
+    assert written.read_text() == "port=5300\n" and written.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(InputError, match="inside the run directory"):
+        file_dest(RenderedFile(dest="../escape", content="x"), run)
+    with pytest.raises(InputError, match="exactly one"):
+        write_files([RenderedFile(dest="a")], VALUES, run, base)
+
+
+def test_proc_stat_with_spaces_and_parens_in_comm() -> None:
+    stat = "4242 (my (odd) srv) S 1 4242 4242 0 -1 4194560 " + " ".join(["0"] * 12) + " 777 0"
+    assert parse_stat_ppid(stat) == 1
+    assert parse_stat_start_ticks(stat) == 777
+
+
+def test_fd_limit_from_limits_file() -> None:
+    assert parse_fd_limit((FIXTURES / "proc-limits.txt").read_text()) == 20000
+    assert parse_fd_limit("Max open files  unlimited  unlimited  files\n") is None
+    assert fd_limit_warning("t", 20000) is not None
+    assert fd_limit_warning("t", 1048576) is None and fd_limit_warning("t", None) is None
+
+
+def test_exit_info_from_returncode_and_engine_state() -> None:
+    assert exit_info_from_returncode(-9) == ExitInfo(None, signal=9)
+    assert exit_info_from_returncode(3) == ExitInfo(3)
+    assert exit_info_from_state({"Status": "running", "Running": True}) is None
+    oom = exit_info_from_state({"Status": "exited", "ExitCode": 137, "OOMKilled": True})
+    assert oom == ExitInfo(137, signal=9, oom_killed=True) and oom.describe() == "OOM-killed"
+    assert exit_info_from_state({"Status": "exited", "ExitCode": 2}) == ExitInfo(2)
+    assert ExitInfo(None).describe() == "exited (code unknown)"
+
+
+def test_process_fields_from_engine_stats() -> None:
+    stats = json.loads((FIXTURES / "docker-stats-v1.json").read_text())
+    assert process_fields_from_stats(stats) == {
+        "rss_bytes": 52428800.0 - 10485760.0,
+        "rss_anon_bytes": 40000000.0,
+        "cpu_user_s": 2.5,
+        "cpu_system_s": 1.0,
+        "threads": 7.0,
+        "read_bytes": 4096.0,
+        "write_bytes": 8192.0,
+    }
+    assert process_fields_from_stats({}) == {}
+
+
+def test_running_state_round_trips_through_json() -> None:
+    running = Running(
+        name="t",
+        host="127.0.0.1",
+        ports={"dns": 5300},
+        pid=42,
+        log_path=Path("/r/t.log"),
+        data_dir=Path("/r/d"),
+        ready_after_s=0.4,
+        conditions_s={"list": 2.6},
+        runtime="process",
+    )
+    state = json.loads(json.dumps(running.to_state()))
+    assert Running.from_state(state) == running
+    assert Running.from_state({**state, "future_field": 1}).pid == 42
+
+
+def test_default_probes_follow_the_ports() -> None:
+    probes = default_probes({"dns": PortSpec(protocol="udp"), "api": PortSpec()})
+    assert probes[0] == DnsProbe(kind="dns", port="dns", name=".", type="SOA", rcode=None)
+    assert probes[1] == TcpProbe(kind="tcp", port="api")
+
+
+def test_cleanup_rules() -> None:
+    dead = "nohost-xyz:1"  # another host: never judged gone from here
+    assert not owner_gone(dead)
+    assert owner_gone(None)
+    labels = {"soak.run": "r1", "soak.owner": dead}
+    assert is_stale(labels, "r1", ())
+    assert not is_stale(labels, "r2", ())
+    assert not is_stale(labels, None, ())
+    assert not is_stale({"soak.run": "r1"}, None, ("r1",))
+    assert not is_stale({}, None, ())
+
+
+def test_tail_and_quote(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)) + "\n\n")
+    assert tail_lines(log, 3) == ["line 97", "line 98", "line 99"]
+    assert tail_lines(tmp_path / "missing") == []
+    assert quote_tail(["a", "b"]) == "last log lines: a | b"
+    assert safe_name("my target/1") == "my-target-1"
+
+
+def test_target_config_parses_each_runtime() -> None:
+    adapter: TypeAdapter[object] = TypeAdapter(TargetConfig)
+    cfg = adapter.validate_python(
+        {"runtime": "docker", "image": "x", "mem_limit": "16MiB", "ready": {"interval_s": "50ms"}}
+    )
+    assert cfg.mem_limit == 16 * 1024**2 and cfg.ready.interval_s == 0.05  # type: ignore[attr-defined]
+    with pytest.raises(ValidationError):
+        adapter.validate_python({"runtime": "process", "argv": []})
