@@ -148,6 +148,9 @@ def names_in(text: str) -> Names:
     field_regexes = [m[1:-1] for m in re.findall(r"\(\s*(/(?:[^/\\]|\\.)*/)", no_strings)]
     no_regex = _REGEX.sub(r"\1//", no_strings)
     measurements = re.findall(r'\bFROM\s+"([^"]+)"', no_regex, re.I)
+    # FROM /regex/ (a SHOW over several measurements): the names it matches.
+    for rx in re.findall(r"\bFROM\s+/((?:[^/\\]|\\.)*)/", no_strings, re.I):
+        measurements += [m for m in SERIES if re.search(rx, m)] or [f"/{rx}/"]
     show_keys = re.findall(r'\bWITH\s+KEY\s*=\s*"([^"]+)"', no_regex, re.I)
     without_aliases = re.sub(r'\bAS\s+"[^"]+"', "", no_regex, flags=re.I)
     without_from = re.sub(r'\bFROM\s+"[^"]+"', "", without_aliases, flags=re.I)

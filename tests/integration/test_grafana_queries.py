@@ -1,0 +1,340 @@
+"""Every InfluxQL query of the Grafana dashboards and alert rules, run against a real
+InfluxDB 1.6 after a short real soak wrote into it.
+
+The soak is the real command (`soak start --foreground`) with 1-s ticks: a real
+pdns-server under load, every sampler (proc, prom, http API, dig, files, load), leak
+verdicts, and an influx_v1 sink. During the warm-up the test kills the server once
+(the service restarts it: `exited` and `restarted` events), and a second influx_v1 sink
+points at a port where nothing listens (it spools: a `sink_down` event). Then each
+query, with `$timeFilter`, `$__interval` and the template variables expanded as
+Grafana expands them, must return at least one series with a value. The upgrade
+dashboard's `upgrade_check` points come from a real `soak upgrade` of the pdns plan
+into the same InfluxDB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support import grafana as g
+from tests.support.servers import create_pdns_db, free_port
+from tests.support.tsdb import InfluxV1, influxdb_v1
+
+pytestmark = pytest.mark.integration
+
+DB = "soak"
+API_KEY = "soak-grafana-test-key"
+# After the server first appears: within the warm-up, which leak verdicts leave out, so
+# the restart does not cut the steady phase's growth in two.
+KILL_AFTER_S = 3.0
+RUN_TIMEOUT_S = 240.0
+
+
+def _pdns_conf() -> str:
+    return (
+        "\n".join([
+            "launch=gsqlite3", "gsqlite3-database={data_dir}/pdns.sqlite3",
+            "local-address=127.0.0.1", "local-port={port.dns}", "api=yes",
+            f"api-key={API_KEY}", "webserver=yes", "webserver-address=127.0.0.1",
+            "webserver-port={port.web}", "webserver-allow-from=127.0.0.0/8",
+            "security-poll-suffix=", "daemon=no", "guardian=no", "disable-syslog=yes",
+            "socket-dir={run_dir}", "loglevel=4", "setuid=", "setgid=",
+            "distributor-threads=1", "receiver-threads=1",
+        ])
+        + "\n"
+    )  # fmt: skip
+
+
+def scenario(data_dir: Path, influx_url: str, dead_url: str) -> dict[str, Any]:
+    # pdns-server is C++: it has no goroutines and no Go heap. Its own figures stand in
+    # for them (the scenario's prom map), so that every runtime panel is exercised.
+    runtime_map = {
+        "heap_inuse_bytes": "pdns_auth_real_memory_usage",
+        "heap_alloc_bytes": "pdns_auth_real_memory_usage",
+        "goroutines": "pdns_auth_qsize_q",
+        "querylog_dropped_total": "pdns_auth_overload_drops",
+    }
+    return {
+        "name": "grafana-queries",
+        "target": {
+            "runtime": "process",
+            "name": "pdns-auth",
+            "version": "4.7",
+            "argv": ["pdns_server", "--config-dir={run_dir}"],
+            "data_dir": str(data_dir),
+            "ports": {"dns": {"protocol": "both"}, "web": {}},
+            "files": [{"dest": "pdns.conf", "content": _pdns_conf()}],
+            "ready": {
+                "probes": [{"kind": "dns", "name": "www.example.test", "answer": "192.0.2.10"}],
+                "timeout_s": 30,
+            },
+            "on_exit": "restart",
+            "max_restarts": 2,
+        },
+        "load": {
+            "rate_qps": 300,
+            "flows": 16,
+            "mix": [
+                {
+                    "name": "local",
+                    "weight": 3,
+                    "queries": ["www.example.test A", "mail.example.test A"],
+                    "expect": {"rcodes": ["NOERROR"]},
+                },
+                {
+                    "name": "miss",
+                    "weight": 1,
+                    "random": {"zone": "example.test"},
+                    "expect": {"rcodes": ["NXDOMAIN"]},
+                },
+            ],
+        },
+        "phases": [
+            {"name": "warmup", "duration_s": 8, "warmup": True},
+            {"name": "steady", "duration_s": 18},
+        ],
+        "samplers": {
+            "interval_s": 1,
+            "prom": {"port": "web", "map": runtime_map},
+            "http": [
+                {
+                    "path": "/api/v1/servers/localhost/statistics",
+                    "port": "web",
+                    "headers": {"X-API-Key": API_KEY},
+                }
+            ],
+            "dig": [{"name": "www.example.test", "answer": "192.0.2.10"}],
+            "files": {
+                "paths": ["pdns.sqlite3"],
+                "row_counts": [{"path": "pdns.sqlite3", "query": "SELECT count(*) FROM records"}],
+            },
+        },
+        "sinks": [
+            {"kind": "influx_v1", "url": influx_url, "db": DB},
+            {"kind": "influx_v1", "url": dead_url, "db": DB, "timeout_s": 2},
+        ],
+        # 1-s windows and a threshold of 1 unit per hour: the server's memory, filling
+        # its caches under load, is judged `growing` within seconds.
+        "leaks": {
+            "window_s": 1,
+            "min_windows": 3,
+            "interval_s": 2,
+            "thresholds": {r: "1/h" for r in ("rss_anon_bytes", "heap_inuse_bytes", "fds")},
+        },
+        "criteria": {"lost_ratio_max": None, "restarts_max": None, "leaks_ok": False},
+    }
+
+
+def make_pdns_db(data_dir: Path) -> None:
+    db = data_dir / "pdns.sqlite3"
+    create_pdns_db(db)
+    soa = "ns.example.test. hostmaster.example.test. 1 3600 600 86400 3600"
+    sql = (
+        "INSERT INTO domains (id, name, type) VALUES (1, 'example.test', 'NATIVE');"
+        "INSERT INTO records (domain_id, name, type, content, ttl) VALUES"
+        f" (1, 'example.test', 'SOA', '{soa}', 3600),"
+        " (1, 'www.example.test', 'A', '192.0.2.10', 3600),"
+        " (1, 'mail.example.test', 'A', '192.0.2.11', 3600);"
+    )
+    subprocess.run(["sqlite3", str(db)], input=sql.encode(), check=True)
+
+
+def _server_pids(marker: str) -> list[int]:
+    """pdns_server processes whose command line names `marker` (this test's directory)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"pdns_server") and any(marker.encode() in a for a in argv):
+            pids.append(int(entry.name))
+    return pids
+
+
+def run_upgrade(work: Path, influx_url: str) -> subprocess.CompletedProcess[str]:
+    """The pdns upgrade plan (scenarios/pdns-auth-upgrade.yaml) with an influx_v1 sink:
+    the `upgrade_check` points of the upgrade dashboard."""
+    archive = work / "pdns-auth-4.3.1.tar.gz"
+    script = g.ROOT / "scripts" / "make-pdns-4.3.1-archive.py"
+    subprocess.run([sys.executable, str(script), str(archive)], check=True, capture_output=True)
+    sink = {"kind": "influx_v1", "url": influx_url, "db": DB}
+    argv = [
+        str(Path(sys.executable).parent / "soak"), "upgrade",
+        str(g.ROOT / "scenarios" / "pdns-auth-upgrade.yaml"),
+        "--set", f"data.archive={archive}", "--set", f"sinks=[{json.dumps(sink)}]",
+        "--work-dir", str(work),
+    ]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=work)
+
+
+@dataclass
+class Soaked:
+    influx: InfluxV1
+    run_id: str
+    start_ns: int
+    end_ns: int
+    output: str
+
+
+def _kill_server_once(home: Path, soak: subprocess.Popen[str]) -> bool:
+    """Waits for the target, lets it run KILL_AFTER_S, then SIGKILLs it (once)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and soak.poll() is None:
+        if _server_pids(str(home)):
+            break
+        time.sleep(0.2)
+    else:
+        return False
+    time.sleep(KILL_AFTER_S)
+    pids = _server_pids(str(home))
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    return bool(pids)
+
+
+@pytest.fixture(scope="module")
+def soaked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Soaked]:
+    tmp = tmp_path_factory.mktemp("grafana-queries")
+    # pdns_server's control socket lives in the run directory: a UNIX socket path has
+    # at most 107 bytes, more than pytest's temp paths leave, so the runs go in a short one.
+    with tempfile.TemporaryDirectory(prefix="soak-g-") as short, influxdb_v1(tmp) as influx:
+        data_dir, home = Path(short) / "data", Path(short) / "home"
+        data_dir.mkdir()
+        make_pdns_db(data_dir)
+        influx.create_database(DB)
+        dead_url = f"http://127.0.0.1:{free_port()}"
+        path = tmp / "scenario.yaml"
+        path.write_text(yaml.safe_dump(scenario(data_dir, influx.url, dead_url)))
+        start_ns = time.time_ns()
+        soak = subprocess.Popen(
+            [str(Path(sys.executable).parent / "soak"), "start", str(path), "--foreground",
+             "--data-dir", str(home)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
+        )  # fmt: skip
+        try:
+            killed = _kill_server_once(home, soak)
+            output, _ = soak.communicate(timeout=RUN_TIMEOUT_S)
+        finally:
+            if soak.poll() is None:
+                soak.kill()
+                soak.wait()
+        assert killed, output
+        # 1: a criterion failed (the leak verdicts are meant to say growing).
+        assert soak.returncode in (0, 1), output
+        assert not _server_pids(str(home)), "the soak left its target running"
+        upgrade = run_upgrade(Path(short), influx.url)
+        assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+        m = re.search(r"^soak: run (\S+): starting", output, re.M)
+        assert m, output
+        yield Soaked(influx, m.group(1), start_ns, time.time_ns(), output)
+
+
+def _values(influx: InfluxV1, text: str) -> list[str]:
+    """A template variable's values, as Grafana gets them (the second column)."""
+    return sorted({str(row[1]) for s in influx.query(text, DB) for row in s["values"]})
+
+
+def _variables(soaked: Soaked, dashboard: Path) -> dict[str, list[str]]:
+    """Resolves the variables in order, each with the ones before it: the run (a single
+    value) is this test's soak, picked from the list; the others are Grafana's All."""
+    resolved: dict[str, list[str]] = {}
+    for v in g.load_dashboard(dashboard)["templating"]["list"]:
+        text = g.expand(v["query"], resolved, g.time_filter())
+        values = _values(soaked.influx, text)
+        assert values, f"variable {v['name']}: {text}"
+        if v["multi"] or v["includeAll"]:
+            resolved[v["name"]] = values
+        else:
+            assert v["name"] == "soak" and soaked.run_id in values, (v["name"], values)
+            resolved[v["name"]] = [soaked.run_id]
+    return resolved
+
+
+def _has_value(series: list[dict[str, Any]]) -> bool:
+    return any(v is not None for s in series for row in s["values"] for v in row[1:])
+
+
+def _time_filters(soaked: Soaked, query: g.Query) -> list[str]:
+    if query.kind == "alert":
+        rule = query.where.split()[1]
+        (data,) = [
+            d
+            for grp in g.load_alert_rules()["groups"]
+            for r in grp["rules"]
+            if r["uid"] == rule
+            for d in r["data"]
+            if d["datasourceUid"] != g.EXPR_UID
+        ]
+        return [g.time_filter(relative=f"{data['relativeTimeRange']['from']}s")]
+    margin_ns = 60 * 1_000_000_000
+    return [
+        g.time_filter(relative="6h"),
+        g.time_filter(soaked.start_ns - margin_ns, soaked.end_ns + margin_ns),
+    ]
+
+
+def _dashboard_of(query: g.Query) -> Path | None:
+    name = query.where.split()[0]
+    return g.GRAFANA / "dashboards" / name if name.endswith(".json") else None
+
+
+@pytest.mark.parametrize("query", g.every_query(), ids=lambda q: q.where)
+def test_query_returns_a_series(soaked: Soaked, query: g.Query) -> None:
+    assert g.unknown_names(query.text) == []
+    dashboard = _dashboard_of(query)
+    variables = _variables(soaked, dashboard) if dashboard is not None else {}
+    for timefilter in _time_filters(soaked, query):
+        text = g.expand(query.text, variables, timefilter, interval="10s")
+        assert g.variables_used(text) == set(), text
+        series = soaked.influx.query(text, DB)
+        assert series, f"{query.where}: no series for\n{text}\n{soaked.output[-3000:]}"
+        assert _has_value(series), f"{query.where}: only nulls for\n{text}"
+
+
+def test_a_query_on_an_unwritten_field_returns_nothing(soaked: Soaked) -> None:
+    """The check above can fail: a well-formed query on a name nobody writes is empty."""
+    variables = _variables(soaked, g.GRAFANA / "dashboards" / "soak.json")
+    text = 'SELECT mean("rss_bytez") FROM "process" WHERE "soak" =~ /^($soak)$/ AND $timeFilter'
+    assert soaked.influx.query(g.expand(text, variables, g.time_filter()), DB) == []
+
+
+def test_run_picker_lists_soak_runs_not_upgrade_runs(soaked: Soaked) -> None:
+    (var,) = [
+        v
+        for v in g.load_dashboard(g.GRAFANA / "dashboards" / "soak.json")["templating"]["list"]
+        if v["name"] == "soak"
+    ]
+    assert _values(soaked.influx, var["query"]) == [soaked.run_id]
+    upgrade_runs = _values(soaked.influx, 'SHOW TAG VALUES FROM "upgrade_check" WITH KEY = "soak"')
+    assert len(upgrade_runs) == 1 and upgrade_runs != [soaked.run_id]
+
+
+def test_leak_alert_sees_the_growing_verdict_and_restart_alert_the_restart(
+    soaked: Soaked,
+) -> None:
+    """The alert queries' numbers, as the reduce and threshold expressions see them."""
+    by_uid = {q.where.split()[1]: q for q in g.alert_queries()}
+    tf = g.time_filter(relative="900s")
+    growing = soaked.influx.query(g.expand(by_uid["soak-leak-growing"].text, {}, tf), DB)
+    assert {s["tags"]["resource"] for s in growing} & {"rss_anon_bytes", "heap_inuse_bytes"}
+    restarts = soaked.influx.query(g.expand(by_uid["soak-target-restarted"].text, {}, tf), DB)
+    assert sum(row[1] for s in restarts for row in s["values"]) >= 1
+    spooling = soaked.influx.query(g.expand(by_uid["soak-sink-spooling"].text, {}, tf), DB)
+    assert spooling
