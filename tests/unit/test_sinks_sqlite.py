@@ -1,6 +1,9 @@
 from pathlib import Path
 
+import pytest
+
 from soak.points import Point
+from soak.sinks import sqlite as sqlite_module
 from soak.sinks.sqlite import SqliteStore
 
 RUN = {"soak": "r1", "scenario": "s", "target": "t", "version": "v1"}
@@ -67,4 +70,18 @@ def test_non_finite_values_are_left_out(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "points.db")
     store.write([p("load", 1, {"lat_p99_ms": float("nan"), "sent": 3.0}, **{"class": "all"})])
     assert list(store.points("r1")) == [p("load", 1, {"sent": 3.0}, **{"class": "all"})]
+    store.close()
+
+
+def test_points_are_read_in_pages_without_losing_or_splitting_any(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "_PAGE_ROWS", 7)  # pages end inside points
+    store = SqliteStore(tmp_path / "points.db")
+    written = [
+        p("x", i // 2, {"a": float(i), "b": "text", "c": 1.0}, k=str(i % 2)) for i in range(50)
+    ]
+    store.write(written)
+    assert list(store.points("r1")) == sorted(written, key=lambda q: (q.time_ns, q.tags["k"]))
+    assert len(list(store.points("r1", since_ns=20))) == 10
     store.close()

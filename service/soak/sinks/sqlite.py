@@ -40,6 +40,8 @@ CREATE INDEX IF NOT EXISTS samples_time ON samples (time_ns, series_id);
 
 Value = float | str
 
+_PAGE_ROWS = 10_000
+
 
 def _tags_key(tags: dict[str, str]) -> str:
     return json.dumps(tags, sort_keys=True, separators=(",", ":"))
@@ -144,32 +146,47 @@ class SqliteStore:
     def points(
         self, soak: str, measurement: str | None = None, since_ns: int | None = None
     ) -> Iterator[Point]:
-        """A run's points (of one measurement, from `since_ns` on, if given), time-ordered."""
-        sql = (
-            "SELECT s.id, s.measurement, s.tags, v.time_ns, v.field, v.num, v.txt"
-            " FROM samples v JOIN series s ON s.id = v.series_id WHERE s.soak = ?"
-        )
+        """A run's points (of one measurement, from `since_ns` on, if given), time-ordered.
+
+        Read in pages (keyset pagination), so a long run is never all in memory and
+        the store's lock is not held while the caller works on a page.
+        """
+        where = "s.soak = ?"
         args: list[object] = [soak]
         if measurement is not None:
-            sql += " AND s.measurement = ?"
+            where += " AND s.measurement = ?"
             args.append(measurement)
         if since_ns is not None:
-            sql += " AND v.time_ns >= ?"
+            where += " AND v.time_ns >= ?"
             args.append(since_ns)
-        sql += " ORDER BY v.time_ns, s.id, v.field"
-        with self._lock:
-            rows = self._db.execute(sql, args).fetchall()
+        sql = (
+            "SELECT v.time_ns, s.id, v.field, s.measurement, s.tags, v.num, v.txt"
+            " FROM samples v JOIN series s ON s.id = v.series_id WHERE " + where
+        )
+        order = " ORDER BY v.time_ns, s.id, v.field LIMIT ?"
+        after = " AND (v.time_ns, s.id, v.field) > (?, ?, ?)"
         current: tuple[int, int] | None = None
         fields: dict[str, FieldValue] = {}
-        meta: tuple[str, str, int] = ("", "", 0)
-        for series_id, meas, tags_json, time_ns, name, num, txt in rows:
-            if current != (series_id, time_ns):
-                if current is not None:
-                    yield Point(meta[0], fields, meta[2], json.loads(meta[1]))
-                current, fields, meta = (series_id, time_ns), {}, (meas, tags_json, time_ns)
-            fields[name] = num if txt is None else txt
+        meta: tuple[str, str] = ("", "")
+        last: tuple[int, int, str] | None = None
+        while True:
+            with self._lock:
+                if last is None:
+                    rows = self._db.execute(sql + order, [*args, _PAGE_ROWS]).fetchall()
+                else:
+                    page_args = [*args, *last, _PAGE_ROWS]
+                    rows = self._db.execute(sql + after + order, page_args).fetchall()
+            for time_ns, series_id, name, meas, tags_json, num, txt in rows:
+                if current != (series_id, time_ns):
+                    if current is not None:
+                        yield Point(meta[0], fields, current[1], json.loads(meta[1]))
+                    current, fields, meta = (series_id, time_ns), {}, (meas, tags_json)
+                fields[name] = num if txt is None else txt
+            if len(rows) < _PAGE_ROWS:
+                break
+            last = (rows[-1][0], rows[-1][1], rows[-1][2])
         if current is not None:
-            yield Point(meta[0], fields, meta[2], json.loads(meta[1]))
+            yield Point(meta[0], fields, current[1], json.loads(meta[1]))
 
     def latest(self, soak: str, measurement: str, field: str) -> Value | None:
         """The newest value of a field in a run, over all its tag sets."""
