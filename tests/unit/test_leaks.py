@@ -7,10 +7,12 @@ import random
 import pytest
 
 from soak.analysis.leaks import (
+    MAX_WINDOWS,
     LeakVerdict,
     leak_points,
     leak_verdict,
     mann_kendall,
+    merge_windows,
     theil_sen_slope,
     window_minima,
 )
@@ -178,3 +180,18 @@ def test_leak_points() -> None:
     assert p.tags == {"resource": "fds"}
     assert p.fields == {"slope_per_hour": 6.0, "p_value": 0.001, "verdict": "growing"}
     assert p.time_ns == 123
+
+
+def test_a_week_is_merged_into_at_most_max_windows() -> None:
+    flat = verdict(*sawtooth(8, hours=168), threshold=0.5 * MiB)
+    assert flat.verdict == "ok"
+    assert flat.windows <= MAX_WINDOWS
+    drift = verdict(*sawtooth(9, hours=168, drift_per_h=1 * MiB), threshold=0.5 * MiB)
+    assert drift.verdict == "growing"
+    assert drift.slope_per_hour == pytest.approx(1 * MiB, rel=0.05)
+
+
+def test_merge_windows_keeps_the_minimum() -> None:
+    minima = [(float(t), float(v)) for t, v in enumerate([5, 3, 4, 9, 1, 2, 8])]
+    assert merge_windows(minima, 3) == [(1.0, 3.0), (4.0, 1.0), (6.0, 8.0)]
+    assert merge_windows(minima, 10) == minima
