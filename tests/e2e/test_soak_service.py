@@ -6,72 +6,25 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
-from tests.e2e.soakrun import DEMO, QUICK, ROOT, processes_under, run_soak, soak_argv
+from tests.e2e.soakrun import (
+    DEMO,
+    QUICK,
+    TOKEN,
+    kinds,
+    processes_under,
+    run_soak,
+    service,
+    status,
+    wait_for,
+)
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
-
-TOKEN = "e2e-token"
-
-
-@contextmanager
-def service(data: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
-    log = open(data.parent / f"serve-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        soak_argv("serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)),
-        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
-        env={**os.environ, "SOAK_TOKEN": TOKEN},
-    )  # fmt: skip
-    try:
-        wait_for(lambda: _healthy(port), 20.0, "the service answers /healthz")
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
-        log.close()
-
-
-def _healthy(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting until {what}")
-
-
-def status(port: int, run_id: str) -> dict[str, Any]:
-    r = httpx.get(
-        f"http://127.0.0.1:{port}/runs/{run_id}",
-        headers={"Authorization": f"Bearer {TOKEN}"},
-        timeout=10.0,
-    )
-    r.raise_for_status()
-    result: dict[str, Any] = r.json()
-    return result
-
-
-def kinds(st: dict[str, Any]) -> list[str]:
-    return [e["kind"] for e in st["events"]]
 
 
 def test_kill_target_and_restart_service_mid_run(tmp_path: Path) -> None:
