@@ -171,3 +171,11 @@ def test_the_shipped_pdns_plans_load(tmp_path: Path) -> None:
     assert "one zone GET" in names and "no error lines in the log" in names
     post = next(c for c in plan.checks if c.name == "new zone POSTed")
     assert isinstance(post, ApiCheck) and post.method == "POST" and post.status == 201
+
+
+def test_docker_versions_need_a_volume(tmp_path: Path) -> None:
+    docker = {"runtime": "docker", "image": "x:1", "ports": {"dns": {"container": 53}}}
+    with pytest.raises(InputError, match=r"old\.volume: a docker version needs"):
+        load_plan(write_plan(tmp_path, old=docker, new={**docker, "volume": {"mount": "/d"}}))
+    with pytest.raises(InputError, match="the same runtime"):
+        load_plan(write_plan(tmp_path, new={**docker, "volume": {"mount": "/d"}}), env={})

@@ -8,7 +8,7 @@ deadline passes; the last attempt's verdict is the one reported.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -67,14 +67,16 @@ class CheckContext:
     base_dir: Path
 
 
-def _log_lines(path: Path | None) -> list[str]:
+def _log_lines(path: Path | None) -> Iterator[str]:
+    """The new version's log, line by line (a long log is not read into memory)."""
     if path is None:
         raise InputError("log check: the new version has no log file")
     try:
         with open(path, errors="replace") as fh:
-            return [line.rstrip("\n") for line in fh]
+            for line in fh:
+                yield line.rstrip("\n")
     except FileNotFoundError:
-        return []
+        return
 
 
 def evaluate(check: Check, ctx: CheckContext) -> Verdict:

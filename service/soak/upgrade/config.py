@@ -393,6 +393,8 @@ def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
     for side in ("old", "new"):
         if getattr(plan, side).runtime == "external":
             problems.append(f"{side}.runtime: an upgrade starts and stops it; external is not")
+        if getattr(plan, side).runtime == "docker" and getattr(plan, side).volume is None:
+            problems.append(f"{side}.volume: a docker version needs `volume: {{mount: PATH}}`")
         if getattr(getattr(plan, side), "data_dir", None):
             problems.append(f"{side}.data_dir: the plan's `data:` decides the data directory")
     if plan.old.runtime != plan.new.runtime:

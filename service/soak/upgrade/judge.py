@@ -243,11 +243,17 @@ def judge_unchanged(check: UnchangedCheck, before: Any, after: Any) -> Verdict:
 
 def judge_log(check: LogCheck, lines: Iterable[str]) -> Verdict:
     pattern = re.compile(check.pattern)
-    matching = [ln for ln in lines if pattern.search(ln)]
+    matching: list[str] = []
+    count = 0
+    for line in lines:
+        if pattern.search(line):
+            count += 1
+            if not matching:  # keep the first only: bounded memory on a long log
+                matching.append(line)
     if check.present:
         got = _short(matching[0], 200) if matching else "no matching line"
         return Verdict(bool(matching), f"a log line matching /{check.pattern}/", got)
-    got = f"{len(matching)} lines, first: {_short(matching[0], 400)}" if matching else "none"
+    got = f"{count} lines, first: {_short(matching[0], 400)}" if matching else "none"
     return Verdict(not matching, f"no log line matching /{check.pattern}/", got)
 
 
