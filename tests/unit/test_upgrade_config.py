@@ -171,6 +171,12 @@ def test_the_shipped_pdns_plans_load(tmp_path: Path) -> None:
     assert "one zone GET" in names and "no error lines in the log" in names
     post = next(c for c in plan.checks if c.name == "new zone POSTed")
     assert isinstance(post, ApiCheck) and post.method == "POST" and post.status == 201
+    docker = load_plan(
+        REPO / "scenarios" / "pdns-auth-upgrade-docker.yaml", [f"data.archive={archive}"], env={}
+    )
+    assert docker.migrate is not None and docker.migrate.container is not None
+    assert docker.data.owner == "pdns:pdns"
+    assert [c.name for c in docker.checks][:-1] == names  # the same checklist, plus one
 
 
 def test_docker_versions_need_a_volume(tmp_path: Path) -> None:
