@@ -212,6 +212,8 @@ def test_a_new_version_that_cannot_start_exits_2_with_its_log(
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "new version" in proc.stderr and "fatal: schema version 9 unknown" in proc.stderr
     assert junit_counts(junit) == (18, 1, 17)  # the start failure, then every check skipped
+    first = ET.parse(junit).getroot().find("testsuite/testcase")
+    assert first is not None and first.get("name") == "new version starts"
     assert list(work.iterdir()) == []
 
 

@@ -142,8 +142,10 @@ class UpgradeRunner:
         except StepFailed as exc:
             self._abort_checks(str(exc).split(":", 1)[0], str(exc))
         except TargetStartError as exc:
-            self.result.start_error = self.values.redact(str(exc))
-            self._abort_checks("versions start", self.result.start_error)
+            message = self.result.start_error = self.values.redact(str(exc))
+            sides = ("old", "new")
+            name = next((f"{s} version starts" for s in sides if message.startswith(s)), "data")
+            self._abort_checks(name, message)
 
     def _phase(self, phase: str, action: Callable[[], str]) -> None:
         start_s = time.monotonic()
