@@ -33,7 +33,7 @@ def resolve_ip(host: str) -> str:
     except ValueError:
         pass
     try:
-        return socket.getaddrinfo(host, None)[0][4][0]
+        return str(socket.getaddrinfo(host, None)[0][4][0])
     except OSError as exc:
         raise InputError(f"cannot resolve host {host!r}: {exc}") from exc
 
