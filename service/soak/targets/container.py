@@ -22,7 +22,7 @@ from docker.types import Mount, Ulimit
 from soak.errors import InputError, TargetStartError
 from soak.targets.base import ExitInfo, Running
 from soak.targets.common import LOG_TAIL_LINES, RuntimeBase, safe_name
-from soak.targets.config import DockerTarget
+from soak.targets.config import DockerTarget, PortSpec
 from soak.targets.ports import allocate_ports
 from soak.targets.procinfo import children, start_ticks
 from soak.targets.render import Placeholders, render, render_all, render_map, resolve, write_files
@@ -64,10 +64,11 @@ class _LogPump(threading.Thread):
         self.container_id, self.path, self.since = container_id, path, since
 
     def run(self) -> None:
-        with open(self.path, "ab") as out:
+        # A client of its own: the stream holds its connection for the container's life.
+        client = DockerClient.from_env(timeout=None)
+        with open(self.path, "ab") as out, contextlib.closing(client):
             try:
-                # A client of its own: the stream holds its connection for the container's life.
-                container = DockerClient.from_env(timeout=None).containers.get(self.container_id)
+                container = client.containers.get(self.container_id)
                 kwargs: dict[str, Any] = {"stream": True, "follow": True}
                 if self.since is not None:
                     kwargs["since"] = self.since
@@ -118,7 +119,7 @@ class DockerRuntime(RuntimeBase):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._check_image()
         host_net = self.cfg.network == "host"
-        ports = allocate_ports(self.name, self.cfg.ports, self.cfg.host)
+        ports = allocate_ports(self.name, self._host_port_specs(host_net), self.cfg.host)
         data_dir = self.cfg.volume.mount if self.cfg.volume else None
         values = self.placeholders(ports, data_dir)
         write_files(self.cfg.files, values, self.run_dir, self.base_dir)
@@ -136,6 +137,15 @@ class DockerRuntime(RuntimeBase):
             raise TargetStartError(f"{self.name}: container did not start: {message}") from exc
         self._after_start(since=None)
         return self.running
+
+    def _host_port_specs(self, host_net: bool) -> dict[str, PortSpec]:
+        """With host networking the port inside is the host port, unless one is given."""
+        if not host_net:
+            return self.cfg.ports
+        return {
+            name: spec.model_copy(update={"host": spec.host or spec.container})
+            for name, spec in self.cfg.ports.items()
+        }
 
     def _check_image(self) -> None:
         try:
@@ -289,6 +299,12 @@ class DockerRuntime(RuntimeBase):
         self._join_pump()
         return info
 
+    def close(self) -> None:
+        """Drops the engine connection (a long-lived service builds many targets)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
     def _stop_container(self) -> ExitInfo | None:
         try:
             if self.poll() is None:
@@ -309,6 +325,7 @@ class DockerRuntime(RuntimeBase):
             with contextlib.suppress(docker.errors.NotFound):
                 self.client.volumes.get(self._created_volume).remove(force=True)
             self._created_volume = None
+        self.close()
 
     def restart(self) -> Running:
         """The same container started again: same volume, same ports."""
