@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
+from soak.names import SERIES
 from tests.support import grafana as g
 from tests.support.servers import create_pdns_db, free_port
 from tests.support.tsdb import InfluxV1, influxdb_v1
@@ -338,3 +339,18 @@ def test_leak_alert_sees_the_growing_verdict_and_restart_alert_the_restart(
     assert sum(row[1] for s in restarts for row in s["values"]) >= 1
     spooling = soaked.influx.query(g.expand(by_uid["soak-sink-spooling"].text, {}, tf), DB)
     assert spooling
+
+
+def test_everything_written_is_in_the_names_table(soaked: Soaked) -> None:
+    """The other direction: the soak and the upgrade wrote only names of soak.names
+    (the table the dashboards are checked against), so that table is not stale."""
+    (measurements,) = soaked.influx.query("SHOW MEASUREMENTS", DB)
+    written = {row[0] for row in measurements["values"]}
+    assert written == set(SERIES), written ^ set(SERIES)
+    for m in sorted(written):
+        fields = [row[0] for s in soaked.influx.query(f'SHOW FIELD KEYS FROM "{m}"', DB)
+                  for row in s["values"]]  # fmt: skip
+        assert [f for f in fields if not SERIES[m].has_field(f)] == [], m
+        tags = [row[0] for s in soaked.influx.query(f'SHOW TAG KEYS FROM "{m}"', DB)
+                for row in s["values"]]  # fmt: skip
+        assert set(tags) - set(SERIES[m].all_tags) == set(), m

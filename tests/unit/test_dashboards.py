@@ -4,12 +4,14 @@ measurements, tags and fields the project writes (DESIGN.md "Time series")."""
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from soak.names import SERIES
 from tests.support import grafana as g
 
 DASHBOARD_IDS = [p.name for p in g.DASHBOARDS]
@@ -165,3 +167,32 @@ def test_expand_renders_like_grafana() -> None:
         "AND time >= now() - 6h GROUP BY time(30s)"
     )
     assert g.time_filter(1_500_000_000, 2_000_000_001) == "time >= 1500ms and time <= 2001ms"
+
+
+DESIGN = g.ROOT.parent / "shared" / "DESIGN.md"
+
+
+def _design_table() -> dict[str, tuple[list[str], list[str]]]:
+    """measurement -> (extra tags, fields) from DESIGN.md's "Time series" table."""
+    rows = {}
+    for line in DESIGN.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        # Parentheses hold examples and values (`GET /stats/summary`, `ok`...), not names.
+        tags, fields = (re.findall(r"`([^`]+)`", re.sub(r"\([^)]*\)", "", c)) for c in cells[1:])
+        rows[cells[0].strip("`")] = (tags, fields)
+    return rows
+
+
+@pytest.mark.skipif(not DESIGN.exists(), reason="shared/DESIGN.md is not beside the repository")
+def test_names_module_matches_the_design_table() -> None:
+    table = _design_table()
+    assert set(table) == set(SERIES)
+    for measurement, (tags, fields) in table.items():
+        series = SERIES[measurement]
+        assert set(tags) <= set(series.tags), measurement
+        fixed = [f for f in fields if "<" not in f]
+        assert set(fixed) == set(series.fields), measurement
+        for family in (f for f in fields if "<" in f):
+            assert series.has_field(family.replace("<name>", "noerror")), (measurement, family)
