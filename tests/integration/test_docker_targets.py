@@ -255,3 +255,36 @@ def test_port_taken_and_never_ready_leave_nothing(engine: Any, run_id: str, tmp_
     assert "not ready after 4 s" in message and "HTTP 40" in message
     assert "last log lines:" in message and "distribute questions" in message
     assert labelled(engine, run_id) == ([], [])
+
+
+def test_restart_then_reattach_after_a_service_restart(
+    engine: Any, run_id: str, tmp_path: Path
+) -> None:
+    spec = """
+name: unbound
+runtime: docker
+image: soak-test/unbound
+ports: {dns: {container: 5300, protocol: both}}
+on_exit: restart
+ready:
+  probes: [{kind: dns, name: www.example.test., answer: 192.0.2.10}]
+"""
+    first = make(tmp_path, run_id, spec)
+    first.start()
+    try:
+        running = first.wait_ready()
+        container_id, port, pid = running.container_id, running.ports["dns"], running.pid
+        again = first.restart()
+        assert again.restarts == 1 and again.container_id == container_id
+        assert first.wait_ready().ports["dns"] == port and again.pid != pid
+
+        # A new soak service process adopts the live container from the saved state.
+        adopted = make(tmp_path, run_id, spec)
+        state = again.to_state()
+        assert adopted.attach(state).container_id == container_id
+        assert adopted.poll() is None
+        assert dns_query("127.0.0.1", port, "www.example.test.").answers == ["192.0.2.10"]
+        assert adopted.stop() is not None
+    finally:
+        first.stop()
+    assert labelled(engine, run_id) == ([], [])

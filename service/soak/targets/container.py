@@ -260,13 +260,14 @@ class DockerRuntime(RuntimeBase):
         self._find_pid(running)  # init's child may not have existed right after start
 
     def poll(self) -> ExitInfo | None:
-        if self.container is None:
+        container = self.container  # stop() may clear it from another thread
+        if container is None:
             return None
         try:
-            self.container.reload()
+            container.reload()
         except docker.errors.NotFound:
             return ExitInfo(None)
-        return exit_info_from_state(self.container.attrs["State"])
+        return exit_info_from_state(container.attrs["State"])
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
         """From the engine (the log file may lag the stream by a moment)."""
