@@ -284,6 +284,10 @@ ready:
         assert adopted.attach(state).container_id == container_id
         assert adopted.poll() is None
         assert dns_query("127.0.0.1", port, "www.example.test.").answers == ["192.0.2.10"]
+        # The engine's stats: what samplers use when /proc does not show the container.
+        fields = adopted.stats_fields()  # type: ignore[attr-defined]
+        assert fields["rss_bytes"] > 1024**2 and fields["threads"] >= 1
+        assert fields["cpu_user_s"] + fields["cpu_system_s"] > 0
         assert adopted.stop() is not None
     finally:
         first.stop()
