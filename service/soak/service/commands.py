@@ -142,7 +142,10 @@ def _local_manager_status(data_dir: Path, run_id: str | None) -> Any:
         record = state.get_run(run_id)
         if record is None:
             raise InputError(f"no run {run_id!r} in {data_dir}")
-        return run_status(record, None, state)
+        from soak.service.run import points_path
+
+        points_db = points_path(record.scenario, data_dir, record.run_dir)
+        return run_status(record, None, state, points_db=points_db)
     finally:
         state.close()
 

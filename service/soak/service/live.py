@@ -48,7 +48,7 @@ def summary_rows(status: dict[str, Any]) -> list[tuple[str, str]]:
     if threads is None:
         threads = proc.get("threads")
     rate = fmt_num(status.get("rate_achieved_qps", load.get("rate_achieved")), 0)
-    target_rate = fmt_num(status.get("rate_target_qps"), 0)
+    target_rate = fmt_num(status.get("rate_target_qps", load.get("rate_target")), 0)
     lost_ratio = status.get("lost_ratio")
     return [
         ("run", f"{status.get('id')} ({status.get('status')})"),
@@ -91,7 +91,7 @@ def render(status: dict[str, Any]) -> RenderableType:
             vt.add_row(
                 str(v.get("resource")),
                 Text(str(v.get("verdict")), style=style),
-                fmt_num(v.get("slope_per_hour"), 2),
+                fmt_slope(str(v.get("resource")), v.get("slope_per_hour")),
                 fmt_num(v.get("p_value"), 3),
             )
         parts.append(vt)
@@ -104,9 +104,17 @@ def render(status: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
+def fmt_slope(resource: str, slope: Any) -> str:
+    """A growth per hour in the resource's unit: bytes as KiB/MiB, counts as numbers."""
+    if resource.endswith("_bytes"):
+        return f"{fmt_bytes(slope)}/h"
+    return f"{fmt_num(slope, 2)}/h"
+
+
 def verdict_lines(status: dict[str, Any]) -> list[str]:
     return [
-        f"{v.get('resource')}: {v.get('verdict')} ({fmt_num(v.get('slope_per_hour'), 2)}/h)"
+        f"{v.get('resource')}: {v.get('verdict')} "
+        f"({fmt_slope(str(v.get('resource')), v.get('slope_per_hour'))})"
         for v in status.get("verdicts") or []
     ]
 

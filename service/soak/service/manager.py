@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from soak.config import Scenario
 from soak.errors import InputError, SoakError
-from soak.service.run import Run, RunContext
+from soak.service.run import Run, RunContext, points_path
 from soak.service.scheduler import SoakScheduler
 from soak.service.state import ACTIVE, RunRecord, StateStore, new_run_id
 from soak.service.status import run_status
@@ -139,7 +139,8 @@ class RunManager:
 
     def status(self, run_id: str) -> dict[str, Any]:
         record = self.get_record(run_id)
-        return run_status(record, self.runs.get(run_id), self.state)
+        points_db = points_path(record.scenario, self.data_dir, record.run_dir)
+        return run_status(record, self.runs.get(run_id), self.state, points_db=points_db)
 
     def list_status(self) -> list[dict[str, Any]]:
         return [

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from soak.points import FieldValue
 from soak.service import phases
 from soak.service.run import Run
 from soak.service.state import RunRecord, StateStore
@@ -36,8 +37,14 @@ def read_result(run_dir: Path) -> dict[str, Any] | None:
 
 
 def run_status(
-    record: RunRecord, run: Run | None, state: StateStore, *, brief: bool = False
+    record: RunRecord,
+    run: Run | None,
+    state: StateStore,
+    *,
+    brief: bool = False,
+    points_db: Path | None = None,
 ) -> dict[str, Any]:
+    """`points_db`: where to read the latest samples of a run not live in this process."""
     scenario = record.scenario
     now_ns = time.time_ns()
     duration_s = scenario.duration_s
@@ -68,6 +75,8 @@ def run_status(
             status["rate_target_qps"] = span.rate_qps if span is not None else 0.0
     if run is not None:
         status.update(_live(run))
+    elif not brief and points_db is not None and points_db.exists():
+        status["latest"] = stored_latest(points_db, record.id)
     result = read_result(record.run_dir)
     if result is not None:
         status.setdefault("verdicts", result.get("verdicts", []))
@@ -87,6 +96,33 @@ def run_status(
         if (record.run_dir / name).exists()
     }
     return status
+
+
+# What the status view shows of a run it does not hold: (measurement, tags) -> fields.
+LATEST_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("process", ""): ("rss_bytes", "rss_anon_bytes", "rss_file_bytes", "fds", "threads"),
+    ("runtime", ""): ("goroutines", "heap_inuse_bytes"),
+    ("load", "all"): ("rate_achieved", "rate_target", "lat_p99_ms", "lost"),
+}
+
+
+def stored_latest(points_db: Path, run_id: str) -> dict[str, dict[str, FieldValue]]:
+    """The newest value of each field the view shows, read from the point store."""
+    from soak.sinks.sqlite import SqliteStore
+
+    store = SqliteStore(points_db)
+    latest: dict[str, dict[str, FieldValue]] = {}
+    try:
+        for (measurement, cls), names in LATEST_FIELDS.items():
+            key = f"{measurement},class={cls}" if cls else measurement
+            for name in names:
+                tags = {"class": cls} if cls else None
+                found = store.series(run_id, measurement, name, tags)
+                if found and found[0][1]:
+                    latest.setdefault(key, {})[name] = found[0][1][-1][1]
+    finally:
+        store.close()
+    return latest
 
 
 def _live(run: Run) -> dict[str, Any]:
