@@ -10,9 +10,9 @@ five-minute outage hides in a week's average.
 How each is judged (samples after the warm-up):
 - lost_ratio: lost / sent of the `all` class (or the sum of the classes).
 - wrong_answers: the count over the run (a count can only grow with the window).
-- p99_ms[class]: the per-tick p99, weighted by completed queries, averaged over
-  the window; a tick's p99 is noisy, and a mean of p99s is what the load
-  stats allow without merging histograms.
+- p99_ms[class]: the p99 of the window's queries, read from each tick's
+  percentiles and completed count (soak.analysis.latency): a mean of per-tick
+  p99s would overstate it when ticks hold few queries.
 - restarts: target restarts over the whole run, warm-up included: a crash is
   never warm-up noise.
 - leak[resource]: the verdict is not `growing`.
@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from soak.analysis.latency import Tick, make_knots, window_quantiles
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.rundata import ClassSeries, RunData, Series, run_data_from_store
 from soak.config import CriteriaConfig
@@ -153,13 +154,10 @@ def _wrong_answers(limit: int, data: RunData) -> CriterionResult:
 def _p99(cls: str, limit: float, window_s: float, data: RunData) -> list[CriterionResult]:
     name = f"p99_ms[{cls}]"
     cs = data.load.get(cls)
-    if cs is None or not cs.p99_ms:
-        return [_missing(name, limit, f"no p99 samples for class {cls!r}")]
-    weight_by_t = dict(cs.completed)
-    weights = [(t, weight_by_t.get(t, 1.0)) for t, _ in cs.p99_ms]
-    weighted = [(t, v * w) for (t, v), (_, w) in zip(cs.p99_ms, weights, strict=True)]
-    total_w = sum(w for _, w in weights)
-    run_p99 = sum(v for _, v in weighted) / total_w if total_w else 0.0
+    ticks = latency_ticks(cs) if cs is not None else []
+    run_p99, worst = window_quantiles(ticks, 0.99, _ns(window_s))
+    if run_p99 is None:
+        return [_missing(name, limit, f"no latency samples for class {cls!r}")]
     out = [
         CriterionResult(
             name,
@@ -167,10 +165,9 @@ def _p99(cls: str, limit: float, window_s: float, data: RunData) -> list[Criteri
             run_p99,
             limit,
             "run",
-            f"{cls}: mean per-tick p99 {run_p99:.3f} ms, at most {limit:g} ms",
+            f"{cls}: p99 {run_p99:.3f} ms over the run, at most {limit:g} ms",
         )
     ]
-    worst = worst_window(weighted, weights, _ns(window_s))
     if worst is not None:
         value, end_ns = worst
         out.append(
@@ -184,6 +181,26 @@ def _p99(cls: str, limit: float, window_s: float, data: RunData) -> list[Criteri
             )
         )
     return out
+
+
+def latency_ticks(cs: ClassSeries) -> list[Tick]:
+    """Each tick's percentiles and completed count (1 when not recorded); empty ticks dropped."""
+    by_name = {
+        "min": dict(cs.min_ms),
+        "p50": dict(cs.p50_ms),
+        "p95": dict(cs.p95_ms),
+        "p999": dict(cs.p999_ms),
+        "max": dict(cs.max_ms),
+    }
+    completed = dict(cs.completed)
+    ticks = []
+    for t, p99 in cs.p99_ms:
+        weight = completed.get(t, 1.0)
+        values = {name: series[t] for name, series in by_name.items() if t in series}
+        knots = make_knots({**values, "p99": p99})
+        if weight > 0 and knots:
+            ticks.append(Tick(t, weight, knots))
+    return ticks
 
 
 def _leak(v: LeakVerdict) -> CriterionResult:

@@ -27,6 +27,11 @@ _LOAD_FIELDS = {
     "lost": "lost",
     "wrong_answers": "wrong_answers",
     "p99_ms": "lat_p99_ms",
+    "min_ms": "lat_min_ms",
+    "p50_ms": "lat_p50_ms",
+    "p95_ms": "lat_p95_ms",
+    "p999_ms": "lat_p999_ms",
+    "max_ms": "lat_max_ms",
 }
 
 
@@ -39,6 +44,13 @@ class ClassSeries:
     lost: Series = field(default_factory=list)
     wrong_answers: Series = field(default_factory=list)
     p99_ms: Series = field(default_factory=list)
+    # The tick's other percentiles: with them a window's p99 is read from the
+    # ticks' rebuilt distributions (soak.analysis.latency); p99 alone also works.
+    min_ms: Series = field(default_factory=list)
+    p50_ms: Series = field(default_factory=list)
+    p95_ms: Series = field(default_factory=list)
+    p999_ms: Series = field(default_factory=list)
+    max_ms: Series = field(default_factory=list)
 
 
 @dataclass
