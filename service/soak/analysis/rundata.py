@@ -21,7 +21,7 @@ Series = list[tuple[int, float]]  # (time_ns, value), time-ordered
 StoredValue = float | str
 
 RESTART_EVENT_KIND = "restarted"
-_LOAD_FIELDS = {
+LOAD_FIELDS = {
     "sent": "sent",
     "completed": "completed",
     "lost": "lost",
@@ -135,7 +135,7 @@ def run_data_from_store(
     `leak` points (thresholds from `leaks` when given).
     """
     load: dict[str, ClassSeries] = {}
-    for attr, field_name in _LOAD_FIELDS.items():
+    for attr, field_name in LOAD_FIELDS.items():
         for cls, series in series_by_tag(
             store, soak_id, "load", field_name, "class", exclude_before_ns
         ).items():

@@ -17,8 +17,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from soak.analysis.criteria import counter_increments
-from soak.analysis.rundata import Series, StoreReader, numeric
+from soak.analysis.criteria import counter_increments, latency_ticks
+from soak.analysis.latency import window_quantiles
+from soak.analysis.rundata import LOAD_FIELDS, ClassSeries, Series, StoreReader, numeric
 from soak.report.model import PhaseSpan, ReportInput
 from soak.report.plots import PHASE_METRICS, PLOTS, LineSpec, PhaseMetric, thin
 
@@ -65,6 +66,7 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
                     row["metrics"][metric.key] = summarise(part, metric)
         _add_plot_lines(plots, measurement, field, tagged, inp.started_ns)
         fetched.pop((measurement, field))
+    _phase_p99(store, inp.run_id, spans, phase_rows)
     end_ns = inp.ended_ns or last_ns
     for row, span in zip(phase_rows, spans, strict=True):
         span_end_ns = span.end_ns if span.end_ns is not None else end_ns
@@ -143,6 +145,27 @@ def _host_line(host: dict[str, str]) -> str:
 
 def _phase_head(p: PhaseSpan) -> dict[str, Any]:
     return {"name": p.name, "warmup": p.warmup, "start": iso(p.start_ns), "metrics": {}}
+
+
+def _phase_p99(
+    store: StoreReader, run_id: str, spans: list[PhaseSpan], rows: list[dict[str, Any]]
+) -> None:
+    """Each phase's p99 of all queries, from the ticks' percentiles (as the criteria do)."""
+    cs = ClassSeries()
+    for attr, field in LOAD_FIELDS.items():
+        found = store.series(run_id, "load", field, {"class": "all"})
+        setattr(cs, attr, sorted(tv for _, samples in found for tv in numeric(samples, 0)))
+    ticks = latency_ticks(cs)
+    for i, (row, span) in enumerate(zip(rows, spans, strict=True)):
+        end = _OPEN if span.end_ns is None else span.end_ns
+        inside = [
+            t
+            for t in ticks
+            if span.start_ns < t.time_ns <= end or (i == 0 and t.time_ns == span.start_ns)
+        ]
+        p99, _ = window_quantiles(inside, 0.99, _OPEN)
+        if p99 is not None and isinstance(row["metrics"].get("lat_p99_ms"), dict):
+            row["metrics"]["lat_p99_ms"]["p99"] = p99
 
 
 def _events(store: StoreReader, inp: ReportInput) -> list[dict[str, Any]]:
