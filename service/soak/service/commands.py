@@ -24,6 +24,10 @@ server_option = click.option(
 )
 
 
+# Ctrl-C or SIGTERM of a foreground run, as a shell reports SIGINT.
+EXIT_INTERRUPTED = 130
+
+
 def _data_dir(value: Path | None) -> Path:
     return value if value is not None else default_data_dir()
 
@@ -120,7 +124,8 @@ def _exit_for(status: dict[str, Any]) -> None:
     if outcome == "failed":
         raise CheckFailed(status.get("message") or "a criterion failed")
     if outcome == "stopped":
-        raise CheckFailed("run stopped before its end")
+        click.echo("soak: stopped before its end (the report covers what ran)", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     raise SoakError(status.get("message") or f"run ended as {outcome}")
 
 

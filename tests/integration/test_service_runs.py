@@ -1,0 +1,90 @@
+"""A run through the control API in-process: submitted, ticking, reported on demand,
+stopped (judged and reported), and seen on /metrics. The target is this test process
+itself (an `external` target: sampled, never started or stopped)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from soak.service.api import create_app
+from soak.service.manager import RunManager
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "t"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    manager = RunManager(tmp_path / "data")
+    manager.start(resume=False)
+    try:
+        with TestClient(create_app(manager, TOKEN)) as c:
+            yield c
+    finally:
+        manager.shutdown(stop_runs=True)
+
+
+def wait_status(client: TestClient, run_id: str, until: Any, timeout_s: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status = client.get(f"/runs/{run_id}", headers=AUTH).json()
+        if until(status):
+            return status
+        time.sleep(0.2)
+    raise AssertionError(f"timed out; last status {status}")
+
+
+def test_submit_tick_report_stop(client: TestClient) -> None:
+    scenario = {
+        "name": "self",
+        "target": {"runtime": "external", "name": "pytest", "pid": os.getpid()},
+        "phases": [
+            {"name": "warmup", "duration_s": 2, "warmup": True},
+            {"name": "steady", "duration_s": 600},
+        ],
+        "samplers": {"interval_s": 1},
+        "leaks": {"window_s": 1, "min_windows": 3, "interval_s": 1},
+    }
+    r = client.post("/runs", json=scenario, headers=AUTH)
+    assert r.status_code == 201, r.text
+    run_id = r.json()["id"]
+    running = wait_status(
+        client,
+        run_id,
+        lambda s: s["status"] == "running" and s.get("latest", {}).get("process"),
+    )
+    assert running["latest"]["process"]["rss_bytes"] > 0
+    assert running["remaining_s"] > 500
+    listed = client.get("/runs", headers=AUTH).json()["runs"]
+    assert [x["id"] for x in listed] == [run_id]
+    # A report of a run still going is built on demand from what is stored.
+    report = client.get(f"/runs/{run_id}/report?format=md", headers=AUTH)
+    assert report.status_code == 200 and run_id in report.text
+    wait_status(client, run_id, lambda s: s["phase"] == "steady")
+    stopping = client.post(f"/runs/{run_id}/stop", headers=AUTH)
+    assert stopping.status_code == 202 and stopping.json()["stopping"]
+    final = wait_status(client, run_id, lambda s: s["status"] == "stopped")
+    assert [e["kind"] for e in final["events"]][-1] == "stop"
+    assert set(final["reports"]) == {"html", "json", "md"}
+    assert final["criteria"]  # judged on what ran
+    assert os.getpid() and Path(f"/proc/{os.getpid()}").exists()  # external: not stopped
+    metrics = client.get("/metrics").text
+    ticks = next(
+        float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith("soak_ticks_total")
+    )
+    assert ticks >= 3
+    assert f'soak_leak_verdict{{resource="rss_anon_bytes",soak="{run_id}"' in metrics
+    # Stopping a run that has ended changes nothing.
+    assert client.post(f"/runs/{run_id}/stop", headers=AUTH).status_code == 200
