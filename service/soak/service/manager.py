@@ -121,7 +121,10 @@ class RunManager:
         self.scheduler.add_run(run, time.time_ns())
 
     def _finished(self, run_id: str) -> None:
+        """A run has ended: its jobs go; its record, events and files stay."""
         self.scheduler.remove_run(run_id)
+        with self._lock:
+            self.runs.pop(run_id, None)  # a service that runs for months holds no old runs
 
     def stop(self, run_id: str) -> RunRecord:
         record = self.get_record(run_id)

@@ -371,8 +371,9 @@ class Run:
         with self._lock:
             if self.finished.is_set():
                 return self.outcome
-            status = "stopped" if reason == "stopped" else "completed"
-            return self._finish_locked(status, reason)
+            if reason == "stopped":
+                return self._finish_locked("stopped", "stopped before its end")
+            return self._finish_locked("completed", reason)
 
     def _finish_locked(self, status: str, message: str) -> Outcome:
         now_ns = time.time_ns()
