@@ -15,6 +15,7 @@ into the same InfluxDB.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -354,3 +355,42 @@ def test_everything_written_is_in_the_names_table(soaked: Soaked) -> None:
         tags = [row[0] for s in soaked.influx.query(f'SHOW TAG KEYS FROM "{m}"', DB)
                 for row in s["values"]]  # fmt: skip
         assert set(tags) - set(SERIES[m].all_tags) == set(), m
+
+
+def test_annotations_return_the_text_and_tags_columns(soaked: Soaked) -> None:
+    for path in g.DASHBOARDS:
+        variables = _variables(soaked, path)
+        for a in g.load_dashboard(path)["annotations"]["list"]:
+            text = g.expand(a["query"], variables, g.time_filter())
+            (series,) = soaked.influx.query(text, DB)
+            assert {a["textColumn"], a["tagsColumn"]} <= set(series["columns"]), a["name"]
+            kinds = {row[series["columns"].index("kind")] for row in series["values"]}
+            assert "ready" in kinds, kinds
+
+
+def test_alert_queries_return_numbers_for_the_reduce_expression(soaked: Soaked) -> None:
+    for q in g.alert_queries():
+        text = g.expand(q.text, {}, g.time_filter(relative="900s"))
+        values = [v for s in soaked.influx.query(text, DB) for row in s["values"] for v in row[1:]]
+        assert values and all(isinstance(v, int | float) for v in values), (q.where, values)
+
+
+def test_cpu_per_query_expression_has_aligned_inputs(soaked: Soaked) -> None:
+    """The panel's math expression ($A / $B * 1e6) joins A and B on time: the two
+    hidden queries must share buckets, and the result be a plausible µs per query."""
+    path = g.GRAFANA / "dashboards" / "soak.json"
+    (panel,) = [p for p in g.all_panels(g.load_dashboard(path)) if p["title"] == "CPU per query"]
+    variables = _variables(soaked, path)
+    by_ref = {}
+    for t in panel["targets"]:
+        if t["datasource"]["uid"] != g.EXPR_UID:
+            text = g.expand(t["query"], variables, g.time_filter(), interval="10s")
+            (series,) = soaked.influx.query(text, DB)
+            by_ref[t["refId"]] = {row[0]: row[1] for row in series["values"]}
+    common = [ts for ts in by_ref["A"] if ts in by_ref["B"] and by_ref["B"][ts]]
+    assert common
+    us_per_query = sorted(by_ref["A"][ts] / by_ref["B"][ts] * 1e6 for ts in common)
+    assert all(math.isfinite(us) and us > 0 for us in us_per_query), us_per_query
+    # Not a speed figure (shared noisy cores): only the scale. A CPU seconds / q/s mix-up
+    # would be off by 1e6.
+    assert 1 < us_per_query[len(us_per_query) // 2] < 100_000, us_per_query

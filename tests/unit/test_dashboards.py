@@ -196,3 +196,33 @@ def test_names_module_matches_the_design_table() -> None:
         assert set(fixed) == set(series.fields), measurement
         for family in (f for f in fields if "<" in f):
             assert series.has_field(family.replace("<name>", "noerror")), (measurement, family)
+
+
+@pytest.mark.parametrize("path", g.DASHBOARDS, ids=DASHBOARD_IDS)
+def test_panel_targets_and_expressions_resolve(path: Path) -> None:
+    for panel in g.all_panels(g.load_dashboard(path)):
+        targets = panel.get("targets", [])
+        refs = [t["refId"] for t in targets]
+        assert len(refs) == len(set(refs)), panel["title"]
+        for t in targets:
+            if t["datasource"]["uid"] == g.EXPR_UID:
+                used = set(re.findall(r"\$([A-Z])\b", t["expression"]))
+                assert used and used <= set(refs) - {t["refId"]}, panel["title"]
+
+
+@pytest.mark.parametrize("path", g.DASHBOARDS, ids=DASHBOARD_IDS)
+def test_alias_tags_are_grouped_by(path: Path) -> None:
+    """`$tag_x` in a legend only works when the query groups by x."""
+    for panel in g.all_panels(g.load_dashboard(path)):
+        for t in panel.get("targets", []):
+            aliased = set(re.findall(r"\$tag_(\w+)", t.get("alias", "")))
+            group_by = t.get("query", "").partition("GROUP BY")[2]
+            grouped = set(re.findall(r'"(\w+)"', group_by))
+            assert aliased <= grouped, (panel["title"], t["refId"])
+
+
+@pytest.mark.parametrize("path", g.DASHBOARDS, ids=DASHBOARD_IDS)
+def test_annotations_name_columns_their_query_selects(path: Path) -> None:
+    for a in g.load_dashboard(path)["annotations"]["list"]:
+        selected = g.names_in(a["query"]).identifiers
+        assert a["textColumn"] in selected and a["tagsColumn"] in selected, a["name"]
