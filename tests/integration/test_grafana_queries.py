@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,7 +37,13 @@ from tests.support import grafana as g
 from tests.support.servers import create_pdns_db, free_port
 from tests.support.tsdb import InfluxV1, influxdb_v1
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        any(shutil.which(b) is None for b in ("influxd", "pdns_server", "sqlite3")),
+        reason="influxd, pdns_server or sqlite3 is not installed",
+    ),
+]
 
 DB = "soak"
 API_KEY = "soak-grafana-test-key"
