@@ -84,7 +84,7 @@ def test_submit_tick_report_stop(client: TestClient) -> None:
         for line in metrics.splitlines()
         if line.startswith("soak_ticks_total")
     )
-    assert ticks >= 3
+    assert ticks >= 2
     assert f'soak_leak_verdict{{resource="rss_anon_bytes",soak="{run_id}"' in metrics
     # Stopping a run that has ended changes nothing.
     assert client.post(f"/runs/{run_id}/stop", headers=AUTH).status_code == 200

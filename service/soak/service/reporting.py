@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,7 @@ def as_dict(obj: Any) -> dict[str, Any]:
     return dict(obj)
 
 
-def judge_and_report(run: Run, status: str, message: str) -> Outcome:
+def judge_and_report(run: Run, status: str, message: str, *, ended_ns: int) -> Outcome:
     """`completed` becomes `passed` or `failed` by the criteria; other statuses stay."""
     from soak.service.run import Outcome
 
@@ -54,13 +53,13 @@ def judge_and_report(run: Run, status: str, message: str) -> Outcome:
             message = "completed; all criteria pass"
     outcome = Outcome(status, message, criteria)
     write_result(run, outcome)
-    # The record says how the run ended before the report (which shows it) is written.
-    run.ctx.state.update_run(run.id, status=status, message=message, ended_ns=time.time_ns())
     try:
-        write_reports(run, run.run_dir)
+        write_reports(run, run.run_dir, status=status, ended_ns=ended_ns)
     except Exception as exc:
         log.exception("run %s: report", run.id)
         run.event("error", f"report could not be written: {exc}", 0.0)
+    # Final only now: whoever sees the final status finds the result and the reports.
+    run.ctx.state.update_run(run.id, status=status, message=message, ended_ns=ended_ns)
     return outcome
 
 
@@ -99,13 +98,14 @@ def write_result(run: Run, outcome: Outcome) -> None:
     (run.run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2, default=str) + "\n")
 
 
-def write_reports(run: Run, run_dir: Path) -> dict[str, Path]:
+def write_reports(run: Run, run_dir: Path, *, status: str, ended_ns: int) -> dict[str, Path]:
     """report.html, report.json and report.md of a run into its directory."""
     from soak.service.reportinput import render_all
 
     written = {}
-    record = run.ctx.state.get_run(run.id)
-    assert record is not None
+    stored = run.ctx.state.get_run(run.id)
+    assert stored is not None
+    record = dataclasses.replace(stored, status=status, ended_ns=ended_ns)
     for fmt, text in render_all(run.points_path, run.ctx.state, record).items():
         path = run_dir / REPORT_FORMATS[fmt]
         path.write_text(text)

@@ -9,6 +9,7 @@ threads; a lock keeps one of them at a time on the run's parts.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from soak.service.verdicts import run_verdicts
 from soak.sinks.config import SinkConfig, SqliteSinkConfig
 from soak.sinks.metrics import ServiceMetrics
 from soak.targets.base import Running
+
+log = logging.getLogger(__name__)
 
 NS_PER_S = 1_000_000_000
 # Margin given to the load engine beyond the run's end: the end job stops it first.
@@ -386,18 +389,19 @@ class Run:
         if self.sinks is not None:
             self.sinks.close()  # flushed: the criteria and the report read every point
             self.sinks = None
-        self.outcome = self._judge_and_report(status, message)
-        self.ctx.state.update_run(
-            self.id, status=self.outcome.status, message=self.outcome.message, ended_ns=now_ns
-        )
+        from soak.service.reporting import judge_and_report
+
+        try:
+            self.outcome = judge_and_report(self, status, message, ended_ns=now_ns)
+        except Exception as exc:  # the run must still end, with the fault as its status
+            log.exception("run %s: judging", self.id)
+            self.outcome = Outcome("error", f"judging the run failed: {exc}")
+            self.ctx.state.update_run(
+                self.id, status="error", message=self.outcome.message, ended_ns=now_ns
+            )
         self.finished.set()
         self.ctx.on_finished(self.id)
         return self.outcome
-
-    def _judge_and_report(self, status: str, message: str) -> Outcome:
-        from soak.service.reporting import judge_and_report
-
-        return judge_and_report(self, status, message)
 
     def detach(self) -> None:
         """Service shutdown: stop the load and the writing, leave the targets running."""
