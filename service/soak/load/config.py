@@ -52,5 +52,7 @@ class LoadConfig(StrictModel):
     workers: int = Field(default=1, ge=1, le=64)
     flows: int = Field(default=128, ge=1, le=4096)  # UDP source ports (or TCP connections)
     timeout_s: DurationS = 2.0
+    # Outstanding queries per worker when rate_qps is 0 (flat out), like dnsperf -q.
+    max_outstanding: int = Field(default=100, ge=1, le=60000)
     seed: int | None = None
     mix: list[QueryClass] = Field(default_factory=list, min_length=1)

@@ -1,0 +1,41 @@
+"""`python -m soak.load.child CTRL_FD STATS_FD`: one load worker process.
+
+Workers are separate interpreters started by LoadRunner (not multiprocessing
+spawn or fork: spawn re-imports the caller's main module and fork is unsafe in
+a service with threads). The first message on the control pipe is the
+WorkerSpec; Intervals go back on the stats pipe.
+"""
+
+from __future__ import annotations
+
+import sys
+from multiprocessing.connection import Connection
+
+from soak.load.worker import Control, WorkerSpec
+
+
+def main(argv: list[str]) -> int:
+    ctrl = Connection(int(argv[0]), writable=False)
+    stats = Connection(int(argv[1]), readable=False)
+    try:
+        spec = ctrl.recv()
+        assert isinstance(spec, WorkerSpec)
+        control = Control(ctrl, spec.rate_qps)
+        if spec.protocol == "tcp":
+            from soak.load.tcp import run_tcp
+
+            run_tcp(spec, control, stats)
+        else:
+            from soak.load.udp import run_udp
+
+            run_udp(spec, control, stats)
+    except Exception as exc:  # reported to the parent, which marks the run failed
+        stats.send(("error", f"worker: {type(exc).__name__}: {exc}"))
+        return 1
+    finally:
+        stats.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

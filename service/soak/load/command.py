@@ -1,0 +1,102 @@
+"""`soak load`: one open-loop load run with a dnsperf-like summary (or --json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from pydantic import ValidationError
+
+from soak.errors import CheckFailed, InputError
+from soak.load.config import LoadConfig
+from soak.load.runner import run_load
+from soak.load.summary import format_summary
+from soak.netsafety import check_allowed, parse_host_port
+
+
+def _config(
+    queries: Path | None, scenario: Path | None, options: dict[str, object]
+) -> tuple[LoadConfig, Path]:
+    """The LoadConfig from --queries or a scenario's `load:` section, flags on top."""
+    given = {k: v for k, v in options.items() if v is not None}
+    if scenario is not None:
+        from soak.config import load_scenario
+
+        sc = load_scenario(scenario)
+        if sc.load is None:
+            raise InputError(f"{scenario}: no `load:` section")
+        data = sc.load.model_dump(exclude_unset=True)
+        base = sc.base_dir
+    elif queries is not None:
+        data = {"mix": [{"name": "queries", "file": str(queries)}]}
+        base = Path.cwd()
+    else:
+        raise InputError("give --queries FILE (or --scenario FILE with a `load:` section)")
+    data.update(given)
+    try:
+        return LoadConfig.model_validate(data), base
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{where}: {err['msg']}") from None
+
+
+@click.command("load")
+@click.option("--server", required=True, help="host:port of the DNS server")
+@click.option("--queries", type=click.Path(path_type=Path), help="dnsperf-format query file")
+@click.option("--scenario", type=click.Path(path_type=Path), help="take the mix from a scenario")
+@click.option("--rate", type=float, default=None, help="queries per second; 0 = flat out")
+@click.option("--duration", type=str, default=None, help="seconds (or 30s, 2m)")
+@click.option("--protocol", type=click.Choice(["udp", "tcp"]), default=None)
+@click.option("--engine", type=click.Choice(["builtin", "dnsperf"]), default=None)
+@click.option("--workers", type=int, default=None, help="worker processes (rate is shared)")
+@click.option("--flows", type=int, default=None, help="UDP source ports or TCP connections")
+@click.option("--timeout", type=float, default=None, help="seconds before a query is lost")
+@click.option("--seed", type=int, default=None, help="seed for random names")
+@click.option("--allow-target", "allow_targets", multiple=True, help="CIDR beyond loopback")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def load_cmd(
+    server: str,
+    queries: Path | None,
+    scenario: Path | None,
+    rate: float | None,
+    duration: str | None,
+    protocol: str | None,
+    engine: str | None,
+    workers: int | None,
+    flows: int | None,
+    timeout: float | None,
+    seed: int | None,
+    allow_targets: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Open-loop DNS load against SERVER; exit 1 if nothing was answered."""
+    host, port = parse_host_port(server)
+    check_allowed(host, allow_targets)
+    if rate is not None and rate < 0:
+        raise InputError(f"--rate must not be negative: {rate:g}")
+    if timeout is not None and timeout <= 0:
+        raise InputError(f"--timeout must be positive: {timeout:g}")
+    options: dict[str, object] = {
+        "rate_qps": rate,
+        "duration_s": duration,
+        "protocol": protocol,
+        "engine": engine,
+        "workers": workers,
+        "flows": flows,
+        "timeout_s": timeout,
+        "seed": seed,
+    }
+    cfg, base = _config(queries, scenario, options)
+    if cfg.duration_s is None or cfg.duration_s <= 0:
+        raise InputError("--duration must be positive (e.g. 30 or 30s)")
+    result = run_load(
+        cfg, (host, port), cfg.duration_s, cfg.rate_qps, base_dir=base, allow_targets=allow_targets
+    )
+    if as_json:
+        click.echo(json.dumps(result.to_json_dict(), indent=2))
+    else:
+        click.echo(format_summary(result, f"{host}:{port}"), nl=False)
+    if result.sent > 0 and result.completed == 0:
+        raise CheckFailed(f"no answer from {host}:{port}: {result.lost} of {result.sent} lost")

@@ -1,0 +1,256 @@
+"""LoadRunner: worker processes that carry the load, and their merged stats.
+
+The soak service drives one LoadRunner through a run's phases (start,
+set_rate, take_window every tick, stop); `soak load` uses run_load. Workers
+are spawned (not forked: the service has threads) and each carries
+rate / workers. They send one Interval a second through a pipe; a reader
+thread here folds them into the current window and into the run's totals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+import soak
+from soak.errors import InputError, SoakError
+from soak.load.config import LoadConfig
+from soak.load.queries import build_classes, mix_schedule
+from soak.load.stats import Interval, LoadResult, MixStats, is_generator_bound, result_from
+from soak.load.worker import WorkerSpec
+from soak.netsafety import check_allowed
+
+JOIN_GRACE_S = 5.0
+
+
+def spawn_worker(spec: WorkerSpec) -> tuple[subprocess.Popen[bytes], Connection, Connection]:
+    """A worker interpreter with a control pipe (to it) and a stats pipe (from it)."""
+    ctrl_r, ctrl_w = os.pipe()
+    stats_r, stats_w = os.pipe()
+    env = dict(os.environ)
+    package_root = str(Path(soak.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    argv = [sys.executable, "-m", "soak.load.child", str(ctrl_r), str(stats_w)]
+    try:
+        proc = subprocess.Popen(argv, pass_fds=(ctrl_r, stats_w), stdin=subprocess.DEVNULL, env=env)
+    finally:
+        os.close(ctrl_r)
+        os.close(stats_w)
+    ctrl = Connection(ctrl_w, readable=False)
+    stats = Connection(stats_r, writable=False)
+    ctrl.send(spec)
+    return proc, ctrl, stats
+
+
+class LoadRunner:
+    def __init__(
+        self,
+        cfg: LoadConfig,
+        server: tuple[str, int],
+        *,
+        base_dir: Path,
+        allow_targets: Sequence[str] = (),
+    ) -> None:
+        if cfg.engine != "builtin":
+            raise InputError("LoadRunner runs the builtin engine; dnsperf runs via `soak load`")
+        host, port = server
+        if not 1 <= port <= 65535:
+            raise InputError(f"port out of range: {port} (1-65535)")
+        self.cfg = cfg
+        self.host = check_allowed(host, tuple(allow_targets))
+        self.port = port
+        seed = cfg.seed if cfg.seed is not None else int(time.time())
+        self.classes = build_classes(cfg.mix, base_dir, seed)
+        self.names = [c.name for c in self.classes]
+        self.weights = [c.weight for c in self.classes]
+        self.schedule = mix_schedule(self.weights)
+        self._highest_us = int(cfg.timeout_s * 1e6) + 1000
+        self._lock = threading.Lock()
+        self._window = MixStats(self.names, self._highest_us)
+        self._total = MixStats(self.names, self._highest_us)
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._conns: list[Connection] = []
+        self._ctrls: list[Connection] = []
+        self._reader: threading.Thread | None = None
+        self._errors: list[str] = []
+        self._rate_qps = 0.0
+        self._started_at = 0.0
+        self._stopped_at: float | None = None
+        self._max_duration_s = 0.0
+        self._window_at = 0.0
+        self._rate_integral = 0.0  # q/s x s since the last window
+        self._rate_changed_at = 0.0
+        self._result: LoadResult | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, rate_qps: float, max_duration_s: float) -> None:
+        if rate_qps < 0 or max_duration_s <= 0:
+            raise InputError("rate must be >= 0 and max duration > 0")
+        if self._procs:
+            raise SoakError("LoadRunner.start called twice")
+        workers = self.cfg.workers
+        for index in range(workers):
+            spec = WorkerSpec(
+                index=index,
+                host=self.host,
+                port=self.port,
+                protocol=self.cfg.protocol,
+                flows=self.cfg.flows,
+                timeout_s=self.cfg.timeout_s,
+                classes=self.classes,
+                schedule=self.schedule,
+                start_offset=index * 7919,
+                max_outstanding=self.cfg.max_outstanding,
+                duration_s=max_duration_s,
+                max_duration_s=max_duration_s,
+                rate_qps=rate_qps / workers,
+            )
+            proc, ctrl, stats = spawn_worker(spec)
+            self._procs.append(proc)
+            self._ctrls.append(ctrl)
+            self._conns.append(stats)
+        now = time.monotonic()
+        self._started_at = self._window_at = self._rate_changed_at = now
+        self._rate_qps = rate_qps
+        self._max_duration_s = max_duration_s
+        self._reader = threading.Thread(target=self._read, name="load-stats", daemon=True)
+        self._reader.start()
+
+    def set_rate(self, rate_qps: float) -> None:
+        if rate_qps < 0:
+            raise InputError(f"rate must not be negative: {rate_qps}")
+        with self._lock:
+            self._account_rate(time.monotonic())
+            self._rate_qps = rate_qps
+        self._send_all(("rate", rate_qps / max(1, len(self._ctrls))))
+
+    def alive(self) -> bool:
+        return bool(self._procs) and not self._errors and all(p.poll() is None for p in self._procs)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Until every worker has finished by itself (True) or timeout_s passed."""
+        deadline = time.monotonic() + timeout_s
+        for proc in self._procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+        return all(p.poll() is not None for p in self._procs)
+
+    def stop(self) -> LoadResult:
+        if self._result is not None:
+            return self._result
+        if self._stopped_at is None:
+            self._stopped_at = time.monotonic()
+        self._send_all(("stop",))
+        grace_s = self.cfg.timeout_s + JOIN_GRACE_S
+        self.wait(grace_s)
+        for proc in self._procs:
+            if proc.poll() is None:
+                self._errors.append(f"worker pid {proc.pid} did not stop; killed")
+                proc.kill()
+                proc.wait(2.0)
+            elif proc.returncode != 0 and not self._errors:
+                self._errors.append(f"worker pid {proc.pid} exited with {proc.returncode}")
+        for ctrl in self._ctrls:
+            ctrl.close()
+        if self._reader is not None:
+            self._reader.join(grace_s)
+        self._result = self.totals()
+        return self._result
+
+    # ------------------------------------------------------------ stats
+
+    def take_window(self) -> dict[str, dict[str, float]]:
+        now = time.monotonic()
+        with self._lock:
+            window, self._window = self._window, MixStats(self.names, self._highest_us)
+            self._account_rate(now)
+            window_s = now - self._window_at
+            rate_target = self._rate_integral / window_s if window_s > 0 else self._rate_qps
+            self._window_at, self._rate_integral = now, 0.0
+        fields: dict[str, dict[str, float]] = window.fields(window_s, rate_target, self.weights)
+        return fields
+
+    def totals(self) -> LoadResult:
+        with self._lock:
+            end = self._stopped_at if self._stopped_at is not None else time.monotonic()
+            send_s = min(end - self._started_at, self._max_duration_s) if self._procs else 0.0
+            result = result_from(self._total, "builtin", send_s, self._rate_qps)
+        result.generator_bound = is_generator_bound(
+            self._rate_qps, result.sent, send_s, self._total.skipped
+        )
+        result.notes.extend(self._errors)
+        return result
+
+    @property
+    def errors(self) -> list[str]:
+        return list(self._errors)
+
+    def _send_all(self, msg: tuple[Any, ...]) -> None:
+        for ctrl in self._ctrls:
+            try:
+                ctrl.send(msg)
+            except OSError:  # that worker has gone; alive() and stop() report it
+                continue
+
+    def _account_rate(self, now: float) -> None:
+        self._rate_integral += self._rate_qps * (now - self._rate_changed_at)
+        self._rate_changed_at = now
+
+    def _read(self) -> None:
+        conns = list(self._conns)
+        while conns:
+            for conn in wait(conns, timeout=0.5):
+                assert isinstance(conn, Connection)
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    conns.remove(conn)
+                    continue
+                if isinstance(msg, Interval):
+                    with self._lock:
+                        self._window.add(msg)
+                        self._total.add(msg)
+                else:
+                    self._errors.append(str(msg[1]))
+
+
+def run_load(
+    cfg: LoadConfig,
+    server: tuple[str, int],
+    duration_s: float,
+    rate_qps: float,
+    *,
+    base_dir: Path | None = None,
+    allow_targets: Sequence[str] = (),
+) -> LoadResult:
+    """One load run of duration_s at rate_qps (0: flat out) with either engine."""
+    if duration_s <= 0:
+        raise InputError(f"duration must be positive: {duration_s}")
+    if rate_qps < 0:
+        raise InputError(f"rate must not be negative: {rate_qps}")
+    base = base_dir or Path.cwd()
+    if cfg.engine == "dnsperf":
+        from soak.load.dnsperf import run_dnsperf
+
+        return run_dnsperf(cfg, server, duration_s, rate_qps, base, allow_targets)
+    runner = LoadRunner(cfg, server, base_dir=base, allow_targets=allow_targets)
+    runner.start(rate_qps, duration_s)
+    try:
+        runner.wait(duration_s + cfg.timeout_s + JOIN_GRACE_S + 10.0)
+    finally:
+        result = runner.stop()
+    if runner.errors:
+        raise SoakError("; ".join(runner.errors))
+    # Workers each sent for duration_s from their own start.
+    result.duration_s = duration_s
+    result.generator_bound = is_generator_bound(rate_qps, result.sent, duration_s, result.skipped)
+    return result

@@ -1,0 +1,242 @@
+"""Load statistics: what a worker reports each second and how reports merge.
+
+Workers keep plain counters and a dict of latency (whole microseconds) ->
+count; they ship one `Interval` per second. The parent folds those into HDR
+histograms (hdrh), so percentiles come from merged histograms, never from
+averaged percentiles. Memory is bounded: counters and histograms only.
+
+Accounting follows dnsperf: every query sent ends as completed (a reply
+within the timeout) or lost; a reply after the timeout is counted as `late`
+and is never a latency sample. Counts are by event time, so within one
+window sent != completed + lost; over a whole run that has drained, it is.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import dns.rcode
+from hdrh.histogram import HdrHistogram
+
+PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
+
+
+@dataclass
+class ClassInterval:
+    """One class's counts over one interval of one worker (picklable, plain types)."""
+
+    sent: int = 0
+    completed: int = 0
+    lost: int = 0
+    late: int = 0
+    wrong: int = 0
+    unexpected: int = 0  # replies that match no outstanding query
+    rcodes: dict[int, int] = field(default_factory=dict)
+    lat_us: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class Interval:
+    worker: int
+    interval_s: float
+    rate_target_qps: float  # this worker's share during the interval
+    backlog: int  # queries due but not yet sent at the end of the interval
+    skipped: int  # queries dropped from the schedule: the generator fell > 1 s behind
+    classes: list[ClassInterval]
+    final: bool = False
+
+
+def rcode_name(code: int) -> str:
+    try:
+        return dns.rcode.to_text(dns.rcode.Rcode(code))
+    except ValueError:
+        return f"RCODE{code}"
+
+
+class ClassStats:
+    """Running totals of one class (or of all classes) with an HDR histogram in µs."""
+
+    def __init__(self, highest_us: int) -> None:
+        self.highest_us = max(highest_us, 2)
+        self.sent = self.completed = self.lost = self.late = self.wrong = self.unexpected = 0
+        self.rcodes: dict[int, int] = {}
+        self.hist = HdrHistogram(1, self.highest_us, 3)
+        self.sum_us = 0
+        self.min_us = sys.maxsize
+        self.max_us = 0
+
+    def add(self, ci: ClassInterval) -> None:
+        self.sent += ci.sent
+        self.completed += ci.completed
+        self.lost += ci.lost
+        self.late += ci.late
+        self.wrong += ci.wrong
+        self.unexpected += ci.unexpected
+        for code, n in ci.rcodes.items():
+            self.rcodes[code] = self.rcodes.get(code, 0) + n
+        hist = self.hist
+        highest = self.highest_us
+        for us, n in ci.lat_us.items():
+            hist.record_value(us if us < highest else highest, n)
+            self.sum_us += us * n
+            if us < self.min_us:
+                self.min_us = us
+            if us > self.max_us:
+                self.max_us = us
+
+    def latency_ms(self) -> dict[str, float | None]:
+        """min, avg, p50, p95, p99, p999, max, stddev in ms (None without samples)."""
+        n = self.hist.get_total_count()
+        if n == 0:
+            keys = ["min", "avg", *(k for k, _ in PERCENTILES), "max", "stddev"]
+            return dict.fromkeys(keys, None)
+        out: dict[str, float | None] = {
+            "min": self.min_us / 1000,
+            "avg": round(self.sum_us / n / 1000, 6),
+        }
+        for key, pct in PERCENTILES:
+            out[key] = self.hist.get_value_at_percentile(pct) / 1000
+        out["max"] = self.max_us / 1000
+        out["stddev"] = round(self.hist.get_stddev() / 1000, 6)
+        return out
+
+    def rcode_counts(self) -> dict[str, int]:
+        return {rcode_name(c): n for c, n in sorted(self.rcodes.items())}
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "sent": self.sent,
+            "completed": self.completed,
+            "lost": self.lost,
+            "late": self.late,
+            "wrong_answers": self.wrong,
+            "rcodes": self.rcode_counts(),
+            "latency_ms": self.latency_ms(),
+        }
+
+    def fields(self, window_s: float, rate_target_qps: float) -> dict[str, float]:
+        """The DESIGN `load` measurement's fields for this window."""
+        out: dict[str, float] = {
+            "sent": self.sent,
+            "completed": self.completed,
+            "lost": self.lost,
+            "late": self.late,
+            "rate_target": rate_target_qps,
+            "rate_achieved": self.sent / window_s if window_s > 0 else 0.0,
+            "wrong_answers": self.wrong,
+        }
+        lat = self.latency_ms()
+        for key in ("min", "avg", "p50", "p95", "p99", "p999", "max"):
+            value = lat[key]
+            if value is not None:  # no samples: the field is absent, not a fake 0
+                out[f"lat_{key}_ms"] = value
+        for code, n in self.rcodes.items():
+            out[f"rcode_{rcode_name(code).lower()}"] = n
+        return out
+
+
+class MixStats:
+    """Per-class stats plus `all`, fed with worker intervals."""
+
+    def __init__(self, class_names: list[str], highest_us: int) -> None:
+        self.names = list(class_names)
+        self.classes = [ClassStats(highest_us) for _ in class_names]
+        self.all = ClassStats(highest_us)
+        self.rate_target_s = 0.0  # sum over intervals of rate x seconds
+        self.backlog_max = 0
+        self.skipped = 0
+
+    def add(self, iv: Interval) -> None:
+        for stats, ci in zip(self.classes, iv.classes, strict=True):
+            stats.add(ci)
+            self.all.add(ci)
+        self.rate_target_s += iv.rate_target_qps * iv.interval_s
+        self.backlog_max = max(self.backlog_max, iv.backlog)
+        self.skipped += iv.skipped
+
+    def fields(self, window_s: float, rate_target_qps: float, weights: list[float]) -> Any:
+        total_w = sum(weights)
+        out = {
+            name: stats.fields(window_s, rate_target_qps * w / total_w)
+            for name, stats, w in zip(self.names, self.classes, weights, strict=True)
+        }
+        out["all"] = self.all.fields(window_s, rate_target_qps)
+        return out
+
+
+@dataclass
+class LoadResult:
+    """A whole run (or a run so far), in the shape both engines report."""
+
+    engine: str
+    duration_s: float
+    target_rate: float
+    sent: int
+    completed: int
+    lost: int
+    late: int
+    rcodes: dict[str, int]
+    latency_ms: dict[str, float | None]
+    generator_bound: bool
+    classes: dict[str, dict[str, Any]]
+    skipped: int = 0
+    unexpected: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def achieved_rate(self) -> float:
+        return self.sent / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def qps(self) -> float:
+        return self.completed / self.duration_s if self.duration_s > 0 else 0.0
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "duration_s": round(self.duration_s, 3),
+            "target_rate": self.target_rate,
+            "achieved_rate": round(self.achieved_rate, 2),
+            "qps": round(self.qps, 2),
+            "sent": self.sent,
+            "completed": self.completed,
+            "lost": self.lost,
+            "late": self.late,
+            "rcodes": self.rcodes,
+            "latency_ms": self.latency_ms,
+            "generator_bound": self.generator_bound,
+            "classes": self.classes,
+        }
+
+
+def is_generator_bound(target_rate: float, sent: int, duration_s: float, skipped: int) -> bool:
+    """True when the generator could not keep the open-loop rate (rate 0 never is)."""
+    if target_rate <= 0 or duration_s <= 0:
+        return False
+    return skipped > 0 or sent < 0.995 * target_rate * duration_s - 1
+
+
+def result_from(stats: MixStats, engine: str, duration_s: float, target_rate: float) -> LoadResult:
+    total = stats.all
+    return LoadResult(
+        engine=engine,
+        duration_s=duration_s,
+        target_rate=target_rate,
+        sent=total.sent,
+        completed=total.completed,
+        lost=total.lost,
+        late=total.late,
+        rcodes=total.rcode_counts(),
+        latency_ms=total.latency_ms(),
+        generator_bound=is_generator_bound(target_rate, total.sent, duration_s, stats.skipped),
+        classes={n: s.summary() for n, s in zip(stats.names, stats.classes, strict=True)},
+        skipped=stats.skipped,
+        unexpected=total.unexpected,
+    )
+
+
+def safe_ratio(num: float, den: float) -> float:
+    return num / den if den else math.nan

@@ -1,0 +1,239 @@
+"""The UDP hot loop of a worker.
+
+Speed matters here more than elsewhere, so this one function is long on
+purpose: everything the loop touches is a local, queries are pre-encoded
+bytearrays of which only the 2-byte id is patched, replies are read once per
+ready socket per epoll wake (no exception per empty socket), and only the id,
+the echoed question, the rcode and (for classes with an address expectation)
+the answers are looked at. The bookkeeping is the same as Book's in worker.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+from multiprocessing.connection import Connection
+
+from soak.load.worker import (
+    CONTROL_NS,
+    INTERVAL_NS,
+    MASK,
+    SWEEP_NS,
+    Book,
+    Control,
+    Pacer,
+    WorkerSpec,
+    family_of,
+    is_wrong,
+    monotonic_ns,
+    wire,
+)
+
+SEND_BATCH = 64  # at most this many sends before the loop looks at replies again
+
+
+def open_flows(spec: WorkerSpec) -> list[socket.socket]:
+    socks = []
+    for _ in range(spec.flows):
+        s = socket.socket(family_of(spec.host), socket.SOCK_DGRAM)
+        with contextlib.suppress(OSError):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        s.setblocking(False)
+        s.connect((spec.host, spec.port))
+        socks.append(s)
+    return socks
+
+
+def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
+    book = Book(spec)
+    socks = open_flows(spec)
+    ep = select.epoll()
+    recv_of = {}
+    for s in socks:
+        ep.register(s.fileno(), select.EPOLLIN)
+        recv_of[s.fileno()] = s.recv
+    sends = [s.send for s in socks]
+    nflows = len(sends)
+    flow = spec.index % nflows
+    classes = spec.classes
+    nc = len(classes)
+    schedule = spec.schedule
+    slen = len(schedule)
+    si = book.sched_i
+    wires = [[wire(q) for q in cq.questions] for cq in classes]
+    questions = [cq.questions for cq in classes]
+    qlen = [len(q) for q in questions]
+    qpos = book.pos
+    randoms = [cq.random for cq in classes]
+    checks = [cq.expect_rcodes is not None or cq.expect_addresses is not None for cq in classes]
+    ring_t, ring_c, ring_q = book.ring_t, book.ring_c, book.ring_q
+    timeout_ns = book.timeout_ns
+    recv_bytes = spec.recv_bytes
+    mono = monotonic_ns
+    poll = ep.poll
+    refused = 0
+
+    start = mono()
+    send_end = start + int(spec.duration_s * 1e9)
+    hard_end = start + int(spec.max_duration_s * 1e9)
+    pacer = Pacer(control.rate_qps(), start)
+    next_interval = start + INTERVAL_NS
+    next_sweep = start + SWEEP_NS
+    next_control = start + CONTROL_NS
+    last_interval = start
+    sent_total = 0
+    skipped = 0
+    max_out = spec.max_outstanding
+    seq = 0
+    sending = True
+    # Counters are re-read from book after each interval reset.
+    sent, completed, lost, late, wrong = book.sent, book.completed, book.lost, book.late, book.wrong
+    rcodes, lat = book.rcodes, book.lat
+    try:
+        while True:
+            now = mono()
+            if sending and (now >= send_end or now >= hard_end):
+                sending = False
+            if not sending and (book.outstanding <= 0 or now >= send_end + timeout_ns):
+                break
+            if now >= hard_end + timeout_ns:
+                break
+            # ---- send what is due
+            timeout = 0.01
+            if sending:
+                rate = pacer.rate_qps
+                if rate > 0:
+                    due = pacer.due(now) - sent_total
+                    if due > SEND_BATCH:
+                        n = SEND_BATCH
+                        timeout = 0
+                    else:
+                        n = due
+                        if n > 0 or rate >= 1000:
+                            timeout = 0.0005 if n <= 0 else 0
+                        else:
+                            timeout = (pacer.deadline_ns(sent_total) - now) / 1e9
+                            timeout = 0 if timeout < 0 else min(timeout, 0.01)
+                else:
+                    n = max_out - book.outstanding
+                    if n > SEND_BATCH:
+                        n = SEND_BATCH
+                    timeout = 0 if n > 0 else 0.01
+                for _ in range(n):
+                    c = schedule[si]
+                    si += 1
+                    if si == slen:
+                        si = 0
+                    rnd = randoms[c]
+                    if rnd is None:
+                        p = qpos[c]
+                        w = wires[c][p]
+                        q = questions[c][p]
+                        p += 1
+                        qpos[c] = 0 if p == qlen[c] else p
+                    else:
+                        q = rnd.next_question()
+                        w = wire(q)
+                    slot = seq & MASK
+                    t = ring_t[slot]
+                    if t > 0:  # a straggler still owns this id: let Book find a free one
+                        book.seq = seq
+                        slot = book.take_slot(now)
+                        seq = book.seq
+                        if slot < 0:
+                            break
+                    else:
+                        seq += 1
+                    w[0] = slot >> 8
+                    w[1] = slot & 255
+                    t = mono()
+                    try:
+                        sends[flow](w)
+                    except ConnectionRefusedError:  # ICMP from an earlier query: once more
+                        refused += 1
+                        try:
+                            sends[flow](w)
+                        except OSError:
+                            refused += 1
+                    except BlockingIOError:
+                        # The socket buffer is full: the query is due but cannot leave.
+                        seq -= 1
+                        break
+                    flow += 1
+                    if flow == nflows:
+                        flow = 0
+                    ring_t[slot] = t
+                    ring_c[slot] = c
+                    ring_q[slot] = q
+                    sent[c] += 1
+                    sent_total += 1
+                    book.outstanding += 1
+            # ---- read replies: one recv per ready socket per wake
+            events = poll(timeout)
+            if events:
+                now = mono()
+                for fd, _ev in events:
+                    try:
+                        data = recv_of[fd](recv_bytes)
+                    except (ConnectionRefusedError, BlockingIOError):
+                        refused += 1
+                        continue
+                    if len(data) < 12:
+                        book.unexpected += 1
+                        continue
+                    slot = (data[0] << 8) | data[1]
+                    t = ring_t[slot]
+                    q = ring_q[slot]
+                    if t == 0 or not data.startswith(q, 12):
+                        book.unexpected += 1
+                        continue
+                    c = ring_c[slot]
+                    ring_t[slot] = 0
+                    if t < 0 or now - t > timeout_ns:
+                        if t > 0:
+                            lost[c] += 1
+                            book.outstanding -= 1
+                        late[c] += 1
+                        continue
+                    book.outstanding -= 1
+                    completed[c] += 1
+                    key = ((now - t) // 1000) * nc + c
+                    lat[key] = lat.get(key, 0) + 1
+                    rcodes[(data[3] & 15) * nc + c] += 1
+                    if checks[c] and is_wrong(classes[c], data, len(q)):
+                        wrong[c] += 1
+            # ---- housekeeping, a few times a second
+            if now >= next_sweep:
+                book.seq = seq
+                book.sweep(now)
+                next_sweep = now + SWEEP_NS
+            if now >= next_control:
+                next_control = now + CONTROL_NS
+                control.poll()
+                if control.stopped() and sending:
+                    sending = False
+                    send_end = now
+                pacer.set_rate(control.rate_qps(), sent_total, now)
+                skipped += pacer.skip_to(sent_total, now)
+            if now >= next_interval:
+                backlog = max(0, pacer.due(now) - sent_total) if sending else 0
+                rate = pacer.rate_qps if sending else 0.0
+                conn.send(book.interval((now - last_interval) / 1e9, rate, backlog, skipped))
+                skipped = 0
+                sent, completed, lost = book.sent, book.completed, book.lost
+                late, wrong, rcodes, lat = book.late, book.wrong, book.rcodes, book.lat
+                last_interval = now
+                next_interval += INTERVAL_NS
+                if next_interval <= now:
+                    next_interval = now + INTERVAL_NS
+        now = mono()
+        book.seq = seq
+        book.sweep(now, everything=True)
+        iv = book.interval((now - last_interval) / 1e9, 0.0, 0, skipped)
+        iv.final = True
+        conn.send(iv)
+    finally:
+        ep.close()
+        for s in socks:
+            s.close()

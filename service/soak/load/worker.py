@@ -1,0 +1,297 @@
+"""One load worker process: its spec, its control channel and its bookkeeping.
+
+A worker owns its sockets and an id ring of 65,536 slots (the DNS id is the
+slot). Each slot holds the send time (ns, > 0 while outstanding, negated once
+timed out so that a late reply is recognised), the class and the question
+bytes the reply must echo. The UDP hot loop in udp.py inlines this
+bookkeeping for speed; the TCP loop calls the methods here.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+from soak.load.queries import HEADER, ClassQueries
+from soak.load.stats import ClassInterval, Interval
+
+RING = 65536
+MASK = RING - 1
+INTERVAL_NS = 1_000_000_000
+SWEEP_NS = 10_000_000  # how often timed-out queries are looked for
+CONTROL_NS = 50_000_000  # how often the rate and the stop flag are read
+MAX_BACKLOG_S = 1.0  # beyond this the generator drops due queries (and says so)
+
+
+@dataclass
+class WorkerSpec:
+    """Everything a worker needs; picklable so that it crosses into a spawned process."""
+
+    index: int
+    host: str
+    port: int
+    protocol: str
+    flows: int
+    timeout_s: float
+    classes: list[ClassQueries]
+    schedule: list[int]
+    start_offset: int
+    max_outstanding: int
+    duration_s: float  # how long to send; the loop also ends at max_duration_s
+    max_duration_s: float
+    rate_qps: float = 0.0  # this worker's share at the start
+    recv_bytes: int = 65535
+
+
+class Control:
+    """What the parent can change while a worker runs: its rate share and a stop flag.
+
+    Messages arrive on a pipe: ("rate", q/s) or ("stop",). The loop calls
+    poll() a few times a second; a closed pipe (the parent died) means stop.
+    """
+
+    def __init__(self, conn: Connection, rate_qps: float) -> None:
+        self.conn = conn
+        self._rate_qps = rate_qps
+        self._stop = False
+
+    def poll(self) -> None:
+        try:
+            while self.conn.poll():
+                msg = self.conn.recv()
+                if msg[0] == "rate":
+                    self._rate_qps = float(msg[1])
+                elif msg[0] == "stop":
+                    self._stop = True
+        except (EOFError, OSError):
+            self._stop = True
+
+    def rate_qps(self) -> float:
+        return self._rate_qps
+
+    def stopped(self) -> bool:
+        return self._stop
+
+
+def family_of(host: str) -> int:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def answer_addresses(data: bytes, question_len: int) -> list[bytes]:
+    """The A and AAAA rdata of the answer section (question already matched)."""
+    ancount = (data[6] << 8) | data[7]
+    pos = 12 + question_len
+    out = []
+    end = len(data)
+    for _ in range(ancount):
+        while pos < end:  # owner name: labels ending in 0 or a 2-byte pointer
+            length = data[pos]
+            if length == 0:
+                pos += 1
+                break
+            if length >= 0xC0:
+                pos += 2
+                break
+            pos += length + 1
+        if pos + 10 > end:
+            break
+        rdtype, _, _, rdlen = struct.unpack_from("!HHIH", data, pos)
+        pos += 10
+        if rdtype in (1, 28):
+            out.append(data[pos : pos + rdlen])
+        pos += rdlen
+    return out
+
+
+def is_wrong(cq: ClassQueries, data: bytes, question_len: int) -> bool:
+    if cq.expect_rcodes is not None and (data[3] & 15) not in cq.expect_rcodes:
+        return True
+    if cq.expect_addresses is not None:
+        addresses = answer_addresses(data, question_len)
+        return not addresses or any(a not in cq.expect_addresses for a in addresses)
+    return False
+
+
+class Book:
+    """Counters of the current interval and the id ring (used by the TCP loop)."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.nc = len(spec.classes)
+        self.timeout_ns = int(spec.timeout_s * 1e9)
+        self.ring_t = [0] * RING
+        self.ring_c = [0] * RING
+        self.ring_q: list[bytes] = [b""] * RING
+        self.seq = 0
+        self.tail = 0
+        self.outstanding = 0
+        self.reset()
+        self.pos = [spec.start_offset % max(1, len(c.questions)) for c in spec.classes]
+        self.sched_i = spec.start_offset % len(spec.schedule)
+
+    def reset(self) -> None:
+        nc = self.nc
+        self.sent = [0] * nc
+        self.completed = [0] * nc
+        self.lost = [0] * nc
+        self.late = [0] * nc
+        self.wrong = [0] * nc
+        self.unexpected = 0
+        self.rcodes = [0] * (16 * nc)
+        self.lat: dict[int, int] = {}
+
+    def interval(self, interval_s: float, rate: float, backlog: int, skipped: int) -> Interval:
+        nc = self.nc
+        classes = []
+        for c in range(nc):
+            ci = ClassInterval(
+                self.sent[c], self.completed[c], self.lost[c], self.late[c], self.wrong[c]
+            )
+            ci.rcodes = {r: self.rcodes[r * nc + c] for r in range(16) if self.rcodes[r * nc + c]}
+            classes.append(ci)
+        for key, n in self.lat.items():
+            us, c = divmod(key, nc)
+            classes[c].lat_us[us] = n
+        classes[0].unexpected = self.unexpected
+        iv = Interval(self.spec.index, interval_s, rate, backlog, skipped, classes)
+        self.reset()
+        return iv
+
+    def next_query(self) -> tuple[int, bytes]:
+        """The next class and question of the mix (files cycle like dnsperf's)."""
+        spec = self.spec
+        c = spec.schedule[self.sched_i]
+        self.sched_i = (self.sched_i + 1) % len(spec.schedule)
+        cq = spec.classes[c]
+        if cq.random is not None:
+            return c, cq.random.next_question()
+        p = self.pos[c]
+        self.pos[c] = (p + 1) % len(cq.questions)
+        return c, cq.questions[p]
+
+    def take_slot(self, now: int) -> int:
+        """A free id (skipping the rare straggler still outstanding); -1 if none is free."""
+        for _ in range(16):
+            slot = self.seq & MASK
+            self.seq += 1
+            t = self.ring_t[slot]
+            if t <= 0:
+                return slot
+            if now - t > self.timeout_ns:
+                self.lost[self.ring_c[slot]] += 1
+                self.outstanding -= 1
+                return slot
+        return -1
+
+    def sent_query(self, slot: int, c: int, question: bytes, now: int) -> None:
+        self.ring_t[slot] = now
+        self.ring_c[slot] = c
+        self.ring_q[slot] = question
+        self.sent[c] += 1
+        self.outstanding += 1
+
+    def reply(self, data: bytes, now: int) -> None:
+        if len(data) < 12:
+            self.unexpected += 1
+            return
+        slot = (data[0] << 8) | data[1]
+        t = self.ring_t[slot]
+        q = self.ring_q[slot]
+        if t == 0 or not data.startswith(q, 12):
+            self.unexpected += 1
+            return
+        c = self.ring_c[slot]
+        if t < 0 or now - t > self.timeout_ns:
+            if t > 0:
+                self.lost[c] += 1
+                self.outstanding -= 1
+            self.late[c] += 1
+            self.ring_t[slot] = 0
+            return
+        self.ring_t[slot] = 0
+        self.outstanding -= 1
+        self.completed[c] += 1
+        key = ((now - t) // 1000) * self.nc + c
+        self.lat[key] = self.lat.get(key, 0) + 1
+        self.rcodes[(data[3] & 15) * self.nc + c] += 1
+        cq = self.spec.classes[c]
+        if (cq.expect_rcodes is not None or cq.expect_addresses is not None) and is_wrong(
+            cq, data, len(q)
+        ):
+            self.wrong[c] += 1
+
+    def sweep(self, now: int, everything: bool = False) -> None:
+        """Count queries past their timeout as lost, oldest first."""
+        limit = now - self.timeout_ns
+        ring_t = self.ring_t
+        while self.tail < self.seq:
+            slot = self.tail & MASK
+            t = ring_t[slot]
+            if t > 0:
+                if t > limit and not everything:
+                    break
+                self.lost[self.ring_c[slot]] += 1
+                self.outstanding -= 1
+                ring_t[slot] = -t
+            self.tail += 1
+
+
+def wire(question: bytes) -> bytearray:
+    return bytearray(HEADER + question)
+
+
+class Pacer:
+    """Absolute deadlines on the monotonic clock: query k is due at base + k / rate.
+
+    A rate change re-bases at the next deadline of the old schedule, so a phase
+    change neither bursts nor pauses. Rate 0 means no schedule (flat out).
+    """
+
+    def __init__(self, rate_qps: float, start_ns: int) -> None:
+        self.rate_qps = rate_qps
+        self.base_ns = start_ns
+        self.base_k = 0
+
+    def due(self, now_ns: int) -> int:
+        """How many queries should have left by now (counted from the start)."""
+        if self.rate_qps <= 0 or now_ns < self.base_ns:
+            return self.base_k
+        return self.base_k + int((now_ns - self.base_ns) * self.rate_qps / 1e9) + 1
+
+    def deadline_ns(self, k: int) -> int:
+        return self.base_ns + int((k - self.base_k) * 1e9 / self.rate_qps)
+
+    def set_rate(self, rate_qps: float, sent: int, now_ns: int) -> None:
+        if rate_qps == self.rate_qps:
+            return
+        if self.rate_qps > 0 and rate_qps > 0:
+            self.base_ns = max(self.deadline_ns(sent), now_ns - INTERVAL_NS)
+        else:
+            self.base_ns = now_ns
+        self.base_k = sent
+        self.rate_qps = rate_qps
+
+    def skip_to(self, sent: int, now_ns: int) -> int:
+        """Drop the part of the backlog beyond MAX_BACKLOG_S; returns how many were dropped."""
+        due = self.due(now_ns)
+        limit = int(self.rate_qps * MAX_BACKLOG_S)
+        if self.rate_qps <= 0 or due - sent <= limit:
+            return 0
+        dropped = due - sent - limit
+        self.base_k -= dropped
+        return dropped
+
+
+def emit(conn: Connection, iv: Interval) -> None:
+    conn.send(iv)
+
+
+def monotonic_ns() -> int:
+    return time.monotonic_ns()
+
+
+Sender = Callable[[bytearray], int]
