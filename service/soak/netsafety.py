@@ -9,7 +9,7 @@ from soak.errors import InputError, UnsafeTargetError
 
 
 def parse_host_port(text: str, default_port: int = 53) -> tuple[str, int]:
-    """"127.0.0.1:5300", "[::1]:5300", "::1", "localhost" -> (host, port)."""
+    """Parse "127.0.0.1:5300", "[::1]:5300", "::1" or "localhost" into (host, port)."""
     text = text.strip()
     host, port_text = text, ""
     if text.startswith("["):

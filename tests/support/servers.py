@@ -138,7 +138,7 @@ DEFAULT_LOCAL_DATA = [
     "blocked.example.test. 3600 IN A 0.0.0.0",
     "www.example.test. 3600 IN AAAA 2001:db8::10",
     "example.test. 3600 IN MX 10 mail.example.test.",
-    "example.test. 3600 IN TXT \\\"soak test zone\\\"",
+    'example.test. 3600 IN TXT \\"soak test zone\\"',
 ]
 
 
@@ -165,10 +165,18 @@ def dnsmasq_upstream(tmp: Path, address: str = "192.0.2.1") -> Iterator[ServerPr
     """Answers every name with `address`, TTL 3600, no cache (FIELD-NOTES)."""
     port = free_port()
     argv = [
-        shutil.which("dnsmasq") or "/usr/sbin/dnsmasq", "--no-daemon", f"--port={port}",
-        "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts",
-        "--cache-size=0", f"--address=/#/{address}", "--local-ttl=3600",
-        f"--pid-file={tmp / 'dnsmasq.pid'}", "--user=root",
+        shutil.which("dnsmasq") or "/usr/sbin/dnsmasq",
+        "--no-daemon",
+        f"--port={port}",
+        "--listen-address=127.0.0.1",
+        "--bind-interfaces",
+        "--no-resolv",
+        "--no-hosts",
+        "--cache-size=0",
+        f"--address=/#/{address}",
+        "--local-ttl=3600",
+        f"--pid-file={tmp / 'dnsmasq.pid'}",
+        "--user=root",
     ]
     server = spawn("dnsmasq", argv, tmp, port)
     try:
@@ -185,15 +193,29 @@ def dnsmasq_upstream(tmp: Path, address: str = "192.0.2.1") -> Iterator[ServerPr
 def pdns_recursor(tmp: Path, upstream_port: int) -> Iterator[ServerProc]:
     port, web_port = free_port(), free_port()
     (tmp / "recursor.conf").write_text(
-        "\n".join([
-            f"local-address=127.0.0.1", f"local-port={port}",
-            f"forward-zones-recurse=.=127.0.0.1:{upstream_port}",
-            "hint-file=no", "security-poll-suffix=", "dnssec=process-no-validate",
-            "daemon=no", "write-pid=no", f"socket-dir={tmp}",
-            "webserver=yes", "webserver-address=127.0.0.1", f"webserver-port={web_port}",
-            "webserver-allow-from=127.0.0.0/8", "api-key=soak-test-key",
-            "threads=1", "quiet=yes", "setuid=", "setgid=",
-        ]) + "\n"
+        "\n".join(
+            [
+                "local-address=127.0.0.1",
+                f"local-port={port}",
+                f"forward-zones-recurse=.=127.0.0.1:{upstream_port}",
+                "hint-file=no",
+                "security-poll-suffix=",
+                "dnssec=process-no-validate",
+                "daemon=no",
+                "write-pid=no",
+                f"socket-dir={tmp}",
+                "webserver=yes",
+                "webserver-address=127.0.0.1",
+                f"webserver-port={web_port}",
+                "webserver-allow-from=127.0.0.0/8",
+                "api-key=soak-test-key",
+                "threads=1",
+                "quiet=yes",
+                "setuid=",
+                "setgid=",
+            ]
+        )
+        + "\n"
     )
     argv = ["pdns_recursor", f"--config-dir={tmp}"]
     server = spawn("pdns-recursor", argv, tmp, port, web=web_port)
@@ -211,14 +233,33 @@ PDNS_API_KEY = "soak-test-key"
 
 
 def pdns_config(tmp: Path, db: Path, port: int, web_port: int, api_key: str) -> str:
-    return "\n".join([
-        "launch=gsqlite3", f"gsqlite3-database={db}", "local-address=127.0.0.1",
-        f"local-port={port}", "api=yes", f"api-key={api_key}", "webserver=yes",
-        "webserver-address=127.0.0.1", f"webserver-port={web_port}",
-        "webserver-allow-from=127.0.0.0/8", "security-poll-suffix=", "daemon=no",
-        "guardian=no", "disable-syslog=yes", f"socket-dir={tmp}", "loglevel=4",
-        "setuid=", "setgid=", "distributor-threads=1", "receiver-threads=1",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "launch=gsqlite3",
+                f"gsqlite3-database={db}",
+                "local-address=127.0.0.1",
+                f"local-port={port}",
+                "api=yes",
+                f"api-key={api_key}",
+                "webserver=yes",
+                "webserver-address=127.0.0.1",
+                f"webserver-port={web_port}",
+                "webserver-allow-from=127.0.0.0/8",
+                "security-poll-suffix=",
+                "daemon=no",
+                "guardian=no",
+                "disable-syslog=yes",
+                f"socket-dir={tmp}",
+                "loglevel=4",
+                "setuid=",
+                "setgid=",
+                "distributor-threads=1",
+                "receiver-threads=1",
+            ]
+        )
+        + "\n"
+    )
 
 
 def create_pdns_db(db: Path, schema: Path = PDNS_SCHEMA) -> None:
@@ -264,8 +305,10 @@ def alertmanager(tmp: Path) -> Iterator[ServerProc]:
     (tmp / "alertmanager.yml").write_text(ALERTMANAGER_CONF)
     (tmp / "am-data").mkdir(exist_ok=True)
     argv = [
-        "prometheus-alertmanager", f"--config.file={tmp / 'alertmanager.yml'}",
-        f"--storage.path={tmp / 'am-data'}", f"--web.listen-address=127.0.0.1:{port}",
+        "prometheus-alertmanager",
+        f"--config.file={tmp / 'alertmanager.yml'}",
+        f"--storage.path={tmp / 'am-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
         "--cluster.listen-address=",
     ]
     server = spawn("alertmanager", argv, tmp, port)
