@@ -1,0 +1,156 @@
+"""The load engine against real servers on loopback: unbound and pdns-recursor."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from soak.load.config import LoadConfig
+from soak.load.runner import LoadRunner, run_load
+from tests.support.servers import dnsmasq_upstream, pdns_recursor, unbound
+
+pytestmark = pytest.mark.integration
+
+MIX = [
+    {
+        "name": "local",
+        "weight": 3,
+        "queries": ["www.example.test", "mail.example.test A", "www.example.test AAAA"],
+        "expect": {"rcodes": ["NOERROR"]},
+    },
+    {"name": "blocked", "queries": ["blocked.example.test"], "expect": {"addresses": ["0.0.0.0"]}},
+    # www is not blocked: every answer of this class is wrong
+    {"name": "wrongly", "queries": ["www.example.test"], "expect": {"addresses": ["0.0.0.0"]}},
+    {"name": "miss", "random": {"zone": "example.test"}, "expect": {"rcodes": ["NXDOMAIN"]}},
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    with unbound(tmp_path_factory.mktemp("unbound")) as s:
+        yield s
+
+
+def check_accounting(d: dict) -> None:
+    assert d["sent"] == d["completed"] + d["lost"]
+    for c in d["classes"].values():
+        assert c["sent"] == c["completed"] + c["lost"]
+
+
+@pytest.mark.parametrize("protocol", ["udp", "tcp"])
+def test_mix_against_unbound(server, protocol: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cfg = LoadConfig(protocol=protocol, flows=4, seed=1, mix=MIX, workers=2)
+    result = run_load(cfg, ("127.0.0.1", server.port), 2.0, 600.0, base_dir=tmp_path)
+    d = result.to_json_dict()
+    check_accounting(d)
+    assert d["sent"] == 1200 and d["lost"] == 0 and not d["generator_bound"]
+    # two workers start at different points of the mix: each class within 2 of its weight
+    assert abs(d["rcodes"]["NXDOMAIN"] - 200) <= 2 and sum(d["rcodes"].values()) == 1200
+    classes = d["classes"]
+    assert abs(classes["local"]["sent"] - 600) <= 2 and abs(classes["miss"]["sent"] - 200) <= 2
+    assert classes["local"]["wrong_answers"] == 0
+    assert classes["blocked"]["wrong_answers"] == 0
+    assert classes["miss"]["wrong_answers"] == 0
+    assert classes["wrongly"]["wrong_answers"] == classes["wrongly"]["completed"] > 190
+    lat = d["latency_ms"]
+    assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"] < 2000
+
+
+def test_runner_windows_rate_change_and_stop(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cfg = LoadConfig(flows=8, mix=[{"name": "local", "queries": ["www.example.test"]}])
+    runner = LoadRunner(cfg, ("127.0.0.1", server.port), base_dir=tmp_path)
+    runner.start(200.0, max_duration_s=30.0)
+    try:
+        time.sleep(2.5)
+        assert runner.alive()
+        first = runner.take_window()
+        runner.set_rate(1000.0)
+        time.sleep(3.5)
+        second = runner.take_window()
+    finally:
+        result = runner.stop()
+    assert set(first) == {"local", "all"}
+    assert first["all"]["rcode_noerror"] > 0 and first["all"]["lat_p99_ms"] > 0
+    assert 0 < first["all"]["sent"] <= 200 * 3
+    # the second window ran mostly at 1000 q/s
+    assert second["all"]["sent"] > 1500 and second["all"]["rate_target"] > 700
+    assert not runner.alive()
+    assert runner.stop() is result  # idempotent
+    d = result.to_json_dict()
+    check_accounting(d)
+    assert d["lost"] == 0 and d["sent"] >= first["all"]["sent"] + second["all"]["sent"]
+
+
+def test_server_stopped_mid_run_gives_lost_queries(tmp_path: Path) -> None:
+    cfg = LoadConfig(flows=4, timeout_s=0.5, mix=[{"name": "q", "queries": ["www.example.test"]}])
+    with unbound(tmp_path) as s:
+        runner = LoadRunner(cfg, ("127.0.0.1", s.port), base_dir=tmp_path)
+        runner.start(500.0, max_duration_s=4.0)
+        time.sleep(2.0)
+        s.stop()
+        time.sleep(1.0)
+        window = runner.take_window()
+        result = runner.stop()
+        rest = runner.take_window()
+    d = result.to_json_dict()
+    check_accounting(d)
+    assert d["completed"] > 300 and d["lost"] > 100
+    # windows add up to the totals
+    assert window["all"]["lost"] + rest["all"]["lost"] == d["lost"]
+    assert window["all"]["sent"] + rest["all"]["sent"] == d["sent"]
+
+
+def test_tcp_reconnects_after_the_server_restarts(tmp_path: Path) -> None:
+    cfg = LoadConfig(
+        protocol="tcp", flows=2, timeout_s=0.5, mix=[{"name": "q", "queries": ["www.example.test"]}]
+    )
+    with unbound(tmp_path) as s:
+        runner = LoadRunner(cfg, ("127.0.0.1", s.port), base_dir=tmp_path)
+        runner.start(300.0, max_duration_s=6.0)
+        time.sleep(1.5)
+        s.stop()
+        s.proc = __import__("subprocess").Popen(s.proc.args, cwd=tmp_path, start_new_session=True)
+        time.sleep(3.0)
+        after = runner.take_window()
+        result = runner.stop()
+        s.stop()
+    d = result.to_json_dict()
+    check_accounting(d)
+    assert d["lost"] > 0  # while it was down
+    assert after["all"]["completed"] > 200  # answered again on new connections
+
+
+def test_miss_names_through_pdns_recursor(tmp_path: Path) -> None:
+    up_dir, rec_dir = tmp_path / "up", tmp_path / "rec"
+    up_dir.mkdir()
+    rec_dir.mkdir()
+    mix = [
+        {
+            "name": "miss",
+            "random": {"zone": "miss.example"},
+            "expect": {"addresses": ["192.0.2.1"]},
+        },
+        {"name": "cached", "queries": ["www.cached.example"], "expect": {"rcodes": ["NOERROR"]}},
+    ]
+    with dnsmasq_upstream(up_dir) as up, pdns_recursor(rec_dir, up.port) as rec:
+        cfg = LoadConfig(seed=5, flows=8, mix=mix)
+        result = run_load(cfg, ("127.0.0.1", rec.port), 2.0, 300.0, base_dir=tmp_path)
+    d = result.to_json_dict()
+    check_accounting(d)
+    assert d["lost"] == 0 and d["rcodes"] == {"NOERROR": 600}
+    assert d["classes"]["miss"]["wrong_answers"] == 0
+    assert d["classes"]["cached"]["wrong_answers"] == 0
+
+
+def test_dnsperf_engine_against_unbound(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    qfile = tmp_path / "q.txt"
+    qfile.write_text("www.example.test\nnothere.example.test A\n")
+    cfg = LoadConfig(engine="dnsperf", flows=2, mix=[{"name": "q", "file": str(qfile)}])
+    result = run_load(cfg, ("127.0.0.1", server.port), 2.0, 500.0, base_dir=tmp_path)
+    d = result.to_json_dict()
+    assert d["engine"] == "dnsperf" and d["sent"] == d["completed"] + d["lost"]
+    assert 900 <= d["sent"] <= 1001 and d["lost"] == 0
+    assert d["rcodes"] == {"NOERROR": d["completed"] // 2, "NXDOMAIN": d["completed"] // 2}
+    assert d["latency_ms"]["avg"] > 0 and d["latency_ms"]["p99"] is None
