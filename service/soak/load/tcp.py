@@ -113,8 +113,8 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
 
     for f in flows:
         reopen(f, start)
-    send_end = start + int(spec.duration_s * 1e9)
     hard_end = start + int(spec.max_duration_s * 1e9)
+    send_end = min(start + int(spec.duration_s * 1e9), hard_end)
     pacer = Pacer(control.rate_qps(), start)
     next_interval, next_sweep = start + INTERVAL_NS, start + SWEEP_NS
     next_control, last_interval = start + CONTROL_NS, start
@@ -124,8 +124,8 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     try:
         while True:
             now = monotonic_ns()
-            if sending and now >= min(send_end, hard_end):
-                sending = False
+            if sending and now >= send_end and sent_total >= pacer.due(send_end - 1):
+                sending = False  # every query due before the end has left
             if not sending and (book.outstanding <= 0 or now >= send_end + book.timeout_ns):
                 break
             if now >= hard_end + book.timeout_ns:
@@ -133,7 +133,8 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
             timeout = 0.01
             if sending:
                 if pacer.rate_qps > 0:
-                    n = min(SEND_BATCH, pacer.due(now) - sent_total)
+                    due = pacer.due(now if now < send_end else send_end - 1)
+                    n = min(SEND_BATCH, due - sent_total)
                     timeout = 0 if n >= SEND_BATCH else 0.0005
                 else:
                     n = min(SEND_BATCH, spec.max_outstanding - book.outstanding)

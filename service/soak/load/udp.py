@@ -75,8 +75,8 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     refused = 0
 
     start = mono()
-    send_end = start + int(spec.duration_s * 1e9)
     hard_end = start + int(spec.max_duration_s * 1e9)
+    send_end = min(start + int(spec.duration_s * 1e9), hard_end)
     pacer = Pacer(control.rate_qps(), start)
     next_interval = start + INTERVAL_NS
     next_sweep = start + SWEEP_NS
@@ -93,8 +93,8 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     try:
         while True:
             now = mono()
-            if sending and (now >= send_end or now >= hard_end):
-                sending = False
+            if sending and now >= send_end and sent_total >= pacer.due(send_end - 1):
+                sending = False  # every query due before the end has left
             if not sending and (book.outstanding <= 0 or now >= send_end + timeout_ns):
                 break
             if now >= hard_end + timeout_ns:
@@ -104,7 +104,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
             if sending:
                 rate = pacer.rate_qps
                 if rate > 0:
-                    due = pacer.due(now) - sent_total
+                    due = pacer.due(now if now < send_end else send_end - 1) - sent_total
                     if due > SEND_BATCH:
                         n = SEND_BATCH
                         timeout = 0
