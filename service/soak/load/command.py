@@ -14,6 +14,14 @@ from soak.load.runner import run_load
 from soak.load.summary import format_summary
 from soak.netsafety import check_allowed, parse_host_port
 
+_FLAGS = {
+    "rate_qps": "--rate",
+    "duration_s": "--duration",
+    "timeout_s": "--timeout",
+    "workers": "--workers",
+    "flows": "--flows",
+}
+
 
 def _config(
     queries: Path | None, scenario: Path | None, options: dict[str, object]
@@ -39,7 +47,8 @@ def _config(
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{where}: {err['msg']}") from None
+        flag = _FLAGS.get(where) if where in given else None
+        raise InputError(f"{flag or where}: {err['msg']}") from None
 
 
 @click.command("load")
