@@ -47,6 +47,7 @@ class Interval:
     skipped: int  # queries dropped from the schedule: the generator fell > 1 s behind
     classes: list[ClassInterval]
     final: bool = False
+    socket_errors: int = 0  # ICMP unreachable and similar, seen on send or receive
 
 
 def rcode_name(code: int) -> str:
@@ -148,6 +149,7 @@ class MixStats:
         self.rate_target_s = 0.0  # sum over intervals of rate x seconds
         self.backlog_max = 0
         self.skipped = 0
+        self.socket_errors = 0
 
     def add(self, iv: Interval) -> None:
         for stats, ci in zip(self.classes, iv.classes, strict=True):
@@ -156,6 +158,7 @@ class MixStats:
         self.rate_target_s += iv.rate_target_qps * iv.interval_s
         self.backlog_max = max(self.backlog_max, iv.backlog)
         self.skipped += iv.skipped
+        self.socket_errors += iv.socket_errors
 
     def fields(self, window_s: float, rate_target_qps: float, weights: list[float]) -> Any:
         total_w = sum(weights)
@@ -221,6 +224,13 @@ def is_generator_bound(target_rate: float, sent: int, duration_s: float, skipped
 
 def result_from(stats: MixStats, engine: str, duration_s: float, target_rate: float) -> LoadResult:
     total = stats.all
+    notes = []
+    if total.unexpected:
+        notes.append(f"{total.unexpected} replies matched no outstanding query (ignored)")
+    if stats.socket_errors:
+        notes.append(f"{stats.socket_errors} socket errors (ICMP unreachable: nothing listening?)")
+    if stats.skipped:
+        notes.append(f"{stats.skipped} due queries dropped: the generator fell > 1 s behind")
     return LoadResult(
         engine=engine,
         duration_s=duration_s,
@@ -235,6 +245,7 @@ def result_from(stats: MixStats, engine: str, duration_s: float, target_rate: fl
         classes={n: s.summary() for n, s in zip(stats.names, stats.classes, strict=True)},
         skipped=stats.skipped,
         unexpected=total.unexpected,
+        notes=notes,
     )
 
 

@@ -219,8 +219,9 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
             if now >= next_interval:
                 backlog = max(0, pacer.due(now) - sent_total) if sending else 0
                 rate = pacer.rate_qps if sending else 0.0
-                conn.send(book.interval((now - last_interval) / 1e9, rate, backlog, skipped))
-                skipped = 0
+                iv = book.interval((now - last_interval) / 1e9, rate, backlog, skipped)
+                iv.socket_errors, refused, skipped = refused, 0, 0
+                conn.send(iv)
                 sent, completed, lost = book.sent, book.completed, book.lost
                 late, wrong, rcodes, lat = book.late, book.wrong, book.rcodes, book.lat
                 last_interval = now
@@ -231,7 +232,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
         book.seq = seq
         book.sweep(now, everything=True)
         iv = book.interval((now - last_interval) / 1e9, 0.0, 0, skipped)
-        iv.final = True
+        iv.final, iv.socket_errors = True, refused
         conn.send(iv)
     finally:
         ep.close()
