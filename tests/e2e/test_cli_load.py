@@ -125,3 +125,35 @@ def test_allow_target_lets_a_named_network_through(qfile: Path) -> None:
         "--allow-target", "192.0.2.0/24",
     )  # fmt: skip
     one_line_error(proc, 2, "--duration must be positive")
+
+
+SCENARIO = """
+name: load-only
+target:
+  runtime: external
+  name: unbound
+  version: test
+phases:
+  - {name: steady, duration_s: 1m}
+load:
+  rate_qps: 200
+  flows: 4
+  seed: 3
+  mix:
+    - {name: local, weight: 3, queries: [www.example.test A], expect: {rcodes: [NOERROR]}}
+    - {name: wrongly, weight: 1, queries: [www.example.test], expect: {addresses: [0.0.0.0]}}
+"""
+
+
+def test_mix_from_a_scenario(server: ServerProc, tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    proc = soak_load(
+        "--scenario", str(scenario), "--server", f"127.0.0.1:{server.port}",
+        "--duration", "1", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["sent"] == 200 and d["target_rate"] == 200
+    assert d["classes"]["local"]["sent"] == 150 and d["classes"]["local"]["wrong_answers"] == 0
+    assert d["classes"]["wrongly"]["wrong_answers"] == 50
