@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from soak.service.api import create_app
 from soak.service.manager import RunManager
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -88,3 +89,29 @@ def test_submit_tick_report_stop(client: TestClient) -> None:
     assert f'soak_leak_verdict{{resource="rss_anon_bytes",soak="{run_id}"' in metrics
     # Stopping a run that has ended changes nothing.
     assert client.post(f"/runs/{run_id}/stop", headers=AUTH).status_code == 200
+
+
+def test_a_sink_outage_is_in_the_run_events(client: TestClient) -> None:
+    dead = free_port()  # nothing listens: every write to this InfluxDB fails and spools
+    scenario = {
+        "name": "outage",
+        "target": {"runtime": "external", "name": "pytest", "pid": os.getpid()},
+        "phases": [{"name": "steady", "duration_s": 600}],
+        "samplers": {"interval_s": 1},
+        "sinks": [{"kind": "influx_v1", "url": f"http://127.0.0.1:{dead}", "db": "soak"}],
+        "spool": {"retry_interval_s": 1},
+    }
+    run_id = client.post("/runs", json=scenario, headers=AUTH).json()["id"]
+    down = wait_status(
+        client,
+        run_id,
+        lambda s: (
+            any(e["kind"] == "sink_down" for e in s["events"]) and "process" in s.get("latest", {})
+        ),
+    )
+    event = next(e for e in down["events"] if e["kind"] == "sink_down")
+    assert event["message"].startswith("influx")
+    # The embedded store goes on regardless: samples land.
+    assert down["latest"]["process"]["rss_bytes"] > 0
+    client.post(f"/runs/{run_id}/stop", headers=AUTH)
+    wait_status(client, run_id, lambda s: s["status"] == "stopped")

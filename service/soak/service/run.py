@@ -447,6 +447,20 @@ class Run:
     def _write(self, points: list[Point]) -> None:
         if self.sinks is not None and points:
             self.sinks.write(points)
+            self._record_sink_events()
+
+    def _record_sink_events(self) -> None:
+        """Sink outages (already `event` points in every sink) into the run's event list."""
+        assert self.sinks is not None
+        outages = self.sinks.outages
+        while outages:
+            p = outages.popleft()
+            sink = p.tags.get("sink", "?")
+            message = f"{sink}: {p.fields.get('message', '')}"
+            kind = p.tags.get("kind", "sink")
+            value = p.fields.get("value", 0.0)
+            number = float(value) if isinstance(value, int | float) else 0.0
+            self.ctx.state.add_event(self.id, p.time_ns, kind, message, number)
 
     def _remember(self, points: list[Point]) -> None:
         for p in points:
