@@ -115,3 +115,48 @@ def test_a_sink_outage_is_in_the_run_events(client: TestClient) -> None:
     assert down["latest"]["process"]["rss_bytes"] > 0
     client.post(f"/runs/{run_id}/stop", headers=AUTH)
     wait_status(client, run_id, lambda s: s["status"] == "stopped")
+
+
+def test_a_helper_that_dies_is_an_event_and_restarted(client: TestClient) -> None:
+    scenario = {
+        "name": "helper",
+        "target": {"runtime": "external", "name": "pytest", "pid": os.getpid()},
+        "services": [
+            {
+                "runtime": "process",
+                "name": "sleeper",
+                "argv": ["sleep", "600"],
+                "on_exit": "restart",
+                "max_restarts": 1,
+            },
+        ],
+        "phases": [{"name": "steady", "duration_s": 600}],
+        "samplers": {"interval_s": 1},
+    }
+    run_id = client.post("/runs", json=scenario, headers=AUTH).json()["id"]
+    wait_status(client, run_id, lambda s: s["status"] == "running")
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    sleeper = next(pid for pid in pids if _cmdline(pid) == "sleep 600" and run_id in _cwd(pid))
+    os.kill(sleeper, 9)
+    restarted = wait_status(
+        client, run_id, lambda s: "service_restarted" in [e["kind"] for e in s["events"]]
+    )
+    exited = next(e for e in restarted["events"] if e["kind"] == "service_exited")
+    assert "sleeper" in exited["message"] and "signal 9" in exited["message"]
+    assert restarted["restarts"] == 0  # the target's count is untouched
+    client.post(f"/runs/{run_id}/stop", headers=AUTH)
+    wait_status(client, run_id, lambda s: s["status"] == "stopped")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def _cwd(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""

@@ -71,6 +71,8 @@ class Run:
         self.sinks: Any = None
         self.alerter: Any = None
         self.restarts = record.restarts
+        self.service_restarts: dict[str, int] = {}
+        self._services_gone: set[str] = set()
         self.last_tick_ns = record.last_tick_ns
         self.phase_index = -1
         self.latest: dict[str, dict[str, FieldValue]] = {}  # "measurement[,tag=v]" -> fields
@@ -286,6 +288,7 @@ class Run:
             if missed:
                 self.event("ticks_missed", f"{missed} tick(s) missed", float(missed), tick_ns)
             self._supervise_load(tick_ns)
+            self.check_services(tick_ns)
             self.check_target(tick_ns)
             points = self.tick_runner.run_tick(tick_ns) if self.tick_runner else []
             self._write(points)
@@ -357,6 +360,29 @@ class Run:
             )
             return
         self._finish_locked("failed", f"target {info.describe()}")
+
+    def check_services(self, now_ns: int | None = None) -> None:
+        """A helper gone: `service_exited`, then restarted per its own `on_exit` (helper
+        restarts are events, not the target's restarts that criteria count)."""
+        for name, svc in self.services.items():
+            info = None if name in self._services_gone else svc.poll()
+            if info is None:
+                continue
+            self.event("service_exited", f"helper {name} {info.describe()}", 0.0, now_ns)
+            cfg = svc.cfg
+            done = self.service_restarts.get(name, 0)
+            if cfg.on_exit != "restart" or done >= cfg.max_restarts:
+                self._services_gone.add(name)  # told once; the target's answers show the cost
+                continue
+            try:
+                svc.restart()
+                svc.wait_ready()
+            except SoakError as exc:
+                self.event("error", f"helper {name} could not be restarted: {exc}", 0.0)
+                continue
+            self.service_restarts[name] = done + 1
+            self.event("service_restarted", f"helper {name} restarted ({done + 1})", done + 1)
+            self.ctx.state.update_run(self.id, target_state=self._target_state())
 
     def _remaining_s(self, now_ns: int) -> float:
         return max(0.0, (self.end_ns - now_ns) / NS_PER_S)
