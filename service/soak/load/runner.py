@@ -31,8 +31,11 @@ from soak.netsafety import check_allowed
 JOIN_GRACE_S = 5.0
 
 
-def spawn_worker(spec: WorkerSpec) -> tuple[subprocess.Popen[bytes], Connection, Connection]:
-    """A worker interpreter with a control pipe (to it) and a stats pipe (from it)."""
+def spawn_worker() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
+    """A worker interpreter with a control pipe (to it) and a stats pipe (from it).
+
+    Its first message must be its WorkerSpec.
+    """
     ctrl_r, ctrl_w = os.pipe()
     stats_r, stats_w = os.pipe()
     env = dict(os.environ)
@@ -46,7 +49,6 @@ def spawn_worker(spec: WorkerSpec) -> tuple[subprocess.Popen[bytes], Connection,
         os.close(stats_w)
     ctrl = Connection(ctrl_w, readable=False)
     stats = Connection(stats_r, writable=False)
-    ctrl.send(spec)
     return proc, ctrl, stats
 
 
@@ -98,6 +100,7 @@ class LoadRunner:
         if self._procs:
             raise SoakError("LoadRunner.start called twice")
         workers = self.cfg.workers
+        specs: list[WorkerSpec] = []
         for index in range(workers):
             spec = WorkerSpec(
                 index=index,
@@ -114,10 +117,17 @@ class LoadRunner:
                 max_duration_s=max_duration_s,
                 rate_qps=rate_qps / workers,
             )
-            proc, ctrl, stats = spawn_worker(spec)
+            proc, ctrl, stats = spawn_worker()
+            specs.append(spec)
             self._procs.append(proc)
             self._ctrls.append(ctrl)
             self._conns.append(stats)
+        # Sent once every interpreter is starting: a large spec blocks until it is read.
+        for ctrl, spec in zip(self._ctrls, specs, strict=True):
+            try:
+                ctrl.send(spec)
+            except OSError as exc:  # it died while starting: alive() is False from now on
+                self._errors.append(f"worker {spec.index} did not start: {exc}")
         now = time.monotonic()
         self._started_at = self._window_at = self._rate_changed_at = now
         self._rate_qps = rate_qps
