@@ -8,7 +8,8 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "start-dockerd: no Docker engine answers and this is not root" >&2
   exit 2
 fi
-nohup dockerd >/tmp/dockerd.log 2>&1 &
+# Its own session: dockerd must outlive the shell (and process group) that started it.
+setsid nohup dockerd >/tmp/dockerd.log 2>&1 < /dev/null &
 for _ in $(seq 1 60); do
   if docker info >/dev/null 2>&1; then
     echo "start-dockerd: engine up"
