@@ -12,13 +12,16 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dns.exception
 import dns.name
 import dns.rdatatype
 
 from soak.errors import InputError
-from soak.load.config import QueryClass, RandomNames
+
+if TYPE_CHECKING:  # workers unpickle ClassQueries without importing pydantic
+    from soak.load.config import QueryClass, RandomNames
 
 # id 0, flags RD, one question, no other sections: what dnsperf sends without -e.
 HEADER = struct.pack("!HHHHHH", 0, 0x0100, 1, 0, 0, 0)
