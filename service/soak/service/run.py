@@ -73,6 +73,7 @@ class Run:
         self.restarts = record.restarts
         self.service_restarts: dict[str, int] = {}
         self._services_gone: set[str] = set()
+        self._warned: set[str] = set()
         self.last_tick_ns = record.last_tick_ns
         self.phase_index = -1
         self.latest: dict[str, dict[str, FieldValue]] = {}  # "measurement[,tag=v]" -> fields
@@ -209,7 +210,9 @@ class Run:
         for name, seconds in self.running.conditions_s.items():
             self.event("condition", f"{name} after {seconds:.2f} s", seconds)
         for warning in self.running.warnings:
-            self.event("warning", warning, 0.0)
+            if warning not in self._warned:  # a restart repeats them; once is evidence
+                self._warned.add(warning)
+                self.event("warning", warning, 0.0)
         for line in run_setup(self.scenario.setup, self.running, first_start=first_start):
             self.event("setup", line, 0.0)
 
