@@ -229,17 +229,21 @@ class Book:
     def sweep(self, now: int, everything: bool = False) -> None:
         """Count queries past their timeout as lost, oldest first."""
         limit = now - self.timeout_ns
-        ring_t = self.ring_t
-        while self.tail < self.seq:
-            slot = self.tail & MASK
+        ring_t, ring_c, lost = self.ring_t, self.ring_c, self.lost
+        tail, seq = self.tail, self.seq  # locals: this walks every query once
+        expired = 0
+        while tail < seq:
+            slot = tail & MASK
             t = ring_t[slot]
             if t > 0:
                 if t > limit and not everything:
                     break
-                self.lost[self.ring_c[slot]] += 1
-                self.outstanding -= 1
+                lost[ring_c[slot]] += 1
+                expired += 1
                 ring_t[slot] = -t
-            self.tail += 1
+            tail += 1
+        self.tail = tail
+        self.outstanding -= expired
 
 
 def wire(question: bytes) -> bytearray:
