@@ -14,6 +14,7 @@ import contextlib
 import select
 import socket
 from multiprocessing.connection import Connection
+from typing import Any
 
 from soak.load.worker import (
     CONTROL_NS,
@@ -49,7 +50,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     book = Book(spec)
     socks = open_flows(spec)
     ep = select.epoll()
-    recv_of = {}
+    recv_of: list[Any] = [None] * (max(s.fileno() for s in socks) + 1)  # fd -> recv
     for s in socks:
         ep.register(s.fileno(), select.EPOLLIN)
         recv_of[s.fileno()] = s.recv
@@ -85,6 +86,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     sent_total = 0
     skipped = 0
     max_out = spec.max_outstanding
+    outstanding = 0  # a local copy of book.outstanding, synced around Book calls
     seq = 0
     sending = True
     # Counters are re-read from book after each interval reset.
@@ -95,7 +97,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
             now = mono()
             if sending and now >= send_end and sent_total >= pacer.due(send_end - 1):
                 sending = False  # every query due before the end has left
-            if not sending and (book.outstanding <= 0 or now >= send_end + timeout_ns):
+            if not sending and (outstanding <= 0 or now >= send_end + timeout_ns):
                 break
             if now >= hard_end + timeout_ns:
                 break
@@ -116,7 +118,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                             timeout = (pacer.deadline_ns(sent_total) - now) / 1e9
                             timeout = 0 if timeout < 0 else min(timeout, 0.01)
                 else:
-                    n = max_out - book.outstanding
+                    n = max_out - outstanding
                     if n > SEND_BATCH:
                         n = SEND_BATCH
                     timeout = 0 if n > 0 else 0.01
@@ -138,9 +140,9 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     slot = seq & MASK
                     t = ring_t[slot]
                     if t > 0:  # a straggler still owns this id: let Book find a free one
-                        book.seq = seq
+                        book.seq, book.outstanding = seq, outstanding
                         slot = book.take_slot(now)
-                        seq = book.seq
+                        seq, outstanding = book.seq, book.outstanding
                         if slot < 0:
                             break
                     else:
@@ -168,7 +170,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     ring_q[slot] = q
                     sent[c] += 1
                     sent_total += 1
-                    book.outstanding += 1
+                    outstanding += 1
             # ---- read replies: one recv per ready socket per wake
             events = poll(timeout)
             if events:
@@ -193,10 +195,10 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     if t < 0 or now - t > timeout_ns:
                         if t > 0:
                             lost[c] += 1
-                            book.outstanding -= 1
+                            outstanding -= 1
                         late[c] += 1
                         continue
-                    book.outstanding -= 1
+                    outstanding -= 1
                     completed[c] += 1
                     key = ((now - t) // 1000) * nc + c
                     lat[key] = lat.get(key, 0) + 1
@@ -205,8 +207,9 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                         wrong[c] += 1
             # ---- housekeeping, a few times a second
             if now >= next_sweep:
-                book.seq = seq
+                book.seq, book.outstanding = seq, outstanding
                 book.sweep(now)
+                outstanding = book.outstanding
                 next_sweep = now + SWEEP_NS
             if now >= next_control:
                 next_control = now + CONTROL_NS
@@ -229,7 +232,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                 if next_interval <= now:
                     next_interval = now + INTERVAL_NS
         now = mono()
-        book.seq = seq
+        book.seq, book.outstanding = seq, outstanding
         book.sweep(now, everything=True)
         iv = book.interval((now - last_interval) / 1e9, 0.0, 0, skipped)
         iv.final, iv.socket_errors = True, refused
