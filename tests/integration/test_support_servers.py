@@ -25,9 +25,10 @@ def test_unbound_answers_local_data(tmp_path):
 def test_recursor_forwards_to_dnsmasq(tmp_path):
     (tmp_path / "up").mkdir()
     (tmp_path / "rec").mkdir()
-    with servers.dnsmasq_upstream(tmp_path / "up") as up, servers.pdns_recursor(
-        tmp_path / "rec", up.port
-    ) as rec:
+    with (
+        servers.dnsmasq_upstream(tmp_path / "up") as up,
+        servers.pdns_recursor(tmp_path / "rec", up.port) as rec,
+    ):
         reply = ask(rec.port, "anything.example.")
         assert reply.rcode() == dns.rcode.NOERROR
         assert "192.0.2.1" in reply.answer[0].to_text()
