@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from soak.load.config import LoadConfig
 from soak.load.runner import LoadRunner, run_load
-from tests.support.servers import dnsmasq_upstream, pdns_recursor, unbound
+from tests.support.servers import ServerProc, dnsmasq_upstream, pdns_recursor, unbound
 
 pytestmark = pytest.mark.integration
 
@@ -28,19 +30,19 @@ MIX = [
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
     with unbound(tmp_path_factory.mktemp("unbound")) as s:
         yield s
 
 
-def check_accounting(d: dict) -> None:
+def check_accounting(d: dict[str, Any]) -> None:
     assert d["sent"] == d["completed"] + d["lost"]
     for c in d["classes"].values():
         assert c["sent"] == c["completed"] + c["lost"]
 
 
 @pytest.mark.parametrize("protocol", ["udp", "tcp"])
-def test_mix_against_unbound(server, protocol: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_mix_against_unbound(server: ServerProc, protocol: str, tmp_path: Path) -> None:
     cfg = LoadConfig(protocol=protocol, flows=4, seed=1, mix=MIX, workers=2)
     result = run_load(cfg, ("127.0.0.1", server.port), 2.0, 600.0, base_dir=tmp_path)
     d = result.to_json_dict()
@@ -58,7 +60,7 @@ def test_mix_against_unbound(server, protocol: str, tmp_path: Path) -> None:  # 
     assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"] < 2000
 
 
-def test_runner_windows_rate_change_and_stop(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_runner_windows_rate_change_and_stop(server: ServerProc, tmp_path: Path) -> None:
     cfg = LoadConfig(flows=8, mix=[{"name": "local", "queries": ["www.example.test"]}])
     runner = LoadRunner(cfg, ("127.0.0.1", server.port), base_dir=tmp_path)
     runner.start(200.0, max_duration_s=30.0)
@@ -144,7 +146,7 @@ def test_miss_names_through_pdns_recursor(tmp_path: Path) -> None:
     assert d["classes"]["cached"]["wrong_answers"] == 0
 
 
-def test_dnsperf_engine_against_unbound(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dnsperf_engine_against_unbound(server: ServerProc, tmp_path: Path) -> None:
     qfile = tmp_path / "q.txt"
     qfile.write_text("www.example.test\nnothere.example.test A\n")
     cfg = LoadConfig(engine="dnsperf", flows=2, mix=[{"name": "q", "file": str(qfile)}])
