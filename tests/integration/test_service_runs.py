@@ -160,3 +160,30 @@ def _cwd(pid: int) -> str:
         return os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         return ""
+
+
+def test_a_fault_while_ending_ends_the_run_as_error(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fault no real part can be made to show on demand: judging the run raises.
+    import soak.service.reporting as reporting
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("judge is broken")
+
+    monkeypatch.setattr(reporting, "judge_and_report", broken)
+    scenario = {
+        "name": "fault",
+        "target": {"runtime": "external", "name": "pytest", "pid": os.getpid()},
+        "phases": [{"name": "steady", "duration_s": 3}],
+        "samplers": {"interval_s": 1},
+    }
+    run_id = client.post("/runs", json=scenario, headers=AUTH).json()["id"]
+    final = wait_status(client, run_id, lambda s: s["status"] not in ("pending", "running"))
+    assert final["status"] == "error"
+    assert "judge is broken" in final["message"]
+    kinds = [e["kind"] for e in final["events"]]
+    time.sleep(2.0)  # two more tick slots: nothing may happen to an ended run
+    assert [
+        e["kind"] for e in client.get(f"/runs/{run_id}", headers=AUTH).json()["events"]
+    ] == kinds

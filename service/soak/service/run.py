@@ -81,6 +81,7 @@ class Run:
         self.outcome: Outcome | None = None
         self.load_totals: dict[str, Any] = {}  # the whole run's, once the load has stopped
         self.finished = threading.Event()
+        self.ending = False  # set first thing when the run ends (or detaches): jobs stop
         tgt = self.scenario.target
         self.run_tags = {
             "soak": self.id,
@@ -269,6 +270,7 @@ class Run:
 
     def _abort(self, exc: BaseException) -> None:
         """A start that failed: stop what was started, record why."""
+        self.ending = True
         message = str(exc) if isinstance(exc, SoakError) else f"{type(exc).__name__}: {exc}"
         self.event("error", message, 0.0)
         self._stop_parts(stop_targets=True)
@@ -281,7 +283,7 @@ class Run:
     def tick(self) -> None:
         """One sampler tick on the absolute grid; a late tick is recorded as lag, not doubled."""
         with self._lock:
-            if self.finished.is_set():
+            if self.ending:
                 return
             started_ns = time.time_ns()
             tick_ns = phases.tick_at_or_before(started_ns, self.interval_s, self.origin_ns)
@@ -304,7 +306,7 @@ class Run:
     def analyse(self) -> None:
         """Leak verdicts over the samples after the warm-up; alerts on changes."""
         with self._lock:
-            if self.finished.is_set():
+            if self.ending:
                 return
             self._analyse(time.time_ns())
 
@@ -327,7 +329,7 @@ class Run:
 
     def enter_phase(self, index: int) -> None:
         with self._lock:
-            if self.finished.is_set() or index == self.phase_index:
+            if self.ending or index == self.phase_index:
                 return
             span = self.spans[index]
             self.phase_index = index
@@ -340,7 +342,7 @@ class Run:
 
     def check_target(self, now_ns: int | None = None) -> None:
         """Target gone: an `exited` event, then a restart or the end, per `on_exit`."""
-        if self.target is None or self.finished.is_set():
+        if self.target is None or self.ending:
             return
         info = self.target.poll()
         if info is None:
@@ -408,7 +410,26 @@ class Run:
             return self._finish_locked("completed", reason)
 
     def _finish_locked(self, status: str, message: str) -> Outcome:
+        # From here no job touches the run: a tick must not see the target it is
+        # stopping as "exited" and restart it, whatever fails below.
+        self.ending = True
         now_ns = time.time_ns()
+        try:
+            self.outcome = self._end(status, message, now_ns)
+        except Exception as exc:  # the run must still end, with the fault as its status
+            log.exception("run %s: ending", self.id)
+            self.outcome = Outcome("error", f"ending the run failed: {exc}")
+            self.ctx.state.update_run(
+                self.id, status="error", message=self.outcome.message, ended_ns=now_ns
+            )
+        finally:
+            self.finished.set()
+            self.ctx.on_finished(self.id)
+        return self.outcome
+
+    def _end(self, status: str, message: str, now_ns: int) -> Outcome:
+        from soak.service.reporting import judge_and_report
+
         self.event("stop", f"run ended: {message}", 0.0, now_ns)
         self._stop_parts(stop_targets=True)
         if self.load is not None:
@@ -418,25 +439,14 @@ class Run:
         if self.sinks is not None:
             self.sinks.close()  # flushed: the criteria and the report read every point
             self.sinks = None
-        from soak.service.reporting import judge_and_report
-
-        try:
-            self.outcome = judge_and_report(self, status, message, ended_ns=now_ns)
-        except Exception as exc:  # the run must still end, with the fault as its status
-            log.exception("run %s: judging", self.id)
-            self.outcome = Outcome("error", f"judging the run failed: {exc}")
-            self.ctx.state.update_run(
-                self.id, status="error", message=self.outcome.message, ended_ns=now_ns
-            )
-        self.finished.set()
-        self.ctx.on_finished(self.id)
-        return self.outcome
+        return judge_and_report(self, status, message, ended_ns=now_ns)
 
     def detach(self) -> None:
         """Service shutdown: stop the load and the writing, leave the targets running."""
         with self._lock:
             if self.finished.is_set():
                 return
+            self.ending = True
             self._stop_parts(stop_targets=False)
             if self.sinks is not None:
                 self.sinks.close()
