@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 import dns.message
+import dns.name
 import pytest
 
 from soak.errors import InputError
@@ -119,3 +120,18 @@ def test_build_classes_rejects_bad_input(tmp_path: Path) -> None:
     bad_type = [QueryClass(name="m", random=RandomNames(zone="x.test", type="BOGUS"))]
     with pytest.raises(InputError, match="unknown record type"):
         build_classes(bad_type, tmp_path, 1)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["www.example.test", "WWW.Example.TEST.", ".", "a." * 60 + "test", "x" * 63 + ".test",
+     "_srv._tcp.example.test", "a-b.c_d.test", r"we\.ird.test", r"\065bc.test"],
+)  # fmt: skip
+def test_fast_encoding_matches_dnspython(name: str) -> None:
+    assert encode_question(Question(name, 1))[:-4] == dns.name.from_text(name).to_wire()
+
+
+def test_bad_names_fall_back_to_dnspython_errors() -> None:
+    for bad in ["x" * 64 + ".test", "a..b.test", ("a" * 60 + ".") * 5 + "test"]:
+        with pytest.raises(InputError, match="malformed name"):
+            parse_line(f"{bad} A", "q.txt line 1")
