@@ -27,9 +27,15 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "service"))
+if not os.environ.get("PYTHONPATH"):
+    sys.path.insert(0, str(ROOT / "service"))
 
+import soak  # noqa: E402
 from soak.analysis.leaks import leak_verdict  # noqa: E402
+
+# The service runs the same code as this script (PYTHONPATH may point at a frozen copy,
+# so that edits to the tree during a 30-minute run do not mix versions).
+CODE_ROOT = Path(soak.__file__).resolve().parents[1]
 
 SCENARIO = ROOT / "scenarios" / "pdns-recursor-dnsmasq.yaml"
 TOKEN = "bench-token"
@@ -72,24 +78,44 @@ def main() -> int:
     ap.add_argument("--window-s", type=float, default=120.0)
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))  # run the clean-ups
     duration_s = args.minutes * 60
-    soak = [sys.executable, "-m", "soak.cli"]
-    env = {**os.environ, "SOAK_TOKEN": TOKEN, "PYTHONPATH": str(ROOT / "service")}
+    soak_cmd = [sys.executable, "-m", "soak.cli"]
+    env = {**os.environ, "SOAK_TOKEN": TOKEN, "PYTHONPATH": str(CODE_ROOT)}
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
         data = Path(tmp) / "data"
         port = free_port()
         log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115
         serve = subprocess.Popen(
-            [*soak, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)],
+            [*soak_cmd, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )  # fmt: skip
         try:
-            return run(serve, port, duration_s, args, soak, env)
+            return run(serve, port, duration_s, args, soak_cmd, env)
         finally:
+            stop_runs(port)  # a service that stops leaves its targets running: stop them first
             if serve.poll() is None:
                 serve.send_signal(signal.SIGTERM)
                 serve.wait(60)
             log.close()
+
+
+def stop_runs(port: int) -> None:
+    try:
+        for r in api(port, "/runs")["runs"]:
+            if r["status"] in ("pending", "running"):
+                httpx.post(
+                    f"http://127.0.0.1:{port}/runs/{r['id']}/stop",
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                    timeout=10.0,
+                )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(
+            r["status"] in ("pending", "running") for r in api(port, "/runs")["runs"]
+        ):
+            time.sleep(0.5)
+    except httpx.HTTPError as exc:
+        print(f"bench: could not stop the runs: {exc}", file=sys.stderr)
 
 
 def run(
