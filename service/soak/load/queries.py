@@ -182,7 +182,12 @@ def build_classes(mix: Sequence[QueryClass], base_dir: Path, seed: int) -> list[
         if qc.random is not None:
             cq.random = RandomSource(qc.random, seed * 1000 + index)
         else:
-            cq.questions = [encode_question(q) for q in class_questions(qc, base_dir)]
+            # Repeated lines share one bytes object: big files repeat hot names a lot.
+            seen: dict[Question, bytes] = {}
+            cq.questions = [
+                seen[q] if q in seen else seen.setdefault(q, encode_question(q))
+                for q in class_questions(qc, base_dir)
+            ]
         out.append(cq)
     return out
 

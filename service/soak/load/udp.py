@@ -62,7 +62,11 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     schedule = spec.schedule
     slen = len(schedule)
     si = book.sched_i
-    wires = [[wire(q) for q in cq.questions] for cq in classes]
+    # One bytearray per distinct question (only its id is patched, just before each send).
+    shared: dict[bytes, bytearray] = {}
+    wires = [
+        [shared.get(q) or shared.setdefault(q, wire(q)) for q in cq.questions] for cq in classes
+    ]
     questions = [cq.questions for cq in classes]
     qlen = [len(q) for q in questions]
     qpos = book.pos
