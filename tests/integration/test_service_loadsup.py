@@ -1,0 +1,65 @@
+"""The load engine under the service's supervision: a worker killed mid-run is replaced
+and the run's totals keep what the dead one had sent. Against a real unbound."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from soak.load.config import LoadConfig
+from soak.service.loadsup import SupervisedLoad
+from tests.support.servers import unbound
+
+pytestmark = pytest.mark.integration
+
+
+def test_dead_worker_is_replaced_and_totals_add_up(tmp_path: Path) -> None:
+    cfg = LoadConfig.model_validate(
+        {"rate_qps": 200, "mix": [{"name": "www", "queries": ["www.example.test A"]}]}
+    )
+    with unbound(tmp_path) as server:
+        load = SupervisedLoad(cfg, ("127.0.0.1", server.port), base_dir=tmp_path)
+        load.start(200, 60)
+        try:
+            assert load.supervise(60) is None  # alive: nothing to do
+            time.sleep(2.0)
+            before = load.totals()["sent"]
+            assert before > 0
+            first = load.runner
+            workers = load_workers()
+            assert len(workers) == 1
+            os.kill(workers[0], signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while first.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            why = load.supervise(55)
+            assert why is not None and load.restarts == 1
+            assert load.runner is not first
+            time.sleep(2.0)
+            window = load.take_window()
+            assert window["all"]["sent"] > 0  # the new engine sends
+            totals = load.totals()
+            assert totals["sent"] > before  # the dead engine's queries are still counted
+            assert totals["load_restarts"] == 1
+        finally:
+            load.stop()
+
+
+def load_workers() -> list[int]:
+    """PIDs of this process's children that are load workers."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and "soak.load" in cmd:
+            found.append(int(proc.name))
+    return found
