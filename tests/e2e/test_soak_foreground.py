@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,7 +10,19 @@ from pathlib import Path
 import pytest
 
 from soak.sinks.sqlite import SqliteStore
-from tests.e2e.soakrun import DEMO, QUICK, last_json, processes_under, run_soak
+from tests.e2e.soakrun import (
+    DEMO,
+    QUICK,
+    ROOT,
+    last_json,
+    processes_under,
+    run_soak,
+    service,
+    soak_argv,
+    status,
+    wait_for,
+)
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -98,3 +111,34 @@ def test_bad_input_and_unstartable_target_exit_2(tmp_path: Path) -> None:
     assert "not found" in unstartable.stderr.splitlines()[-1]
     # The helper (dnsmasq) had started: it was stopped again.
     assert processes_under(tmp_path / "runs") == []
+
+
+def test_a_killed_foreground_run_is_reaped(tmp_path: Path) -> None:
+    """SIGKILL leaves the target running (own session); the next service stops it."""
+    data = tmp_path / "data"
+    fg = subprocess.Popen(
+        soak_argv("start", str(DEMO), "--foreground", "--duration", "5m", *QUICK,
+                  "--data-dir", str(data)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        run_id = wait_for(lambda: _running_id(data), 60.0, "the foreground run is running")
+        fg.kill()
+        fg.wait(10)
+        assert processes_under(data / "runs" / run_id) != []  # left behind, for now
+        port = free_port()
+        with service(data, port):
+            st = status(port, run_id)
+        assert st["status"] == "error" and "abandoned" in st["message"]
+        assert processes_under(data / "runs" / run_id) == []
+    finally:
+        if fg.poll() is None:
+            fg.kill()
+
+
+def _running_id(data: Path) -> str | None:
+    listed = run_soak("list", "--json", "--data-dir", str(data))
+    if listed.returncode != 0:
+        return None
+    runs = [r for r in json.loads(listed.stdout) if r["status"] == "running"]
+    return runs[0]["id"] if runs else None

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from soak.config import Scenario
 from soak.errors import InputError, SoakError
-from soak.service.run import Run, RunContext, points_path
+from soak.service.run import Run, RunContext, owner_alive, points_path
 from soak.service.scheduler import SoakScheduler
 from soak.service.state import ACTIVE, RunRecord, StateStore, new_run_id
 from soak.service.status import run_status
@@ -47,7 +47,17 @@ class RunManager:
     def start(self, *, resume: bool = True) -> list[str]:
         """Start the scheduler; resume the runs a previous service left running."""
         self.scheduler.start()
+        self.reap_abandoned()
         return self.resume_all() if resume else []
+
+    def reap_abandoned(self) -> list[str]:
+        """Foreground runs whose command died (SIGKILL): their targets are stopped."""
+        reaped = []
+        for record in self.state.list_runs(ACTIVE):
+            if record.foreground and not owner_alive(record.target_state):
+                Run(record, self.ctx).reap("the foreground command that ran it is gone")
+                reaped.append(record.id)
+        return reaped
 
     def shutdown(self, *, stop_runs: bool = False) -> None:
         """Service exit: runs are detached (targets keep running) unless `stop_runs`."""

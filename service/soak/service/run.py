@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from soak.service.verdicts import run_verdicts
 from soak.sinks.config import SinkConfig, SqliteSinkConfig
 from soak.sinks.metrics import ServiceMetrics
 from soak.targets.base import Running
+from soak.targets.procinfo import pid_alive, start_ticks
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,7 @@ class Run:
         On failure everything started so far is stopped and the run is `error`.
         """
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.ctx.state.update_run(self.id, target_state={"owner": _owner()})
         try:
             self._build_sinks()
             self._start_targets()
@@ -228,6 +231,7 @@ class Run:
 
     def _target_state(self) -> dict[str, Any]:
         return {
+            "owner": _owner(),
             "target": self.running.to_state() if self.running is not None else {},
             "services": {
                 name: svc.running.to_state()
@@ -441,6 +445,21 @@ class Run:
             self.sinks = None
         return judge_and_report(self, status, message, ended_ns=now_ns)
 
+    def reap(self, reason: str) -> None:
+        """A run nobody drives any more (its foreground command died): stop what it had
+        started, from its saved state, and mark it `error`."""
+        self.ending = True
+        try:
+            self._attach_targets(self.record.target_state or {})
+        except SoakError as exc:
+            self.event("error", f"re-attaching to stop: {exc}", 0.0)
+        self._stop_parts(stop_targets=True)
+        self.event("stop", f"run abandoned: {reason}", 0.0)
+        self.ctx.state.update_run(
+            self.id, status="error", message=f"abandoned: {reason}", ended_ns=time.time_ns()
+        )
+        self.finished.set()
+
     def detach(self) -> None:
         """Service shutdown: stop the load and the writing, leave the targets running."""
         with self._lock:
@@ -508,6 +527,20 @@ class Run:
             )
             key = f"{p.measurement},{extra}" if extra else p.measurement
             self.latest[key] = dict(p.fields)
+
+
+def _owner() -> dict[str, Any]:
+    """Who drives the run: a foreground run whose command is gone is abandoned."""
+    return {"pid": os.getpid(), "start_ticks": start_ticks(os.getpid())}
+
+
+def owner_alive(target_state: dict[str, Any] | None) -> bool:
+    """Is the process that drove a run still there? (Unknown owner: assume so.)"""
+    owner = (target_state or {}).get("owner") or {}
+    pid = owner.get("pid")
+    if not isinstance(pid, int):
+        return True
+    return pid_alive(pid, owner.get("start_ticks"))
 
 
 def with_embedded_store(configs: list[SinkConfig]) -> list[SinkConfig]:
