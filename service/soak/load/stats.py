@@ -13,7 +13,6 @@ window sent != completed + lost; over a whole run that has drained, it is.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -247,7 +246,3 @@ def result_from(stats: MixStats, engine: str, duration_s: float, target_rate: fl
         unexpected=total.unexpected,
         notes=notes,
     )
-
-
-def safe_ratio(num: float, den: float) -> float:
-    return num / den if den else math.nan

@@ -12,7 +12,6 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -292,11 +291,4 @@ class Pacer:
         return dropped
 
 
-def emit(conn: Connection, iv: Interval) -> None:
-    conn.send(iv)
-
-
 monotonic_ns = time.monotonic_ns  # bound once: no wrapper call per query
-
-
-Sender = Callable[[bytearray], int]
