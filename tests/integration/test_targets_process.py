@@ -130,7 +130,8 @@ files:
       dnssec=process-no-validate
       daemon=no
       write-pid=no
-      socket-dir={{data_dir}}
+      # relative to the cwd (the data dir): a unix socket path is limited to 107 bytes
+      socket-dir=.
       webserver=yes
       webserver-address=127.0.0.1
       webserver-port={{port.web}}
