@@ -126,3 +126,21 @@ def test_load_rates_reach_the_service_metrics() -> None:
     labels = {"soak": "r1", "class": "all"}
     assert registry.get_sample_value("soak_load_rate_achieved_qps", labels) == 1990.0
     assert registry.get_sample_value("soak_load_rate_target_qps", labels) == 2000.0
+
+
+def test_load_counts_add_up_across_ticks_in_the_service_metrics() -> None:
+    class Load:
+        name = "load"
+
+        def sample(self, tick_time_ns: int) -> list[Point]:
+            fields = {"sent": 1000.0, "lost": 3.0, "rate_target": 1000.0, "rate_achieved": 997.0}
+            return [Point("load", dict(fields), tick_time_ns, {"class": "miss"})]
+
+    registry = CollectorRegistry()
+    runner = TickRunner([Load()], run_tags=RUN, metrics=ServiceMetrics(registry))
+    runner.run_tick(S)
+    runner.run_tick(S + 1_000_000_000)
+    runner.close()
+    labels = {"soak": "r1", "class": "miss"}
+    assert registry.get_sample_value("soak_load_sent_total", labels) == 2000.0
+    assert registry.get_sample_value("soak_load_lost_total", labels) == 6.0

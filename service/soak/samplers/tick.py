@@ -130,8 +130,12 @@ class TickRunner:
             target, achieved = p.fields.get("rate_target"), p.fields.get("rate_achieved")
             if not (isinstance(target, int | float) and isinstance(achieved, int | float)):
                 continue
+            cls = p.tags.get("class", "all")
             if math.isfinite(target) and math.isfinite(achieved):
-                self.metrics.set_load_rate(soak, p.tags.get("class", "all"), target, achieved)
+                self.metrics.set_load_rate(soak, cls, target, achieved)
+            sent, lost = p.fields.get("sent"), p.fields.get("lost")
+            if isinstance(sent, int | float) and isinstance(lost, int | float):
+                self.metrics.count_load(soak, cls, sent, lost)
 
     def close(self) -> None:
         """Waits for no sampler still running (one stuck in I/O must not hang shutdown)."""

@@ -363,6 +363,7 @@ class Run:
                 self._finish_locked("error", f"target could not be restarted: {exc}")
                 return
             self.restarts += 1
+            self.ctx.metrics.count_restart(self.id, cfg.name)
             self.event("restarted", f"target restarted ({self.restarts})", float(self.restarts))
             self.ctx.state.update_run(
                 self.id, restarts=self.restarts, target_state=self._target_state()

@@ -82,6 +82,25 @@ class ServiceMetrics:
             ["soak", "class"],
             registry=registry,
         )
+        # Counters (not only gauges) so that Prometheus rules can take rate() of losses.
+        self.load_sent = Counter(
+            "soak_load_sent",
+            "Queries sent by the load engine",
+            ["soak", "class"],
+            registry=registry,
+        )
+        self.load_lost = Counter(
+            "soak_load_lost",
+            "Queries that got no answer within the timeout",
+            ["soak", "class"],
+            registry=registry,
+        )
+        self.target_restarts = Counter(
+            "soak_target_restarts",
+            "Restarts of the target under test after it exited",
+            ["soak", "target"],
+            registry=registry,
+        )
         self.leak_slope = Gauge(
             "soak_leak_slope_per_hour",
             "Growth of a resource per hour",
@@ -98,6 +117,14 @@ class ServiceMetrics:
     def set_load_rate(self, soak: str, cls: str, target_qps: float, achieved_qps: float) -> None:
         self.load_rate_target.labels(soak, cls).set(target_qps)
         self.load_rate_achieved.labels(soak, cls).set(achieved_qps)
+
+    def count_load(self, soak: str, cls: str, sent: float, lost: float) -> None:
+        """One interval's sent and lost queries of one class (or "all")."""
+        self.load_sent.labels(soak, cls).inc(max(sent, 0.0))
+        self.load_lost.labels(soak, cls).inc(max(lost, 0.0))
+
+    def count_restart(self, soak: str, target: str) -> None:
+        self.target_restarts.labels(soak, target).inc()
 
     def set_leak(self, soak: str, resource: str, slope_per_hour: float, verdict: str) -> None:
         """The latest verdict of one resource of one run (a state set: one verdict is 1)."""
