@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from tests.support.servers import PDNS_API_KEY, ServerProc, pdns_server  # noqa: E402
 from tests.support.tsdb import influxdb_v1, victoria_metrics  # noqa: E402
 
+from soak.names import SERIES  # noqa: E402
 from soak.points import Point  # noqa: E402
 from soak.samplers import TickRunner, build_samplers, next_tick_ns  # noqa: E402
 from soak.samplers.config import SamplersConfig  # noqa: E402
@@ -45,23 +46,7 @@ from soak.targets.base import Running  # noqa: E402
 
 S = 1_000_000_000
 RUN = {"soak": "bench", "scenario": "bench", "target": "pdns", "version": "4.7.3"}
-PROCESS_FIELDS = [
-    "rss_bytes",
-    "rss_anon_bytes",
-    "rss_file_bytes",
-    "rss_shmem_bytes",
-    "pss_bytes",
-    "swap_bytes",
-    "fds",
-    "fd_limit",
-    "threads",
-    "cpu_user_s",
-    "cpu_system_s",
-    "cpu_cores",
-    "ctx_switches",
-    "read_bytes",
-    "write_bytes",
-]
+PROCESS_FIELDS = SERIES["process"].fields
 
 
 def synthetic_points(n: int, t0_ns: int) -> list[Point]:
