@@ -81,8 +81,9 @@ SERIES: dict[str, Series] = {
         Series("dig", ("probe",), ("latency_ms", "rcode", "ok")),
         Series("files", ("path",), ("bytes", "rows")),
         Series("leak", ("resource",), ("slope_per_hour", "p_value", "verdict")),
-        # Sink events also carry the tag `sink`; the upgrade runner's events `plan`.
-        Series("event", ("kind", "sink", "plan"), ("message", "value")),
+        # Besides `kind`: the sink of sink events, the sampler of sampler errors, the plan
+        # of upgrade events.
+        Series("event", ("kind", "sink", "sampler", "plan"), ("message", "value")),
         Series("upgrade_check", ("plan", "check"), ("ok", "duration_ms", "message")),
     )
 }
