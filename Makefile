@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench clean
+.PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench bench-load \
+	bench-sinks bench-targets bench-service clean
 
 $(BIN)/soak: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -39,8 +40,21 @@ test: system-deps setup lint typecheck docker-ready
 demo: system-deps setup
 	bash scripts/demo.sh
 
-bench: system-deps setup
+# Benchmarks print ratios against a named peer; figures go in docs/benchmarks.md.
+# `make bench` runs the short ones; bench-service is a 30-minute soak of the service.
+bench: bench-load bench-sinks bench-targets
+
+bench-load: system-deps setup
 	$(BIN)/python bench/load_vs_dnsperf.py
+
+bench-sinks: system-deps setup
+	$(BIN)/python bench/sinks.py
+
+bench-targets: docker-ready setup
+	$(BIN)/python bench/targets_ready.py
+
+bench-service: system-deps setup
+	$(BIN)/python bench/service_soak.py --minutes 30
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
