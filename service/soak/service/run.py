@@ -364,10 +364,11 @@ class Run:
                 return
             self.restarts += 1
             self.ctx.metrics.count_restart(self.id, cfg.name)
-            self.event("restarted", f"target restarted ({self.restarts})", float(self.restarts))
+            # The record first: whoever sees the event sees the count and the new PID.
             self.ctx.state.update_run(
                 self.id, restarts=self.restarts, target_state=self._target_state()
             )
+            self.event("restarted", f"target restarted ({self.restarts})", float(self.restarts))
             return
         self._finish_locked("failed", f"target {info.describe()}")
 
@@ -391,8 +392,8 @@ class Run:
                 self.event("error", f"helper {name} could not be restarted: {exc}", 0.0)
                 continue
             self.service_restarts[name] = done + 1
-            self.event("service_restarted", f"helper {name} restarted ({done + 1})", done + 1)
             self.ctx.state.update_run(self.id, target_state=self._target_state())
+            self.event("service_restarted", f"helper {name} restarted ({done + 1})", done + 1)
 
     def _remaining_s(self, now_ns: int) -> float:
         return max(0.0, (self.end_ns - now_ns) / NS_PER_S)
