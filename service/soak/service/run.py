@@ -29,6 +29,7 @@ from soak.service.state import RunRecord, StateStore
 from soak.service.verdicts import run_verdicts
 from soak.sinks.config import SinkConfig, SqliteSinkConfig
 from soak.sinks.metrics import ServiceMetrics
+from soak.targets import cleanup_stale
 from soak.targets.base import Running
 from soak.targets.procinfo import pid_alive, start_ticks
 
@@ -493,6 +494,21 @@ class Run:
                 part.stop()
             except Exception as exc:
                 self.event("error", f"stopping {name}: {exc}", 0.0)
+        self._remove_run_volumes()
+
+    def _remove_run_volumes(self) -> None:
+        """A fresh volume is the run's own: it goes with the run (a volume the scenario
+        names is not labelled with the run, so it stays for the next one)."""
+        configs = [self.scenario.target, *self.scenario.services]
+        if not any(c.runtime == "docker" and c.volume is not None for c in configs):
+            return
+        try:
+            removed = cleanup_stale(run_id=self.id)
+        except Exception as exc:  # the run still ends; what was left is recorded
+            self.event("error", f"removing the run's volumes: {exc}", 0.0)
+            return
+        if removed:
+            self.event("cleanup", f"removed {removed} container(s)/volume(s) of the run", removed)
 
     # ---------------------------------------------------------------- points and events
 

@@ -1,0 +1,60 @@
+"""A real soak of the hardened pdns-server image (read_only, cap_drop ALL, a fresh named
+volume, ports on 127.0.0.1): it is sampled through the container's host PID, and the
+run's container and its fresh volume are gone when the run ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soak.sinks.sqlite import SqliteStore
+from tests.e2e.soakrun import ROOT, last_json, run_soak
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker]
+
+SCENARIO = ROOT / "scenarios" / "pdns-auth-docker.yaml"
+IMAGE = "soak-test/pdns-auth"
+
+
+@pytest.fixture(scope="module")
+def engine() -> Any:
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"image {IMAGE} missing; run scripts/build-test-images.sh")
+    except docker.errors.DockerException as exc:
+        pytest.skip(f"no Docker engine answers ({exc}); `make docker-ready` starts one")
+    return client
+
+
+def test_docker_soak_samples_the_container_and_leaves_nothing(engine: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    proc = run_soak(
+        "start", str(SCENARIO), "--foreground", "--duration", "30s",
+        "--set", "samplers.interval_s=1",
+        # Latency limits are for a quiet machine; the tests share two busy cores.
+        "--set", "criteria.p99_ms_max={all: 1000}",
+        "--set", "criteria.leaks_ok=false",
+        "--data-dir", str(data), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    status = last_json(proc.stdout)
+    run_id = status["id"]
+    assert status["status"] == "passed", status["message"]
+
+    store = SqliteStore(data / "points.db")
+    try:
+        rss = store.series(run_id, "process", "rss_anon_bytes")
+        assert rss and all(v > 0 for _, v in rss[0][1])
+        assert store.series(run_id, "api", "latency_ms")
+    finally:
+        store.close()
+
+    label = f"soak.run={run_id}"
+    assert engine.containers.list(all=True, filters={"label": label}) == []
+    assert engine.volumes.list(filters={"label": label}) == []
