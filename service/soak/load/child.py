@@ -29,8 +29,15 @@ def main(argv: list[str]) -> int:
             from soak.load.udp import run_udp
 
             run_udp(spec, control, stats)
+    except (BrokenPipeError, EOFError):
+        # The parent closed its ends (it stopped, or it is shutting down): there is no
+        # one left to report to, and a traceback on its terminal would be noise.
+        return 0
     except Exception as exc:  # reported to the parent, which marks the run failed
-        stats.send(("error", f"worker: {type(exc).__name__}: {exc}"))
+        try:
+            stats.send(("error", f"worker: {type(exc).__name__}: {exc}"))
+        except BrokenPipeError:
+            print(f"soak load worker: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:
         stats.close()
