@@ -185,6 +185,28 @@ def test_window_fields_have_the_design_names() -> None:
     assert "lat_p50_ms" not in fields["b"]  # no samples: absent, not zero
 
 
+def test_a_reset_window_reports_like_a_fresh_one() -> None:
+    used = MixStats(["a"], highest_us=2_000_000)
+    used.add(interval({10_000: 5, 50: 3}, 8, 8))
+    used.reset()
+    fresh = MixStats(["a"], highest_us=2_000_000)
+    assert used.fields(1.0, 100.0, [1.0]) == fresh.fields(1.0, 100.0, [1.0])
+    for stats in (used, fresh):
+        stats.add(interval({100: 10}, 10, 10))
+    assert used.fields(1.0, 100.0, [1.0]) == fresh.fields(1.0, 100.0, [1.0])
+    assert used.all.latency_ms() == fresh.all.latency_ms()  # stddev included
+    assert used.all.latency_ms()["max"] == 0.1  # nothing left of the 10 ms samples
+
+
+def test_window_latency_skips_stddev_the_summary_keeps_it() -> None:
+    stats = ClassStats(highest_us=2_000_000)
+    assert "stddev" not in stats.latency_ms(stddev=False)
+    stats.add(ClassInterval(sent=2, completed=2, lat_us={100: 1, 300: 1}))
+    assert "stddev" not in stats.latency_ms(stddev=False)
+    assert stats.latency_ms()["stddev"] == pytest.approx(0.1, rel=0.01)
+    assert stats.summary()["latency_ms"]["stddev"] == pytest.approx(0.1, rel=0.01)
+
+
 def test_latency_above_the_range_is_clamped() -> None:
     stats = ClassStats(highest_us=1000)
     stats.add(ClassInterval(sent=1, completed=1, lat_us={5000: 1}))

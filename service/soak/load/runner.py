@@ -77,6 +77,9 @@ class LoadRunner:
         self._highest_us = int(cfg.timeout_s * 1e6) + 1000
         self._lock = threading.Lock()
         self._window = MixStats(self.names, self._highest_us)
+        # The last window's stats, emptied: windows swap between two MixStats
+        # rather than allocate four ~100 KB histograms every tick.
+        self._spare: MixStats | None = MixStats(self.names, self._highest_us)
         self._total = MixStats(self.names, self._highest_us)
         self._procs: list[subprocess.Popen[bytes]] = []
         self._conns: list[Connection] = []
@@ -181,12 +184,18 @@ class LoadRunner:
     def take_window(self) -> dict[str, dict[str, float]]:
         now = time.monotonic()
         with self._lock:
-            window, self._window = self._window, MixStats(self.names, self._highest_us)
+            spare, self._spare = self._spare, None
+            if spare is None:  # another take_window holds it
+                spare = MixStats(self.names, self._highest_us)
+            window, self._window = self._window, spare
             self._account_rate(now)
             window_s = now - self._window_at
             rate_target = self._rate_integral / window_s if window_s > 0 else self._rate_qps
             self._window_at, self._rate_integral = now, 0.0
         fields: dict[str, dict[str, float]] = window.fields(window_s, rate_target, self.weights)
+        window.reset()
+        with self._lock:
+            self._spare = window
         return fields
 
     def totals(self) -> LoadResult:

@@ -68,6 +68,15 @@ class ClassStats:
         self.min_us = sys.maxsize
         self.max_us = 0
 
+    def reset(self) -> None:
+        """Empty again, keeping the histogram's counts array (reused, not reallocated)."""
+        self.sent = self.completed = self.lost = self.late = self.wrong = self.unexpected = 0
+        self.rcodes = {}
+        self.hist.reset()
+        self.sum_us = 0
+        self.min_us = sys.maxsize
+        self.max_us = 0
+
     def add(self, ci: ClassInterval) -> None:
         self.sent += ci.sent
         self.completed += ci.completed
@@ -87,12 +96,16 @@ class ClassStats:
             if us > self.max_us:
                 self.max_us = us
 
-    def latency_ms(self) -> dict[str, float | None]:
-        """min, avg, p50, p95, p99, p999, max, stddev in ms (None without samples)."""
+    def latency_ms(self, *, stddev: bool = True) -> dict[str, float | None]:
+        """min, avg, p50, p95, p99, p999, max, stddev in ms (None without samples).
+
+        hdrh's stddev walks every bucket in Python (about 0.2 s per histogram
+        on a busy core); the per-window fields don't carry it, so they skip it.
+        """
         n = self.hist.get_total_count()
         if n == 0:
-            keys = ["min", "avg", *(k for k, _ in PERCENTILES), "max", "stddev"]
-            return dict.fromkeys(keys, None)
+            keys = ["min", "avg", *(k for k, _ in PERCENTILES), "max"]
+            return dict.fromkeys([*keys, "stddev"] if stddev else keys, None)
         out: dict[str, float | None] = {
             "min": self.min_us / 1000,
             "avg": round(self.sum_us / n / 1000, 6),
@@ -100,7 +113,8 @@ class ClassStats:
         for key, pct in PERCENTILES:
             out[key] = self.hist.get_value_at_percentile(pct) / 1000
         out["max"] = self.max_us / 1000
-        out["stddev"] = round(self.hist.get_stddev() / 1000, 6)
+        if stddev:
+            out["stddev"] = round(self.hist.get_stddev() / 1000, 6)
         return out
 
     def rcode_counts(self) -> dict[str, int]:
@@ -128,7 +142,7 @@ class ClassStats:
             "rate_achieved": self.sent / window_s if window_s > 0 else 0.0,
             "wrong_answers": self.wrong,
         }
-        lat = self.latency_ms()
+        lat = self.latency_ms(stddev=False)
         for key in ("min", "avg", "p50", "p95", "p99", "p999", "max"):
             value = lat[key]
             if value is not None:  # no samples: the field is absent, not a fake 0
@@ -146,6 +160,14 @@ class MixStats:
         self.classes = [ClassStats(highest_us) for _ in class_names]
         self.all = ClassStats(highest_us)
         self.rate_target_s = 0.0  # sum over intervals of rate x seconds
+        self.backlog_max = 0
+        self.skipped = 0
+        self.socket_errors = 0
+
+    def reset(self) -> None:
+        for stats in (*self.classes, self.all):
+            stats.reset()
+        self.rate_target_s = 0.0
         self.backlog_max = 0
         self.skipped = 0
         self.socket_errors = 0
