@@ -90,6 +90,10 @@ def run_status(
         {"time": _iso(e.time_ns), "kind": e.kind, "message": e.message, "value": e.value}
         for e in state.events(record.id, limit=50)
     ]
+    # The record was read before the events: a restart in between would show its event
+    # with the old count. A live run's count, read after the events, includes it.
+    if run is not None:
+        status["restarts"] = run.restarts
     status["reports"] = {
         fmt: str(record.run_dir / name)
         for fmt, name in REPORT_FORMATS.items()
