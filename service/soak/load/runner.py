@@ -198,11 +198,11 @@ class LoadRunner:
             self._spare = window
         return fields
 
-    def totals(self) -> LoadResult:
+    def totals(self, *, stddev: bool = True) -> LoadResult:
         with self._lock:
             end = self._stopped_at if self._stopped_at is not None else time.monotonic()
             send_s = min(end - self._started_at, self._max_duration_s) if self._procs else 0.0
-            result = result_from(self._total, "builtin", send_s, self._rate_qps)
+            result = result_from(self._total, "builtin", send_s, self._rate_qps, stddev=stddev)
         result.generator_bound = is_generator_bound(
             self._rate_qps, result.sent, send_s, self._total.skipped
         )

@@ -65,8 +65,8 @@ class SupervisedLoad:
         self.restarts += 1
         return why
 
-    def totals(self) -> dict[str, Any]:
-        result = self.runner.totals()
+    def totals(self, *, stddev: bool = True) -> dict[str, Any]:
+        result = self.runner.totals(stddev=stddev)
         totals: dict[str, Any] = {
             name: self._prior[name] + int(getattr(result, name, 0) or 0) for name in TOTAL_FIELDS
         }

@@ -164,7 +164,7 @@ def _lost(totals: dict[str, Any]) -> dict[str, Any]:
 def _totals(run: Run) -> dict[str, Any]:
     if run.load is None or run.finished.is_set():
         return {}
-    totals = run.load.totals()
+    totals = run.load.totals(stddev=False)  # read every second by the live view
     if isinstance(totals, dict):
         flat = totals.get("all", totals)
         return {k: v for k, v in flat.items() if isinstance(v, int | float)}
