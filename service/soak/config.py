@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from soak.errors import InputError
 from soak.load.config import LoadConfig
 from soak.samplers.config import SamplersConfig
 from soak.sinks.config import SinkConfig, SpoolConfig
 from soak.targets.config import TargetConfig
-from soak.units import DurationS, StrictModel, parse_size_bytes
+from soak.units import DurationS, FileModel, StrictModel, parse_size_bytes
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -105,7 +105,7 @@ class AlertingConfig(StrictModel):
     labels: dict[str, str] = Field(default_factory=dict)  # added to every alert
 
 
-class Scenario(StrictModel):
+class Scenario(FileModel):
     name: str
     description: str = ""
     allow_targets: list[str] = Field(default_factory=list)
@@ -120,16 +120,6 @@ class Scenario(StrictModel):
     leaks: LeaksConfig = Field(default_factory=LeaksConfig)
     criteria: CriteriaConfig = Field(default_factory=CriteriaConfig)
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
-    # Relative paths in the scenario (query files, templates) are relative to its file.
-    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
-
-    @property
-    def base_dir(self) -> Path:
-        return self._base_dir
-
-    def resolve_path(self, path: str | Path) -> Path:
-        p = Path(path)
-        return p if p.is_absolute() else self._base_dir / p
 
     @property
     def duration_s(self) -> float:

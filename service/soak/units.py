@@ -7,9 +7,10 @@ Pure parsing, no I/O. Durations accept a number of seconds or "500ms", "30s",
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PrivateAttr
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _DURATION_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -32,6 +33,21 @@ class StrictModel(BaseModel):
     """Every YAML model: unknown keys are errors, not silently ignored."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class FileModel(StrictModel):
+    """A document read from a file (a scenario, an upgrade plan): relative paths in it
+    (query files, templates, archives) are relative to that file's directory."""
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @property
+    def base_dir(self) -> Path:
+        return self._base_dir
+
+    def resolve_path(self, path: str | Path) -> Path:
+        p = Path(path)
+        return p if p.is_absolute() else self._base_dir / p
 
 
 def parse_duration_s(value: Any) -> float:

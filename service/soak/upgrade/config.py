@@ -21,7 +21,7 @@ from soak.config import read_yaml, set_path, validate_model
 from soak.errors import InputError
 from soak.sinks.config import SinkConfig
 from soak.targets.config import Probe, TargetConfig
-from soak.units import DurationS, StrictModel
+from soak.units import DurationS, FileModel, StrictModel
 from soak.upgrade import jsonpath
 from soak.upgrade.template import referenced_names
 
@@ -304,7 +304,7 @@ class Checklist(StrictModel):
 # ---------------------------------------------------------------- the plan
 
 
-class UpgradePlan(StrictModel):
+class UpgradePlan(FileModel):
     name: str
     description: str = ""
     allow_targets: list[str] = Field(default_factory=list)
@@ -319,20 +319,11 @@ class UpgradePlan(StrictModel):
     migrate: Migrate | None = None
     checks: list[Check] = Field(min_length=1)
     sinks: list[SinkConfig] = Field(default_factory=list)
-    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source: str = PrivateAttr(default="plan")
-
-    @property
-    def base_dir(self) -> Path:
-        return self._base_dir
 
     @property
     def source(self) -> str:
         return self._source
-
-    def resolve_path(self, path: str | Path) -> Path:
-        p = Path(path)
-        return p if p.is_absolute() else self._base_dir / p
 
     def saved_names(self) -> set[str]:
         names: set[str] = set()
