@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench bench-load \
-	bench-sinks bench-targets bench-service clean
+	bench-sinks bench-targets bench-service clean test-upgrades
 
 $(BIN)/soak: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,12 @@ test-unit: setup
 
 test: system-deps setup lint typecheck docker-ready
 	$(BIN)/pytest -q tests
+
+# Real-version upgrades (pdns 4.4 -> 4.7 -> 4.9 ...): builds the versioned images, then
+# runs the tests marked `upgrades` (skipped by `make test` when those images are absent).
+test-upgrades: setup docker-ready
+	bash scripts/build-test-images.sh upgrades
+	$(BIN)/pytest -q -m upgrades tests
 
 demo: system-deps setup
 	bash scripts/demo.sh

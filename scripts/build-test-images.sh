@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
 # Builds the local test images (no registry is reachable here):
-#   soak-test/base:bookworm    a Debian bookworm rootfs made with mmdebstrap, `docker import`ed
+#   soak-test/base:SUITE       a Debian rootfs (bookworm, bullseye, trixie) made with mmdebstrap,
+#                              `docker import`ed
 #   soak-test/pdns-auth        pdns-server + gsqlite3 backend + sqlite3, API on    (docker/pdns-auth)
 #   soak-test/pdns-recursor    pdns-recursor                                       (docker/pdns-recursor)
 #   soak-test/unbound          unbound                                             (docker/unbound)
+# and, for the real-version upgrade tests (`make test-upgrades`), one image per
+# Debian suite of the same Dockerfiles, tagged with the packaged version:
+#   soak-test/pdns-auth:4.4 (bullseye)  :4.7 (bookworm)  :4.9 (trixie)
+#
+# Usage: build-test-images.sh [IMAGE...|upgrades]   no argument: the three `latest` images;
+# `upgrades`: the versioned ones; IMAGE: just those (and the base image each needs).
 # Idempotent: an image that exists is skipped (FORCE=1 rebuilds). The mirror is read
 # from the host's apt sources and goes only into the image, never into the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BASE=soak-test/base:bookworm
-SUITE=bookworm
+# image -> "suite context-directory"
+declare -A IMAGES=(
+  [soak-test/pdns-auth:latest]="bookworm docker/pdns-auth"
+  [soak-test/pdns-recursor:latest]="bookworm docker/pdns-recursor"
+  [soak-test/unbound:latest]="bookworm docker/unbound"
+  [soak-test/pdns-auth:4.4]="bullseye docker/pdns-auth"
+  [soak-test/pdns-auth:4.7]="bookworm docker/pdns-auth"
+  [soak-test/pdns-auth:4.9]="trixie docker/pdns-auth"
+)
+DEFAULT=(soak-test/pdns-auth:latest soak-test/pdns-recursor:latest soak-test/unbound:latest)
+UPGRADES=(soak-test/pdns-auth:4.4 soak-test/pdns-auth:4.7 soak-test/pdns-auth:4.9)
 
 have_image() { docker image inspect "$1" >/dev/null 2>&1 && [ "${FORCE:-0}" != 1 ]; }
 
@@ -28,31 +44,38 @@ mirror_uri() {
   echo "$uri"
 }
 
-build_base() {
-  if have_image "$BASE"; then echo "build-test-images: $BASE exists"; return; fi
+build_base() {  # suite
+  local suite=$1 base="soak-test/base:$1"
+  if have_image "$base"; then echo "build-test-images: $base exists"; return; fi
   command -v mmdebstrap >/dev/null || { echo "build-test-images: mmdebstrap is not installed" >&2; exit 2; }
   local uri work
   uri=$(mirror_uri)
   work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
-  echo "build-test-images: bootstrapping $SUITE from $uri"
-  # Docs, man pages and locales are dropped to keep the image small.
+  # A global trap: a RETURN trap would also fire when the caller returns.
+  trap 'rm -rf "$work"' EXIT
+  echo "build-test-images: bootstrapping $suite from $uri"
+  # Docs, man pages and locales are dropped to keep the image small. The host's
+  # keyring knows the older and newer suites' keys too (debian-archive-keyring).
   mmdebstrap --quiet --variant=apt \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
-    "$SUITE" "$work/rootfs.tar" "deb $uri $SUITE main" "deb $uri $SUITE-updates main"
+    "$suite" "$work/rootfs.tar" "deb $uri $suite main" "deb $uri $suite-updates main"
   docker import --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' \
-    "$work/rootfs.tar" "$BASE" >/dev/null
-  echo "build-test-images: built $BASE"
+    "$work/rootfs.tar" "$base" >/dev/null
+  rm -rf "$work"
+  trap - EXIT
+  echo "build-test-images: built $base"
 }
 
-build_image() {  # name, context directory
+build_image() {  # name, context directory, suite
   if have_image "$1"; then echo "build-test-images: $1 exists"; return; fi
+  build_base "$3"
   # Host networking for the build only: apt inside reaches the same mirror as the host.
   # The legacy builder's notice about buildx is noise; the log is shown only on failure.
   local log
   log=$(mktemp)
-  if ! DOCKER_BUILDKIT=0 docker build --network host --build-arg "BASE=$BASE" -t "$1" "$2" >"$log" 2>&1; then
+  if ! DOCKER_BUILDKIT=0 docker build --network host --build-arg "BASE=soak-test/base:$3" \
+    -t "$1" "$2" >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     rm -f "$log"
     echo "build-test-images: building $1 failed" >&2
@@ -62,7 +85,14 @@ build_image() {  # name, context directory
   echo "build-test-images: built $1"
 }
 
-build_base
-build_image soak-test/pdns-auth:latest docker/pdns-auth
-build_image soak-test/pdns-recursor:latest docker/pdns-recursor
-build_image soak-test/unbound:latest docker/unbound
+wanted=("$@")
+[ ${#wanted[@]} -gt 0 ] || wanted=("${DEFAULT[@]}")
+if [ "${wanted[0]}" = upgrades ]; then wanted=("${UPGRADES[@]}"); fi
+# The bookworm base first, as before: every default image needs it.
+build_base bookworm
+for image in "${wanted[@]}"; do
+  spec=${IMAGES[$image]:-}
+  [ -n "$spec" ] || { echo "build-test-images: no recipe for $image (known: ${!IMAGES[*]})" >&2; exit 2; }
+  read -r suite context <<<"$spec"
+  build_image "$image" "$context" "$suite"
+done

@@ -184,7 +184,7 @@ class UpgradeRunner:
         if isinstance(self.plan.old, DockerTarget):
             self.volume = data.volume or f"soak-upgrade-{self.run_id}"
             self._made_volume = docker_data.ensure_volume(self.volume, self.run_id)
-            image = self.plan.old.image
+            image = self.values.render(self.plan.old.image)  # may be a {{var}}
             mount = self.plan.old.volume.mount if self.plan.old.volume else "/data"
             if data.archive:
                 docker_data.extract_into_volume(
@@ -296,15 +296,18 @@ class UpgradeRunner:
                 fill_placeholders(a, placeholders)
                 for a in self.values.render(migrate.container.command)
             ]
+            container = migrate.container.model_validate(
+                self.values.render(migrate.container.model_dump())
+            )
             code, output = docker_data.run_one_shot(
-                migrate.container,
+                container,
                 command,
                 self.volume,
                 self.values.render(migrate.env),
                 migrate.timeout_s,
                 f"{self.run_id}-migrate",
             )
-            argv0 = f"container {migrate.container.image}"
+            argv0 = f"container {container.image}"
         else:
             assert migrate.command is not None
             argv = [fill_placeholders(a, placeholders) for a in self.values.render(migrate.command)]

@@ -1,0 +1,111 @@
+"""Real upgrades: one packaged pdns-server version's data under the next.
+
+The images (soak-test/pdns-auth:4.4, :4.7, :4.9: Debian bullseye, bookworm, trixie)
+come from `scripts/build-test-images.sh upgrades`; `make test-upgrades` builds them and
+runs these tests. Without them the tests are skipped.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from soak.upgrade.config import load_plan
+from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.upgrades]
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = REPO / "scenarios"
+IMAGES = ("soak-test/pdns-auth:4.4", "soak-test/pdns-auth:4.7", "soak-test/pdns-auth:4.9")
+
+
+def _engine_and_images() -> str | None:
+    """Why these tests cannot run here, or None when they can."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as exc:  # no engine, no socket, no permission: all mean "skip"
+        return f"no Docker engine: {exc}"
+    for image in IMAGES:
+        try:
+            client.images.get(image)
+        except docker.errors.ImageNotFound:
+            return f"image {image} is absent (make test-upgrades builds it)"
+    return None
+
+
+_SKIP = _engine_and_images()
+if _SKIP is not None:
+    pytest.skip(_SKIP, allow_module_level=True)
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="suv-"))
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+def run(plan_name: str, work: Path, *overrides: str) -> tuple[UpgradeResult, str]:
+    run_id = f"t{secrets.token_hex(3)}"
+    plan = load_plan(SCENARIOS / plan_name, list(overrides))
+    result = UpgradeRunner(plan, run_dir=work / "run", run_id=run_id, env={}).run()
+    return result, run_id
+
+
+def leftovers(run_id: str) -> tuple[list[str], list[str]]:
+    import docker
+
+    client = docker.from_env(timeout=30)
+    containers = [
+        c.name
+        for c in client.containers.list(all=True)
+        if run_id in (c.name or "") or run_id in str(c.labels.get("soak.run", ""))
+    ]
+    volumes = [v.name for v in client.volumes.list() if run_id in (v.name or "")]
+    return containers, volumes
+
+
+def not_passed(result: UpgradeResult) -> dict[str, str]:
+    return {c.name: c.message for c in result.checks if c.status != "pass"}
+
+
+def test_4_4_to_4_7_with_the_shipped_migration_passes(work: Path) -> None:
+    result, run_id = run("pdns-auth-4.4-to-4.7.yaml", work)
+    assert not_passed(result) == {}
+    assert result.exit_code == 0 and len(result.checks) == 16
+    steps = [f"{s.phase} {s.text}" for s in result.steps]
+    assert "old starting pdns-auth 4.4.1" in steps
+    assert "new starting pdns-auth 4.7.3" in steps
+    assert any(s.startswith("migrate container soak-test/pdns-auth:4.7") for s in steps)
+    assert leftovers(run_id) == ([], [])
+
+
+def test_4_4_to_4_7_without_the_migration_fails_with_http_500(work: Path) -> None:
+    result, run_id = run("pdns-auth-4.4-to-4.7.yaml", work, "migrate=null")
+    failed = {c.name: c.message for c in result.checks if c.status == "fail"}
+    assert result.exit_code == 1
+    assert set(failed) == {"one zone GET", "new zone POSTed", "no error lines in the log"}
+    assert "got status 500" in failed["one zone GET"]
+    assert "got status 500" in failed["new zone POSTed"]
+    assert "no such column: options" in failed["no error lines in the log"]
+    # What the old schema still serves: DNS and the zone list.
+    passed = {c.name for c in result.checks if c.status == "pass"}
+    assert {"www A unchanged (dig)", "zone list unchanged (API)"} <= passed
+    assert leftovers(run_id) == ([], [])
+
+
+def test_4_7_to_4_9_passes_without_a_migration(work: Path) -> None:
+    result, run_id = run("pdns-auth-4.7-to-4.9.yaml", work)
+    assert not_passed(result) == {}
+    assert result.exit_code == 0
+    assert not any(s.phase == "migrate" for s in result.steps)
+    assert leftovers(run_id) == ([], [])
