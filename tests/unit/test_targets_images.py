@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,8 +16,24 @@ def test_no_mirror_written_into_the_repository() -> None:
             assert "deb.debian.org" not in text and "snapshot.debian.org" not in text, path
 
 
-def test_each_image_has_a_dockerfile_built_by_the_script() -> None:
+def _recipes() -> dict[str, tuple[str, str]]:
+    """The script's table: image -> (Debian suite, context directory)."""
     script = (ROOT / "scripts" / "build-test-images.sh").read_text()
+    entries = re.findall(r'\[(soak-test/[^\]]+)\]="(\w+) (docker/[\w-]+)"', script)
+    return {image: (suite, context) for image, suite, context in entries}
+
+
+def test_each_image_has_a_dockerfile_built_by_the_script() -> None:
+    recipes = _recipes()
     for name in ("pdns-auth", "pdns-recursor", "unbound"):
-        assert (ROOT / "docker" / name / "Dockerfile").is_file()
-        assert f"soak-test/{name}:latest docker/{name}" in script
+        assert recipes[f"soak-test/{name}:latest"] == ("bookworm", f"docker/{name}")
+    for image, (suite, context) in recipes.items():
+        assert suite in ("bullseye", "bookworm", "trixie"), image
+        assert (ROOT / context / "Dockerfile").is_file(), image
+
+
+def test_the_versioned_pdns_images_come_from_three_suites() -> None:
+    recipes = _recipes()
+    assert recipes["soak-test/pdns-auth:4.4"][0] == "bullseye"
+    assert recipes["soak-test/pdns-auth:4.7"][0] == "bookworm"
+    assert recipes["soak-test/pdns-auth:4.9"][0] == "trixie"
