@@ -232,3 +232,18 @@ def test_generator_bound() -> None:
     assert is_generator_bound(1000, 9_000, 10.0, 0)
     assert is_generator_bound(1000, 10_000, 10.0, 5)
     assert not is_generator_bound(0, 5, 10.0, 0)
+
+
+def test_longest_silence_between_answers_goes_into_the_interval() -> None:
+    book = Book(spec([{"name": "a", "queries": ["www.example.test"]}]))
+    book.last_answer_ns = 0
+    book.answered(10_000_000)  # 10 ms after the start
+    book.answered(15_000_000)
+    book.answered(1_215_000_000)  # a 1.2 s silence ended here
+    book.answered(1_220_000_000)
+    iv = book.interval(1.0, 500.0, 0, 0)
+    assert iv.max_gap_ns == 1_200_000_000 and iv.max_gap_end_ns == 1_215_000_000
+    # The next interval starts afresh; a silence still going on counts at the end.
+    book.silence_until(4_220_000_000)
+    iv = book.interval(1.0, 0.0, 0, 0)
+    assert iv.max_gap_ns == 3_000_000_000 and iv.max_gap_end_ns == 4_220_000_000

@@ -185,3 +185,26 @@ def test_docker_versions_need_a_volume(tmp_path: Path) -> None:
         load_plan(write_plan(tmp_path, old=docker, new={**docker, "volume": {"mount": "/d"}}))
     with pytest.raises(InputError, match="the same runtime"):
         load_plan(write_plan(tmp_path, new={**docker, "volume": {"mount": "/d"}}), env={})
+
+
+LOAD = {"rate_qps": 500, "mix": [{"name": "www", "queries": ["www.example.test A"]}]}
+
+
+def test_a_swap_check_needs_a_load(tmp_path: Path) -> None:
+    path = write_plan(tmp_path, checks=[{"name": "s", "kind": "swap", "max_lost": 0}])
+    with pytest.raises(InputError, match=r"checks\.0: a swap check needs the plan's `load:`"):
+        load_plan(path, env={})
+    plan = load_plan(
+        write_plan(tmp_path, load=LOAD, checks=[{"name": "s", "kind": "swap", "max_gap_s": "2s"}]),
+        env={},
+    )
+    assert plan.load is not None and plan.load.rate_qps == 500 and plan.load.settle_s == 2.0
+
+
+def test_a_swap_check_needs_a_bound_and_the_load_a_known_port(tmp_path: Path) -> None:
+    path = write_plan(tmp_path, load=LOAD, checks=[{"name": "s", "kind": "swap"}])
+    with pytest.raises(InputError, match="give max_lost, max_gap_s or both"):
+        load_plan(path, env={})
+    path = write_plan(tmp_path, load={**LOAD, "port": "nope"})
+    with pytest.raises(InputError, match=r"load\.port: old has no port named 'nope'"):
+        load_plan(path, env={})

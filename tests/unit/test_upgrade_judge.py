@@ -21,6 +21,7 @@ from soak.upgrade.judge import (
     judge_log,
     judge_metric,
     judge_ready,
+    judge_swap,
     judge_unchanged,
 )
 
@@ -178,3 +179,16 @@ def test_file_owner_and_mode() -> None:
     assert judge_file(check(kind="file", path="/x", owner="nonroot"), good).ok
     assert not judge_file(c, FileFacts(False)).ok
     assert judge_file(check(kind="file", path="/x", exists=False), FileFacts(False)).ok
+
+
+def test_swap_bounds() -> None:
+    both = check(name="s", kind="swap", max_lost=10, max_gap_s=0.5)
+    verdict = judge_swap(both, 3, 0.2, 1000)
+    assert verdict.ok and verdict.got == "3 of 1000 lost, longest gap 0.200 s"
+    assert verdict.expected == "at most 10 lost and no gap over 0.5 s"
+    assert not judge_swap(both, 11, 0.2, 1000).ok
+    assert not judge_swap(both, 3, 0.6, 1000).ok
+    gap_only = check(name="s", kind="swap", max_gap_s=1)
+    assert judge_swap(gap_only, 900, 0.9, 1000).ok
+    never = judge_swap(gap_only, None, None)
+    assert not never.ok and never.got == "no load ran through the swap"

@@ -94,6 +94,10 @@ class LoadRunner:
         self._rate_integral = 0.0  # q/s x s since the last window
         self._rate_changed_at = 0.0
         self._result: LoadResult | None = None
+        # The longest silence of any one worker (no reply within the timeout) and when
+        # it ended, on the monotonic clock: a swap under load reports it.
+        self._max_gap_ns = 0
+        self._max_gap_end_ns = 0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -209,6 +213,14 @@ class LoadRunner:
         result.notes.extend(self._errors)
         return result
 
+    def longest_gap(self) -> tuple[float, float]:
+        """(seconds, monotonic end time in s) of the longest silence of one worker.
+
+        With one worker that is the longest time without any answer; with several it
+        is an upper bound (another worker may have had answers meanwhile)."""
+        with self._lock:
+            return self._max_gap_ns / 1e9, self._max_gap_end_ns / 1e9
+
     @property
     def errors(self) -> list[str]:
         return list(self._errors)
@@ -238,6 +250,11 @@ class LoadRunner:
                     with self._lock:
                         self._window.add(msg)
                         self._total.add(msg)
+                        if msg.max_gap_ns > self._max_gap_ns:
+                            self._max_gap_ns, self._max_gap_end_ns = (
+                                msg.max_gap_ns,
+                                msg.max_gap_end_ns,
+                            )
                 else:
                     self._errors.append(str(msg[1]))
 

@@ -47,6 +47,10 @@ class Interval:
     classes: list[ClassInterval]
     final: bool = False
     socket_errors: int = 0  # ICMP unreachable and similar, seen on send or receive
+    # The longest silence (no reply within the timeout) of this worker that ended in
+    # this interval, and when it ended (monotonic ns, the same clock in every process).
+    max_gap_ns: int = 0
+    max_gap_end_ns: int = 0
 
 
 def rcode_name(code: int) -> str:

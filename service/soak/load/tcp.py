@@ -100,6 +100,7 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     ep = select.epoll()
     by_fd: dict[int, TcpFlow] = {}
     start = monotonic_ns()
+    book.last_answer_ns = start
 
     def reopen(f: TcpFlow, now: int) -> None:
         if f.sock is not None:
@@ -201,6 +202,7 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                 next_interval = max(next_interval + INTERVAL_NS, now + 1)
         now = monotonic_ns()
         book.sweep(now, everything=True)
+        book.silence_until(min(now, send_end))
         iv = book.interval((now - last_interval) / 1e9, 0.0, 0, skipped)
         iv.final = True
         conn.send(iv)

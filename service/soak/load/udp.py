@@ -93,6 +93,8 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     outstanding = 0  # a local copy of book.outstanding, synced around Book calls
     seq = 0
     sending = True
+    completed_total = 0
+    book.last_answer_ns = start
     # Counters are re-read from book after each interval reset.
     sent, completed, lost, late, wrong = book.sent, book.completed, book.lost, book.late, book.wrong
     rcodes, lat = book.rcodes, book.lat
@@ -179,6 +181,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
             events = poll(timeout)
             if events:
                 now = mono()
+                answered = completed_total
                 for fd, _ev in events:
                     try:
                         data = recv_of[fd](recv_bytes)
@@ -204,11 +207,14 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                         continue
                     outstanding -= 1
                     completed[c] += 1
+                    completed_total += 1
                     key = ((now - t) // 1000) * nc + c
                     lat[key] = lat.get(key, 0) + 1
                     rcodes[(data[3] & 15) * nc + c] += 1
                     if checks[c] and is_wrong(classes[c], data, len(q)):
                         wrong[c] += 1
+                if completed_total != answered:
+                    book.answered(now)
             # ---- housekeeping, a few times a second
             if now >= next_sweep:
                 book.seq, book.outstanding = seq, outstanding
@@ -238,6 +244,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
         now = mono()
         book.seq, book.outstanding = seq, outstanding
         book.sweep(now, everything=True)
+        book.silence_until(min(now, send_end))
         iv = book.interval((now - last_interval) / 1e9, 0.0, 0, skipped)
         iv.final, iv.socket_errors = True, refused
         conn.send(iv)

@@ -132,6 +132,11 @@ class Book:
         self.outstanding = 0
         self.reset()
         self.pos = [spec.start_offset % max(1, len(c.questions)) for c in spec.classes]
+        # Silences between replies (a service swap under load): the last answer and
+        # the longest gap of the current interval. Updated once per wake, not per reply.
+        self.last_answer_ns = monotonic_ns()
+        self.max_gap_ns = 0
+        self.max_gap_end_ns = 0
         self.sched_i = spec.start_offset % len(spec.schedule)
 
     def reset(self) -> None:
@@ -159,8 +164,22 @@ class Book:
             classes[c].lat_us[us] = n
         classes[0].unexpected = self.unexpected
         iv = Interval(self.spec.index, interval_s, rate, backlog, skipped, classes)
+        iv.max_gap_ns, iv.max_gap_end_ns = self.max_gap_ns, self.max_gap_end_ns
+        self.max_gap_ns = self.max_gap_end_ns = 0
         self.reset()
         return iv
+
+    def answered(self, now: int) -> None:
+        """A reply within the timeout arrived at `now`: the silence before it ends."""
+        gap = now - self.last_answer_ns
+        if gap > self.max_gap_ns:
+            self.max_gap_ns, self.max_gap_end_ns = gap, now
+        self.last_answer_ns = now
+
+    def silence_until(self, end_ns: int) -> None:
+        """At the end of the load: a silence still going on counts up to `end_ns`."""
+        if end_ns > self.last_answer_ns:
+            self.answered(end_ns)
 
     def next_query(self) -> tuple[int, bytes]:
         """The next class and question of the mix (files cycle like dnsperf's)."""
@@ -216,6 +235,7 @@ class Book:
         self.ring_t[slot] = 0
         self.outstanding -= 1
         self.completed[c] += 1
+        self.answered(now)
         key = ((now - t) // 1000) * self.nc + c
         self.lat[key] = self.lat.get(key, 0) + 1
         self.rcodes[(data[3] & 15) * self.nc + c] += 1

@@ -24,6 +24,7 @@ from soak.upgrade.config import (
     LogCheck,
     MetricCheck,
     ReadyWithinCheck,
+    SwapCheck,
     UnchangedCheck,
 )
 from soak.upgrade.judge import (
@@ -34,9 +35,11 @@ from soak.upgrade.judge import (
     judge_log,
     judge_metric,
     judge_ready,
+    judge_swap,
     judge_unchanged,
 )
 from soak.upgrade.snapshot import Snapshot
+from soak.upgrade.swap import SwapStats
 from soak.upgrade.template import Values
 
 Status = Literal["pass", "fail", "skip"]
@@ -65,6 +68,7 @@ class CheckContext:
     version: Version
     snapshot: Snapshot
     base_dir: Path
+    swap: SwapStats | None = None  # what the plan's `load:` saw during the swap
 
 
 def _log_lines(path: Path | None) -> Iterator[str]:
@@ -119,6 +123,11 @@ def evaluate(check: Check, ctx: CheckContext) -> Verdict:
         return judge_metric(check, http.body.decode(errors="replace"))
     if isinstance(check, ReadyWithinCheck):
         return judge_ready(check, version.running.ready_after_s)
+    if isinstance(check, SwapCheck):
+        swap = ctx.swap
+        if swap is None:
+            return judge_swap(check, None, None)
+        return judge_swap(check, swap.lost, swap.longest_gap_s, swap.sent)
     assert isinstance(check, FileCheck)
     return judge_file(check, file_facts(render(values, version, check.path), version))
 

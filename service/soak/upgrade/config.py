@@ -19,6 +19,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from soak.config import read_yaml, set_path, validate_model
 from soak.errors import InputError
+from soak.load.config import QueryClass
 from soak.sinks.config import SinkConfig
 from soak.targets.config import Probe, TargetConfig
 from soak.units import DurationS, FileModel, StrictModel
@@ -159,6 +160,29 @@ class Migrate(StrictModel):
         return self
 
 
+# ---------------------------------------------------------------- load during the swap
+
+
+class SwapLoad(StrictModel):
+    """A steady query load on the service address while old stops and new starts.
+
+    It starts after the snapshot, runs through stop old, migrate, start new, and
+    stops `settle_s` after the new version is ready. The new version gets the old
+    one's host ports (the same published port for docker, the same port for a
+    process), so the load never changes its address. One worker: its longest
+    silence is the service's longest time without answers.
+    """
+
+    port: str = "dns"
+    rate_qps: float = Field(default=500.0, gt=0, le=50_000)
+    protocol: Literal["udp", "tcp"] = "udp"
+    mix: list[QueryClass] = Field(min_length=1)
+    timeout_s: DurationS = 1.0  # a reply later than this counts as lost
+    flows: int = Field(default=16, ge=1, le=1024)
+    settle_s: DurationS = 2.0
+    max_duration_s: DurationS = 600.0  # the load stops by itself after this
+
+
 # ---------------------------------------------------------------- checks
 
 
@@ -288,11 +312,32 @@ class FileCheck(CheckBase):
         return value
 
 
+class SwapCheck(CheckBase):
+    """Bounds on what the plan's `load:` saw during the swap."""
+
+    kind: Literal["swap"]
+    max_lost: int | None = Field(default=None, ge=0)
+    max_gap_s: DurationS | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> SwapCheck:
+        if self.max_lost is None and self.max_gap_s is None:
+            raise ValueError("give max_lost, max_gap_s or both")
+        return self
+
+
 Check = Annotated[
-    ApiCheck | DigCheck | UnchangedCheck | LogCheck | MetricCheck | ReadyWithinCheck | FileCheck,
+    ApiCheck
+    | DigCheck
+    | UnchangedCheck
+    | LogCheck
+    | MetricCheck
+    | ReadyWithinCheck
+    | FileCheck
+    | SwapCheck,
     Field(discriminator="kind"),
 ]
-CHECK_KINDS = ("api", "dig", "unchanged", "log", "metric", "ready_within", "file")
+CHECK_KINDS = ("api", "dig", "unchanged", "log", "metric", "ready_within", "file", "swap")
 
 
 class Checklist(StrictModel):
@@ -317,6 +362,7 @@ class UpgradePlan(FileModel):
     populate: list[PopulateStep] = Field(default_factory=list)
     snapshot: list[SnapshotItem] = Field(default_factory=list)
     migrate: Migrate | None = None
+    load: SwapLoad | None = None  # a steady load through the swap
     checks: list[Check] = Field(min_length=1)
     sinks: list[SinkConfig] = Field(default_factory=list)
     _source: str = PrivateAttr(default="plan")
@@ -381,6 +427,13 @@ def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
     for i, check in enumerate(plan.checks):
         if isinstance(check, UnchangedCheck) and check.snapshot not in snapshots:
             problems.append(f"checks.{i}.snapshot: {check.snapshot!r} names no snapshot item")
+    for i, check in enumerate(plan.checks):
+        if isinstance(check, SwapCheck) and plan.load is None:
+            problems.append(f"checks.{i}: a swap check needs the plan's `load:`")
+    if plan.load is not None:
+        for side in ("old", "new"):
+            if plan.load.port not in getattr(plan, side).ports:
+                problems.append(f"load.port: {side} has no port named {plan.load.port!r}")
     for side in ("old", "new"):
         if getattr(plan, side).runtime == "external":
             problems.append(f"{side}.runtime: an upgrade starts and stops it; external is not")

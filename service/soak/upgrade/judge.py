@@ -27,6 +27,7 @@ from soak.upgrade.config import (
     LogCheck,
     MetricCheck,
     ReadyWithinCheck,
+    SwapCheck,
     UnchangedCheck,
 )
 
@@ -335,3 +336,22 @@ def judge_file(check: FileCheck, facts: FileFacts) -> Verdict:
         wanted.append(f"mode {int(check.mode, 8):04o}")
         ok = ok and facts.mode == int(check.mode, 8)
     return Verdict(ok, f"{check.path} " + (", ".join(wanted) or "exists"), got)
+
+
+# ---------------------------------------------------------------- swap under load
+
+
+def judge_swap(check: SwapCheck, lost: int | None, gap_s: float | None, sent: int = 0) -> Verdict:
+    """`lost`/`gap_s`: what the swap load saw (None: the load never ran)."""
+    wanted = []
+    if check.max_lost is not None:
+        wanted.append(f"at most {check.max_lost} lost")
+    if check.max_gap_s is not None:
+        wanted.append(f"no gap over {check.max_gap_s:g} s")
+    expected = " and ".join(wanted)
+    if lost is None or gap_s is None:
+        return Verdict(False, expected, "no load ran through the swap")
+    ok = (check.max_lost is None or lost <= check.max_lost) and (
+        check.max_gap_s is None or gap_s <= check.max_gap_s
+    )
+    return Verdict(ok, expected, f"{lost} of {sent} lost, longest gap {gap_s:.3f} s")

@@ -31,6 +31,7 @@ from soak.upgrade.actions import StepFailed, Version
 from soak.upgrade.checks import CheckContext, CheckResult, run_checks, skipped
 from soak.upgrade.config import ApiStep, CommandStep, DnsStep, PopulateStep, UpgradePlan
 from soak.upgrade.snapshot import Snapshot
+from soak.upgrade.swap import SwapLoadRun, SwapStats
 from soak.upgrade.template import Values, fill_placeholders
 
 Show = Callable[[str, str], None]  # phase, text
@@ -57,6 +58,7 @@ class UpgradeResult:
     checks: list[CheckResult] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     start_error: str | None = None  # a version that could not start: exit 2
+    swap: SwapStats | None = None  # what the plan's `load:` saw through the swap
 
     def count(self, status: str) -> int:
         return sum(1 for c in self.checks if c.status == status)
@@ -98,6 +100,8 @@ class UpgradeRunner:
         self.data_dir: Path | None = None
         self.volume: str | None = None
         self._made_volume = False
+        self._load: SwapLoadRun | None = None
+        self._old_ports: dict[str, int] = {}
         self.result = UpgradeResult(
             plan.name, run_id, run_dir, keep, datetime.now(UTC).isoformat(timespec="seconds")
         )
@@ -117,6 +121,8 @@ class UpgradeRunner:
         try:
             self._run_phases()
         finally:
+            if self._load is not None and self._load.running:  # a run that ended early
+                self._finish_load(settle_s=0.0)
             self._clean_up()
             self.result.duration_s = time.monotonic() - start_s
         return self.result
@@ -129,13 +135,21 @@ class UpgradeRunner:
             try:
                 self._populate(old.version)
                 self._phase("snapshot", lambda: "; ".join(snapshot.take(self.values, old.version)))
+                if self.plan.load is not None:
+                    self._start_load(old.version)
             finally:
+                if self._load is not None:
+                    self._load.mark_stop()
                 self._stop("old", old.target)
             if self.plan.migrate is not None:
                 self._phase("migrate", self._migrate)
             new = self._start("new", self.plan.new)
             try:
-                ctx = CheckContext(self.values, new.version, snapshot, self.plan.base_dir)
+                if self._load is not None:
+                    self._finish_load()
+                ctx = CheckContext(
+                    self.values, new.version, snapshot, self.plan.base_dir, self.result.swap
+                )
                 self.result.checks = run_checks(self.plan.checks, ctx, self._on_check)
             finally:
                 self._stop("new", new.target)
@@ -215,6 +229,11 @@ class UpgradeRunner:
 
     def _target_cfg(self, side: str, cfg: TargetConfig) -> TargetConfig:
         raw: dict[str, Any] = self.values.render(cfg.model_dump(by_alias=True, exclude_unset=True))
+        if side == "new" and self.plan.load is not None:
+            # The load keeps its address: new listens where old did.
+            for name, port in raw.get("ports", {}).items():
+                if name in self._old_ports and port.get("host") is None:
+                    port["host"] = self._old_ports[name]
         if isinstance(cfg, ProcessTarget):
             raw["data_dir"] = str(self.data_dir)
         if isinstance(cfg, DockerTarget) and cfg.volume is None:
@@ -242,6 +261,7 @@ class UpgradeRunner:
         ready_s = running.ready_after_s
         if side == "old":
             self.result.old_ready_s = ready_s
+            self._old_ports = dict(running.ports)
         else:
             self.result.new_ready_s = ready_s
         ports = ", ".join(f"{k} {running.host}:{v}" for k, v in running.ports.items())
@@ -257,6 +277,20 @@ class UpgradeRunner:
     def _stop(self, side: str, target: Target) -> None:
         info = target.stop()
         self.show(side, "stopped" + (f" ({info.describe()})" if info else ""))
+
+    # ---------------------------------------------------------------- load through the swap
+
+    def _start_load(self, version: Version) -> None:
+        assert self.plan.load is not None
+        load = self._load = SwapLoadRun(
+            self.plan.load, self.plan.base_dir, list(self.plan.allow_targets)
+        )
+        self._phase("load", lambda: "started: " + load.start(version))
+
+    def _finish_load(self, settle_s: float | None = None) -> None:
+        assert self._load is not None
+        stats = self.result.swap = self._load.finish(settle_s)
+        self.show("load", "stopped: " + stats.describe())
 
     # ---------------------------------------------------------------- populate, migrate
 

@@ -1,0 +1,94 @@
+"""An upgrade under load: 500 q/s through the swap of the real pdns_server (process plan).
+
+The new version listens on the old one's port; the load engine keeps sending while
+old stops, the migration runs and new starts. The stop and the start take some tens
+of milliseconds at least, so at 500 q/s some queries are lost and there is a gap.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from soak.upgrade.config import load_plan
+from soak.upgrade.report import junit_xml, to_json
+from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+PLAN = REPO / "scenarios" / "pdns-auth-upgrade.yaml"
+SCHEMA = Path("/usr/share/pdns-backend-sqlite3/schema/4.3.1_to_4.7.0_schema.sqlite3.sql")
+
+if shutil.which("pdns_server") is None or not SCHEMA.exists():
+    pytest.skip("pdns-server with the gsqlite3 backend is not installed", allow_module_level=True)
+
+LOAD = (
+    "load={rate_qps: 500, settle_s: 1, timeout_s: 1,"
+    ' mix: [{name: zone, queries: ["www.example.test A", "example.test MX"]}]}'
+)
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fixture") / "pdns-auth-4.3.1.tar.gz"
+    script = REPO / "scripts" / "make-pdns-4.3.1-archive.py"
+    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
+    return out
+
+
+def run(archive: Path, work: Path, checks: str) -> tuple[UpgradeResult, list[str]]:
+    plan = load_plan(PLAN, [f"data.archive={archive}", LOAD, f"checks={checks}"])
+    lines: list[str] = []
+    runner = UpgradeRunner(
+        plan,
+        run_dir=work / "run",
+        run_id="t",
+        env={},
+        show=lambda phase, text: lines.append(f"{phase} {text}"),
+    )
+    return runner.run(), lines
+
+
+def test_the_swap_is_measured_and_a_loose_bound_passes(archive: Path, tmp_path: Path) -> None:
+    checks = (
+        "[{name: back within 10 s, kind: swap, max_gap_s: 10},"
+        " {name: www unchanged, kind: dig, qname: www.example.test, answers: [192.0.2.10]}]"
+    )
+    result, lines = run(archive, tmp_path, checks)
+    assert [c.status for c in result.checks] == ["pass", "pass"], result.checks
+    swap = result.swap
+    assert swap is not None
+    # The old version answered before the stop, the new one after the start.
+    assert swap.completed > 0 and swap.sent >= swap.completed + swap.lost
+    assert swap.lost > 0
+    assert 0 < swap.longest_gap_s < 10
+    # The gap ended after the stop began: it is the swap's, not a hiccup before it.
+    assert swap.gap_end_after_stop_s is not None and swap.gap_end_after_stop_s > 0
+    # The same port before and after: the load never changed its address.
+    started = next(line for line in lines if line.startswith("load started"))
+    old_ready = next(line for line in lines if line.startswith("old ready"))
+    new_ready = next(line for line in lines if line.startswith("new ready"))
+    dns_port = started.split(" on ")[1].split(",")[0]
+    assert f"dns {dns_port}" in old_ready and f"dns {dns_port}" in new_ready
+    doc = json.loads(json.dumps(to_json(result)))
+    assert doc["swap"]["lost"] == swap.lost and doc["swap"]["sent"] == swap.sent
+    props = {
+        p.get("name"): p.get("value") for p in ET.fromstring(junit_xml(result)).iter("property")
+    }
+    assert props["swap_lost"] == str(swap.lost)
+
+
+def test_a_tight_bound_fails_with_the_numbers(archive: Path, tmp_path: Path) -> None:
+    result, _ = run(archive, tmp_path, "[{name: no loss, kind: swap, max_lost: 0}]")
+    check = result.checks[0]
+    assert check.status == "fail" and result.exit_code == 1
+    assert result.swap is not None
+    assert check.expected == "at most 0 lost"
+    assert check.got.startswith(f"{result.swap.lost} of {result.swap.sent} lost, longest gap ")
