@@ -81,7 +81,7 @@ def not_passed(result: UpgradeResult) -> dict[str, str]:
 def test_4_4_to_4_7_with_the_shipped_migration_passes(work: Path) -> None:
     result, run_id = run("pdns-auth-4.4-to-4.7.yaml", work)
     assert not_passed(result) == {}
-    assert result.exit_code == 0 and len(result.checks) == 17
+    assert result.exit_code == 0 and len(result.checks) == 18
     # Under 500 q/s through the swap: what the load saw is reported.
     assert result.swap is not None and result.swap.completed > 0
     assert result.swap.longest_gap_s > 0

@@ -208,3 +208,34 @@ def test_a_swap_check_needs_a_bound_and_the_load_a_known_port(tmp_path: Path) ->
     path = write_plan(tmp_path, load={**LOAD, "port": "nope"})
     with pytest.raises(InputError, match=r"load\.port: old has no port named 'nope'"):
         load_plan(path, env={})
+
+
+def test_corpus_items_and_checks_refer_to_each_other(tmp_path: Path) -> None:
+    (tmp_path / "names.queries").write_text("www.example.test A\n")
+    corpus = {"kind": "corpus", "name": "c", "file": "names.queries", "count": 10}
+    good = write_plan(
+        tmp_path,
+        snapshot=[corpus],
+        checks=[{"name": "c", "kind": "corpus", "snapshot": "c", "ignore": ["ttl"]}],
+    )
+    plan = load_plan(good, env={})
+    assert plan.checks[0].kind == "corpus"
+    bad = write_plan(
+        tmp_path,
+        snapshot=[corpus, {"kind": "dig", "name": "www", "qname": "www.example.test"}],
+        checks=[
+            {"name": "a", "kind": "corpus", "snapshot": "www"},
+            {"name": "b", "kind": "unchanged", "snapshot": "c"},
+        ],
+    )
+    with pytest.raises(InputError) as info:
+        load_plan(bad, env={})
+    assert "checks.0.snapshot: 'www' names no corpus item" in str(info.value)
+    assert "checks.1.snapshot: 'c' is a corpus: `kind: corpus`" in str(info.value)
+    missing = write_plan(
+        tmp_path,
+        snapshot=[{**corpus, "file": "nope.queries"}],
+        checks=[{"name": "ready", "kind": "ready_within", "within_s": 1}],
+    )
+    with pytest.raises(InputError, match=r"snapshot\.0\.file: .*nope\.queries not found"):
+        load_plan(missing, env={})

@@ -15,10 +15,12 @@ from typing import Any, Literal
 
 from soak.errors import InputError
 from soak.probes import http_request
+from soak.upgrade import corpus_diff
 from soak.upgrade.actions import Version, api_call, dig, file_facts, render
 from soak.upgrade.config import (
     ApiCheck,
     Check,
+    CorpusCheck,
     DigCheck,
     FileCheck,
     LogCheck,
@@ -54,6 +56,7 @@ class CheckResult:
     expected: str = ""
     got: str = ""
     attempts: int = 0
+    details: list[dict[str, Any]] | None = None  # a corpus check's every difference
 
     @property
     def message(self) -> str:
@@ -123,6 +126,8 @@ def evaluate(check: Check, ctx: CheckContext) -> Verdict:
         return judge_metric(check, http.body.decode(errors="replace"))
     if isinstance(check, ReadyWithinCheck):
         return judge_ready(check, version.running.ready_after_s)
+    if isinstance(check, CorpusCheck):
+        return judge_corpus(check, ctx)
     if isinstance(check, SwapCheck):
         swap = ctx.swap
         if swap is None:
@@ -130,6 +135,19 @@ def evaluate(check: Check, ctx: CheckContext) -> Verdict:
         return judge_swap(check, swap.lost, swap.longest_gap_s, swap.sent)
     assert isinstance(check, FileCheck)
     return judge_file(check, file_facts(render(values, version, check.path), version))
+
+
+def judge_corpus(check: CorpusCheck, ctx: CheckContext) -> Verdict:
+    before = ctx.snapshot.records[check.snapshot]
+    after = ctx.snapshot.retake(check.snapshot, ctx.values, ctx.version)
+    differences = corpus_diff.compare(before, after, check.ignore)
+    ignored = f", not counting {', '.join(check.ignore)}" if check.ignore else ""
+    return Verdict(
+        len(differences) <= check.max_differences,
+        f"at most {check.max_differences} differences in {len(before)} answers{ignored}",
+        corpus_diff.summary(differences, len(before)),
+        [d.to_json() for d in differences],
+    )
 
 
 def run_check(check: Check, ctx: CheckContext, sleep: Callable[[float], None]) -> CheckResult:
@@ -151,6 +169,7 @@ def run_check(check: Check, ctx: CheckContext, sleep: Callable[[float], None]) -
         ctx.values.redact(verdict.expected),
         ctx.values.redact(verdict.got),
         attempts,
+        verdict.details,
     )
 
 

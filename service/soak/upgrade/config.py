@@ -132,7 +132,21 @@ class DigSnapshot(StrictModel):
     timeout_s: DurationS = 2.0
 
 
-SnapshotItem = Annotated[ApiSnapshot | DigSnapshot, Field(discriminator="kind")]
+class CorpusSnapshot(StrictModel):
+    """Many names asked of the old version; a `corpus` check asks them of the new."""
+
+    kind: Literal["corpus"]
+    name: str
+    port: str = "dns"
+    file: str  # `name [type]` lines, relative to the plan
+    count: int | None = Field(default=None, ge=1, le=1_000_000)  # None: every line once
+    rate_qps: float = Field(default=1000.0, gt=0, le=50_000)
+    parallel: int = Field(default=32, ge=1, le=256)  # queries in flight
+    protocol: Literal["udp", "tcp"] = "udp"
+    timeout_s: DurationS = 2.0
+
+
+SnapshotItem = Annotated[ApiSnapshot | DigSnapshot | CorpusSnapshot, Field(discriminator="kind")]
 
 # ---------------------------------------------------------------- migrate
 
@@ -312,6 +326,18 @@ class FileCheck(CheckBase):
         return value
 
 
+class CorpusCheck(CheckBase):
+    """The corpus snapshot's names asked again of the new version; differences by category."""
+
+    kind: Literal["corpus"]
+    snapshot: str
+    max_differences: int = Field(default=0, ge=0)
+    # Categories not counted, e.g. [ttl] for a resolver whose cached TTLs count down.
+    ignore: list[Literal["no_reply", "rcode", "answers", "ttl", "flags"]] = Field(
+        default_factory=list
+    )
+
+
 class SwapCheck(CheckBase):
     """Bounds on what the plan's `load:` saw during the swap."""
 
@@ -334,10 +360,21 @@ Check = Annotated[
     | MetricCheck
     | ReadyWithinCheck
     | FileCheck
-    | SwapCheck,
+    | SwapCheck
+    | CorpusCheck,
     Field(discriminator="kind"),
 ]
-CHECK_KINDS = ("api", "dig", "unchanged", "log", "metric", "ready_within", "file", "swap")
+CHECK_KINDS = (
+    "api",
+    "dig",
+    "unchanged",
+    "log",
+    "metric",
+    "ready_within",
+    "file",
+    "swap",
+    "corpus",
+)
 
 
 class Checklist(StrictModel):
@@ -424,9 +461,17 @@ def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
     snapshots = [s.name for s in plan.snapshot]
     if len(set(snapshots)) != len(snapshots):
         problems.append("snapshot: item names must be unique")
+    corpora = [s.name for s in plan.snapshot if isinstance(s, CorpusSnapshot)]
     for i, check in enumerate(plan.checks):
         if isinstance(check, UnchangedCheck) and check.snapshot not in snapshots:
             problems.append(f"checks.{i}.snapshot: {check.snapshot!r} names no snapshot item")
+        elif isinstance(check, UnchangedCheck) and check.snapshot in corpora:
+            problems.append(f"checks.{i}.snapshot: {check.snapshot!r} is a corpus: `kind: corpus`")
+        if isinstance(check, CorpusCheck) and check.snapshot not in corpora:
+            problems.append(f"checks.{i}.snapshot: {check.snapshot!r} names no corpus item")
+    for i, item in enumerate(plan.snapshot):
+        if isinstance(item, CorpusSnapshot) and not plan.resolve_path(item.file).is_file():
+            problems.append(f"snapshot.{i}.file: {plan.resolve_path(item.file)} not found")
     for i, check in enumerate(plan.checks):
         if isinstance(check, SwapCheck) and plan.load is None:
             problems.append(f"checks.{i}: a swap check needs the plan's `load:`")

@@ -39,6 +39,7 @@ class Verdict:
     ok: bool
     expected: str
     got: str
+    details: list[dict[str, Any]] | None = None  # every item, for the JSON (corpus)
 
     @property
     def message(self) -> str:

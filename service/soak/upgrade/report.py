@@ -139,6 +139,7 @@ def to_json(result: UpgradeResult) -> dict[str, Any]:
                 "expected": c.expected,
                 "got": c.got,
                 "message": "" if c.status == "pass" else c.message,
+                **({"differences": c.details} if c.details is not None else {}),
             }
             for c in result.checks
         ],

@@ -128,7 +128,7 @@ class UpgradeRunner:
         return self.result
 
     def _run_phases(self) -> None:
-        snapshot = Snapshot.of(self.plan.snapshot)
+        snapshot = Snapshot.of(self.plan.snapshot, self.plan.base_dir)
         try:
             self._prepare_data()
             old = self._start("old", self.plan.old)
