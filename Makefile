@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench bench-load \
-	bench-sinks bench-targets bench-service clean test-upgrades
+	bench-sinks bench-targets bench-service clean test-upgrades refdns
 
 $(BIN)/soak: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,6 +18,10 @@ setup: $(BIN)/soak
 
 system-deps:
 	bash scripts/install-system-deps.sh
+
+# The reference Go DNS server (testbed/refdns) from Debian's Go packages, offline.
+refdns: system-deps
+	bash scripts/build-refdns.sh
 
 # Docker engine and the local test images (no registry is reachable).
 docker-ready: system-deps
@@ -34,7 +38,7 @@ typecheck: setup
 test-unit: setup
 	$(BIN)/pytest -q tests/unit
 
-test: system-deps setup lint typecheck docker-ready
+test: system-deps setup lint typecheck docker-ready refdns
 	$(BIN)/pytest -q tests
 
 # Real-version upgrades (pdns 4.4 -> 4.7 -> 4.9 ...): builds the versioned images, then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, only when missing, the Debian packages that `make demo` and `make test`
 # use: the DNS servers under test, dnsperf, Docker, the time-series stores and the
-# alerting and browser tools the tests drive. Idempotent; needs root.
+# alerting and browser tools the tests drive, and the Go toolchain and Go library
+# packages that build the reference target (scripts/build-refdns.sh). Idempotent; needs root.
 set -euo pipefail
 
 PACKAGES=(
@@ -11,6 +12,8 @@ PACKAGES=(
   docker.io docker-compose mmdebstrap
   influxdb victoria-metrics prometheus prometheus-alertmanager
   chromium
+  golang-go golang-github-miekg-dns-dev golang-github-prometheus-client-golang-dev
+  golang-github-mattn-go-sqlite3-dev libsqlite3-dev
 )
 
 missing=()
