@@ -81,13 +81,19 @@ def not_passed(result: UpgradeResult) -> dict[str, str]:
 def test_4_4_to_4_7_with_the_shipped_migration_passes(work: Path) -> None:
     result, run_id = run("pdns-auth-4.4-to-4.7.yaml", work)
     assert not_passed(result) == {}
-    assert result.exit_code == 0 and len(result.checks) == 18
+    assert result.exit_code == 0 and len(result.checks) == 25
+    # Going back: 4.4.1 on the data 4.7.3 wrote serves it, the new zone included.
+    rollback = [c.name for c in result.checks if c.name.startswith("rollback: ")]
+    assert "rollback: record the new version PATCHed resolves" in rollback
+    assert "rollback: a zone POSTed after going back" in rollback
+    assert result.rollback_ready_s is not None
     # Under 500 q/s through the swap: what the load saw is reported.
     assert result.swap is not None and result.swap.completed > 0
     assert result.swap.longest_gap_s > 0
     steps = [f"{s.phase} {s.text}" for s in result.steps]
     assert "old starting pdns-auth 4.4.1" in steps
     assert "new starting pdns-auth 4.7.3" in steps
+    assert "rollback starting pdns-auth 4.4.1" in steps
     assert any(s.startswith("migrate container soak-test/pdns-auth:4.7") for s in steps)
     assert leftovers(run_id) == ([], [])
 
@@ -96,7 +102,14 @@ def test_4_4_to_4_7_without_the_migration_fails_with_http_500(work: Path) -> Non
     result, run_id = run("pdns-auth-4.4-to-4.7.yaml", work, "migrate=null")
     failed = {c.name: c.message for c in result.checks if c.status == "fail"}
     assert result.exit_code == 1
-    assert set(failed) == {"one zone GET", "new zone POSTed", "no error lines in the log"}
+    assert set(failed) == {
+        "one zone GET",
+        "new zone POSTed",
+        "no error lines in the log",
+        # 4.4 on its own unmigrated data is fine, but the new version made no zone.
+        "rollback: zone list readable, with the zone the new version made",
+        "rollback: record the new version PATCHed resolves",
+    }
     assert "got status 500" in failed["one zone GET"]
     assert "got status 500" in failed["new zone POSTed"]
     assert "no such column: options" in failed["no error lines in the log"]

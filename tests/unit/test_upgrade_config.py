@@ -239,3 +239,26 @@ def test_corpus_items_and_checks_refer_to_each_other(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match=r"snapshot\.0\.file: .*nope\.queries not found"):
         load_plan(missing, env={})
+
+
+def test_rollback_checks_are_their_own_checklist(tmp_path: Path) -> None:
+    (tmp_path / "back.yaml").write_text(
+        yaml.safe_dump({"checks": [{"name": "ready", "kind": "ready_within", "within_s": 5}]})
+    )
+    # The same check name as the upgrade's: a separate checklist, so allowed.
+    plan = load_plan(write_plan(tmp_path, rollback={"checks": [{"include": "back.yaml"}]}), env={})
+    assert plan.rollback is not None and plan.rollback.checks[0].name == "ready"
+    bad = write_plan(
+        tmp_path,
+        load=LOAD,
+        rollback={
+            "checks": [
+                {"name": "a", "kind": "log", "pattern": "x", "needs": "same"},
+                {"name": "s", "kind": "swap", "max_lost": 0},
+            ]
+        },
+    )
+    with pytest.raises(InputError) as info:
+        load_plan(bad, env={})
+    assert "rollback.checks.0.needs: 'same' names no check" in str(info.value)
+    assert "rollback.checks.1: no load runs through a rollback" in str(info.value)

@@ -383,6 +383,18 @@ class Checklist(StrictModel):
     checks: list[Check] = Field(default_factory=list)
 
 
+# ---------------------------------------------------------------- rollback
+
+
+class Rollback(StrictModel):
+    """After the new version's checks: the old version started again on the data the
+    new one wrote (optionally after a down-migration), with its own checklist."""
+
+    old: TargetConfig | None = None  # default: the plan's `old`
+    migrate: Migrate | None = None
+    checks: list[Check] = Field(min_length=1)
+
+
 # ---------------------------------------------------------------- the plan
 
 
@@ -401,6 +413,7 @@ class UpgradePlan(FileModel):
     migrate: Migrate | None = None
     load: SwapLoad | None = None  # a steady load through the swap
     checks: list[Check] = Field(min_length=1)
+    rollback: Rollback | None = None
     sinks: list[SinkConfig] = Field(default_factory=list)
     _source: str = PrivateAttr(default="plan")
 
@@ -444,31 +457,52 @@ def _expand_checks(raw: Any, base_dir: Path, source: str) -> list[Any]:
     return out
 
 
-def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
-    """What one field's validator cannot see: names that refer to other parts."""
+def _checklist_problems(plan: UpgradePlan, checks: list[Check], where: str) -> list[str]:
+    """Names within one checklist (`checks` or `rollback.checks`)."""
     problems: list[str] = []
-    names = [c.name for c in plan.checks]
+    names = [c.name for c in checks]
     seen: set[str] = set()
-    for i, check in enumerate(plan.checks):
+    for i, check in enumerate(checks):
         if check.name in seen:
-            problems.append(f"checks.{i}.name: duplicate check name {check.name!r}")
+            problems.append(f"{where}.{i}.name: duplicate check name {check.name!r}")
         seen.add(check.name)
         for need in check.needs:
             if need not in names:
-                problems.append(f"checks.{i}.needs: {need!r} names no check")
+                problems.append(f"{where}.{i}.needs: {need!r} names no check")
             elif names.index(need) >= i:
-                problems.append(f"checks.{i}.needs: {need!r} does not come before {check.name!r}")
+                problems.append(f"{where}.{i}.needs: {need!r} does not come before {check.name!r}")
+    snapshots = [s.name for s in plan.snapshot]
+    corpora = [s.name for s in plan.snapshot if isinstance(s, CorpusSnapshot)]
+    for i, check in enumerate(checks):
+        if isinstance(check, UnchangedCheck) and check.snapshot not in snapshots:
+            problems.append(f"{where}.{i}.snapshot: {check.snapshot!r} names no snapshot item")
+        elif isinstance(check, UnchangedCheck) and check.snapshot in corpora:
+            problems.append(f"{where}.{i}.snapshot: {check.snapshot!r} is a corpus: `kind: corpus`")
+        if isinstance(check, CorpusCheck) and check.snapshot not in corpora:
+            problems.append(f"{where}.{i}.snapshot: {check.snapshot!r} names no corpus item")
+    return problems
+
+
+def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
+    """What one field's validator cannot see: names that refer to other parts."""
+    problems = _checklist_problems(plan, plan.checks, "checks")
     snapshots = [s.name for s in plan.snapshot]
     if len(set(snapshots)) != len(snapshots):
         problems.append("snapshot: item names must be unique")
-    corpora = [s.name for s in plan.snapshot if isinstance(s, CorpusSnapshot)]
-    for i, check in enumerate(plan.checks):
-        if isinstance(check, UnchangedCheck) and check.snapshot not in snapshots:
-            problems.append(f"checks.{i}.snapshot: {check.snapshot!r} names no snapshot item")
-        elif isinstance(check, UnchangedCheck) and check.snapshot in corpora:
-            problems.append(f"checks.{i}.snapshot: {check.snapshot!r} is a corpus: `kind: corpus`")
-        if isinstance(check, CorpusCheck) and check.snapshot not in corpora:
-            problems.append(f"checks.{i}.snapshot: {check.snapshot!r} names no corpus item")
+    if plan.rollback is not None:
+        problems += _checklist_problems(plan, plan.rollback.checks, "rollback.checks")
+        for i, check in enumerate(plan.rollback.checks):
+            if isinstance(check, SwapCheck):
+                problems.append(f"rollback.checks.{i}: no load runs through a rollback")
+        rb_old = plan.rollback.old
+        if rb_old is not None and rb_old.runtime != plan.old.runtime:
+            problems.append("rollback.old.runtime: it shares the data, so the same runtime")
+        if (
+            plan.rollback.migrate
+            and plan.rollback.migrate.container
+            and plan.old.runtime != "docker"
+        ):
+            problems.append("rollback.migrate.container: a one-shot container needs docker targets")
     for i, item in enumerate(plan.snapshot):
         if isinstance(item, CorpusSnapshot) and not plan.resolve_path(item.file).is_file():
             problems.append(f"snapshot.{i}.file: {plan.resolve_path(item.file)} not found")
@@ -529,6 +563,10 @@ def load_plan(
     base_dir = path.resolve().parent
     if "checks" in data:
         data = {**data, "checks": _expand_checks(data["checks"], base_dir, str(path))}
+    rollback = data.get("rollback")
+    if isinstance(rollback, dict) and "checks" in rollback:
+        checks = _expand_checks(rollback["checks"], base_dir, f"{path}: rollback")
+        data = {**data, "rollback": {**rollback, "checks": checks}}
     plan = validate_model(UpgradePlan, data, str(path))
     plan._base_dir = base_dir
     plan._source = str(path)

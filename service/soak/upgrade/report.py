@@ -82,10 +82,11 @@ def junit_xml(result: UpgradeResult) -> str:
         ("run_id", result.run_id),
         ("old_ready_s", result.old_ready_s),
         ("new_ready_s", result.new_ready_s),
+        ("rollback_ready_s", result.rollback_ready_s),
         ("swap_lost", result.swap.lost if result.swap else None),
         ("swap_longest_gap_s", round(result.swap.longest_gap_s, 4) if result.swap else None),
     ):
-        if value is None and name.startswith("swap_"):
+        if value is None and name.startswith(("swap_", "rollback_")):
             continue
         ET.SubElement(props, "property", name=name, value="" if value is None else str(value))
     for check in result.checks:
@@ -126,6 +127,7 @@ def to_json(result: UpgradeResult) -> dict[str, Any]:
         "total": len(result.checks),
         "old_ready_s": result.old_ready_s,
         "new_ready_s": result.new_ready_s,
+        "rollback_ready_s": result.rollback_ready_s,
         "start_error": result.start_error,
         "swap": result.swap.to_json() if result.swap is not None else None,
         "run_dir": str(result.run_dir) if result.keep else None,

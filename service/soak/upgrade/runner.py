@@ -15,7 +15,7 @@ import shutil
 import tarfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,15 @@ from soak.targets.config import DockerTarget, ProcessTarget, TargetConfig
 from soak.upgrade import actions, docker_data
 from soak.upgrade.actions import StepFailed, Version
 from soak.upgrade.checks import CheckContext, CheckResult, run_checks, skipped
-from soak.upgrade.config import ApiStep, CommandStep, DnsStep, PopulateStep, UpgradePlan
+from soak.upgrade.config import (
+    ApiStep,
+    CommandStep,
+    DnsStep,
+    Migrate,
+    PopulateStep,
+    Rollback,
+    UpgradePlan,
+)
 from soak.upgrade.snapshot import Snapshot
 from soak.upgrade.swap import SwapLoadRun, SwapStats
 from soak.upgrade.template import Values, fill_placeholders
@@ -55,6 +63,7 @@ class UpgradeResult:
     duration_s: float = 0.0
     old_ready_s: float | None = None
     new_ready_s: float | None = None
+    rollback_ready_s: float | None = None
     checks: list[CheckResult] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     start_error: str | None = None  # a version that could not start: exit 2
@@ -153,6 +162,8 @@ class UpgradeRunner:
                 self.result.checks = run_checks(self.plan.checks, ctx, self._on_check)
             finally:
                 self._stop("new", new.target)
+            if self.plan.rollback is not None:
+                self.result.checks += self._rollback(self.plan.rollback, snapshot)
         except StepFailed as exc:
             self._abort_checks(str(exc).split(":", 1)[0], str(exc))
         except TargetStartError as exc:
@@ -180,12 +191,13 @@ class UpgradeRunner:
         ]
         self.show("abort", reason, ok=False)
 
-    def _on_check(self, index: int, result: CheckResult) -> None:
-        total = len(self.plan.checks)
+    def _on_check(self, index: int, result: CheckResult, phase: str = "check") -> None:
+        checks = self.plan.rollback.checks if phase == "rollback" and self.plan.rollback else []
+        total = len(checks or self.plan.checks)
         word = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}[result.status]
         detail = "" if result.status == "pass" else f" - {result.message}"
         self.show(
-            "check",
+            phase,
             f"{index + 1}/{total} {word} {result.name}{detail}",
             ok=result.status != "fail",
             duration_ms=result.duration_ms,
@@ -262,8 +274,10 @@ class UpgradeRunner:
         if side == "old":
             self.result.old_ready_s = ready_s
             self._old_ports = dict(running.ports)
-        else:
+        elif side == "new":
             self.result.new_ready_s = ready_s
+        else:
+            self.result.rollback_ready_s = ready_s
         ports = ", ".join(f"{k} {running.host}:{v}" for k, v in running.ports.items())
         who = f"pid {running.pid}" if running.pid else f"container {running.container_id}"
         self.show(side, f"ready in {ready_s or 0:.2f} s ({who}; {ports})")
@@ -317,13 +331,13 @@ class UpgradeRunner:
             return actions.run_command_step(step, self.values, version)
         return actions.run_wait_step(step, version)
 
-    def _migrate(self) -> str:
-        migrate = self.plan.migrate
+    def _migrate(self, migrate: Migrate | None = None, log_name: str = "migrate.log") -> str:
+        migrate = migrate or self.plan.migrate
         assert migrate is not None
         placeholders = {"run_dir": str(self.run_dir)}
         if self.data_dir is not None:
             placeholders["data_dir"] = str(self.data_dir)
-        log_path = self.run_dir / "migrate.log"
+        log_path = self.run_dir / log_name
         if migrate.container is not None:
             assert self.volume is not None
             command = [
@@ -339,7 +353,7 @@ class UpgradeRunner:
                 self.volume,
                 self.values.render(migrate.env),
                 migrate.timeout_s,
-                f"{self.run_id}-migrate",
+                f"{self.run_id}-{log_name.removesuffix('.log')}",
             )
             argv0 = f"container {container.image}"
         else:
@@ -355,6 +369,47 @@ class UpgradeRunner:
             last = output.strip().splitlines()[-1:] or ["no output"]
             raise StepFailed(f"{argv0} exited with {code}: {last[0][:300]}")
         return f"{argv0} -> exit 0 (output in {log_path.name})"
+
+    # ---------------------------------------------------------------- rollback
+
+    def _rollback(self, rollback: Rollback, snapshot: Snapshot) -> list[CheckResult]:
+        """The old version again on the new one's data; its checks named `rollback: ...`.
+
+        A down-migration that fails or an old version that refuses to start is the
+        answer to "can we go back?": a failed check saying so, the rest skipped; the
+        new version's results stand."""
+
+        def named(results: list[CheckResult]) -> list[CheckResult]:
+            return [replace(r, name=f"rollback: {r.name}") for r in results]
+
+        def refused(name: str, expected: str, why: str) -> list[CheckResult]:
+            why = self.values.redact(why)
+            self.show("rollback", f"FAILED: {why}", ok=False)
+            cause = CheckResult(f"rollback: {name}", "setup", "fail", 0.0, expected, why)
+            rest = [skipped(c, f"not run: {name} failed") for c in rollback.checks]
+            return [cause, *named(rest)]
+
+        if rollback.migrate is not None:
+            down = rollback.migrate
+            try:
+                self._phase("rollback", lambda: self._migrate(down, "rollback-migrate.log"))
+            except StepFailed as exc:
+                return refused("migrate", "the down-migration to succeed", str(exc))
+        try:
+            started = self._start("rollback", rollback.old or self.plan.old)
+        except TargetStartError as exc:
+            return refused(
+                "old version starts", "the old version to start on the new data", str(exc)
+            )
+        try:
+            ctx = CheckContext(self.values, started.version, snapshot, self.plan.base_dir)
+
+            def on_result(index: int, result: CheckResult) -> None:
+                self._on_check(index, result, "rollback")
+
+            return named(run_checks(rollback.checks, ctx, on_result))
+        finally:
+            self._stop("rollback", started.target)
 
     # ---------------------------------------------------------------- clean up
 

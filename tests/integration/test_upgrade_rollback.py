@@ -1,0 +1,89 @@
+"""Rollback with the real pdns_server (process plan): the old version started again on
+the data the new one wrote, its own checks named `rollback: ...`; a down-migration that
+fails is reported as the rollback refused, and the new version's results stand."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from soak.upgrade.config import load_plan
+from soak.upgrade.report import junit_xml, to_json
+from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+PLAN = REPO / "scenarios" / "pdns-auth-upgrade.yaml"
+
+if shutil.which("pdns_server") is None or shutil.which("sqlite3") is None:
+    pytest.skip("pdns-server and sqlite3 are not installed", allow_module_level=True)
+
+ROLLBACK_CHECKS = [
+    {"name": "ready", "kind": "ready_within", "within_s": 10},
+    {"name": "www A as before", "kind": "unchanged", "snapshot": "www-a"},
+    {
+        "name": "zone made by new",
+        "kind": "dig",
+        "qname": "www.upgraded.test",
+        "answers": ["192.0.2.77"],
+        "needs": "ready",
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fixture") / "pdns-auth-4.3.1.tar.gz"
+    script = REPO / "scripts" / "make-pdns-4.3.1-archive.py"
+    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
+    return out
+
+
+def run(archive: Path, work: Path, rollback: dict[str, object]) -> UpgradeResult:
+    overrides = [f"data.archive={archive}", f"rollback={json.dumps(rollback)}"]
+    plan = load_plan(PLAN, overrides)
+    return UpgradeRunner(plan, run_dir=work / "run", run_id="t", env={}).run()
+
+
+def test_rollback_checks_run_on_the_data_the_new_version_wrote(
+    archive: Path, tmp_path: Path
+) -> None:
+    result = run(archive, tmp_path, {"checks": ROLLBACK_CHECKS})
+    names = [c.name for c in result.checks]
+    assert names[-3:] == [
+        "rollback: ready",
+        "rollback: www A as before",
+        "rollback: zone made by new",
+    ]
+    assert [c.status for c in result.checks] == ["pass"] * len(names), result.checks
+    assert result.exit_code == 0
+    assert result.rollback_ready_s is not None and result.rollback_ready_s > 0
+    rollback_steps = [s.text for s in result.steps if s.phase == "rollback"]
+    assert rollback_steps[0] == "starting pdns-auth 4.7 on the 4.3.1 schema"
+    assert rollback_steps[-1].startswith("stopped")
+    props = {p.get("name") for p in ET.fromstring(junit_xml(result)).iter("property")}
+    assert "rollback_ready_s" in props
+    assert to_json(result)["rollback_ready_s"] == result.rollback_ready_s
+
+
+def test_a_refused_rollback_is_a_failed_check_and_the_upgrade_results_stand(
+    archive: Path, tmp_path: Path
+) -> None:
+    down = {"command": ["sh", "-c", "echo 'no way back from this schema' >&2; exit 3"]}
+    result = run(archive, tmp_path, {"migrate": down, "checks": ROLLBACK_CHECKS})
+    by_name = {c.name: c for c in result.checks}
+    assert result.exit_code == 1
+    cause = by_name["rollback: migrate"]
+    assert cause.status == "fail"
+    assert "sh exited with 3: no way back from this schema" in cause.got
+    assert {by_name[f"rollback: {c['name']}"].status for c in ROLLBACK_CHECKS} == {"skip"}
+    # The upgrade's own 17 checks ran and passed.
+    upgrade = [c for c in result.checks if not c.name.startswith("rollback: ")]
+    assert len(upgrade) == 17 and {c.status for c in upgrade} == {"pass"}
