@@ -24,6 +24,7 @@ COMMANDS = {
     "stop": "soak.service.commands:stop_cmd",
     "report": "soak.service.commands:report_cmd",
     "upgrade": "soak.upgrade.command:upgrade_cmd",
+    "bench": "soak.bench.command:bench_cmd",
 }
 
 

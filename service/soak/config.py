@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from soak.bench.config import BenchConfig
 from soak.errors import InputError
 from soak.load.config import LoadConfig
 from soak.samplers.config import SamplersConfig
@@ -120,6 +121,7 @@ class Scenario(FileModel):
     leaks: LeaksConfig = Field(default_factory=LeaksConfig)
     criteria: CriteriaConfig = Field(default_factory=CriteriaConfig)
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
+    bench: BenchConfig | None = None  # `soak bench` only
 
     @property
     def duration_s(self) -> float:

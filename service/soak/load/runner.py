@@ -98,6 +98,10 @@ class LoadRunner:
         # it ended, on the monotonic clock: a swap under load reports it.
         self._max_gap_ns = 0
         self._max_gap_end_ns = 0
+        # Worker-seconds of the intervals folded into the current window: workers report
+        # once a second, so a window's rates are its counts over these, not over wall time.
+        self._window_worker_s = 0.0
+        self.last_window_worker_s = 0.0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -192,6 +196,7 @@ class LoadRunner:
             if spare is None:  # another take_window holds it
                 spare = MixStats(self.names, self._highest_us)
             window, self._window = self._window, spare
+            self.last_window_worker_s, self._window_worker_s = self._window_worker_s, 0.0
             self._account_rate(now)
             window_s = now - self._window_at
             rate_target = self._rate_integral / window_s if window_s > 0 else self._rate_qps
@@ -222,6 +227,11 @@ class LoadRunner:
             return self._max_gap_ns / 1e9, self._max_gap_end_ns / 1e9
 
     @property
+    def pids(self) -> list[int]:
+        """The worker processes' PIDs (their CPU is the generator's)."""
+        return [p.pid for p in self._procs]
+
+    @property
     def errors(self) -> list[str]:
         return list(self._errors)
 
@@ -249,6 +259,7 @@ class LoadRunner:
                 if isinstance(msg, Interval):
                     with self._lock:
                         self._window.add(msg)
+                        self._window_worker_s += msg.interval_s
                         self._total.add(msg)
                         if msg.max_gap_ns > self._max_gap_ns:
                             self._max_gap_ns, self._max_gap_end_ns = (

@@ -1,0 +1,209 @@
+"""`soak bench SCENARIO`: the seeds' measurement method against a scenario's target."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from soak.bench.config import BenchConfig
+from soak.bench.criteria import evaluate
+from soak.bench.render import render_html, render_markdown, render_text
+from soak.bench.side import Side
+from soak.config import Scenario, load_scenario
+from soak.errors import CheckFailed, InputError
+
+
+def _parse_rates(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        rates = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--rates takes numbers separated by commas, got {text!r}") from None
+    if any(r <= 0 for r in rates):
+        raise InputError("--rates must be positive")
+    return rates
+
+
+def bench_config(scenario: Scenario, options: dict[str, Any]) -> BenchConfig:
+    """The scenario's `bench:` (or the defaults), the command line on top."""
+    data = scenario.bench.model_dump() if scenario.bench is not None else {}
+    knee = dict(data.get("knee", {}))
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key.startswith("knee."):
+            knee[key.removeprefix("knee.")] = value
+        else:
+            data[key] = value
+    data["knee"] = knee
+    from soak.config import validate_model
+
+    return validate_model(BenchConfig, data, "bench")
+
+
+def tool_version(argv: list[str]) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip().splitlines()
+    return text[0] if text else None
+
+
+def host_environment(engine: str) -> dict[str, Any]:
+    import soak
+
+    env: dict[str, Any] = {
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "machine_cpus": os.cpu_count(),
+        "generator_cpus": sorted(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "soak": getattr(soak, "__version__", "?"),
+        "load_avg_start": [round(x, 2) for x in os.getloadavg()],
+    }
+    if engine == "dnsperf":
+        env["dnsperf"] = tool_version(["dnsperf", "-h"]) or "?"
+    return env
+
+
+def assemble(
+    run_id: str,
+    side: Side,
+    cfg: BenchConfig,
+    engine: str,
+    classes: list[dict[str, Any]],
+    env: dict[str, Any],
+    started: float,
+) -> dict[str, Any]:
+    load = side.scenario.load
+    assert load is not None
+    environment = {**env, **side.environment()}
+    environment["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+    environment["workers"] = load.workers
+    environment["flows"] = load.flows
+    environment["max_outstanding"] = load.max_outstanding
+    criteria = evaluate(classes, cfg.criteria)
+    return {
+        "kind": "soak-bench",
+        "id": run_id,
+        "scenario": side.scenario.name,
+        "target": {"name": side.scenario.target.name, "version": side.scenario.target.version},
+        "engine": engine,
+        "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+        "ended": datetime.now(UTC).isoformat(timespec="seconds"),
+        "environment": environment,
+        "config": cfg.model_dump(mode="json"),
+        "classes": classes,
+        "criteria": criteria,
+        "passed": all(c["ok"] for c in criteria),
+    }
+
+
+def write_outputs(result: dict[str, Any], out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / "bench.md").write_text(render_markdown(result))
+    (out_dir / "bench.html").write_text(render_html(result))
+
+
+def bench_dir(data_dir: Path | None) -> Path:
+    from soak.service.state import default_data_dir
+
+    return (data_dir or default_data_dir()) / "bench"
+
+
+def new_bench_id(name: str) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"bench-{name}-{stamp}"
+
+
+@click.command("bench")
+@click.argument("scenario", type=click.Path(path_type=Path))
+@click.option("--runs", type=int, default=None, help="measured runs per class (default 3)")
+@click.option("--duration", type=float, default=None, help="seconds per measured run (20)")
+@click.option("--throwaway", type=float, default=None, help="seconds of the throwaway run (10)")
+@click.option("--warm", is_flag=True, default=None, help="keep the target warm between classes")
+@click.option("--engine", type=click.Choice(["builtin", "dnsperf"]), default=None)
+@click.option("--rates", default=None, help="fixed rates, q/s, comma-separated")
+@click.option("--fixed-duration", type=float, default=None, help="seconds per fixed rate (10)")
+@click.option("--step", "step_s", type=float, default=None, help="seconds per knee step (5)")
+@click.option("--no-knee", is_flag=True, help="skip the saturation knee search")
+@click.option("--classes", default=None, help="classes to run, comma-separated (`mix` too)")
+@click.option("--set", "overrides", multiple=True, help="scenario override key.path=value")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="where bench.json/.md/.html go (default DATA_DIR/bench/ID)")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="print the JSON result")
+def bench_cmd(
+    scenario: Path,
+    runs: int | None,
+    duration: float | None,
+    throwaway: float | None,
+    warm: bool | None,
+    engine: str | None,
+    rates: str | None,
+    fixed_duration: float | None,
+    step_s: float | None,
+    no_knee: bool,
+    classes: str | None,
+    overrides: tuple[str, ...],
+    data_dir: Path | None,
+    out_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Benchmark SCENARIO's target per query class; exit 1 when a `bench:` criterion fails."""
+    sc = load_scenario(scenario, overrides)
+    if sc.load is None:
+        raise InputError(f"{scenario}: `soak bench` needs a `load:` section")
+    options: dict[str, Any] = {
+        "runs": runs,
+        "duration_s": duration,
+        "throwaway_s": throwaway,
+        "warm": warm,
+        "rates_qps": _parse_rates(rates),
+        "fixed_duration_s": fixed_duration,
+        "classes": [c.strip() for c in classes.split(",")] if classes else None,
+        "knee.step_s": step_s,
+        "knee.enabled": False if no_knee else None,
+    }
+    cfg = bench_config(sc, options)
+    eng = engine or sc.load.engine
+    from soak.bench.runner import Bench, plan_classes
+
+    plan_classes(sc.load, cfg, eng)  # bad class names fail before anything starts
+    run_id = new_bench_id(sc.name)
+    started = time.time()
+    env = host_environment(eng)
+    side = Side("A", sc, run_id)
+
+    def echo(line: str) -> None:
+        click.echo(f"soak bench: {line}", err=True)
+
+    side.start()
+    try:
+        results = Bench([side], cfg, eng, echo).run()
+        result = assemble(run_id, side, cfg, eng, results["A"], env, started)
+    finally:
+        side.stop()
+    target_dir = out_dir or bench_dir(data_dir) / run_id
+    write_outputs(result, target_dir)
+    click.echo(json.dumps(result, indent=2) if as_json else render_text(result), nl=False)
+    echo(f"results in {target_dir}")
+    sys.stdout.flush()
+    if not result["passed"]:
+        failed = [c["name"] for c in result["criteria"] if not c["ok"]]
+        raise CheckFailed(f"bench criteria failed: {', '.join(failed)}")

@@ -1,0 +1,329 @@
+"""One measured load run, or one knee step, with the target's and the generator's CPU.
+
+CPU comes from /proc: the target's process tree (utime + stime of its PID and
+descendants: docker's init and the server under it) and the generator's own
+processes (this one and the builtin engine's workers; dnsperf through
+RUSAGE_CHILDREN once it has been reaped). Rates and CPU are taken over the
+same steady interval, after a ramp-in second that is not measured.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soak.bench.knee import Step
+from soak.bench.limits import Limit, cpu_us_per_query
+from soak.load.config import LoadConfig
+from soak.load.runner import LoadRunner
+from soak.load.stats import LoadResult
+from soak.samplers import procfs
+from soak.samplers.proc import CLOCK_TICKS_PER_S, process_tree
+
+PROC = Path("/proc")
+WINDOW_S = 1.0
+CounterReader = Callable[[], dict[str, float]]
+
+
+def pid_cpu_s(pid: int, proc_root: Path = PROC) -> float | None:
+    try:
+        stat = procfs.parse_stat((proc_root / str(pid) / "stat").read_text())
+    except (OSError, ValueError, IndexError):
+        return None
+    return (stat.utime_ticks + stat.stime_ticks) / CLOCK_TICKS_PER_S
+
+
+def tree_cpu_s(pid: int | None, proc_root: Path = PROC) -> float | None:
+    """CPU seconds of pid and its descendants (None when pid is unknown or gone)."""
+    if pid is None or pid_cpu_s(pid, proc_root) is None:
+        return None
+    values = [pid_cpu_s(p, proc_root) for p in process_tree(proc_root, pid)]
+    return sum(v for v in values if v is not None)
+
+
+def tree_threads(pid: int | None, proc_root: Path = PROC) -> int | None:
+    """Threads of pid and its descendants (None when pid is unknown or gone)."""
+    if pid is None:
+        return None
+    total = 0
+    for p in process_tree(proc_root, pid):
+        try:
+            total += procfs.parse_status((proc_root / str(p) / "status").read_text()).threads
+        except (OSError, ValueError):
+            continue
+    return total or None
+
+
+def target_capacity_cores(pid: int | None, configured: float | None) -> float | None:
+    """How many cores the target could use: configured, else min(its threads, its CPUs)."""
+    if configured is not None:
+        return configured
+    threads = tree_threads(pid)
+    if pid is None or threads is None:
+        return None
+    try:
+        cpus = len(os.sched_getaffinity(pid))
+    except OSError:
+        cpus = os.cpu_count() or 1
+    return float(min(threads, cpus))
+
+
+def pids_cpu_s(pids: Sequence[int]) -> float:
+    return sum(v for v in (pid_cpu_s(p) for p in pids) if v is not None)
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cores(cpu0: float | None, cpu1: float | None, elapsed_s: float) -> float | None:
+    if cpu0 is None or cpu1 is None or elapsed_s <= 0:
+        return None
+    return max(0.0, cpu1 - cpu0) / elapsed_s
+
+
+@dataclass
+class RunMeasure:
+    """One run: open loop at offered_qps, or flat out (offered_qps 0)."""
+
+    offered_qps: float
+    duration_s: float
+    sent: int
+    completed: int
+    lost: int
+    answered_qps: float
+    sent_qps: float
+    latency_ms: dict[str, float | None]
+    target_cores: float | None
+    generator_cores: float | None
+    rate_kept: bool
+    wrong_answers: int = 0
+    rcodes: dict[str, int] = field(default_factory=dict)
+    windows: dict[str, list[float]] = field(default_factory=dict)  # per-second values
+    counters: dict[str, float] = field(default_factory=dict)  # deltas over the run
+    limit: Limit | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def lost_ratio(self) -> float:
+        return self.lost / self.sent if self.sent else 0.0
+
+    @property
+    def cpu_us_per_query(self) -> float | None:
+        return cpu_us_per_query(self.target_cores, self.answered_qps)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["lost_ratio"] = self.lost_ratio
+        out["cpu_us_per_query"] = self.cpu_us_per_query
+        out["limit"] = asdict(self.limit) if self.limit else None
+        return out
+
+
+def _deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before[k] for k in after if k in before}
+
+
+def _sleep_until(deadline: float) -> None:
+    remaining = deadline - time.monotonic()
+    if remaining > 0:
+        time.sleep(remaining)
+
+
+def measure_builtin(
+    cfg: LoadConfig,
+    server: tuple[str, int],
+    rate_qps: float,
+    duration_s: float,
+    *,
+    base_dir: Path,
+    target_pid: int | None,
+    allow_targets: Sequence[str] = (),
+    counters: CounterReader | None = None,
+    ramp_s: float = WINDOW_S,
+) -> RunMeasure:
+    """The builtin engine: per-second windows, CPU over the steady interval."""
+    runner = LoadRunner(cfg, server, base_dir=base_dir, allow_targets=allow_targets)
+    runner.start(rate_qps, ramp_s + duration_s + 5.0)
+    windows: dict[str, list[float]] = {"answered_qps": [], "p50_ms": [], "p99_ms": []}
+    completed = sent = 0
+    seconds = 0.0  # reported worker time in the measured windows, per worker
+    workers = cfg.workers
+    try:
+        _sleep_until(time.monotonic() + ramp_s)
+        runner.take_window()
+        c0 = counters() if counters else {}
+        t0 = time.monotonic()
+        tgt0, gen0 = tree_cpu_s(target_pid), pids_cpu_s([os.getpid(), *runner.pids])
+        step_s = min(WINDOW_S, duration_s)
+        for i in range(max(1, math.ceil(duration_s / step_s))):
+            _sleep_until(t0 + min((i + 1) * step_s, duration_s))
+            w = runner.take_window()["all"]
+            window_s = runner.last_window_worker_s / workers
+            if window_s <= 0:  # no worker reported in this window (they report once a second)
+                continue
+            completed += int(w["completed"])
+            sent += int(w["sent"])
+            seconds += window_s
+            windows["answered_qps"].append(w["completed"] / window_s)
+            for key in ("p50", "p99"):
+                if f"lat_{key}_ms" in w:
+                    windows[f"{key}_ms"].append(w[f"lat_{key}_ms"])
+        t1 = time.monotonic()
+        tgt1, gen1 = tree_cpu_s(target_pid), pids_cpu_s([os.getpid(), *runner.pids])
+        c1 = counters() if counters else {}
+    finally:
+        result = runner.stop()
+    elapsed = t1 - t0
+    seconds = seconds or elapsed
+    sent_qps = sent / seconds
+    return RunMeasure(
+        offered_qps=rate_qps,
+        duration_s=elapsed,
+        sent=result.sent,
+        completed=result.completed,
+        lost=result.lost,
+        answered_qps=completed / seconds,
+        sent_qps=sent_qps,
+        latency_ms=result.latency_ms,
+        target_cores=cores(tgt0, tgt1, elapsed),
+        generator_cores=cores(gen0, gen1, elapsed),
+        rate_kept=rate_qps <= 0 or (sent_qps >= 0.97 * rate_qps and result.skipped == 0),
+        wrong_answers=sum(int(c["wrong_answers"]) for c in result.classes.values()),
+        rcodes=result.rcodes,
+        windows=windows,
+        counters=_deltas(c0, c1),
+        notes=list(result.notes),
+    )
+
+
+def measure_dnsperf(
+    cfg: LoadConfig,
+    server: tuple[str, int],
+    rate_qps: float,
+    duration_s: float,
+    *,
+    base_dir: Path,
+    target_pid: int | None,
+    allow_targets: Sequence[str] = (),
+    counters: CounterReader | None = None,
+) -> RunMeasure:
+    """dnsperf: one summary per run (no per-second windows, no percentiles)."""
+    from soak.load.dnsperf import run_dnsperf
+
+    c0 = counters() if counters else {}
+    tgt0, gen0, t0 = tree_cpu_s(target_pid), children_cpu_s(), time.monotonic()
+    result: LoadResult = run_dnsperf(cfg, server, duration_s, rate_qps, base_dir, allow_targets)
+    elapsed = time.monotonic() - t0
+    tgt1, gen1 = tree_cpu_s(target_pid), children_cpu_s()
+    c1 = counters() if counters else {}
+    return RunMeasure(
+        offered_qps=rate_qps,
+        duration_s=result.duration_s,
+        sent=result.sent,
+        completed=result.completed,
+        lost=result.lost,
+        answered_qps=result.qps,
+        sent_qps=result.achieved_rate,
+        latency_ms=result.latency_ms,
+        target_cores=cores(tgt0, tgt1, elapsed),
+        generator_cores=cores(gen0, gen1, elapsed),
+        rate_kept=not result.generator_bound,
+        rcodes=result.rcodes,
+        windows={"answered_qps": [result.qps]},
+        counters=_deltas(c0, c1),
+        notes=["dnsperf reports no percentiles; p50 is its average"],
+    )
+
+
+class KneeStepper:
+    """Knee steps on one running builtin LoadRunner: set the rate, settle, measure."""
+
+    def __init__(
+        self,
+        cfg: LoadConfig,
+        server: tuple[str, int],
+        *,
+        base_dir: Path,
+        target_pid: int | None,
+        allow_targets: Sequence[str] = (),
+        max_duration_s: float,
+    ) -> None:
+        self.runner = LoadRunner(cfg, server, base_dir=base_dir, allow_targets=allow_targets)
+        self.target_pid = target_pid
+        self.workers = cfg.workers
+        self.max_duration_s = max_duration_s
+        self.started = False
+
+    def step(self, rate_qps: float, step_s: float, settle_s: float) -> Step:
+        if not self.started:
+            self.runner.start(rate_qps, self.max_duration_s)
+            self.started = True
+        else:
+            self.runner.set_rate(rate_qps)
+        # Workers report once a second: the interval that straddles the rate change
+        # must arrive before the window that is measured begins.
+        _sleep_until(time.monotonic() + max(settle_s, 1.1))
+        self.runner.take_window()
+        t0 = time.monotonic()
+        tgt0, gen0 = tree_cpu_s(self.target_pid), pids_cpu_s([os.getpid(), *self.runner.pids])
+        _sleep_until(t0 + step_s)
+        w = self.runner.take_window()["all"]
+        t1 = time.monotonic()
+        tgt1, gen1 = tree_cpu_s(self.target_pid), pids_cpu_s([os.getpid(), *self.runner.pids])
+        elapsed = t1 - t0
+        seconds = self.runner.last_window_worker_s / self.workers or elapsed
+        return Step(
+            offered_qps=rate_qps,
+            sent_qps=w["sent"] / seconds,
+            answered_qps=w["completed"] / seconds,
+            p50_ms=w.get("lat_p50_ms"),
+            p99_ms=w.get("lat_p99_ms"),
+            target_cores=cores(tgt0, tgt1, elapsed),
+            generator_cores=cores(gen0, gen1, elapsed),
+        )
+
+    def recover(self, rate_qps: float, pause_s: float) -> None:
+        if self.started:
+            self.runner.set_rate(rate_qps)
+            _sleep_until(time.monotonic() + pause_s)
+
+    def close(self) -> None:
+        if self.started:
+            self.runner.stop()
+
+
+def dnsperf_step(
+    cfg: LoadConfig,
+    server: tuple[str, int],
+    rate_qps: float,
+    step_s: float,
+    *,
+    base_dir: Path,
+    target_pid: int | None,
+    allow_targets: Sequence[str] = (),
+) -> Step:
+    run = measure_dnsperf(
+        cfg,
+        server,
+        rate_qps,
+        step_s,
+        base_dir=base_dir,
+        target_pid=target_pid,
+        allow_targets=allow_targets,
+    )
+    return Step(
+        offered_qps=rate_qps,
+        sent_qps=run.sent_qps,
+        answered_qps=run.answered_qps,
+        p50_ms=run.latency_ms.get("avg"),
+        target_cores=run.target_cores,
+        generator_cores=run.generator_cores,
+    )

@@ -1,0 +1,135 @@
+"""`soak bench` against real unbound on loopback: the knee in its bracket, the tables,
+criteria and exit codes, and a generator-bound run said aloud."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.servers import unbound_conf
+
+pytestmark = pytest.mark.e2e
+
+SOAK = str(Path(sys.executable).parent / "soak")
+
+
+def unbound_scenario(tmp: Path, *, threads: int, workers: int, bench: dict[str, Any]) -> Path:
+    conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"], threads)  # type: ignore[arg-type]
+    scenario = {
+        "name": "bench-unbound",
+        "target": {
+            "runtime": "process",
+            "name": "unbound",
+            "version": "1.17",
+            "argv": ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
+            "ports": {"dns": {"protocol": "both"}},
+            "files": [{"dest": "unbound.conf", "content": conf}],
+            "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
+        },
+        "load": {
+            "workers": workers,
+            "flows": 16,
+            "timeout_s": "1s",
+            "mix": [
+                {
+                    "name": "local",
+                    "queries": ["www.example.test A"],
+                    "expect": {"rcodes": ["NOERROR"]},
+                },
+                {"name": "nx", "queries": ["nope.example.test A"]},
+            ],
+        },
+        "phases": [{"name": "p", "duration_s": 10}],
+        "bench": bench,
+    }
+    path = tmp / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+def soak_bench(*args: str, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SOAK, "bench", *args], capture_output=True, text=True, timeout=timeout_s)
+
+
+SHORT = {"runs": 2, "duration_s": 1.5, "throwaway_s": 0.5, "warm_rate_qps": 500}
+
+
+def test_knee_within_its_bracket_tables_and_a_failed_floor(tmp_path: Path) -> None:
+    bench = {
+        **SHORT,
+        "rates_qps": [2000],
+        "fixed_duration_s": 1.5,
+        "counters": [],
+        "knee": {"step_s": 1, "settle_s": 0.5, "start_rate_qps": 8000, "tolerance": 0.1},
+        "criteria": {"capacity_qps_min": {"local": 1e9}, "fixed_p99_ms_max": {"all": 1000}},
+    }
+    scenario = unbound_scenario(tmp_path, threads=1, workers=2, bench=bench)
+    out = tmp_path / "out"
+    proc = soak_bench(str(scenario), "--classes", "local", "--out", str(out), "--json")
+    assert proc.returncode == 1, proc.stderr
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith("soak: bench criteria failed: capacity local")
+    )
+    result = json.loads(proc.stdout)
+    (row,) = result["classes"]
+    assert row["name"] == "local" and row["warm_names"] == 1
+    sat = row["saturation"]
+    assert len(sat["runs"]) == 2 and sat["qps"]["median"] > 1000
+    assert sat["target_cores"] is not None and sat["cpu_us_per_query"] > 0
+    knee = row["knee"]
+    steps = knee["steps"]
+    assert knee["floor_p50_ms"] is not None and knee["slo_p50_ms"] >= knee["floor_p50_ms"]
+    if knee["generator_bound"]:  # the generator's limit came first: said so, bracket ends there
+        assert steps[-1]["why"] == "generator"
+    else:
+        assert knee["knee_high_qps"] is not None, steps
+        assert knee["knee_low_qps"] <= knee["knee_qps"] <= knee["knee_high_qps"]
+        assert knee["width_pct"] <= 10.0 + 1e-9
+    # the bracket is what the steps showed: its low edge passed, its high edge failed
+    passed = [s["offered_qps"] for s in steps if s["ok"]]
+    failed = [s["offered_qps"] for s in steps if not s["ok"]]
+    assert max(passed) == knee["knee_low_qps"] == knee["within_slo_qps"]
+    assert min(failed) == knee["knee_high_qps"]
+    (fixed,) = row["fixed"]
+    assert fixed["offered_qps"] == 2000 and fixed["latency_ms"]["p99"] is not None
+    assert fixed["answered_qps"] == pytest.approx(2000, rel=0.1)
+    names = {c["name"]: c["ok"] for c in result["criteria"]}
+    assert names == {"capacity local": False, "p99 local @ 2000 q/s": True}
+    env = result["environment"]
+    assert env["machine_cpus"] >= 1 and env["kernel"] and env["version"] == "1.17"
+    assert env["fd_limit"] is not None
+    md = (out / "bench.md").read_text()
+    assert "## Throughput at saturation" in md and "## Latency at fixed rates" in md
+    html = (out / "bench.html").read_text()
+    assert 'data-series="local p50"' in html
+    assert json.loads((out / "bench.json").read_text())["id"] == result["id"]
+
+
+def test_generator_bound_is_said_aloud(tmp_path: Path) -> None:
+    """One builtin worker cannot keep a two-thread unbound busy."""
+    scenario = unbound_scenario(tmp_path, threads=2, workers=1, bench={**SHORT, "duration_s": 2})
+    proc = soak_bench(
+        str(scenario), "--classes", "local", "--no-knee", "--out", str(tmp_path / "o")
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "GENERATOR-BOUND" in proc.stdout
+    result = json.loads((tmp_path / "o" / "bench.json").read_text())
+    limit = result["classes"][0]["saturation"]["limit"]
+    assert limit["kind"] == "generator", limit
+
+
+def test_bad_class_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    scenario = unbound_scenario(tmp_path, threads=1, workers=1, bench=SHORT)
+    proc = soak_bench(str(scenario), "--classes", "nope", "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no such class 'nope'" in lines[0]
+    assert not (tmp_path / "o").exists()

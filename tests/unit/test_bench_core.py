@@ -1,0 +1,191 @@
+"""The pure core of `soak bench`: knee search, statistics, limits."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from soak.bench.config import KneeConfig
+from soak.bench.knee import KneeSearch, Step, auto_slo_ms
+from soak.bench.limits import cpu_us_per_query, judge_limit
+from soak.bench.stats import bootstrap_ci, mann_whitney_u, median, rel_diff_pct, summarise
+
+
+def model_server(capacity_qps: float, floor_ms: float = 0.1, gen_max_qps: float = 1e12):
+    """A server that answers up to its capacity and queues (p50 jumps) near it."""
+
+    def measure(rate: float) -> Step:
+        sent = min(rate, gen_max_qps)
+        answered = min(sent, capacity_qps)
+        p50 = floor_ms if sent <= 0.9 * capacity_qps else 50.0
+        return Step(offered_qps=rate, sent_qps=sent, answered_qps=answered, p50_ms=p50)
+
+    return measure
+
+
+def run_search(cfg: KneeConfig, measure, floor_ms: float = 0.1):
+    search = KneeSearch(cfg, floor_ms)
+    while (rate := search.next_rate()) is not None:
+        search.record(measure(rate))
+    return search.result()
+
+
+@pytest.mark.parametrize("capacity", [3_000.0, 37_000.0, 123_456.0, 900_000.0])
+def test_knee_is_bracketed_and_narrow(capacity: float) -> None:
+    cfg = KneeConfig(start_rate_qps=1000, tolerance=0.05)
+    result = run_search(cfg, model_server(capacity))
+    assert result.high_qps is not None
+    # the model's true knee is 0.9 x capacity: inside the bracket
+    assert result.low_qps <= 0.9 * capacity <= result.high_qps
+    assert result.low_qps <= result.knee_qps <= result.high_qps
+    assert result.width_pct is not None and result.width_pct <= 5.0
+    passed = [s.step.offered_qps for s in result.steps if s.ok]
+    failed = [s.step.offered_qps for s in result.steps if not s.ok]
+    assert max(passed) == result.low_qps and min(failed) == result.high_qps
+    assert result.capacity_qps == pytest.approx(
+        min(capacity, max(s.step.offered_qps for s in result.steps))
+    )
+    assert not result.generator_bound
+
+
+def test_first_step_failing_looks_lower() -> None:
+    cfg = KneeConfig(start_rate_qps=10_000, idle_rate_qps=100, tolerance=0.05)
+    result = run_search(cfg, model_server(1_000.0))
+    assert result.high_qps is not None
+    assert result.low_qps <= 900 <= result.high_qps
+    assert result.low_qps > 0
+
+
+def test_nothing_passes_gives_zero_knee() -> None:
+    cfg = KneeConfig(start_rate_qps=1000, idle_rate_qps=100)
+    result = run_search(cfg, model_server(10.0))
+    assert result.within_slo_qps == 0.0 and result.knee_qps == 0.0
+    assert len(result.steps) <= cfg.max_steps
+
+
+def test_no_failure_up_to_the_maximum_is_unbounded() -> None:
+    cfg = KneeConfig(start_rate_qps=1000, max_rate_qps=8000)
+    result = run_search(cfg, model_server(1e9))
+    assert result.high_qps is None and result.width_pct is None
+    assert result.within_slo_qps == 8000 and result.knee_qps == 8000
+
+
+def test_generator_that_cannot_offer_the_rate_stops_the_search() -> None:
+    cfg = KneeConfig(start_rate_qps=1000)
+    result = run_search(cfg, model_server(1e9, gen_max_qps=20_000))
+    assert result.generator_bound
+    assert result.steps[-1].why == "generator"
+    assert result.within_slo_qps == 16_000
+
+
+def test_p50_slo_and_auto_slo() -> None:
+    assert auto_slo_ms(0.1) == pytest.approx(1.1)
+    assert auto_slo_ms(2.0) == pytest.approx(6.0)
+    cfg = KneeConfig(start_rate_qps=1000, slo_p50_ms=0.5)
+    search = KneeSearch(cfg, 0.1)
+    search.record(Step(1000, 1000, 1000, 0.6))
+    assert not search.steps[0].ok and search.steps[0].why == "p50"
+    search = KneeSearch(cfg, 0.1)
+    search.record(Step(1000, 1000, 900, 0.2))
+    assert search.steps[0].why == "answered"
+
+
+def test_max_steps_bounds_the_search() -> None:
+    cfg = KneeConfig(start_rate_qps=1000, tolerance=0.001, max_steps=6)
+    result = run_search(cfg, model_server(50_000))
+    assert len(result.steps) == 6
+
+
+def test_median_summary_and_spread() -> None:
+    assert median([3, 1, 2]) == 2
+    assert median([4, 1, 2, 3]) == 2.5
+    s = summarise([100.0, 110.0, 90.0])
+    assert (s.median, s.best, s.low, s.high, s.n) == (100.0, 110.0, 90.0, 110.0, 3)
+    assert s.spread_pct == pytest.approx(20.0)
+    assert summarise([1.0, 2.0, 3.0], higher_is_better=False).best == 1.0
+    with pytest.raises(ValueError):
+        median([])
+
+
+def test_rel_diff() -> None:
+    assert rel_diff_pct(100, 90) == pytest.approx(-10)
+    assert rel_diff_pct(0, 0) == 0
+    assert rel_diff_pct(0, 5) == math.inf
+
+
+def test_bootstrap_ci_covers_the_shift_and_is_seeded() -> None:
+    a = [100.0 + (i % 7) for i in range(50)]
+    b = [80.0 + (i % 7) for i in range(50)]
+    lo, hi = bootstrap_ci(a, b)
+    assert lo <= rel_diff_pct(median(a), median(b)) <= hi
+    assert hi < 0
+    assert bootstrap_ci(a, b) == (lo, hi)
+    lo2, hi2 = bootstrap_ci(a, list(a))
+    assert lo2 <= 0 <= hi2
+
+
+def test_mann_whitney_against_known_values() -> None:
+    # scipy.stats.mannwhitneyu([1,2,3,4,5],[6,7,8,9,10]): U=0, p=0.0122 (normal, cc)
+    u, p = mann_whitney_u([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
+    assert u == 0
+    assert p == pytest.approx(0.0122, abs=0.001)
+    u, p = mann_whitney_u([1, 2, 3], [1, 2, 3])
+    assert u == 4.5 and p == pytest.approx(1.0)
+
+
+def test_limits() -> None:
+    gen = judge_limit(
+        generator_cores=0.97, generator_capacity_cores=1, target_cores=0.6, machine_cores=4
+    )
+    assert gen.kind == "generator" and "saturated" in gen.reason
+    idle = judge_limit(
+        generator_cores=0.74,
+        generator_capacity_cores=1,
+        target_cores=0.6,
+        target_capacity_cores=2,
+        machine_cores=2,
+        flat_out=True,
+    )
+    assert idle.kind == "generator" and "idle" in idle.reason
+    shared = judge_limit(
+        generator_cores=1.06,
+        generator_capacity_cores=2,
+        target_cores=0.67,
+        target_capacity_cores=1,
+        machine_cores=2,
+        flat_out=True,
+    )
+    assert shared.kind == "machine"
+    server = judge_limit(
+        generator_cores=0.3,
+        generator_capacity_cores=2,
+        target_cores=0.95,
+        target_capacity_cores=1,
+        machine_cores=8,
+        flat_out=True,
+    )
+    assert server.kind == "server"
+    latency = judge_limit(
+        generator_cores=0.3,
+        generator_capacity_cores=2,
+        target_cores=0.3,
+        target_capacity_cores=1,
+        machine_cores=8,
+        flat_out=True,
+    )
+    assert latency.kind == "" and "latency" in latency.reason
+    kept = judge_limit(
+        generator_cores=0.1, generator_capacity_cores=1, target_cores=0.1, machine_cores=8
+    )
+    assert kept.kind == ""
+    lagging = judge_limit(
+        generator_cores=0.1,
+        generator_capacity_cores=1,
+        target_cores=0.1,
+        machine_cores=8,
+        rate_kept=False,
+    )
+    assert lagging.kind == "generator"
+    assert cpu_us_per_query(1.0, 10_000) == pytest.approx(100.0)
+    assert cpu_us_per_query(None, 10) is None
