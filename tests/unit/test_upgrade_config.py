@@ -262,3 +262,30 @@ def test_rollback_checks_are_their_own_checklist(tmp_path: Path) -> None:
         load_plan(bad, env={})
     assert "rollback.checks.0.needs: 'same' names no check" in str(info.value)
     assert "rollback.checks.1: no load runs through a rollback" in str(info.value)
+
+
+def test_a_matrix_entry_sets_plan_values_and_names_the_pair(tmp_path: Path) -> None:
+    from soak.upgrade.config import load_matrix
+
+    matrix = {"old": {"1.0": {"old.version": "1.0"}, "2.0": {"old.version": "2.0", "vars.x": "y"}}}
+    path = write_plan(tmp_path, new=dict(TARGET), matrix=matrix, vars={"x": "default"})
+    plans = load_matrix(path, env={})
+    assert [(p.name, p.old.version) for p in plans] == [
+        ("p[old 1.0]", "1.0"),
+        ("p[old 2.0]", "2.0"),
+    ]
+    assert plans[1].vars["x"] == "y" and plans[0].vars["x"] == "default"
+    # --old picks entries in the order given; --set still wins over an entry.
+    picked = load_matrix(path, ["old.version='9'"], olds=["2.0"], env={})
+    assert [(p.name, p.old.version) for p in picked] == [("p[old 2.0]", "9")]
+    with pytest.raises(InputError, match=r"--old 3\.0: no such matrix entry .*entries: 1\.0, 2\.0"):
+        load_matrix(path, olds=["3.0"], env={})
+    with pytest.raises(InputError, match="has no `matrix:`"):
+        load_matrix(write_plan(tmp_path), olds=["1.0"], env={})
+
+
+def test_a_bad_matrix_entry_is_refused_at_load(tmp_path: Path) -> None:
+    bad = {"old.runtime": "external"}  # no argv there
+    path = write_plan(tmp_path, new=dict(TARGET), matrix={"old": {"bad": bad}})
+    with pytest.raises(InputError, match=r"\(matrix entry bad\): old\.external\.argv"):
+        load_plan(path, env={})

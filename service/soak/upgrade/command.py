@@ -6,6 +6,7 @@ migrate step does), 2 for a bad plan or a version that cannot start.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -17,13 +18,14 @@ from pathlib import Path
 import click
 
 from soak.errors import CheckFailed, TargetStartError
-from soak.upgrade.config import UpgradePlan, load_plan
+from soak.upgrade.config import UpgradePlan, load_matrix
 from soak.upgrade.report import (
     check_points,
-    junit_xml,
+    junit_suites,
     ready_points,
     summary_line,
     table,
+    to_json,
     write_json,
     write_text,
 )
@@ -91,6 +93,13 @@ def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
 @click.option(
     "--json", "json_path", type=click.Path(path_type=Path), help="Write the result as JSON here."
 )
+@click.option(
+    "--old",
+    "olds",
+    multiple=True,
+    metavar="LABEL",
+    help="Run only these entries of the plan's `matrix:` (default: every entry).",
+)
 @click.option("--keep", is_flag=True, help="Keep the run directory (and a volume made for it).")
 @click.option(
     "--work-dir",
@@ -103,12 +112,32 @@ def upgrade_cmd(
     overrides: tuple[str, ...],
     junit_path: Path | None,
     json_path: Path | None,
+    olds: tuple[str, ...],
     keep: bool,
     work_dir: Path | None,
 ) -> None:
     """Start the old version on the plan's data, populate, stop, migrate, start the new
-    version on the same data and run the checklist."""
-    plan = load_plan(plan_file, overrides)  # a bad plan: exit 2, nothing started
+    version on the same data and run the checklist; with a `matrix:`, once per old
+    version (one JUnit testsuite each)."""
+    plans = load_matrix(plan_file, overrides, olds)  # a bad plan: exit 2, nothing started
+    results = [run_one(plan, keep, work_dir) for plan in plans]
+    if junit_path is not None:
+        write_text(junit_path, junit_suites(results))
+    if json_path is not None:
+        if len(results) == 1:
+            write_json(json_path, results[0])
+        else:
+            write_text(json_path, json.dumps(matrix_json(results), indent=2) + "\n")
+    start_errors = [r.start_error for r in results if r.start_error is not None]
+    if start_errors:
+        raise TargetStartError("; ".join(start_errors))
+    failed = [r for r in results if r.exit_code != 0]
+    if failed:
+        raise CheckFailed("; ".join(f"{r.plan}: {summary_line(r)}" for r in failed))
+
+
+def run_one(plan: UpgradePlan, keep: bool, work_dir: Path | None) -> UpgradeResult:
+    """One old/new pair: the steps as they happen, then the table; points to sinks."""
     run_id, dir_name = new_run_id(plan.name)
     base = work_dir if work_dir is not None else Path(tempfile.gettempdir())
     run_dir = (base / dir_name).resolve()
@@ -123,14 +152,18 @@ def upgrade_cmd(
     result = runner.run()
     click.echo("")
     click.echo(table(result))
-    if junit_path is not None:
-        write_text(junit_path, junit_xml(result))
-    if json_path is not None:
-        write_json(json_path, result)
     sink_warning = write_sinks(plan, result)
     if sink_warning:
         click.echo(f"soak: {sink_warning}", err=True)
-    if result.start_error is not None:
-        raise TargetStartError(result.start_error)
-    if result.exit_code != 0:
-        raise CheckFailed(summary_line(result))
+    return result
+
+
+def matrix_json(results: list[UpgradeResult]) -> dict[str, object]:
+    codes = [r.exit_code for r in results]
+    exit_code = 2 if 2 in codes else max(codes)
+    return {
+        "matrix": True,
+        "exit_code": exit_code,
+        "ok": exit_code == 0,
+        "runs": [to_json(r) for r in results],
+    }

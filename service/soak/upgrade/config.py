@@ -395,6 +395,17 @@ class Rollback(StrictModel):
     checks: list[Check] = Field(min_length=1)
 
 
+# ---------------------------------------------------------------- version matrix
+
+
+class Matrix(StrictModel):
+    """Several old versions against one new: each entry is a label and the plan
+    values it sets (`key.path: value`, as `--set`), e.g.
+    `old: {"4.4": {vars.old_image: app:4.4, old.version: "4.4"}}`."""
+
+    old: dict[str, dict[str, Any]] = Field(min_length=1)
+
+
 # ---------------------------------------------------------------- the plan
 
 
@@ -414,6 +425,7 @@ class UpgradePlan(FileModel):
     load: SwapLoad | None = None  # a steady load through the swap
     checks: list[Check] = Field(min_length=1)
     rollback: Rollback | None = None
+    matrix: Matrix | None = None
     sinks: list[SinkConfig] = Field(default_factory=list)
     _source: str = PrivateAttr(default="plan")
 
@@ -540,18 +552,45 @@ def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
     return problems
 
 
+def matrix_name(plan_name: str, label: str) -> str:
+    return f"{plan_name}[old {label}]"
+
+
+def _apply_matrix_entry(data: dict[str, Any], label: str, path: Path) -> None:
+    """The entry's values set into the plan; the plan is named after the pair."""
+    entries = (data.get("matrix") or {}).get("old") or {}
+    if label not in entries:
+        known = ", ".join(map(str, entries)) or "none: the plan has no matrix"
+        raise InputError(f"--old {label}: no such matrix entry in {path} (entries: {known})")
+    values = entries[label]
+    if not isinstance(values, dict):
+        raise InputError(f"{path}: matrix.old.{label}: a mapping of key.path: value")
+    for key, value in values.items():
+        try:
+            set_path(data, str(key), value)
+        except (IndexError, ValueError, TypeError, AttributeError) as exc:
+            raise InputError(f"{path}: matrix.old.{label}.{key}: no such place ({exc})") from exc
+    data["name"] = matrix_name(str(data.get("name", "")), label)
+
+
 def load_plan(
     path: Path,
     overrides: Sequence[str] = (),
     env: dict[str, str] | None = None,
+    *,
+    matrix_entry: str | None = None,
 ) -> UpgradePlan:
-    """Read and validate a plan; `overrides` are `--set key.path=value` items."""
+    """Read and validate a plan; `overrides` are `--set key.path=value` items, applied
+    after the values of `matrix_entry` (one old version of the plan's matrix). A plan
+    with a matrix is validated with each of its entries too."""
     import os
 
     path = Path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: an upgrade plan is a YAML mapping")
+    if matrix_entry is not None:
+        _apply_matrix_entry(data, matrix_entry, path)
     for item in overrides:
         key, sep, raw_value = item.partition("=")
         if not sep or not key:
@@ -567,10 +606,31 @@ def load_plan(
     if isinstance(rollback, dict) and "checks" in rollback:
         checks = _expand_checks(rollback["checks"], base_dir, f"{path}: rollback")
         data = {**data, "rollback": {**rollback, "checks": checks}}
-    plan = validate_model(UpgradePlan, data, str(path))
+    where = f"{path} (matrix entry {matrix_entry})" if matrix_entry else str(path)
+    plan = validate_model(UpgradePlan, data, where)
     plan._base_dir = base_dir
     plan._source = str(path)
     problems = _cross_check(plan, dict(os.environ) if env is None else env)
     if problems:
-        raise InputError(f"{path}: " + f"\n{path}: ".join(problems))
+        raise InputError(f"{where}: " + f"\n{where}: ".join(problems))
+    if matrix_entry is None and plan.matrix is not None:
+        for label in plan.matrix.old:
+            load_plan(path, overrides, env, matrix_entry=label)
     return plan
+
+
+def load_matrix(
+    path: Path,
+    overrides: Sequence[str] = (),
+    olds: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> list[UpgradePlan]:
+    """The plans to run: one per selected matrix entry (`olds`; none: every entry), or
+    the plan itself when it has no matrix (then `olds` must be empty)."""
+    plan = load_plan(path, overrides, env)
+    if plan.matrix is None:
+        if olds:
+            raise InputError(f"--old {olds[0]}: {path} has no `matrix:`")
+        return [plan]
+    labels = list(olds) or list(plan.matrix.old)
+    return [load_plan(path, overrides, env, matrix_entry=label) for label in labels]

@@ -54,17 +54,29 @@ def _xml_text(text: str) -> str:
 
 def junit_xml(result: UpgradeResult) -> str:
     """One testsuite (the plan), one testcase per check; failures say expected and got."""
-    total, failures, skipped = len(result.checks), result.count("fail"), result.count("skip")
-    time_s = f"{result.duration_s:.3f}"
+    return junit_suites([result])
+
+
+def junit_suites(results: list[UpgradeResult]) -> str:
+    """One testsuite per run (a version matrix: one per old/new pair) in one document."""
     suites = ET.Element(
         "testsuites",
         name="soak upgrade",
-        tests=str(total),
-        failures=str(failures),
+        tests=str(sum(len(r.checks) for r in results)),
+        failures=str(sum(r.count("fail") for r in results)),
         errors="0",
-        skipped=str(skipped),
-        time=time_s,
+        skipped=str(sum(r.count("skip") for r in results)),
+        time=f"{sum(r.duration_s for r in results):.3f}",
     )
+    for result in results:
+        _junit_suite(suites, result)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+
+
+def _junit_suite(suites: ET.Element, result: UpgradeResult) -> None:
+    total, failures, skipped = len(result.checks), result.count("fail"), result.count("skip")
+    time_s = f"{result.duration_s:.3f}"
     suite = ET.SubElement(
         suites,
         "testsuite",
@@ -106,8 +118,6 @@ def junit_xml(result: UpgradeResult) -> str:
             ET.SubElement(case, "skipped", message=_xml_text(check.message))
     out = ET.SubElement(suite, "system-out")
     out.text = _xml_text("\n".join(f"{s.phase}: {s.text}" for s in result.steps))
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
 
 
 # ---------------------------------------------------------------- JSON
