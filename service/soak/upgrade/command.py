@@ -132,7 +132,9 @@ def upgrade_cmd(
     if start_errors:
         raise TargetStartError("; ".join(start_errors))
     failed = [r for r in results if r.exit_code != 0]
-    if failed:
+    if len(results) == 1 and failed:
+        raise CheckFailed(summary_line(failed[0]))
+    if failed:  # a matrix: which pairs
         raise CheckFailed("; ".join(f"{r.plan}: {summary_line(r)}" for r in failed))
 
 
