@@ -8,11 +8,13 @@
 # and, for the real-version upgrade tests (`make test-upgrades`), one image per
 # Debian suite of the same Dockerfiles, tagged with the packaged version:
 #   soak-test/pdns-auth:4.4 (bullseye)  :4.7 (bookworm)  :4.9 (trixie)
+#   soak-test/pdns-recursor:4.8 (bookworm)  :5.2 (trixie)
 #
 # Usage: build-test-images.sh [IMAGE...|upgrades]   no argument: the three `latest` images;
 # `upgrades`: the versioned ones; IMAGE: just those (and the base image each needs).
-# Idempotent: an image that exists is skipped (FORCE=1 rebuilds). The mirror is read
-# from the host's apt sources and goes only into the image, never into the repository.
+# Idempotent: an image that exists is skipped (FORCE=1 rebuilds; FORCE_BASE=1 the bases too).
+# The mirror is read from the host's apt sources and goes only into the image, never into
+# the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,9 +26,12 @@ declare -A IMAGES=(
   [soak-test/pdns-auth:4.4]="bullseye docker/pdns-auth"
   [soak-test/pdns-auth:4.7]="bookworm docker/pdns-auth"
   [soak-test/pdns-auth:4.9]="trixie docker/pdns-auth"
+  [soak-test/pdns-recursor:4.8]="bookworm docker/pdns-recursor"
+  [soak-test/pdns-recursor:5.2]="trixie docker/pdns-recursor"
 )
 DEFAULT=(soak-test/pdns-auth:latest soak-test/pdns-recursor:latest soak-test/unbound:latest)
-UPGRADES=(soak-test/pdns-auth:4.4 soak-test/pdns-auth:4.7 soak-test/pdns-auth:4.9)
+UPGRADES=(soak-test/pdns-auth:4.4 soak-test/pdns-auth:4.7 soak-test/pdns-auth:4.9
+  soak-test/pdns-recursor:4.8 soak-test/pdns-recursor:5.2)
 
 have_image() { docker image inspect "$1" >/dev/null 2>&1 && [ "${FORCE:-0}" != 1 ]; }
 
@@ -46,7 +51,10 @@ mirror_uri() {
 
 build_base() {  # suite
   local suite=$1 base="soak-test/base:$1"
-  if have_image "$base"; then echo "build-test-images: $base exists"; return; fi
+  # FORCE rebuilds images, not their base (FORCE_BASE=1 does that too).
+  if docker image inspect "$base" >/dev/null 2>&1 && [ "${FORCE_BASE:-0}" != 1 ]; then
+    return
+  fi
   command -v mmdebstrap >/dev/null || { echo "build-test-images: mmdebstrap is not installed" >&2; exit 2; }
   local uri work
   uri=$(mirror_uri)

@@ -1,7 +1,7 @@
-"""Real upgrades: one packaged pdns-server version's data under the next.
+"""Real upgrades: one packaged version's data (and configuration) under the next.
 
-The images (soak-test/pdns-auth:4.4, :4.7, :4.9: Debian bullseye, bookworm, trixie)
-come from `scripts/build-test-images.sh upgrades`; `make test-upgrades` builds them and
+The images (soak-test/pdns-auth:4.4, :4.7, :4.9: Debian bullseye, bookworm, trixie;
+soak-test/pdns-recursor:4.8, :5.2) come from `scripts/build-test-images.sh upgrades`; `make test-upgrades` builds them and
 runs these tests. Without them the tests are skipped.
 """
 
@@ -25,7 +25,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.upgrades]
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"
-IMAGES = ("soak-test/pdns-auth:4.4", "soak-test/pdns-auth:4.7", "soak-test/pdns-auth:4.9")
+IMAGES = (
+    "soak-test/pdns-auth:4.4",
+    "soak-test/pdns-auth:4.7",
+    "soak-test/pdns-auth:4.9",
+    "soak-test/pdns-recursor:4.8",
+    "soak-test/pdns-recursor:5.2",
+)
 
 
 def _engine_and_images() -> str | None:
@@ -149,3 +155,21 @@ def test_the_matrix_to_4_9_gives_one_junit_testsuite_per_pair(work: Path) -> Non
     assert not any(s.startswith("migrate ") for s in steps[1])
     for run in runs:
         assert leftovers(run["run_id"]) == ([], [])
+
+
+def test_recursor_4_8_to_5_2_with_the_config_converted_to_yaml(work: Path) -> None:
+    result, run_id = run("pdns-recursor-4.8-to-5.2.yaml", work)
+    assert not_passed(result) == {}
+    assert result.exit_code == 0 and len(result.checks) == 14
+    steps = [f"{s.phase} {s.text}" for s in result.steps]
+    assert any(s.startswith("migrate container soak-test/pdns-recursor:5.2") for s in steps)
+    assert leftovers(run_id) == ([], [])
+
+
+def test_recursor_5_2_refuses_the_old_style_config_without_the_conversion(work: Path) -> None:
+    result, run_id = run("pdns-recursor-4.8-to-5.2.yaml", work, "migrate=null")
+    assert result.exit_code == 2
+    assert result.start_error is not None
+    assert result.start_error.startswith("new version (pdns-recursor 5.2) cannot start")
+    assert "Old-style settings syntax not enabled by default anymore" in result.start_error
+    assert leftovers(run_id) == ([], [])
