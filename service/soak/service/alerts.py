@@ -49,11 +49,12 @@ def _rfc3339(t_s: float) -> str:
     )
 
 
-def _human(value: float) -> str:
-    """A slope's size the way thresholds are written: 5MiB/h, 1/h."""
-    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if abs(value) >= size:
-            return f"{value / size:.3g}{unit}"
+def _human(value: float, resource: str = "_bytes") -> str:
+    """A slope's size the way thresholds are written: 5MiB/h for bytes, 1/h for counts."""
+    if resource.endswith("_bytes"):
+        for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+            if abs(value) >= size:
+                return f"{value / size:.3g}{unit}"
     return f"{value:.3g}"
 
 
@@ -168,8 +169,8 @@ class Alerter:
         v = alert.verdict
         soak = self.run_tags.get("soak", "?")
         summary = (
-            f"{v.resource} growing at {_human(v.slope_per_hour)}/h "
-            f"(threshold {_human(v.threshold_per_hour)}/h) in soak {soak}"
+            f"{v.resource} growing at {_human(v.slope_per_hour, v.resource)}/h "
+            f"(threshold {_human(v.threshold_per_hour, v.resource)}/h) in soak {soak}"
             if alert.ends_s is None
             else f"{v.resource} no longer growing ({v.verdict}) in soak {soak}"
         )

@@ -438,11 +438,13 @@ class Run:
         from soak.service.reporting import judge_and_report
 
         self.event("stop", f"run ended: {message}", 0.0, now_ns)
-        self._stop_parts(stop_targets=True)
+        self._stop_parts(stop_targets=True, close_alerter=False)
         if self.load is not None:
             self.load_totals = self.load.totals()
         with contextlib.suppress(SoakError):
-            self._analyse(now_ns)
+            self._analyse(now_ns)  # may still send an alert (a resend that is due)
+        if self.alerter is not None:
+            self.alerter.close()
         if self.sinks is not None:
             self.sinks.close()  # flushed: the criteria and the report read every point
             self.sinks = None
@@ -475,10 +477,10 @@ class Run:
                 self.sinks = None
             self.finished.set()
 
-    def _stop_parts(self, *, stop_targets: bool) -> None:
+    def _stop_parts(self, *, stop_targets: bool, close_alerter: bool = True) -> None:
         if self.tick_runner is not None:
             self.tick_runner.close()
-        if self.alerter is not None:
+        if self.alerter is not None and close_alerter:
             self.alerter.close()
         if self.load is not None:
             try:
