@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench bench-load \
-	bench-sinks bench-targets bench-service clean test-upgrades refdns
+	bench-sinks bench-targets bench-service clean test-upgrades refdns demo-leak
 
 $(BIN)/soak: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -47,8 +47,12 @@ test-upgrades: setup docker-ready
 	bash scripts/build-test-images.sh upgrades
 	$(BIN)/pytest -q -m upgrades tests
 
-demo: system-deps setup
+demo: system-deps setup refdns
 	bash scripts/demo.sh
+
+# The same with refdns -leak: `growing` verdicts and the alert in a local Alertmanager.
+demo-leak: system-deps setup refdns
+	SOAK_DEMO_LEAK=1 bash scripts/demo.sh
 
 # Benchmarks print ratios against a named peer; figures go in docs/benchmarks.md.
 # `make bench` runs the short ones; bench-service is a 30-minute soak of the service.

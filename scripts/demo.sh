@@ -1,24 +1,49 @@
 #!/usr/bin/env bash
-# `make demo`: a two-minute soak of pdns-recursor forwarding to a dnsmasq upstream
-# (scenarios/pdns-recursor-dnsmasq.yaml, its phases scaled down in proportion) with the
-# embedded SQLite store, 1-s ticks and 10-s leak windows, then the HTML report.
+# `make demo`: a two-minute soak of the reference Go DNS server (testbed/refdns, built by
+# scripts/build-refdns.sh) forwarding to a dnsmasq upstream, with its SQLite query log on
+# (scenarios/refdns-demo.yaml): goroutines, heap, query-log rows and drops, API latency,
+# anonymous and file-backed RSS every second, leak verdicts on 10-s windows, the report.
+#
+# `make demo-leak` (SOAK_DEMO_LEAK=1): the same server started with -leak (a parked
+# goroutine holding 16 KiB per unique forwarded name) and a local Alertmanager as the
+# run's receiver; it ends with the `growing` verdicts and the alert Alertmanager holds.
+#
 # Everything runs on 127.0.0.1 and is stopped at the end. SOAK_DEMO_DIR moves the data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SOAK=${SOAK:-.venv/bin/soak}
 DATA=${SOAK_DEMO_DIR:-/tmp/soak-demo}
-SCENARIO=scenarios/pdns-recursor-dnsmasq.yaml
-DURATION=${SOAK_DEMO_DURATION:-2m}
+SCENARIO=scenarios/refdns-demo.yaml
+LEAK=${SOAK_DEMO_LEAK:-0}
 mkdir -p "$DATA"
 
+bash scripts/build-refdns.sh
 "$SOAK" validate "$SCENARIO"
-echo "demo: a ${DURATION} soak; data in $DATA"
 
+sets=()
+am_url=""
+if [ "$LEAK" = 1 ]; then
+  am_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  am_dir=$(mktemp -d)
+  printf 'route:\n  receiver: "null"\n  group_wait: 1s\nreceivers:\n  - name: "null"\n' >"$am_dir/am.yml"
+  prometheus-alertmanager --config.file="$am_dir/am.yml" --storage.path="$am_dir" \
+    --web.listen-address="127.0.0.1:$am_port" --cluster.listen-address= >"$DATA/alertmanager.log" 2>&1 &
+  am_pid=$!
+  trap 'kill "$am_pid" 2>/dev/null; wait "$am_pid" 2>/dev/null; rm -rf "$am_dir"' EXIT
+  am_url="http://127.0.0.1:$am_port"
+  for _ in $(seq 100); do
+    python3 -c "import urllib.request; urllib.request.urlopen('$am_url/-/ready', timeout=1)" 2>/dev/null && break
+    sleep 0.2
+  done
+  sets=(--set target.argv.9=-leak=true --set target.version=format-2-leak
+        --set "alerting.alertmanagers=[$am_url]" --set alerting.resend_interval_s=5s)
+  echo "demo: refdns with -leak; alerts go to the Alertmanager at $am_url"
+fi
+
+echo "demo: a two-minute soak of testbed/refdns; data in $DATA"
 set +e
-"$SOAK" start "$SCENARIO" --foreground --duration "$DURATION" \
-  --set samplers.interval_s=1 --set leaks.window_s=10s --set leaks.interval_s=10s \
-  --data-dir "$DATA"
+"$SOAK" start "$SCENARIO" --foreground --data-dir "$DATA" "${sets[@]}"
 rc=$?
 set -e
 # 0: every criterion passed; 1: the run completed and a criterion failed (the report
@@ -33,13 +58,24 @@ run_id=$("$SOAK" list --data-dir "$DATA" --json | python3 -c \
 echo
 echo "demo: summary of $run_id"
 "$SOAK" status "$run_id" --data-dir "$DATA"
-if [ "$rc" -eq 1 ]; then
+if [ -n "$am_url" ]; then
   echo
-  echo "demo: a criterion failed (exit 1). In two minutes the recursor's caches are still"
-  echo "demo: filling with the miss names (each new name is kept for its one-hour TTL: see"
-  echo "demo: cache_entries in the report), and the leak verdict sees that memory growth."
-  echo "demo: The full scenario judges memory after a two-hour warm-up, over a day."
+  echo "demo: what Alertmanager holds ($am_url/api/v2/alerts):"
+  python3 - "$am_url" <<'EOF'
+import json, sys, urllib.request
+url = sys.argv[1] + "/api/v2/alerts?filter=alertname%3DSoakLeakGrowing"
+for a in json.load(urllib.request.urlopen(url, timeout=5)):
+    print(f"  {a['labels'].get('resource')}: {a['annotations'].get('summary')} (since {a['startsAt']})")
+EOF
+fi
+if [ "$rc" -eq 1 ] && [ "$LEAK" != 1 ]; then
+  echo
+  echo "demo: a criterion failed (exit 1): the report's criteria table says which."
 fi
 echo
 echo "demo: HTML report: $DATA/runs/$run_id/report.html"
 echo "demo: also report.md and report.json beside it; or: $SOAK report $run_id --data-dir $DATA --format md"
+if [ "$LEAK" = 1 ] && [ "$rc" -eq 0 ]; then
+  echo "demo: refdns ran with -leak and every criterion passed: the leak was not caught" >&2
+  exit 1
+fi

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -393,8 +394,8 @@ func (s *server) leakName(name string) {
 	for i := range buf {
 		buf[i] = byte(i)
 	}
-	go func() {
+	go func(held []byte) {
 		<-s.leakCh // never closed
-		_ = buf[len(buf)-1]
-	}()
+		runtime.KeepAlive(held)
+	}(buf)
 }

@@ -1,0 +1,173 @@
+"""Soaks of the reference Go DNS server (testbed/refdns) with the real `soak` command.
+
+Two foreground runs of scenarios/refdns-demo.yaml (the `make demo` scenario) at 1-s
+ticks, shortened: a healthy server, whose goroutines and heap as soak recorded them
+agree with what the test reads from the server's own /metrics meanwhile, and which
+passes; and the same server with -leak on a slow query-log disk, which gives `growing`
+verdicts for heap and goroutines, an alert in a real Alertmanager, and a query-log
+drop counter that rises and fails its criterion in the report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from soak.samplers.promexpr import parse_expr, parse_samples
+from soak.sinks.sqlite import SqliteStore
+from tests.e2e.soakrun import ROOT, last_json, processes_under, soak_argv
+from tests.support.refdns import refdns_binary
+from tests.support.servers import alertmanager, free_port
+
+pytestmark = pytest.mark.e2e
+
+SCENARIO = ROOT / "scenarios" / "refdns-demo.yaml"
+# target.argv indexes in the scenario: 5 -cache-entries, 6 -querylog-max-rows,
+# 8 -querylog-mmap-bytes, 9 -leak=false.
+SHORT = [
+    "--set", "target.argv.5=-cache-entries=1000",  # full after ~10 s of misses
+    "--set", "leaks.window_s=5s",
+    "--set", "leaks.interval_s=5s",
+    "--set", "leaks.min_windows=4",
+    "--set", "criteria.window_s=10s",
+    # Latency limits are for a quiet machine; the tests share two busy cores.
+    "--set", "criteria.p99_ms_max={all: 1000}",
+    "--set", "criteria.api_latency_ms_max={}",
+]  # fmt: skip
+
+
+def prom(text: str, expr: str) -> float | None:
+    return parse_expr(expr).evaluate(parse_samples(text))
+
+
+def start(data: Path, *sets: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        soak_argv("start", str(SCENARIO), "--foreground", "--json", "--data-dir", str(data),
+                  *SHORT, *sets),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen[str], timeout_s: float = 180.0) -> tuple[int, dict[str, Any]]:
+    out, err = proc.communicate(timeout=timeout_s)
+    assert proc.returncode in (0, 1), err[-3000:]
+    return proc.returncode, last_json(out)
+
+
+def runtime_series(data: Path, run_id: str, field: str) -> list[float]:
+    store = SqliteStore(data / "points.db")
+    try:
+        found = store.series(run_id, "runtime", field)
+    finally:
+        store.close()
+    assert found, f"no runtime.{field} points"
+    return [float(v) for _, v in found[0][1]]  # type: ignore[arg-type]
+
+
+def test_healthy_refdns_agrees_with_its_metrics_and_passes(tmp_path: Path) -> None:
+    refdns_binary()
+    data = tmp_path / "data"
+    api_port = free_port()
+    proc = start(
+        data,
+        "--set", f"target.ports.api.host={api_port}",  # so the test can read /metrics too
+        # The query log reaches its row cap (and trims) within the warm-up, as the
+        # answer cache reaches its capacity: the steady phase holds still.
+        "--set", "target.argv.6=-querylog-max-rows=10000",
+        "--set", "phases.0.duration_s=20s",
+        "--set", "phases.1.duration_s=30s",
+    )  # fmt: skip
+    seen_goroutines: list[float] = []
+    seen_heap: list[float] = []
+    try:
+        while proc.poll() is None:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{api_port}/metrics", timeout=2.0).text
+            except httpx.HTTPError:
+                time.sleep(0.5)  # not started yet, or already stopped
+                continue
+            goroutines = prom(text, "go_goroutines")
+            heap = prom(text, "go_memstats_heap_inuse_bytes")
+            assert goroutines is not None and heap is not None
+            seen_goroutines.append(goroutines)
+            seen_heap.append(heap)
+            time.sleep(0.5)
+    finally:
+        rc, st = finish(proc)
+    assert len(seen_goroutines) >= 40
+    goroutines = runtime_series(data, st["id"], "goroutines")
+    heap = runtime_series(data, st["id"], "heap_inuse_bytes")
+    assert len(goroutines) >= 40 and len(heap) >= 40
+    # The same Go runtime seen two ways: goroutines agree within the API calls in
+    # flight; the heap's median within a GC cycle's swing.
+    assert abs(statistics.median(goroutines) - statistics.median(seen_goroutines)) <= 3
+    assert min(goroutines) >= min(seen_goroutines) - 3
+    assert 0.67 <= statistics.median(heap) / statistics.median(seen_heap) <= 1.5
+    assert 1e6 < statistics.median(heap) < 200e6  # bytes, not KiB or pages
+    verdicts = {v["resource"]: v["verdict"] for v in st["verdicts"]}
+    assert verdicts["goroutines"] == "ok"
+    assert verdicts["heap_inuse_bytes"] in ("ok", "levelling")
+    assert runtime_series(data, st["id"], "querylog_dropped_total")[-1] == 0
+    assert rc == 0 and st["status"] == "passed", st["message"]
+    assert processes_under(data / "runs" / st["id"]) == []
+
+
+def am_alerts(am_url: str) -> list[dict[str, Any]]:
+    r = httpx.get(f"{am_url}/api/v2/alerts", params={"filter": "alertname=SoakLeakGrowing"})
+    r.raise_for_status()
+    alerts: list[dict[str, Any]] = r.json()
+    return alerts
+
+
+def test_leaking_refdns_on_a_slow_disk_grows_alerts_and_drops(tmp_path: Path) -> None:
+    refdns_binary()
+    data = tmp_path / "data"
+    am_dir = tmp_path / "am"
+    am_dir.mkdir()
+    with alertmanager(am_dir) as am:
+        am_url = f"http://127.0.0.1:{am.port}"
+        proc = start(
+            data,
+            "--set", "target.argv.9=-leak=true",
+            # One row a transaction and 2 ms a transaction: at most 500 rows/s, half the
+            # load's 1,000 q/s, so the 4,096-event queue fills in seconds and sheds.
+            "--set", "target.argv.6=-querylog-batch=1",
+            "--set", "target.argv.8=-querylog-slow-disk=2ms",
+            "--set", f"alerting.alertmanagers=[{am_url}]",
+            "--set", "alerting.resend_interval_s=2s",
+            "--set", "phases.0.duration_s=10s",
+            "--set", "phases.1.duration_s=40s",
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120.0
+            fired: dict[str, str] = {}  # resource -> summary
+            while time.monotonic() < deadline and fired.keys() < {"heap_inuse_bytes", "goroutines"}:
+                fired |= {
+                    a["labels"]["resource"]: a["annotations"]["summary"] for a in am_alerts(am_url)
+                }
+                time.sleep(0.5)
+        finally:
+            rc, st = finish(proc)
+    assert fired.keys() >= {"heap_inuse_bytes", "goroutines"}
+    assert re.search(r"growing at [\d.]+[GM]iB/h \(threshold 200MiB/h\)", fired["heap_inuse_bytes"])
+    assert "/h (threshold 100/h)" in fired["goroutines"] and "iB" not in fired["goroutines"]
+    verdicts = {v["resource"]: v["verdict"] for v in st["verdicts"]}
+    assert verdicts["heap_inuse_bytes"] == "growing"
+    assert verdicts["goroutines"] == "growing"
+    assert "alert" in [e["kind"] for e in st["events"]]
+    dropped = runtime_series(data, st["id"], "querylog_dropped_total")
+    assert dropped[0] < dropped[-1] and dropped[-1] > 1000
+    assert rc == 1 and st["status"] == "failed"
+    report = json.loads(Path(st["reports"]["json"]).read_text())
+    drops = [c for c in report["criteria"] if c["name"] == "querylog_dropped"]
+    assert drops and not drops[0]["ok"] and drops[0]["value"] > 1000
+    assert "querylog_dropped" in Path(st["reports"]["md"]).read_text()
+    assert processes_under(data / "runs" / st["id"]) == []
