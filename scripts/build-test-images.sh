@@ -9,6 +9,7 @@
 # Debian suite of the same Dockerfiles, tagged with the packaged version:
 #   soak-test/pdns-auth:4.4 (bullseye)  :4.7 (bookworm)  :4.9 (trixie)
 #   soak-test/pdns-recursor:4.8 (bookworm)  :5.2 (trixie)
+#   soak-test/unbound:1.13 (bullseye)  :1.17 (bookworm)  :1.26 (trixie)
 #
 # Usage: build-test-images.sh [IMAGE...|upgrades]   no argument: the three `latest` images;
 # `upgrades`: the versioned ones; IMAGE: just those (and the base image each needs).
@@ -28,10 +29,14 @@ declare -A IMAGES=(
   [soak-test/pdns-auth:4.9]="trixie docker/pdns-auth"
   [soak-test/pdns-recursor:4.8]="bookworm docker/pdns-recursor"
   [soak-test/pdns-recursor:5.2]="trixie docker/pdns-recursor"
+  [soak-test/unbound:1.13]="bullseye docker/unbound"
+  [soak-test/unbound:1.17]="bookworm docker/unbound"
+  [soak-test/unbound:1.26]="trixie docker/unbound"
 )
 DEFAULT=(soak-test/pdns-auth:latest soak-test/pdns-recursor:latest soak-test/unbound:latest)
 UPGRADES=(soak-test/pdns-auth:4.4 soak-test/pdns-auth:4.7 soak-test/pdns-auth:4.9
-  soak-test/pdns-recursor:4.8 soak-test/pdns-recursor:5.2)
+  soak-test/pdns-recursor:4.8 soak-test/pdns-recursor:5.2
+  soak-test/unbound:1.13 soak-test/unbound:1.17 soak-test/unbound:1.26)
 
 have_image() { docker image inspect "$1" >/dev/null 2>&1 && [ "${FORCE:-0}" != 1 ]; }
 

@@ -1,8 +1,9 @@
 """Real upgrades: one packaged version's data (and configuration) under the next.
 
 The images (soak-test/pdns-auth:4.4, :4.7, :4.9: Debian bullseye, bookworm, trixie;
-soak-test/pdns-recursor:4.8, :5.2) come from `scripts/build-test-images.sh upgrades`;
-`make test-upgrades` builds them and runs these tests. Without them the tests are skipped.
+soak-test/pdns-recursor:4.8, :5.2; soak-test/unbound:1.13, :1.26) come from
+`scripts/build-test-images.sh upgrades`; `make test-upgrades` builds them and runs these
+tests. Without them the tests are skipped.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ IMAGES = (
     "soak-test/pdns-auth:4.9",
     "soak-test/pdns-recursor:4.8",
     "soak-test/pdns-recursor:5.2",
+    "soak-test/unbound:1.13",
+    "soak-test/unbound:1.26",
 )
 
 
@@ -63,9 +66,11 @@ def work() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(path)], check=False)
 
 
-def run(plan_name: str, work: Path, *overrides: str) -> tuple[UpgradeResult, str]:
+def run(
+    plan_name: str, work: Path, *overrides: str, old: str | None = None
+) -> tuple[UpgradeResult, str]:
     run_id = f"t{secrets.token_hex(3)}"
-    plan = load_plan(SCENARIOS / plan_name, list(overrides))
+    plan = load_plan(SCENARIOS / plan_name, list(overrides), matrix_entry=old)
     result = UpgradeRunner(plan, run_dir=work / "run", run_id=run_id, env={}).run()
     return result, run_id
 
@@ -172,4 +177,16 @@ def test_recursor_5_2_refuses_the_old_style_config_without_the_conversion(work: 
     assert result.start_error is not None
     assert result.start_error.startswith("new version (pdns-recursor 5.2) cannot start")
     assert "Old-style settings syntax not enabled by default anymore" in result.start_error
+    assert leftovers(run_id) == ([], [])
+
+
+def test_unbound_1_13_to_1_26_accepts_the_config_and_answers_the_same(work: Path) -> None:
+    result, run_id = run("unbound-to-1.26.yaml", work, old="1.13")
+    assert not_passed(result) == {}
+    assert result.plan == "unbound-to-1.26[old 1.13]" and len(result.checks) == 7
+    by_name = {c.name: c for c in result.checks}
+    assert by_name["the configuration accepted by the new unbound-checkconf"].got == "exit 0"
+    assert by_name["statistics through unbound-control"].got.startswith(
+        "exit 0: total.num.queries="
+    )
     assert leftovers(run_id) == ([], [])

@@ -16,6 +16,7 @@ from soak.upgrade.judge import (
     dig_record,
     first_difference,
     judge_api,
+    judge_command,
     judge_dig,
     judge_file,
     judge_log,
@@ -192,3 +193,25 @@ def test_swap_bounds() -> None:
     assert judge_swap(gap_only, 900, 0.9, 1000).ok
     never = judge_swap(gap_only, None, None)
     assert not never.ok and never.got == "no load ran through the swap"
+
+
+def test_command_exit_output_and_line() -> None:
+    plain = check(name="c", kind="command", argv=["true"])
+    assert judge_command(plain, 0, "", "").ok
+    failed = judge_command(plain, 2, "", "first\nunbound-checkconf: syntax error\n")
+    assert not failed.ok and failed.got == "exit 2: unbound-checkconf: syntax error"
+    wanted = check(
+        name="c",
+        kind="command",
+        argv=["x"],
+        stdout_contains=["no errors"],
+        stdout_matches=r"^total\.num\.queries=[1-9]",
+    )
+    out = "unbound-checkconf: no errors\ntotal.num.queries=12\n"
+    verdict = judge_command(wanted, 0, out, "")
+    assert verdict.ok and verdict.got == "exit 0: total.num.queries=12"
+    assert "a line matching" in verdict.expected
+    assert not judge_command(wanted, 0, "no errors\ntotal.num.queries=0\n", "").ok
+    assert judge_command(wanted, 0, "total.num.queries=3", "").got == (
+        "exit 0, no 'no errors' in the output"
+    )

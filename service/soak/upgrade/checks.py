@@ -16,10 +16,19 @@ from typing import Any, Literal
 from soak.errors import InputError
 from soak.probes import http_request
 from soak.upgrade import corpus_diff
-from soak.upgrade.actions import Version, api_call, dig, file_facts, render
+from soak.upgrade.actions import (
+    StepFailed,
+    Version,
+    api_call,
+    dig,
+    file_facts,
+    render,
+    run_command,
+)
 from soak.upgrade.config import (
     ApiCheck,
     Check,
+    CommandCheck,
     CorpusCheck,
     DigCheck,
     FileCheck,
@@ -32,6 +41,7 @@ from soak.upgrade.config import (
 from soak.upgrade.judge import (
     Verdict,
     judge_api,
+    judge_command,
     judge_dig,
     judge_file,
     judge_log,
@@ -126,6 +136,13 @@ def evaluate(check: Check, ctx: CheckContext) -> Verdict:
         return judge_metric(check, http.body.decode(errors="replace"))
     if isinstance(check, ReadyWithinCheck):
         return judge_ready(check, version.running.ready_after_s)
+    if isinstance(check, CommandCheck):
+        argv = render(values, version, check.argv)
+        try:
+            proc = run_command(argv, version, render(values, version, check.env), check.timeout_s)
+        except StepFailed as exc:  # it did not finish in time: this check's verdict
+            return Verdict(False, f"{argv[0]} to finish", str(exc))
+        return judge_command(check, proc.returncode, proc.stdout or "", proc.stderr or "")
     if isinstance(check, CorpusCheck):
         return judge_corpus(check, ctx)
     if isinstance(check, SwapCheck):

@@ -338,6 +338,29 @@ class CorpusCheck(CheckBase):
     )
 
 
+class CommandCheck(CheckBase):
+    """A command in the version's container (`docker exec`) or on the host in its data
+    directory: e.g. the new version's config checker, or its control tool's statistics."""
+
+    kind: Literal["command"]
+    argv: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_s: DurationS = 60.0
+    exit_code: int = 0
+    stdout_contains: list[str] = Field(default_factory=list)
+    stdout_matches: str | None = None  # a regex one line of stdout must match
+
+    @field_validator("stdout_matches")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from exc
+        return value
+
+
 class SwapCheck(CheckBase):
     """Bounds on what the plan's `load:` saw during the swap."""
 
@@ -361,7 +384,8 @@ Check = Annotated[
     | ReadyWithinCheck
     | FileCheck
     | SwapCheck
-    | CorpusCheck,
+    | CorpusCheck
+    | CommandCheck,
     Field(discriminator="kind"),
 ]
 CHECK_KINDS = (
@@ -374,6 +398,7 @@ CHECK_KINDS = (
     "file",
     "swap",
     "corpus",
+    "command",
 )
 
 

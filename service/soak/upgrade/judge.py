@@ -21,6 +21,7 @@ from soak.probes import DnsResult, HttpResult
 from soak.upgrade import jsonpath
 from soak.upgrade.config import (
     ApiCheck,
+    CommandCheck,
     DigCheck,
     FileCheck,
     JsonExpect,
@@ -356,3 +357,27 @@ def judge_swap(check: SwapCheck, lost: int | None, gap_s: float | None, sent: in
         check.max_gap_s is None or gap_s <= check.max_gap_s
     )
     return Verdict(ok, expected, f"{lost} of {sent} lost, longest gap {gap_s:.3f} s")
+
+
+# ---------------------------------------------------------------- command
+
+
+def judge_command(check: CommandCheck, exit_code: int, stdout: str, stderr: str) -> Verdict:
+    wanted = [f"exit {check.exit_code}"]
+    wanted += [f"output containing {text!r}" for text in check.stdout_contains]
+    if check.stdout_matches is not None:
+        wanted.append(f"a line matching /{check.stdout_matches}/")
+    expected = ", ".join(wanted)
+    last = (stderr or stdout).strip().splitlines()[-1:] or ["no output"]
+    if exit_code != check.exit_code:
+        return Verdict(False, expected, f"exit {exit_code}: {_short(last[0], 300)}")
+    missing = [t for t in check.stdout_contains if t not in stdout]
+    if missing:
+        return Verdict(False, expected, f"exit {exit_code}, no {missing[0]!r} in the output")
+    if check.stdout_matches is not None:
+        pattern = re.compile(check.stdout_matches)
+        line = next((ln for ln in stdout.splitlines() if pattern.search(ln)), None)
+        if line is None:
+            return Verdict(False, expected, f"exit {exit_code}, no line matches")
+        return Verdict(True, expected, f"exit {exit_code}: {_short(line, 200)}")
+    return Verdict(True, expected, f"exit {exit_code}")
