@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 .PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench bench-load \
 	bench-sinks bench-targets bench-service clean test-upgrades refdns demo-leak
 
-$(BIN)/soak: pyproject.toml
+$(BIN)/soak: pyproject.toml service/soak/load/_fastudp.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

@@ -1,20 +1,29 @@
 """Builtin load engine against dnsperf, and the builtin engine's pacing.
 
-Starts unbound (one thread, local-data answers) on loopback. Part 1 runs,
-alternately, dnsperf and `soak load --rate 0` at full speed with the same
-query file, at least three times each, and prints the median q/s of each,
-the ratio builtin/dnsperf and each one's CPU seconds per 1,000 answered
-queries (cutime+cstime of this process's waited-for children, from
-/proc/self/stat). Part 2 runs `soak load` at fixed rates and checks that the
-achieved rate is within 0.5% of the target and that the generator's RSS does
-not grow after the first seconds.
+Part 1, per server (unbound with one thread and local-data answers,
+pdns-recursor with one thread answering from its packet cache, knot-resolver
+from its cache; the two resolvers forward to a dnsmasq upstream) and per
+protocol (UDP; TCP with one connection for both engines): runs, alternately,
+dnsperf and `soak load --rate 0` at full speed with the same query file, at
+least five times each, and prints the median q/s of each, the ratio
+builtin/dnsperf, each one's CPU ms per 1,000 answered queries (cutime+cstime
+of this process's waited-for children, from /proc/self/stat) and their ratio,
+with the load average before and after. Goals (UDP): q/s ratio >= 1.1, CPU
+ratio <= 0.8. Part 2 runs `soak load` at fixed rates against unbound and checks
+that the achieved rate is within 0.5% of the target and that the generator's
+RSS does not grow after the first seconds.
 
-    .venv/bin/python bench/load_vs_dnsperf.py [--runs 3] [--duration 10] [--pacing-s 20]
+    .venv/bin/python bench/load_vs_dnsperf.py [--runs 5] [--duration 10] [--pacing-s 20]
+        [--servers unbound,pdns-recursor,knot-resolver] [--protocols udp,tcp]
+
+SOAK_LOAD_PURE=1 in the environment measures the pure-Python UDP loop instead
+of the compiled one.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -23,12 +32,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.servers import unbound  # noqa: E402
+from tests.support.servers import (  # noqa: E402
+    ServerProc,
+    dnsmasq_upstream,
+    kresd,
+    pdns_recursor,
+    unbound,
+)
 
 QUERIES = [
     "www.example.test A",
@@ -49,9 +65,15 @@ def children_cpu_s() -> float:
     return (int(fields[13]) + int(fields[14])) / TICKS_S
 
 
-def run_dnsperf(port: int, qfile: Path, duration_s: float) -> tuple[float, int, float]:
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def run_dnsperf(
+    port: int, qfile: Path, duration_s: float, protocol: str = "udp"
+) -> tuple[float, int, float]:
     cpu0 = children_cpu_s()
-    argv = ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile)]
+    argv = ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile), "-m", protocol]
     out = subprocess.run([*argv, "-l", str(duration_s)], capture_output=True, text=True).stdout
     cpu = children_cpu_s() - cpu0
     qps = float(re.search(r"Queries per second:\s+([0-9.]+)", out).group(1))  # type: ignore[union-attr]
@@ -69,12 +91,15 @@ def run_builtin(
     return json.loads(out), children_cpu_s() - cpu0
 
 
-def speed(port: int, qfile: Path, runs: int, duration_s: float) -> None:
+def speed(port: int, qfile: Path, runs: int, duration_s: float, protocol: str = "udp") -> None:
     dp: list[tuple[float, int, float]] = []
     bi: list[tuple[float, int, float]] = []
+    # One TCP connection for both (dnsperf's default is one client).
+    extra = ("--protocol", "tcp", "--flows", "1") if protocol == "tcp" else ()
+    print(f"load average before: {load_average()}", flush=True)
     for i in range(runs):
-        dp.append(run_dnsperf(port, qfile, duration_s))
-        res, cpu = run_builtin(port, qfile, duration_s)
+        dp.append(run_dnsperf(port, qfile, duration_s, protocol))
+        res, cpu = run_builtin(port, qfile, duration_s, extra=extra)
         bi.append((res["qps"], res["completed"], cpu))
         line = f"run {i + 1}: dnsperf {dp[-1][0]:,.0f} q/s, builtin {bi[-1][0]:,.0f} q/s"
         print(line, flush=True)
@@ -82,9 +107,11 @@ def speed(port: int, qfile: Path, runs: int, duration_s: float) -> None:
     med_bi = statistics.median(q for q, _, _ in bi)
     cpu_dp = statistics.median(c / d * 1000 for _, d, c in dp)
     cpu_bi = statistics.median(c / d * 1000 for _, d, c in bi)
+    print(f"load average after: {load_average()}")
     print(f"median dnsperf {med_dp:,.0f} q/s, builtin {med_bi:,.0f} q/s")
-    print(f"ratio builtin/dnsperf {med_bi / med_dp:.2f}")
-    print(f"CPU s per 1,000 answered: dnsperf {cpu_dp:.4f}, builtin {cpu_bi:.4f}")
+    print(f"ratio builtin/dnsperf q/s {med_bi / med_dp:.2f} (goal >= 1.1)")
+    print(f"CPU ms per 1,000 answered: dnsperf {cpu_dp * 1000:.2f}, builtin {cpu_bi * 1000:.2f}")
+    print(f"ratio builtin/dnsperf CPU per query {cpu_bi / cpu_dp:.2f} (goal <= 0.8)", flush=True)
 
 
 def proc_rss_kib(pid: int) -> int:
@@ -131,9 +158,32 @@ def pacing(port: int, qfile: Path, duration_s: float, rates: list[float]) -> Non
         )
 
 
+@contextlib.contextmanager
+def start_server(name: str, tmp: Path) -> Iterator[ServerProc]:
+    server_dir = tmp / name
+    server_dir.mkdir()
+    if name.startswith("unbound"):
+        with unbound(server_dir, threads=1) as server:
+            yield server
+        return
+    (server_dir / "upstream").mkdir()
+    (server_dir / "resolver").mkdir()
+    with dnsmasq_upstream(server_dir / "upstream") as upstream:
+        if name == "pdns-recursor":
+            with pdns_recursor(server_dir / "resolver", upstream.port) as server:
+                yield server
+        elif name == "knot-resolver":
+            with kresd(server_dir / "resolver", upstream.port) as server:
+                yield server
+        else:
+            raise SystemExit(f"unknown server {name!r}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--servers", default="unbound,pdns-recursor,knot-resolver")
+    ap.add_argument("--protocols", default="udp,tcp")
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--pacing-s", type=float, default=20.0)
     ap.add_argument("--rates", default="1000,10000,30000")
@@ -143,13 +193,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
         qfile = Path(tmp) / "queries.txt"
         qfile.write_text("\n".join(QUERIES) + "\n")
-        server_dir = Path(tmp) / "unbound"
-        server_dir.mkdir()
-        with unbound(server_dir, threads=1) as server:
-            print(f"unbound (1 thread) on 127.0.0.1:{server.port}, {os.cpu_count()} CPUs")
-            if not args.skip_speed:
-                speed(server.port, qfile, args.runs, args.duration)
-            if not args.skip_pacing:
+        pure = os.environ.get("SOAK_LOAD_PURE") == "1"
+        print(f"{os.cpu_count()} CPUs, builtin UDP loop: {'Python' if pure else 'compiled'}")
+        for name in args.servers.split(",") if not args.skip_speed else []:
+            with start_server(name, Path(tmp)) as server:
+                for protocol in args.protocols.split(","):
+                    print(f"== {name} (1 thread) on 127.0.0.1:{server.port}, {protocol}")
+                    speed(server.port, qfile, args.runs, args.duration, protocol)
+        if not args.skip_pacing:
+            with start_server("unbound-pacing", Path(tmp)) as server:
                 rates = [float(r) for r in args.rates.split(",")]
                 pacing(server.port, qfile, args.pacing_s, rates)
 

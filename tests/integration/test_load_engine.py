@@ -41,8 +41,22 @@ def check_accounting(d: dict[str, Any]) -> None:
         assert c["sent"] == c["completed"] + c["lost"]
 
 
+@pytest.fixture(params=["compiled", "python"])
+def udp_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both UDP loops: the compiled one (default) and the pure-Python fallback."""
+    if request.param == "python":
+        monkeypatch.setenv("SOAK_LOAD_PURE", "1")  # workers inherit the environment
+    else:
+        monkeypatch.delenv("SOAK_LOAD_PURE", raising=False)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("protocol", ["udp", "tcp"])
-def test_mix_against_unbound(server: ServerProc, protocol: str, tmp_path: Path) -> None:
+def test_mix_against_unbound(
+    server: ServerProc, protocol: str, udp_loop: str, tmp_path: Path
+) -> None:
+    if protocol == "tcp" and udp_loop == "python":
+        pytest.skip("one TCP loop")
     cfg = LoadConfig(protocol=protocol, flows=4, seed=1, mix=MIX, workers=2)
     result = run_load(cfg, ("127.0.0.1", server.port), 2.0, 600.0, base_dir=tmp_path)
     d = result.to_json_dict()
@@ -60,7 +74,9 @@ def test_mix_against_unbound(server: ServerProc, protocol: str, tmp_path: Path) 
     assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"] < 2000
 
 
-def test_runner_windows_rate_change_and_stop(server: ServerProc, tmp_path: Path) -> None:
+def test_runner_windows_rate_change_and_stop(
+    server: ServerProc, udp_loop: str, tmp_path: Path
+) -> None:
     cfg = LoadConfig(flows=8, mix=[{"name": "local", "queries": ["www.example.test"]}])
     runner = LoadRunner(cfg, ("127.0.0.1", server.port), base_dir=tmp_path)
     runner.start(200.0, max_duration_s=30.0)
@@ -85,7 +101,7 @@ def test_runner_windows_rate_change_and_stop(server: ServerProc, tmp_path: Path)
     assert d["lost"] == 0 and d["sent"] >= first["all"]["sent"] + second["all"]["sent"]
 
 
-def test_server_stopped_mid_run_gives_lost_queries(tmp_path: Path) -> None:
+def test_server_stopped_mid_run_gives_lost_queries(udp_loop: str, tmp_path: Path) -> None:
     cfg = LoadConfig(flows=4, timeout_s=0.5, mix=[{"name": "q", "queries": ["www.example.test"]}])
     with unbound(tmp_path) as s:
         runner = LoadRunner(cfg, ("127.0.0.1", s.port), base_dir=tmp_path)
@@ -156,3 +172,16 @@ def test_dnsperf_engine_against_unbound(server: ServerProc, tmp_path: Path) -> N
     assert 900 <= d["sent"] <= 1001 and d["lost"] == 0
     assert d["rcodes"] == {"NOERROR": d["completed"] // 2, "NXDOMAIN": d["completed"] // 2}
     assert d["latency_ms"]["avg"] > 0 and d["latency_ms"]["p99"] is None
+
+
+def test_flat_out_answers_everything(server: ServerProc, udp_loop: str, tmp_path: Path) -> None:
+    cfg = LoadConfig(
+        flows=16, max_outstanding=50, mix=[{"name": "q", "queries": ["www.example.test", "x.test"]}]
+    )
+    result = run_load(cfg, ("127.0.0.1", server.port), 1.0, 0.0, base_dir=tmp_path)
+    d = result.to_json_dict()
+    check_accounting(d)
+    assert d["lost"] == 0 and d["completed"] > 1000 and not d["generator_bound"]
+    # half the questions are www (NOERROR), half x.test (NXDOMAIN), alternating
+    assert set(d["rcodes"]) == {"NOERROR", "NXDOMAIN"}
+    assert abs(d["rcodes"]["NOERROR"] - d["rcodes"]["NXDOMAIN"]) <= 1

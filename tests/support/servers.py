@@ -322,3 +322,42 @@ def alertmanager(tmp: Path) -> Iterator[ServerProc]:
         yield server
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------- knot-resolver
+
+
+@contextlib.contextmanager
+def kresd(
+    tmp: Path,
+    upstream_port: int,
+    tls: tuple[Path, Path] | None = None,
+) -> Iterator[ServerProc]:
+    """kresd forwarding everything to 127.0.0.1@upstream_port (one process).
+
+    With `tls` (certificate, key) it also listens for DoT (extra port `dot`) and
+    DoH over HTTP/2 (extra port `doh`, path /dns-query).
+    """
+    port = free_port()
+    extra: dict[str, int] = {}
+    lines = [
+        f"net.listen('127.0.0.1', {port}, {{ kind = 'dns' }})",
+        "net.ipv6 = false",
+        f"cache.open(16 * MB, 'lmdb://{tmp / 'cache'}')",
+        f"policy.add(policy.all(policy.STUB('127.0.0.1@{upstream_port}')))",
+    ]
+    if tls is not None:
+        extra = {"dot": free_port(), "doh": free_port()}
+        lines += [
+            f"net.tls('{tls[0]}', '{tls[1]}')",
+            f"net.listen('127.0.0.1', {extra['dot']}, {{ kind = 'tls' }})",
+            f"net.listen('127.0.0.1', {extra['doh']}, {{ kind = 'doh2' }})",
+        ]
+    (tmp / "kresd.conf").write_text("\n".join(lines) + "\n")
+    argv = ["kresd", "-n", "-q", "-c", str(tmp / "kresd.conf"), str(tmp)]
+    server = spawn("kresd", argv, tmp, port, **extra)
+    try:
+        wait_dns(server, "warm.example.")
+        yield server
+    finally:
+        server.stop()

@@ -8,10 +8,23 @@ WorkerSpec; Intervals go back on the stats pipe.
 
 from __future__ import annotations
 
+import os
 import sys
 from multiprocessing.connection import Connection
 
 from soak.load.worker import Control, WorkerSpec
+
+
+def run_udp_path(spec: WorkerSpec, control: Control, stats: Connection) -> None:
+    """The compiled batched loop when it is built; SOAK_LOAD_PURE=1 forces the Python one."""
+    from soak.load import udp_fast
+
+    if udp_fast.available() and os.environ.get("SOAK_LOAD_PURE") != "1":
+        udp_fast.run_udp_fast(spec, control, stats)
+    else:
+        from soak.load.udp import run_udp
+
+        run_udp(spec, control, stats)
 
 
 def main(argv: list[str]) -> int:
@@ -26,9 +39,7 @@ def main(argv: list[str]) -> int:
 
             run_tcp(spec, control, stats)
         else:
-            from soak.load.udp import run_udp
-
-            run_udp(spec, control, stats)
+            run_udp_path(spec, control, stats)
     except (BrokenPipeError, EOFError):
         # The parent closed its ends (it stopped, or it is shutting down): there is no
         # one left to report to, and a traceback on its terminal would be noise.

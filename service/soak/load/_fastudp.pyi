@@ -1,0 +1,44 @@
+from collections.abc import Callable
+
+NBUCKETS: int
+
+def bucket_value(us: int) -> int: ...
+
+class Engine:
+    def __init__(
+        self,
+        fds: list[int],
+        questions: list[list[bytes] | None],
+        randoms: list[Callable[[], bytes] | None],
+        checks: list[Callable[[bytes, int], bool] | None],
+        schedule: list[int],
+        sched_i: int,
+        pos: list[int],
+        timeout_ns: int,
+        max_outstanding: int,
+        recv_bytes: int,
+        first_flow: int,
+    ) -> None: ...
+    def run(
+        self,
+        until_ns: int,
+        send_end_ns: int,
+        rate_qps: float,
+        base_ns: int,
+        base_k: int,
+        sending: bool,
+    ) -> tuple[int, int, bool]: ...
+    def sweep(self, everything: bool = ...) -> int: ...
+    def take(
+        self,
+    ) -> tuple[
+        list[int],
+        list[int],
+        list[int],
+        list[int],
+        list[int],
+        list[dict[int, int]],
+        list[dict[int, int]],
+        int,
+        int,
+    ]: ...
