@@ -107,11 +107,15 @@ def test_server_stopped_mid_run_gives_lost_queries(udp_loop: str, tmp_path: Path
         runner = LoadRunner(cfg, ("127.0.0.1", s.port), base_dir=tmp_path)
         runner.start(500.0, max_duration_s=4.0)
         time.sleep(2.0)
+        stopped_at = time.monotonic()
         s.stop()
         time.sleep(1.0)
         window = runner.take_window()
         result = runner.stop()
         rest = runner.take_window()
+    # The silence runs from the stop to the end of the load (4 s after the start).
+    gap_s, gap_end_s = runner.longest_gap()
+    assert 1.0 < gap_s < 3.0 and gap_end_s > stopped_at
     d = result.to_json_dict()
     check_accounting(d)
     assert d["completed"] > 300 and d["lost"] > 100

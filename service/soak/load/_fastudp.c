@@ -60,6 +60,9 @@ typedef struct {
     long long *sent, *completed, *lost, *late, *wrong, *rcodes; /* rcodes: nc * 16 */
     long long *lat;                                             /* nc * NBUCKETS */
     long long unexpected, refused;
+    /* Silences between replies (a service swap under load), as Book.answered: the
+     * last answer and the longest gap of the interval, updated once per wake. */
+    long long last_answer_ns, max_gap_ns, max_gap_end_ns, completed_total;
     size_t recv_bytes;
     unsigned char *rbuf;
     struct mmsghdr rmsgs[RECV_BATCH];
@@ -240,6 +243,7 @@ static int on_reply(Engine *e, const unsigned char *data, size_t len, long long 
     }
     e->outstanding--;
     e->completed[c]++;
+    e->completed_total++;
     e->lat[(size_t)c * NBUCKETS + bucket_of((unsigned long long)((now - t) / 1000))]++;
     e->rcodes[c * 16 + (data[3] & 15)]++;
     if (e->checks[c] != NULL) {
@@ -254,6 +258,15 @@ static int on_reply(Engine *e, const unsigned char *data, size_t len, long long 
         e->wrong[c] += wrong;
     }
     return 0;
+}
+
+static void answered(Engine *e, long long now) {
+    long long gap = now - e->last_answer_ns;
+    if (gap > e->max_gap_ns) {
+        e->max_gap_ns = gap;
+        e->max_gap_end_ns = now;
+    }
+    e->last_answer_ns = now;
 }
 
 static int read_replies(Engine *e, int fd) {
@@ -324,9 +337,12 @@ static PyObject *Engine_run(Engine *e, PyObject *args) {
         nev = epoll_wait(e->epfd, evs, MAX_EVENTS, timeout_ms);
         Py_END_ALLOW_THREADS
         if (nev < 0 && errno != EINTR) return PyErr_SetFromErrno(PyExc_OSError);
+        long long before = e->completed_total;
+        long long woke = mono_ns();
         for (int i = 0; i < nev; i++) {
             if (read_replies(e, evs[i].data.fd) < 0) return NULL;
         }
+        if (e->completed_total != before) answered(e, woke);
         now = mono_ns();
         if (now >= e->next_sweep) {
             sweep(e, now, 0);
@@ -342,6 +358,23 @@ static PyObject *Engine_sweep(Engine *e, PyObject *args) {
     if (!PyArg_ParseTuple(args, "|p", &everything)) return NULL;
     sweep(e, mono_ns(), everything);
     return PyLong_FromLongLong(e->outstanding);
+}
+
+/* begin(start_ns): the load starts now; a silence is counted from here. */
+static PyObject *Engine_begin(Engine *e, PyObject *arg) {
+    long long start = PyLong_AsLongLong(arg);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    e->last_answer_ns = start;
+    Py_RETURN_NONE;
+}
+
+/* silence_until(end_ns): at the end of the load, a silence still going on counts up
+ * to end_ns (Book.silence_until). */
+static PyObject *Engine_silence_until(Engine *e, PyObject *arg) {
+    long long end = PyLong_AsLongLong(arg);
+    if (end == -1 && PyErr_Occurred()) return NULL;
+    if (end > e->last_answer_ns) answered(e, end);
+    Py_RETURN_NONE;
 }
 
 static PyObject *list_of(long long *v, int n) {
@@ -389,18 +422,20 @@ static void reset_counts(Engine *e) {
     memset(e->rcodes, 0, nc * 16 * sizeof(long long));
     memset(e->lat, 0, nc * NBUCKETS * sizeof(long long));
     e->unexpected = e->refused = 0;
+    e->max_gap_ns = e->max_gap_end_ns = 0;
 }
 
-/* take() -> (sent, completed, lost, late, wrong, rcodes, latency_us, unexpected, socket_errors)
+/* take() -> (sent, completed, lost, late, wrong, rcodes, latency_us, unexpected, socket_errors,
+ *           max_gap_ns, max_gap_end_ns)
  * for the interval since the last call; the counters start again from 0. */
 static PyObject *Engine_take(Engine *e, PyObject *Py_UNUSED(ignored)) {
     int nc = e->nc;
     PyObject *rc = dicts_of(e, 0), *lat = dicts_of(e, 1);
     PyObject *out = NULL;
     if (rc && lat)
-        out = Py_BuildValue("NNNNNOOLL", list_of(e->sent, nc), list_of(e->completed, nc),
+        out = Py_BuildValue("NNNNNOOLLLL", list_of(e->sent, nc), list_of(e->completed, nc),
                             list_of(e->lost, nc), list_of(e->late, nc), list_of(e->wrong, nc), rc,
-                            lat, e->unexpected, e->refused);
+                            lat, e->unexpected, e->refused, e->max_gap_ns, e->max_gap_end_ns);
     Py_XDECREF(rc);
     Py_XDECREF(lat);
     if (out != NULL) reset_counts(e);
@@ -466,6 +501,7 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     e->max_outstanding = max_outstanding;
     e->recv_bytes = (size_t)recv_bytes;
     e->next_sweep = mono_ns() + SWEEP_NS;
+    e->last_answer_ns = mono_ns();
     e->questions = PyMem_Calloc((size_t)nc, sizeof(PyObject *));
     e->randoms = PyMem_Calloc((size_t)nc, sizeof(PyObject *));
     e->checks = PyMem_Calloc((size_t)nc, sizeof(PyObject *));
@@ -548,7 +584,10 @@ static PyMethodDef Engine_methods[] = {
      "sweep(everything=False) -> outstanding: count queries past their timeout as lost"},
     {"take", (PyCFunction)Engine_take, METH_NOARGS,
      "take() -> (sent, completed, lost, late, wrong, rcodes, latency_us, unexpected, "
-     "socket_errors); resets the counters"},
+     "socket_errors, max_gap_ns, max_gap_end_ns); resets the counters"},
+    {"begin", (PyCFunction)Engine_begin, METH_O, "begin(start_ns): silences count from here"},
+    {"silence_until", (PyCFunction)Engine_silence_until, METH_O,
+     "silence_until(end_ns): a silence still going on at the end counts up to end_ns"},
     {NULL, NULL, 0, NULL},
 };
 

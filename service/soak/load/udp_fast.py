@@ -66,7 +66,7 @@ def make_engine(spec: WorkerSpec, fds: list[int]) -> Any:
 def interval_of(
     counts: tuple[Any, ...], spec: WorkerSpec, interval_s: float, rate: float
 ) -> Interval:
-    sent, completed, lost, late, wrong, rcodes, lat_us, unexpected, socket_errors = counts
+    sent, completed, lost, late, wrong, rcodes, lat_us, unexpected, socket_errors = counts[:9]
     classes = [
         ClassInterval(sent[c], completed[c], lost[c], late[c], wrong[c], 0, rcodes[c], lat_us[c])
         for c in range(len(spec.classes))
@@ -74,6 +74,7 @@ def interval_of(
     classes[0].unexpected = unexpected
     iv = Interval(spec.index, interval_s, rate, 0, 0, classes)
     iv.socket_errors = socket_errors
+    iv.max_gap_ns, iv.max_gap_end_ns = counts[9], counts[10]
     return iv
 
 
@@ -90,6 +91,7 @@ def run_udp_fast(spec: WorkerSpec, control: Control, conn: Connection) -> None:
 def run_engine(engine: Any, spec: WorkerSpec, control: Control, conn: Connection) -> None:
     run, take = engine.run, engine.take
     start = monotonic_ns()
+    engine.begin(start)
     timeout_ns = int(spec.timeout_s * 1e9)
     hard_end = start + int(spec.max_duration_s * 1e9)
     send_end = min(start + int(spec.duration_s * 1e9), hard_end)
@@ -129,6 +131,7 @@ def run_engine(engine: Any, spec: WorkerSpec, control: Control, conn: Connection
                 next_interval = now + INTERVAL_NS
     engine.sweep(True)
     now = monotonic_ns()
+    engine.silence_until(min(now, send_end))
     iv = interval_of(take(), spec, (now - last_interval) / 1e9, 0.0)
     iv.skipped, iv.final = skipped, True
     conn.send(iv)
