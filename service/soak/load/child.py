@@ -16,10 +16,12 @@ from soak.load.worker import Control, WorkerSpec
 
 
 def run_udp_path(spec: WorkerSpec, control: Control, stats: Connection) -> None:
-    """The compiled batched loop when it is built; SOAK_LOAD_PURE=1 forces the Python one."""
+    """The compiled batched loop when it is built; SOAK_LOAD_PURE=1 forces the Python one,
+    and so does a spec that measures silences between replies (`track_gaps`)."""
     from soak.load import udp_fast
 
-    if udp_fast.available() and os.environ.get("SOAK_LOAD_PURE") != "1":
+    pure = os.environ.get("SOAK_LOAD_PURE") == "1" or spec.track_gaps
+    if udp_fast.available() and not pure:
         udp_fast.run_udp_fast(spec, control, stats)
     else:
         from soak.load.udp import run_udp

@@ -60,6 +60,7 @@ class LoadRunner:
         *,
         base_dir: Path,
         allow_targets: Sequence[str] = (),
+        track_gaps: bool = False,
     ) -> None:
         if cfg.engine != "builtin":
             raise InputError("LoadRunner runs the builtin engine; dnsperf runs via `soak load`")
@@ -69,6 +70,7 @@ class LoadRunner:
         self.cfg = cfg
         self.host = check_allowed(host, tuple(allow_targets))
         self.port = port
+        self.track_gaps = track_gaps  # longest_gap() is measured (the Python UDP loop)
         seed = cfg.seed if cfg.seed is not None else int(time.time())
         self.classes = build_classes(cfg.mix, base_dir, seed)
         self.names = [c.name for c in self.classes]
@@ -127,6 +129,7 @@ class LoadRunner:
                 duration_s=max_duration_s,
                 max_duration_s=max_duration_s,
                 rate_qps=rate_qps / workers,
+                track_gaps=self.track_gaps,
             )
             proc, ctrl, stats = spawn_worker()
             specs.append(spec)
@@ -219,9 +222,9 @@ class LoadRunner:
         return result
 
     def longest_gap(self) -> tuple[float, float]:
-        """(seconds, monotonic end time in s) of the longest silence of one worker.
-
-        With one worker that is the longest time without any answer; with several it
+        """(seconds, monotonic end time in s) of the longest silence of one worker; 0 for
+        UDP unless the runner was made with `track_gaps` (the compiled loop does not
+        measure it). With one worker that is the longest time without any answer; with several it
         is an upper bound (another worker may have had answers meanwhile)."""
         with self._lock:
             return self._max_gap_ns / 1e9, self._max_gap_end_ns / 1e9

@@ -46,6 +46,9 @@ class WorkerSpec:
     # Replies to queries without EDNS fit in 512 bytes; a large recv buffer costs a
     # big allocation per datagram (measured: ~5% of the loop's CPU at 65,535).
     recv_bytes: int = 4096
+    # Measure silences between replies (a swap under load): the Python loop does; the
+    # compiled one does not, so a worker that must measure them runs the Python loop.
+    track_gaps: bool = False
 
 
 class Control:

@@ -89,7 +89,11 @@ class SwapLoadRun:
         )
         host, port = version.dns_address(cfg.port)
         runner = LoadRunner(
-            load_cfg, (host, port), base_dir=self.base_dir, allow_targets=self.allow_targets
+            load_cfg,
+            (host, port),
+            base_dir=self.base_dir,
+            allow_targets=self.allow_targets,
+            track_gaps=True,
         )
         runner.start(cfg.rate_qps, cfg.max_duration_s)
         self._runner = runner
