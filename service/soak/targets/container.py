@@ -125,7 +125,9 @@ class DockerRuntime(RuntimeBase):
         write_files(self.cfg.files, values, self.run_dir, self.base_dir)
         volume = self._ensure_volume()
         kwargs = self._create_kwargs(values, ports, volume, host_net)
-        self.running = self._new_running(ports=ports, pid=None, volume=volume)
+        self.running = self._new_running(
+            ports=ports, pid=None, volume=volume, data_dir=self._volume_on_host(volume)
+        )
         try:
             self.container = self.client.containers.create(self.cfg.image, **kwargs)
             self.container.start()
@@ -176,6 +178,19 @@ class DockerRuntime(RuntimeBase):
         self.client.volumes.create(name=name, labels=labels)
         self._created_volume = name
         return name
+
+    def _volume_on_host(self, volume: str | None) -> Path | None:
+        """The volume's directory on this host when this process can read it (a local
+        engine, soak as root): the files sampler reads the server's data there."""
+        if volume is None:
+            return None
+        try:
+            mountpoint = self.client.volumes.get(volume).attrs.get("Mountpoint")
+        except docker.errors.DockerException:
+            return None
+        if not mountpoint or not os.access(mountpoint, os.R_OK | os.X_OK):
+            return None
+        return Path(mountpoint)
 
     def _create_kwargs(
         self, values: Placeholders, ports: dict[str, int], volume: str | None, host_net: bool
