@@ -5,6 +5,7 @@
 #   soak-test/pdns-auth        pdns-server + gsqlite3 backend + sqlite3, API on    (docker/pdns-auth)
 #   soak-test/pdns-recursor    pdns-recursor                                       (docker/pdns-recursor)
 #   soak-test/unbound          unbound                                             (docker/unbound)
+#   soak-test/refdns           the reference Go server, binary built on the host   (docker/refdns)
 # and, for the real-version upgrade tests (`make test-upgrades`), one image per
 # Debian suite of the same Dockerfiles, tagged with the packaged version:
 #   soak-test/pdns-auth:4.4 (bullseye)  :4.7 (bookworm)  :4.9 (trixie)
@@ -24,6 +25,7 @@ declare -A IMAGES=(
   [soak-test/pdns-auth:latest]="bookworm docker/pdns-auth"
   [soak-test/pdns-recursor:latest]="bookworm docker/pdns-recursor"
   [soak-test/unbound:latest]="bookworm docker/unbound"
+  [soak-test/refdns:latest]="bookworm docker/refdns"
   [soak-test/pdns-auth:4.4]="bullseye docker/pdns-auth"
   [soak-test/pdns-auth:4.7]="bookworm docker/pdns-auth"
   [soak-test/pdns-auth:4.9]="trixie docker/pdns-auth"
@@ -33,7 +35,8 @@ declare -A IMAGES=(
   [soak-test/unbound:1.17]="bookworm docker/unbound"
   [soak-test/unbound:1.26]="trixie docker/unbound"
 )
-DEFAULT=(soak-test/pdns-auth:latest soak-test/pdns-recursor:latest soak-test/unbound:latest)
+DEFAULT=(soak-test/pdns-auth:latest soak-test/pdns-recursor:latest soak-test/unbound:latest
+  soak-test/refdns:latest)
 UPGRADES=(soak-test/pdns-auth:4.4 soak-test/pdns-auth:4.7 soak-test/pdns-auth:4.9
   soak-test/pdns-recursor:4.8 soak-test/pdns-recursor:5.2
   soak-test/unbound:1.13 soak-test/unbound:1.17 soak-test/unbound:1.26)
@@ -107,5 +110,9 @@ for image in "${wanted[@]}"; do
   spec=${IMAGES[$image]:-}
   [ -n "$spec" ] || { echo "build-test-images: no recipe for $image (known: ${!IMAGES[*]})" >&2; exit 2; }
   read -r suite context <<<"$spec"
+  # The reference Go server's image takes the binary built on the host into its context.
+  if [ "$context" = docker/refdns ] && ! have_image "$image"; then
+    bash scripts/build-refdns.sh docker/refdns/refdns
+  fi
   build_image "$image" "$context" "$suite"
 done
