@@ -25,6 +25,7 @@ COMMANDS = {
     "report": "soak.service.commands:report_cmd",
     "upgrade": "soak.upgrade.command:upgrade_cmd",
     "bench": "soak.bench.command:bench_cmd",
+    "compare": "soak.bench.compare_command:compare_cmd",
 }
 
 

@@ -73,11 +73,7 @@ def test_knee_within_its_bracket_tables_and_a_failed_floor(tmp_path: Path) -> No
     out = tmp_path / "out"
     proc = soak_bench(str(scenario), "--classes", "local", "--out", str(out), "--json")
     assert proc.returncode == 1, proc.stderr
-    assert (
-        proc.stderr.strip()
-        .splitlines()[-1]
-        .startswith("soak: bench criteria failed: capacity local")
-    )
+    assert proc.stderr.strip().splitlines()[-1].startswith("soak: bench failed: capacity local")
     result = json.loads(proc.stdout)
     (row,) = result["classes"]
     assert row["name"] == "local" and row["warm_names"] == 1
@@ -114,16 +110,22 @@ def test_knee_within_its_bracket_tables_and_a_failed_floor(tmp_path: Path) -> No
 
 
 def test_generator_bound_is_said_aloud(tmp_path: Path) -> None:
-    """One builtin worker cannot keep a two-thread unbound busy."""
-    scenario = unbound_scenario(tmp_path, threads=2, workers=1, bench={**SHORT, "duration_s": 2})
-    proc = soak_bench(
-        str(scenario), "--classes", "local", "--no-knee", "--out", str(tmp_path / "o")
-    )
+    """One builtin worker against a two-thread unbound: the generator is the limit."""
+    bench = {**SHORT, "duration_s": 2, "rates_qps": [400_000], "fixed_duration_s": 2}
+    scenario = unbound_scenario(tmp_path, threads=2, workers=1, bench=bench)
+    out = tmp_path / "o"
+    proc = soak_bench(str(scenario), "--classes", "local", "--no-knee", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "GENERATOR-BOUND" in proc.stdout
-    result = json.loads((tmp_path / "o" / "bench.json").read_text())
-    limit = result["classes"][0]["saturation"]["limit"]
-    assert limit["kind"] == "generator", limit
+    row = json.loads((out / "bench.json").read_text())["classes"][0]
+    (fixed,) = row["fixed"]
+    assert fixed["limit"]["kind"] == "generator", fixed["limit"]
+    assert "could not send" in fixed["limit"]["reason"]
+    assert fixed["sent_qps"] < 0.97 * 400_000
+    # Flat out, one worker is the limit, or (on a busy shared machine) every CPU is:
+    # never the server's two threads.
+    limit = row["saturation"]["limit"]
+    assert limit["kind"] in ("generator", "machine"), limit
 
 
 def test_bad_class_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
@@ -133,3 +135,85 @@ def test_bad_class_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "no such class 'nope'" in lines[0]
     assert not (tmp_path / "o").exists()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def soak_compare(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SOAK, "compare", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_same_version_twice_compares_same(tmp_path: Path) -> None:
+    """pdns-recursor (forwarding to dnsmasq) against itself, measured in turns."""
+    out = tmp_path / "out"
+    proc = soak_bench(
+        str(REPO / "scenarios" / "pdns-recursor-dnsmasq.yaml"),
+        "--classes", "cached", "--no-knee", "--runs", "3", "--duration", "1.5",
+        "--throwaway", "0.5", "--compare-set", "target.version=4.8-again", "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    cmp = json.loads((out / "compare.json").read_text())
+    verdicts = {f["name"]: f["verdict"] for f in cmp["figures"]}
+    assert "cached saturation q/s" in verdicts and "cached server CPU per query" in verdicts
+    assert set(verdicts.values()) == {"same"}, proc.stdout
+    for side in ("A", "B"):
+        result = json.loads((out / side / "bench.json").read_text())
+        assert result["id"].endswith(f"-{side}")
+    assert json.loads((out / "B" / "bench.json").read_text())["target"]["version"] == "4.8-again"
+    # `soak compare` on the two results gives the same answer
+    again = soak_compare(str(out / "A"), str(out / "B" / "bench.json"), "--json")
+    assert again.returncode == 0, again.stderr
+    assert {f["name"]: f["verdict"] for f in json.loads(again.stdout)["figures"]} == verdicts
+
+
+@pytest.mark.docker
+def test_cpu_limited_target_has_lower_capacity_and_compares_worse(tmp_path: Path) -> None:
+    docker = pytest.importorskip("docker")
+    try:
+        docker.from_env(timeout=30).images.get("soak-test/unbound")
+    except docker.errors.DockerException as exc:
+        pytest.skip(f"no Docker engine or no soak-test/unbound image ({exc})")
+    scenario = {
+        "name": "bench-unbound-docker",
+        "target": {
+            "runtime": "docker",
+            "name": "unbound",
+            "version": "1.17",
+            "image": "soak-test/unbound",
+            "ports": {"dns": {"container": 5300, "protocol": "both"}},
+            "ready": {
+                "probes": [{"kind": "dns", "name": "www.example.test.", "answer": "192.0.2.10"}]
+            },
+        },
+        "load": {
+            "workers": 2,
+            "flows": 16,
+            "timeout_s": "1s",
+            "mix": [{"name": "local", "queries": ["www.example.test A"]}],
+        },
+        "phases": [{"name": "p", "duration_s": 10}],
+        "bench": {**SHORT, "runs": 3, "knee": {"enabled": False}},
+    }
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "out"
+    proc = soak_bench(
+        str(path), "--compare-set", "target.cpus=0.05", "--compare-set", "target.version=cpus-0.05",
+        "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "B worse: local saturation q/s" in proc.stderr.strip().splitlines()[-1]
+    a = json.loads((out / "A" / "bench.json").read_text())["classes"][0]["saturation"]
+    b = json.loads((out / "B" / "bench.json").read_text())["classes"][0]["saturation"]
+    assert b["qps"]["high"] < a["qps"]["low"]  # every limited run below every free one
+    assert b["target_cores"] < 0.1  # the quota held
+    cmp = json.loads((out / "compare.json").read_text())
+    verdicts = {f["name"]: f["verdict"] for f in cmp["figures"]}
+    assert verdicts["local saturation q/s"] == "worse"
+    # the other way round, the free target's throughput is better (its CPU per query
+    # may well be worse: a throttled server answers in batches)
+    back = soak_compare(str(out / "B"), str(out / "A"), "--json")
+    assert back.returncode in (0, 1), back.stderr
+    back_verdicts = {f["name"]: f["verdict"] for f in json.loads(back.stdout)["figures"]}
+    assert back_verdicts["local saturation q/s"] == "better"

@@ -156,7 +156,17 @@ def test_limits() -> None:
         machine_cores=2,
         flat_out=True,
     )
-    assert shared.kind == "machine"
+    assert shared.kind == "machine" and "other" not in shared.reason
+    others = judge_limit(
+        generator_cores=0.45,
+        generator_capacity_cores=1,
+        target_cores=0.32,
+        target_capacity_cores=2,
+        machine_cores=2,
+        machine_busy_cores=1.9,
+        flat_out=True,
+    )
+    assert others.kind == "machine" and "other processes 1.13" in others.reason
     server = judge_limit(
         generator_cores=0.3,
         generator_capacity_cores=2,

@@ -148,6 +148,12 @@ def new_bench_id(name: str) -> str:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="where bench.json/.md/.html go (default DATA_DIR/bench/ID)")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="print the JSON result")
+@click.option("--compare", "compare_with", type=click.Path(path_type=Path), default=None,
+              help="a second scenario (B), measured in turns with SCENARIO (A)")  # fmt: skip
+@click.option("--compare-set", "compare_sets", multiple=True,
+              help="B is SCENARIO (or --compare) with this override key.path=value")  # fmt: skip
+@click.option("--threshold", "thresholds", multiple=True,
+              help="with --compare: KIND=PERCENT (throughput, latency, cpu, ...)")  # fmt: skip
 def bench_cmd(
     scenario: Path,
     runs: int | None,
@@ -164,8 +170,15 @@ def bench_cmd(
     data_dir: Path | None,
     out_dir: Path | None,
     as_json: bool,
+    compare_with: Path | None,
+    compare_sets: tuple[str, ...],
+    thresholds: tuple[str, ...],
 ) -> None:
-    """Benchmark SCENARIO's target per query class; exit 1 when a `bench:` criterion fails."""
+    """Benchmark SCENARIO's target per query class; exit 1 when a `bench:` criterion fails.
+
+    With --compare / --compare-set, a second target (B) is measured in turns with the
+    first (A) and the two are compared; exit 1 also when a figure of B is worse.
+    """
     sc = load_scenario(scenario, overrides)
     if sc.load is None:
         raise InputError(f"{scenario}: `soak bench` needs a `load:` section")
@@ -188,22 +201,63 @@ def bench_cmd(
     run_id = new_bench_id(sc.name)
     started = time.time()
     env = host_environment(eng)
-    side = Side("A", sc, run_id)
+    two = compare_with is not None or bool(compare_sets)
+    sides = [Side("A", sc, f"{run_id}-A" if two else run_id)]
+    if two:
+        from soak.bench.compare_command import parse_thresholds
+
+        parse_thresholds(thresholds)  # bad input before anything starts
+        sc_b = load_scenario(compare_with or scenario, (*overrides, *compare_sets))
+        if sc_b.load is None:
+            raise InputError(f"{compare_with}: `soak bench` needs a `load:` section")
+        plan_classes(sc_b.load, cfg, eng)
+        sides.append(Side("B", sc_b, f"{run_id}-B"))
 
     def echo(line: str) -> None:
         click.echo(f"soak bench: {line}", err=True)
 
-    side.start()
+    root = out_dir or bench_dir(data_dir) / run_id
     try:
-        results = Bench([side], cfg, eng, echo).run()
-        result = assemble(run_id, side, cfg, eng, results["A"], env, started)
+        for side in sides:
+            side.start()
+        rows = Bench(sides, cfg, eng, echo).run()
+        results = {
+            side.label: assemble(
+                run_id if len(sides) == 1 else f"{run_id}-{side.label}",
+                side, cfg, eng, rows[side.label], env, started,
+            )
+            for side in sides
+        }  # fmt: skip
     finally:
-        side.stop()
-    target_dir = out_dir or bench_dir(data_dir) / run_id
-    write_outputs(result, target_dir)
-    click.echo(json.dumps(result, indent=2) if as_json else render_text(result), nl=False)
-    echo(f"results in {target_dir}")
+        for side in sides:
+            side.stop()
+    failed: list[str] = []
+    for label, result in results.items():
+        write_outputs(result, root if len(sides) == 1 else root / label)
+        if not as_json:
+            click.echo(render_text(result), nl=False)
+        failed += [f"{c['name']} ({label})" for c in result["criteria"] if not c["ok"]]
+    if len(sides) == 1 and as_json:
+        click.echo(json.dumps(results["A"], indent=2))
+    if len(sides) == 2:
+        failed += _compare(results, thresholds, root, as_json)
+    echo(f"results in {root}")
     sys.stdout.flush()
-    if not result["passed"]:
-        failed = [c["name"] for c in result["criteria"] if not c["ok"]]
-        raise CheckFailed(f"bench criteria failed: {', '.join(failed)}")
+    if failed:
+        raise CheckFailed(f"bench failed: {', '.join(failed)}")
+
+
+def _compare(
+    results: dict[str, dict[str, Any]], thresholds: tuple[str, ...], root: Path, as_json: bool
+) -> list[str]:
+    from soak.bench.compare_command import compare_runs, emit, parse_thresholds
+    from soak.bench.inputs import from_bench
+
+    a, b = from_bench(results["A"]), from_bench(results["B"])
+    cmp = compare_runs(a, b, parse_thresholds(thresholds))
+    text = emit(cmp, a, b, False, root)
+    if as_json:
+        click.echo(json.dumps({**results, "compare": cmp.to_json()}, indent=2))
+    else:
+        click.echo(text, nl=False)
+    return [f"B worse: {name}" for name in cmp.worse]

@@ -23,6 +23,7 @@ def judge_limit(
     target_cores: float | None,
     target_capacity_cores: float | None = None,
     machine_cores: int,
+    machine_busy_cores: float | None = None,
     rate_kept: bool = True,
     saturated_ratio: float = 0.85,
     flat_out: bool = False,
@@ -31,8 +32,8 @@ def judge_limit(
 
     - generator: it could not send the open-loop rate, or its own CPU is
       saturated, or (flat out) the server sat mostly idle while it did not;
-    - machine: generator and server together use (nearly) every CPU of a
-      shared machine, so neither figure is the server's alone;
+    - machine: (nearly) every CPU of the machine was busy, with the generator,
+      the server, or other processes: neither figure is the server's alone;
     - server: a flat-out run with the server's CPUs saturated;
     - "": nothing saturated (open loop that held; or flat out bound by latency).
     """
@@ -55,11 +56,14 @@ def judge_limit(
             f"server mostly idle ({target_cores:.2f} of {cap:g} cores) while the generator "
             f"is busy ({gen:.2f} of {generator_capacity_cores:g} cores)",
         )
-    total = gen + target_cores
+    ours = gen + target_cores
+    total = max(ours, machine_busy_cores or 0.0)
     if total >= saturated_ratio * machine_cores:
+        others = f", other processes {total - ours:.2f}" if total - ours >= 0.05 else ""
         return Limit(
             "machine",
-            f"generator and server share {machine_cores} CPUs and use {total:.2f} of them",
+            f"the machine's {machine_cores} CPUs were busy ({total:.2f} cores: generator "
+            f"{gen:.2f}, server {target_cores:.2f}{others})",
         )
     if flat_out and target_util >= saturated_ratio:
         return Limit("server", f"server CPU saturated ({target_cores:.2f} of {cap:g} cores)")

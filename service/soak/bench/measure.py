@@ -60,22 +60,44 @@ def tree_threads(pid: int | None, proc_root: Path = PROC) -> int | None:
     return total or None
 
 
-def target_capacity_cores(pid: int | None, configured: float | None) -> float | None:
-    """How many cores the target could use: configured, else min(its threads, its CPUs)."""
+def target_capacity_cores(
+    pid: int | None, configured: float | None, quota: float | None = None
+) -> float | None:
+    """How many cores the target could use: configured, else min(its threads, its CPUs,
+    its CPU quota (docker `cpus`))."""
     if configured is not None:
         return configured
     threads = tree_threads(pid)
     if pid is None or threads is None:
-        return None
+        return quota
     try:
         cpus = len(os.sched_getaffinity(pid))
     except OSError:
         cpus = os.cpu_count() or 1
-    return float(min(threads, cpus))
+    return float(min(threads, cpus, quota if quota is not None else cpus))
 
 
 def pids_cpu_s(pids: Sequence[int]) -> float:
     return sum(v for v in (pid_cpu_s(p) for p in pids) if v is not None)
+
+
+def machine_busy_s(proc_root: Path = PROC) -> tuple[float, float] | None:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat's `cpu` line."""
+    try:
+        first = (proc_root / "stat").read_text().splitlines()[0].split()
+        ticks = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks) - idle) / CLOCK_TICKS_PER_S, sum(ticks) / CLOCK_TICKS_PER_S
+
+
+def busy_cores(m0: tuple[float, float] | None, m1: tuple[float, float] | None) -> float | None:
+    """Busy cores of the machine between two machine_busy_s readings."""
+    if m0 is None or m1 is None or m1[1] <= m0[1]:
+        return None
+    ncpu = os.cpu_count() or 1
+    return (m1[0] - m0[0]) / (m1[1] - m0[1]) * ncpu
 
 
 def children_cpu_s() -> float:
@@ -104,6 +126,7 @@ class RunMeasure:
     target_cores: float | None
     generator_cores: float | None
     rate_kept: bool
+    machine_busy_cores: float | None = None  # every process's, ours and others'
     wrong_answers: int = 0
     rcodes: dict[str, int] = field(default_factory=dict)
     windows: dict[str, list[float]] = field(default_factory=dict)  # per-second values
@@ -162,6 +185,7 @@ def measure_builtin(
         c0 = counters() if counters else {}
         t0 = time.monotonic()
         tgt0, gen0 = tree_cpu_s(target_pid), pids_cpu_s([os.getpid(), *runner.pids])
+        m0 = machine_busy_s()
         step_s = min(WINDOW_S, duration_s)
         for i in range(max(1, math.ceil(duration_s / step_s))):
             _sleep_until(t0 + min((i + 1) * step_s, duration_s))
@@ -178,6 +202,7 @@ def measure_builtin(
                     windows[f"{key}_ms"].append(w[f"lat_{key}_ms"])
         t1 = time.monotonic()
         tgt1, gen1 = tree_cpu_s(target_pid), pids_cpu_s([os.getpid(), *runner.pids])
+        m1 = machine_busy_s()
         c1 = counters() if counters else {}
     finally:
         result = runner.stop()
@@ -196,6 +221,7 @@ def measure_builtin(
         target_cores=cores(tgt0, tgt1, elapsed),
         generator_cores=cores(gen0, gen1, elapsed),
         rate_kept=rate_qps <= 0 or (sent_qps >= 0.97 * rate_qps and result.skipped == 0),
+        machine_busy_cores=busy_cores(m0, m1),
         wrong_answers=sum(int(c["wrong_answers"]) for c in result.classes.values()),
         rcodes=result.rcodes,
         windows=windows,
@@ -220,9 +246,11 @@ def measure_dnsperf(
 
     c0 = counters() if counters else {}
     tgt0, gen0, t0 = tree_cpu_s(target_pid), children_cpu_s(), time.monotonic()
+    m0 = machine_busy_s()
     result: LoadResult = run_dnsperf(cfg, server, duration_s, rate_qps, base_dir, allow_targets)
     elapsed = time.monotonic() - t0
     tgt1, gen1 = tree_cpu_s(target_pid), children_cpu_s()
+    m1 = machine_busy_s()
     c1 = counters() if counters else {}
     return RunMeasure(
         offered_qps=rate_qps,
@@ -236,6 +264,7 @@ def measure_dnsperf(
         target_cores=cores(tgt0, tgt1, elapsed),
         generator_cores=cores(gen0, gen1, elapsed),
         rate_kept=not result.generator_bound,
+        machine_busy_cores=busy_cores(m0, m1),
         rcodes=result.rcodes,
         windows={"answered_qps": [result.qps]},
         counters=_deltas(c0, c1),

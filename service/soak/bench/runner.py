@@ -138,8 +138,11 @@ class Bench:
             generator_cores=run.generator_cores,
             generator_capacity_cores=min(cfg.workers, self.machine_cores),
             target_cores=run.target_cores,
-            target_capacity_cores=target_capacity_cores(side.pid, self.cfg.target_cores),
+            target_capacity_cores=target_capacity_cores(
+                side.pid, self.cfg.target_cores, getattr(side.scenario.target, "cpus", None)
+            ),
             machine_cores=self.machine_cores,
+            machine_busy_cores=run.machine_busy_cores,
             rate_kept=run.rate_kept,
             saturated_ratio=self.cfg.cpu_saturated_ratio,
             flat_out=rate_qps <= 0,

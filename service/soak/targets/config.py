@@ -111,6 +111,7 @@ class DockerTarget(TargetBase):
     user: str | None = None
     init: bool = True  # PID 1 servers often ignore SIGTERM (FIELD-NOTES)
     cpuset: str | None = None
+    cpus: float | None = Field(default=None, gt=0)  # a CPU quota, as `docker run --cpus`
     mem_limit: SizeBytes | None = None
     nofile: int | None = None
 

@@ -223,6 +223,8 @@ class DockerRuntime(RuntimeBase):
             "cpuset_cpus": cfg.cpuset,
             "detach": True,
         }
+        if cfg.cpus is not None:
+            kwargs["nano_cpus"] = int(cfg.cpus * 1e9)
         if cfg.mem_limit is not None:
             # Swap equal to the limit: the container is OOM-killed rather than swapping.
             kwargs["mem_limit"] = cfg.mem_limit

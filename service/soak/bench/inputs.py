@@ -1,0 +1,128 @@
+"""What `soak compare` compares: a bench result (its JSON file, its directory or its id)
+or a soak run (by id, read from the data directory's state and point store)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soak.bench.compare import Figure, Figures, bench_figures
+from soak.errors import InputError
+
+# (measurement, field, figure name, kind, unit, scale)
+SOAK_FIELDS = [
+    ("load", "lat_p50_ms", "p50 latency", "latency", "ms", 1.0),
+    ("load", "lat_p99_ms", "p99 latency", "tail", "ms", 1.0),
+    ("load", "lat_avg_ms", "avg latency", "latency", "ms", 1.0),
+    ("process", "cpu_cores", "server CPU", "cpu", "cores", 1.0),
+    ("process", "rss_anon_bytes", "RssAnon", "memory", "MiB", 1 / 1024**2),
+    ("process", "rss_bytes", "RSS", "memory", "MiB", 1 / 1024**2),
+    ("process", "fds", "fds", "count", "", 1.0),
+    ("process", "threads", "threads", "count", "", 1.0),
+]
+
+
+@dataclass
+class RunFigures:
+    id: str
+    label: str  # target and version
+    figures: Figures
+    leaks: dict[str, dict[str, Any]] = field(default_factory=dict)  # resource -> verdict
+    bench: dict[str, Any] | None = None  # the bench result, when it is one
+
+
+def from_bench(result: dict[str, Any]) -> RunFigures:
+    t = result.get("target", {})
+    label = f"{t.get('name', '')} {t.get('version', '')}".strip()
+    return RunFigures(result["id"], label, bench_figures(result), bench=result)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("kind") != "soak-bench":
+        raise InputError(f"{path}: not a `soak bench` result (bench.json)")
+    return data
+
+
+def resolve(ref: str, data_dir: Path) -> RunFigures:
+    """A path to bench.json (or its directory), a bench id, or a soak run id."""
+    path = Path(ref)
+    if path.is_dir():
+        path = path / "bench.json"
+    if path.suffix == ".json" or path.exists():
+        return from_bench(_read_json(path))
+    bench = data_dir / "bench" / ref / "bench.json"
+    if bench.exists():
+        return from_bench(_read_json(bench))
+    return soak_run_figures(ref, data_dir)
+
+
+def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
+    from soak.service import phases
+    from soak.service.run import points_path
+    from soak.service.state import StateStore
+    from soak.service.status import read_result
+    from soak.sinks.sqlite import SqliteStore
+
+    state_path = data_dir / "state.db"
+    if not state_path.exists():
+        raise InputError(f"{run_id}: not a file, and no soak state in {data_dir}")
+    state = StateStore(state_path)
+    try:
+        record = state.get_run(run_id)
+    finally:
+        state.close()
+    if record is None:
+        raise InputError(f"{run_id}: no such bench result or soak run in {data_dir}")
+    sc = record.scenario
+    origin_ns = record.origin_ns if record.origin_ns is not None else record.created_ns
+    since_ns = phases.warmup_end_ns(phases.timeline(sc, origin_ns))
+    store = SqliteStore(points_path(sc, data_dir, record.run_dir))
+    try:
+        figures = _soak_figures(store, run_id, since_ns, sc.samplers.interval_s)
+    finally:
+        store.close()
+    result = read_result(record.run_dir) or {}
+    leaks = {v["resource"]: v for v in result.get("verdicts", [])}
+    label = f"{sc.target.name} {sc.target.version}".strip()
+    return RunFigures(run_id, label, figures, leaks)
+
+
+def _soak_figures(store: Any, run_id: str, since_ns: int, interval_s: float) -> Figures:
+    out: Figures = {}
+    all_class = {"class": "all"}
+    completed = store.series(run_id, "load", "completed", all_class)
+    if completed:
+        values = [float(v) / interval_s for t, v in completed[0][1] if t >= since_ns]
+        out["answered q/s"] = Figure("throughput", "q/s", values)
+    for measurement, fld, name, kind, unit, scale in SOAK_FIELDS:
+        tags = all_class if measurement == "load" else None
+        found = store.series(run_id, measurement, fld, tags)
+        if found:
+            values = [float(v) * scale for t, v in found[0][1] if t >= since_ns]
+            out[name] = Figure(kind, unit, values)
+    return out
+
+
+def leak_rows(a: RunFigures, b: RunFigures) -> list[dict[str, Any]]:
+    """Both runs' leak slopes per resource (either run's verdicts)."""
+    rows = []
+    for resource in sorted(set(a.leaks) | set(b.leaks)):
+        va, vb = a.leaks.get(resource, {}), b.leaks.get(resource, {})
+        rows.append(
+            {
+                "resource": resource,
+                "a_slope_per_hour": va.get("slope_per_hour"),
+                "a_verdict": va.get("verdict"),
+                "b_slope_per_hour": vb.get("slope_per_hour"),
+                "b_verdict": vb.get("verdict"),
+            }
+        )
+    return rows
