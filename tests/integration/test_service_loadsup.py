@@ -33,15 +33,18 @@ def test_dead_worker_is_replaced_and_totals_add_up(tmp_path: Path) -> None:
             workers = load_workers()
             assert len(workers) == 1
             os.kill(workers[0], signal.SIGKILL)
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 30
             while first.alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
             why = load.supervise(55)
             assert why is not None and load.restarts == 1
             assert load.runner is not first
-            time.sleep(2.0)
-            window = load.take_window()
-            assert window["all"]["sent"] > 0  # the new engine sends
+            sent_after = 0  # the new engine sends (wait for it, however loaded the machine)
+            deadline = time.monotonic() + 30
+            while sent_after == 0 and time.monotonic() < deadline:
+                time.sleep(0.5)
+                sent_after += load.take_window()["all"]["sent"]
+            assert sent_after > 0
             totals = load.totals()
             assert totals["sent"] > before  # the dead engine's queries are still counted
             assert totals["load_restarts"] == 1

@@ -84,3 +84,22 @@ def test_token_file_is_private_and_stable(tmp_path: Path, monkeypatch: pytest.Mo
     assert not auth.token_matches(token, token)
     monkeypatch.setenv(auth.TOKEN_ENV, "from-env")
     assert auth.server_token(tmp_path) == "from-env" == auth.client_token(tmp_path)
+
+
+def test_status_shows_the_record_of_every_event_it_shows(tmp_path: Path) -> None:
+    """A status built from a record read before a restart still shows the restart's PID:
+    the events are read first, then the record the run wrote before its event."""
+    from soak.service.status import run_status
+
+    store = StateStore(tmp_path / "state.db")
+    store.create_run("r1", scenario(), tmp_path / "runs" / "r1")
+    store.update_run("r1", status="running", target_state={"target": {"pid": 100}})
+    stale = store.get_run("r1")
+    assert stale is not None
+    # The restart lands between the caller's read and the status: record, then event.
+    store.update_run("r1", restarts=1, target_state={"target": {"pid": 200}})
+    store.add_event("r1", 1, "restarted", "target restarted (1)", 1.0)
+    status = run_status(stale, None, store)
+    assert [e["kind"] for e in status["events"]] == ["restarted"]
+    assert (status["restarts"], status["target_pid"]) == (1, 200)
+    store.close()

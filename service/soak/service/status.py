@@ -45,6 +45,12 @@ def run_status(
     points_db: Path | None = None,
 ) -> dict[str, Any]:
     """`points_db`: where to read the latest samples of a run not live in this process."""
+    events = [] if brief else state.events(record.id, limit=50)
+    if not brief:
+        # The events first, then the record: a run writes its record (restart count, the
+        # new PID) before the event that announces it, so every event shown here has its
+        # record in what is read next. The caller's record may predate the events.
+        record = state.get_run(record.id) or record
     scenario = record.scenario
     now_ns = time.time_ns()
     duration_s = scenario.duration_s
@@ -88,12 +94,8 @@ def run_status(
         return status
     status["events"] = [
         {"time": _iso(e.time_ns), "kind": e.kind, "message": e.message, "value": e.value}
-        for e in state.events(record.id, limit=50)
+        for e in events
     ]
-    # The record was read before the events: a restart in between would show its event
-    # with the old count. A live run's count, read after the events, includes it.
-    if run is not None:
-        status["restarts"] = run.restarts
     status["reports"] = {
         fmt: str(record.run_dir / name)
         for fmt, name in REPORT_FORMATS.items()
@@ -130,7 +132,12 @@ def stored_latest(points_db: Path, run_id: str) -> dict[str, dict[str, FieldValu
 
 
 def _live(run: Run) -> dict[str, Any]:
-    out: dict[str, Any] = {"latest": dict(run.latest)}
+    # The run itself, read after the events: its count and PID are at least as new as
+    # any `restarted` event shown (it sets both before it records the event).
+    out: dict[str, Any] = {"latest": dict(run.latest), "restarts": run.restarts}
+    running = run.running
+    if running is not None and running.pid is not None:
+        out["target_pid"] = running.pid
     load_all = run.latest.get("load,class=all", {})
     if load_all:
         out["rate_achieved_qps"] = load_all.get("rate_achieved")
