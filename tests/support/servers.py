@@ -105,9 +105,9 @@ def wait_tcp(port: int, timeout_s: float = 20.0, proc: ServerProc | None = None)
 # ---------------------------------------------------------------- unbound
 
 
-def unbound_conf(port: int, local_data: list[str], threads: int = 1) -> str:
+def unbound_conf(port: int, local_data: list[str], threads: int = 1, tls: str = "") -> str:
     records = "\n".join(f'    local-data: "{rr}"' for rr in local_data)
-    return f"""server:
+    return f"""server:{tls}
     do-daemonize: no
     username: ""
     chroot: ""
@@ -142,14 +142,36 @@ DEFAULT_LOCAL_DATA = [
 ]
 
 
+def unbound_tls_conf(cert: Path, key: Path, dot: int, doh: int) -> str:
+    """DoT on `dot` and DoH (HTTP/2, /dns-query) on `doh` (Debian's unbound has nghttp2)."""
+    return f"""
+    interface: 127.0.0.1@{dot}
+    interface: 127.0.0.1@{doh}
+    tls-port: {dot}
+    https-port: {doh}
+    tls-service-key: "{key}"
+    tls-service-pem: "{cert}"
+    http-endpoint: "/dns-query"
+    incoming-num-tcp: 200"""
+
+
 @contextlib.contextmanager
 def unbound(
-    tmp: Path, local_data: list[str] | None = None, threads: int = 1
+    tmp: Path,
+    local_data: list[str] | None = None,
+    threads: int = 1,
+    tls: tuple[Path, Path] | None = None,
 ) -> Iterator[ServerProc]:
+    """unbound on loopback; with `tls` (certificate, key) also DoT and DoH (extra ports)."""
     port = free_port()
+    extra: dict[str, int] = {}
+    tls_conf = ""
+    if tls is not None:
+        extra = {"dot": free_port(), "doh": free_port()}
+        tls_conf = unbound_tls_conf(tls[0], tls[1], extra["dot"], extra["doh"])
     conf = tmp / "unbound.conf"
-    conf.write_text(unbound_conf(port, local_data or DEFAULT_LOCAL_DATA, threads))
-    server = spawn("unbound", ["unbound", "-d", "-c", str(conf)], tmp, port)
+    conf.write_text(unbound_conf(port, local_data or DEFAULT_LOCAL_DATA, threads, tls_conf))
+    server = spawn("unbound", ["unbound", "-d", "-c", str(conf)], tmp, port, **extra)
     try:
         wait_dns(server, "www.example.test.")
         yield server

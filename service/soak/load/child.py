@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
         spec = ctrl.recv()
         assert isinstance(spec, WorkerSpec)
         control = Control(ctrl, spec.rate_qps)
-        if spec.protocol == "tcp":
+        if spec.protocol in ("tcp", "dot", "doh"):
             from soak.load.tcp import run_tcp
 
             run_tcp(spec, control, stats)

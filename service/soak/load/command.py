@@ -41,7 +41,9 @@ def _config(
         base = Path.cwd()
     else:
         raise InputError("give --queries FILE (or --scenario FILE with a `load:` section)")
-    data.update(given)
+    for key, value in given.items():  # --doh-method and --tls-*: into the scenario's sections
+        old = data.get(key)
+        data[key] = {**old, **value} if isinstance(value, dict) and isinstance(old, dict) else value
     try:
         return LoadConfig.model_validate(data), base
     except ValidationError as exc:
@@ -57,7 +59,15 @@ def _config(
 @click.option("--scenario", type=click.Path(path_type=Path), help="take the mix from a scenario")
 @click.option("--rate", type=float, default=None, help="queries per second; 0 = flat out")
 @click.option("--duration", type=str, default=None, help="seconds (or 30s, 2m)")
-@click.option("--protocol", type=click.Choice(["udp", "tcp"]), default=None)
+@click.option("--protocol", type=click.Choice(["udp", "tcp", "dot", "doh"]), default=None)
+@click.option(
+    "--doh-method", type=click.Choice(["POST", "GET"]), default=None, help="DoH (default POST)"
+)
+@click.option(
+    "--tls-resumption/--no-tls-resumption",
+    default=None,
+    help="DoT/DoH: resume TLS sessions on reconnect (default on)",
+)
 @click.option("--engine", type=click.Choice(["builtin", "dnsperf"]), default=None)
 @click.option("--workers", type=int, default=None, help="worker processes (rate is shared)")
 @click.option("--flows", type=int, default=None, help="UDP source ports or TCP connections")
@@ -72,6 +82,8 @@ def load_cmd(
     rate: float | None,
     duration: str | None,
     protocol: str | None,
+    doh_method: str | None,
+    tls_resumption: bool | None,
     engine: str | None,
     workers: int | None,
     flows: int | None,
@@ -97,6 +109,10 @@ def load_cmd(
         "timeout_s": timeout,
         "seed": seed,
     }
+    if doh_method is not None:
+        options["doh"] = {"method": doh_method}
+    if tls_resumption is not None:
+        options["tls"] = {"resumption": tls_resumption}
     cfg, base = _config(queries, scenario, options)
     if cfg.duration_s is None or cfg.duration_s <= 0:
         raise InputError("--duration must be positive (e.g. 30 or 30s)")

@@ -25,6 +25,40 @@ class RandomNames(StrictModel):
     label_length: int = Field(default=12, ge=1, le=63)
 
 
+class ConnectionPolicy(StrictModel):
+    """How a class's TCP, DoT or DoH connections live (DNS Shotgun's client model).
+
+    A connection carries `queries_per_connection` queries (pipelined), waits for
+    their answers, stays open idle for `idle_s`, then closes and a new one
+    opens; `reconnect_every_s` closes it (once its answers are in) at that age
+    whatever it carried. Without either, connections last until the server
+    closes them.
+    """
+
+    queries_per_connection: int | None = Field(default=None, ge=1)
+    idle_s: DurationS = 0.0
+    reconnect_every_s: DurationS | None = None
+
+    @model_validator(mode="after")
+    def _positive(self) -> ConnectionPolicy:
+        if self.reconnect_every_s is not None and self.reconnect_every_s <= 0:
+            raise ValueError("reconnect_every_s must be positive")
+        return self
+
+
+class TlsOptions(StrictModel):
+    """DoT and DoH: a load generator does not verify the server unless given a CA."""
+
+    resumption: bool = True  # resume the previous connection's TLS session
+    server_name: str | None = None  # SNI (and the name checked with ca_file)
+    ca_file: Path | None = None  # verify the server's certificate against this CA
+
+
+class DohOptions(StrictModel):
+    method: Literal["POST", "GET"] = "POST"
+    path: str = "/dns-query"
+
+
 class QueryClass(StrictModel):
     """One named class of a mix (the seed's cached, local, blocked, miss)."""
 
@@ -34,6 +68,7 @@ class QueryClass(StrictModel):
     queries: list[str] | None = None  # inline, same format as a file's lines
     random: RandomNames | None = None
     expect: Expect | None = None
+    connection: ConnectionPolicy | None = None  # TCP, DoT and DoH only
 
     @model_validator(mode="after")
     def _one_source(self) -> QueryClass:
@@ -47,7 +82,7 @@ class LoadConfig(StrictModel):
     server: str | None = None  # host:port; default: the target's `dns` port
     rate_qps: float = Field(default=1000.0, ge=0)  # 0: as fast as possible
     duration_s: DurationS | None = None  # a scenario's phases set it; `soak load` needs it
-    protocol: Literal["udp", "tcp"] = "udp"
+    protocol: Literal["udp", "tcp", "dot", "doh"] = "udp"
     engine: Literal["builtin", "dnsperf"] = "builtin"
     workers: int = Field(default=1, ge=1, le=64)
     flows: int = Field(default=128, ge=1, le=4096)  # UDP source ports (or TCP connections)
@@ -55,4 +90,6 @@ class LoadConfig(StrictModel):
     # Outstanding queries per worker when rate_qps is 0 (flat out), like dnsperf -q.
     max_outstanding: int = Field(default=100, ge=1, le=60000)
     seed: int | None = None
+    tls: TlsOptions = Field(default_factory=TlsOptions)
+    doh: DohOptions = Field(default_factory=DohOptions)
     mix: list[QueryClass] = Field(default_factory=list, min_length=1)

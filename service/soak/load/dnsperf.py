@@ -124,6 +124,10 @@ def dnsperf_argv(
     argv = [binary, "-s", host, "-p", str(port), "-d", str(path), "-l", f"{duration_s:g}"]
     argv += ["-m", cfg.protocol, "-t", f"{cfg.timeout_s:g}", "-c", str(cfg.flows)]
     argv += ["-T", str(cfg.workers), "-q", str(cfg.max_outstanding)]
+    if cfg.protocol == "doh":
+        name = cfg.tls.server_name or host
+        uri = f"https://{name if ':' not in name else f'[{name}]'}:{port}{cfg.doh.path}"
+        argv += ["-O", f"doh-uri={uri}", "-O", f"doh-method={cfg.doh.method}"]
     if rate_qps > 0:
         argv += ["-Q", f"{rate_qps:g}"]
     return argv

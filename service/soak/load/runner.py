@@ -22,7 +22,8 @@ from typing import Any
 
 import soak
 from soak.errors import InputError, SoakError
-from soak.load.config import LoadConfig
+from soak.load.config import ConnectionPolicy, LoadConfig
+from soak.load.conn import Policy, TlsSpec
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import Interval, LoadResult, MixStats, is_generator_bound, result_from
 from soak.load.worker import WorkerSpec
@@ -52,6 +53,27 @@ def spawn_worker() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
     return proc, ctrl, stats
 
 
+def policy_of(cp: ConnectionPolicy | None) -> Policy:
+    if cp is None:
+        return Policy()
+    every = cp.reconnect_every_s
+    return Policy(
+        cp.queries_per_connection, int(cp.idle_s * 1e9), int(every * 1e9) if every else None
+    )
+
+
+def tls_spec(cfg: LoadConfig, base_dir: Path) -> TlsSpec | None:
+    if cfg.protocol not in ("dot", "doh"):
+        return None
+    ca = cfg.tls.ca_file
+    if ca is not None:
+        ca = ca if ca.is_absolute() else base_dir / ca
+        if not ca.is_file():
+            raise InputError(f"tls.ca_file: no such file: {ca}")
+    alpn = ("h2",) if cfg.protocol == "doh" else ("dot",)
+    return TlsSpec(cfg.tls.resumption, cfg.tls.server_name, str(ca) if ca else None, alpn)
+
+
 class LoadRunner:
     def __init__(
         self,
@@ -70,12 +92,14 @@ class LoadRunner:
         self.cfg = cfg
         self.host = check_allowed(host, tuple(allow_targets))
         self.port = port
-        self.track_gaps = track_gaps  # longest_gap() is measured (the Python UDP loop)
+        self.track_gaps = track_gaps  # run the Python UDP loop (a swap under load)
         seed = cfg.seed if cfg.seed is not None else int(time.time())
         self.classes = build_classes(cfg.mix, base_dir, seed)
         self.names = [c.name for c in self.classes]
         self.weights = [c.weight for c in self.classes]
         self.schedule = mix_schedule(self.weights)
+        self.policies = [policy_of(qc.connection) for qc in cfg.mix]
+        self.tls = tls_spec(cfg, base_dir)
         self._highest_us = int(cfg.timeout_s * 1e6) + 1000
         self._lock = threading.Lock()
         self._window = MixStats(self.names, self._highest_us)
@@ -130,6 +154,10 @@ class LoadRunner:
                 max_duration_s=max_duration_s,
                 rate_qps=rate_qps / workers,
                 track_gaps=self.track_gaps,
+                policies=self.policies,
+                tls=self.tls,
+                doh_method=self.cfg.doh.method,
+                doh_path=self.cfg.doh.path,
             )
             proc, ctrl, stats = spawn_worker()
             specs.append(spec)
@@ -222,10 +250,11 @@ class LoadRunner:
         return result
 
     def longest_gap(self) -> tuple[float, float]:
-        """(seconds, monotonic end time in s) of the longest silence of one worker; 0 for
-        UDP unless the runner was made with `track_gaps` (the compiled loop does not
-        measure it). With one worker that is the longest time without any answer; with several it
-        is an upper bound (another worker may have had answers meanwhile)."""
+        """(seconds, monotonic end time in s) of the longest silence of one worker.
+
+        Every loop measures it (`track_gaps` only picks the Python UDP loop). With one
+        worker that is the longest time without any answer; with several it is an
+        upper bound (another worker may have had answers meanwhile)."""
         with self._lock:
             return self._max_gap_ns / 1e9, self._max_gap_end_ns / 1e9
 

@@ -20,6 +20,7 @@ from typing import Any
 import dns.rcode
 from hdrh.histogram import HdrHistogram
 
+HANDSHAKE_HIGHEST_US = 10_000_000
 PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
 
 
@@ -38,6 +39,16 @@ class ClassInterval:
 
 
 @dataclass
+class Connections:
+    """Stream transports (TCP, DoT, DoH): connections over one interval of one worker."""
+
+    opened: int = 0
+    errors: int = 0  # connects or handshakes that failed, resets, closes with answers due
+    resumed: int = 0  # TLS sessions resumed
+    handshake_us: dict[int, int] = field(default_factory=dict)  # TCP connect + TLS
+
+
+@dataclass
 class Interval:
     worker: int
     interval_s: float
@@ -51,6 +62,7 @@ class Interval:
     # this interval, and when it ended (monotonic ns, the same clock in every process).
     max_gap_ns: int = 0
     max_gap_end_ns: int = 0
+    connections: Connections | None = None
 
 
 def rcode_name(code: int) -> str:
@@ -90,9 +102,12 @@ class ClassStats:
         self.unexpected += ci.unexpected
         for code, n in ci.rcodes.items():
             self.rcodes[code] = self.rcodes.get(code, 0) + n
+        self.add_latencies(ci.lat_us)
+
+    def add_latencies(self, lat_us: dict[int, int]) -> None:
         hist = self.hist
         highest = self.highest_us
-        for us, n in ci.lat_us.items():
+        for us, n in lat_us.items():
             hist.record_value(us if us < highest else highest, n)
             self.sum_us += us * n
             if us < self.min_us:
@@ -167,14 +182,18 @@ class MixStats:
         self.backlog_max = 0
         self.skipped = 0
         self.socket_errors = 0
+        self.streams = False  # a stream transport reported connections
+        self.conn = Connections()
+        self.handshake = ClassStats(HANDSHAKE_HIGHEST_US)
 
     def reset(self) -> None:
-        for stats in (*self.classes, self.all):
+        for stats in (*self.classes, self.all, self.handshake):
             stats.reset()
         self.rate_target_s = 0.0
         self.backlog_max = 0
         self.skipped = 0
         self.socket_errors = 0
+        self.conn = Connections()
 
     def add(self, iv: Interval) -> None:
         for stats, ci in zip(self.classes, iv.classes, strict=True):
@@ -184,6 +203,23 @@ class MixStats:
         self.backlog_max = max(self.backlog_max, iv.backlog)
         self.skipped += iv.skipped
         self.socket_errors += iv.socket_errors
+        if iv.connections is not None:
+            self.streams = True
+            self.conn.opened += iv.connections.opened
+            self.conn.errors += iv.connections.errors
+            self.conn.resumed += iv.connections.resumed
+            self.handshake.add_latencies(iv.connections.handshake_us)
+
+    def connections(self) -> dict[str, Any] | None:
+        """connections_opened etc. of a stream transport (None for UDP)."""
+        if not self.streams:
+            return None
+        return {
+            "opened": self.conn.opened,
+            "errors": self.conn.errors,
+            "tls_resumed": self.conn.resumed,
+            "handshake_ms": self.handshake.latency_ms(stddev=False),
+        }
 
     def fields(self, window_s: float, rate_target_qps: float, weights: list[float]) -> Any:
         total_w = sum(weights)
@@ -192,6 +228,15 @@ class MixStats:
             for name, stats, w in zip(self.names, self.classes, weights, strict=True)
         }
         out["all"] = self.all.fields(window_s, rate_target_qps)
+        if self.streams:
+            out["all"]["connections_opened"] = self.conn.opened
+            out["all"]["connection_errors"] = self.conn.errors
+            out["all"]["tls_resumed"] = self.conn.resumed
+            hs = self.handshake.latency_ms(stddev=False)
+            for key in ("p50", "p95", "p99", "max"):
+                value = hs[key]
+                if value is not None:
+                    out["all"][f"handshake_{key}_ms"] = value
         return out
 
 
@@ -213,6 +258,7 @@ class LoadResult:
     skipped: int = 0
     unexpected: int = 0
     notes: list[str] = field(default_factory=list)
+    connections: dict[str, Any] | None = None  # TCP, DoT, DoH: see MixStats.connections
 
     @property
     def achieved_rate(self) -> float:
@@ -237,6 +283,7 @@ class LoadResult:
             "latency_ms": self.latency_ms,
             "generator_bound": self.generator_bound,
             "classes": self.classes,
+            **({"connections": self.connections} if self.connections is not None else {}),
         }
 
 
@@ -277,4 +324,5 @@ def result_from(
         skipped=stats.skipped,
         unexpected=total.unexpected,
         notes=notes,
+        connections=stats.connections(),
     )

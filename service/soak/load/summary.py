@@ -41,6 +41,13 @@ def format_summary(r: LoadResult, server: str) -> str:
         f"  Percentiles (ms):     p50 {_lat(lat['p50'])} p95 {_lat(lat['p95'])} "
         f"p99 {_lat(lat['p99'])} p99.9 {_lat(lat['p999'])}"
     )
+    if r.connections is not None:
+        c, hs = r.connections, r.connections["handshake_ms"]
+        lines.append(
+            f"  Connections:          opened {c['opened']} errors {c['errors']} "
+            f"TLS resumed {c['tls_resumed']}, handshake p50 {_lat(hs['p50'])} "
+            f"p99 {_lat(hs['p99'])} max {_lat(hs['max'])} ms"
+        )
     if r.classes:
         lines += ["", "Classes:", ""]
         for name, c in r.classes.items():

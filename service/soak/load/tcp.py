@@ -1,23 +1,25 @@
-"""The TCP loop of a worker: persistent pipelined connections that reconnect.
+"""The stream loop of a worker (TCP, DoT, DoH): pipelined connections that reconnect.
 
 Each of the `flows` connections carries many outstanding queries (2-byte
-length framing, RFC 7766). Writes are batched per loop turn; when the server
-closes a connection (idle timeout, per-connection query limit, restart) it is
-reopened, at most every RECONNECT_NS while the server refuses. Queries that
-were in flight on a closed connection stay in the id ring and end as lost
-after the timeout, like any unanswered query. A query that falls due while no
-connection is up is counted as sent and ends as lost too: open loop means the
-schedule does not wait for the server.
+length framing, RFC 7766, or HTTP/2 streams for DoH: conn.py and doh.py).
+Writes are batched per loop turn; when the server closes a connection (idle
+timeout, per-connection query limit, restart) it is reopened, at most every
+RECONNECT_NS while the server refuses, and a class's connection policy closes
+and reopens its connections on purpose (churn). Queries that were in flight
+on a closed connection stay in the id ring and end as lost after the timeout,
+like any unanswered query. A query that falls due while no connection is up
+(or every one is done under its policy) is counted as sent and ends as lost
+too: open loop means the schedule does not wait for the server.
 """
 
 from __future__ import annotations
 
 import contextlib
 import select
-import socket
+import ssl
 from multiprocessing.connection import Connection
 
-from soak.load.queries import HEADER
+from soak.load.conn import Policy, StreamFlow, assign_flows, tls_context
 from soak.load.worker import (
     CONTROL_NS,
     INTERVAL_NS,
@@ -29,80 +31,72 @@ from soak.load.worker import (
     monotonic_ns,
 )
 
-RECONNECT_NS = 100_000_000
 SEND_BATCH = 64
 
 
-class TcpFlow:
-    def __init__(self, host: str, port: int) -> None:
-        self.addr = (host, port)
-        self.sock: socket.socket | None = None
-        self.rbuf = bytearray()
-        self.wbuf = bytearray()
-        self.retry_ns = 0
-        self.connects = 0
+class Flows:
+    """The worker's connection slots, which classes they carry, and retiring connections.
 
-    def connect(self, now: int) -> bool:
-        if now < self.retry_ns:
-            return False
-        self.retry_ns = now + RECONNECT_NS
-        try:
-            s = socket.create_connection(self.addr, timeout=0.5)
-        except OSError:
-            return False
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.setblocking(False)
-        self.sock = s
-        self.rbuf.clear()
-        self.wbuf.clear()
-        self.connects += 1
-        return True
+    A connection that is done under its policy (its quota carried, or its age
+    reached) retires: a new one takes its slot at once, so the class never
+    waits, and the old one stays open until its answers are in and its idle
+    time is over.
+    """
 
-    def close(self) -> None:
-        if self.sock is not None:
-            with contextlib.suppress(OSError):
-                self.sock.close()
-        self.sock = None
-        self.wbuf.clear()
-        self.rbuf.clear()
+    def __init__(self, spec: WorkerSpec, book: Book) -> None:
+        self.spec, self.book = spec, book
+        policies = spec.policies or [Policy()] * len(spec.classes)
+        own = any(p.churns for p in policies)
+        self.pools = assign_flows(spec.flows, [c.weight for c in spec.classes], own)
+        nflows = max(i for pool in self.pools for i in pool) + 1
+        # A slot takes the policy of the (first) class it carries.
+        self.policy_of = [
+            policies[next(c for c, pool in enumerate(self.pools) if i in pool)]
+            for i in range(nflows)
+        ]
+        self.tls = spec.tls if spec.protocol in ("dot", "doh") else None
+        self.ctx = tls_context(self.tls) if self.tls is not None else None
+        self.slots = [self.new_flow(i) for i in range(nflows)]
+        self.retiring: list[StreamFlow] = []
 
-    def flush(self) -> bool:
-        """Write what is buffered; False when the connection broke."""
-        if self.sock is None or not self.wbuf:
-            return self.sock is not None
-        try:
-            n = self.sock.send(self.wbuf)
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
-        del self.wbuf[:n]
-        return True
+    def new_flow(self, i: int, session: ssl.SSLSession | None = None) -> StreamFlow:
+        spec, policy = self.spec, self.policy_of[i]
+        if spec.protocol == "doh":
+            from soak.load.doh import DohFlow
 
-    def frames(self) -> list[bytes]:
-        """Complete DNS messages in the read buffer (removed from it)."""
-        out = []
-        buf = self.rbuf
-        pos = 0
-        while len(buf) - pos >= 2:
-            size = (buf[pos] << 8) | buf[pos + 1]
-            if len(buf) - pos - 2 < size:
-                break
-            out.append(bytes(buf[pos + 2 : pos + 2 + size]))
-            pos += 2 + size
-        del buf[:pos]
-        return out
+            f: StreamFlow = DohFlow(spec.host, spec.port, policy, self.book, self.ctx)
+            f.doh_get = spec.doh_method == "GET"  # type: ignore[attr-defined]
+            f.doh_path = spec.doh_path  # type: ignore[attr-defined]
+        else:
+            f = StreamFlow(spec.host, spec.port, policy, self.book, self.ctx)
+        if self.tls is not None:
+            f.server_name, f.resume, f.session = self.tls.server_name, self.tls.resumption, session
+        return f
+
+    def retire(self, i: int) -> StreamFlow:
+        """Slot i's connection retires; returns the new (not yet connected) one."""
+        old = self.slots[i]
+        self.retiring.append(old)
+        new = self.new_flow(i, old.current_session())
+        self.slots[i] = new
+        return new
+
+    def all(self) -> list[StreamFlow]:
+        return self.slots + self.retiring
 
 
 def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
+    """TCP, DoT and DoH: the same loop over different StreamFlows."""
     book = Book(spec)
-    flows = [TcpFlow(spec.host, spec.port) for _ in range(spec.flows)]
+    fl = Flows(spec, book)
+    slots, pools = fl.slots, fl.pools
+    cursor = [0] * len(pools)  # per class: where its round robin stands
     ep = select.epoll()
-    by_fd: dict[int, TcpFlow] = {}
+    by_fd: dict[int, StreamFlow] = {}
     start = monotonic_ns()
     book.last_answer_ns = start
 
-    def reopen(f: TcpFlow, now: int) -> None:
+    def reopen(f: StreamFlow, now: int) -> None:
         if f.sock is not None:
             by_fd.pop(f.sock.fileno(), None)
             with contextlib.suppress(OSError):
@@ -112,7 +106,43 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
             ep.register(f.sock.fileno(), select.EPOLLIN)
             by_fd[f.sock.fileno()] = f
 
-    for f in flows:
+    def drop(f: StreamFlow) -> None:
+        if f.sock is not None:
+            by_fd.pop(f.sock.fileno(), None)
+            with contextlib.suppress(OSError):
+                ep.unregister(f.sock.fileno())
+        f.close()
+
+    def pick(c: int, now: int) -> StreamFlow | None:
+        pool = pools[c]
+        for attempt in range(2):
+            i = cursor[c]
+            for _ in range(len(pool)):
+                cand = slots[pool[i]]
+                i = i + 1 if i + 1 < len(pool) else 0
+                if cand.accepting(now):
+                    cursor[c] = i
+                    return cand
+            if attempt == 0:  # every one is spent or down: replace them now, not next turn
+                renew(pool, now)
+        return None
+
+    def renew(pool: list[int], now: int) -> None:
+        for i in pool:
+            f = slots[i]
+            if f.sock is not None and f.spent(now):
+                f = fl.retire(i)
+            if f.sock is None:
+                reopen(f, now)
+
+    def housekeeping(now: int) -> None:
+        renew(list(range(len(slots))), now)
+        for f in list(fl.retiring):
+            if f.sock is None or f.due_to_close(now, book.timeout_ns):
+                drop(f)
+                fl.retiring.remove(f)
+
+    for f in slots:
         reopen(f, start)
     hard_end = start + int(spec.max_duration_s * 1e9)
     send_end = min(start + int(spec.duration_s * 1e9), hard_end)
@@ -120,7 +150,6 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     next_interval, next_sweep = start + INTERVAL_NS, start + SWEEP_NS
     next_control, last_interval = start + CONTROL_NS, start
     sent_total = skipped = 0
-    flow_i = 0
     sending = True
     try:
         while True:
@@ -145,45 +174,33 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     if slot < 0:
                         break
                     c, q = book.next_query()
-                    up: TcpFlow | None = None
-                    for _ in range(len(flows)):  # the next connection that is up
-                        cand = flows[flow_i]
-                        flow_i = (flow_i + 1) % len(flows)
-                        if cand.sock is not None:
-                            up = cand
-                            break
-                    if up is not None:
-                        size = len(HEADER) + len(q)
-                        up.wbuf += bytes((size >> 8, size & 255, slot >> 8, slot & 255))
-                        up.wbuf += HEADER[2:]
-                        up.wbuf += q
+                    up = pick(c, now)
+                    if up is not None:  # else: due while no connection is up: it is lost
+                        up.queue(slot, q, now)
                     book.sent_query(slot, c, q, monotonic_ns())
                     sent_total += 1
-                for f in flows:
+                for f in fl.all():  # a connection retired mid-batch still has queries to send
                     if f.wbuf and not f.flush():
-                        reopen(f, now)
+                        book.conn_errors += 1
+                        drop(f)
             for fd, _ev in ep.poll(timeout):
                 got_flow = by_fd.get(fd)
                 if got_flow is None or got_flow.sock is None:
                     continue
-                f, sock = got_flow, got_flow.sock
-                try:
-                    data = sock.recv(65536)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    data = b""
-                if not data:
-                    reopen(f, monotonic_ns())
-                    continue
-                f.rbuf += data
+                f = got_flow
+                data = f.read()
                 got = monotonic_ns()
-                for msg in f.frames():
-                    book.reply(msg, got)
+                if data:
+                    for msg in f.messages(data):
+                        book.reply(msg, got)
+                    if f.wbuf and not f.flush():  # DoH: window updates, settings acks
+                        data = None
+                if data is None:  # closed by the server: an error if answers were due
+                    if f.answered < f.carried and got - f.last_send_ns < book.timeout_ns:
+                        book.conn_errors += 1
+                    drop(f)  # a slot's connection is reopened by housekeeping
             now = monotonic_ns()
-            for f in flows:
-                if f.sock is None:
-                    reopen(f, now)
+            housekeeping(now)
             if now >= next_sweep:
                 book.sweep(now)
                 next_sweep = now + SWEEP_NS
@@ -208,5 +225,5 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
         conn.send(iv)
     finally:
         ep.close()
-        for f in flows:
+        for f in fl.all():
             f.close()

@@ -14,9 +14,10 @@ import struct
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from typing import Any
 
 from soak.load.queries import HEADER, ClassQueries
-from soak.load.stats import ClassInterval, Interval
+from soak.load.stats import ClassInterval, Connections, Interval
 
 RING = 65536
 MASK = RING - 1
@@ -46,9 +47,14 @@ class WorkerSpec:
     # Replies to queries without EDNS fit in 512 bytes; a large recv buffer costs a
     # big allocation per datagram (measured: ~5% of the loop's CPU at 65,535).
     recv_bytes: int = 4096
-    # Measure silences between replies (a swap under load): the Python loop does; the
-    # compiled one does not, so a worker that must measure them runs the Python loop.
+    # A swap under load runs the Python UDP loop (both loops measure silences between
+    # replies; the compiled one since it tracks them per wake too).
     track_gaps: bool = False
+    # Stream transports: per class, its connection policy (None: connections last).
+    policies: list[Any] | None = None  # conn.Policy
+    tls: Any = None  # conn.TlsSpec for dot and doh
+    doh_method: str = "POST"
+    doh_path: str = "/dns-query"
 
 
 class Control:
@@ -152,6 +158,9 @@ class Book:
         self.unexpected = 0
         self.rcodes = [0] * (16 * nc)
         self.lat: dict[int, int] = {}
+        # stream transports: connections opened, failed, TLS sessions resumed, setup times
+        self.conn_opened = self.conn_errors = self.conn_resumed = 0
+        self.handshake_us: dict[int, int] = {}
 
     def interval(self, interval_s: float, rate: float, backlog: int, skipped: int) -> Interval:
         nc = self.nc
@@ -169,6 +178,9 @@ class Book:
         iv = Interval(self.spec.index, interval_s, rate, backlog, skipped, classes)
         iv.max_gap_ns, iv.max_gap_end_ns = self.max_gap_ns, self.max_gap_end_ns
         self.max_gap_ns = self.max_gap_end_ns = 0
+        iv.connections = Connections(
+            self.conn_opened, self.conn_errors, self.conn_resumed, self.handshake_us
+        )
         self.reset()
         return iv
 

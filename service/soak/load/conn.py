@@ -1,0 +1,249 @@
+"""Connections of the stream transports (TCP, DoT, DoH) and how they live.
+
+A StreamFlow is one client connection: it connects (and for DoT and DoH does
+the TLS handshake, resuming the previous session when asked), carries
+pipelined queries, and follows its class's ConnectionPolicy: after
+`queries_per_connection` queries, or at `reconnect_every_s` of age, it stops
+taking queries, waits for its answers (or the timeout), stays idle for
+`idle_s`, closes and connects again. Handshake times and connection errors go
+into the worker's Book. The loop in tcp.py drives these; DoH's HTTP/2
+framing is in doh.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from soak.load.queries import HEADER
+from soak.load.worker import Book, monotonic_ns
+
+RECONNECT_NS = 100_000_000  # at most this often while the server refuses
+CONNECT_TIMEOUT_S = 1.0  # TCP connect plus TLS handshake (blocking: see docs/load.md)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A class's ConnectionPolicy in plain numbers (it crosses into worker processes)."""
+
+    queries_per_connection: int | None = None
+    idle_ns: int = 0
+    reconnect_every_ns: int | None = None
+
+    @property
+    def churns(self) -> bool:
+        return self.queries_per_connection is not None or self.reconnect_every_ns is not None
+
+
+@dataclass(frozen=True)
+class TlsSpec:
+    resumption: bool = True
+    server_name: str | None = None
+    ca_file: str | None = None
+    alpn: tuple[str, ...] = ()
+
+
+def tls_context(tls: TlsSpec) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if tls.ca_file is not None:
+        ctx.load_verify_locations(tls.ca_file)
+        ctx.check_hostname = tls.server_name is not None
+    else:  # a load generator measures the server; it does not authenticate it
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if not tls.resumption:
+        ctx.options |= ssl.OP_NO_TICKET
+    if tls.alpn:
+        ctx.set_alpn_protocols(list(tls.alpn))
+    return ctx
+
+
+def assign_flows(flows: int, weights: Sequence[float], own: bool) -> list[list[int]]:
+    """Which connections carry which class: all share all, or (own) each class has its
+    own, `flows` split by weight with at least one each."""
+    n = len(weights)
+    if not own:
+        return [list(range(flows)) for _ in range(n)]
+    total = sum(weights)
+    counts = [max(1, round(flows * w / total)) for w in weights]
+    out, first = [], 0
+    for count in counts:
+        out.append(list(range(first, first + count)))
+        first += count
+    return out
+
+
+class StreamFlow:
+    """One TCP or DoT connection with 2-byte length framing (RFC 7766)."""
+
+    def __init__(
+        self, host: str, port: int, policy: Policy, book: Book, tls: ssl.SSLContext | None = None
+    ) -> None:
+        self.addr = (host, port)
+        self.policy = policy
+        self.book = book
+        self.tls = tls
+        self.server_name: str | None = None
+        self.session: ssl.SSLSession | None = None
+        self.resume = True
+        self.sock: socket.socket | None = None
+        self.rbuf = bytearray()
+        self.wbuf = bytearray()
+        self.retry_ns = 0
+        self.born_ns = 0
+        self.carried = 0  # queries sent on this connection
+        self.answered = 0
+        self.last_send_ns = 0
+        self.close_at_ns = 0  # > 0 once it is spent and its answers are in: closes then
+        self.goaway = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    def connect(self, now: int) -> bool:
+        if now < self.retry_ns:
+            return False
+        self.retry_ns = now + RECONNECT_NS
+        book = self.book
+        start = monotonic_ns()
+        try:
+            s = socket.create_connection(self.addr, timeout=CONNECT_TIMEOUT_S)
+        except OSError:
+            book.conn_errors += 1
+            return False
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            try:
+                s = self.tls.wrap_socket(
+                    s,
+                    server_hostname=self.server_name,
+                    session=self.session if self.resume else None,
+                )
+                if not self.handshake_ok(s):
+                    raise ssl.SSLError("ALPN: the server did not agree on the protocol")
+            except (OSError, ValueError):
+                with contextlib.suppress(OSError):
+                    s.close()
+                book.conn_errors += 1
+                return False
+        done = monotonic_ns()
+        s.setblocking(False)
+        self.sock = s
+        self.rbuf.clear()
+        self.wbuf.clear()
+        self.born_ns = done
+        self.carried = self.answered = 0
+        self.close_at_ns = 0
+        self.goaway = False
+        book.conn_opened += 1
+        if isinstance(s, ssl.SSLSocket) and s.session_reused:
+            book.conn_resumed += 1
+        us = (done - start) // 1000
+        book.handshake_us[us] = book.handshake_us.get(us, 0) + 1
+        self.started()
+        return True
+
+    def handshake_ok(self, s: ssl.SSLSocket) -> bool:
+        return True
+
+    def started(self) -> None:
+        """Hook: what a new connection sends first (DoH: the HTTP/2 preface)."""
+
+    def current_session(self) -> ssl.SSLSession | None:
+        """The TLS session to resume (TLS 1.3 tickets arrive after the handshake)."""
+        if isinstance(self.sock, ssl.SSLSocket):
+            with contextlib.suppress(AttributeError, ValueError):
+                return self.sock.session or self.session
+        return self.session
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.session = self.current_session()
+            with contextlib.suppress(OSError):
+                self.sock.close()
+        self.sock = None
+        self.wbuf.clear()
+        self.rbuf.clear()
+
+    def spent(self, now: int) -> bool:
+        """Done under its policy (quota carried, age reached) or told to go away (DoH)."""
+        if self.goaway:
+            return True
+        p = self.policy
+        if p.queries_per_connection is not None and self.carried >= p.queries_per_connection:
+            return True
+        return p.reconnect_every_ns is not None and now - self.born_ns >= p.reconnect_every_ns
+
+    def accepting(self, now: int) -> bool:
+        """Up and still taking queries."""
+        return self.sock is not None and not self.spent(now)
+
+    def due_to_close(self, now: int, timeout_ns: int) -> bool:
+        """True once a spent connection's answers are in (or timed out) and its idle time
+        is over."""
+        if self.sock is None or not self.spent(now):
+            return False
+        if not self.close_at_ns:
+            if self.answered < self.carried and now - self.last_send_ns < timeout_ns:
+                return False
+            self.close_at_ns = now + self.policy.idle_ns
+        return now >= self.close_at_ns
+
+    # ------------------------------------------------------------ traffic
+
+    def queue(self, slot: int, question: bytes, now: int) -> None:
+        size = len(HEADER) + len(question)
+        self.wbuf += bytes((size >> 8, size & 255, slot >> 8, slot & 255))
+        self.wbuf += HEADER[2:]
+        self.wbuf += question
+        self.carried += 1
+        self.last_send_ns = now
+
+    def flush(self) -> bool:
+        """Write what is buffered; False when the connection broke."""
+        if self.sock is None or not self.wbuf:
+            return self.sock is not None
+        try:
+            n = self.sock.send(self.wbuf)
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            return True
+        except OSError:
+            return False
+        del self.wbuf[:n]
+        return True
+
+    def read(self) -> bytes | None:
+        """Everything readable now (b"" if nothing); None when the connection ended."""
+        assert self.sock is not None
+        chunks: list[bytes] = []
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                break
+            except OSError:
+                return None
+            if not data:
+                return None if not chunks else b"".join(chunks)
+            chunks.append(data)
+            if self.tls is None:
+                break  # plain TCP: epoll brings us back; TLS may hold decrypted bytes
+        return b"".join(chunks)
+
+    def messages(self, data: bytes) -> list[bytes]:
+        """Complete DNS messages received (removed from the read buffer)."""
+        buf = self.rbuf
+        buf += data
+        out = []
+        pos = 0
+        while len(buf) - pos >= 2:
+            size = (buf[pos] << 8) | buf[pos + 1]
+            if len(buf) - pos - 2 < size:
+                break
+            out.append(bytes(buf[pos + 2 : pos + 2 + size]))
+            pos += 2 + size
+        del buf[:pos]
+        self.answered += len(out)
+        return out

@@ -1,0 +1,119 @@
+"""DNS over HTTPS (RFC 8484) connections for the stream loop: HTTP/2 through h2.
+
+Each query is one HTTP/2 stream (POST with an application/dns-message body,
+or GET with ?dns=base64url), many in flight per connection. The DNS id on the
+wire is 0, as RFC 8484 recommends for caches; the stream id maps back to the
+ring slot, and the answer gets the slot as its id before the usual matching.
+A response that is not 200, a reset stream and a GOAWAY with an error code
+count as connection errors; such queries end as lost. h2 is pure Python:
+measured per-query costs are in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import ssl
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+
+from soak.load.conn import StreamFlow
+from soak.load.queries import HEADER
+
+
+class DohFlow(StreamFlow):
+    doh_get = False
+    doh_path = "/dns-query"
+
+    def handshake_ok(self, s: ssl.SSLSocket) -> bool:
+        return s.selected_alpn_protocol() == "h2"
+
+    def started(self) -> None:
+        config = h2.config.H2Configuration(client_side=True, header_encoding=None)
+        self.h2 = h2.connection.H2Connection(config=config)
+        self.h2.initiate_connection()
+        self.streams: dict[int, tuple[int, bytearray, bool]] = {}  # id -> slot, body, status ok
+        host = self.server_name or self.addr[0]
+        self.authority = f"{host}:{self.addr[1]}".encode()
+        self.wbuf += self.h2.data_to_send()
+
+    def accepting(self, now: int) -> bool:
+        if not super().accepting(now):
+            return False
+        # The server's SETTINGS bound the streams in flight; beyond them, another connection.
+        return len(self.streams) < self.h2.remote_settings.max_concurrent_streams
+
+    def queue(self, slot: int, question: bytes, now: int) -> None:
+        conn = self.h2
+        sid = conn.get_next_available_stream_id()
+        wire = HEADER + question  # id 0
+        path = self.doh_path.encode()
+        if self.doh_get:
+            dns = base64.urlsafe_b64encode(wire).rstrip(b"=")
+            headers = self._headers(b"GET", path + b"?dns=" + dns)
+            conn.send_headers(sid, headers, end_stream=True)
+        else:
+            headers = self._headers(b"POST", path)
+            headers += [
+                (b"content-type", b"application/dns-message"),
+                (b"content-length", str(len(wire)).encode()),
+            ]
+            conn.send_headers(sid, headers)
+            conn.send_data(sid, wire, end_stream=True)
+        self.streams[sid] = (slot, bytearray(), True)
+        self.wbuf += conn.data_to_send()
+        self.carried += 1
+        self.last_send_ns = now
+
+    def _headers(self, method: bytes, path: bytes) -> list[tuple[bytes, bytes]]:
+        return [
+            (b":method", method),
+            (b":scheme", b"https"),
+            (b":authority", self.authority),
+            (b":path", path),
+            (b"accept", b"application/dns-message"),
+        ]
+
+    def messages(self, data: bytes) -> list[bytes]:
+        conn = self.h2
+        out = []
+        try:
+            events = conn.receive_data(data)
+        except h2.exceptions.ProtocolError:
+            self.book.conn_errors += 1
+            self.streams.clear()
+            return []
+        for ev in events:
+            if isinstance(ev, h2.events.ResponseReceived):
+                entry = self.streams.get(ev.stream_id)
+                if entry is not None:
+                    status = dict(ev.headers).get(b":status")
+                    self.streams[ev.stream_id] = (entry[0], entry[1], status == b"200")
+            elif isinstance(ev, h2.events.DataReceived):
+                entry = self.streams.get(ev.stream_id)
+                if entry is not None:
+                    entry[1].extend(ev.data)
+                conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.StreamEnded):
+                done = self.streams.pop(ev.stream_id, None)
+                if done is None:
+                    continue
+                slot, body, ok = done
+                self.answered += 1
+                if ok and len(body) >= 12:
+                    body[0], body[1] = slot >> 8, slot & 255
+                    out.append(bytes(body))
+                else:
+                    self.book.conn_errors += 1
+            elif isinstance(ev, h2.events.StreamReset):
+                if self.streams.pop(ev.stream_id, None) is not None:
+                    self.answered += 1  # nothing more will come on it: lost at the timeout
+                    self.book.conn_errors += 1
+            elif isinstance(ev, h2.events.ConnectionTerminated):
+                self.goaway = True  # take no more queries; retired and replaced
+                if ev.error_code:  # not a graceful NO_ERROR shutdown
+                    self.book.conn_errors += 1
+        self.wbuf += conn.data_to_send()
+        return out

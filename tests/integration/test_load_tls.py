@@ -1,0 +1,158 @@
+"""DoT and DoH load against real servers on loopback with a certificate made here.
+
+unbound (tls-port, https-port) and knot-resolver (kind tls, doh2), connection
+policies that churn connections, TLS session resumption on and off, and the
+server's file descriptors coming back down after the churn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soak.load.config import LoadConfig
+from soak.load.runner import run_load
+from tests.support.servers import ServerProc, dnsmasq_upstream, kresd, unbound
+from tests.support.tls import SERVER_NAME, make_cert
+
+pytestmark = pytest.mark.integration
+
+LOCAL = {"name": "local", "queries": ["www.example.test", "mail.example.test A"]}
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return make_cert(tmp_path_factory.mktemp("cert"))
+
+
+@pytest.fixture(scope="module")
+def ub(tmp_path_factory: pytest.TempPathFactory, cert: tuple[Path, Path]) -> Iterator[ServerProc]:
+    with unbound(tmp_path_factory.mktemp("unbound"), tls=cert) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def kr(tmp_path_factory: pytest.TempPathFactory, cert: tuple[Path, Path]) -> Iterator[ServerProc]:
+    with (
+        dnsmasq_upstream(tmp_path_factory.mktemp("upstream")) as up,
+        kresd(tmp_path_factory.mktemp("kresd"), up.port, tls=cert) as s,
+    ):
+        yield s
+
+
+def load(server: ServerProc, protocol: str, tmp: Path, **cfg: Any) -> dict[str, Any]:
+    port = server.extra_ports["dot" if protocol == "dot" else "doh"]
+    duration_s, rate = cfg.pop("duration_s", 1.5), cfg.pop("rate", 300.0)
+    config = LoadConfig(protocol=protocol, flows=cfg.pop("flows", 2), mix=[LOCAL], **cfg)
+    return run_load(config, ("127.0.0.1", port), duration_s, rate, base_dir=tmp).to_json_dict()
+
+
+@pytest.mark.parametrize(("protocol", "method"), [("dot", None), ("doh", "POST"), ("doh", "GET")])
+def test_unbound_answers_every_query(
+    ub: ServerProc, protocol: str, method: str | None, tmp_path: Path
+) -> None:
+    extra = {"doh": {"method": method}} if method else {}
+    d = load(ub, protocol, tmp_path, **extra)
+    assert d["sent"] == 450 and d["completed"] == 450 and d["rcodes"] == {"NOERROR": 450}
+    conns = d["connections"]
+    assert conns["opened"] == 2 and conns["errors"] == 0
+    assert 0 < conns["handshake_ms"]["p50"] <= conns["handshake_ms"]["max"]
+    assert d["latency_ms"]["p50"] > 0
+
+
+@pytest.mark.parametrize("protocol", ["dot", "doh"])
+def test_knot_resolver_answers_every_query(kr: ServerProc, protocol: str, tmp_path: Path) -> None:
+    d = load(kr, protocol, tmp_path)
+    assert d["sent"] == 450 and d["completed"] == 450 and d["lost"] == 0
+    assert d["connections"]["errors"] == 0
+
+
+@pytest.mark.parametrize("resumption", [True, False])
+def test_queries_per_connection_churns_and_resumes_sessions(
+    ub: ServerProc, resumption: bool, tmp_path: Path
+) -> None:
+    mix = [{**LOCAL, "connection": {"queries_per_connection": 20, "idle_s": 0.05}}]
+    cfg = LoadConfig(protocol="dot", flows=1, mix=mix, tls={"resumption": resumption})
+    port = ub.extra_ports["dot"]
+    d = run_load(cfg, ("127.0.0.1", port), 2.0, 400.0, base_dir=tmp_path).to_json_dict()
+    assert d["sent"] == 800 and d["lost"] == 0
+    conns = d["connections"]
+    # 800 queries, 20 per connection: 40 connections, each replaced as soon as it is spent
+    assert 40 <= conns["opened"] <= 41 and conns["errors"] == 0
+    if resumption:
+        assert conns["tls_resumed"] >= conns["opened"] - 2
+    else:
+        assert conns["tls_resumed"] == 0
+
+
+def test_reconnect_every_s_closes_connections_by_age(kr: ServerProc, tmp_path: Path) -> None:
+    mix = [{**LOCAL, "connection": {"reconnect_every_s": 0.5}}]
+    cfg = LoadConfig(protocol="doh", flows=1, mix=mix)
+    port = kr.extra_ports["doh"]
+    d = run_load(cfg, ("127.0.0.1", port), 2.0, 200.0, base_dir=tmp_path).to_json_dict()
+    assert d["completed"] == 400 and d["connections"]["errors"] == 0
+    # one at the start, a new one every 0.5 s (3 if the loop was starved for a while)
+    assert 3 <= d["connections"]["opened"] <= 5
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_server_fds_come_back_after_churn(ub: ServerProc, tmp_path: Path) -> None:
+    before = open_fds(ub.pid)
+    mix = [{**LOCAL, "connection": {"queries_per_connection": 5}}]
+    cfg = LoadConfig(protocol="doh", flows=4, mix=mix)
+    port = ub.extra_ports["doh"]
+    d = run_load(cfg, ("127.0.0.1", port), 2.0, 500.0, base_dir=tmp_path).to_json_dict()
+    assert d["lost"] == 0 and d["connections"]["opened"] >= 200
+    deadline = time.monotonic() + 10
+    while open_fds(ub.pid) > before and time.monotonic() < deadline:
+        time.sleep(0.1)  # the server closes its side when it reads our close
+    assert open_fds(ub.pid) <= before
+
+
+def test_cli_doh_get_json(ub: ServerProc, tmp_path: Path) -> None:
+    qfile = tmp_path / "q.txt"
+    qfile.write_text("www.example.test A\n")
+    argv = [sys.executable, "-m", "soak.cli", "load", "--server"]
+    argv += [f"127.0.0.1:{ub.extra_ports['doh']}", "--queries", str(qfile), "--rate", "100"]
+    argv += ["--duration", "1", "--protocol", "doh", "--doh-method", "GET", "--json"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    d = json.loads(out)
+    assert d["completed"] == 100 and d["connections"]["opened"] >= 1
+
+
+def test_ca_file_verifies_the_server(
+    ub: ServerProc, cert: tuple[Path, Path], tmp_path: Path
+) -> None:
+    tls = {"ca_file": str(cert[0]), "server_name": SERVER_NAME}
+    d = load(ub, "dot", tmp_path, tls=tls)
+    assert d["completed"] == 450
+    wrong = {"ca_file": str(cert[0]), "server_name": "other.example"}
+    d = load(ub, "dot", tmp_path, tls=wrong)
+    assert d["completed"] == 0 and d["connections"]["errors"] > 0
+
+
+def test_cli_dot_text_summary_has_a_connections_line(ub: ServerProc, tmp_path: Path) -> None:
+    qfile = tmp_path / "q.txt"
+    qfile.write_text("www.example.test A\n")
+    argv = [sys.executable, "-m", "soak.cli", "load", "--server"]
+    argv += [f"127.0.0.1:{ub.extra_ports['dot']}", "--queries", str(qfile), "--rate", "100"]
+    argv += ["--duration", "1", "--protocol", "dot", "--no-tls-resumption", "--flows", "3"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    assert "Connections:          opened 3 errors 0 TLS resumed 0" in out
+
+
+def test_dnsperf_engine_speaks_dot(ub: ServerProc, tmp_path: Path) -> None:
+    cfg = LoadConfig(engine="dnsperf", protocol="dot", flows=1, mix=[LOCAL])
+    d = run_load(cfg, ("127.0.0.1", ub.extra_ports["dot"]), 1.0, 100.0, base_dir=tmp_path)
+    assert d.completed >= 95 and d.engine == "dnsperf"
