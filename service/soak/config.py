@@ -139,15 +139,22 @@ def error_lines(exc: ValidationError) -> list[str]:
 
 def read_yaml(path: Path) -> Any:
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: {not_utf8(exc)}") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise InputError(f"{path}:{where} not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """`not UTF-8 text (byte 0xff at offset 12)`: where, not Python's codec message."""
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
 
 
 def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:

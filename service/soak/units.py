@@ -6,6 +6,7 @@ Pure parsing, no I/O. Durations accept a number of seconds or "500ms", "30s",
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +28,12 @@ _SIZE_UNIT = {
     "gib": 1024**3,
     "tib": 1024**4,
 }
+
+
+# Upper bounds: a year-long soak is the longest anyone means; a value past them is a
+# typo (a unit forgotten, `.inf`), and would overflow the nanosecond clocks downstream.
+MAX_DURATION_S = 366 * 86400.0
+MAX_SIZE_BYTES = 1024**5  # 1 PiB
 
 
 class StrictModel(BaseModel):
@@ -63,8 +70,12 @@ def parse_duration_s(value: Any) -> float:
         seconds = float(m.group(1)) * _DURATION_UNIT_S[m.group(2) or "s"]
     else:
         raise ValueError(f"not a duration: {value!r}")
+    if not math.isfinite(seconds):
+        raise ValueError(f"not a duration: {value!r}")
     if seconds < 0:
         raise ValueError(f"duration must not be negative: {value!r}")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"duration {value!r} is longer than the most soak takes (366d)")
     return seconds
 
 
@@ -81,8 +92,12 @@ def parse_size_bytes(value: Any) -> int:
         size = float(m.group(1)) * _SIZE_UNIT[(m.group(2) or "B").lower()]
     else:
         raise ValueError(f"not a size: {value!r}")
+    if not math.isfinite(size):
+        raise ValueError(f"not a size: {value!r}")
     if size < 0:
         raise ValueError(f"size must not be negative: {value!r}")
+    if size > MAX_SIZE_BYTES:
+        raise ValueError(f"size {value!r} is larger than the most soak takes (1PiB)")
     return int(size)
 
 

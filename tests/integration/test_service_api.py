@@ -67,6 +67,24 @@ def test_bad_scenario_is_422_with_field_paths(client: TestClient) -> None:
     assert r.json()["errors"][0]["path"] == "(body)"
 
 
+def test_bad_bytes_and_bad_files_are_422_before_a_record(
+    client: TestClient, tmp_path: Path
+) -> None:
+    r = client.post("/runs", content=b"name: t\n\xff\n", headers=AUTH)
+    assert r.status_code == 422
+    assert r.json()["errors"][0]["message"] == "body: not UTF-8 text (byte 0xff at offset 8)"
+    (tmp_path / "q.txt").write_text("www.example.test A\nexample.test A extra\n")
+    body = (
+        "name: t\ntarget: {runtime: process, argv: [sleep, '600'], ports: {dns: {}}}\n"
+        "load: {rate_qps: 10, mix: [{name: q, file: q.txt}]}\n"
+        "phases: [{name: a, duration_s: 10s}]\n"
+    )
+    r = client.post("/runs", params={"base_dir": str(tmp_path)}, content=body, headers=AUTH)
+    assert r.status_code == 422
+    assert "q.txt line 2: malformed query line" in r.json()["errors"][0]["message"]
+    assert client.get("/runs", headers=AUTH).json() == {"runs": []}  # no record, no start
+
+
 def test_unknown_run_is_404_and_list_is_empty(client: TestClient) -> None:
     assert client.get("/runs", headers=AUTH).json() == {"runs": []}
     assert client.get("/runs/nope", headers=AUTH).status_code == 404

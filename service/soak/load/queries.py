@@ -93,10 +93,12 @@ def parse_lines(lines: Iterable[str], source: str) -> list[Question]:
 
 def read_query_file(path: Path) -> list[Question]:
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise InputError(f"cannot read query file {path}: {reason}") from None
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read query file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+        raise InputError(f"query file {path}: not UTF-8 text ({where})") from None
     return parse_lines(text.splitlines(), str(path))
 
 

@@ -20,8 +20,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from soak.config import Scenario
+from soak.config import Scenario, not_utf8
 from soak.errors import InputError
+from soak.preflight import check_scenario
 from soak.service.auth import token_matches
 from soak.service.manager import RunManager, UnknownRun
 from soak.service.phases import scaled_scenario
@@ -41,7 +42,9 @@ def field_errors(exc: ValidationError) -> list[dict[str, str]]:
 def parse_scenario(body: bytes, base_dir: str | None, duration: str | None) -> Scenario:
     """A scenario from a YAML or JSON body; raises InputError or ValidationError."""
     try:
-        data = yaml.safe_load(body.decode("utf-8", errors="replace"))
+        data = yaml.safe_load(body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"body: {not_utf8(exc)}") from None
     except yaml.YAMLError as exc:
         raise InputError(f"body is not YAML or JSON: {getattr(exc, 'problem', exc)}") from exc
     if not isinstance(data, dict):
@@ -87,6 +90,8 @@ def create_app(manager: RunManager, token: str) -> Starlette:
         q = request.query_params
         try:
             scenario = parse_scenario(body, q.get("base_dir"), q.get("duration"))
+            # Every file it names read and parsed, its rates weighed: before a record.
+            await run_in_threadpool(check_scenario, scenario)
         except ValidationError as exc:
             return JSONResponse({"errors": field_errors(exc)}, status_code=422)
         except InputError as exc:

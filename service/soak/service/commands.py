@@ -93,6 +93,7 @@ def start_cmd(
 ) -> None:
     """Submit a soak to the service, or run it here with --foreground."""
     from soak.config import load_scenario
+    from soak.preflight import check_scenario
     from soak.service.phases import scaled_scenario
     from soak.units import parse_duration_s
 
@@ -103,6 +104,7 @@ def start_cmd(
         except ValueError as exc:
             raise InputError(f"--duration: {exc}") from exc
         scenario = scaled_scenario(scenario, total_s)
+    check_scenario(scenario)  # every file it names, its rates: before anything starts
     if foreground:
         from soak.service.foreground import run_foreground
 

@@ -65,9 +65,14 @@ def file_text(spec: RenderedFile, base_dir: Path) -> str:
     assert spec.template is not None
     template = resolve(str(spec.template), base_dir)
     try:
-        return template.read_text()
+        return template.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"file {spec.dest!r}: cannot read template {template}: {exc}") from exc
+        reason = exc.strerror or exc
+        raise InputError(f"file {spec.dest!r}: cannot read template {template}: {reason}") from exc
+    except UnicodeDecodeError as exc:
+        from soak.config import not_utf8
+
+        raise InputError(f"file {spec.dest!r}: template {template}: {not_utf8(exc)}") from None
 
 
 def file_dest(spec: RenderedFile, run_dir: Path) -> Path:

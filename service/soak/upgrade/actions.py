@@ -168,7 +168,7 @@ def query_file_lines(path: Path) -> list[tuple[str, str]]:
     """("name", "TYPE") pairs from a file of `name [type]` lines; # comments allowed."""
     pairs: list[tuple[str, str]] = []
     try:
-        with open(path) as fh:
+        with open(path, encoding="utf-8") as fh:
             for line in fh:
                 fields = line.split("#", 1)[0].split()
                 if fields:
@@ -177,6 +177,8 @@ def query_file_lines(path: Path) -> list[tuple[str, str]]:
                     break
     except OSError as exc:
         raise InputError(f"cannot read query file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError:
+        raise InputError(f"query file {path}: not UTF-8 text") from None
     if not pairs:
         raise InputError(f"query file {path} holds no queries")
     return pairs

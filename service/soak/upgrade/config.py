@@ -559,8 +559,8 @@ def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
             problems.append(f"{side}.data_dir: the plan's `data:` decides the data directory")
     if plan.old.runtime != plan.new.runtime:
         problems.append("new.runtime: old and new share data, so they need the same runtime")
-    if plan.data.archive and not plan.resolve_path(plan.data.archive).is_file():
-        problems.append(f"data.archive: {plan.resolve_path(plan.data.archive)} not found")
+    if plan.data.archive:
+        problems += _archive_problems(plan.resolve_path(plan.data.archive))
     if plan.data.owner and plan.old.runtime != "docker":
         problems.append("data.owner: docker plans only (process data belongs to the user)")
     if plan.data.volume and plan.old.runtime != "docker":
@@ -575,6 +575,21 @@ def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
         elif name not in known and name not in env:
             problems.append(f"{{{{{name}}}}}: not a var, a saved value or an environment variable")
     return problems
+
+
+def _archive_problems(path: Path) -> list[str]:
+    """The whole archive read before anything starts: a truncated or foreign file is
+    found here, not after the old version's data directory was made."""
+    import tarfile
+
+    if not path.is_file():
+        return [f"data.archive: {path} not found"]
+    try:
+        with tarfile.open(path) as tar:
+            tar.getmembers()  # reads to the end: a truncated archive fails here
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        return [f"data.archive: {path} is not a readable tar archive ({exc})"]
+    return []
 
 
 def matrix_name(plan_name: str, label: str) -> str:

@@ -1,0 +1,200 @@
+"""Bad input, one row of docs/bad-input.md each: one line on stderr, exit 2, nothing started.
+
+Every case goes through the real command line (`soak start --foreground`) with a
+scenario whose helper and target would be real processes: the check comes first, so
+no run directory is made and no process is started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from soak.cli import main
+from soak.config import load_scenario
+from soak.errors import InputError
+from soak.preflight import check_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+
+Case = Callable[[Path, dict[str, Any]], list[str]]  # writes files; returns extra argv
+
+
+def base_scenario() -> dict[str, Any]:
+    return {
+        "name": "bad-input",
+        "services": [{"runtime": "process", "name": "helper", "argv": ["sleep", "600"]}],
+        "target": {
+            "runtime": "process",
+            "argv": ["sleep", "600"],
+            "ports": {"dns": {"protocol": "both"}},
+            "files": [{"dest": "x.conf", "template": "x.conf.in"}],
+        },
+        "load": {"rate_qps": 100, "mix": [{"name": "q", "file": "q.txt"}]},
+        "phases": [{"name": "steady", "duration_s": "10s"}],
+    }
+
+
+def write_base(tmp: Path, sc: dict[str, Any]) -> None:
+    (tmp / "q.txt").write_text("www.example.test A\n# a comment\nexample.test AAAA\n")
+    (tmp / "x.conf.in").write_text("port={port.dns}\n")
+
+
+def _set(path: str, value: Any, *more: Any) -> Case:
+    """Set `path` to `value` (and further path, value pairs) in the scenario."""
+    pairs = [(path, value), *zip(more[::2], more[1::2], strict=True)]
+
+    def case(tmp: Path, sc: dict[str, Any]) -> list[str]:
+        for dotted, new in pairs:
+            node: Any = sc
+            keys = dotted.split(".")
+            for key in keys[:-1]:
+                node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+            node[int(keys[-1]) if isinstance(node, list) else keys[-1]] = new
+        return []
+
+    return case
+
+
+def _file(name: str, data: bytes) -> Case:
+    def case(tmp: Path, sc: dict[str, Any]) -> list[str]:
+        (tmp / name).write_bytes(data)
+        return []
+
+    return case
+
+
+def _argv(*extra: str) -> Case:
+    return lambda tmp, sc: list(extra)
+
+
+def _remove(name: str) -> Case:
+    def case(tmp: Path, sc: dict[str, Any]) -> list[str]:
+        (tmp / name).unlink()
+        return []
+
+    return case
+
+
+SCENARIO_RAW = "s.yaml"  # cases that write the scenario's bytes themselves
+
+# (row id, how to make it bad, what its one line says)
+CASES: list[tuple[str, Case, str]] = [
+    ("scenario-not-utf8", _file(SCENARIO_RAW, b"name: x\n\xff\xfe\n"),
+     "s.yaml: not UTF-8 text (byte 0xff at offset 8)"),
+    ("scenario-not-yaml", _file(SCENARIO_RAW, b"name: [x\n"), "not valid YAML"),
+    ("scenario-not-mapping", _file(SCENARIO_RAW, b"- a\n- b\n"), "a scenario is a YAML mapping"),
+    ("scenario-unknown-key", _set("bogus", 1), "bogus: Extra inputs are not permitted"),
+    ("scenario-missing", _argv("--set", "name=x", "--", "missing.yaml"), "cannot read missing"),
+    ("query-file-missing", _remove("q.txt"), "q.txt: No such file or directory"),
+    ("query-line-malformed", _file("q.txt", b"www.example.test A\nexample.test A extra\n"),
+     "q.txt line 2: malformed query line 'example.test A extra'"),
+    ("query-type-unknown", _file("q.txt", b"www.example.test AAA\n"),
+     "q.txt line 1: unknown record type 'AAA'"),
+    ("query-name-malformed", _file("q.txt", b"a..b A\n"), "q.txt line 1: malformed name 'a..b'"),
+    ("query-file-not-utf8", _file("q.txt", b"www.\xff.test A\n"),
+     "q.txt: not UTF-8 text (byte 0xff at offset 4)"),
+    ("query-file-empty", _file("q.txt", b"# nothing\n\n"), "q.txt: no queries"),
+    ("template-missing", _remove("x.conf.in"), "cannot read template"),
+    ("template-not-utf8", _file("x.conf.in", b"\xc3\x28\n"), "x.conf.in: not UTF-8 text"),
+    ("rate-above-engine", _set("load.rate_qps", 1_000_000_000),
+     "load.rate_qps: 1,000,000,000 q/s is more than 1 load worker(s) can send over UDP"),
+    ("phase-rate-above-engine", _set("phases.0.rate_qps", 500_000, "load.workers", 1),
+     "phases.0.rate_qps: 500,000 q/s is more than 1 load worker(s) can send over UDP"),
+    ("rate-above-engine-tcp", _set("load.rate_qps", 150_000, "load.protocol", "tcp"),
+     "150,000 q/s is more than 1 load worker(s) can send over TCP (at most 100,000 q/s"),
+    ("rate-above-engine-doh", _set("load.rate_qps", 150_000, "load.protocol", "doh"),
+     "150,000 q/s is more than 1 load worker(s) can send over DOH (at most 100,000 q/s"),
+    ("rate-negative", _set("load.rate_qps", -5), "load.rate_qps: Input should be greater than"),
+    ("duration-infinite", _set("phases.0.duration_s", float("inf")), "not a duration: inf"),
+    ("duration-too-long", _set("phases.0.duration_s", "400d"), "is longer than the most"),
+    ("duration-flag-too-long", _argv("--duration", "1000d"), "--duration: duration '1000d'"),
+    ("duration-flag-garbage", _argv("--duration", "soon"), "--duration: not a duration: 'soon'"),
+    ("threshold-too-large", _set("leaks.thresholds", {"rss_anon_bytes": "2000TiB/h"}),
+     "is larger than the most soak takes"),
+    ("set-without-value", _argv("--set", "load.rate_qps"), "--set takes key.path=value"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("row", "make_bad", "line"), CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(
+    row: str,
+    make_bad: Case,
+    line: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    sc = base_scenario()
+    write_base(tmp_path, sc)
+    extra = make_bad(tmp_path, sc)
+    if not (tmp_path / SCENARIO_RAW).exists():
+        (tmp_path / SCENARIO_RAW).write_text(yaml.safe_dump(sc))
+    data = tmp_path / "data"
+    argv = ["start", "--foreground", "--data-dir", str(data)]
+    argv += extra if "--" in extra else [*extra, SCENARIO_RAW]
+    argv = [a for a in argv if a != "--"]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2, err
+    assert len(err) == 1 and line in err[0], err
+    assert err[0].startswith("soak: ") and "internal error" not in err[0]
+    assert not (data / "runs").exists()  # nothing was started
+
+
+def test_the_base_scenario_passes_the_checks(tmp_path: Path) -> None:
+    """The rows fail for their own reason: without it, the same scenario is good."""
+    sc = base_scenario()
+    write_base(tmp_path, sc)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
+    check_scenario(load_scenario(tmp_path / "s.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("row", "archive_bytes", "line"),
+    [
+        ("archive-not-tar", b"not an archive at all\n" * 40, "is not a readable tar archive"),
+        ("archive-truncated", None, "is not a readable tar archive"),
+    ],
+)
+def test_upgrade_archive_is_read_before_anything_starts(
+    row: str, archive_bytes: bytes | None, line: str, tmp_path: Path
+) -> None:
+    from soak.upgrade.config import load_plan
+
+    plan = ROOT / "scenarios" / "pdns-auth-upgrade.yaml"
+    archive = tmp_path / "data.tar.gz"
+    if archive_bytes is None:  # a real archive cut short
+        (tmp_path / "d").mkdir()
+        (tmp_path / "d" / "big").write_bytes(os.urandom(200_000))
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(tmp_path / "d", arcname="d")
+        archive.write_bytes(archive.read_bytes()[:50_000])
+    else:
+        archive.write_bytes(archive_bytes)
+    env = {"PDNS_API_KEY": "k", **os.environ}
+    with pytest.raises(InputError) as raised:
+        load_plan(plan, [f"data.archive={archive}"], env)
+    assert line in str(raised.value)
+    assert f"data.archive: {archive}" in str(raised.value)
+
+
+def test_a_good_archive_passes(tmp_path: Path) -> None:
+    from soak.upgrade.config import _archive_problems
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("x")
+    archive = tmp_path / "ok.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(tmp_path / "d", arcname="d")
+    assert _archive_problems(archive) == []
+    assert shutil.which("sleep")  # the base scenario's processes exist: not why rows fail
