@@ -118,6 +118,8 @@ def test_healthy_refdns_agrees_with_its_metrics_and_passes(tmp_path: Path) -> No
     assert runtime_series(data, st["id"], "querylog_dropped_total")[-1] == 0
     assert rc == 0 and st["status"] == "passed", st["message"]
     assert processes_under(data / "runs" / st["id"]) == []
+    plots = json.loads(Path(st["reports"]["json"]).read_text())["plots"]
+    assert {"heap", "tasks", "memory", "drops", "rows", "api"} <= {p["id"] for p in plots}
 
 
 def am_alerts(am_url: str) -> list[dict[str, Any]]:

@@ -114,6 +114,12 @@ PLOTS: tuple[PlotSpec, ...] = (
         (LineSpec("dropped", "runtime", "querylog_dropped_total"),),
     ),
     PlotSpec(
+        "rows",
+        "Query log (rows)",
+        "rows",
+        (LineSpec("", "files", "rows", split_by="path"),),
+    ),
+    PlotSpec(
         "api",
         "API latency",
         "ms",

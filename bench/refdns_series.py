@@ -1,0 +1,84 @@
+"""A `make demo` (or `make demo-leak`) run of testbed/refdns over time, as a table.
+
+    SOAK_DEMO_DIR=/tmp/demo make demo
+    .venv/bin/python bench/refdns_series.py /tmp/demo [--every 20]
+
+One row every `--every` seconds from the run's start: the minimum and maximum in
+that slice of heap in use, goroutines, anonymous and file-backed RSS, the query
+log's rows, the drop counter, and the slowest GET /stats/top. The last run in the
+data directory is shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+from soak.sinks.sqlite import SqliteStore  # noqa: E402
+
+COLUMNS = [
+    ("heap MiB", "runtime", "heap_inuse_bytes", {}, 2**20),
+    ("goroutines", "runtime", "goroutines", {}, 1),
+    ("anon MiB", "process", "rss_anon_bytes", {}, 2**20),
+    ("file MiB", "process", "rss_file_bytes", {}, 2**20),
+    ("log rows", "files", "rows", {"path": "querylog.db"}, 1),
+    ("dropped", "runtime", "querylog_dropped_total", {}, 1),
+    ("top ms", "api", "latency_ms", {"endpoint": "GET /stats/top"}, 1),
+]
+
+
+def last_run(data: Path) -> str:
+    with sqlite3.connect(data / "state.db") as db:
+        row = db.execute("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1").fetchone()
+    if row is None:
+        raise SystemExit(f"no run in {data}")
+    return str(row[0])
+
+
+def span(values: list[float], scale: float) -> str:
+    if not values:
+        return "-"
+    lo, hi = min(values) / scale, max(values) / scale
+    fmt = "{:,.0f}" if scale == 1 else "{:,.1f}"
+    return fmt.format(lo) if round(lo, 1) == round(hi, 1) else f"{fmt.format(lo)}-{fmt.format(hi)}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data", type=Path)
+    ap.add_argument("--every", type=float, default=20.0)
+    args = ap.parse_args()
+    run_id = last_run(args.data)
+    store = SqliteStore(args.data / "points.db")
+    try:
+        series = {}
+        for title, measurement, field, tags, _ in COLUMNS:
+            found = store.series(run_id, measurement, field, tags or None)
+            series[title] = [(t, float(v)) for t, v in found[0][1]] if found else []  # type: ignore[arg-type]
+    finally:
+        store.close()
+    t0 = min(s[0][0] for s in series.values() if s)
+    end = max(s[-1][0] for s in series.values() if s)
+    step_ns = int(args.every * 1e9)
+    print(f"run {run_id}")
+    print("| s | " + " | ".join(c[0] for c in COLUMNS) + " |")
+    print("|---" * (len(COLUMNS) + 1) + "|")
+    for start in range(t0, end + 1, step_ns):
+        cells = [
+            span([v for t, v in series[title] if start <= t < start + step_ns], scale)
+            for title, _, _, _, scale in COLUMNS
+        ]
+        offset = (start - t0) // 1_000_000_000
+        print(f"| {offset}-{offset + int(args.every)} | " + " | ".join(cells) + " |")
+    verdicts = json.loads((args.data / "runs" / run_id / "report.json").read_text())["verdicts"]
+    print("verdicts: " + ", ".join(f"{v['resource']} {v['verdict']}" for v in verdicts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
