@@ -11,6 +11,7 @@
 #   soak-test/pdns-auth:4.4 (bullseye)  :4.7 (bookworm)  :4.9 (trixie)
 #   soak-test/pdns-recursor:4.8 (bookworm)  :5.2 (trixie)
 #   soak-test/unbound:1.13 (bullseye)  :1.17 (bookworm)  :1.26 (trixie)
+#   soak-test/knot-resolver:5.3 (bullseye)  :5.6 (bookworm)  :5.7 (trixie)
 #
 # Usage: build-test-images.sh [IMAGE...|upgrades]   no argument: the three `latest` images;
 # `upgrades`: the versioned ones; IMAGE: just those (and the base image each needs).
@@ -34,12 +35,16 @@ declare -A IMAGES=(
   [soak-test/unbound:1.13]="bullseye docker/unbound"
   [soak-test/unbound:1.17]="bookworm docker/unbound"
   [soak-test/unbound:1.26]="trixie docker/unbound"
+  [soak-test/knot-resolver:5.3]="bullseye docker/knot-resolver"
+  [soak-test/knot-resolver:5.6]="bookworm docker/knot-resolver"
+  [soak-test/knot-resolver:5.7]="trixie docker/knot-resolver"
 )
 DEFAULT=(soak-test/pdns-auth:latest soak-test/pdns-recursor:latest soak-test/unbound:latest
   soak-test/refdns:latest)
 UPGRADES=(soak-test/pdns-auth:4.4 soak-test/pdns-auth:4.7 soak-test/pdns-auth:4.9
   soak-test/pdns-recursor:4.8 soak-test/pdns-recursor:5.2
-  soak-test/unbound:1.13 soak-test/unbound:1.17 soak-test/unbound:1.26)
+  soak-test/unbound:1.13 soak-test/unbound:1.17 soak-test/unbound:1.26
+  soak-test/knot-resolver:5.3 soak-test/knot-resolver:5.6 soak-test/knot-resolver:5.7)
 
 have_image() { docker image inspect "$1" >/dev/null 2>&1 && [ "${FORCE:-0}" != 1 ]; }
 

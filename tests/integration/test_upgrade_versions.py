@@ -1,7 +1,8 @@
 """Real upgrades: one packaged version's data (and configuration) under the next.
 
 The images (soak-test/pdns-auth:4.4, :4.7, :4.9: Debian bullseye, bookworm, trixie;
-soak-test/pdns-recursor:4.8, :5.2; soak-test/unbound:1.13, :1.26) come from
+soak-test/pdns-recursor:4.8, :5.2; soak-test/unbound:1.13, :1.26; soak-test/knot-resolver:5.3,
+:5.7) come from
 `scripts/build-test-images.sh upgrades`; `make test-upgrades` builds them and runs these
 tests. Without them the tests are skipped.
 """
@@ -34,6 +35,8 @@ IMAGES = (
     "soak-test/pdns-recursor:5.2",
     "soak-test/unbound:1.13",
     "soak-test/unbound:1.26",
+    "soak-test/knot-resolver:5.3",
+    "soak-test/knot-resolver:5.7",
 )
 
 
@@ -189,4 +192,13 @@ def test_unbound_1_13_to_1_26_accepts_the_config_and_answers_the_same(work: Path
     assert by_name["statistics through unbound-control"].got.startswith(
         "exit 0: total.num.queries="
     )
+    assert leftovers(run_id) == ([], [])
+
+
+def test_knot_resolver_5_3_to_5_7_on_the_old_cache_directory(work: Path) -> None:
+    result, run_id = run("knot-resolver-to-5.7.yaml", work, old="5.3")
+    assert not_passed(result) == {}
+    assert result.plan == "knot-resolver-to-5.7[old 5.3]" and len(result.checks) == 8
+    stats = next(c for c in result.checks if c.name == "statistics on the control socket")
+    assert stats.got.startswith("exit 0: ")
     assert leftovers(run_id) == ([], [])
