@@ -65,6 +65,26 @@ def _udp(query: dns.message.Message, host: str, port: int, timeout_s: float) -> 
         return dns.query.udp(query, host, port=port, timeout=timeout_s, sock=sock)
 
 
+def _doh(query: dns.message.Message, host: str, port: int, timeout_s: float) -> dns.message.Message:
+    """RFC 8484 POST over HTTP/2 through httpx (dnspython 2.9's DoH wants httpx2)."""
+    url = f"https://{f'[{host}]' if ':' in host else host}:{port}/dns-query"
+    query.id = 0  # RFC 8484: cache friendly; the reply is matched by its stream
+    headers = {"content-type": "application/dns-message", "accept": "application/dns-message"}
+    with httpx.Client(http2=True, verify=False, timeout=timeout_s) as client:
+        try:
+            resp = client.post(url, content=query.to_wire(), headers=headers)
+        except httpx.TimeoutException:
+            raise dns.exception.Timeout from None
+        except httpx.HTTPError as exc:
+            raise OSError(f"DoH: {exc}") from None
+    if resp.status_code != 200:
+        raise OSError(f"DoH: HTTP {resp.status_code} {resp.http_version}")
+    reply = dns.message.from_wire(resp.content)
+    if not query.is_response(reply):
+        raise dns.exception.FormError("DoH: the reply does not answer the query")
+    return reply
+
+
 def dns_query(
     host: str,
     port: int,
@@ -74,9 +94,12 @@ def dns_query(
     protocol: str = "udp",
     timeout_s: float = 2.0,
 ) -> DnsResult:
-    """Ask `host:port` for `name`/`rtype` over udp or tcp; never raises for network faults.
+    """Ask `host:port` for `name`/`rtype` over udp, tcp, dot or doh; never raises for
+    network faults.
 
-    A UDP reply with TC set is retried over TCP, as a resolver would.
+    A UDP reply with TC set is retried over TCP, as a resolver would. DoT and DoH
+    (POST to /dns-query, HTTP/2 when the server offers h2) do not verify the
+    server's certificate: a probe measures the server, it does not authenticate it.
     """
     try:
         rdtype = dns.rdatatype.from_text(rtype)
@@ -92,8 +115,14 @@ def dns_query(
             if reply.flags & dns.flags.TC:
                 remaining_s = max(0.05, timeout_s - (time.perf_counter() - start_s))
                 reply = dns.query.tcp(query, host, port=port, timeout=remaining_s)
+        elif protocol == "dot":
+            reply = dns.query.tls(query, host, port=port, timeout=timeout_s, verify=False)
+        elif protocol == "doh":
+            reply = _doh(query, host, port, timeout_s)
         else:
-            return DnsResult(False, None, error=f"unknown protocol {protocol!r} (udp or tcp)")
+            return DnsResult(
+                False, None, error=f"unknown protocol {protocol!r} (udp, tcp, dot, doh)"
+            )
     except dns.exception.Timeout:
         return DnsResult(False, None, latency_ms=_elapsed_ms(start_s), error="timeout")
     except (OSError, EOFError, dns.exception.DNSException) as exc:

@@ -39,7 +39,7 @@ class HttpCallConfig(StrictModel):
 class DigProbeConfig(StrictModel):
     name: str
     type: str = "A"
-    protocol: Literal["udp", "tcp"] = "udp"
+    protocol: Literal["udp", "tcp", "dot", "doh"] = "udp"
     port: str = "dns"
     rcode: str = "NOERROR"
     answer: str | None = None

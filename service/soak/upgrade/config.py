@@ -77,7 +77,7 @@ class DnsStep(StrictModel):
 
     kind: Literal["dns"]
     port: str = "dns"
-    protocol: Literal["udp", "tcp"] = "udp"
+    protocol: Literal["udp", "tcp", "dot", "doh"] = "udp"
     queries: list[DnsQuerySpec] = Field(default_factory=list)
     file: str | None = None
     count: int | None = Field(default=None, ge=1)
@@ -128,7 +128,7 @@ class DigSnapshot(StrictModel):
     port: str = "dns"
     qname: str
     type: str = "A"
-    protocol: Literal["udp", "tcp"] = "udp"
+    protocol: Literal["udp", "tcp", "dot", "doh"] = "udp"
     timeout_s: DurationS = 2.0
 
 
@@ -142,7 +142,7 @@ class CorpusSnapshot(StrictModel):
     count: int | None = Field(default=None, ge=1, le=1_000_000)  # None: every line once
     rate_qps: float = Field(default=1000.0, gt=0, le=50_000)
     parallel: int = Field(default=32, ge=1, le=256)  # queries in flight
-    protocol: Literal["udp", "tcp"] = "udp"
+    protocol: Literal["udp", "tcp", "dot", "doh"] = "udp"
     timeout_s: DurationS = 2.0
 
 
@@ -189,7 +189,7 @@ class SwapLoad(StrictModel):
 
     port: str = "dns"
     rate_qps: float = Field(default=500.0, gt=0, le=50_000)
-    protocol: Literal["udp", "tcp"] = "udp"
+    protocol: Literal["udp", "tcp", "dot", "doh"] = "udp"
     mix: list[QueryClass] = Field(min_length=1)
     timeout_s: DurationS = 1.0  # a reply later than this counts as lost
     flows: int = Field(default=16, ge=1, le=1024)
@@ -255,7 +255,7 @@ class DigCheck(CheckBase):
     port: str = "dns"
     qname: str
     type: str = "A"
-    protocol: Literal["udp", "tcp"] = "udp"
+    protocol: Literal["udp", "tcp", "dot", "doh"] = "udp"
     rcode: str | None = "NOERROR"
     answers: list[str] | None = None  # exactly this set of rdata
     contains: list[str] = Field(default_factory=list)  # at least these
