@@ -3,7 +3,8 @@
 Part 1, per server (unbound with one thread and local-data answers,
 pdns-recursor with one thread answering from its packet cache, knot-resolver
 from its cache; the two resolvers forward to a dnsmasq upstream) and per
-protocol (UDP; TCP with one connection for both engines): runs, alternately,
+protocol (UDP; TCP, DoT and DoH with one connection for both engines; DoT
+and DoH against unbound and knot-resolver, which listen for them): runs, alternately,
 dnsperf and `soak load --rate 0` at full speed with the same query file, at
 least five times each, and prints the median q/s of each, the ratio
 builtin/dnsperf, each one's CPU ms per 1,000 answered queries (cutime+cstime
@@ -14,7 +15,7 @@ that the achieved rate is within 0.5% of the target and that the generator's
 RSS does not grow after the first seconds.
 
     .venv/bin/python bench/load_vs_dnsperf.py [--runs 5] [--duration 10] [--pacing-s 20]
-        [--servers unbound,pdns-recursor,knot-resolver] [--protocols udp,tcp]
+        [--servers unbound,pdns-recursor,knot-resolver] [--protocols udp,tcp,dot,doh]
 
 SOAK_LOAD_PURE=1 in the environment measures the pure-Python UDP loop instead
 of the compiled one.
@@ -45,6 +46,7 @@ from tests.support.servers import (  # noqa: E402
     pdns_recursor,
     unbound,
 )
+from tests.support.tls import make_cert  # noqa: E402
 
 QUERIES = [
     "www.example.test A",
@@ -74,6 +76,8 @@ def run_dnsperf(
 ) -> tuple[float, int, float]:
     cpu0 = children_cpu_s()
     argv = ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile), "-m", protocol]
+    if protocol == "doh":
+        argv += ["-O", f"doh-uri=https://127.0.0.1:{port}/dns-query", "-O", "doh-method=POST"]
     out = subprocess.run([*argv, "-l", str(duration_s)], capture_output=True, text=True).stdout
     cpu = children_cpu_s() - cpu0
     qps = float(re.search(r"Queries per second:\s+([0-9.]+)", out).group(1))  # type: ignore[union-attr]
@@ -94,8 +98,8 @@ def run_builtin(
 def speed(port: int, qfile: Path, runs: int, duration_s: float, protocol: str = "udp") -> None:
     dp: list[tuple[float, int, float]] = []
     bi: list[tuple[float, int, float]] = []
-    # One TCP connection for both (dnsperf's default is one client).
-    extra = ("--protocol", "tcp", "--flows", "1") if protocol == "tcp" else ()
+    # One connection for both over TCP, DoT and DoH (dnsperf's default is one client).
+    extra = ("--protocol", protocol, "--flows", "1") if protocol != "udp" else ()
     print(f"load average before: {load_average()}", flush=True)
     for i in range(runs):
         dp.append(run_dnsperf(port, qfile, duration_s, protocol))
@@ -162,8 +166,9 @@ def pacing(port: int, qfile: Path, duration_s: float, rates: list[float]) -> Non
 def start_server(name: str, tmp: Path) -> Iterator[ServerProc]:
     server_dir = tmp / name
     server_dir.mkdir()
+    cert = make_cert(server_dir)
     if name.startswith("unbound"):
-        with unbound(server_dir, threads=1) as server:
+        with unbound(server_dir, threads=1, tls=cert) as server:
             yield server
         return
     (server_dir / "upstream").mkdir()
@@ -173,7 +178,7 @@ def start_server(name: str, tmp: Path) -> Iterator[ServerProc]:
             with pdns_recursor(server_dir / "resolver", upstream.port) as server:
                 yield server
         elif name == "knot-resolver":
-            with kresd(server_dir / "resolver", upstream.port) as server:
+            with kresd(server_dir / "resolver", upstream.port, tls=cert) as server:
                 yield server
         else:
             raise SystemExit(f"unknown server {name!r}")
@@ -198,8 +203,10 @@ def main() -> None:
         for name in args.servers.split(",") if not args.skip_speed else []:
             with start_server(name, Path(tmp)) as server:
                 for protocol in args.protocols.split(","):
-                    print(f"== {name} (1 thread) on 127.0.0.1:{server.port}, {protocol}")
-                    speed(server.port, qfile, args.runs, args.duration, protocol)
+                    # DoT and DoH: the server's TLS listeners (extra ports), same thread.
+                    port = server.extra_ports.get(protocol, server.port)
+                    print(f"== {name} (1 thread) on 127.0.0.1:{port}, {protocol}")
+                    speed(port, qfile, args.runs, args.duration, protocol)
         if not args.skip_pacing:
             with start_server("unbound-pacing", Path(tmp)) as server:
                 rates = [float(r) for r in args.rates.split(",")]

@@ -112,8 +112,10 @@ def test_server_fds_come_back_after_churn(ub: ServerProc, tmp_path: Path) -> Non
     mix = [{**LOCAL, "connection": {"queries_per_connection": 5}}]
     cfg = LoadConfig(protocol="doh", flows=4, mix=mix)
     port = ub.extra_ports["doh"]
-    d = run_load(cfg, ("127.0.0.1", port), 2.0, 500.0, base_dir=tmp_path).to_json_dict()
-    assert d["lost"] == 0 and d["connections"]["opened"] >= 200
+    # 40 new connections a second: handshakes are blocking, so a busy machine could
+    # not keep many more (docs/load.md)
+    d = run_load(cfg, ("127.0.0.1", port), 2.0, 200.0, base_dir=tmp_path).to_json_dict()
+    assert d["sent"] == 400 and d["lost"] == 0 and d["connections"]["opened"] >= 80
     deadline = time.monotonic() + 10
     while open_fds(ub.pid) > before and time.monotonic() < deadline:
         time.sleep(0.1)  # the server closes its side when it reads our close
