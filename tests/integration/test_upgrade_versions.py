@@ -1,10 +1,9 @@
 """Real upgrades: one packaged version's data (and configuration) under the next.
 
 The images (soak-test/pdns-auth:4.4, :4.7, :4.9: Debian bullseye, bookworm, trixie;
-soak-test/pdns-recursor:4.8, :5.2; soak-test/unbound:1.13, :1.26; soak-test/knot-resolver:5.3,
-:5.7) come from
-`scripts/build-test-images.sh upgrades`; `make test-upgrades` builds them and runs these
-tests. Without them the tests are skipped.
+soak-test/pdns-recursor:4.8, :5.2; soak-test/unbound:1.13, :1.26;
+soak-test/knot-resolver:5.3, :5.7) come from `scripts/build-test-images.sh upgrades`;
+`make test-upgrades` builds them and runs these tests. Without them the tests are skipped.
 """
 
 from __future__ import annotations
