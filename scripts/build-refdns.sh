@@ -34,7 +34,7 @@ out_abs="$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")"
 (
   cd "$work/src/refdns"
   env GOPATH="$work:$GOPATH_SYS" GO111MODULE=off GOFLAGS= GOPROXY=off GOTOOLCHAIN=local \
-    GOCACHE="${GOCACHE:-$HOME/.cache/go-build}" CGO_ENABLED=1 \
+    GOCACHE="${GOCACHE:-${HOME:-/root}/.cache/go-build}" CGO_ENABLED=1 \
     go build -trimpath -o "$out_abs" .
 )
 echo "build-refdns: built $OUT ($(go version | awk '{print $3}'))"

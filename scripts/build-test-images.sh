@@ -115,9 +115,17 @@ for image in "${wanted[@]}"; do
   spec=${IMAGES[$image]:-}
   [ -n "$spec" ] || { echo "build-test-images: no recipe for $image (known: ${!IMAGES[*]})" >&2; exit 2; }
   read -r suite context <<<"$spec"
-  # The reference Go server's image takes the binary built on the host into its context.
-  if [ "$context" = docker/refdns ] && ! have_image "$image"; then
+  # The reference Go server's image takes the binary built on the host into its context;
+  # an image holding another binary than the one just built (its sources changed) is rebuilt.
+  if [ "$context" = docker/refdns ]; then
     bash scripts/build-refdns.sh docker/refdns/refdns
+    if docker image inspect "$image" >/dev/null 2>&1; then
+      inside=$(docker run --rm --network none --entrypoint sha256sum "$image" /usr/local/bin/refdns | cut -c1-64)
+      if [ "$inside" != "$(sha256sum docker/refdns/refdns | cut -c1-64)" ]; then
+        FORCE=1 build_image "$image" "$context" "$suite"
+        continue
+      fi
+    fi
   fi
   build_image "$image" "$context" "$suite"
 done
