@@ -115,8 +115,11 @@ def test_victoria_metrics_v2_write_and_export(vm: VictoriaMetrics, tmp_path: Pat
     }
 
 
-def run_through_outage(server: VictoriaMetrics | InfluxV1, sinks: SinkSet, soak: str) -> list[int]:
-    """12 ticks; the server is down for ticks 4-7 (stopped, then started on the same data).
+def run_through_outage(
+    server: VictoriaMetrics | InfluxV1, sinks: SinkSet, soak: str, how: str = "stop"
+) -> list[int]:
+    """12 ticks; the server is down for ticks 4-7 (stopped, or SIGKILLed with `how="kill"`,
+    then started on the same data).
 
     `process` comes from the real proc sampler (this test's own process), the
     rest from fixed points, through a TickRunner as in a run.
@@ -127,7 +130,7 @@ def run_through_outage(server: VictoriaMetrics | InfluxV1, sinks: SinkSet, soak:
     ticks = [t0 + i * S for i in range(12)]
     for i, tick in enumerate(ticks):
         if i == 4:
-            server.stop()
+            server.kill() if how == "kill" else server.stop()
         if i == 8:
             server.start()
         fixed = [p for p in tick_points(tick, soak=soak) if p.measurement != "process"]
@@ -137,44 +140,61 @@ def run_through_outage(server: VictoriaMetrics | InfluxV1, sinks: SinkSet, soak:
     return ticks
 
 
+# VictoriaMetrics answers 204 to a write before the samples reach its disk (they sit in
+# memory for up to its -inmemoryDataFlushInterval): a SIGKILL right after the last
+# writes loses those acknowledged samples. The embedded store keeps them; resending
+# them is not done (VictoriaMetrics would keep a resent sample twice unless it runs
+# with -dedup.minScrapeInterval). docs/samplers-and-sinks.md says so.
+VM_KILL_LOSES_ACKED = pytest.mark.xfail(
+    reason="VictoriaMetrics loses acknowledged samples not yet flushed when SIGKILLed",
+    strict=False,
+)
+
+
+@pytest.mark.parametrize("how", ["stop", pytest.param("kill", marks=VM_KILL_LOSES_ACKED)])
 def test_outage_every_point_of_every_tick_once_in_order_vm(
-    vm: VictoriaMetrics, tmp_path: Path
+    vm: VictoriaMetrics, tmp_path: Path, how: str
 ) -> None:
     cfg = InfluxV2SinkConfig(kind="influx_v2", url=vm.url, timeout_s=2.0)
     sinks = sinks_for(cfg, tmp_path, retry_interval_s=0)
-    ticks = run_through_outage(vm, sinks, "outage-vm")
+    soak = f"outage-vm-{how}"
+    ticks = run_through_outage(vm, sinks, soak, how)
     stats = sinks.stats()["influx_v2:soak"]
     sinks.close()
     assert stats["spooled"] >= 12 and stats["replayed"] == stats["spooled"]
     assert stats["dropped"] == 0 and stats["spool_depth"] == 0
-    for name in ("process_rss_anon_bytes", "process_threads", "api_ok", "dig_latency_ms"):
-        (series,) = vm.export(f'{{__name__="{name}",soak="outage-vm"}}', series=1)
-        assert series["timestamps"] == [t // MS for t in ticks], name
-    # the outage itself is in the data: events in every sink (VictoriaMetrics keeps numbers)
-    (down,) = vm.export('{__name__="event_value",soak="outage-vm",kind="sink_down"}', series=1)
-    assert len(down["values"]) == 1
+    if how == "kill":
+        vm.force_flush()  # what it acknowledged before the kill is on disk, or lost
+    # every tick of the embedded store, once each, in the TSDB after its restart
     store = SqliteStore(tmp_path / "points.db")
-    kinds = [p.tags["kind"] for p in store.points("outage-vm", "event")]
+    stored = [t for t, _ in store.series(soak, "process", "fds")[0][1]]
+    assert stored == ticks
+    for name in ("process_rss_anon_bytes", "process_threads", "api_ok", "dig_latency_ms"):
+        (series,) = vm.export(f'{{__name__="{name}",soak="{soak}"}}', series=1)
+        assert series["timestamps"] == [t // MS for t in stored], name
+    # the outage itself is in the data: events in every sink (VictoriaMetrics keeps numbers)
+    (down,) = vm.export(f'{{__name__="event_value",soak="{soak}",kind="sink_down"}}', series=1)
+    assert len(down["values"]) == 1
+    kinds = [p.tags["kind"] for p in store.points(soak, "event")]
     assert kinds == ["sink_down", "sink_recovered"]
-    assert [t for t, _ in store.series("outage-vm", "process", "fds")[0][1]] == ticks
 
 
+@pytest.mark.parametrize("how", ["stop", "kill"])
 def test_outage_every_point_of_every_tick_once_in_order_influx_v1(
-    influx: InfluxV1, tmp_path: Path
+    influx: InfluxV1, tmp_path: Path, how: str
 ) -> None:
     cfg = InfluxV1SinkConfig(kind="influx_v1", url=influx.url, db="soak", timeout_s=2.0)
     sinks = sinks_for(cfg, tmp_path, retry_interval_s=0)
-    ticks = run_through_outage(influx, sinks, "outage-v1")
+    soak = f"outage-v1-{how}"
+    ticks = run_through_outage(influx, sinks, soak, how)
     stats = sinks.stats()["influx_v1:soak"]
     sinks.close()
     assert stats["spooled"] >= 12 and stats["replayed"] == stats["spooled"]
+    # every tick of the embedded store, once each, in InfluxDB after its restart
+    store = SqliteStore(tmp_path / "points.db")
+    stored = [t for t, _ in store.series(soak, "process", "fds")[0][1]]
+    assert stored == ticks
     for measurement in ("process", "api", "dig"):
-        (series,) = (
-            influx.query(
-                f"SELECT count(latency_ms) AS n, * FROM {measurement} WHERE soak = 'outage-v1'",
-                "soak",
-            )
-            if False
-            else influx.query(f"SELECT * FROM {measurement} WHERE soak = 'outage-v1'", "soak")
-        )
-        assert [v[0] for v in series["values"]] == ticks, measurement
+        (series,) = influx.query(f"SELECT * FROM {measurement} WHERE soak = '{soak}'", "soak")
+        assert [v[0] for v in series["values"]] == stored, measurement
+    assert [p.tags["kind"] for p in store.points(soak, "event")] == ["sink_down", "sink_recovered"]

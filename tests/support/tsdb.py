@@ -66,6 +66,13 @@ class Tsdb:
         self.stop()
         self.start()
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash or the OOM killer: no shutdown, no flush."""
+        if self.proc is not None:
+            self.proc.proc.kill()
+            self.proc.proc.wait(10)
+            self.proc = None
+
 
 # ---------------------------------------------------------------- InfluxDB 1.x
 
