@@ -115,7 +115,7 @@ func run(o *options) error {
 	go func() { errc <- tcp.ListenAndServe() }()
 	api := &http.Server{Addr: o.apiAddr, Handler: newAPI(srv, store, qlog, m, token), ReadHeaderTimeout: 5 * time.Second}
 	go func() { errc <- api.ListenAndServe() }()
-	go qlog.run()
+	qlog.start()
 	go srv.loadBlocklist()
 	log.Printf("refdns: format %d, dns %s, api %s, data %s, upstream %q, leak %v",
 		o.format, o.dnsAddr, o.apiAddr, o.dataDir, o.upstream, o.leak)

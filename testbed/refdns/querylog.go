@@ -65,8 +65,13 @@ func (q *queryLog) add(ev logEvent) {
 	}
 }
 
-func (q *queryLog) run() {
+// start runs the writer until stop.
+func (q *queryLog) start() {
 	q.wg.Add(1)
+	go q.run()
+}
+
+func (q *queryLog) run() {
 	defer q.wg.Done()
 	trim := time.NewTicker(q.opts.trimInterval)
 	defer trim.Stop()
