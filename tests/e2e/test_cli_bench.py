@@ -4,6 +4,7 @@ criteria and exit codes, and a generator-bound run said aloud."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -128,6 +129,28 @@ def test_generator_bound_is_said_aloud(tmp_path: Path) -> None:
     assert limit["kind"] in ("generator", "machine"), limit
 
 
+def test_dnsperf_engine_gives_the_same_shape(tmp_path: Path) -> None:
+    if shutil.which("dnsperf") is None:
+        pytest.skip("dnsperf is not installed")
+    bench = {**SHORT, "knee": {"max_steps": 6}}
+    scenario = unbound_scenario(tmp_path, threads=1, workers=1, bench=bench)
+    out = tmp_path / "o"
+    proc = soak_bench(
+        str(scenario), "--engine", "dnsperf", "--classes", "local", "--runs", "1",
+        "--duration", "1", "--throwaway", "0", "--rates", "2000", "--fixed-duration", "1",
+        "--step", "1", "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((out / "bench.json").read_text())
+    assert result["engine"] == "dnsperf" and result["environment"]["dnsperf"] != "?"
+    (row,) = result["classes"]
+    assert row["saturation"]["qps"]["median"] > 1000
+    assert row["knee"]["steps"] and row["knee"]["floor_p50_ms"] is not None
+    (fixed,) = row["fixed"]
+    assert fixed["latency_ms"]["avg"] is not None and fixed["latency_ms"]["p99"] is None
+    assert fixed["answered_qps"] == pytest.approx(2000, rel=0.1)
+
+
 def test_bad_class_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
     scenario = unbound_scenario(tmp_path, threads=1, workers=1, bench=SHORT)
     proc = soak_bench(str(scenario), "--classes", "nope", "--out", str(tmp_path / "o"))
@@ -153,7 +176,8 @@ def test_same_version_twice_compares_same(tmp_path: Path) -> None:
     proc = soak_bench(
         str(REPO / "scenarios" / "pdns-recursor-dnsmasq.yaml"),
         "--classes", "cached", "--no-knee", "--runs", "5", "--duration", "1.5",
-        "--throwaway", "0.5", "--compare-set", "target.version=4.8-again", "--out", str(out),
+        "--throwaway", "0.5", "--rates", "", "--compare-set", "target.version=4.8-again",
+        "--out", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr + proc.stdout
     cmp = json.loads((out / "compare.json").read_text())

@@ -74,6 +74,14 @@ def test_demo_scenario_soak_samples_verdicts_report(tmp_path: Path) -> None:
     assert_html_shows_plots(Path(reports["html"]))
     md = run_soak("report", run_id, "--format", "md", "--data-dir", str(data))
     assert md.returncode == 0 and run_id in md.stdout
+    # `soak compare` reads a soak run by id: against itself every figure is `same`.
+    cmp = run_soak("compare", run_id, run_id, "--data-dir", str(data), "--json")
+    assert cmp.returncode == 0, cmp.stderr
+    compared = json.loads(cmp.stdout)
+    figures = {f["name"]: f["verdict"] for f in compared["figures"]}
+    assert figures["answered q/s"] == figures["RssAnon"] == "same"
+    assert set(figures.values()) == {"same"}
+    assert {row["resource"] for row in compared["leaks"]} >= resources
 
 
 def assert_html_shows_plots(path: Path) -> None:

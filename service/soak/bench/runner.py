@@ -172,17 +172,21 @@ class Bench:
         assert load is not None
         cfg = class_config(load, name, self.engine)
         per_step_s = kcfg.step_s + max(kcfg.settle_s, 1.1)
-        stepper = KneeStepper(
-            cfg,
-            side.server(),
-            base_dir=side.scenario.base_dir,
-            target_pid=side.pid,
-            allow_targets=tuple(side.scenario.allow_targets),
-            max_duration_s=(kcfg.max_steps + 2) * per_step_s + 30.0,
-        )
+        # The builtin engine keeps one runner going and changes its rate; dnsperf runs
+        # once per step.
+        stepper = None
+        if self.engine == "builtin":
+            stepper = KneeStepper(
+                cfg,
+                side.server(),
+                base_dir=side.scenario.base_dir,
+                target_pid=side.pid,
+                allow_targets=tuple(side.scenario.allow_targets),
+                max_duration_s=(kcfg.max_steps + 2) * per_step_s + 30.0,
+            )
 
         def step(rate: float) -> Step:
-            if self.engine == "dnsperf":
+            if stepper is None:
                 return dnsperf_step(
                     cfg,
                     side.server(),
@@ -201,7 +205,7 @@ class Bench:
                 s = step(rate)
                 search.record(s)
                 side.check_alive()
-                if not search.steps[-1].ok and self.engine == "builtin":
+                if not search.steps[-1].ok and stepper is not None:
                     # Let the queue of an overloaded step drain (and its lost queries
                     # time out) before the next rate is measured.
                     stepper.recover(kcfg.idle_rate_qps, load.timeout_s + kcfg.settle_s)
@@ -210,7 +214,8 @@ class Bench:
                     f"{s.answered_qps:,.0f} answered, p50 {_ms(s.p50_ms)}"
                 )
         finally:
-            stepper.close()
+            if stepper is not None:
+                stepper.close()
         out = search.result().to_json()
         out["idle_step"] = asdict(idle)
         return out
