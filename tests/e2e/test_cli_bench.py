@@ -144,11 +144,12 @@ def test_dnsperf_engine_gives_the_same_shape(tmp_path: Path) -> None:
     result = json.loads((out / "bench.json").read_text())
     assert result["engine"] == "dnsperf" and result["environment"]["dnsperf"] != "?"
     (row,) = result["classes"]
-    assert row["saturation"]["qps"]["median"] > 1000
-    assert row["knee"]["steps"] and row["knee"]["floor_p50_ms"] is not None
+    assert row["saturation"]["qps"]["median"] > 1000, proc.stdout
+    assert row["knee"]["steps"] and row["knee"]["floor_p50_ms"] is not None, proc.stdout
     (fixed,) = row["fixed"]
     assert fixed["latency_ms"]["avg"] is not None and fixed["latency_ms"]["p99"] is None
-    assert fixed["answered_qps"] == pytest.approx(2000, rel=0.1)
+    # one second of dnsperf -Q 2000 on a shared machine: the rate, give or take its start
+    assert fixed["answered_qps"] == pytest.approx(2000, rel=0.25), proc.stdout
 
 
 def test_bad_class_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
