@@ -48,6 +48,9 @@ def run_foreground(scenario: Scenario, data_dir: Path, *, as_json: bool = False)
             run.finish("stopped")
         run.finished.wait()
         status = manager.status(run.id)
+        if status["status"] in ("pending", "running") and run.outcome is not None:
+            # The end could not be recorded (a full disk): this process knows it anyway.
+            status.update(status=run.outcome.status, message=run.outcome.message)
     finally:
         manager.shutdown(stop_runs=True)
         _restore_signals(previous)

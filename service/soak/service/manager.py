@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from soak.config import Scenario
 from soak.errors import InputError, SoakError
+from soak.service.reserve import make_reserve
 from soak.service.run import Run, RunContext, owner_alive, points_path
 from soak.service.scheduler import SoakScheduler
 from soak.service.state import ACTIVE, RunRecord, StateStore, new_run_id
@@ -46,6 +47,7 @@ class RunManager:
 
     def start(self, *, resume: bool = True) -> list[str]:
         """Start the scheduler; resume the runs a previous service left running."""
+        make_reserve(self.ctx.data_dir)  # space to record a run's end if the disk fills
         self.scheduler.start()
         self.reap_abandoned()
         return self.resume_all() if resume else []

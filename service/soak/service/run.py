@@ -425,20 +425,48 @@ class Run:
             self.outcome = self._end(status, message, now_ns)
         except Exception as exc:  # the run must still end, with the fault as its status
             log.exception("run %s: ending", self.id)
-            self.outcome = Outcome("error", f"ending the run failed: {exc}")
-            self.ctx.state.update_run(
-                self.id, status="error", message=self.outcome.message, ended_ns=now_ns
-            )
+            why = f"{message}; " if status == "error" else ""
+            self.outcome = Outcome("error", f"{why}ending the run failed: {exc}")
+            try:
+                self.ctx.state.update_run(
+                    self.id, status="error", message=self.outcome.message, ended_ns=now_ns
+                )
+            except Exception:  # a full disk: the outcome is still known to this process
+                log.exception("run %s: the end could not be recorded", self.id)
         finally:
             self.finished.set()
             self.ctx.on_finished(self.id)
         return self.outcome
 
+    def storage_failed(self, job: str, exc: BaseException) -> None:
+        """The data directory takes no more writes (disk full, read-only, I/O error):
+        nothing measured from here could be kept, so the run ends `error` and its target
+        stops, rather than running on unrecorded."""
+        from soak.service.reserve import release_reserve
+
+        message = f"the data directory cannot be written ({job}): {exc}"
+        log.error("run %s: %s", self.id, message)
+        with self._lock:
+            if self.ending:
+                return
+            if release_reserve(self.ctx.data_dir):  # room to write why the run ended
+                message += " (the data directory's reserve was freed to record this)"
+            self._try_event("error", message)
+            self._finish_locked("error", message)
+
+    def _try_event(self, kind: str, message: str, time_ns: int | None = None) -> None:
+        """An event that may not be writable (a full disk): logged if it is not."""
+        try:
+            self.event(kind, message, 0.0, time_ns)
+        except Exception as exc:
+            log.error("run %s: event %s not recorded (%s): %s", self.id, kind, exc, message)
+
     def _end(self, status: str, message: str, now_ns: int) -> Outcome:
         from soak.service.reporting import judge_and_report
 
-        self.event("stop", f"run ended: {message}", 0.0, now_ns)
+        # The target first: a store that fails below must not leave it running.
         self._stop_parts(stop_targets=True, close_alerter=False)
+        self._try_event("stop", f"run ended: {message}", now_ns)
         if self.load is not None:
             self.load_totals = self.load.totals()
         with contextlib.suppress(SoakError):

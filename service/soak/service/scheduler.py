@@ -8,8 +8,10 @@ the run records its lag; it is never run twice to catch up.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
+import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +20,8 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from soak.service.run import Run
+
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
 
 log = logging.getLogger(__name__)
 # A skipped or late tick is the run's own `ticks_missed` event and lag metric; the
@@ -101,6 +105,14 @@ class SoakScheduler:
         return [j.id for j in self._sched.get_jobs() if j.id.startswith(f"{run_id}:")]
 
 
+def storage_fault(exc: BaseException) -> bool:
+    """The data directory cannot take writes: disk full, quota, read-only, I/O error."""
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        return any(w in text for w in ("full", "disk i/o", "readonly", "read-only"))
+    return isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS
+
+
 def _guarded(run: Run, name: str, func: Callable[[], Any]) -> Callable[[], None]:
     """A job that fails is an event of its run, never a silent scheduler log line."""
 
@@ -108,6 +120,9 @@ def _guarded(run: Run, name: str, func: Callable[[], Any]) -> Callable[[], None]
         try:
             func()
         except Exception as exc:
+            if storage_fault(exc):  # nothing more can be kept: the run ends, its target stops
+                run.storage_failed(name, exc)
+                return
             log.exception("run %s: job %s failed", run.id, name)
             try:
                 run.event("error", f"{name} job failed: {type(exc).__name__}: {exc}", 0.0)
