@@ -274,3 +274,26 @@ def test_a_week_of_second_ticks_finds_a_burst() -> None:
     value, end_ns = worst
     assert value > 50.0
     assert T0 + 123_485 * S <= end_ns < T0 + (123_456 + 300) * S
+
+
+def test_a_generator_that_fell_behind_is_generator_bound() -> None:
+    data = load_run(n=120, lost={i: 30.0 for i in range(120)})
+    data.load["all"].rate_target = ticks([1000.0] * 120)
+    data.load["all"].rate_achieved = ticks([100.0] * 120)
+    results = evaluate_criteria(cfg(lost_ratio_max=0.01), data)
+    (gen,) = by(results, "generator")
+    assert not gen.ok and gen.value == pytest.approx(0.1)
+    assert gen.message.startswith("generator-bound: the generator sent only 10.0%")
+    assert all(r.message.endswith("(generator-bound)") for r in by(results, "lost_ratio"))
+
+
+def test_a_generator_that_kept_up_is_ok_and_flat_out_is_not_judged() -> None:
+    data = load_run(n=120)
+    data.load["all"].rate_target = ticks([100.0] * 120)
+    # The first tick (the load starting mid-window) does not count.
+    data.load["all"].rate_achieved = ticks([10.0] + [99.0] * 119)
+    (gen,) = by(evaluate_criteria(cfg(), data), "generator")
+    assert gen.ok and gen.value == pytest.approx(0.99)
+    assert "(generator-bound)" not in by(evaluate_criteria(cfg(), data), "lost_ratio")[0].message
+    data.load["all"].rate_target = ticks([0.0] * 120)  # rate 0: as fast as it can
+    assert by(evaluate_criteria(cfg(), data), "generator") == []

@@ -25,7 +25,7 @@ A criterion with no samples to judge fails: a missing sample is evidence.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from soak.analysis.latency import Tick, make_knots, window_quantiles
@@ -44,6 +44,11 @@ __all__ = [
 ]
 
 
+# Share of the asked rate the load engine must send for the run not to be generator-bound:
+# below it, a lost_ratio or p99 failure is partly the generator's.
+GENERATOR_MIN_SHARE = 0.9
+
+
 @dataclass(frozen=True, slots=True)
 class CriterionResult:
     name: str  # e.g. "lost_ratio", "p99_ms[cached]", "leak[rss_anon_bytes]"
@@ -58,8 +63,13 @@ def evaluate_criteria(cfg: CriteriaConfig, data: RunData) -> list[CriterionResul
     """Every criterion the scenario sets, judged on the run's data."""
     results: list[CriterionResult] = []
     if data.expect_load:
+        generator = _generator(data)
+        results += generator
         if cfg.lost_ratio_max is not None:
-            results += _lost_ratio(cfg, data)
+            lost = _lost_ratio(cfg, data)
+            if generator and not generator[0].ok:  # the losses are partly the generator's
+                lost = [replace(c, message=f"{c.message} (generator-bound)") for c in lost]
+            results += lost
         if cfg.wrong_answers_max is not None:
             results.append(_wrong_answers(cfg.wrong_answers_max, data))
         for cls, limit in cfg.p99_ms_max.items():
@@ -98,6 +108,29 @@ def _total_class(data: RunData) -> ClassSeries | None:
                 acc[t] = acc.get(t, 0.0) + v
         setattr(out, name, sorted(acc.items()))
     return out
+
+
+def _generator(data: RunData) -> list[CriterionResult]:
+    """Whether the load engine sent what the phases asked. A run whose generator fell
+    behind is generator-bound: its losses and latencies are partly the generator's,
+    not only the server's. The first tick (the load starting mid-window) is left out."""
+    total = data.load.get("all")
+    if total is None:
+        return []
+    achieved = dict(total.rate_achieved)
+    pairs = [(r, achieved[t]) for t, r in total.rate_target[1:] if t in achieved and r > 0]
+    asked_qps = sum(r for r, _ in pairs)
+    if asked_qps <= 0:
+        return []  # flat out (rate 0) asks for nothing in particular
+    sent_qps = sum(a for _, a in pairs)
+    share = sent_qps / asked_qps
+    ok = share >= GENERATOR_MIN_SHARE
+    what = "the generator kept" if ok else "generator-bound: the generator sent only"
+    message = (
+        f"{what} {share:.1%} of the asked rate (mean {sent_qps / len(pairs):,.0f}"
+        f" of {asked_qps / len(pairs):,.0f} q/s), at least {GENERATOR_MIN_SHARE:.0%}"
+    )
+    return [CriterionResult("generator", ok, share, GENERATOR_MIN_SHARE, "run", message)]
 
 
 def _lost_ratio(cfg: CriteriaConfig, data: RunData) -> list[CriterionResult]:

@@ -32,6 +32,8 @@ LOAD_FIELDS = {
     "p95_ms": "lat_p95_ms",
     "p999_ms": "lat_p999_ms",
     "max_ms": "lat_max_ms",
+    "rate_target": "rate_target",
+    "rate_achieved": "rate_achieved",
 }
 
 
@@ -51,6 +53,8 @@ class ClassSeries:
     p95_ms: Series = field(default_factory=list)
     p999_ms: Series = field(default_factory=list)
     max_ms: Series = field(default_factory=list)
+    rate_target: Series = field(default_factory=list)  # q/s the phases asked, per tick
+    rate_achieved: Series = field(default_factory=list)  # q/s the generator sent
 
 
 @dataclass

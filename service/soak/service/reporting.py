@@ -49,6 +49,8 @@ def judge_and_report(run: Run, status: str, message: str, *, ended_ns: int) -> O
             message = f"{len(failed)} criterion(s) failed: " + ", ".join(
                 str(c.get("name", "?")) for c in failed
             )
+            if any(c.get("name") == "generator" for c in failed):
+                message = f"generator-bound; {message}"
         else:
             message = "completed; all criteria pass"
     outcome = Outcome(status, message, criteria)
