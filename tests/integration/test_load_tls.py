@@ -20,7 +20,7 @@ import pytest
 
 from soak.load.config import LoadConfig
 from soak.load.runner import run_load
-from tests.support.servers import ServerProc, dnsmasq_upstream, kresd, unbound
+from tests.support.servers import ServerProc, dnsdist, dnsmasq_upstream, kresd, unbound
 from tests.support.tls import SERVER_NAME, make_cert
 
 pytestmark = pytest.mark.integration
@@ -45,6 +45,14 @@ def kr(tmp_path_factory: pytest.TempPathFactory, cert: tuple[Path, Path]) -> Ite
         dnsmasq_upstream(tmp_path_factory.mktemp("upstream")) as up,
         kresd(tmp_path_factory.mktemp("kresd"), up.port, tls=cert) as s,
     ):
+        yield s
+
+
+@pytest.fixture(scope="module")
+def dd(
+    tmp_path_factory: pytest.TempPathFactory, cert: tuple[Path, Path], ub: ServerProc
+) -> Iterator[ServerProc]:
+    with dnsdist(tmp_path_factory.mktemp("dnsdist"), ub.port, tls=cert) as s:
         yield s
 
 
@@ -73,6 +81,16 @@ def test_knot_resolver_answers_every_query(kr: ServerProc, protocol: str, tmp_pa
     d = load(kr, protocol, tmp_path)
     assert d["sent"] == 450 and d["completed"] == 450 and d["lost"] == 0
     assert d["connections"]["errors"] == 0
+
+
+@pytest.mark.parametrize(("protocol", "method"), [("dot", None), ("doh", "POST"), ("doh", "GET")])
+def test_dnsdist_frontends_answer_every_query(
+    dd: ServerProc, protocol: str, method: str | None, tmp_path: Path
+) -> None:
+    extra = {"doh": {"method": method}} if method else {}
+    d = load(dd, protocol, tmp_path, **extra)
+    assert d["completed"] == 450 and d["rcodes"] == {"NOERROR": 450}
+    assert d["connections"]["opened"] == 2 and d["connections"]["errors"] == 0
 
 
 @pytest.mark.parametrize("resumption", [True, False])

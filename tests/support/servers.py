@@ -383,3 +383,34 @@ def kresd(
         yield server
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------- dnsdist
+
+
+@contextlib.contextmanager
+def dnsdist(tmp: Path, backend_port: int, tls: tuple[Path, Path]) -> Iterator[ServerProc]:
+    """dnsdist in front of 127.0.0.1@backend_port: plain DNS, DoT (extra port `dot`) and
+    DoH (extra port `doh`, /dns-query)."""
+    port, dot, doh = free_port(), free_port(), free_port()
+    cert, key = tls
+    (tmp / "dnsdist.conf").write_text(
+        "\n".join(
+            [
+                f"setLocal('127.0.0.1:{port}')",
+                f"addTLSLocal('127.0.0.1:{dot}', '{cert}', '{key}')",
+                f"addDOHLocal('127.0.0.1:{doh}', '{cert}', '{key}', '/dns-query')",
+                # up without health checks: a test backend does not answer the root
+                f"newServer({{address='127.0.0.1:{backend_port}'}}):setUp()",
+                "setSecurityPollSuffix('')",
+            ]
+        )
+        + "\n"
+    )
+    argv = ["dnsdist", "--supervised", "--disable-syslog", "-C", str(tmp / "dnsdist.conf")]
+    server = spawn("dnsdist", argv, tmp, port, dot=dot, doh=doh)
+    try:
+        wait_dns(server, "www.example.test.")
+        yield server
+    finally:
+        server.stop()
