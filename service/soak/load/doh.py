@@ -90,8 +90,11 @@ class DohFlow(StreamFlow):
         try:
             events = conn.receive_data(data)
         except h2.exceptions.ProtocolError:
+            # The connection is unusable: its queries end as lost, a new one replaces it.
             self.book.conn_errors += 1
+            self.answered += len(self.streams)
             self.streams.clear()
+            self.goaway = True
             return []
         for ev in events:
             if isinstance(ev, h2.events.ResponseReceived):
