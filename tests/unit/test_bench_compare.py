@@ -89,6 +89,10 @@ def test_bench_figures_and_resolve_by_file_dir_and_id(tmp_path: Path) -> None:
     assert resolve(str(d / "bench.json"), tmp_path).id == "b1"
     assert resolve(str(d), tmp_path).id == "b1"
     assert resolve("b1", tmp_path).label == "unbound 1"
+    side = tmp_path / "bench" / "b2" / "B"  # `soak bench --compare` keeps A/ and B/
+    side.mkdir(parents=True)
+    (side / "bench.json").write_text(json.dumps(bench_result([1.0], "b2-B")))
+    assert resolve("b2-B", tmp_path).id == "b2-B"
     with pytest.raises(InputError, match="no soak state"):
         resolve("nothing-here", tmp_path)
     (tmp_path / "x.json").write_text("{}")

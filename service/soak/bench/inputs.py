@@ -58,10 +58,19 @@ def resolve(ref: str, data_dir: Path) -> RunFigures:
         path = path / "bench.json"
     if path.suffix == ".json" or path.exists():
         return from_bench(_read_json(path))
-    bench = data_dir / "bench" / ref / "bench.json"
-    if bench.exists():
-        return from_bench(_read_json(bench))
+    for bench in _bench_paths(data_dir / "bench", ref):
+        if bench.exists():
+            return from_bench(_read_json(bench))
     return soak_run_figures(ref, data_dir)
+
+
+def _bench_paths(root: Path, bench_id: str) -> list[Path]:
+    """Where a bench id's result is: ID/bench.json, or ROOT-ID/A|B/bench.json of --compare."""
+    paths = [root / bench_id / "bench.json"]
+    stem, sep, side = bench_id.rpartition("-")
+    if sep and side in ("A", "B"):
+        paths.append(root / stem / side / "bench.json")
+    return paths
 
 
 def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
