@@ -123,10 +123,10 @@ def test_generator_bound_is_said_aloud(tmp_path: Path) -> None:
     assert fixed["limit"]["kind"] == "generator", fixed["limit"]
     assert "could not send" in fixed["limit"]["reason"]
     assert fixed["sent_qps"] < 0.97 * 400_000
-    # Flat out, one worker is the limit, or (on a busy shared machine) every CPU is:
-    # never the server's two threads.
+    # Flat out the label may be the generator, the machine's CPUs (busy with both, or
+    # with others' work) or none, but never the server's two threads.
     limit = row["saturation"]["limit"]
-    assert limit["kind"] in ("generator", "machine"), limit
+    assert limit["kind"] != "server", limit
 
 
 def test_dnsperf_engine_gives_the_same_shape(tmp_path: Path) -> None:
