@@ -109,6 +109,7 @@ def assemble(
         "config": cfg.model_dump(mode="json"),
         "classes": classes,
         "criteria": criteria,
+        "notes": list(side.notes),
         "passed": all(c["ok"] for c in criteria),
     }
 

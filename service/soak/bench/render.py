@@ -107,7 +107,7 @@ def tables(result: dict[str, Any]) -> list[Table]:
 
 
 def _notes(result: dict[str, Any]) -> list[str]:
-    notes = []
+    notes = list(result.get("notes", []))
     for c in result["classes"]:
         notes += [f"{c['name']}: {n}" for n in c.get("notes", [])]
         s = c.get("saturation")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -17,6 +18,8 @@ from soak.netsafety import parse_host_port
 from soak.service.binding import bind_services, run_setup
 from soak.targets import build_target
 from soak.targets.base import Running, Target
+
+log = logging.getLogger(__name__)
 
 
 class Side:
@@ -32,6 +35,7 @@ class Side:
         self.target: Target | None = None
         self.running: Running | None = None
         self.starts = 0
+        self.notes: list[str] = []
         self._prom: Any = None
 
     # ------------------------------------------------------------ lifecycle
@@ -81,9 +85,12 @@ class Side:
 
     def stop(self) -> None:
         for part in [self.target, *self.services.values()]:
-            if part is not None:
-                with contextlib.suppress(Exception):  # stop everything, whatever one does
-                    part.stop()
+            if part is None:
+                continue
+            try:
+                part.stop()
+            except Exception as exc:  # stop every part, whatever one of them does; say so
+                log.warning("%s: stopping %s failed: %s", self.label, part.name, exc)
         self.target = None
         self.services = {}
         self._tmp.cleanup()
@@ -114,7 +121,10 @@ class Side:
             self._prom = PromSampler(prom_cfg, lambda: self.running)
         try:
             points = self._prom.sample(0)
-        except (RuntimeError, OSError):
+        except (RuntimeError, OSError) as exc:
+            note = f"target counters not read: {exc}"
+            if note not in self.notes:  # evidence, once
+                self.notes.append(note)
             return {}
         wanted = set(self.scenario.bench.counters)
         out: dict[str, float] = {}
