@@ -27,9 +27,11 @@ def test_verdicts() -> None:
     assert v == "same" and "noise" in note
     # tiny absolute latency changes are noise at any percentage
     assert verdict_of("latency", 0.02, 0.04, 100.0, (90.0, 110.0), 25)[0] == "same"
-    # no interval (too few values): the threshold decides, and says so
+    # no interval (too few values): twice the threshold decides, and says so
     v, note = verdict_of("throughput", 100, 50, -50.0, None, 10)
     assert v == "worse" and "few values" in note
+    v, note = verdict_of("throughput", 100, 85, -15.0, None, 10)
+    assert v == "same" and "twice the threshold" in note
 
 
 def test_compare_figures_noise_and_shift() -> None:

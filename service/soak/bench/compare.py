@@ -9,7 +9,8 @@ threshold of the figure's kind:
 
 - `same`: the difference is within the threshold, or the interval holds 0
   (the runs' own noise covers it);
-- `better` / `worse`: beyond the threshold and outside the noise.
+- `better` / `worse`: beyond the threshold and outside the noise (with fewer
+  than CI_MIN_VALUES values a side there is no interval: twice the threshold).
 """
 
 from __future__ import annotations
@@ -78,8 +79,12 @@ def verdict_of(
         return "same", ""
     if ci is not None and ci[0] <= 0 <= ci[1]:
         return "same", "within the runs' noise"
+    if ci is None and abs(diff_pct) <= 2 * threshold_pct:
+        # Nothing to measure the noise with (one value a side): only a difference of
+        # twice the threshold counts.
+        return "same", "few values: twice the threshold applies"
     good = diff_pct > 0 if kind in HIGHER_IS_BETTER else diff_pct < 0
-    return ("better" if good else "worse"), "" if ci is not None else "too few values for a CI"
+    return ("better" if good else "worse"), "" if ci is not None else "few values"
 
 
 def compare_figure(name: str, a: Figure, b: Figure, thresholds: dict[str, float]) -> Compared:
@@ -185,5 +190,6 @@ def bench_figures(result: dict[str, Any]) -> Figures:
             for key, kind in (("p50", "latency"), ("p99", "tail")):
                 values = windows.get(f"{key}_ms") or [run["latency_ms"].get(key)]
                 out[f"{at} {key}"] = Figure(kind, "ms", _values(values))
-            out[f"{at} server CPU"] = Figure("cpu", "cores", _values([run["target_cores"]]))
+            cpu = windows.get("target_cores") or [run["target_cores"]]
+            out[f"{at} server CPU"] = Figure("cpu", "cores", _values(cpu))
     return out

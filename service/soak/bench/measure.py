@@ -175,7 +175,12 @@ def measure_builtin(
     """The builtin engine: per-second windows, CPU over the steady interval."""
     runner = LoadRunner(cfg, server, base_dir=base_dir, allow_targets=allow_targets)
     runner.start(rate_qps, ramp_s + duration_s + 5.0)
-    windows: dict[str, list[float]] = {"answered_qps": [], "p50_ms": [], "p99_ms": []}
+    windows: dict[str, list[float]] = {
+        "answered_qps": [],
+        "p50_ms": [],
+        "p99_ms": [],
+        "target_cores": [],
+    }
     completed = sent = 0
     seconds = 0.0  # reported worker time in the measured windows, per worker
     workers = cfg.workers
@@ -187,9 +192,15 @@ def measure_builtin(
         tgt0, gen0 = tree_cpu_s(target_pid), pids_cpu_s([os.getpid(), *runner.pids])
         m0 = machine_busy_s()
         step_s = min(WINDOW_S, duration_s)
+        prev_cpu, prev_at = tgt0, t0
         for i in range(max(1, math.ceil(duration_s / step_s))):
             _sleep_until(t0 + min((i + 1) * step_s, duration_s))
             w = runner.take_window()["all"]
+            # the server's CPU second by second too: samples for `soak compare`
+            cpu_now, now = tree_cpu_s(target_pid), time.monotonic()
+            if (busy := cores(prev_cpu, cpu_now, now - prev_at)) is not None:
+                windows["target_cores"].append(busy)
+            prev_cpu, prev_at = cpu_now, now
             window_s = runner.last_window_worker_s / workers
             if window_s <= 0:  # no worker reported in this window (they report once a second)
                 continue
