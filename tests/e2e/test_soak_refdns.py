@@ -82,6 +82,11 @@ def test_healthy_refdns_agrees_with_its_metrics_and_passes(tmp_path: Path) -> No
         # The query log reaches its row cap (and trims) within the warm-up, as the
         # answer cache reaches its capacity: the steady phase holds still.
         "--set", "target.argv.6=-querylog-max-rows=10000",
+        # The Go runtime's view is judged here. Anonymous RSS also counts SQLite's
+        # malloc arenas, which reach their high marks over tens of seconds on a busy
+        # machine: 30 s of steady phase can read that as growth. The two-minute demo
+        # judges it.
+        "--set", "leaks.thresholds={heap_inuse_bytes: 200MiB/h, goroutines: 100/h, fds: 100/h}",
         "--set", "phases.0.duration_s=20s",
         "--set", "phases.1.duration_s=30s",
     )  # fmt: skip
