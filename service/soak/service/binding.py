@@ -22,7 +22,7 @@ from soak.targets.config import TargetConfig
 _SERVICE_RE = re.compile(r"\{service\.([A-Za-z0-9_-]+)\.(port\.[A-Za-z0-9_.-]+|host)\}")
 
 
-def _fill(text: str, services: dict[str, Running], where: str) -> str:
+def fill_services(text: str, services: dict[str, Running], where: str) -> str:
     def value(m: re.Match[str]) -> str:
         name, key = m.group(1), m.group(2)
         running = services.get(name)
@@ -41,7 +41,7 @@ def _fill(text: str, services: dict[str, Running], where: str) -> str:
 
 def _walk(node: Any, services: dict[str, Running], where: str) -> Any:
     if isinstance(node, str):
-        return _fill(node, services, where)
+        return fill_services(node, services, where)
     if isinstance(node, list):
         return [_walk(item, services, f"{where}.{i}") for i, item in enumerate(node)]
     if isinstance(node, dict):

@@ -7,6 +7,7 @@ run that is still going.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -18,9 +19,12 @@ from soak.config import Scenario
 from soak.errors import InputError
 from soak.report import PhaseSpan, ReportInput
 from soak.service import phases
+from soak.service.binding import fill_services
 from soak.service.state import EventRecord, RunRecord, StateStore
 from soak.service.status import REPORT_FORMATS, read_result
+from soak.targets.base import Running
 from soak.targets.config import DockerTarget, ProcessTarget
+from soak.targets.render import Placeholders, render_known
 
 if TYPE_CHECKING:
     from soak.service.manager import RunManager
@@ -77,7 +81,7 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         scenario_name=scenario.name,
         target_name=scenario.target.name,
         version=scenario.target.version,
-        target_desc=target_description(scenario),
+        target_desc=target_description(scenario, record.target_state),
         started_ns=origin_ns,
         ended_ns=record.ended_ns,
         status=record.status,
@@ -94,7 +98,12 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
     )
 
 
-def target_description(scenario: Scenario) -> str:
+def target_description(scenario: Scenario, target_state: dict[str, Any] | None = None) -> str:
+    """How the target runs; a process target's argv with the run's ports filled in.
+
+    `target_state` is the run's stored state (the target's and helpers' ports); a
+    placeholder it cannot fill (a run that never started) is left as written.
+    """
     t = scenario.target
     if isinstance(t, DockerTarget):
         flags = [f"--network {t.network}"]
@@ -105,9 +114,33 @@ def target_description(scenario: Scenario) -> str:
         flags += ["a fresh named volume"] if t.volume is not None and not t.volume.name else []
         return f"docker {t.image} " + " ".join(flags)
     if isinstance(t, ProcessTarget):
-        argv = " ".join(t.argv)
-        return f"process: {argv[:200]}"
+        argv = filled_argv(t.argv, target_state or {})
+        return f"process: {' '.join(argv)[:200]}"
     return "external (already running)"
+
+
+def filled_argv(argv: list[str], target_state: dict[str, Any]) -> list[str]:
+    """`argv` with `{port.X}`, `{host}`, `{run_dir}`, `{data_dir}` and
+    `{service.NAME.port.X}` filled from a run's stored state, where known."""
+    services = {
+        name: Running.from_state(state)
+        for name, state in (target_state.get("services") or {}).items()
+        if state
+    }
+    target = target_state.get("target") or {}
+    values = Placeholders(
+        run_dir=str(target.get("run_dir") or "{run_dir}"),
+        host=str(target.get("host") or "{host}"),
+        ports={k: int(v) for k, v in (target.get("ports") or {}).items()},
+        data_dir=str(target["data_dir"]) if target.get("data_dir") else None,
+    )
+    filled = []
+    for i, arg in enumerate(argv):
+        # A helper that never started: its placeholder stays as written.
+        with contextlib.suppress(InputError):
+            arg = fill_services(arg, services, f"target.argv.{i}")
+        filled.append(render_known(arg, values))
+    return filled
 
 
 def startup_figures(events: list[EventRecord]) -> dict[str, float]:

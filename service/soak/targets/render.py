@@ -42,6 +42,18 @@ def render(text: str, values: Placeholders, where: str = "target") -> str:
     return _PLACEHOLDER_RE.sub(lambda m: values.value(m.group(1), where), text)
 
 
+def render_known(text: str, values: Placeholders) -> str:
+    """`text` with the placeholders `values` can fill; the others left as written."""
+
+    def value(m: re.Match[str]) -> str:
+        try:
+            return values.value(m.group(1), "target")
+        except InputError:
+            return m.group(0)
+
+    return _PLACEHOLDER_RE.sub(value, text)
+
+
 def render_all(items: list[str], values: Placeholders, where: str) -> list[str]:
     return [render(item, values, where) for item in items]
 
