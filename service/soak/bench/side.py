@@ -93,7 +93,20 @@ class Side:
                 log.warning("%s: stopping %s failed: %s", self.label, part.name, exc)
         self.target = None
         self.services = {}
+        self._remove_volumes()
         self._tmp.cleanup()
+
+    def _remove_volumes(self) -> None:
+        """A fresh docker volume is this bench's own: it goes with it (as a soak run's)."""
+        configs = [self.scenario.target, *self.scenario.services]
+        if not any(c.runtime == "docker" and getattr(c, "volume", None) for c in configs):
+            return
+        from soak.targets import cleanup_stale
+
+        try:
+            cleanup_stale(run_id=self.run_id)
+        except Exception as exc:  # the bench still ends; what was left is said
+            log.warning("%s: removing the bench's volumes: %s", self.label, exc)
 
     # ------------------------------------------------------------ what runs measure
 
