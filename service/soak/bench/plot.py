@@ -61,8 +61,10 @@ def latency_chart(classes: list[dict[str, Any]]) -> str:
     out += _y_axis(y_lo, y_hi, "ms", py, plot_w)
     x = 0.0
     while x <= x_max + 1e-9:
+        anchor = "end" if x + x_step > x_max + 1e-9 else "middle"  # the last stays inside
         out.append(
-            f'<text x="{px(x):.1f}" y="{HEIGHT - 14}" text-anchor="middle">{format_value(x)}</text>'
+            f'<text x="{px(x):.1f}" y="{HEIGHT - 14}" text-anchor="{anchor}">'
+            f"{format_value(x)}</text>"
         )
         x += x_step
     out.append(f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 2}" text-anchor="end">offered q/s</text>')
