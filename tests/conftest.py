@@ -1,5 +1,20 @@
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 # tests/support is imported as `tests.support`; the repository root must be importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+@pytest.fixture(scope="session")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pdns-server data in the 4.3.1 schema (scripts/make-pdns-4.3.1-archive.py), made once.
+
+    Upgrade plans only read it (`data.archive`), so every test may share one copy.
+    """
+    out = tmp_path_factory.mktemp("fixture") / "pdns-auth-4.3.1.tar.gz"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "make-pdns-4.3.1-archive.py"
+    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
+    return out

@@ -31,14 +31,6 @@ needs_pdns = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("fixture") / "pdns-auth-4.3.1.tar.gz"
-    script = REPO / "scripts" / "make-pdns-4.3.1-archive.py"
-    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
-    return out
-
-
 @pytest.fixture
 def work() -> Iterator[Path]:
     """A short work directory: pdns puts a unix socket (at most 107 bytes) in the run dir."""

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,14 +27,6 @@ CORPUS = (
     " count: 1000, rate_qps: 2000}]"
 )
 CHECK = "checks=[{name: corpus, kind: corpus, snapshot: corpus, max_differences: 0}]"
-
-
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("fixture") / "pdns-auth-4.3.1.tar.gz"
-    script = REPO / "scripts" / "make-pdns-4.3.1-archive.py"
-    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
-    return out
 
 
 def run(archive: Path, work: Path, sql: str) -> UpgradeResult:

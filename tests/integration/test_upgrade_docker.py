@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,14 +39,6 @@ def _engine_and_image() -> str | None:
 _SKIP = _engine_and_image()
 if _SKIP is not None:
     pytest.skip(_SKIP, allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("fixture") / "pdns-auth-4.3.1.tar.gz"
-    script = REPO / "scripts" / "make-pdns-4.3.1-archive.py"
-    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
-    return out
 
 
 @pytest.fixture

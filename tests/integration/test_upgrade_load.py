@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -34,14 +32,6 @@ LOAD = (
     "load={rate_qps: 500, settle_s: 1, timeout_s: 1,"
     ' mix: [{name: zone, queries: ["www.example.test A", "example.test MX"]}]}'
 )
-
-
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("fixture") / "pdns-auth-4.3.1.tar.gz"
-    script = REPO / "scripts" / "make-pdns-4.3.1-archive.py"
-    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
-    return out
 
 
 def run(archive: Path, work: Path, checks: str) -> tuple[UpgradeResult, list[str]]:

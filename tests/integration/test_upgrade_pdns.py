@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,14 +21,6 @@ SCHEMA = Path("/usr/share/pdns-backend-sqlite3/schema/4.3.1_to_4.7.0_schema.sqli
 
 if shutil.which("pdns_server") is None or not SCHEMA.exists():
     pytest.skip("pdns-server with the gsqlite3 backend is not installed", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("fixture") / "pdns-auth-4.3.1.tar.gz"
-    script = REPO / "scripts" / "make-pdns-4.3.1-archive.py"
-    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
-    return out
 
 
 def processes_mentioning(text: str) -> list[int]:

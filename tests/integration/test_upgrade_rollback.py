@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -36,14 +34,6 @@ ROLLBACK_CHECKS = [
         "needs": "ready",
     },
 ]
-
-
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("fixture") / "pdns-auth-4.3.1.tar.gz"
-    script = REPO / "scripts" / "make-pdns-4.3.1-archive.py"
-    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
-    return out
 
 
 def run(archive: Path, work: Path, rollback: dict[str, object]) -> UpgradeResult:
