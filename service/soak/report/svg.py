@@ -41,6 +41,10 @@ class Chart:
     lines: list[Line]
     markers: list[Marker] = field(default_factory=list)
     x_max_s: float | None = None  # the run's length: all charts share the time axis
+    # None: x is seconds since the run's start; else x is a plain value with this label
+    # (e.g. "offered q/s" for the bench's latency-against-rate plot).
+    x_unit: str | None = None
+    dots: bool = False  # a dot on every point (few points, each a measurement)
 
 
 def nice_step(span: float, target_ticks: int = 5) -> float:
@@ -99,6 +103,8 @@ def y_range(lines: Sequence[Line]) -> tuple[float, float]:
 def render_chart(chart: Chart) -> str:
     x_max = chart.x_max_s or max((x for ln in chart.lines for x, _ in ln.points), default=1.0)
     x_max = max(x_max, 1.0)
+    if chart.x_unit is not None:  # a value axis ends on a round tick
+        x_max = math.ceil(x_max / nice_step(x_max)) * nice_step(x_max)
     y_lo, y_hi = y_range(chart.lines)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
@@ -114,7 +120,7 @@ def render_chart(chart: Chart) -> str:
         f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" class="frame"/>',
     ]
     out += _y_axis(y_lo, y_hi, chart.unit, py, plot_w)
-    out += _x_axis(x_max, px)
+    out += _x_axis(x_max, px) if chart.x_unit is None else _value_axis(x_max, chart.x_unit, px)
     out += _markers(chart.markers, px, x_max)
     for i, line in enumerate(chart.lines):
         color = PALETTE[i % len(PALETTE)]
@@ -126,6 +132,8 @@ def render_chart(chart: Chart) -> str:
             f'<path class="series" data-series="{escape(line.name)}" data-points="{len(pts)}" '
             f'd="{d}" stroke="{color}" fill="none" stroke-width="1.5"/>'
         )
+        if chart.dots:
+            out += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>' for x, y in pts]
     out += _legend(chart.lines)
     out.append("</svg>")
     return "\n".join(out)
@@ -170,6 +178,24 @@ def _x_axis(x_max: float, px: Scale) -> list[str]:
     out.append(
         f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 4}" text-anchor="end" class="unit">'
         "time since start</text>"
+    )
+    return out
+
+
+def _value_axis(x_max: float, unit: str, px: Scale) -> list[str]:
+    step = nice_step(x_max)
+    out = []
+    x = 0.0
+    while x <= x_max + 1e-9:
+        anchor = "end" if x + step > x_max + 1e-9 else "middle"  # the last stays inside
+        out.append(
+            f'<text x="{px(x):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="{anchor}" '
+            f'class="tick">{format_value(x)}</text>'
+        )
+        x += step
+    out.append(
+        f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 4}" text-anchor="end" class="unit">'
+        f"{escape(unit)}</text>"
     )
     return out
 
