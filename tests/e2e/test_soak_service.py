@@ -3,11 +3,13 @@ of the service itself (resumed, with the gap recorded)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,18 @@ from tests.e2e.soakrun import (
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def no_strays(tmp_path: Path) -> Iterator[None]:
+    """These tests SIGKILL a service: if one fails before a later service ends the run,
+    the run's targets and helpers are left without a parent. Stop whatever still runs
+    from the test's directory, so that a failure does not leave servers behind."""
+    yield
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and f"{tmp_path}/" in cmdline(int(proc.name)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
 
 
 def test_kill_target_and_restart_service_mid_run(tmp_path: Path) -> None:
