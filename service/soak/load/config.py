@@ -32,17 +32,26 @@ class ConnectionPolicy(StrictModel):
     their answers, stays open idle for `idle_s`, then closes and a new one
     opens; `reconnect_every_s` closes it (once its answers are in) at that age
     whatever it carried. Without either, connections last until the server
-    closes them.
+    closes them. `hangup_fraction` of the connections do not wait: they hang
+    up (TCP RST) right after their last query leaves, answers still due.
     """
 
     queries_per_connection: int | None = Field(default=None, ge=1)
     idle_s: DurationS = 0.0
     reconnect_every_s: DurationS | None = None
+    hangup_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _positive(self) -> ConnectionPolicy:
         if self.reconnect_every_s is not None and self.reconnect_every_s <= 0:
             raise ValueError("reconnect_every_s must be positive")
+        if self.hangup_fraction > 0 and (
+            self.queries_per_connection is None and self.reconnect_every_s is None
+        ):
+            raise ValueError(
+                "hangup_fraction needs queries_per_connection or reconnect_every_s "
+                "(a connection hangs up once it is done)"
+            )
         return self
 
 

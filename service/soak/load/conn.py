@@ -13,8 +13,12 @@ framing is in doh.py.
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
+import select
 import socket
 import ssl
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,7 +26,9 @@ from soak.load.queries import HEADER
 from soak.load.worker import Book, monotonic_ns
 
 RECONNECT_NS = 100_000_000  # at most this often while the server refuses
-CONNECT_TIMEOUT_S = 1.0  # TCP connect plus TLS handshake (blocking: see docs/load.md)
+CONNECT_TIMEOUT_NS = 1_000_000_000  # TCP connect plus TLS handshake
+LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a RST
+DOWN, CONNECTING, HANDSHAKE, UP = range(4)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,7 @@ class Policy:
     queries_per_connection: int | None = None
     idle_ns: int = 0
     reconnect_every_ns: int | None = None
+    hangup_fraction: float = 0.0
 
     @property
     def churns(self) -> bool:
@@ -77,10 +84,23 @@ def assign_flows(flows: int, weights: Sequence[float], own: bool) -> list[list[i
 
 
 class StreamFlow:
-    """One TCP or DoT connection with 2-byte length framing (RFC 7766)."""
+    """One TCP or DoT connection with 2-byte length framing (RFC 7766).
+
+    Opening never blocks the worker's loop: connect() starts a non-blocking TCP
+    connect and advance() moves it on (TCP established, then the TLS handshake
+    step by step) whenever epoll says the socket is ready. Queries can be queued
+    from the start; they leave once the connection is up, so their latency
+    includes the opening, as a real client's would.
+    """
 
     def __init__(
-        self, host: str, port: int, policy: Policy, book: Book, tls: ssl.SSLContext | None = None
+        self,
+        host: str,
+        port: int,
+        policy: Policy,
+        book: Book,
+        tls: ssl.SSLContext | None = None,
+        hangup: bool = False,
     ) -> None:
         self.addr = (host, port)
         self.policy = policy
@@ -90,60 +110,127 @@ class StreamFlow:
         self.session: ssl.SSLSession | None = None
         self.resume = True
         self.sock: socket.socket | None = None
+        self.phase = DOWN
+        self.hs_events = select.EPOLLOUT  # what the TLS handshake waits for
         self.rbuf = bytearray()
         self.wbuf = bytearray()
         self.retry_ns = 0
-        self.born_ns = 0
+        self.start_ns = 0  # the connect began (handshake_ms counts from here)
+        self.born_ns = 0  # up since (reconnect_every_s counts from here)
         self.carried = 0  # queries sent on this connection
         self.answered = 0
         self.last_send_ns = 0
         self.close_at_ns = 0  # > 0 once it is spent and its answers are in: closes then
         self.goaway = False
+        # A client that hangs up once spent: its queries in flight, (slot, sent_ns).
+        self.hangup = hangup
+        self.inflight: list[tuple[int, int]] | None = [] if hangup else None
 
     # ------------------------------------------------------------ lifecycle
 
     def connect(self, now: int) -> bool:
+        """Starts opening (non-blocking); False when it could not even start."""
         if now < self.retry_ns:
             return False
         self.retry_ns = now + RECONNECT_NS
-        book = self.book
-        start = monotonic_ns()
+        family = socket.AF_INET6 if ":" in self.addr[0] else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_STREAM)
         try:
-            s = socket.create_connection(self.addr, timeout=CONNECT_TIMEOUT_S)
+            s.setblocking(False)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            err = s.connect_ex(self.addr)
         except OSError:
-            book.conn_errors += 1
+            err = -1
+        if err not in (0, errno.EINPROGRESS):
+            s.close()
+            self.book.conn_errors += 1
             return False
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.tls is not None:
-            try:
-                s = self.tls.wrap_socket(
-                    s,
-                    server_hostname=self.server_name,
-                    session=self.session if self.resume else None,
-                )
-                if not self.handshake_ok(s):
-                    raise ssl.SSLError("ALPN: the server did not agree on the protocol")
-            except (OSError, ValueError):
-                with contextlib.suppress(OSError):
-                    s.close()
-                book.conn_errors += 1
-                return False
-        done = monotonic_ns()
-        s.setblocking(False)
         self.sock = s
+        self.phase = CONNECTING
+        self.start_ns = monotonic_ns()
         self.rbuf.clear()
         self.wbuf.clear()
-        self.born_ns = done
         self.carried = self.answered = 0
         self.close_at_ns = 0
         self.goaway = False
+        self.started()
+        return True
+
+    def events(self) -> int:
+        """What epoll should wait for on this connection now."""
+        if self.phase == CONNECTING:
+            return select.EPOLLOUT
+        if self.phase == HANDSHAKE:
+            return self.hs_events
+        return select.EPOLLIN
+
+    def advance(self) -> bool | None:
+        """One step of opening: True once up, False while under way, None if it failed
+        (counted in connection_errors; the caller drops it)."""
+        s = self.sock
+        assert s is not None
+        try:
+            if self.phase == CONNECTING:
+                err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    raise OSError(err, os.strerror(err))
+                if self.tls is None:
+                    return self.opened(s)
+                s = self.sock = self.tls.wrap_socket(
+                    s,
+                    server_hostname=self.server_name,
+                    session=self.session if self.resume else None,
+                    do_handshake_on_connect=False,
+                )
+                self.phase = HANDSHAKE
+            assert isinstance(s, ssl.SSLSocket)
+            try:
+                s.do_handshake()
+            except ssl.SSLWantReadError:
+                self.hs_events = select.EPOLLIN
+                return False
+            except ssl.SSLWantWriteError:
+                self.hs_events = select.EPOLLOUT
+                return False
+            if not self.handshake_ok(s):
+                raise ssl.SSLError("ALPN: the server did not agree on the protocol")
+        except (OSError, ValueError):
+            self.book.conn_errors += 1
+            return None
+        return self.opened(s)
+
+    def opened(self, s: socket.socket) -> bool:
+        book = self.book
+        done = monotonic_ns()
+        self.phase = UP
+        self.born_ns = done
         book.conn_opened += 1
         if isinstance(s, ssl.SSLSocket) and s.session_reused:
             book.conn_resumed += 1
-        us = (done - start) // 1000
+        us = (done - self.start_ns) // 1000
         book.handshake_us[us] = book.handshake_us.get(us, 0) + 1
-        self.started()
         return True
+
+    def opening_expired(self, now: int) -> bool:
+        """Still not up after CONNECT_TIMEOUT_NS (counted as a connection error)."""
+        if self.sock is None or self.phase == UP or now - self.start_ns < CONNECT_TIMEOUT_NS:
+            return False
+        self.book.conn_errors += 1
+        return True
+
+    def hang_up(self) -> None:
+        """Close at once with a TCP RST, answers still due: they end as abandoned."""
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
+        for slot, sent_ns in self.inflight or ():
+            self.book.abandon(slot, sent_ns)
+        self.book.conn_hung_up += 1
+        self.close()
+
+    def ready_to_hang_up(self) -> bool:
+        """A hang-up client whose last query has left (it does not wait for answers)."""
+        return self.hangup and self.phase == UP and not self.wbuf
 
     def handshake_ok(self, s: ssl.SSLSocket) -> bool:
         return True
@@ -164,6 +251,7 @@ class StreamFlow:
             with contextlib.suppress(OSError):
                 self.sock.close()
         self.sock = None
+        self.phase = DOWN
         self.wbuf.clear()
         self.rbuf.clear()
 
@@ -174,10 +262,14 @@ class StreamFlow:
         p = self.policy
         if p.queries_per_connection is not None and self.carried >= p.queries_per_connection:
             return True
-        return p.reconnect_every_ns is not None and now - self.born_ns >= p.reconnect_every_ns
+        return (
+            p.reconnect_every_ns is not None
+            and self.phase == UP  # its age counts from the end of the opening
+            and now - self.born_ns >= p.reconnect_every_ns
+        )
 
     def accepting(self, now: int) -> bool:
-        """Up and still taking queries."""
+        """Up or opening, and still taking queries."""
         return self.sock is not None and not self.spent(now)
 
     def due_to_close(self, now: int, timeout_ns: int) -> bool:
@@ -202,8 +294,8 @@ class StreamFlow:
         self.last_send_ns = now
 
     def flush(self) -> bool:
-        """Write what is buffered; False when the connection broke."""
-        if self.sock is None or not self.wbuf:
+        """Write what is buffered (once up); False when the connection broke."""
+        if self.sock is None or not self.wbuf or self.phase != UP:
             return self.sock is not None
         try:
             n = self.sock.send(self.wbuf)

@@ -58,7 +58,10 @@ def policy_of(cp: ConnectionPolicy | None) -> Policy:
         return Policy()
     every = cp.reconnect_every_s
     return Policy(
-        cp.queries_per_connection, int(cp.idle_s * 1e9), int(every * 1e9) if every else None
+        cp.queries_per_connection,
+        int(cp.idle_s * 1e9),
+        int(every * 1e9) if every else None,
+        cp.hangup_fraction,
     )
 
 

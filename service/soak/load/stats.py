@@ -7,8 +7,11 @@ averaged percentiles. Memory is bounded: counters and histograms only.
 
 Accounting follows dnsperf: every query sent ends as completed (a reply
 within the timeout) or lost; a reply after the timeout is counted as `late`
-and is never a latency sample. Counts are by event time, so within one
-window sent != completed + lost; over a whole run that has drained, it is.
+and is never a latency sample. Over TCP, DoT and DoH a client that hangs up
+on purpose (connection.hangup_fraction) ends its queries still in flight as
+`abandoned`, neither answered nor lost. Counts are by event time, so within
+one window sent != completed + lost + abandoned; over a whole run that has
+drained, it is.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class ClassInterval:
     unexpected: int = 0  # replies that match no outstanding query
     rcodes: dict[int, int] = field(default_factory=dict)
     lat_us: dict[int, int] = field(default_factory=dict)
+    abandoned: int = 0  # in flight on a connection the client hung up on purpose
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Connections:
     errors: int = 0  # connects or handshakes that failed, resets, closes with answers due
     resumed: int = 0  # TLS sessions resumed
     handshake_us: dict[int, int] = field(default_factory=dict)  # TCP connect + TLS
+    hung_up: int = 0  # closed on purpose with answers still due (connection.hangup_fraction)
 
 
 @dataclass
@@ -78,6 +83,7 @@ class ClassStats:
     def __init__(self, highest_us: int) -> None:
         self.highest_us = max(highest_us, 2)
         self.sent = self.completed = self.lost = self.late = self.wrong = self.unexpected = 0
+        self.abandoned = 0
         self.rcodes: dict[int, int] = {}
         self.hist = HdrHistogram(1, self.highest_us, 3)
         self.sum_us = 0
@@ -87,6 +93,7 @@ class ClassStats:
     def reset(self) -> None:
         """Empty again, keeping the histogram's counts array (reused, not reallocated)."""
         self.sent = self.completed = self.lost = self.late = self.wrong = self.unexpected = 0
+        self.abandoned = 0
         self.rcodes = {}
         self.hist.reset()
         self.sum_us = 0
@@ -100,6 +107,7 @@ class ClassStats:
         self.late += ci.late
         self.wrong += ci.wrong
         self.unexpected += ci.unexpected
+        self.abandoned += ci.abandoned
         for code, n in ci.rcodes.items():
             self.rcodes[code] = self.rcodes.get(code, 0) + n
         self.add_latencies(ci.lat_us)
@@ -140,7 +148,7 @@ class ClassStats:
         return {rcode_name(c): n for c, n in sorted(self.rcodes.items())}
 
     def summary(self, *, stddev: bool = True) -> dict[str, Any]:
-        return {
+        out = {
             "sent": self.sent,
             "completed": self.completed,
             "lost": self.lost,
@@ -149,6 +157,9 @@ class ClassStats:
             "rcodes": self.rcode_counts(),
             "latency_ms": self.latency_ms(stddev=stddev),
         }
+        if self.abandoned:  # only clients that hang up on purpose abandon queries
+            out["abandoned"] = self.abandoned
+        return out
 
     def fields(self, window_s: float, rate_target_qps: float) -> dict[str, float]:
         """The DESIGN `load` measurement's fields for this window."""
@@ -161,6 +172,8 @@ class ClassStats:
             "rate_achieved": self.sent / window_s if window_s > 0 else 0.0,
             "wrong_answers": self.wrong,
         }
+        if self.abandoned:
+            out["abandoned"] = self.abandoned
         lat = self.latency_ms(stddev=False)
         for key in ("min", "avg", "p50", "p95", "p99", "p999", "max"):
             value = lat[key]
@@ -208,6 +221,7 @@ class MixStats:
             self.conn.opened += iv.connections.opened
             self.conn.errors += iv.connections.errors
             self.conn.resumed += iv.connections.resumed
+            self.conn.hung_up += iv.connections.hung_up
             self.handshake.add_latencies(iv.connections.handshake_us)
 
     def connections(self) -> dict[str, Any] | None:
@@ -218,6 +232,7 @@ class MixStats:
             "opened": self.conn.opened,
             "errors": self.conn.errors,
             "tls_resumed": self.conn.resumed,
+            "hung_up": self.conn.hung_up,
             "handshake_ms": self.handshake.latency_ms(stddev=False),
         }
 
@@ -232,6 +247,7 @@ class MixStats:
             out["all"]["connections_opened"] = self.conn.opened
             out["all"]["connection_errors"] = self.conn.errors
             out["all"]["tls_resumed"] = self.conn.resumed
+            out["all"]["connections_hung_up"] = self.conn.hung_up
             hs = self.handshake.latency_ms(stddev=False)
             for key in ("p50", "p95", "p99", "max"):
                 value = hs[key]
@@ -259,6 +275,7 @@ class LoadResult:
     unexpected: int = 0
     notes: list[str] = field(default_factory=list)
     connections: dict[str, Any] | None = None  # TCP, DoT, DoH: see MixStats.connections
+    abandoned: int = 0  # queries in flight on connections hung up on purpose (streams)
 
     @property
     def achieved_rate(self) -> float:
@@ -283,6 +300,7 @@ class LoadResult:
             "latency_ms": self.latency_ms,
             "generator_bound": self.generator_bound,
             "classes": self.classes,
+            **({"abandoned": self.abandoned} if self.connections is not None else {}),
             **({"connections": self.connections} if self.connections is not None else {}),
         }
 
@@ -325,4 +343,5 @@ def result_from(
         unexpected=total.unexpected,
         notes=notes,
         connections=stats.connections(),
+        abandoned=total.abandoned,
     )

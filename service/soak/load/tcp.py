@@ -15,11 +15,12 @@ too: open loop means the schedule does not wait for the server.
 from __future__ import annotations
 
 import contextlib
+import math
 import select
 import ssl
 from multiprocessing.connection import Connection
 
-from soak.load.conn import Policy, StreamFlow, assign_flows, tls_context
+from soak.load.conn import UP, Policy, StreamFlow, assign_flows, tls_context
 from soak.load.worker import (
     CONTROL_NS,
     INTERVAL_NS,
@@ -56,19 +57,26 @@ class Flows:
         ]
         self.tls = spec.tls if spec.protocol in ("dot", "doh") else None
         self.ctx = tls_context(self.tls) if self.tls is not None else None
+        self.class_of = [
+            next(c for c, pool in enumerate(self.pools) if i in pool) for i in range(nflows)
+        ]
+        self.made = [0] * len(spec.classes)  # connections made per class (for hang-ups)
         self.slots = [self.new_flow(i) for i in range(nflows)]
         self.retiring: list[StreamFlow] = []
 
     def new_flow(self, i: int, session: ssl.SSLSession | None = None) -> StreamFlow:
         spec, policy = self.spec, self.policy_of[i]
+        c = self.class_of[i]
+        n, self.made[c] = self.made[c], self.made[c] + 1
+        hangup = hangs_up(n, policy.hangup_fraction)
         if spec.protocol == "doh":
             from soak.load.doh import DohFlow
 
-            f: StreamFlow = DohFlow(spec.host, spec.port, policy, self.book, self.ctx)
+            f: StreamFlow = DohFlow(spec.host, spec.port, policy, self.book, self.ctx, hangup)
             f.doh_get = spec.doh_method == "GET"  # type: ignore[attr-defined]
             f.doh_path = spec.doh_path  # type: ignore[attr-defined]
         else:
-            f = StreamFlow(spec.host, spec.port, policy, self.book, self.ctx)
+            f = StreamFlow(spec.host, spec.port, policy, self.book, self.ctx, hangup)
         if self.tls is not None:
             f.server_name, f.resume, f.session = self.tls.server_name, self.tls.resumption, session
         return f
@@ -83,6 +91,12 @@ class Flows:
 
     def all(self) -> list[StreamFlow]:
         return self.slots + self.retiring
+
+
+def hangs_up(n: int, fraction: float) -> bool:
+    """Whether a class's connection number n (from 0) hangs up: spread evenly, so that
+    of any k consecutive connections about k x fraction do."""
+    return math.floor((n + 1) * fraction) > math.floor(n * fraction)
 
 
 def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
@@ -103,14 +117,17 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                 ep.unregister(f.sock.fileno())
             f.close()
         if f.connect(now) and f.sock is not None:
-            ep.register(f.sock.fileno(), select.EPOLLIN)
+            ep.register(f.sock.fileno(), f.events())
             by_fd[f.sock.fileno()] = f
 
-    def drop(f: StreamFlow) -> None:
+    def unregister(f: StreamFlow) -> None:
         if f.sock is not None:
             by_fd.pop(f.sock.fileno(), None)
             with contextlib.suppress(OSError):
                 ep.unregister(f.sock.fileno())
+
+    def drop(f: StreamFlow) -> None:
+        unregister(f)
         f.close()
 
     def pick(c: int, now: int) -> StreamFlow | None:
@@ -136,8 +153,16 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                 reopen(f, now)
 
     def housekeeping(now: int) -> None:
+        for f in slots:
+            if f.opening_expired(now):
+                drop(f)
         renew(list(range(len(slots))), now)
         for f in list(fl.retiring):
+            if f.ready_to_hang_up():
+                unregister(f)
+                f.hang_up()
+            elif f.opening_expired(now):
+                drop(f)
             if f.sock is None or f.due_to_close(now, book.timeout_ns):
                 drop(f)
                 fl.retiring.remove(f)
@@ -177,7 +202,10 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     up = pick(c, now)
                     if up is not None:  # else: due while no connection is up: it is lost
                         up.queue(slot, q, now)
-                    book.sent_query(slot, c, q, monotonic_ns())
+                    t = monotonic_ns()
+                    book.sent_query(slot, c, q, t)
+                    if up is not None and up.inflight is not None:
+                        up.inflight.append((slot, t))
                     sent_total += 1
                 for f in fl.all():  # a connection retired mid-batch still has queries to send
                     if f.wbuf and not f.flush():
@@ -188,6 +216,16 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                 if got_flow is None or got_flow.sock is None:
                     continue
                 f = got_flow
+                if f.phase != UP:
+                    step = f.advance()
+                    if step is None:
+                        drop(f)  # a slot's connection is reopened by housekeeping
+                        continue
+                    ep.modify(fd, f.events())
+                    if step and f.wbuf and not f.flush():  # what was queued while opening
+                        book.conn_errors += 1
+                        drop(f)
+                    continue
                 data = f.read()
                 got = monotonic_ns()
                 if data:

@@ -155,11 +155,12 @@ class Book:
         self.lost = [0] * nc
         self.late = [0] * nc
         self.wrong = [0] * nc
+        self.abandoned = [0] * nc
         self.unexpected = 0
         self.rcodes = [0] * (16 * nc)
         self.lat: dict[int, int] = {}
         # stream transports: connections opened, failed, TLS sessions resumed, setup times
-        self.conn_opened = self.conn_errors = self.conn_resumed = 0
+        self.conn_opened = self.conn_errors = self.conn_resumed = self.conn_hung_up = 0
         self.handshake_us: dict[int, int] = {}
 
     def interval(self, interval_s: float, rate: float, backlog: int, skipped: int) -> Interval:
@@ -170,6 +171,7 @@ class Book:
                 self.sent[c], self.completed[c], self.lost[c], self.late[c], self.wrong[c]
             )
             ci.rcodes = {r: self.rcodes[r * nc + c] for r in range(16) if self.rcodes[r * nc + c]}
+            ci.abandoned = self.abandoned[c]
             classes.append(ci)
         for key, n in self.lat.items():
             us, c = divmod(key, nc)
@@ -179,7 +181,11 @@ class Book:
         iv.max_gap_ns, iv.max_gap_end_ns = self.max_gap_ns, self.max_gap_end_ns
         self.max_gap_ns = self.max_gap_end_ns = 0
         iv.connections = Connections(
-            self.conn_opened, self.conn_errors, self.conn_resumed, self.handshake_us
+            self.conn_opened,
+            self.conn_errors,
+            self.conn_resumed,
+            self.handshake_us,
+            self.conn_hung_up,
         )
         self.reset()
         return iv
@@ -228,6 +234,15 @@ class Book:
         self.ring_q[slot] = question
         self.sent[c] += 1
         self.outstanding += 1
+
+    def abandon(self, slot: int, sent_ns: int) -> None:
+        """The client hung up with this query in flight: neither answered nor lost. A slot
+        answered (or reused) since is left alone."""
+        if self.ring_t[slot] != sent_ns:
+            return
+        self.ring_t[slot] = 0
+        self.outstanding -= 1
+        self.abandoned[self.ring_c[slot]] += 1
 
     def reply(self, data: bytes, now: int) -> None:
         if len(data) < 12:
