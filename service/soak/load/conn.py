@@ -5,7 +5,8 @@ the TLS handshake, resuming the previous session when asked), carries
 pipelined queries, and follows its class's ConnectionPolicy: after
 `queries_per_connection` queries, or at `reconnect_every_s` of age, it stops
 taking queries, waits for its answers (or the timeout), stays idle for
-`idle_s`, closes and connects again. Handshake times and connection errors go
+`idle_s`, closes and connects again; or, for a hang-up client, resets the
+connection as soon as its last query has left. Handshake times and connection errors go
 into the worker's Book. The loop in tcp.py drives these; DoH's HTTP/2
 framing is in doh.py.
 """

@@ -23,8 +23,13 @@ def format_summary(r: LoadResult, server: str) -> str:
         f"  Queries completed:    {r.completed} ({_pct(r.completed, r.sent)})",
         f"  Queries lost:         {r.lost} ({_pct(r.lost, r.sent)})",
         f"  Late replies:         {r.late} (after the timeout; counted lost, not timed)",
-        "",
     ]
+    if r.abandoned:
+        lines.append(
+            f"  Queries abandoned:    {r.abandoned} ({_pct(r.abandoned, r.sent)}; in flight when "
+            "the client hung up)"
+        )
+    lines.append("")
     codes = ", ".join(f"{k} {n} ({_pct(n, r.completed)})" for k, n in r.rcodes.items())
     lines.append(f"  Response codes:       {codes or '-'}")
     lines.append(f"  Run time (s):         {r.duration_s:.3f}")
@@ -45,7 +50,8 @@ def format_summary(r: LoadResult, server: str) -> str:
         c, hs = r.connections, r.connections["handshake_ms"]
         lines.append(
             f"  Connections:          opened {c['opened']} errors {c['errors']} "
-            f"TLS resumed {c['tls_resumed']}, handshake p50 {_lat(hs['p50'])} "
+            f"TLS resumed {c['tls_resumed']} hung up {c['hung_up']}, "
+            f"handshake p50 {_lat(hs['p50'])} "
             f"p99 {_lat(hs['p99'])} max {_lat(hs['max'])} ms"
         )
     if r.classes:

@@ -5,7 +5,9 @@ length framing, RFC 7766, or HTTP/2 streams for DoH: conn.py and doh.py).
 Writes are batched per loop turn; when the server closes a connection (idle
 timeout, per-connection query limit, restart) it is reopened, at most every
 RECONNECT_NS while the server refuses, and a class's connection policy closes
-and reopens its connections on purpose (churn). Queries that were in flight
+and reopens its connections on purpose (churn), some of them abruptly (hang-ups,
+whose queries in flight end as abandoned). Openings (TCP connect, TLS
+handshake) are steps of this loop, never a blocking call. Queries that were in flight
 on a closed connection stay in the id ring and end as lost after the timeout,
 like any unanswered query. A query that falls due while no connection is up
 (or every one is done under its policy) is counted as sent and ends as lost
@@ -131,15 +133,22 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
         f.close()
 
     def pick(c: int, now: int) -> StreamFlow | None:
+        """The class's next connection that is up and taking queries; one still opening
+        only if none is up (its queries leave once it is)."""
         pool = pools[c]
         for attempt in range(2):
             i = cursor[c]
+            opening = None
             for _ in range(len(pool)):
                 cand = slots[pool[i]]
                 i = i + 1 if i + 1 < len(pool) else 0
                 if cand.accepting(now):
-                    cursor[c] = i
-                    return cand
+                    if cand.phase == UP:
+                        cursor[c] = i
+                        return cand
+                    opening = opening or cand
+            if opening is not None:
+                return opening
             if attempt == 0:  # every one is spent or down: replace them now, not next turn
                 renew(pool, now)
         return None
@@ -152,16 +161,29 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
             if f.sock is None:
                 reopen(f, now)
 
+    hangups = any(p.hangup_fraction > 0 for p in fl.policy_of)
+
+    def hang_ups(now: int) -> None:
+        """Hang-up clients whose last query has left close now, before any of their
+        answers is read: mid-answer, as DNS Shotgun's impatient clients do."""
+        if not hangups:
+            return
+        for i, f in enumerate(slots):
+            if f.hangup and f.sock is not None and f.spent(now):
+                reopen(fl.retire(i), now)
+        for f in fl.retiring:
+            if f.ready_to_hang_up():
+                unregister(f)
+                f.hang_up()
+
     def housekeeping(now: int) -> None:
         for f in slots:
             if f.opening_expired(now):
                 drop(f)
         renew(list(range(len(slots))), now)
+        hang_ups(now)
         for f in list(fl.retiring):
-            if f.ready_to_hang_up():
-                unregister(f)
-                f.hang_up()
-            elif f.opening_expired(now):
+            if f.opening_expired(now):
                 drop(f)
             if f.sock is None or f.due_to_close(now, book.timeout_ns):
                 drop(f)
@@ -211,6 +233,7 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     if f.wbuf and not f.flush():
                         book.conn_errors += 1
                         drop(f)
+                hang_ups(now)
             for fd, _ev in ep.poll(timeout):
                 got_flow = by_fd.get(fd)
                 if got_flow is None or got_flow.sock is None:
