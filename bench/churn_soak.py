@@ -3,13 +3,14 @@
 Starts unbound (one thread) with DoT and DoH on loopback and a throwaway
 certificate, and runs the load engine for --minutes with every connection
 carrying --per-conn queries then idling --idle-s (so connections open and
-close at rate / per-conn a second), over DoT and DoH alternately per half.
+close at rate / per-conn a second), --hangup-fraction of them resetting
+right after their last query instead (answers still due), over --protocol.
 Every --every-s it prints the server's open fds (/proc/PID/fd), its RSS and
 the load window's connections opened, connection errors and lost queries;
 at the end, the first and last fd counts and the run's totals.
 
     .venv/bin/python bench/churn_soak.py [--minutes 10] [--rate 1000] [--per-conn 20]
-        [--idle-s 0.2] [--every-s 30] [--protocol dot|doh]
+        [--idle-s 0.2] [--every-s 30] [--protocol tcp|dot|doh] [--hangup-fraction 0]
 """
 
 from __future__ import annotations
@@ -49,13 +50,18 @@ def main() -> None:
     ap.add_argument("--per-conn", type=int, default=20)
     ap.add_argument("--idle-s", type=float, default=0.2)
     ap.add_argument("--every-s", type=float, default=30.0)
-    ap.add_argument("--protocol", default="dot", choices=["dot", "doh"])
+    ap.add_argument("--protocol", default="dot", choices=["tcp", "dot", "doh"])
+    ap.add_argument("--hangup-fraction", type=float, default=0.0)
     args = ap.parse_args()
     mix = [
         {
             "name": "clients",
             "queries": ["www.example.test A", "mail.example.test A", "example.test MX"],
-            "connection": {"queries_per_connection": args.per_conn, "idle_s": args.idle_s},
+            "connection": {
+                "queries_per_connection": args.per_conn,
+                "idle_s": args.idle_s,
+                "hangup_fraction": args.hangup_fraction,
+            },
         }
     ]
     cfg = LoadConfig(protocol=args.protocol, flows=8, mix=mix)
@@ -63,11 +69,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="soak-churn-") as tmp:
         cert = make_cert(Path(tmp))
         with unbound(Path(tmp), tls=cert) as server:
-            port = server.extra_ports[args.protocol]
+            port = server.port if args.protocol == "tcp" else server.extra_ports[args.protocol]
             runner = LoadRunner(cfg, ("127.0.0.1", port), base_dir=Path(tmp))
             print(
                 f"unbound {args.protocol} on 127.0.0.1:{port}: {args.rate:g} q/s, "
                 f"{args.per_conn} queries per connection, idle {args.idle_s:g} s, "
+                f"hang-ups {args.hangup_fraction:g}, "
                 f"8 connection slots; load average {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
@@ -85,8 +92,10 @@ def main() -> None:
                     f"t={time.monotonic() - start:.0f} s: server fds {n}, "
                     f"RSS {rss_kib(server.pid) / 1024:.1f} MiB, opened "
                     f"{w.get('connections_opened', 0):.0f}, errors "
-                    f"{w.get('connection_errors', 0):.0f}, sent {w['sent']:.0f}, lost "
-                    f"{w['lost']:.0f}, handshake p99 {w.get('handshake_p99_ms', '-')} ms, "
+                    f"{w.get('connection_errors', 0):.0f}, hung up "
+                    f"{w.get('connections_hung_up', 0):.0f}, sent {w['sent']:.0f}, lost "
+                    f"{w['lost']:.0f}, abandoned {w.get('abandoned', 0):.0f}, handshake p50 "
+                    f"{w.get('handshake_p50_ms', '-')} p99 {w.get('handshake_p99_ms', '-')} ms, "
                     f"load average {os.getloadavg()[0]:.2f}",
                     flush=True,
                 )
@@ -96,7 +105,8 @@ def main() -> None:
             c = result.connections or {}
             print(
                 f"totals: sent {result.sent}, completed {result.completed}, lost {result.lost}, "
-                f"connections opened {c.get('opened')}, errors {c.get('errors')}, "
+                f"abandoned {result.abandoned}, connections opened {c.get('opened')}, "
+                f"errors {c.get('errors')}, hung up {c.get('hung_up')}, "
                 f"TLS resumed {c.get('tls_resumed')}, handshake {c.get('handshake_ms')}"
             )
             print(f"server fds during the load: min {min(samples)}, max {max(samples)}")
