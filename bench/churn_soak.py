@@ -69,7 +69,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="soak-churn-") as tmp:
         cert = make_cert(Path(tmp))
         with unbound(Path(tmp), tls=cert) as server:
-            port = server.port if args.protocol == "tcp" else server.extra_ports[args.protocol]
+            port = server.port_for(args.protocol)
             runner = LoadRunner(cfg, ("127.0.0.1", port), base_dir=Path(tmp))
             print(
                 f"unbound {args.protocol} on 127.0.0.1:{port}: {args.rate:g} q/s, "

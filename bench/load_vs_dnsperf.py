@@ -204,7 +204,7 @@ def main() -> None:
             with start_server(name, Path(tmp)) as server:
                 for protocol in args.protocols.split(","):
                     # DoT and DoH: the server's TLS listeners (extra ports), same thread.
-                    port = server.extra_ports.get(protocol, server.port)
+                    port = server.port_for(protocol)
                     print(f"== {name} (1 thread) on 127.0.0.1:{port}, {protocol}")
                     speed(port, qfile, args.runs, args.duration, protocol)
         if not args.skip_pacing:

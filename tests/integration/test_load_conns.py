@@ -34,10 +34,6 @@ def ub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
         yield s
 
 
-def server_port(ub: ServerProc, protocol: str) -> int:
-    return ub.port if protocol == "tcp" else ub.extra_ports[protocol]
-
-
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -78,7 +74,7 @@ def test_clients_that_hang_up_abandon_their_queries(
     before = open_fds(ub.pid)
     policy = {"queries_per_connection": 10, "hangup_fraction": 0.5}
     cfg = LoadConfig(protocol=protocol, flows=2, mix=[{**LOCAL, "connection": policy}])
-    d = run_load(cfg, ("127.0.0.1", server_port(ub, protocol)), 1.5, 400.0, base_dir=tmp_path)
+    d = run_load(cfg, ("127.0.0.1", ub.port_for(protocol)), 1.5, 400.0, base_dir=tmp_path)
     r = d.to_json_dict()
     conns = r["connections"]
     # 600 queries, 10 a connection: ~60 connections, every other one hangs up

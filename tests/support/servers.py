@@ -48,6 +48,11 @@ class ServerProc:
     def pid(self) -> int:
         return self.proc.pid
 
+    def port_for(self, protocol: str) -> int:
+        """The port serving protocol: UDP and TCP share the DNS port; DoT and DoH
+        are extra listeners (a KeyError if this server was started without them)."""
+        return self.port if protocol in ("udp", "tcp") else self.extra_ports[protocol]
+
     def log_tail(self, lines: int = 20) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
