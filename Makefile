@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 .PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench bench-load \
 	bench-sinks bench-targets bench-service clean test-upgrades refdns demo-leak
 
-$(BIN)/soak: pyproject.toml service/soak/load/_fastudp.c
+$(BIN)/soak: pyproject.toml src/soak/load/_fastudp.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -29,8 +29,8 @@ docker-ready: system-deps
 	bash scripts/build-test-images.sh
 
 lint: setup
-	$(BIN)/ruff check service tests bench
-	$(BIN)/ruff format --check service tests bench
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 typecheck: setup
 	$(BIN)/mypy

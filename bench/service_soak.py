@@ -28,7 +28,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 if not os.environ.get("PYTHONPATH"):
-    sys.path.insert(0, str(ROOT / "service"))
+    sys.path.insert(0, str(ROOT / "src"))
 
 import soak  # noqa: E402
 from soak.analysis.leaks import leak_verdict  # noqa: E402

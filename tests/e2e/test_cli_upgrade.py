@@ -40,7 +40,7 @@ def work() -> Iterator[Path]:
 
 
 def soak(*args: str | Path, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "service")}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     return subprocess.run(
         [sys.executable, "-m", "soak.cli", *map(str, args)],
         capture_output=True,

@@ -1,5 +1,5 @@
 """docker-compose.yml: accepted by docker-compose (the Debian package), loopback-only
-ports, grafana/ provisioned, the soak service built from service/Dockerfile."""
+ports, grafana/ provisioned, the soak service built from docker/service/Dockerfile."""
 
 from __future__ import annotations
 
@@ -80,11 +80,11 @@ def test_grafana_is_provisioned_from_the_repository() -> None:
 
 def test_soak_service_builds_from_its_dockerfile_with_the_docker_socket() -> None:
     svc = _compose()["services"]["soak"]
-    assert svc["build"]["dockerfile"] == "service/Dockerfile"
+    assert svc["build"]["dockerfile"] == "docker/service/Dockerfile"
     assert svc["build"]["args"]["BASE"] == "${SOAK_BASE_IMAGE:-soak-test/base:bookworm}"
     assert "/var/run/docker.sock:/var/run/docker.sock" in svc["volumes"]
     assert "./scenarios:/work/scenarios:ro" in svc["volumes"]
-    dockerfile = (ROOT / "service" / "Dockerfile").read_text()
+    dockerfile = (ROOT / "docker" / "service" / "Dockerfile").read_text()
     assert "ARG BASE=soak-test/base:bookworm" in dockerfile
     assert "FROM ${BASE}" in dockerfile
 

@@ -81,6 +81,7 @@ SERIES: dict[str, Series] = {
         Series("dig", ("probe",), ("latency_ms", "rcode", "ok")),
         Series("files", ("path",), ("bytes", "rows")),
         Series("leak", ("resource",), ("slope_per_hour", "p_value", "verdict")),
+        Series("memory_map", ("kind", "path"), ("rss_bytes", "pss_bytes", "anon_bytes")),
         # Besides `kind`: the sink of sink events, the sampler of sampler errors, the plan
         # of upgrade events.
         Series("event", ("kind", "sink", "sampler", "plan"), ("message", "value")),
