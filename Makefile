@@ -31,6 +31,7 @@ docker-ready: system-deps
 lint: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
 
 typecheck: setup
 	$(BIN)/mypy

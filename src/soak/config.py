@@ -20,7 +20,7 @@ from soak.errors import InputError
 from soak.load.config import LoadConfig
 from soak.samplers.config import SamplersConfig
 from soak.sinks.config import SinkConfig, SpoolConfig
-from soak.targets.config import TargetConfig
+from soak.targets.config import SetupCall, TargetConfig
 from soak.units import DurationS, FileModel, StrictModel, parse_size_bytes
 
 M = TypeVar("M", bound=BaseModel)
@@ -45,20 +45,6 @@ class Phase(StrictModel):
     duration_s: DurationS = Field(gt=0)
     rate_qps: float | None = Field(default=None, ge=0)  # None: load.rate_qps
     warmup: bool = False  # excluded from leak verdicts and criteria
-
-
-class SetupCall(StrictModel):
-    """An HTTP request to the target once it is ready (and after each restart with
-    `every_start`), e.g. creating the zone an authoritative server answers."""
-
-    method: str = "POST"
-    port: str = "api"  # a named port of the target
-    path: str
-    headers: dict[str, str] = Field(default_factory=dict)
-    body: Any = None  # sent as JSON
-    status: list[int] = Field(default_factory=lambda: [200, 201, 204])
-    every_start: bool = False
-    timeout_s: DurationS = 10.0
 
 
 class LeaksConfig(StrictModel):

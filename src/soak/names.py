@@ -91,14 +91,3 @@ SERIES: dict[str, Series] = {
 
 # The values of `leak.verdict`.
 LEAK_VERDICTS = ("ok", "growing", "levelling", "insufficient")
-
-# `event.kind` values that dashboards and alert rules filter on (the service and the
-# sinks write others too: ready, condition, error, sampler_timeout, ...).
-EVENT_KINDS = (
-    "phase",  # a phase began (message: its name and rate; value: its index)
-    "exited",  # the target exited (value: exit code or signal)
-    "restarted",  # the target was restarted after an exit (value: restarts so far)
-    "sink_down",  # a sink failed and spools (tag `sink`)
-    "sink_recovered",  # a sink answers again; its spool is replayed
-    "spool_full",  # a spool reached its size limit and drops points
-)

@@ -110,7 +110,7 @@ def test_service_sigkilled_mid_run_resumes_every_tick_once(tmp_path: Path) -> No
     """SIGKILL of `soak serve` (no shutdown at all), then a new service on the same data:
     the run resumes with a `gap` event, its load workers did not outlive the old
     service, and every tick stored before the kill is in the store exactly once."""
-    from soak.service.state import StateStore
+    from soak.runs.state import StateStore
     from soak.sinks.sqlite import SqliteStore
 
     data = tmp_path / "data"

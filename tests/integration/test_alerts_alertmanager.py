@@ -19,8 +19,8 @@ import pytest
 from soak.analysis.leaks import LeakVerdict, leak_verdict
 from soak.config import AlertingConfig
 from soak.points import Point
+from soak.runs.alerts import ALERT_NAME, Alerter
 from soak.samplers.proc import read_process, to_fields
-from soak.service.alerts import ALERT_NAME, Alerter
 from tests.support.servers import alertmanager, free_port
 
 pytestmark = pytest.mark.integration

@@ -24,14 +24,19 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
+def manager(tmp_path: Path) -> Iterator[RunManager]:
     manager = RunManager(tmp_path / "data")
     manager.start(resume=False)
     try:
-        with TestClient(create_app(manager, TOKEN)) as c:
-            yield c
+        yield manager
     finally:
         manager.shutdown(stop_runs=True)
+
+
+@pytest.fixture
+def client(manager: RunManager) -> Iterator[TestClient]:
+    with TestClient(create_app(manager, TOKEN)) as c:
+        yield c
 
 
 def wait_status(client: TestClient, run_id: str, until: Any, timeout_s: float = 30.0) -> Any:
@@ -163,15 +168,13 @@ def _cwd(pid: int) -> str:
 
 
 def test_a_fault_while_ending_ends_the_run_as_error(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
+    manager: RunManager, client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A fault no real part can be made to show on demand: judging the run raises.
-    import soak.service.reporting as reporting
-
+    # A fault no real part can be made to show on demand: the end hook (judging) raises.
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("judge is broken")
 
-    monkeypatch.setattr(reporting, "judge_and_report", broken)
+    monkeypatch.setattr(manager.ctx, "on_end", broken)
     scenario = {
         "name": "fault",
         "target": {"runtime": "external", "name": "pytest", "pid": os.getpid()},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from soak.service.reportinput import filled_argv
+from soak.runs.reportinput import filled_argv
 from soak.targets.render import Placeholders, render_known
 
 ARGV = [

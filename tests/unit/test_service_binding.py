@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from soak.errors import InputError
 from soak.service.api import field_errors, parse_scenario
-from soak.service.binding import bind_services, uses_services
 from soak.targets.base import Running
+from soak.targets.binding import bind_services, uses_services
 from soak.targets.config import ProcessTarget
 
 

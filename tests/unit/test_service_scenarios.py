@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from soak.config import is_upgrade_plan, load_scenario, read_yaml
-from soak.service.phases import scaled_scenario
+from soak.runs.timeline import scaled_scenario
 from soak.validate import validate_cmd
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

@@ -21,6 +21,7 @@ from soak.bench.render import render_html, render_markdown, render_text
 from soak.bench.side import Side
 from soak.config import Scenario, load_scenario
 from soak.errors import CheckFailed, InputError
+from soak.runs.layout import BENCH_REPORTS, DataDir, bench_result_path
 
 
 def _parse_rates(text: str | None) -> list[float] | None:
@@ -116,15 +117,13 @@ def assemble(
 
 def write_outputs(result: dict[str, Any], out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out_dir / "bench.md").write_text(render_markdown(result))
-    (out_dir / "bench.html").write_text(render_html(result))
+    bench_result_path(out_dir).write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / BENCH_REPORTS["md"]).write_text(render_markdown(result))
+    (out_dir / BENCH_REPORTS["html"]).write_text(render_html(result))
 
 
 def bench_dir(data_dir: Path | None) -> Path:
-    from soak.service.state import default_data_dir
-
-    return (data_dir or default_data_dir()) / "bench"
+    return DataDir.default(data_dir).bench
 
 
 def new_bench_id(name: str) -> str:

@@ -67,10 +67,10 @@ def compare_cmd(
 
     Exit 1 when a figure of B is worse than A's beyond its threshold and the noise.
     """
-    from soak.service.state import default_data_dir
+    from soak.runs.layout import default_root
 
     chosen = parse_thresholds(thresholds)
-    base = data_dir or default_data_dir()
+    base = data_dir or default_root()
     run_a, run_b = resolve(a, base), resolve(b, base)
     if (run_a.bench is None) != (run_b.bench is None):
         raise InputError("compare a bench result with a bench result, a soak run with a soak run")

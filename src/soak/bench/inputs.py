@@ -10,6 +10,7 @@ from typing import Any
 
 from soak.bench.compare import Figure, Figures, bench_figures
 from soak.errors import InputError
+from soak.runs.layout import BENCH_RESULT, DataDir, bench_result_path, read_result
 
 # (measurement, field, figure name, kind, unit, scale)
 SOAK_FIELDS = [
@@ -47,7 +48,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise InputError(f"{path}: not JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("kind") != "soak-bench":
-        raise InputError(f"{path}: not a `soak bench` result (bench.json)")
+        raise InputError(f"{path}: not a `soak bench` result ({BENCH_RESULT})")
     return data
 
 
@@ -55,10 +56,10 @@ def resolve(ref: str, data_dir: Path) -> RunFigures:
     """A path to bench.json (or its directory), a bench id, or a soak run id."""
     path = Path(ref)
     if path.is_dir():
-        path = path / "bench.json"
+        path = bench_result_path(path)
     if path.suffix == ".json" or path.exists():
         return from_bench(_read_json(path))
-    for bench in _bench_paths(data_dir / "bench", ref):
+    for bench in _bench_paths(DataDir(data_dir).bench, ref):
         if bench.exists():
             return from_bench(_read_json(bench))
     return soak_run_figures(ref, data_dir)
@@ -66,24 +67,22 @@ def resolve(ref: str, data_dir: Path) -> RunFigures:
 
 def _bench_paths(root: Path, bench_id: str) -> list[Path]:
     """Where a bench id's result is: ID/bench.json, or ROOT-ID/A|B/bench.json of --compare."""
-    paths = [root / bench_id / "bench.json"]
+    paths = [bench_result_path(root / bench_id)]
     stem, sep, side = bench_id.rpartition("-")
     if sep and side in ("A", "B"):
-        paths.append(root / stem / side / "bench.json")
+        paths.append(bench_result_path(root / stem / side))
     return paths
 
 
 def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
-    from soak.service import phases
-    from soak.service.run import points_path
-    from soak.service.state import StateStore
-    from soak.service.status import read_result
+    from soak.runs import timeline
+    from soak.runs.state import StateStore
     from soak.sinks.sqlite import SqliteStore
 
-    state_path = data_dir / "state.db"
-    if not state_path.exists():
+    layout = DataDir(data_dir)
+    if not layout.state_db.exists():
         raise InputError(f"{run_id}: not a file, and no soak state in {data_dir}")
-    state = StateStore(state_path)
+    state = StateStore(layout.state_db)
     try:
         record = state.get_run(run_id)
     finally:
@@ -92,8 +91,8 @@ def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
         raise InputError(f"{run_id}: no such bench result or soak run in {data_dir}")
     sc = record.scenario
     origin_ns = record.origin_ns if record.origin_ns is not None else record.created_ns
-    since_ns = phases.warmup_end_ns(phases.timeline(sc, origin_ns))
-    store = SqliteStore(points_path(sc, data_dir, record.run_dir))
+    since_ns = timeline.warmup_end_ns(timeline.timeline(sc, origin_ns))
+    store = SqliteStore(layout.points_path(sc, record.run_dir))
     try:
         figures = _soak_figures(store, run_id, since_ns, sc.samplers.interval_s)
     finally:

@@ -15,9 +15,9 @@ from typing import Any
 from soak.config import Scenario
 from soak.errors import InputError, TargetStartError
 from soak.netsafety import parse_host_port
-from soak.service.binding import bind_services, run_setup
 from soak.targets import build_target
 from soak.targets.base import Running, Target
+from soak.targets.binding import bind_services, run_setup
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from starlette.routing import Route
 from soak.config import Scenario, not_utf8
 from soak.errors import InputError
 from soak.preflight import check_scenario
+from soak.runs.reportinput import REPORT_MEDIA, report_text
+from soak.runs.timeline import scaled_scenario
 from soak.service.auth import token_matches
 from soak.service.manager import RunManager, UnknownRun
-from soak.service.phases import scaled_scenario
-from soak.service.reportinput import REPORT_MEDIA, report_text
 from soak.units import parse_duration_s
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -120,7 +120,7 @@ def create_app(manager: RunManager, token: str) -> Starlette:
         if fmt not in REPORT_MEDIA:
             return JSONResponse({"error": "format is one of html, json, md"}, status_code=422)
         record = await run_in_threadpool(manager.get_record, request.path_params["run_id"])
-        text = await run_in_threadpool(report_text, manager, record, fmt)
+        text = await run_in_threadpool(report_text, manager.data_dir, manager.state, record, fmt)
         return PlainTextResponse(text, media_type=REPORT_MEDIA[fmt])
 
     routes = [

@@ -7,13 +7,13 @@ import secrets
 from pathlib import Path
 
 from soak.errors import InputError
+from soak.runs.layout import DataDir
 
 TOKEN_ENV = "SOAK_TOKEN"
-TOKEN_FILE = "token"
 
 
 def token_path(data_dir: Path) -> Path:
-    return data_dir / TOKEN_FILE
+    return DataDir(data_dir).token
 
 
 def server_token(data_dir: Path) -> str:

@@ -10,8 +10,9 @@ from typing import Any
 import click
 
 from soak.errors import CheckFailed, InputError, SoakError
+from soak.runs.layout import DataDir, default_root
+from soak.runs.state import ACTIVE, RunStatus
 from soak.service.client import Client, default_server, token_for
-from soak.service.state import default_data_dir
 
 data_dir_option = click.option(
     "--data-dir",
@@ -29,7 +30,7 @@ EXIT_INTERRUPTED = 130
 
 
 def _data_dir(value: Path | None) -> Path:
-    return value if value is not None else default_data_dir()
+    return value if value is not None else default_root()
 
 
 def _client(server: str | None, data_dir: Path | None) -> Client:
@@ -94,7 +95,7 @@ def start_cmd(
     """Submit a soak to the service, or run it here with --foreground."""
     from soak.config import load_scenario
     from soak.preflight import check_scenario
-    from soak.service.phases import scaled_scenario
+    from soak.runs.timeline import scaled_scenario
     from soak.units import parse_duration_s
 
     scenario = load_scenario(scenario_file, overrides)
@@ -121,11 +122,11 @@ def start_cmd(
 
 def _exit_for(status: dict[str, Any]) -> None:
     outcome = status.get("status")
-    if outcome == "passed":
+    if outcome == RunStatus.PASSED:
         return
-    if outcome == "failed":
+    if outcome == RunStatus.FAILED:
         raise CheckFailed(status.get("message") or "a criterion failed")
-    if outcome == "stopped":
+    if outcome == RunStatus.STOPPED:
         click.echo("soak: stopped before its end (the report covers what ran)", err=True)
         sys.exit(EXIT_INTERRUPTED)
     raise SoakError(status.get("message") or f"run ended as {outcome}")
@@ -136,22 +137,20 @@ def _exit_for(status: dict[str, Any]) -> None:
 
 def _local_manager_status(data_dir: Path, run_id: str | None) -> Any:
     """--data-dir: read the state store directly (runs done in the foreground)."""
-    from soak.service.state import StateStore
-    from soak.service.status import run_status
+    from soak.runs.state import StateStore
+    from soak.runs.status import run_status
 
-    path = data_dir / "state.db"
-    if not path.exists():
+    layout = DataDir(data_dir)
+    if not layout.state_db.exists():
         raise InputError(f"no soak state in {data_dir}")
-    state = StateStore(path)
+    state = StateStore(layout.state_db)
     try:
         if run_id is None:
             return [run_status(r, None, state, brief=True) for r in state.list_runs()]
         record = state.get_run(run_id)
         if record is None:
             raise InputError(f"no run {run_id!r} in {data_dir}")
-        from soak.service.run import points_path
-
-        points_db = points_path(record.scenario, data_dir, record.run_dir)
+        points_db = layout.points_path(record.scenario, record.run_dir)
         return run_status(record, None, state, points_db=points_db)
     finally:
         state.close()
@@ -173,7 +172,7 @@ def status_cmd(
     else:
         with _client(server, data_dir) as client:
             if run_id is None:
-                result = [r for r in client.runs() if r["status"] in ("pending", "running")]
+                result = [r for r in client.runs() if r["status"] in ACTIVE]
             else:
                 result = client.status(run_id)
     if as_json:
@@ -243,9 +242,9 @@ def report_cmd(
 ) -> None:
     """A run's report from the service, or from --data-dir for foreground runs."""
     if data_dir is not None and server is None:
-        from soak.service.reportinput import local_report_text
+        from soak.runs.reportinput import local_report_text
 
-        text = local_report_text(data_dir, run_id, fmt)
+        text = local_report_text(DataDir(data_dir), run_id, fmt)
     else:
         with _client(server, data_dir) as client:
             text = client.report(run_id, fmt)

@@ -45,7 +45,7 @@ def run_foreground(scenario: Scenario, data_dir: Path, *, as_json: bool = False)
         _watch(manager, run.id, run.finished, stop, console)
         if stop.is_set() and not run.finished.is_set():
             console.print("soak: stopping")
-            run.finish("stopped")
+            run.stop()
         run.finished.wait()
         status = manager.status(run.id)
         if status["status"] in ("pending", "running") and run.outcome is not None:

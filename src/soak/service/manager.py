@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,13 @@ from prometheus_client import CollectorRegistry
 
 from soak.config import Scenario
 from soak.errors import InputError, SoakError
-from soak.service.reserve import make_reserve
-from soak.service.run import Run, RunContext, owner_alive, points_path
+from soak.runs.judge import judge_and_report
+from soak.runs.layout import DataDir
+from soak.runs.reserve import make_reserve
+from soak.runs.run import Run, RunContext, owner_alive
+from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore, new_run_id
+from soak.runs.status import LiveFigures, run_status
 from soak.service.scheduler import SoakScheduler
-from soak.service.state import ACTIVE, RunRecord, StateStore, new_run_id
-from soak.service.status import run_status
 from soak.sinks.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
@@ -33,13 +36,20 @@ class UnknownRun(InputError):
 
 class RunManager:
     def __init__(self, data_dir: Path, *, registry: CollectorRegistry | None = None) -> None:
-        self.data_dir = data_dir
+        self.data_dir = DataDir(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = ServiceMetrics(self.registry)
-        self.state = StateStore(data_dir / "state.db")
+        self.state = StateStore(self.data_dir.state_db)
         self.scheduler = SoakScheduler()
-        self.ctx = RunContext(self.state, data_dir, self.metrics, on_finished=self._finished)
+        # A run's end (criteria, result, reports) is this hook's, not the run's.
+        self.ctx = RunContext(
+            self.state,
+            self.data_dir,
+            self.metrics,
+            on_end=judge_and_report,
+            on_finished=self._finished,
+        )
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
 
@@ -47,7 +57,7 @@ class RunManager:
 
     def start(self, *, resume: bool = True) -> list[str]:
         """Start the scheduler; resume the runs a previous service left running."""
-        make_reserve(self.ctx.data_dir)  # space to record a run's end if the disk fills
+        make_reserve(self.data_dir)  # space to record a run's end if the disk fills
         self.scheduler.start()
         self.reap_abandoned()
         return self.resume_all() if resume else []
@@ -65,7 +75,7 @@ class RunManager:
         """Service exit: runs are detached (targets keep running) unless `stop_runs`."""
         for run in list(self.runs.values()):
             if stop_runs:
-                run.finish("stopped")
+                run.stop()
             else:
                 run.detach()
         self.scheduler.shutdown()
@@ -73,7 +83,7 @@ class RunManager:
 
     def resume_all(self) -> list[str]:
         resumed = []
-        for record in self.state.list_runs(("running",)):
+        for record in self.state.list_runs((RunStatus.RUNNING,)):
             if record.foreground:
                 continue  # its own process owns it; `soak start --foreground` does not resume
             run = Run(record, self.ctx)
@@ -85,10 +95,10 @@ class RunManager:
             self._adopt(run)  # an end already past runs at once (date job, no grace limit)
             resumed.append(run.id)
         # A run still `pending` never got its target ready: it cannot be resumed.
-        for record in self.state.list_runs(("pending",)):
+        for record in self.state.list_runs((RunStatus.PENDING,)):
             if not record.foreground:
                 self.state.update_run(
-                    record.id, status="error", message="service stopped while starting"
+                    record.id, status=RunStatus.ERROR, message="service stopped while starting"
                 )
         return resumed
 
@@ -96,7 +106,7 @@ class RunManager:
 
     def create(self, scenario: Scenario, *, foreground: bool = False) -> Run:
         run_id = new_run_id(scenario.name)
-        run_dir = self.data_dir / "runs" / run_id
+        run_dir = self.data_dir.run_dir(run_id)
         record = self.state.create_run(run_id, scenario, run_dir, foreground=foreground)
         return Run(record, self.ctx)
 
@@ -143,7 +153,7 @@ class RunManager:
         run = self.runs.get(run_id)
         if run is None or not record.active:
             return record
-        self.scheduler.run_soon(run_id, "stop", lambda: run.finish("stopped"))
+        self.scheduler.run_soon(run_id, "stop", run.stop)
         return record
 
     def get_record(self, run_id: str) -> RunRecord:
@@ -154,14 +164,17 @@ class RunManager:
 
     def status(self, run_id: str) -> dict[str, Any]:
         record = self.get_record(run_id)
-        points_db = points_path(record.scenario, self.data_dir, record.run_dir)
-        return run_status(record, self.runs.get(run_id), self.state, points_db=points_db)
+        points_db = self.data_dir.points_path(record.scenario, record.run_dir)
+        return run_status(record, self._live(run_id), self.state, points_db=points_db)
 
     def list_status(self) -> list[dict[str, Any]]:
         return [
-            run_status(r, self.runs.get(r.id), self.state, brief=True)
-            for r in self.state.list_runs()
+            run_status(r, self._live(r.id), self.state, brief=True) for r in self.state.list_runs()
         ]
+
+    def _live(self, run_id: str) -> Callable[[], LiveFigures] | None:
+        run = self.runs.get(run_id)
+        return run.live_figures if run is not None else None
 
     def active_ids(self) -> list[str]:
         return [r.id for r in self.state.list_runs(ACTIVE)]

@@ -19,14 +19,11 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from soak.service.run import Run
+from soak.runs.run import Run
 
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
 
 log = logging.getLogger(__name__)
-# A skipped or late tick is the run's own `ticks_missed` event and lag metric; the
-# scheduler's warning for the same thing would only be noise on the terminal.
-logging.getLogger("apscheduler").setLevel(logging.ERROR)
 
 JOB_DEFAULTS = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
 
@@ -44,6 +41,9 @@ class SoakScheduler:
         )
 
     def start(self) -> None:
+        # A skipped or late tick is the run's own `ticks_missed` event and lag metric; the
+        # scheduler's warning for the same thing would only be noise on the terminal.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
         self._sched.start()
 
     def shutdown(self) -> None:
@@ -100,9 +100,6 @@ class SoakScheduler:
         for job in self._sched.get_jobs():
             if job.id.startswith(f"{run_id}:") and not job.id.endswith((":stop", ":start")):
                 job.remove()
-
-    def job_ids(self, run_id: str) -> list[str]:
-        return [j.id for j in self._sched.get_jobs() if j.id.startswith(f"{run_id}:")]
 
 
 def storage_fault(exc: BaseException) -> bool:

@@ -121,11 +121,16 @@ def build_sinks(
     default_sqlite_path: Path,
     run_dir: Path,
     metrics: ServiceMetrics | None = None,
+    default_spool_dir: Path | None = None,
 ) -> SinkSet:
-    """The configured sinks (the embedded SQLite store when none is), each with a spool."""
+    """The configured sinks (the embedded SQLite store when none is), each with a spool
+    (under `spool.dir`, else `default_spool_dir`, else run_dir/spool)."""
     if not configs:
         configs = [SqliteSinkConfig(kind="sqlite")]
-    spool_dir = Path(spool.dir) if spool.dir else run_dir / "spool"
+    if spool.dir:
+        spool_dir = Path(spool.dir)
+    else:
+        spool_dir = default_spool_dir if default_spool_dir is not None else run_dir / "spool"
     if not spool_dir.is_absolute():
         spool_dir = run_dir / spool_dir
     wrapped: list[SpoolingSink] = []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -128,3 +128,17 @@ class ExternalTarget(TargetBase):
 TargetConfig = Annotated[
     ProcessTarget | DockerTarget | ExternalTarget, Field(discriminator="runtime")
 ]
+
+
+class SetupCall(StrictModel):
+    """An HTTP request to the target once it is ready (and after each restart with
+    `every_start`), e.g. creating the zone an authoritative server answers."""
+
+    method: str = "POST"
+    port: str = "api"  # a named port of the target
+    path: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: Any = None  # sent as JSON
+    status: list[int] = Field(default_factory=lambda: [200, 201, 204])
+    every_start: bool = False
+    timeout_s: DurationS = 10.0

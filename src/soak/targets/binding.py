@@ -14,10 +14,9 @@ from typing import Any
 
 import httpx
 
-from soak.config import SetupCall
 from soak.errors import InputError, TargetStartError
 from soak.targets.base import Running
-from soak.targets.config import TargetConfig
+from soak.targets.config import SetupCall, TargetConfig
 
 _SERVICE_RE = re.compile(r"\{service\.([A-Za-z0-9_-]+)\.(port\.[A-Za-z0-9_.-]+|host)\}")
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
+
+from soak.runs.layout import DataDir
 
 log = logging.getLogger(__name__)
 
-RESERVE_NAME = "reserve.bin"
 RESERVE_BYTES = 2 * 1024**2
 
 
-def make_reserve(data_dir: Path, size_bytes: int = RESERVE_BYTES) -> bool:
+def make_reserve(data_dir: DataDir, size_bytes: int = RESERVE_BYTES) -> bool:
     """Allocate the reserve (real blocks, not a sparse file); False if there is no room."""
-    path = data_dir / RESERVE_NAME
+    path = data_dir.reserve
     try:
         if path.exists() and path.stat().st_size >= size_bytes:
             return True
@@ -31,16 +31,16 @@ def make_reserve(data_dir: Path, size_bytes: int = RESERVE_BYTES) -> bool:
         finally:
             os.close(fd)
     except OSError as exc:
-        log.warning("no room for the %d-byte reserve in %s: %s", size_bytes, data_dir, exc)
+        log.warning("no room for the %d-byte reserve in %s: %s", size_bytes, data_dir.root, exc)
         path.unlink(missing_ok=True)
         return False
     return True
 
 
-def release_reserve(data_dir: Path) -> bool:
+def release_reserve(data_dir: DataDir) -> bool:
     """Give the reserve's space back; True if there was one."""
     try:
-        (data_dir / RESERVE_NAME).unlink()
+        data_dir.reserve.unlink()
     except FileNotFoundError:
         return False
     return True

@@ -8,22 +8,32 @@ the last tick, the target's state for re-attaching, the status and the phase.
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from soak.config import Scenario
 
-# A run is `pending` until its target is ready, `running` until its end, then one of the
-# final statuses. `running` runs are resumed when the service starts again.
-ACTIVE = ("pending", "running")
-FINAL = ("passed", "failed", "stopped", "error")
+
+class RunStatus(StrEnum):
+    """A run is `pending` until its target is ready, `running` until its end, then one
+    of the final statuses. `running` runs are resumed when the service starts again."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    ERROR = "error"
+
+
+ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -74,7 +84,7 @@ class RunRecord:
     name: str
     scenario: Scenario
     run_dir: Path
-    status: str
+    status: RunStatus
     phase: str
     message: str
     created_ns: int
@@ -98,14 +108,6 @@ class EventRecord:
     kind: str
     message: str
     value: float
-
-
-def default_data_dir() -> Path:
-    """$SOAK_HOME, else ~/.local/share/soak (XDG_DATA_HOME honoured)."""
-    if os.environ.get("SOAK_HOME"):
-        return Path(os.environ["SOAK_HOME"])
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "soak"
 
 
 def new_run_id(name: str, now_s: float | None = None) -> str:
@@ -150,13 +152,14 @@ class StateStore:
         with self._lock:
             self._db.execute(
                 "INSERT INTO runs (id, name, scenario, base_dir, run_dir, status, created_ns,"
-                " foreground) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                " foreground) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     scenario.name,
                     scenario_to_json(scenario),
                     str(scenario.base_dir),
                     str(run_dir),
+                    RunStatus.PENDING.value,
                     time.time_ns(),
                     int(foreground),
                 ),
@@ -170,6 +173,8 @@ class StateStore:
         unknown = set(values) - _UPDATABLE
         if unknown:
             raise ValueError(f"not updatable: {sorted(unknown)}")
+        if "status" in values:
+            values["status"] = RunStatus(values["status"]).value
         if "target_state" in values and values["target_state"] is not None:
             values["target_state"] = json.dumps(values["target_state"])
         columns = ", ".join(f"{k} = ?" for k in values)
@@ -182,8 +187,8 @@ class StateStore:
             row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _record(row) if row is not None else None
 
-    def list_runs(self, statuses: tuple[str, ...] | None = None) -> list[RunRecord]:
-        query, args = "SELECT * FROM runs", tuple(statuses or ())
+    def list_runs(self, statuses: tuple[RunStatus, ...] | None = None) -> list[RunRecord]:
+        query, args = "SELECT * FROM runs", tuple(RunStatus(s).value for s in statuses or ())
         if statuses:
             query += f" WHERE status IN ({', '.join('?' * len(statuses))})"
         with self._lock:
@@ -219,7 +224,7 @@ def _record(row: sqlite3.Row) -> RunRecord:
         name=row["name"],
         scenario=scenario_from_json(row["scenario"], row["base_dir"]),
         run_dir=Path(row["run_dir"]),
-        status=row["status"],
+        status=RunStatus(row["status"]),
         phase=row["phase"],
         message=row["message"],
         created_ns=row["created_ns"],

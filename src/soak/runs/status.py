@@ -7,19 +7,31 @@ from its record, its events and its result file.
 
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from soak.analysis.leaks import LeakVerdict
 from soak.points import FieldValue
-from soak.service import phases
-from soak.service.run import Run
-from soak.service.state import RunRecord, StateStore
+from soak.runs import timeline
+from soak.runs.layout import REPORTS, read_result
+from soak.runs.state import RunRecord, StateStore
 
-RESULT_FILE = "result.json"
-REPORT_FORMATS = {"html": "report.html", "json": "report.json", "md": "report.md"}
+
+@dataclass
+class LiveFigures:
+    """What a run held in this process knows beyond its record: read after the events,
+    its restart count and PID are at least as new as any `restarted` event shown (it
+    sets both before it records the event)."""
+
+    latest: dict[str, dict[str, FieldValue]]
+    restarts: int
+    target_pid: int | None = None
+    verdicts: list[LeakVerdict] = field(default_factory=list)
+    load_totals: dict[str, Any] = field(default_factory=dict)  # {} once the load has stopped
 
 
 def _iso(time_ns: int | None) -> str | None:
@@ -28,23 +40,16 @@ def _iso(time_ns: int | None) -> str | None:
     return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).isoformat(timespec="seconds")
 
 
-def read_result(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((run_dir / RESULT_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def run_status(
     record: RunRecord,
-    run: Run | None,
+    live: Callable[[], LiveFigures] | None,
     state: StateStore,
     *,
     brief: bool = False,
     points_db: Path | None = None,
 ) -> dict[str, Any]:
-    """`points_db`: where to read the latest samples of a run not live in this process."""
+    """`live`: the figures of a run held in this process, read after its events;
+    `points_db`: where to read the latest samples of a run not live in this process."""
     events = [] if brief else state.events(record.id, limit=50)
     if not brief:
         # The events first, then the record: a run writes its record (restart count, the
@@ -77,10 +82,10 @@ def run_status(
         status["elapsed_s"] = round(elapsed_s, 1)
         status["remaining_s"] = round(max(0.0, duration_s - elapsed_s), 1)
         if record.active:
-            span = phases.span_at(phases.timeline(scenario, record.origin_ns), now_ns)
+            span = timeline.span_at(timeline.timeline(scenario, record.origin_ns), now_ns)
             status["rate_target_qps"] = span.rate_qps if span is not None else 0.0
-    if run is not None:
-        status.update(_live(run))
+    if live is not None:
+        status.update(_live(live()))
     elif not brief and points_db is not None and points_db.exists():
         status["latest"] = stored_latest(points_db, record.id)
     result = read_result(record.run_dir)
@@ -98,7 +103,7 @@ def run_status(
     ]
     status["reports"] = {
         fmt: str(record.run_dir / name)
-        for fmt, name in REPORT_FORMATS.items()
+        for fmt, name in REPORTS.items()
         if (record.run_dir / name).exists()
     }
     return status
@@ -131,20 +136,16 @@ def stored_latest(points_db: Path, run_id: str) -> dict[str, dict[str, FieldValu
     return latest
 
 
-def _live(run: Run) -> dict[str, Any]:
-    # The run itself, read after the events: its count and PID are at least as new as
-    # any `restarted` event shown (it sets both before it records the event).
-    out: dict[str, Any] = {"latest": dict(run.latest), "restarts": run.restarts}
-    running = run.running
-    if running is not None and running.pid is not None:
-        out["target_pid"] = running.pid
-    load_all = run.latest.get("load,class=all", {})
+def _live(live: LiveFigures) -> dict[str, Any]:
+    out: dict[str, Any] = {"latest": dict(live.latest), "restarts": live.restarts}
+    if live.target_pid is not None:
+        out["target_pid"] = live.target_pid
+    load_all = live.latest.get("load,class=all", {})
     if load_all:
         out["rate_achieved_qps"] = load_all.get("rate_achieved")
         out["p99_ms"] = load_all.get("lat_p99_ms")
-    totals = _totals(run)
-    if totals:
-        out.update(_lost(totals))
+    if live.load_totals:
+        out.update(_lost(live.load_totals))
     out["verdicts"] = [
         {
             "resource": v.resource,
@@ -153,7 +154,7 @@ def _live(run: Run) -> dict[str, Any]:
             "p_value": v.p_value,
             "windows": v.windows,
         }
-        for v in run.verdicts
+        for v in live.verdicts
     ]
     return out
 
@@ -166,13 +167,3 @@ def _lost(totals: dict[str, Any]) -> dict[str, Any]:
         "lost": lost,
         "lost_ratio": lost / sent if sent else 0.0,
     }
-
-
-def _totals(run: Run) -> dict[str, Any]:
-    if run.load is None or run.finished.is_set():
-        return {}
-    totals = run.load.totals(stddev=False)  # read every second by the live view
-    if isinstance(totals, dict):
-        flat = totals.get("all", totals)
-        return {k: v for k, v in flat.items() if isinstance(v, int | float)}
-    return {}

@@ -14,6 +14,8 @@ from soak.load.config import LoadConfig
 from soak.load.runner import LoadRunner
 
 TOTAL_FIELDS = ("sent", "completed", "lost", "late", "unexpected")
+# Margin given to the engine beyond the run's end: the run's end job stops it first.
+LOAD_MARGIN_S = 30.0
 
 
 class SupervisedLoad:
@@ -33,16 +35,16 @@ class SupervisedLoad:
         self.rate_qps = 0.0
         self.restarts = 0
         self._prior = dict.fromkeys(TOTAL_FIELDS, 0)
-        self._margin_s = 0.0
 
     def _new_runner(self) -> LoadRunner:
         return LoadRunner(
             self.cfg, self.server, base_dir=self.base_dir, allow_targets=self.allow_targets
         )
 
-    def start(self, rate_qps: float, max_duration_s: float) -> None:
+    def start(self, rate_qps: float, remaining_s: float) -> None:
+        """Load at `rate_qps` for the run's `remaining_s` (and the margin)."""
         self.rate_qps = rate_qps
-        self.runner.start(rate_qps, max_duration_s)
+        self.runner.start(rate_qps, remaining_s + LOAD_MARGIN_S)
 
     def set_rate(self, rate_qps: float) -> None:
         self.rate_qps = rate_qps
@@ -61,7 +63,7 @@ class SupervisedLoad:
             self._prior[name] += int(getattr(result, name, 0) or 0)
         why = "; ".join(old.errors) or "a worker exited"
         self.runner = self._new_runner()
-        self.runner.start(self.rate_qps, remaining_s + 30.0)
+        self.runner.start(self.rate_qps, remaining_s + LOAD_MARGIN_S)
         self.restarts += 1
         return why
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soak.load.config import LoadConfig
-from soak.service.loadsup import SupervisedLoad
+from soak.load.supervised import SupervisedLoad
 from tests.support.servers import unbound
 
 pytestmark = pytest.mark.integration

@@ -11,24 +11,21 @@ import contextlib
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from soak.analysis import CriterionResult, LeakVerdict, evaluate_criteria, run_data_from_store
 from soak.analysis.rundata import stored_verdicts
 from soak.config import Scenario
 from soak.errors import InputError
 from soak.report import PhaseSpan, ReportInput
-from soak.service import phases
-from soak.service.binding import fill_services
-from soak.service.state import EventRecord, RunRecord, StateStore
-from soak.service.status import REPORT_FORMATS, read_result
+from soak.runs import timeline
+from soak.runs.layout import DataDir, read_result, report_path
+from soak.runs.state import EventRecord, RunRecord, StateStore
+from soak.sinks.sqlite import SqliteStore
 from soak.targets.base import Running
+from soak.targets.binding import fill_services
 from soak.targets.config import DockerTarget, ProcessTarget
 from soak.targets.render import Placeholders, render_known
-
-if TYPE_CHECKING:
-    from soak.service.manager import RunManager
-    from soak.sinks.sqlite import SqliteStore
 
 REPORT_MEDIA = {
     "html": "text/html; charset=utf-8",
@@ -40,7 +37,6 @@ REPORT_MEDIA = {
 def render_all(points_path: Path, state: StateStore, record: RunRecord) -> dict[str, str]:
     """The three renderings of one run's report."""
     from soak.report import build_report, render_html, render_json, render_markdown
-    from soak.sinks.sqlite import SqliteStore
 
     store = SqliteStore(points_path)
     try:
@@ -59,7 +55,7 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
     the run has ended, else judged now on what is stored."""
     scenario = record.scenario
     origin_ns = record.origin_ns if record.origin_ns is not None else record.created_ns
-    spans = phases.timeline(scenario, origin_ns)
+    spans = timeline.timeline(scenario, origin_ns)
     now_ns = record.ended_ns if record.ended_ns is not None else time.time_ns()
     result = read_result(record.run_dir)
     if result is not None:
@@ -70,7 +66,7 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         data = run_data_from_store(
             store,
             record.id,
-            phases.warmup_end_ns(spans),
+            timeline.warmup_end_ns(spans),
             run_start_ns=origin_ns,
             verdicts=verdicts,
             expect_load=scenario.load is not None,
@@ -174,36 +170,25 @@ def setup_table(scenario: Scenario, record: RunRecord) -> dict[str, Any]:
     return extra
 
 
-def report_text(manager: RunManager, record: RunRecord, fmt: str) -> str:
+def report_text(data_dir: DataDir, state: StateStore, record: RunRecord, fmt: str) -> str:
     """The written report of a finished run, else one built now from what is stored."""
-    path = record.run_dir / REPORT_FORMATS[fmt]
+    path = report_path(record.run_dir, fmt)
     if path.exists():
         return path.read_text()
-    from soak.service.run import points_path
-
-    texts = render_all(
-        points_path(record.scenario, manager.data_dir, record.run_dir), manager.state, record
-    )
+    texts = render_all(data_dir.points_path(record.scenario, record.run_dir), state, record)
     return texts[fmt]
 
 
-def local_report_text(data_dir: Path, run_id: str, fmt: str) -> str:
+def local_report_text(data_dir: DataDir, run_id: str, fmt: str) -> str:
     """`soak report RUN --data-dir DIR`: no service needed."""
-    from soak.service.run import points_path
-
-    state_path = data_dir / "state.db"
-    if not state_path.exists():
-        raise InputError(f"no soak state in {data_dir}")
-    state = StateStore(state_path)
+    if not data_dir.state_db.exists():
+        raise InputError(f"no soak state in {data_dir.root}")
+    state = StateStore(data_dir.state_db)
     try:
         record = state.get_run(run_id)
         if record is None:
-            raise InputError(f"no run {run_id!r} in {data_dir}")
-        path = record.run_dir / REPORT_FORMATS[fmt]
-        if path.exists():
-            return path.read_text()
-        texts = render_all(points_path(record.scenario, data_dir, record.run_dir), state, record)
-        return texts[fmt]
+            raise InputError(f"no run {run_id!r} in {data_dir.root}")
+        return report_text(data_dir, state, record, fmt)
     finally:
         state.close()
 

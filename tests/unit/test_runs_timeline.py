@@ -6,7 +6,7 @@ import pytest
 
 from soak.config import Phase, Scenario
 from soak.errors import InputError
-from soak.service import phases
+from soak.runs import timeline
 
 S = 1_000_000_000
 
@@ -26,7 +26,7 @@ def scenario(**extra: object) -> Scenario:
 
 
 def test_scale_keeps_proportions() -> None:
-    scaled = phases.scale_phases(scenario().phases, 120)
+    scaled = timeline.scale_phases(scenario().phases, 120)
     assert [p.duration_s for p in scaled] == pytest.approx([20.0, 100.0])
     assert [p.name for p in scaled] == ["warmup", "steady"]
     assert scaled[0].warmup and scaled[0].rate_qps == 50
@@ -34,49 +34,49 @@ def test_scale_keeps_proportions() -> None:
 
 def test_scale_rejects_zero() -> None:
     with pytest.raises(InputError):
-        phases.scale_phases([Phase(name="a", duration_s=1)], 0)
+        timeline.scale_phases([Phase(name="a", duration_s=1)], 0)
 
 
 def test_scaled_scenario_keeps_base_dir(tmp_path: object) -> None:
     sc = scenario()
     sc._base_dir = tmp_path  # type: ignore[assignment]
-    copy = phases.scaled_scenario(sc, 60)
+    copy = timeline.scaled_scenario(sc, 60)
     assert copy.base_dir == tmp_path
     assert copy.duration_s == pytest.approx(60)
-    assert phases.scaled_scenario(sc, None) is sc
+    assert timeline.scaled_scenario(sc, None) is sc
 
 
 def test_timeline_rates_and_bounds() -> None:
-    spans = phases.timeline(scenario(), 1000 * S)
+    spans = timeline.timeline(scenario(), 1000 * S)
     assert [(s.start_ns, s.end_ns) for s in spans] == [
         (1000 * S, 1600 * S),
         (1600 * S, 4600 * S),
     ]
     assert [s.rate_qps for s in spans] == [50, 100]  # phase rate, else load.rate_qps
-    assert phases.warmup_end_ns(spans) == 1600 * S
-    assert phases.end_ns(spans) == 4600 * S
-    assert phases.span_at(spans, 1599 * S).name == "warmup"  # type: ignore[union-attr]
-    assert phases.span_at(spans, 1600 * S).name == "steady"  # type: ignore[union-attr]
-    assert phases.span_at(spans, 4600 * S) is None
-    assert phases.span_at(spans, 999 * S) is None
+    assert timeline.warmup_end_ns(spans) == 1600 * S
+    assert timeline.end_ns(spans) == 4600 * S
+    assert timeline.span_at(spans, 1599 * S).name == "warmup"  # type: ignore[union-attr]
+    assert timeline.span_at(spans, 1600 * S).name == "steady"  # type: ignore[union-attr]
+    assert timeline.span_at(spans, 4600 * S) is None
+    assert timeline.span_at(spans, 999 * S) is None
 
 
 def test_no_warmup_means_verdicts_from_origin() -> None:
     sc = scenario(phases=[{"name": "steady", "duration_s": 60}])
-    spans = phases.timeline(sc, 7 * S)
-    assert phases.warmup_end_ns(spans) == 7 * S
+    spans = timeline.timeline(sc, 7 * S)
+    assert timeline.warmup_end_ns(spans) == 7 * S
 
 
 def test_tick_grid_is_absolute() -> None:
     origin = 100 * S
-    assert phases.tick_at_or_before(origin + 5 * S + 400_000_000, 1.0, origin) == origin + 5 * S
-    assert phases.tick_at_or_before(origin + 59 * S, 60.0, origin) == origin
-    assert phases.tick_at_or_before(origin - S, 60.0, origin) == origin
-    assert phases.tick_at_or_before(origin + 125 * S, 60.0, origin) == origin + 120 * S
+    assert timeline.tick_at_or_before(origin + 5 * S + 400_000_000, 1.0, origin) == origin + 5 * S
+    assert timeline.tick_at_or_before(origin + 59 * S, 60.0, origin) == origin
+    assert timeline.tick_at_or_before(origin - S, 60.0, origin) == origin
+    assert timeline.tick_at_or_before(origin + 125 * S, 60.0, origin) == origin + 120 * S
 
 
 def test_missed_ticks() -> None:
-    assert phases.missed_ticks(None, 10 * S, 1.0) == 0
-    assert phases.missed_ticks(9 * S, 10 * S, 1.0) == 0
-    assert phases.missed_ticks(5 * S, 10 * S, 1.0) == 4
-    assert phases.missed_ticks(0, 120 * S, 60.0) == 1
+    assert timeline.missed_ticks(None, 10 * S, 1.0) == 0
+    assert timeline.missed_ticks(9 * S, 10 * S, 1.0) == 0
+    assert timeline.missed_ticks(5 * S, 10 * S, 1.0) == 4
+    assert timeline.missed_ticks(0, 120 * S, 60.0) == 1

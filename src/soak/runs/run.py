@@ -14,47 +14,42 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from soak.analysis.leaks import LeakVerdict, leak_points
+from soak.analysis.verdicts import run_verdicts
 from soak.config import Scenario
 from soak.errors import SoakError, TargetStartError
+from soak.load.supervised import SupervisedLoad
 from soak.points import FieldValue, Point, event_point
-from soak.service import phases
-from soak.service.binding import bind_services, run_setup
-from soak.service.loadsup import SupervisedLoad
-from soak.service.state import RunRecord, StateStore
-from soak.service.verdicts import run_verdicts
-from soak.sinks.config import SinkConfig, SqliteSinkConfig
+from soak.runs import timeline as phases
+from soak.runs.ending import EndHook, Ending, Outcome, RunEnd
+from soak.runs.layout import DataDir, spool_dir, with_embedded_store
+from soak.runs.state import RunRecord, RunStatus, StateStore
+from soak.runs.status import LiveFigures
 from soak.sinks.metrics import ServiceMetrics
 from soak.targets import cleanup_stale
 from soak.targets.base import Running
+from soak.targets.binding import bind_services, run_setup
 from soak.targets.procinfo import pid_alive, start_ticks
 
 log = logging.getLogger(__name__)
 
 NS_PER_S = 1_000_000_000
-# Margin given to the load engine beyond the run's end: the end job stops it first.
-LOAD_MARGIN_S = 30.0
 
 
 @dataclass
 class RunContext:
-    """What the service lends every run: state, where files go, its own metrics."""
+    """What the service lends every run: state, where files go, its own metrics, and
+    the hook that judges a run at its end."""
 
     state: StateStore
-    data_dir: Path
+    data_dir: DataDir
     metrics: ServiceMetrics
+    on_end: EndHook
     on_finished: Callable[[str], None] = lambda run_id: None
-
-
-@dataclass
-class Outcome:
-    status: str  # passed, failed, stopped, error
-    message: str
-    criteria: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Run:
@@ -109,7 +104,7 @@ class Run:
 
     @property
     def points_path(self) -> Path:
-        return points_path(self.scenario, self.ctx.data_dir, self.run_dir)
+        return self.ctx.data_dir.points_path(self.scenario, self.run_dir)
 
     @property
     def interval_s(self) -> float:
@@ -136,7 +131,7 @@ class Run:
             raise
         self.ctx.state.update_run(
             self.id,
-            status="running",
+            status=RunStatus.RUNNING,
             started_ns=origin_ns,
             origin_ns=origin_ns,
             target_state=self._target_state(),
@@ -175,9 +170,10 @@ class Run:
         self.sinks = build_sinks(
             with_embedded_store(self.scenario.sinks),
             self.scenario.spool,
-            default_sqlite_path=self.ctx.data_dir / "points.db",
+            default_sqlite_path=self.ctx.data_dir.points_db,
             run_dir=self.run_dir,
             metrics=self.ctx.metrics,
+            default_spool_dir=spool_dir(self.run_dir),
         )
 
     def _new_target(self, cfg: Any) -> Any:
@@ -255,7 +251,7 @@ class Run:
             self.scenario.samplers, lambda: self.running, load_source=self.load
         )
         self.tick_runner = TickRunner(samplers, run_tags=self.run_tags, metrics=self.ctx.metrics)
-        from soak.service.alerts import Alerter
+        from soak.runs.alerts import Alerter
 
         self.alerter = Alerter(self.scenario.alerting, run_tags=self.run_tags)
 
@@ -271,7 +267,7 @@ class Run:
 
     def _start_load(self, rate_qps: float, duration_s: float) -> None:
         if self.load is not None:
-            self.load.start(rate_qps, duration_s + LOAD_MARGIN_S)
+            self.load.start(rate_qps, duration_s)
 
     def _abort(self, exc: BaseException) -> None:
         """A start that failed: stop what was started, record why."""
@@ -279,8 +275,10 @@ class Run:
         message = str(exc) if isinstance(exc, SoakError) else f"{type(exc).__name__}: {exc}"
         self.event("error", message, 0.0)
         self._stop_parts(stop_targets=True)
-        self.ctx.state.update_run(self.id, status="error", message=message, ended_ns=time.time_ns())
-        self.outcome = Outcome("error", message)
+        self.ctx.state.update_run(
+            self.id, status=RunStatus.ERROR, message=message, ended_ns=time.time_ns()
+        )
+        self.outcome = Outcome(RunStatus.ERROR, message)
         self.finished.set()
 
     # ---------------------------------------------------------------- jobs
@@ -361,7 +359,7 @@ class Run:
                 self._ready(first_start=False)
             except SoakError as exc:
                 self.event("error", f"restart failed: {exc}", 0.0)
-                self._finish_locked("error", f"target could not be restarted: {exc}")
+                self._finish_locked(Ending.ERROR, f"target could not be restarted: {exc}")
                 return
             self.restarts += 1
             self.ctx.metrics.count_restart(self.id, cfg.name)
@@ -371,7 +369,7 @@ class Run:
             )
             self.event("restarted", f"target restarted ({self.restarts})", float(self.restarts))
             return
-        self._finish_locked("failed", f"target {info.describe()}")
+        self._finish_locked(Ending.FAILED, f"target {info.describe()}")
 
     def check_services(self, now_ns: int | None = None) -> None:
         """A helper gone: `service_exited`, then restarted per its own `on_exit` (helper
@@ -407,29 +405,33 @@ class Run:
             message = f"load engine restarted ({self.load.restarts}): {failure}"
             self.event("load_restarted", message, float(self.load.restarts), tick_ns)
 
-    def finish(self, reason: str = "completed") -> Outcome | None:
+    def finish(self, ending: Ending = Ending.COMPLETED, message: str = "") -> Outcome | None:
         """The end job, a stop request, or a fault: stop everything, judge, write the report."""
+        if not message:
+            message = "stopped before its end" if ending is Ending.STOPPED else ending.value
         with self._lock:
             if self.finished.is_set():
                 return self.outcome
-            if reason == "stopped":
-                return self._finish_locked("stopped", "stopped before its end")
-            return self._finish_locked("completed", reason)
+            return self._finish_locked(ending, message)
 
-    def _finish_locked(self, status: str, message: str) -> Outcome:
+    def stop(self) -> Outcome | None:
+        """A stop request (API, Ctrl-C, service shutdown)."""
+        return self.finish(Ending.STOPPED)
+
+    def _finish_locked(self, ending: Ending, message: str) -> Outcome:
         # From here no job touches the run: a tick must not see the target it is
         # stopping as "exited" and restart it, whatever fails below.
         self.ending = True
         now_ns = time.time_ns()
         try:
-            self.outcome = self._end(status, message, now_ns)
+            self.outcome = self._end(ending, message, now_ns)
         except Exception as exc:  # the run must still end, with the fault as its status
             log.exception("run %s: ending", self.id)
-            why = f"{message}; " if status == "error" else ""
-            self.outcome = Outcome("error", f"{why}ending the run failed: {exc}")
+            why = f"{message}; " if ending is Ending.ERROR else ""
+            self.outcome = Outcome(RunStatus.ERROR, f"{why}ending the run failed: {exc}")
             try:
                 self.ctx.state.update_run(
-                    self.id, status="error", message=self.outcome.message, ended_ns=now_ns
+                    self.id, status=RunStatus.ERROR, message=self.outcome.message, ended_ns=now_ns
                 )
             except Exception:  # a full disk: the outcome is still known to this process
                 log.exception("run %s: the end could not be recorded", self.id)
@@ -442,7 +444,7 @@ class Run:
         """The data directory takes no more writes (disk full, read-only, I/O error):
         nothing measured from here could be kept, so the run ends `error` and its target
         stops, rather than running on unrecorded."""
-        from soak.service.reserve import release_reserve
+        from soak.runs.reserve import release_reserve
 
         message = f"the data directory cannot be written ({job}): {exc}"
         log.error("run %s: %s", self.id, message)
@@ -452,7 +454,7 @@ class Run:
             if release_reserve(self.ctx.data_dir):  # room to write why the run ended
                 message += " (the data directory's reserve was freed to record this)"
             self._try_event("error", message)
-            self._finish_locked("error", message)
+            self._finish_locked(Ending.ERROR, message)
 
     def _try_event(self, kind: str, message: str, time_ns: int | None = None) -> None:
         """An event that may not be writable (a full disk): logged if it is not."""
@@ -461,9 +463,7 @@ class Run:
         except Exception as exc:
             log.error("run %s: event %s not recorded (%s): %s", self.id, kind, exc, message)
 
-    def _end(self, status: str, message: str, now_ns: int) -> Outcome:
-        from soak.service.reporting import judge_and_report
-
+    def _end(self, ending: Ending, message: str, now_ns: int) -> Outcome:
         # The target first: a store that fails below must not leave it running.
         self._stop_parts(stop_targets=True, close_alerter=False)
         self._try_event("stop", f"run ended: {message}", now_ns)
@@ -476,7 +476,24 @@ class Run:
         if self.sinks is not None:
             self.sinks.close()  # flushed: the criteria and the report read every point
             self.sinks = None
-        return judge_and_report(self, status, message, ended_ns=now_ns)
+        return self.ctx.on_end(
+            RunEnd(
+                run_id=self.id,
+                scenario=self.scenario,
+                run_dir=self.run_dir,
+                points_path=self.points_path,
+                origin_ns=self.origin_ns,
+                warmup_end_ns=self.warmup_end_ns,
+                ended_ns=now_ns,
+                ending=ending,
+                message=message,
+                verdicts=list(self.verdicts),
+                restarts=self.restarts,
+                load_totals=self.load_totals,
+                state=self.ctx.state,
+                event=self.event,
+            )
+        )
 
     def reap(self, reason: str) -> None:
         """A run nobody drives any more (its foreground command died): stop what it had
@@ -489,7 +506,7 @@ class Run:
         self._stop_parts(stop_targets=True)
         self.event("stop", f"run abandoned: {reason}", 0.0)
         self.ctx.state.update_run(
-            self.id, status="error", message=f"abandoned: {reason}", ended_ns=time.time_ns()
+            self.id, status=RunStatus.ERROR, message=f"abandoned: {reason}", ended_ns=time.time_ns()
         )
         self.finished.set()
 
@@ -568,6 +585,24 @@ class Run:
             number = float(value) if isinstance(value, int | float) else 0.0
             self.ctx.state.add_event(self.id, p.time_ns, kind, message, number)
 
+    def live_figures(self) -> LiveFigures:
+        """For the status view, read every second while the run goes."""
+        running = self.running
+        return LiveFigures(
+            latest=dict(self.latest),
+            restarts=self.restarts,
+            target_pid=running.pid if running is not None else None,
+            verdicts=list(self.verdicts),
+            load_totals=self._live_totals(),
+        )
+
+    def _live_totals(self) -> dict[str, Any]:
+        if self.load is None or self.finished.is_set():
+            return {}
+        totals = self.load.totals(stddev=False)
+        flat = totals.get("all", totals)
+        return {k: v for k, v in flat.items() if isinstance(v, int | float)}
+
     def _remember(self, points: list[Point]) -> None:
         for p in points:
             extra = ",".join(
@@ -589,22 +624,6 @@ def owner_alive(target_state: dict[str, Any] | None) -> bool:
     if not isinstance(pid, int):
         return True
     return pid_alive(pid, owner.get("start_ticks"))
-
-
-def with_embedded_store(configs: list[SinkConfig]) -> list[SinkConfig]:
-    """The sinks asked for, plus the embedded store if absent: verdicts and reports read it."""
-    if any(isinstance(c, SqliteSinkConfig) for c in configs):
-        return list(configs)
-    return [*configs, SqliteSinkConfig(kind="sqlite")]
-
-
-def points_path(scenario: Scenario, data_dir: Path, run_dir: Path) -> Path:
-    """Where a run's embedded store is (the first sqlite sink, else the data directory's)."""
-    for cfg in scenario.sinks:
-        if isinstance(cfg, SqliteSinkConfig) and cfg.path:
-            path = Path(cfg.path)
-            return path if path.is_absolute() else run_dir / path
-    return data_dir / "points.db"
 
 
 def _next_whole_second_ns(now_ns: int) -> int:
