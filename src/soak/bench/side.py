@@ -15,9 +15,9 @@ from typing import Any
 from soak.config import Scenario
 from soak.errors import InputError, TargetStartError
 from soak.netsafety import parse_host_port
-from soak.targets import build_target
-from soak.targets.base import Running, Target
-from soak.targets.binding import bind_services, run_setup
+from soak.samplers.prom import PromSampler
+from soak.targets.base import Running
+from soak.targets.group import TargetGroup
 
 log = logging.getLogger(__name__)
 
@@ -31,82 +31,54 @@ class Side:
         self.run_id = run_id
         self._tmp = tempfile.TemporaryDirectory(prefix=f"soak-bench-{label}-")
         self.run_dir = Path(self._tmp.name)
-        self.services: dict[str, Target] = {}
-        self.target: Target | None = None
-        self.running: Running | None = None
+        self.targets = TargetGroup(
+            scenario.target,
+            scenario.services,
+            scenario.setup,
+            run_dir=self.run_dir,
+            run_id=run_id,
+            base_dir=scenario.base_dir,
+            allow_targets=tuple(scenario.allow_targets),
+            on_event=self._on_event,
+        )
         self.starts = 0
         self.notes: list[str] = []
-        self._prom: Any = None
+        self._prom: PromSampler | None = None
 
     # ------------------------------------------------------------ lifecycle
 
-    def _build(self, cfg: Any) -> Target:
-        return build_target(
-            cfg,
-            run_dir=self.run_dir,
-            run_id=self.run_id,
-            base_dir=self.scenario.base_dir,
-            allow_targets=tuple(self.scenario.allow_targets),
-        )
+    def _on_event(self, kind: str, message: str, value: float) -> None:
+        if kind == "error":  # a part that would not stop, volumes left: said, not fatal
+            log.warning("%s: %s", self.label, message)
+
+    @property
+    def running(self) -> Running | None:
+        return self.targets.running
 
     def start(self) -> None:
         try:
-            for cfg in self.scenario.services:
-                svc = self._build(cfg)
-                self.services[cfg.name] = svc
-                svc.start()
-                svc.wait_ready()
-            helpers = {n: s.running for n, s in self.services.items() if s.running}
-            self.target = self._build(bind_services(self.scenario.target, helpers))
-            self.target.start()
-            self._ready(first_start=True)
+            self.targets.start()
         except BaseException:
             self.stop()
             raise
-
-    def _ready(self, *, first_start: bool) -> None:
-        assert self.target is not None
-        self.running = self.target.wait_ready()
-        run_setup(self.scenario.setup, self.running, first_start=first_start)
         self.starts += 1
 
     def restart(self) -> None:
         """A fresh target (empty caches); its helper services keep running."""
-        assert self.target is not None
-        self.target.restart()
-        self._ready(first_start=False)
+        self.targets.restart_target()
+        self.starts += 1
 
     def check_alive(self) -> None:
-        if self.target is not None and (info := self.target.poll()) is not None:
-            tail = " | ".join(self.target.log_tail(5))
+        target = self.targets.target
+        if target is not None and (info := target.poll()) is not None:
+            tail = " | ".join(target.log_tail(5))
             raise TargetStartError(
                 f"{self.label}: target {info.describe()} during the bench: {tail}"
             )
 
     def stop(self) -> None:
-        for part in [self.target, *self.services.values()]:
-            if part is None:
-                continue
-            try:
-                part.stop()
-            except Exception as exc:  # stop every part, whatever one of them does; say so
-                log.warning("%s: stopping %s failed: %s", self.label, part.name, exc)
-        self.target = None
-        self.services = {}
-        self._remove_volumes()
+        self.targets.stop()
         self._tmp.cleanup()
-
-    def _remove_volumes(self) -> None:
-        """A fresh docker volume is this bench's own: it goes with it (as a soak run's)."""
-        configs = [self.scenario.target, *self.scenario.services]
-        if not any(c.runtime == "docker" and getattr(c, "volume", None) for c in configs):
-            return
-        from soak.targets import cleanup_stale
-
-        try:
-            cleanup_stale(run_id=self.run_id)
-        except Exception as exc:  # the bench still ends; what was left is said
-            log.warning("%s: removing the bench's volumes: %s", self.label, exc)
 
     # ------------------------------------------------------------ what runs measure
 
@@ -129,8 +101,6 @@ class Side:
         if prom_cfg is None or self.scenario.bench is None or not self.scenario.bench.counters:
             return {}
         if self._prom is None:
-            from soak.samplers.prom import PromSampler
-
             self._prom = PromSampler(prom_cfg, lambda: self.running)
         try:
             points = self._prom.sample(0)

@@ -97,3 +97,32 @@ def missed_ticks(last_tick_ns: int | None, tick_ns: int, interval_s: float) -> i
         return 0
     interval_ns = round(interval_s * NS_PER_S)
     return max(0, (tick_ns - last_tick_ns) // interval_ns - 1)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A run's phases on its clock; empty until the run has an origin."""
+
+    spans: tuple[PhaseSpan, ...] = ()
+
+    @classmethod
+    def of(cls, scenario: Scenario, origin_ns: int) -> Timeline:
+        return cls(tuple(timeline(scenario, origin_ns)))
+
+    @property
+    def origin_ns(self) -> int:
+        return self.spans[0].start_ns if self.spans else 0
+
+    @property
+    def end_ns(self) -> int:
+        return end_ns(list(self.spans))
+
+    @property
+    def warmup_end_ns(self) -> int:
+        return warmup_end_ns(list(self.spans))
+
+    def span_at(self, time_ns: int) -> PhaseSpan | None:
+        return span_at(list(self.spans), time_ns)
+
+    def remaining_s(self, now_ns: int) -> float:
+        return max(0.0, (self.end_ns - now_ns) / NS_PER_S)

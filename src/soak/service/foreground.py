@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.live import Live
 
 from soak.config import Scenario
+from soak.runs.state import ACTIVE
 from soak.service.live import criteria_lines, render, summary_rows, verdict_lines
 from soak.service.manager import RunManager
 
@@ -48,7 +49,7 @@ def run_foreground(scenario: Scenario, data_dir: Path, *, as_json: bool = False)
             run.stop()
         run.finished.wait()
         status = manager.status(run.id)
-        if status["status"] in ("pending", "running") and run.outcome is not None:
+        if status["status"] in ACTIVE and run.outcome is not None:
             # The end could not be recorded (a full disk): this process knows it anyway.
             status.update(status=run.outcome.status, message=run.outcome.message)
     finally:

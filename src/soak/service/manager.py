@@ -18,12 +18,14 @@ from prometheus_client import CollectorRegistry
 
 from soak.config import Scenario
 from soak.errors import InputError, SoakError
+from soak.runs.context import RunContext
 from soak.runs.judge import judge_and_report
 from soak.runs.layout import DataDir
 from soak.runs.reserve import make_reserve
-from soak.runs.run import Run, RunContext, owner_alive
+from soak.runs.run import Run, reap
 from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore, new_run_id
 from soak.runs.status import LiveFigures, run_status
+from soak.runs.supervise import owner_alive
 from soak.service.scheduler import SoakScheduler
 from soak.sinks.metrics import ServiceMetrics
 
@@ -67,7 +69,7 @@ class RunManager:
         reaped = []
         for record in self.state.list_runs(ACTIVE):
             if record.foreground and not owner_alive(record.target_state):
-                Run(record, self.ctx).reap("the foreground command that ran it is gone")
+                reap(record, self.ctx, "the foreground command that ran it is gone")
                 reaped.append(record.id)
         return reaped
 

@@ -53,12 +53,13 @@ class SoakScheduler:
     def add_run(self, run: Run, now_ns: int) -> None:
         """Jobs for the rest of a run that has started (or resumed) at `now_ns`."""
         rid = run.id
-        end = _utc(run.end_ns)
+        timeline = run.timeline
+        end = _utc(timeline.end_ns)
         self._sched.add_job(
             _guarded(run, "tick", run.tick),
             "interval",
-            seconds=run.interval_s,
-            start_date=_utc(run.origin_ns),
+            seconds=run.scenario.samplers.interval_s,
+            start_date=_utc(timeline.origin_ns),
             end_date=end,
             id=f"{rid}:tick",
             replace_existing=True,
@@ -68,12 +69,12 @@ class SoakScheduler:
             _guarded(run, "analyse", run.analyse),
             "interval",
             seconds=leaks_s,
-            start_date=_utc(max(run.warmup_end_ns, run.origin_ns)),
+            start_date=_utc(max(timeline.warmup_end_ns, timeline.origin_ns)),
             end_date=end,
             id=f"{rid}:leaks",
             replace_existing=True,
         )
-        for span in run.spans[1:]:
+        for span in timeline.spans[1:]:
             if span.start_ns > now_ns:
                 self._sched.add_job(
                     _guarded(run, "phase", functools.partial(run.enter_phase, span.index)),

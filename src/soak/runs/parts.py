@@ -1,0 +1,126 @@
+"""A run's parts besides its targets: sinks, load engine, samplers and alerter; and the
+writing of its points and events (into the state store and every sink)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from soak.config import Scenario
+from soak.errors import TargetStartError
+from soak.load.supervised import SupervisedLoad
+from soak.netsafety import parse_host_port
+from soak.points import Point, event_point
+from soak.runs.alerts import Alerter
+from soak.runs.context import RunContext
+from soak.runs.layout import spool_dir, with_embedded_store
+from soak.samplers import TickRunner, build_samplers
+from soak.sinks import SinkSet, build_sinks
+from soak.targets.base import Running
+
+log = logging.getLogger(__name__)
+
+
+class RunParts:
+    def __init__(
+        self,
+        run_id: str,
+        scenario: Scenario,
+        run_dir: Path,
+        ctx: RunContext,
+        run_tags: dict[str, str],
+    ) -> None:
+        self.run_id = run_id
+        self.scenario = scenario
+        self.run_dir = run_dir
+        self.ctx = ctx
+        self.run_tags = run_tags
+        self.sinks: SinkSet | None = None
+        self.load: SupervisedLoad | None = None
+        self.tick_runner: TickRunner | None = None
+        self.alerter: Alerter | None = None
+
+    def build_sinks(self) -> None:
+        self.sinks = build_sinks(
+            with_embedded_store(self.scenario.sinks),
+            self.scenario.spool,
+            default_sqlite_path=self.ctx.data_dir.points_db,
+            run_dir=self.run_dir,
+            metrics=self.ctx.metrics,
+            default_spool_dir=spool_dir(self.run_dir),
+        )
+
+    def build_load_and_samplers(self, running: Callable[[], Running | None]) -> None:
+        """`running()` gives the target as it is now (a restart changes its PID)."""
+        sc = self.scenario
+        if sc.load is not None:
+            self.load = SupervisedLoad(
+                sc.load,
+                self._load_server(running()),
+                base_dir=sc.base_dir,
+                allow_targets=tuple(sc.allow_targets),
+            )
+        samplers = build_samplers(sc.samplers, running, load_source=self.load)
+        self.tick_runner = TickRunner(samplers, run_tags=self.run_tags, metrics=self.ctx.metrics)
+        self.alerter = Alerter(sc.alerting, run_tags=self.run_tags)
+
+    def _load_server(self, running: Running | None) -> tuple[str, int]:
+        assert self.scenario.load is not None
+        if self.scenario.load.server:
+            return parse_host_port(self.scenario.load.server)
+        if running is None or "dns" not in running.ports:
+            raise TargetStartError("load: no `server` given and the target has no `dns` port")
+        return running.address("dns")
+
+    def event(
+        self, kind: str, message: str, value: float = 0.0, time_ns: int | None = None
+    ) -> None:
+        """Into the state store (status, report) and the sinks (Grafana annotations)."""
+        t_ns = time_ns if time_ns is not None else time.time_ns()
+        self.ctx.state.add_event(self.run_id, t_ns, kind, message, float(value))
+        self.write([event_point(kind, message, t_ns, value).with_tags(self.run_tags)])
+
+    def try_event(self, kind: str, message: str, time_ns: int | None = None) -> None:
+        """An event that may not be writable (a full disk): logged if it is not."""
+        try:
+            self.event(kind, message, 0.0, time_ns)
+        except Exception as exc:
+            log.error("run %s: event %s not recorded (%s): %s", self.run_id, kind, exc, message)
+
+    def write(self, points: list[Point]) -> None:
+        if self.sinks is not None and points:
+            self.sinks.write(points)
+            self._record_sink_events()
+
+    def _record_sink_events(self) -> None:
+        """Sink outages (already `event` points in every sink) into the run's event list."""
+        assert self.sinks is not None
+        outages = self.sinks.outages
+        while outages:
+            p = outages.popleft()
+            sink = p.tags.get("sink", "?")
+            message = f"{sink}: {p.fields.get('message', '')}"
+            kind = p.tags.get("kind", "sink")
+            value = p.fields.get("value", 0.0)
+            number = float(value) if isinstance(value, int | float) else 0.0
+            self.ctx.state.add_event(self.run_id, p.time_ns, kind, message, number)
+
+    def stop(self, *, close_alerter: bool = True) -> None:
+        """Ticks, alerts and load stop; a load that will not stop is an event."""
+        if self.tick_runner is not None:
+            self.tick_runner.close()
+        if self.alerter is not None and close_alerter:
+            self.alerter.close()
+        if self.load is not None:
+            try:
+                self.load.stop()
+            except Exception as exc:  # the run must still end; the fault is recorded
+                self.event("error", f"stopping the load: {exc}", 0.0)
+
+    def close_sinks(self) -> None:
+        """Flushed and closed: whatever reads the store next sees every point."""
+        if self.sinks is not None:
+            self.sinks.close()
+            self.sinks = None

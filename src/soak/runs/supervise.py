@@ -1,0 +1,117 @@
+"""Keeping a run's target, helpers and load engine going, as its scenario says: a target
+that exits is restarted or ends the run; a helper is restarted per its own `on_exit`; dead
+load workers are replaced. Each is an event of the run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from soak.config import Scenario
+from soak.errors import SoakError
+from soak.runs.context import RunContext
+from soak.runs.ending import Ending
+from soak.runs.parts import RunParts
+from soak.targets.group import TargetGroup
+from soak.targets.procinfo import pid_alive, start_ticks
+
+
+def owner() -> dict[str, Any]:
+    """Who drives the run: a foreground run whose command is gone is abandoned."""
+    return {"pid": os.getpid(), "start_ticks": start_ticks(os.getpid())}
+
+
+def owner_alive(target_state: dict[str, Any] | None) -> bool:
+    """Is the process that drove a run still there? (Unknown owner: assume so.)"""
+    found = (target_state or {}).get("owner") or {}
+    pid = found.get("pid")
+    if not isinstance(pid, int):
+        return True
+    return pid_alive(pid, found.get("start_ticks"))
+
+
+class Supervisor:
+    def __init__(
+        self,
+        run_id: str,
+        scenario: Scenario,
+        group: TargetGroup,
+        parts: RunParts,
+        ctx: RunContext,
+        *,
+        restarts: int,
+        end: Callable[[Ending, str], object],
+    ) -> None:
+        self.run_id = run_id
+        self.scenario = scenario
+        self.group = group
+        self.parts = parts
+        self.ctx = ctx
+        self.restarts = restarts  # the target's, which criteria count
+        self.helper_restarts: dict[str, int] = {}
+        self._helpers_gone: set[str] = set()
+        self._end = end
+
+    def target_state(self) -> dict[str, Any]:
+        """What a restarted service needs to re-attach, and who drives the run."""
+        return {"owner": owner(), **self.group.state()}
+
+    def check_target(self, now_ns: int | None = None) -> None:
+        """Target gone: an `exited` event, then a restart or the end, per `on_exit`."""
+        info = self.group.poll_target()
+        if info is None:
+            return
+        value = info.signal if info.signal is not None else (info.exit_code or 0)
+        self.parts.event("exited", f"target {info.describe()}", float(value), now_ns)
+        cfg = self.scenario.target
+        if cfg.on_exit == "restart" and self.restarts < cfg.max_restarts:
+            try:
+                self.group.restart_target()
+            except SoakError as exc:
+                self.parts.event("error", f"restart failed: {exc}", 0.0)
+                self._end(Ending.ERROR, f"target could not be restarted: {exc}")
+                return
+            self.restarts += 1
+            self.ctx.metrics.count_restart(self.run_id, cfg.name)
+            # The record first: whoever sees the event sees the count and the new PID.
+            self.ctx.state.update_run(
+                self.run_id, restarts=self.restarts, target_state=self.target_state()
+            )
+            message = f"target restarted ({self.restarts})"
+            self.parts.event("restarted", message, float(self.restarts))
+            return
+        self._end(Ending.FAILED, f"target {info.describe()}")
+
+    def check_helpers(self, now_ns: int | None = None) -> None:
+        """A helper gone: `service_exited`, then restarted per its own `on_exit` (helper
+        restarts are events, not the target's restarts that criteria count)."""
+        for name, helper in self.group.helpers.items():
+            info = None if name in self._helpers_gone else helper.poll()
+            if info is None:
+                continue
+            self.parts.event("service_exited", f"helper {name} {info.describe()}", 0.0, now_ns)
+            cfg = self.group.helper_cfgs[name]
+            done = self.helper_restarts.get(name, 0)
+            if cfg.on_exit != "restart" or done >= cfg.max_restarts:
+                self._helpers_gone.add(name)  # told once; the target's answers show the cost
+                continue
+            try:
+                self.group.restart_helper(name)
+            except SoakError as exc:
+                self.parts.event("error", f"helper {name} could not be restarted: {exc}", 0.0)
+                continue
+            self.helper_restarts[name] = done + 1
+            self.ctx.state.update_run(self.run_id, target_state=self.target_state())
+            message = f"helper {name} restarted ({done + 1})"
+            self.parts.event("service_restarted", message, done + 1)
+
+    def check_load(self, tick_ns: int, remaining_s: float) -> None:
+        """Dead load workers: a fresh engine for the rest of the run."""
+        load = self.parts.load
+        if load is None:
+            return
+        failure = load.supervise(remaining_s)
+        if failure is not None:
+            message = f"load engine restarted ({load.restarts}): {failure}"
+            self.parts.event("load_restarted", message, float(load.restarts), tick_ns)

@@ -1,0 +1,160 @@
+"""A target and its helper services as one lifecycle: the helpers start (in order) and
+are waited for, their ports are bound into the target's config, the target starts and
+is waited for, the setup calls go to it; at the end everything stops and the fresh
+docker volumes go. A soak run and a bench side both drive one TargetGroup.
+
+What happens on the way (a helper ready, start-up figures, warnings, a part that would
+not stop) is told to `on_event(kind, message, value)`; the caller records or logs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from soak.targets import build_target, cleanup_stale
+from soak.targets.base import ExitInfo, Running, Target
+from soak.targets.binding import bind_services, run_setup
+from soak.targets.config import DockerTarget, SetupCall, TargetConfig
+
+OnEvent = Callable[[str, str, float], None]
+
+
+def _ignore(kind: str, message: str, value: float) -> None:
+    return None
+
+
+class TargetGroup:
+    def __init__(
+        self,
+        target: TargetConfig,
+        helpers: Sequence[TargetConfig],
+        setup: Sequence[SetupCall],
+        *,
+        run_dir: Path,
+        run_id: str,
+        base_dir: Path,
+        allow_targets: Sequence[str] = (),
+        on_event: OnEvent = _ignore,
+    ) -> None:
+        self.target_cfg = target
+        self.helper_cfgs = {cfg.name: cfg for cfg in helpers}
+        self.setup = list(setup)
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.base_dir = base_dir
+        self.allow_targets = tuple(allow_targets)
+        self.on_event = on_event
+        self.target: Target | None = None
+        self.helpers: dict[str, Target] = {}
+        self.running: Running | None = None  # the target's, once started or attached
+        self._warned: set[str] = set()
+
+    def _build(self, cfg: TargetConfig) -> Target:
+        return build_target(
+            cfg,
+            run_dir=self.run_dir,
+            run_id=self.run_id,
+            base_dir=self.base_dir,
+            allow_targets=self.allow_targets,
+        )
+
+    def _bound_target(self) -> Target:
+        ready = {name: h.running for name, h in self.helpers.items() if h.running}
+        return self._build(bind_services(self.target_cfg, ready))
+
+    def start(self) -> Running:
+        """Helpers, then the target, each ready; the setup calls sent. A failure raises and
+        leaves what started for `stop()`."""
+        for name, cfg in self.helper_cfgs.items():
+            helper = self._build(cfg)
+            self.helpers[name] = helper
+            helper.start()
+            running = helper.wait_ready()
+            self.on_event("service_ready", f"helper {name} ready", running.ready_after_s or 0.0)
+        self.target = self._bound_target()
+        self.running = self.target.start()
+        self.on_event("started", f"target {self.target.name} started", 0.0)
+        return self.ready(first_start=True)
+
+    def attach(self, state: dict[str, Any]) -> Running:
+        """Re-attach to a group an earlier process started, from its `state()`."""
+        for name, cfg in self.helper_cfgs.items():
+            helper = self._build(cfg)
+            self.helpers[name] = helper
+            helper.attach(state.get("services", {}).get(name, {}))
+        self.target = self._bound_target()
+        self.running = self.target.attach(state.get("target", {}))
+        self.on_event("attached", f"target {self.target.name} re-attached", 0.0)
+        return self.running
+
+    def ready(self, *, first_start: bool) -> Running:
+        """Wait until the target is ready, tell its figures, send the setup calls."""
+        assert self.target is not None
+        self.running = self.target.wait_ready()
+        ready_s = self.running.ready_after_s or 0.0
+        self.on_event("ready", f"target ready after {ready_s:.2f} s", ready_s)
+        for name, seconds in self.running.conditions_s.items():
+            self.on_event("condition", f"{name} after {seconds:.2f} s", seconds)
+        for warning in self.running.warnings:
+            if warning not in self._warned:  # a restart repeats them; once is evidence
+                self._warned.add(warning)
+                self.on_event("warning", warning, 0.0)
+        for line in run_setup(self.setup, self.running, first_start=first_start):
+            self.on_event("setup", line, 0.0)
+        return self.running
+
+    def restart_target(self) -> Running:
+        """A fresh target process or container (same ports and data); helpers keep running."""
+        assert self.target is not None
+        self.running = self.target.restart()
+        return self.ready(first_start=False)
+
+    def poll_target(self) -> ExitInfo | None:
+        return self.target.poll() if self.target is not None else None
+
+    def restart_helper(self, name: str) -> None:
+        helper = self.helpers[name]
+        helper.restart()
+        helper.wait_ready()
+
+    def state(self) -> dict[str, Any]:
+        """JSON-safe: what `attach()` needs to find the same processes or containers."""
+        return {
+            "target": self.running.to_state() if self.running is not None else {},
+            "services": {
+                name: h.running.to_state()
+                for name, h in self.helpers.items()
+                if h.running is not None
+            },
+        }
+
+    def stop(self) -> None:
+        """The target, then the helpers; every part is stopped whatever one does."""
+        parts = [("target", self.target), *self.helpers.items()]
+        self.target, self.helpers = None, {}
+        for name, part in parts:
+            if part is None:
+                continue
+            try:
+                part.stop()
+            except Exception as exc:
+                self.on_event("error", f"stopping {name}: {exc}", 0.0)
+        self._remove_volumes()
+
+    def _remove_volumes(self) -> None:
+        """A fresh volume is the group's own: it goes with it (a volume the config names is
+        not labelled with the run, so it stays for the next one)."""
+        configs = [self.target_cfg, *self.helper_cfgs.values()]
+        if not any(isinstance(c, DockerTarget) and c.volume is not None for c in configs):
+            return
+        try:
+            removed = cleanup_stale(run_id=self.run_id)
+        except Exception as exc:  # the end goes on; what was left is said
+            self.on_event("error", f"removing the run's volumes: {exc}", 0.0)
+            return
+        if removed:
+            self.on_event(
+                "cleanup", f"removed {removed} container(s)/volume(s) of the run", removed
+            )
