@@ -14,10 +14,9 @@ from typing import Any
 
 from soak.config import Scenario
 from soak.errors import InputError, TargetStartError
-from soak.netsafety import parse_host_port
 from soak.samplers.prom import PromSampler
 from soak.targets.base import Running
-from soak.targets.group import TargetGroup
+from soak.targets.group import TargetGroup, load_address
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +88,7 @@ class Side:
     def server(self) -> tuple[str, int]:
         load = self.scenario.load
         assert load is not None
-        if load.server:
-            return parse_host_port(load.server)
-        if self.running is None or "dns" not in self.running.ports:
-            raise TargetStartError("load: no `server` given and the target has no `dns` port")
-        return self.running.address("dns")
+        return load_address(load.server, self.running)
 
     def counters(self) -> dict[str, float]:
         """The scenario's mapped target metrics (samplers.prom.map), now; {} without them."""

@@ -9,9 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from soak.config import Scenario
-from soak.errors import TargetStartError
 from soak.load.supervised import SupervisedLoad
-from soak.netsafety import parse_host_port
 from soak.points import Point, event_point
 from soak.runs.alerts import Alerter
 from soak.runs.context import RunContext
@@ -19,6 +17,7 @@ from soak.runs.layout import spool_dir, with_embedded_store
 from soak.samplers import TickRunner, build_samplers
 from soak.sinks import SinkSet, build_sinks
 from soak.targets.base import Running
+from soak.targets.group import load_address
 
 log = logging.getLogger(__name__)
 
@@ -58,21 +57,13 @@ class RunParts:
         if sc.load is not None:
             self.load = SupervisedLoad(
                 sc.load,
-                self._load_server(running()),
+                load_address(sc.load.server, running()),
                 base_dir=sc.base_dir,
                 allow_targets=tuple(sc.allow_targets),
             )
         samplers = build_samplers(sc.samplers, running, load_source=self.load)
         self.tick_runner = TickRunner(samplers, run_tags=self.run_tags, metrics=self.ctx.metrics)
         self.alerter = Alerter(sc.alerting, run_tags=self.run_tags)
-
-    def _load_server(self, running: Running | None) -> tuple[str, int]:
-        assert self.scenario.load is not None
-        if self.scenario.load.server:
-            return parse_host_port(self.scenario.load.server)
-        if running is None or "dns" not in running.ports:
-            raise TargetStartError("load: no `server` given and the target has no `dns` port")
-        return running.address("dns")
 
     def event(
         self, kind: str, message: str, value: float = 0.0, time_ns: int | None = None

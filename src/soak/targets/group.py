@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from soak.errors import TargetStartError
+from soak.netsafety import parse_host_port
 from soak.targets import build_target, cleanup_stale
 from soak.targets.base import ExitInfo, Running, Target
 from soak.targets.binding import bind_services, run_setup
@@ -23,6 +25,15 @@ OnEvent = Callable[[str, str, float], None]
 
 def _ignore(kind: str, message: str, value: float) -> None:
     return None
+
+
+def load_address(server: str | None, running: Running | None) -> tuple[str, int]:
+    """Where the load goes: the load's own `server` if given, else the target's `dns` port."""
+    if server:
+        return parse_host_port(server)
+    if running is None or "dns" not in running.ports:
+        raise TargetStartError("load: no `server` given and the target has no `dns` port")
+    return running.address("dns")
 
 
 class TargetGroup:
