@@ -19,7 +19,8 @@ import pytest
 from soak.analysis.leaks import LeakVerdict, leak_verdict
 from soak.config import AlertingConfig
 from soak.points import Point
-from soak.samplers.proc import read_process, to_fields
+from soak.procfs import read_process
+from soak.samplers.proc import to_fields
 from soak.service.alerts import ALERT_NAME, Alerter
 from tests.support.servers import alertmanager, free_port
 
@@ -219,7 +220,7 @@ def sample_rss_anon(
     while n * interval_s <= duration_s:
         time.sleep(max(0.0, start + n * interval_s - time.monotonic()))
         for pid in pids:
-            fields = to_fields([read_process(Path("/proc"), pid)])
+            fields = to_fields([read_process(pid)])
             series[pid].append((n * interval_s, float(fields["rss_anon_bytes"])))
         n += 1
     return series

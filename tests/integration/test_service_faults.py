@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from soak.procfs import pid_alive
 from soak.service.api import create_app
 from soak.service.manager import RunManager
 from soak.sinks.sqlite import SqliteStore
-from soak.targets.procinfo import pid_alive
 
 pytestmark = pytest.mark.integration
 

@@ -10,105 +10,21 @@ same steady interval, after a ramp-in second that is not measured.
 from __future__ import annotations
 
 import math
-import os
-import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from soak.bench.cpu import CpuSnapshot, children_cpu_s, processes_cpu
 from soak.bench.knee import Step
 from soak.bench.limits import Limit, cpu_us_per_query
 from soak.load.config import LoadConfig
 from soak.load.runner import LoadRunner
 from soak.load.stats import LoadResult
-from soak.samplers import procfs
-from soak.samplers.proc import CLOCK_TICKS_PER_S, process_tree
 
-PROC = Path("/proc")
 WINDOW_S = 1.0
 CounterReader = Callable[[], dict[str, float]]
-
-
-def pid_cpu_s(pid: int, proc_root: Path = PROC) -> float | None:
-    try:
-        stat = procfs.parse_stat((proc_root / str(pid) / "stat").read_text())
-    except (OSError, ValueError, IndexError):
-        return None
-    return (stat.utime_ticks + stat.stime_ticks) / CLOCK_TICKS_PER_S
-
-
-def tree_cpu_s(pid: int | None, proc_root: Path = PROC) -> float | None:
-    """CPU seconds of pid and its descendants (None when pid is unknown or gone)."""
-    if pid is None or pid_cpu_s(pid, proc_root) is None:
-        return None
-    values = [pid_cpu_s(p, proc_root) for p in process_tree(proc_root, pid)]
-    return sum(v for v in values if v is not None)
-
-
-def tree_threads(pid: int | None, proc_root: Path = PROC) -> int | None:
-    """Threads of pid and its descendants (None when pid is unknown or gone)."""
-    if pid is None:
-        return None
-    total = 0
-    for p in process_tree(proc_root, pid):
-        try:
-            total += procfs.parse_status((proc_root / str(p) / "status").read_text()).threads
-        except (OSError, ValueError):
-            continue
-    return total or None
-
-
-def target_capacity_cores(
-    pid: int | None, configured: float | None, quota: float | None = None
-) -> float | None:
-    """How many cores the target could use: configured, else min(its threads, its CPUs,
-    its CPU quota (docker `cpus`))."""
-    if configured is not None:
-        return configured
-    threads = tree_threads(pid)
-    if pid is None or threads is None:
-        return quota
-    try:
-        cpus = len(os.sched_getaffinity(pid))
-    except OSError:
-        cpus = os.cpu_count() or 1
-    return float(min(threads, cpus, quota if quota is not None else cpus))
-
-
-def pids_cpu_s(pids: Sequence[int]) -> float:
-    return sum(v for v in (pid_cpu_s(p) for p in pids) if v is not None)
-
-
-def machine_busy_s(proc_root: Path = PROC) -> tuple[float, float] | None:
-    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat's `cpu` line."""
-    try:
-        first = (proc_root / "stat").read_text().splitlines()[0].split()
-        ticks = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
-    except (OSError, ValueError, IndexError):
-        return None
-    idle = ticks[3] + ticks[4]
-    return (sum(ticks) - idle) / CLOCK_TICKS_PER_S, sum(ticks) / CLOCK_TICKS_PER_S
-
-
-def busy_cores(m0: tuple[float, float] | None, m1: tuple[float, float] | None) -> float | None:
-    """Busy cores of the machine between two machine_busy_s readings."""
-    if m0 is None or m1 is None or m1[1] <= m0[1]:
-        return None
-    ncpu = os.cpu_count() or 1
-    return (m1[0] - m0[0]) / (m1[1] - m0[1]) * ncpu
-
-
-def children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def cores(cpu0: float | None, cpu1: float | None, elapsed_s: float) -> float | None:
-    if cpu0 is None or cpu1 is None or elapsed_s <= 0:
-        return None
-    return max(0.0, cpu1 - cpu0) / elapsed_s
 
 
 @dataclass
@@ -175,6 +91,7 @@ def measure_builtin(
     """The builtin engine: per-second windows, CPU over the steady interval."""
     runner = LoadRunner(cfg, server, base_dir=base_dir, allow_targets=allow_targets)
     runner.start(rate_qps, ramp_s + duration_s + 5.0)
+    generator = processes_cpu(lambda: runner.pids)
     windows: dict[str, list[float]] = {
         "answered_qps": [],
         "p50_ms": [],
@@ -188,19 +105,17 @@ def measure_builtin(
         _sleep_until(time.monotonic() + ramp_s)
         runner.take_window()
         c0 = counters() if counters else {}
-        t0 = time.monotonic()
-        tgt0, gen0 = tree_cpu_s(target_pid), pids_cpu_s([os.getpid(), *runner.pids])
-        m0 = machine_busy_s()
+        before = CpuSnapshot.take(target_pid, generator)
         step_s = min(WINDOW_S, duration_s)
-        prev_cpu, prev_at = tgt0, t0
+        prev = before
         for i in range(max(1, math.ceil(duration_s / step_s))):
-            _sleep_until(t0 + min((i + 1) * step_s, duration_s))
+            _sleep_until(before.at_s + min((i + 1) * step_s, duration_s))
             w = runner.take_window()["all"]
             # the server's CPU second by second too: samples for `soak compare`
-            cpu_now, now = tree_cpu_s(target_pid), time.monotonic()
-            if (busy := cores(prev_cpu, cpu_now, now - prev_at)) is not None:
+            now = CpuSnapshot.take(target_pid)
+            if (busy := prev.until(now).target_cores) is not None:
                 windows["target_cores"].append(busy)
-            prev_cpu, prev_at = cpu_now, now
+            prev = now
             window_s = runner.last_window_worker_s / workers
             if window_s <= 0:  # no worker reported in this window (they report once a second)
                 continue
@@ -211,28 +126,25 @@ def measure_builtin(
             for key in ("p50", "p99"):
                 if f"lat_{key}_ms" in w:
                     windows[f"{key}_ms"].append(w[f"lat_{key}_ms"])
-        t1 = time.monotonic()
-        tgt1, gen1 = tree_cpu_s(target_pid), pids_cpu_s([os.getpid(), *runner.pids])
-        m1 = machine_busy_s()
+        cpu = before.until(CpuSnapshot.take(target_pid, generator))
         c1 = counters() if counters else {}
     finally:
         result = runner.stop()
-    elapsed = t1 - t0
-    seconds = seconds or elapsed
+    seconds = seconds or cpu.elapsed_s
     sent_qps = sent / seconds
     return RunMeasure(
         offered_qps=rate_qps,
-        duration_s=elapsed,
+        duration_s=cpu.elapsed_s,
         sent=result.sent,
         completed=result.completed,
         lost=result.lost,
         answered_qps=completed / seconds,
         sent_qps=sent_qps,
         latency_ms=result.latency_ms,
-        target_cores=cores(tgt0, tgt1, elapsed),
-        generator_cores=cores(gen0, gen1, elapsed),
+        target_cores=cpu.target_cores,
+        generator_cores=cpu.generator_cores,
         rate_kept=rate_qps <= 0 or (sent_qps >= 0.97 * rate_qps and result.skipped == 0),
-        machine_busy_cores=busy_cores(m0, m1),
+        machine_busy_cores=cpu.machine_busy_cores,
         wrong_answers=sum(int(c["wrong_answers"]) for c in result.classes.values()),
         rcodes=result.rcodes,
         windows=windows,
@@ -256,12 +168,9 @@ def measure_dnsperf(
     from soak.load.dnsperf import run_dnsperf
 
     c0 = counters() if counters else {}
-    tgt0, gen0, t0 = tree_cpu_s(target_pid), children_cpu_s(), time.monotonic()
-    m0 = machine_busy_s()
+    before = CpuSnapshot.take(target_pid, children_cpu_s)
     result: LoadResult = run_dnsperf(cfg, server, duration_s, rate_qps, base_dir, allow_targets)
-    elapsed = time.monotonic() - t0
-    tgt1, gen1 = tree_cpu_s(target_pid), children_cpu_s()
-    m1 = machine_busy_s()
+    cpu = before.until(CpuSnapshot.take(target_pid, children_cpu_s))
     c1 = counters() if counters else {}
     return RunMeasure(
         offered_qps=rate_qps,
@@ -272,10 +181,10 @@ def measure_dnsperf(
         answered_qps=result.qps,
         sent_qps=result.achieved_rate,
         latency_ms=result.latency_ms,
-        target_cores=cores(tgt0, tgt1, elapsed),
-        generator_cores=cores(gen0, gen1, elapsed),
+        target_cores=cpu.target_cores,
+        generator_cores=cpu.generator_cores,
         rate_kept=not result.generator_bound,
-        machine_busy_cores=busy_cores(m0, m1),
+        machine_busy_cores=cpu.machine_busy_cores,
         rcodes=result.rcodes,
         windows={"answered_qps": [result.qps]},
         counters=_deltas(c0, c1),
@@ -298,6 +207,7 @@ class KneeStepper:
     ) -> None:
         self.runner = LoadRunner(cfg, server, base_dir=base_dir, allow_targets=allow_targets)
         self.target_pid = target_pid
+        self.generator = processes_cpu(lambda: self.runner.pids)
         self.workers = cfg.workers
         self.max_duration_s = max_duration_s
         self.started = False
@@ -312,22 +222,19 @@ class KneeStepper:
         # must arrive before the window that is measured begins.
         _sleep_until(time.monotonic() + max(settle_s, 1.1))
         self.runner.take_window()
-        t0 = time.monotonic()
-        tgt0, gen0 = tree_cpu_s(self.target_pid), pids_cpu_s([os.getpid(), *self.runner.pids])
-        _sleep_until(t0 + step_s)
+        before = CpuSnapshot.take(self.target_pid, self.generator)
+        _sleep_until(before.at_s + step_s)
         w = self.runner.take_window()["all"]
-        t1 = time.monotonic()
-        tgt1, gen1 = tree_cpu_s(self.target_pid), pids_cpu_s([os.getpid(), *self.runner.pids])
-        elapsed = t1 - t0
-        seconds = self.runner.last_window_worker_s / self.workers or elapsed
+        cpu = before.until(CpuSnapshot.take(self.target_pid, self.generator))
+        seconds = self.runner.last_window_worker_s / self.workers or cpu.elapsed_s
         return Step(
             offered_qps=rate_qps,
             sent_qps=w["sent"] / seconds,
             answered_qps=w["completed"] / seconds,
             p50_ms=w.get("lat_p50_ms"),
             p99_ms=w.get("lat_p99_ms"),
-            target_cores=cores(tgt0, tgt1, elapsed),
-            generator_cores=cores(gen0, gen1, elapsed),
+            target_cores=cpu.target_cores,
+            generator_cores=cpu.generator_cores,
         )
 
     def recover(self, rate_qps: float, pause_s: float) -> None:

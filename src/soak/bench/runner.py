@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from soak.bench.config import BenchConfig
+from soak.bench.cpu import target_capacity_cores
 from soak.bench.knee import KneeSearch, Step
 from soak.bench.limits import judge_limit
 from soak.bench.measure import (
@@ -18,7 +19,6 @@ from soak.bench.measure import (
     dnsperf_step,
     measure_builtin,
     measure_dnsperf,
-    target_capacity_cores,
 )
 from soak.bench.side import Side
 from soak.bench.stats import median, summarise

@@ -22,6 +22,7 @@ from soak.analysis.leaks import LeakVerdict, leak_points
 from soak.config import Scenario
 from soak.errors import SoakError, TargetStartError
 from soak.points import FieldValue, Point, event_point
+from soak.procfs import pid_alive, start_ticks
 from soak.service import phases
 from soak.service.binding import bind_services, run_setup
 from soak.service.loadsup import SupervisedLoad
@@ -31,7 +32,6 @@ from soak.sinks.config import SinkConfig, SqliteSinkConfig
 from soak.sinks.metrics import ServiceMetrics
 from soak.targets import cleanup_stale
 from soak.targets.base import Running
-from soak.targets.procinfo import pid_alive, start_ticks
 
 log = logging.getLogger(__name__)
 

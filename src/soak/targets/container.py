@@ -20,11 +20,11 @@ from docker.client import DockerClient
 from docker.types import Mount, Ulimit
 
 from soak.errors import InputError, TargetStartError
+from soak.procfs import children, start_ticks
 from soak.targets.base import ExitInfo, Running
 from soak.targets.common import LOG_TAIL_LINES, RuntimeBase, safe_name
 from soak.targets.config import DockerTarget, PortSpec
 from soak.targets.ports import allocate_ports
-from soak.targets.procinfo import children, start_ticks
 from soak.targets.render import Placeholders, render, render_all, render_map, resolve, write_files
 
 LABEL_RUN = "soak.run"
