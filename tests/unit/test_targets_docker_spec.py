@@ -9,9 +9,9 @@ import yaml
 from pydantic import TypeAdapter
 
 from soak.errors import InputError
+from soak.placeholders import Placeholders
 from soak.targets.config import DockerTarget, TargetConfig
 from soak.targets.container import DockerRuntime
-from soak.targets.render import Placeholders
 
 SPEC = """
 name: pdns

@@ -1,4 +1,4 @@
-"""targets: placeholders, exit info, engine stats, state, cleanup rules."""
+"""targets: rendered files, exit info, engine stats, state, cleanup rules."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from soak.errors import InputError
+from soak.placeholders import Placeholders
 from soak.targets.base import ExitInfo, Running
 from soak.targets.cleanup import is_stale, owner_gone
 from soak.targets.common import quote_tail, safe_name, tail_lines
@@ -16,26 +17,10 @@ from soak.targets.config import DnsProbe, PortSpec, RenderedFile, TargetConfig, 
 from soak.targets.container import exit_info_from_state, process_fields_from_stats
 from soak.targets.process import exit_info_from_returncode
 from soak.targets.readiness import default_probes, fd_limit_warning
-from soak.targets.render import Placeholders, file_dest, render, write_files
+from soak.targets.render import file_dest, write_files
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "targets"
 VALUES = Placeholders(run_dir="/runs/r1", host="127.0.0.1", ports={"dns": 5300}, data_dir="/d")
-
-
-def test_render_fills_known_placeholders_and_leaves_other_braces() -> None:
-    text = 'listen {host}:{port.dns} dir={data_dir} run={run_dir} json={"a": {x}}'
-    assert render(text, VALUES) == 'listen 127.0.0.1:5300 dir=/d run=/runs/r1 json={"a": {x}}'
-
-
-def test_render_unknown_port_names_the_known_ones() -> None:
-    with pytest.raises(InputError, match=r"unknown port \{port\.api\} \(named ports: dns\)"):
-        render("{port.api}", VALUES, "argv")
-
-
-def test_render_data_dir_unknown_is_an_error() -> None:
-    values = Placeholders(run_dir="/r", host="::1")
-    with pytest.raises(InputError, match="data_dir"):
-        render("{data_dir}/x", values)
 
 
 def test_write_files_template_relative_to_base_and_dest_confined(tmp_path: Path) -> None:

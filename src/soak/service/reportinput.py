@@ -17,14 +17,13 @@ from soak.analysis import CriterionResult, LeakVerdict, evaluate_criteria, run_d
 from soak.analysis.rundata import stored_verdicts
 from soak.config import Scenario
 from soak.errors import InputError
+from soak.placeholders import Placeholders, fill_services, render_known
 from soak.report import PhaseSpan, ReportInput
 from soak.service import phases
-from soak.service.binding import fill_services
 from soak.service.state import EventRecord, RunRecord, StateStore
 from soak.service.status import REPORT_FORMATS, read_result
 from soak.targets.base import Running
 from soak.targets.config import DockerTarget, ProcessTarget
-from soak.targets.render import Placeholders, render_known
 
 if TYPE_CHECKING:
     from soak.service.manager import RunManager

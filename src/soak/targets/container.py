@@ -20,12 +20,13 @@ from docker.client import DockerClient
 from docker.types import Mount, Ulimit
 
 from soak.errors import InputError, TargetStartError
+from soak.placeholders import Placeholders, render, render_all, render_map
 from soak.procfs import children, start_ticks
 from soak.targets.base import ExitInfo, Running
 from soak.targets.common import LOG_TAIL_LINES, RuntimeBase, safe_name
 from soak.targets.config import DockerTarget, PortSpec
 from soak.targets.ports import allocate_ports
-from soak.targets.render import Placeholders, render, render_all, render_map, resolve, write_files
+from soak.targets.render import resolve, write_files
 
 LABEL_RUN = "soak.run"
 LABEL_TARGET = "soak.target"
