@@ -171,6 +171,11 @@ def count_fds(pid: int, root: Path = PROC_ROOT) -> int:
     return len(os.listdir(root / str(pid) / "fd"))
 
 
+def read_cgroup(pid: int, root: Path = PROC_ROOT) -> str:
+    """/proc/<pid>/cgroup as it is (a container's id is in its lines)."""
+    return _read(pid, "cgroup", root)
+
+
 @dataclass
 class ProcessSample:
     """One process's numbers at one time (what a tree sums)."""

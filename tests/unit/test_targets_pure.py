@@ -14,7 +14,7 @@ from soak.targets.base import ExitInfo, Running
 from soak.targets.cleanup import is_stale, owner_gone
 from soak.targets.common import quote_tail, safe_name, tail_lines
 from soak.targets.config import DnsProbe, PortSpec, RenderedFile, TargetConfig, TcpProbe
-from soak.targets.container import exit_info_from_state, process_fields_from_stats
+from soak.targets.docker_engine import exit_info_from_state, process_fields_from_stats
 from soak.targets.process import exit_info_from_returncode
 from soak.targets.readiness import default_probes, fd_limit_warning
 from soak.targets.render import file_dest, write_files

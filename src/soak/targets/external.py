@@ -73,7 +73,7 @@ class ExternalRuntime(RuntimeBase):
 
 
 def _container_pid(target: str, name: str) -> int | None:
-    from soak.targets.container import engine
+    from soak.targets.docker_engine import engine
 
     try:
         import docker.errors
