@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soak.bench.cpu import CpuSnapshot, children_cpu_s, processes_cpu
+from soak.bench.cpu import CpuSnapshot, CpuUse, children_cpu_s, processes_cpu
 from soak.bench.knee import Step
 from soak.bench.limits import Limit, cpu_us_per_query
 from soak.load.config import LoadConfig
@@ -66,6 +66,46 @@ class RunMeasure:
         return out
 
 
+@dataclass(frozen=True)
+class MeasureSetup:
+    """What every measurement needs: the load, where it goes, whose CPU is the target's,
+    and the target's own counters to read before and after (None: not read)."""
+
+    cfg: LoadConfig
+    server: tuple[str, int]
+    base_dir: Path
+    target_pid: int | None
+    allow_targets: Sequence[str] = ()
+    counters: CounterReader | None = None
+
+    def read_counters(self) -> dict[str, float]:
+        return self.counters() if self.counters else {}
+
+    def runner(self) -> LoadRunner:
+        return LoadRunner(
+            self.cfg, self.server, base_dir=self.base_dir, allow_targets=self.allow_targets
+        )
+
+
+_FROM_RESULT = ("sent", "completed", "lost", "latency_ms", "rcodes")  # as the engine counted
+
+
+def _run_measure(
+    rate_qps: float, result: LoadResult, cpu: CpuUse, counters: dict[str, float], **rest: Any
+) -> RunMeasure:
+    """A RunMeasure from what every engine reports; `rest` is what each measures its own way."""
+    copied = {name: getattr(result, name) for name in _FROM_RESULT}
+    return RunMeasure(
+        offered_qps=rate_qps,
+        target_cores=cpu.target_cores,
+        generator_cores=cpu.generator_cores,
+        machine_busy_cores=cpu.machine_busy_cores,
+        counters=counters,
+        **copied,
+        **rest,
+    )
+
+
 def _deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {k: after[k] - before[k] for k in after if k in before}
 
@@ -77,19 +117,10 @@ def _sleep_until(deadline: float) -> None:
 
 
 def measure_builtin(
-    cfg: LoadConfig,
-    server: tuple[str, int],
-    rate_qps: float,
-    duration_s: float,
-    *,
-    base_dir: Path,
-    target_pid: int | None,
-    allow_targets: Sequence[str] = (),
-    counters: CounterReader | None = None,
-    ramp_s: float = WINDOW_S,
+    setup: MeasureSetup, rate_qps: float, duration_s: float, *, ramp_s: float = WINDOW_S
 ) -> RunMeasure:
     """The builtin engine: per-second windows, CPU over the steady interval."""
-    runner = LoadRunner(cfg, server, base_dir=base_dir, allow_targets=allow_targets)
+    runner, target_pid = setup.runner(), setup.target_pid
     runner.start(rate_qps, ramp_s + duration_s + 5.0)
     generator = processes_cpu(lambda: runner.pids)
     windows: dict[str, list[float]] = {
@@ -100,11 +131,11 @@ def measure_builtin(
     }
     completed = sent = 0
     seconds = 0.0  # reported worker time in the measured windows, per worker
-    workers = cfg.workers
+    workers = setup.cfg.workers
     try:
         _sleep_until(time.monotonic() + ramp_s)
         runner.take_window()
-        c0 = counters() if counters else {}
+        c0 = setup.read_counters()
         before = CpuSnapshot.take(target_pid, generator)
         step_s = min(WINDOW_S, duration_s)
         prev = before
@@ -127,67 +158,47 @@ def measure_builtin(
                 if f"lat_{key}_ms" in w:
                     windows[f"{key}_ms"].append(w[f"lat_{key}_ms"])
         cpu = before.until(CpuSnapshot.take(target_pid, generator))
-        c1 = counters() if counters else {}
+        c1 = setup.read_counters()
     finally:
         result = runner.stop()
     seconds = seconds or cpu.elapsed_s
     sent_qps = sent / seconds
-    return RunMeasure(
-        offered_qps=rate_qps,
+    return _run_measure(
+        rate_qps,
+        result,
+        cpu,
+        _deltas(c0, c1),
         duration_s=cpu.elapsed_s,
-        sent=result.sent,
-        completed=result.completed,
-        lost=result.lost,
         answered_qps=completed / seconds,
         sent_qps=sent_qps,
-        latency_ms=result.latency_ms,
-        target_cores=cpu.target_cores,
-        generator_cores=cpu.generator_cores,
         rate_kept=rate_qps <= 0 or (sent_qps >= 0.97 * rate_qps and result.skipped == 0),
-        machine_busy_cores=cpu.machine_busy_cores,
         wrong_answers=sum(int(c["wrong_answers"]) for c in result.classes.values()),
-        rcodes=result.rcodes,
         windows=windows,
-        counters=_deltas(c0, c1),
         notes=list(result.notes),
     )
 
 
-def measure_dnsperf(
-    cfg: LoadConfig,
-    server: tuple[str, int],
-    rate_qps: float,
-    duration_s: float,
-    *,
-    base_dir: Path,
-    target_pid: int | None,
-    allow_targets: Sequence[str] = (),
-    counters: CounterReader | None = None,
-) -> RunMeasure:
+def measure_dnsperf(setup: MeasureSetup, rate_qps: float, duration_s: float) -> RunMeasure:
     """dnsperf: one summary per run (no per-second windows, no percentiles)."""
     from soak.load.dnsperf import run_dnsperf
 
-    c0 = counters() if counters else {}
-    before = CpuSnapshot.take(target_pid, children_cpu_s)
-    result: LoadResult = run_dnsperf(cfg, server, duration_s, rate_qps, base_dir, allow_targets)
-    cpu = before.until(CpuSnapshot.take(target_pid, children_cpu_s))
-    c1 = counters() if counters else {}
-    return RunMeasure(
-        offered_qps=rate_qps,
+    c0 = setup.read_counters()
+    before = CpuSnapshot.take(setup.target_pid, children_cpu_s)
+    result: LoadResult = run_dnsperf(
+        setup.cfg, setup.server, duration_s, rate_qps, setup.base_dir, setup.allow_targets
+    )
+    cpu = before.until(CpuSnapshot.take(setup.target_pid, children_cpu_s))
+    c1 = setup.read_counters()
+    return _run_measure(
+        rate_qps,
+        result,
+        cpu,
+        _deltas(c0, c1),
         duration_s=result.duration_s,
-        sent=result.sent,
-        completed=result.completed,
-        lost=result.lost,
         answered_qps=result.qps,
         sent_qps=result.achieved_rate,
-        latency_ms=result.latency_ms,
-        target_cores=cpu.target_cores,
-        generator_cores=cpu.generator_cores,
         rate_kept=not result.generator_bound,
-        machine_busy_cores=cpu.machine_busy_cores,
-        rcodes=result.rcodes,
         windows={"answered_qps": [result.qps]},
-        counters=_deltas(c0, c1),
         notes=["dnsperf reports no percentiles; p50 is its average"],
     )
 
@@ -195,20 +206,11 @@ def measure_dnsperf(
 class KneeStepper:
     """Knee steps on one running builtin LoadRunner: set the rate, settle, measure."""
 
-    def __init__(
-        self,
-        cfg: LoadConfig,
-        server: tuple[str, int],
-        *,
-        base_dir: Path,
-        target_pid: int | None,
-        allow_targets: Sequence[str] = (),
-        max_duration_s: float,
-    ) -> None:
-        self.runner = LoadRunner(cfg, server, base_dir=base_dir, allow_targets=allow_targets)
-        self.target_pid = target_pid
+    def __init__(self, setup: MeasureSetup, *, max_duration_s: float) -> None:
+        self.runner = setup.runner()
+        self.target_pid = setup.target_pid
         self.generator = processes_cpu(lambda: self.runner.pids)
-        self.workers = cfg.workers
+        self.workers = setup.cfg.workers
         self.max_duration_s = max_duration_s
         self.started = False
 
@@ -247,25 +249,8 @@ class KneeStepper:
             self.runner.stop()
 
 
-def dnsperf_step(
-    cfg: LoadConfig,
-    server: tuple[str, int],
-    rate_qps: float,
-    step_s: float,
-    *,
-    base_dir: Path,
-    target_pid: int | None,
-    allow_targets: Sequence[str] = (),
-) -> Step:
-    run = measure_dnsperf(
-        cfg,
-        server,
-        rate_qps,
-        step_s,
-        base_dir=base_dir,
-        target_pid=target_pid,
-        allow_targets=allow_targets,
-    )
+def dnsperf_step(setup: MeasureSetup, rate_qps: float, step_s: float) -> Step:
+    run = measure_dnsperf(setup, rate_qps, step_s)
     return Step(
         offered_qps=rate_qps,
         sent_qps=run.sent_qps,
