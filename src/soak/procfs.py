@@ -10,8 +10,8 @@ Memory comes from `status` (RssAnon, RssFile, RssShmem apart: a memory-mapped
 SQLite database makes RSS grow while the heap is flat, and only the
 anonymous part says whether the process leaks) and `smaps_rollup` (PSS).
 
-Sections: parsers by file (stat, status, smaps_rollup, io, limits, the
-machine's stat), then readers of one process, liveness, process trees, CPU.
+Sections: parsers by file (stat, status, smaps_rollup, io, limits; the
+machine's stat and meminfo), then readers of one process, liveness, process trees, CPU.
 A parser raises ValueError on text it cannot read; a reader raises OSError for
 a process that is gone, unless it says it gives None.
 """
@@ -146,6 +146,15 @@ def parse_machine_stat(text: str) -> MachineCpu:
     return MachineCpu(
         busy_s=(sum(ticks) - idle) / CLOCK_TICKS_PER_S, total_s=sum(ticks) / CLOCK_TICKS_PER_S
     )
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo: MemTotal, MemAvailable, ... in bytes."""
+    return parse_kv_kib(text)
+
+
+def read_meminfo(root: Path = PROC_ROOT) -> dict[str, int]:
+    return parse_meminfo((root / "meminfo").read_text())
 
 
 # ---------------------------------------------------------------- readers: one process

@@ -144,3 +144,11 @@ def test_children_and_tree_from_a_proc_root(tmp_path: Path) -> None:
     assert procfs.children(10, tmp_path) == [12, 11]  # the kernel's list, as it gives it
     (tmp_path / "12" / "stat").write_text(stat_line(12, 10, "Z"))
     assert not procfs.pid_alive(12, root=tmp_path)
+
+
+def test_meminfo_in_bytes() -> None:
+    info = procfs.read_meminfo(SERVER_ROOT)
+    assert info["MemTotal"] == 24683664 * KIB
+    assert info["HugePages_Total"] == 0  # a count, not kB
+    with pytest.raises(OSError):
+        procfs.read_meminfo(RECURSOR_ROOT)

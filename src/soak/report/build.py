@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from soak import procfs
 from soak.analysis.criteria import counter_increments, latency_ticks
 from soak.analysis.latency import window_quantiles
 from soak.analysis.rundata import LOAD_FIELDS, ClassSeries, Series, StoreReader, numeric
@@ -126,13 +127,12 @@ def host_info() -> dict[str, str]:
         "machine": platform.machine(),
     }
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    info["memory"] = f"{int(line.split()[1]) / 1024**2:.1f} GiB"
-                    break
+        total_bytes = procfs.read_meminfo().get("MemTotal")
     except OSError as exc:
         info["memory"] = f"unknown ({exc.strerror})"
+    else:
+        if total_bytes is not None:
+            info["memory"] = f"{total_bytes / 1024**3:.1f} GiB"
     return info
 
 
