@@ -1,0 +1,80 @@
+"""The upgrade plan: old and new versions, data, populate, snapshot, migrate, checks.
+
+models.py holds the plan's sections, checks.py its checks, loading.py reads a
+plan from disk and checks what the models cannot see (names that refer to other
+parts, files the plan names). The names other modules use are re-exported here.
+"""
+
+from soak.upgrade.config.checks import (
+    ApiCheck,
+    Check,
+    CheckBase,
+    Checklist,
+    CommandCheck,
+    CorpusCheck,
+    DigCheck,
+    FileCheck,
+    JsonExpect,
+    LogCheck,
+    MetricCheck,
+    ReadyWithinCheck,
+    SwapCheck,
+    UnchangedCheck,
+)
+from soak.upgrade.config.loading import load_matrix, load_plan, matrix_name
+from soak.upgrade.config.models import (
+    ApiSnapshot,
+    ApiStep,
+    CommandStep,
+    CorpusSnapshot,
+    DataSpec,
+    DigSnapshot,
+    DnsQuerySpec,
+    DnsStep,
+    Matrix,
+    Migrate,
+    MigrateContainer,
+    PopulateStep,
+    Rollback,
+    SnapshotItem,
+    SwapLoad,
+    UpgradePlan,
+    WaitStep,
+)
+
+__all__ = [
+    "ApiCheck",
+    "ApiSnapshot",
+    "ApiStep",
+    "Check",
+    "CheckBase",
+    "Checklist",
+    "CommandCheck",
+    "CommandStep",
+    "CorpusCheck",
+    "CorpusSnapshot",
+    "DataSpec",
+    "DigCheck",
+    "DigSnapshot",
+    "DnsQuerySpec",
+    "DnsStep",
+    "FileCheck",
+    "JsonExpect",
+    "LogCheck",
+    "Matrix",
+    "MetricCheck",
+    "Migrate",
+    "MigrateContainer",
+    "PopulateStep",
+    "ReadyWithinCheck",
+    "Rollback",
+    "SnapshotItem",
+    "SwapCheck",
+    "SwapLoad",
+    "UnchangedCheck",
+    "UpgradePlan",
+    "WaitStep",
+    "load_matrix",
+    "load_plan",
+    "matrix_name",
+]
