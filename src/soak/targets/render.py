@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from soak.errors import InputError
+from soak.errors import InputError, not_utf8
 from soak.targets.config import RenderedFile
 
 _PLACEHOLDER_RE = re.compile(r"\{(data_dir|run_dir|host|port\.[A-Za-z0-9_.-]+)\}")
@@ -82,8 +82,6 @@ def file_text(spec: RenderedFile, base_dir: Path) -> str:
         reason = exc.strerror or exc
         raise InputError(f"file {spec.dest!r}: cannot read template {template}: {reason}") from exc
     except UnicodeDecodeError as exc:
-        from soak.config import not_utf8
-
         raise InputError(f"file {spec.dest!r}: template {template}: {not_utf8(exc)}") from None
 
 
