@@ -23,6 +23,7 @@ from soak.errors import TargetStartError
 from soak.probes import dns_query, http_request
 from soak.targets import Target, build_target, cleanup_stale
 from soak.targets.config import TargetConfig
+from tests.support.skips import docker_engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -32,18 +33,7 @@ API_KEY = "soak-test-key"
 
 @pytest.fixture(scope="module")
 def engine() -> Any:
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        pytest.skip(f"no Docker engine answers ({exc}); `make docker-ready` starts one")
-    for image in IMAGES:
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            pytest.skip(f"image {image} missing; run scripts/build-test-images.sh")
-    return client
+    return docker_engine(IMAGES)
 
 
 @pytest.fixture
