@@ -44,6 +44,19 @@ def run_soak(
     )
 
 
+def soak_passes(scenario: Path, data: Path, duration: str, *args: str) -> dict[str, Any]:
+    """`soak start SCENARIO --foreground --json` into `data`: exit 0, status `passed`; the
+    run's status. `args`: more options, e.g. `--set` items."""
+    proc = run_soak(
+        "start", str(scenario), "--foreground", "--duration", duration, *args,
+        "--data-dir", str(data), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    status: dict[str, Any] = last_json(proc.stdout)
+    assert status["status"] == "passed", status["message"]
+    return status
+
+
 def last_json(stdout: str) -> Any:
     """The JSON document a `--json` command printed (after any other lines)."""
     start = stdout.index("{")

@@ -21,7 +21,8 @@ from soak.config import AlertingConfig
 from soak.points import Point
 from soak.samplers.proc import read_process, to_fields
 from soak.service.alerts import ALERT_NAME, Alerter
-from tests.support.servers import alertmanager, free_port
+from tests.support.alertmanager import alertmanager
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 
