@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from soak.upgrade.runner import UpgradeResult
+from tests.support.procs import cmdlines
 from tests.support.upgrades import PDNS_PLAN, pdns_skip_reason, run_plan
 
 pytestmark = pytest.mark.integration
@@ -20,15 +21,7 @@ if (_SKIP := pdns_skip_reason()) is not None:
 
 def processes_mentioning(text: str) -> list[int]:
     """PIDs whose command line mentions `text` (the run directory): what was left running."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if text in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-    return pids
+    return [pid for pid, raw in cmdlines() if text in raw.decode(errors="replace")]
 
 
 def run(

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from tests.support import grafana as g
+from tests.support.procs import cmdlines
 from tests.support.servers import create_pdns_db, free_port
 from tests.support.tsdb import InfluxV1, influxdb_v1
 
@@ -151,15 +152,10 @@ def make_pdns_db(data_dir: Path) -> None:
 def _server_pids(marker: str) -> list[int]:
     """pdns_server processes whose command line names `marker` (this test's directory)."""
     pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"pdns_server") and any(marker.encode() in a for a in argv):
-            pids.append(int(entry.name))
+    for pid, raw in cmdlines():
+        argv = raw.split(b"\0")
+        if argv[0].endswith(b"pdns_server") and any(marker.encode() in a for a in argv):
+            pids.append(pid)
     return pids
 
 

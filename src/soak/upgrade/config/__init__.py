@@ -1,26 +1,12 @@
 """The upgrade plan: old and new versions, data, populate, snapshot, migrate, checks.
 
-models.py holds the plan's sections, checks.py its checks, loading.py reads a
-plan from disk and checks what the models cannot see (names that refer to other
-parts, files the plan names). The names other modules use are re-exported here.
+models.py holds the plan's sections, checks.py its checks (the kinds are imported
+from there), loading.py reads a plan from disk and checks what the models cannot
+see (names that refer to other parts, files the plan names). The plan, its sections,
+the Check union and the loaders are re-exported here.
 """
 
-from soak.upgrade.config.checks import (
-    ApiCheck,
-    Check,
-    CheckBase,
-    Checklist,
-    CommandCheck,
-    CorpusCheck,
-    DigCheck,
-    FileCheck,
-    JsonExpect,
-    LogCheck,
-    MetricCheck,
-    ReadyWithinCheck,
-    SwapCheck,
-    UnchangedCheck,
-)
+from soak.upgrade.config.checks import Check
 from soak.upgrade.config.loading import load_matrix, load_plan, matrix_name
 from soak.upgrade.config.models import (
     ApiSnapshot,
@@ -43,35 +29,22 @@ from soak.upgrade.config.models import (
 )
 
 __all__ = [
-    "ApiCheck",
     "ApiSnapshot",
     "ApiStep",
     "Check",
-    "CheckBase",
-    "Checklist",
-    "CommandCheck",
     "CommandStep",
-    "CorpusCheck",
     "CorpusSnapshot",
     "DataSpec",
-    "DigCheck",
     "DigSnapshot",
     "DnsQuerySpec",
     "DnsStep",
-    "FileCheck",
-    "JsonExpect",
-    "LogCheck",
     "Matrix",
-    "MetricCheck",
     "Migrate",
     "MigrateContainer",
     "PopulateStep",
-    "ReadyWithinCheck",
     "Rollback",
     "SnapshotItem",
-    "SwapCheck",
     "SwapLoad",
-    "UnchangedCheck",
     "UpgradePlan",
     "WaitStep",
     "load_matrix",
