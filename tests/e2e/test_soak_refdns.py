@@ -24,8 +24,9 @@ import pytest
 from soak.samplers.promexpr import parse_expr, parse_samples
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, last_json, processes_under, soak_argv
+from tests.support.alertmanager import alertmanager
 from tests.support.refdns import refdns_binary
-from tests.support.servers import alertmanager, free_port
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,8 @@ from soak.points import Point
 from soak.procfs import read_process
 from soak.samplers.proc import to_fields
 from soak.service.alerts import ALERT_NAME, Alerter
-from tests.support.servers import alertmanager, free_port
+from tests.support.alertmanager import alertmanager
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 

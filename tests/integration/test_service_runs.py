@@ -8,41 +8,20 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from soak.service.api import create_app
-from soak.service.manager import RunManager
+from tests.support.api import AUTH, api_client, wait_status
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "t"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    manager = RunManager(tmp_path / "data")
-    manager.start(resume=False)
-    try:
-        with TestClient(create_app(manager, TOKEN)) as c:
-            yield c
-    finally:
-        manager.shutdown(stop_runs=True)
-
-
-def wait_status(client: TestClient, run_id: str, until: Any, timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        status = client.get(f"/runs/{run_id}", headers=AUTH).json()
-        if until(status):
-            return status
-        time.sleep(0.2)
-    raise AssertionError(f"timed out; last status {status}")
+    with api_client(tmp_path / "data") as c:
+        yield c
 
 
 def test_submit_tick_report_stop(client: TestClient) -> None:

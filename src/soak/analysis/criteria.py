@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
+from soak.analysis.config import CriteriaConfig
 from soak.analysis.latency import Tick, make_knots, window_quantiles
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.rundata import ClassSeries, RunData, Series, run_data_from_store
-from soak.config import CriteriaConfig
 
 __all__ = [
     "ClassSeries",

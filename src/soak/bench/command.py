@@ -15,11 +15,11 @@ from typing import Any
 
 import click
 
-from soak.bench.config import BenchConfig
 from soak.bench.criteria import evaluate
 from soak.bench.render import render_html, render_markdown, render_text
 from soak.bench.side import Side
 from soak.config import Scenario, load_scenario
+from soak.config.bench import BenchConfig
 from soak.errors import CheckFailed, InputError
 
 

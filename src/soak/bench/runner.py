@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from soak.bench.config import BenchConfig
 from soak.bench.cpu import target_capacity_cores
 from soak.bench.knee import KneeSearch, Step
 from soak.bench.limits import judge_limit
@@ -24,6 +23,7 @@ from soak.bench.measure import (
 )
 from soak.bench.side import Side
 from soak.bench.stats import median, summarise
+from soak.config.bench import BenchConfig
 from soak.errors import InputError
 from soak.load.config import LoadConfig, QueryClass
 from soak.load.queries import class_questions

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from soak.errors import InputError
+from soak.errors import InputError, not_utf8
 from soak.placeholders import Placeholders, render
 from soak.targets.config import RenderedFile
 
@@ -32,8 +32,6 @@ def file_text(spec: RenderedFile, base_dir: Path) -> str:
         reason = exc.strerror or exc
         raise InputError(f"file {spec.dest!r}: cannot read template {template}: {reason}") from exc
     except UnicodeDecodeError as exc:
-        from soak.config import not_utf8
-
         raise InputError(f"file {spec.dest!r}: template {template}: {not_utf8(exc)}") from None
 
 

@@ -1,0 +1,69 @@
+"""The scenario: its own sections (phases, setup calls, alerting) and the sections of
+the other packages composed in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from soak.analysis.config import CriteriaConfig, LeaksConfig
+from soak.config.bench import BenchConfig
+from soak.load.config import LoadConfig
+from soak.samplers.config import SamplersConfig
+from soak.sinks.config import SinkConfig, SpoolConfig
+from soak.targets.config import TargetConfig
+from soak.units import DurationS, FileModel, StrictModel
+
+
+class Phase(StrictModel):
+    name: str
+    duration_s: DurationS = Field(gt=0)
+    rate_qps: float | None = Field(default=None, ge=0)  # None: load.rate_qps
+    warmup: bool = False  # excluded from leak verdicts and criteria
+
+
+class SetupCall(StrictModel):
+    """An HTTP request to the target once it is ready (and after each restart with
+    `every_start`), e.g. creating the zone an authoritative server answers."""
+
+    method: str = "POST"
+    port: str = "api"  # a named port of the target
+    path: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: Any = None  # sent as JSON
+    status: list[int] = Field(default_factory=lambda: [200, 201, 204])
+    every_start: bool = False
+    timeout_s: DurationS = 10.0
+
+
+class AlertingConfig(StrictModel):
+    webhooks: list[str] = Field(default_factory=list)
+    alertmanagers: list[str] = Field(default_factory=list)  # base URLs; /api/v2/alerts
+    timeout_s: DurationS = 5.0
+    # Firing alerts are sent to Alertmanager again this often, each valid for 4 intervals
+    # (as Prometheus does), so a service that dies leaves no alert firing forever.
+    resend_interval_s: DurationS = Field(default=60.0, gt=0)
+    labels: dict[str, str] = Field(default_factory=dict)  # added to every alert
+
+
+class Scenario(FileModel):
+    name: str
+    description: str = ""
+    allow_targets: list[str] = Field(default_factory=list)
+    target: TargetConfig
+    services: list[TargetConfig] = Field(default_factory=list)
+    load: LoadConfig | None = None
+    phases: list[Phase] = Field(min_length=1)
+    setup: list[SetupCall] = Field(default_factory=list)
+    samplers: SamplersConfig = Field(default_factory=SamplersConfig)
+    sinks: list[SinkConfig] = Field(default_factory=list)
+    spool: SpoolConfig = Field(default_factory=SpoolConfig)
+    leaks: LeaksConfig = Field(default_factory=LeaksConfig)
+    criteria: CriteriaConfig = Field(default_factory=CriteriaConfig)
+    alerting: AlertingConfig = Field(default_factory=AlertingConfig)
+    bench: BenchConfig | None = None  # `soak bench` only
+
+    @property
+    def duration_s(self) -> float:
+        return sum(p.duration_s for p in self.phases)
