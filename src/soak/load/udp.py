@@ -5,7 +5,8 @@ purpose: everything the loop touches is a local, queries are pre-encoded
 bytearrays of which only the 2-byte id is patched, replies are read once per
 ready socket per epoll wake (no exception per empty socket), and only the id,
 the echoed question, the rcode and (for classes with an address expectation)
-the answers are looked at. The bookkeeping is the same as Book's in worker.py.
+the answers are looked at, all through wire.py. The bookkeeping is the same as
+Book's in worker.py.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import socket
 from multiprocessing.connection import Connection
 from typing import Any
 
+from soak.load import wire
 from soak.load.worker import (
     CONTROL_NS,
     INTERVAL_NS,
@@ -28,7 +30,6 @@ from soak.load.worker import (
     family_of,
     is_wrong,
     monotonic_ns,
-    wire,
 )
 
 SEND_BATCH = 64  # at most this many sends before the loop looks at replies again
@@ -65,7 +66,8 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     # One bytearray per distinct question (only its id is patched, just before each send).
     shared: dict[bytes, bytearray] = {}
     wires = [
-        [shared.get(q) or shared.setdefault(q, wire(q)) for q in cq.questions] for cq in classes
+        [shared.get(q) or shared.setdefault(q, wire.query_buffer(q)) for q in cq.questions]
+        for cq in classes
     ]
     questions = [cq.questions for cq in classes]
     qlen = [len(q) for q in questions]
@@ -77,6 +79,8 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     recv_bytes = spec.recv_bytes
     mono = monotonic_ns
     poll = ep.poll
+    set_id, reply_id, echoes, rcode = wire.set_id, wire.message_id, wire.echoes, wire.rcode
+    query_buffer, header_len = wire.query_buffer, wire.HEADER_LEN
     refused = 0
 
     start = mono()
@@ -142,7 +146,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                         qpos[c] = 0 if p == qlen[c] else p
                     else:
                         q = rnd.next_question()
-                        w = wire(q)
+                        w = query_buffer(q)
                     slot = seq & MASK
                     t = ring_t[slot]
                     if t > 0:  # a straggler still owns this id: let Book find a free one
@@ -153,8 +157,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                             break
                     else:
                         seq += 1
-                    w[0] = slot >> 8
-                    w[1] = slot & 255
+                    set_id(w, slot)
                     t = mono()
                     try:
                         sends[flow](w)
@@ -188,13 +191,13 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     except (ConnectionRefusedError, BlockingIOError):
                         refused += 1
                         continue
-                    if len(data) < 12:
+                    if len(data) < header_len:
                         book.unexpected += 1
                         continue
-                    slot = (data[0] << 8) | data[1]
+                    slot = reply_id(data)
                     t = ring_t[slot]
                     q = ring_q[slot]
-                    if t == 0 or not data.startswith(q, 12):
+                    if t == 0 or not echoes(data, q):
                         book.unexpected += 1
                         continue
                     c = ring_c[slot]
@@ -210,7 +213,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     completed_total += 1
                     key = ((now - t) // 1000) * nc + c
                     lat[key] = lat.get(key, 0) + 1
-                    rcodes[(data[3] & 15) * nc + c] += 1
+                    rcodes[rcode(data) * nc + c] += 1
                     if checks[c] and is_wrong(classes[c], data, len(q)):
                         wrong[c] += 1
                 if completed_total != answered:

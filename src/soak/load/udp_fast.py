@@ -14,6 +14,7 @@ import functools
 from multiprocessing.connection import Connection
 from typing import Any
 
+from soak.load import wire
 from soak.load.stats import ClassInterval, Interval
 from soak.load.udp import open_flows
 from soak.load.worker import (
@@ -22,7 +23,6 @@ from soak.load.worker import (
     Control,
     Pacer,
     WorkerSpec,
-    is_wrong,
     monotonic_ns,
 )
 
@@ -42,7 +42,7 @@ def make_engine(spec: WorkerSpec, fds: list[int]) -> Any:
     questions = [list(cq.questions) if cq.random is None else None for cq in classes]
     randoms = [cq.random.next_question if cq.random is not None else None for cq in classes]
     checks = [
-        functools.partial(is_wrong, cq)
+        functools.partial(wire.wrong_answer, rcodes=cq.expect_rcodes, addresses=cq.expect_addresses)
         if cq.expect_rcodes is not None or cq.expect_addresses is not None
         else None
         for cq in classes
