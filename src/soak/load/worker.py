@@ -127,6 +127,7 @@ class Book:
         self.wrong = [0] * nc
         self.abandoned = [0] * nc
         self.unexpected = 0
+        self.socket_errors = 0  # ICMP unreachable and similar (UDP)
         self.rcodes = [0] * (16 * nc)
         self.lat: dict[int, int] = {}
         # stream transports: connections opened, failed, TLS sessions resumed, setup times
@@ -148,6 +149,7 @@ class Book:
             classes[c].lat_us[us] = n
         classes[0].unexpected = self.unexpected
         iv = Interval(self.spec.index, interval_s, rate, backlog, skipped, classes)
+        iv.socket_errors = self.socket_errors
         iv.max_gap_ns, iv.max_gap_end_ns = self.max_gap_ns, self.max_gap_end_ns
         self.max_gap_ns = self.max_gap_end_ns = 0
         iv.connections = Connections(
@@ -171,6 +173,11 @@ class Book:
         """At the end of the load: a silence still going on counts up to `end_ns`."""
         if end_ns > self.last_answer_ns:
             self.answered(end_ns)
+
+    def drain(self, now: int, silence_end_ns: int) -> None:
+        """At the end: what is still outstanding is lost, a silence still going on ends."""
+        self.sweep(now, everything=True)
+        self.silence_until(silence_end_ns)
 
     def next_query(self) -> tuple[int, bytes]:
         """The next class and question of the mix (files cycle like dnsperf's)."""
