@@ -142,6 +142,13 @@ def test_framing_round_trip_and_partial_reads() -> None:
     assert got == msgs and not buf
 
 
+@pytest.mark.parametrize("qid", [0, 0x1234, 0xFFFF])
+def test_framed_query_is_a_framed_query(qid: int) -> None:
+    long_question = wire.question(wire.plain_name(".".join(["a" * 60] * 4)) or b"", 1)
+    for q in (B_TEST_A, long_question):
+        assert wire.framed_query(q, qid) == wire.frame(wire.query(q, qid))
+
+
 def test_unframe_keeps_an_incomplete_tail() -> None:
     framed = wire.frame(NXDOMAIN_REPLY)
     assert wire.unframe(framed + framed[:5]) == ([NXDOMAIN_REPLY], len(framed))

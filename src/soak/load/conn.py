@@ -287,7 +287,7 @@ class StreamFlow:
     # ------------------------------------------------------------ traffic
 
     def queue(self, slot: int, question: bytes, now: int) -> None:
-        self.wbuf += wire.frame(wire.query(question, slot))
+        self.wbuf += wire.framed_query(question, slot)
         self.carried += 1
         self.last_send_ns = now
 

@@ -126,6 +126,12 @@ def frame(message: bytes) -> bytes:
     return len(message).to_bytes(2, "big") + message
 
 
+def framed_query(question: bytes, qid: int) -> bytes:
+    """frame(query(question, qid)) built in one step (the stream loops' send path)."""
+    size = HEADER_LEN + len(question)
+    return bytes((size >> 8, size & 255, qid >> 8, qid & 255)) + _AFTER_ID + question
+
+
 def unframe(buf: bytes | bytearray) -> tuple[list[bytes], int]:
     """The complete framed messages at the start of `buf` and how many bytes they took
     (the caller keeps the rest for the next read)."""

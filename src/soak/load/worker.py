@@ -18,6 +18,7 @@ from typing import Any
 from soak.load import wire
 from soak.load.queries import ClassQueries
 from soak.load.stats import ClassInterval, Connections, Interval
+from soak.load.wire import HEADER_LEN, echoes, message_id, rcode
 
 RING = 65536
 MASK = RING - 1
@@ -222,13 +223,13 @@ class Book:
         self.abandoned[self.ring_c[slot]] += 1
 
     def reply(self, data: bytes, now: int) -> None:
-        if len(data) < wire.HEADER_LEN:
+        if len(data) < HEADER_LEN:
             self.unexpected += 1
             return
-        slot = wire.message_id(data)
+        slot = message_id(data)
         t = self.ring_t[slot]
         q = self.ring_q[slot]
-        if t == 0 or not wire.echoes(data, q):
+        if t == 0 or not echoes(data, q):
             self.unexpected += 1
             return
         c = self.ring_c[slot]
@@ -245,7 +246,7 @@ class Book:
         self.answered(now)
         key = ((now - t) // 1000) * self.nc + c
         self.lat[key] = self.lat.get(key, 0) + 1
-        self.rcodes[wire.rcode(data) * self.nc + c] += 1
+        self.rcodes[rcode(data) * self.nc + c] += 1
         cq = self.spec.classes[c]
         if (cq.expect_rcodes is not None or cq.expect_addresses is not None) and is_wrong(
             cq, data, len(q)
