@@ -1,4 +1,8 @@
-"""`soak load`: one open-loop load run with a dnsperf-like summary (or --json)."""
+"""`soak load`: one open-loop load run with a dnsperf-like summary (or --json).
+
+It sits above soak.config (it reads a scenario's `load:` section), so it is not part of
+the load package, which the scenario models import.
+"""
 
 from __future__ import annotations
 
