@@ -116,6 +116,9 @@ def load_cmd(
     cfg, base = _config(queries, scenario, options)
     if cfg.duration_s is None or cfg.duration_s <= 0:
         raise InputError("--duration must be positive (e.g. 30 or 30s)")
+    if cfg.agents is not None:
+        _run_agents(cfg, f"{host}:{port}", cfg.duration_s, base, allow_targets, as_json)
+        return
     result = run_load(
         cfg, (host, port), cfg.duration_s, cfg.rate_qps, base_dir=base, allow_targets=allow_targets
     )
@@ -125,3 +128,37 @@ def load_cmd(
         click.echo(format_summary(result, f"{host}:{port}"), nl=False)
     if result.sent > 0 and result.completed == 0:
         raise CheckFailed(f"no answer from {host}:{port}: {result.lost} of {result.sent} lost")
+
+
+def _run_agents(
+    cfg: LoadConfig,
+    server: str,
+    duration_s: float,
+    base: Path,
+    allow_targets: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """`load.agents`: the rate split among agents on an engine, their results merged."""
+    from soak.load.agents.run import run_load_agents
+
+    run = run_load_agents(cfg, server, duration_s, base_dir=base, allow_targets=allow_targets)
+    merged = run.merged
+    if as_json:
+        click.echo(json.dumps(run.to_json_dict(), indent=2))
+    else:
+        lat = merged.latency_ms
+        click.echo(
+            f"{len(merged.agents)} agents: sent {merged.sent}, completed {merged.completed}, "
+            f"lost {merged.lost}, p50 {lat['p50']} ms, p99 {lat['p99']} ms (merged histograms)"
+        )
+        for a in run.merged.to_json_dict()["per_agent"]:
+            click.echo(
+                f"  agent {a['agent']}: sent {a['sent']} completed {a['completed']} "
+                f"lost {a['lost']} p99 {a['latency_ms']['p99']} ms"
+            )
+        for note in run.notes:
+            click.echo(f"  note: {note}")
+    if merged.sent > 0 and merged.completed == 0:
+        raise CheckFailed(f"no answer from {server}: {merged.lost} of {merged.sent} lost")
+    if len(merged.agents) < (cfg.agents.count if cfg.agents else 1):
+        raise CheckFailed("; ".join(run.notes) or "an agent reported nothing")
