@@ -9,13 +9,18 @@ run's services are gone afterwards, also when it fails.
 
 from __future__ import annotations
 
+import signal
+import socket
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hdrh.histogram import HdrHistogram
 
 from soak.errors import InputError
@@ -23,6 +28,7 @@ from soak.load.agents.run import run_load_agents
 from soak.load.agents.spec import LABEL_RUN
 from soak.load.agents.swarm import SwarmEngine
 from soak.load.config import LoadConfig
+from soak.targets.docker_engine import LABEL_OWNER
 from tests.support.servers import ServerProc, unbound
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
@@ -158,3 +164,63 @@ def test_missing_image_starts_nothing(
             engine=SwarmEngine(client),
         )
     assert client.services.list(filters={"label": f"{LABEL_RUN}={run_id}"}) == []
+
+
+def _wait(what: str, timeout_s: float, check: Any) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def test_sigterm_removes_the_services(
+    client: Any, server: ServerProc, swarm: None, tmp_path: Path
+) -> None:
+    scenario = {
+        "name": "agents-stop",
+        "target": {
+            "runtime": "external",
+            "name": "unbound",
+            "ports": {"dns": {"host": server.port, "protocol": "both"}},
+        },
+        "phases": [{"name": "steady", "duration_s": "60s"}],
+        "load": {
+            **_cfg().model_dump(mode="json", exclude_none=True),
+            "rate_qps": 60,
+            "duration_s": 60,
+            "agents": {"count": 2, "engine": "swarm", "image": IMAGE},
+        },
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{server.port}"]
+    proc = subprocess.Popen(
+        [*argv, "--scenario", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    owner = {"label": f"{LABEL_OWNER}={socket.gethostname()}:{proc.pid}"}
+    try:
+
+        def running() -> bool:
+            services = client.services.list(filters=owner)
+            return len(services) == 2 and all(
+                any(t["Status"]["State"] == "running" for t in s.tasks()) for s in services
+            )
+
+        _wait("two running agents", 120, lambda: running() or proc.poll() is not None)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert err.decode().strip().splitlines() == [
+            "soak: stopped by SIGTERM; the agents were removed"
+        ]
+        assert client.services.list(filters=owner) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for service in client.services.list(filters=owner):
+            service.remove()

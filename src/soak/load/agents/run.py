@@ -7,10 +7,13 @@ them. Waiting is on the agents' states, polled every `poll_s`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,30 @@ from soak.load.config import AgentsConfig, LoadConfig
 from soak.load.merge import AgentTotals, MergedResult, merge_agents
 from soak.load.runner import JOIN_GRACE_S
 from soak.points import Point
+
+
+class AgentsStopped(SoakError):
+    """The coordinator was told to stop (SIGTERM): the agents were removed."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM raises AgentsStopped (once: a second one is ignored while cleaning up)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise AgentsStopped("stopped by SIGTERM; the agents were removed")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 @dataclass
@@ -107,8 +134,15 @@ def run_agents(
     poll_s: float = 0.5,
 ) -> AgentsRun:
     """Start spec's agents, wait for all of them, merge their totals; always remove."""
-    engine.start(spec)  # raises with nothing started (bad engine, no image)
+    with stop_on_sigterm():
+        return _run(cfg, spec, engine, start_timeout_s, poll_s)
+
+
+def _run(
+    cfg: LoadConfig, spec: AgentSpec, engine: AgentEngine, start_timeout_s: float, poll_s: float
+) -> AgentsRun:
     try:
+        engine.start(spec)  # raises with nothing started (bad engine, no image)
         deadline_s = spec.duration_s + cfg.timeout_s + JOIN_GRACE_S + start_timeout_s
         states = wait_done(engine, deadline_s, poll_s)
         all_points: list[Point] = []
