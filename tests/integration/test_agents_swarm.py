@@ -9,6 +9,7 @@ run's services are gone afterwards, also when it fails.
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -217,6 +218,61 @@ def test_sigterm_removes_the_services(
         assert err.decode().strip().splitlines() == [
             "soak: stopped by SIGTERM; the agents were removed"
         ]
+        assert client.services.list(filters=owner) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for service in client.services.list(filters=owner):
+            service.remove()
+
+
+def test_an_agent_killed_is_reported_and_the_others_finish(
+    client: Any, server: ServerProc, swarm: None, tmp_path: Path
+) -> None:
+    scenario = {
+        "name": "agents-fault",
+        "target": {
+            "runtime": "external",
+            "name": "unbound",
+            "ports": {"dns": {"host": server.port, "protocol": "both"}},
+        },
+        "phases": [{"name": "steady", "duration_s": "10s"}],
+        "load": {
+            **_cfg().model_dump(mode="json", exclude_none=True),
+            "rate_qps": 300,
+            "duration_s": 10,
+            "agents": {"count": 3, "engine": "swarm", "image": IMAGE},
+        },
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{server.port}"]
+    proc = subprocess.Popen(
+        [*argv, "--scenario", str(path), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    owner = {"label": f"{LABEL_OWNER}={socket.gethostname()}:{proc.pid}"}
+    try:
+
+        def agent_1_container() -> Any:
+            for service in client.services.list(filters=owner):
+                if service.name.endswith("-1"):
+                    name = {"label": f"com.docker.swarm.service.name={service.name}"}
+                    running = client.containers.list(filters=name)
+                    return running[0] if running else None
+            return None
+
+        container = _wait("agent 1 running", 120, agent_1_container)
+        container.kill()
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        result = json.loads(out)
+        assert [s["state"] for s in result["states"]] == ["complete", "failed", "complete"]
+        assert "agent 1 of 3 failed" in " ".join(result["notes"])
+        assert [a["agent"] for a in result["per_agent"]] == [0, 2]
+        assert result["sent"] == sum(a["sent"] for a in result["per_agent"])
+        assert abs(result["sent"] - 2 * 100 * 10) <= 20
+        assert err.decode().strip().splitlines()[-1].startswith("soak: agent 1 of 3 failed")
         assert client.services.list(filters=owner) == []
     finally:
         if proc.poll() is None:

@@ -141,7 +141,7 @@ def test_kubernetes_indexed_job_against_the_client_models() -> None:
     assert js["completionMode"] == "Indexed"
     assert js["completions"] == js["parallelism"] == 4
     assert js["backoffLimit"] == 0
-    assert js["activeDeadlineSeconds"] >= 8
+    assert js["activeDeadlineSeconds"] == 8 + 2 + 5 + 120
     pod = js["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["hostNetwork"] is True
     assert pod["dnsPolicy"] == "ClusterFirstWithHostNet"

@@ -52,7 +52,7 @@ def node_selector(placement: list[str]) -> dict[str, str] | None:
     return out or None
 
 
-def build_job(spec: AgentSpec, timeout_s: float = 2.0) -> Any:
+def build_job(spec: AgentSpec) -> Any:
     """The agents' V1Job (pure: checked in tests against the client's models)."""
     n = spec.count
     labels = {k.replace("soak.", "soak/"): v for k, v in spec.labels.items()}
@@ -70,7 +70,7 @@ def build_job(spec: AgentSpec, timeout_s: float = 2.0) -> Any:
         dns_policy="ClusterFirstWithHostNet",
         node_selector=node_selector(spec.agents.placement),
     )
-    deadline_s = math.ceil(spec.duration_s + timeout_s + JOIN_GRACE_S + START_MARGIN_S)
+    deadline_s = math.ceil(spec.duration_s + spec.timeout_s + JOIN_GRACE_S + START_MARGIN_S)
     job_spec = k8s.V1JobSpec(
         completion_mode="Indexed",
         completions=n,

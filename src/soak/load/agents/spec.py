@@ -34,6 +34,7 @@ class AgentSpec:
     server: str  # host:port, as the agents reach it
     duration_s: float
     load_json: str  # the whole run's load config (seed fixed, no `agents`)
+    timeout_s: float = 2.0  # the load config's: an agent drains this long after its duration
     sink: str = "-"
     tags: dict[str, str] = field(default_factory=dict)
     allow_targets: tuple[str, ...] = ()
@@ -122,6 +123,7 @@ def build_spec(
         server=server,
         duration_s=duration_s,
         load_json=agent_load_json(cfg, base_dir, inline_files=inline),
+        timeout_s=cfg.timeout_s,
         sink=sink,
         tags=dict(tags or {}),
         allow_targets=allow_targets,
