@@ -71,3 +71,17 @@ def test_bad_agents_input(
     code, err = _run(["load", "--server", "127.0.0.1:5300", "--scenario", str(path)], capsys)
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and message in err
+
+
+@pytest.mark.parametrize("command", [["start", "--foreground"], ["bench"]])
+def test_agents_refused_where_not_run_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    path = _scenario(tmp_path, {"count": 2, "engine": "local"})
+    code, err = _run([*command, str(path)], capsys)
+    assert code == 2, err
+    who = "`soak bench`" if command == ["bench"] else "a soak run by the service"
+    assert err.strip().splitlines() == [
+        f"soak: load.agents: {who} does not start load agents yet; `soak load --scenario` does "
+        "(docs/scale.md)"
+    ]
