@@ -59,3 +59,18 @@ def test_influx_sink_url() -> None:
     sink.close()
     with pytest.raises(InputError, match=r"\?db=NAME"):
         open_sink("http://127.0.0.1:8086/")
+
+
+def test_agent_needs_a_seed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from soak.cli import main
+
+    monkeypatch.setenv("SOAK_AGENT_LOAD", json.dumps({"mix": [{"name": "a", "queries": ["x"]}]}))
+    argv = ["agent", "--segment", "0/2", "--server", "127.0.0.1:5300", "--duration", "1"]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "soak: the load config needs a seed (or --seed): every agent derives its own from it"
+    )

@@ -152,7 +152,9 @@ def run_agent(
 ) -> AgentTotals:
     """Run the segment for duration_s, a window of points every second; the totals."""
     if cfg.seed is None:
-        raise InputError("the load config needs a seed: every agent derives its own from it")
+        raise InputError(
+            "the load config needs a seed (or --seed): every agent derives its own from it"
+        )
     mine = segment_config(cfg, segment, cfg.seed)
     tags = {**tags, "agent": str(segment.index)}
     runner = LoadRunner(mine, server, base_dir=base_dir, allow_targets=allow_targets)
@@ -211,6 +213,7 @@ def _emit_window(
 @click.option("--scenario", type=click.Path(path_type=Path), help="take `load:` from a scenario")
 @click.option("--sink", "sink_target", default="-", help="-, a file, or http://influx:8086/?db=D")
 @click.option("--tag", "tag_items", multiple=True, help="KEY=VALUE on every point (soak, ...)")
+@click.option("--seed", type=int, default=None, help="the run's seed (when the config has none)")
 @click.option("--allow-target", "allow_targets", multiple=True, help="CIDR beyond loopback")
 def agent_cmd(
     segment_text: str,
@@ -219,6 +222,7 @@ def agent_cmd(
     scenario: Path | None,
     sink_target: str,
     tag_items: tuple[str, ...],
+    seed: int | None,
     allow_targets: tuple[str, ...],
 ) -> None:
     """Run one agent's segment of a load config; JSON lines on stdout, totals last."""
@@ -234,6 +238,8 @@ def agent_cmd(
             raise InputError(f"--tag {item!r}: expected KEY=VALUE")
         tags[key] = value
     cfg, base = load_config(scenario, os.environ.get(LOAD_ENV))
+    if seed is not None:
+        cfg = cfg.model_copy(update={"seed": seed})
     out = JsonLinesSink(sys.stdout, "stdout")
     sink = out if sink_target == "-" else open_sink(sink_target)
     try:
