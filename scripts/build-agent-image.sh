@@ -10,6 +10,7 @@ base=${BASE:-soak-test/base:bookworm}
 pip=${PIP:-.venv/bin/pip}
 docker image inspect "$base" >/dev/null 2>&1 \
   || { echo "build-agent-image: no $base (make docker-ready builds it)" >&2; exit 2; }
+old=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/context"
@@ -23,5 +24,9 @@ if ! DOCKER_BUILDKIT=0 docker build --network host --build-arg "BASE=$base" -t "
   tail -n 30 "$work/build.log" >&2
   echo "build-agent-image: building $image failed" >&2
   exit 2
+fi
+# The image this one replaces, now untagged, is removed (unless a container still uses it).
+if [ -n "$old" ] && [ "$old" != "$(docker image inspect --format '{{.Id}}' "$image")" ]; then
+  docker rmi "$old" >/dev/null 2>&1 || true
 fi
 echo "build-agent-image: built $image"
