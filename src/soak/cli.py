@@ -16,6 +16,7 @@ from soak.errors import EXIT_INTERNAL, SoakError
 # command name -> "module:attribute" of a click.Command
 COMMANDS = {
     "load": "soak.load_command:load_cmd",
+    "agent": "soak.load_command:agent_cmd",
     "validate": "soak.validate:validate_cmd",
     "serve": "soak.service.commands:serve_cmd",
     "start": "soak.service.commands:start_cmd",

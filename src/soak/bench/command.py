@@ -21,6 +21,7 @@ from soak.bench.side import Side
 from soak.config import Scenario, load_scenario
 from soak.config.bench import BenchConfig
 from soak.errors import CheckFailed, InputError
+from soak.preflight import refuse_agents
 
 
 def _parse_rates(text: str | None) -> list[float] | None:
@@ -183,6 +184,7 @@ def bench_cmd(
     sc = load_scenario(scenario, overrides)
     if sc.load is None:
         raise InputError(f"{scenario}: `soak bench` needs a `load:` section")
+    refuse_agents(sc.load, "`soak bench`")
     options: dict[str, Any] = {
         "runs": runs,
         "duration_s": duration,
@@ -211,6 +213,7 @@ def bench_cmd(
         sc_b = load_scenario(compare_with or scenario, (*overrides, *compare_sets))
         if sc_b.load is None:
             raise InputError(f"{compare_with}: `soak bench` needs a `load:` section")
+        refuse_agents(sc_b.load, "`soak bench`")
         plan_classes(sc_b.load, cfg, eng)
         sides.append(Side("B", sc_b, f"{run_id}-B"))
 
