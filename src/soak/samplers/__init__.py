@@ -35,11 +35,14 @@ def build_samplers(
     from soak.samplers.load import LoadSampler, LoadSource
     from soak.samplers.proc import ProcSampler
     from soak.samplers.prom import PromSampler
+    from soak.samplers.smaps import SmapsSampler
     from soak.samplers.target import TargetSampler
 
     samplers: list[Sampler] = [TargetSampler(target)]
     if cfg.proc.enabled:
         samplers.append(ProcSampler(target, tree=cfg.proc.tree, proc_root=proc_root))
+    if cfg.smaps is not None:
+        samplers.append(SmapsSampler(cfg.smaps, target, proc_root=proc_root))
     if cfg.prom is not None:
         samplers.append(PromSampler(cfg.prom, target, client=http_client))
     if cfg.http:

@@ -14,6 +14,13 @@ class ProcSamplerConfig(StrictModel):
     tree: bool = False  # sum the whole process tree (a server that forks workers)
 
 
+class SmapsSamplerConfig(StrictModel):
+    """RSS by mapping from /proc/PID/smaps (`memory_map` points)."""
+
+    top_paths: int = Field(default=8, ge=0, le=100)  # files with most RSS; the rest: `other`
+    tree: bool = False  # sum the whole process tree
+
+
 class PromSamplerConfig(StrictModel):
     port: str = "metrics"  # a named port of the target
     path: str = "/metrics"
@@ -59,6 +66,7 @@ class FilesSamplerConfig(StrictModel):
 class SamplersConfig(StrictModel):
     interval_s: DurationS = Field(default=60.0, ge=1.0)
     proc: ProcSamplerConfig = Field(default_factory=ProcSamplerConfig)
+    smaps: SmapsSamplerConfig | None = None
     prom: PromSamplerConfig | None = None
     http: list[HttpCallConfig] = Field(default_factory=list)
     dig: list[DigProbeConfig] = Field(default_factory=list)

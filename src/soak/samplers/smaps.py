@@ -1,0 +1,62 @@
+"""The `smaps` sampler: the target's RSS, PSS and anonymous bytes by mapping, as `memory_map`.
+
+One point per (kind, path) group of /proc/<pid>/smaps (see soak.smaps): the Go
+or malloc heap, thread stacks, each of the top N files by RSS (a SQLite
+database, a cache), the libraries, and the rest. A process tree (a server
+that forks workers) is summed over its members when `tree` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from soak.points import Point
+from soak.samplers.config import SmapsSamplerConfig
+from soak.samplers.proc import process_tree
+from soak.smaps import MapGroup, Mapping, group, parse_smaps
+from soak.targets.base import Running
+
+
+def read_smaps(proc_root: Path, pid: int) -> list[Mapping]:
+    """The mappings of one process; OSError if it is gone or may not be read."""
+    return parse_smaps((proc_root / str(pid) / "smaps").read_text())
+
+
+def to_points(groups: list[MapGroup], tick_time_ns: int) -> list[Point]:
+    return [
+        Point(
+            "memory_map",
+            {"rss_bytes": g.rss_bytes, "pss_bytes": g.pss_bytes, "anon_bytes": g.anon_bytes},
+            tick_time_ns,
+            {"kind": g.kind, "path": g.path},
+        )
+        for g in groups
+    ]
+
+
+class SmapsSampler:
+    name = "smaps"
+
+    def __init__(
+        self,
+        cfg: SmapsSamplerConfig,
+        target: Callable[[], Running | None],
+        *,
+        proc_root: Path = Path("/proc"),
+    ) -> None:
+        self.cfg, self.target, self.proc_root = cfg, target, proc_root
+
+    def sample(self, tick_time_ns: int) -> list[Point]:
+        running = self.target()
+        if running is None or running.pid is None:
+            return []  # not running: the target sampler records it; no pid: nothing to read
+        pid = running.pid
+        maps = read_smaps(self.proc_root, pid)  # the main process must be there
+        if self.cfg.tree:
+            for child in process_tree(self.proc_root, pid)[1:]:
+                try:
+                    maps += read_smaps(self.proc_root, child)
+                except OSError:
+                    continue  # a child that exited between listing and reading
+        return to_points(group(maps, self.cfg.top_paths), tick_time_ns)
