@@ -21,6 +21,29 @@ class SmapsSamplerConfig(StrictModel):
     tree: bool = False  # sum the whole process tree
 
 
+ProfileKind = Literal["heap", "goroutine"]
+PROFILE_KINDS: tuple[ProfileKind, ...] = ("heap", "goroutine")
+
+
+class PprofSamplerConfig(StrictModel):
+    """Go heap and goroutine profiles (`/debug/pprof/{heap,goroutine}?debug=1`), kept in the
+    run's directory; `profile` index points in the sinks."""
+
+    port: str = "api"  # a named port of the target
+    path: str = "/debug/pprof"
+    headers: dict[str, str] = Field(default_factory=dict)
+    token_env: str | None = None  # environment variable holding a bearer token / API key
+    token_header: str = "Authorization"  # "Authorization" sends "Bearer <token>"
+    interval_s: DurationS = Field(default=600.0, ge=1.0)
+    profiles: list[ProfileKind] = Field(default_factory=lambda: list(PROFILE_KINDS))
+    # heap?gc=1: Go collects first, so the profile is the live heap now, not as of the last
+    # collection (which may be minutes old on a quiet server); one GC per capture.
+    force_gc: bool = True
+    max_captures: int = Field(default=200, ge=2)  # kept per profile kind; older ones thinned
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024)  # all kept files together
+    timeout_s: DurationS = 20.0
+
+
 class PromSamplerConfig(StrictModel):
     port: str = "metrics"  # a named port of the target
     path: str = "/metrics"
@@ -68,6 +91,7 @@ class SamplersConfig(StrictModel):
     proc: ProcSamplerConfig = Field(default_factory=ProcSamplerConfig)
     smaps: SmapsSamplerConfig | None = None
     prom: PromSamplerConfig | None = None
+    pprof: PprofSamplerConfig | None = None
     http: list[HttpCallConfig] = Field(default_factory=list)
     dig: list[DigProbeConfig] = Field(default_factory=list)
     files: FilesSamplerConfig | None = None

@@ -252,7 +252,10 @@ class Run:
                 allow_targets=tuple(self.scenario.allow_targets),
             )
         samplers = build_samplers(
-            self.scenario.samplers, lambda: self.running, load_source=self.load
+            self.scenario.samplers,
+            lambda: self.running,
+            load_source=self.load,
+            warmup_end_ns=lambda: self.warmup_end_ns,
         )
         self.tick_runner = TickRunner(samplers, run_tags=self.run_tags, metrics=self.ctx.metrics)
         from soak.service.alerts import Alerter
