@@ -82,6 +82,7 @@ def main() -> int:
             pprof = PprofSampler(
                 PprofSamplerConfig(interval_s=1, headers={"Authorization": f"Bearer {TOKEN}"}),
                 lambda: running,
+                background=False,  # timed here, in this script's own thread
             )
             smaps = SmapsSampler(SmapsSamplerConfig(), lambda: running)
             load(srv, args.rate, 5)  # warm: cache, query log, heap

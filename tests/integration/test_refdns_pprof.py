@@ -40,6 +40,7 @@ def sampler_for(server: ServerProc, run_dir: Path, **cfg: object) -> PprofSample
         PprofSamplerConfig(interval_s=10, token_env="REFDNS_TOKEN", **cfg),  # type: ignore[arg-type]
         lambda: running,
         environ={"REFDNS_TOKEN": TOKEN},
+        background=False,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -78,13 +80,14 @@ def test_store_writes_lists_reads_and_thins(tmp_path: Path) -> None:
 
 
 def _sampler(
-    tmp_path: Path, handler: httpx.MockTransport, **cfg: object
+    tmp_path: Path, handler: httpx.MockTransport, background: bool = False, **cfg: object
 ) -> tuple[PprofSampler, Running]:
     running = Running("refdns", "127.0.0.1", {"api": 8080}, 1, None, run_dir=tmp_path)
     sampler = PprofSampler(
         PprofSamplerConfig(interval_s=10, **cfg),  # type: ignore[arg-type]
         lambda: running,
         client=httpx.Client(transport=handler),
+        background=background,
     )
     return sampler, running
 
@@ -144,3 +147,21 @@ def test_warmup_end_gets_its_own_capture(tmp_path: Path) -> None:
         (0, "first"),
         (4 * S, "warmup_end"),
     ]
+
+
+def test_in_the_background_a_slow_capture_does_not_hold_up_the_tick(tmp_path: Path) -> None:
+    gate = threading.Event()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        gate.wait(10)  # a forced GC on a big heap
+        return httpx.Response(200, text=fixture(request.url.path.rsplit("/", 1)[-1] + "-1"))
+
+    sampler, _ = _sampler(tmp_path, httpx.MockTransport(answer), background=True)
+    start = time.monotonic()
+    assert sampler.sample(0) == []  # started, not waited for
+    assert sampler.sample(10 * S) == []  # still running: not a second one at once
+    assert time.monotonic() - start < 1.0
+    gate.set()
+    (point,) = sampler.wait(10)
+    assert point.tags["kind"] == "profile" and point.time_ns == 0  # its own tick's time
+    assert len(list_profiles(tmp_path)) == 2

@@ -4,10 +4,12 @@ At its first tick and every `interval_s` after (and at the first tick after
 the warm-up, and at the next tick after `request_capture()`), it fetches
 `<path>/heap?debug=1` and `<path>/goroutine?debug=1`, checks that each parses
 (soak.pproftext), stores it gzipped (soak.profiles) and thins the old ones to
-the caps. Each capture is one `event` point of kind `profile` (the index: the
-files and their sizes). An endpoint that answers 401, 404, garbage or nothing
-is one `pprof_failed` event, not one per capture; the soak goes on, and a
-later success is a `pprof_recovered` event.
+the caps, in a thread of its own so that a slow target (a forced GC on a big
+heap) does not hold up the tick; its points come with the next tick, stamped
+with the capture's own tick time. Each capture is one `event` point of kind
+`profile` (the index: the files and their sizes). An endpoint that answers
+401, 404, garbage or nothing is one `pprof_failed` event, not one per capture;
+the soak goes on, and a later success is a `pprof_recovered` event.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class PprofSampler:
         client: httpx.Client | None = None,
         environ: dict[str, str] | None = None,
         warmup_end_ns: Callable[[], int] | None = None,
+        background: bool = True,
     ) -> None:
         self.cfg, self.target, self.client = cfg, target, client
         auth = HttpCallConfig(
@@ -58,6 +61,9 @@ class PprofSampler:
         self.captures = 0
         self._requested: str | None = None
         self._lock = threading.Lock()
+        self.background = background
+        self._worker: threading.Thread | None = None
+        self._done: list[Point] = []  # points of captures finished in the background
 
     def request_capture(self, reason: str) -> None:
         """A capture at the next tick, whatever the interval (a verdict turned growing, the
@@ -81,13 +87,48 @@ class PprofSampler:
         return None
 
     def sample(self, tick_time_ns: int) -> list[Point]:
+        """Starts a capture when one is due and returns the points of captures that have
+        finished (stamped with their own tick's time). In the background (the default)
+        a capture, a forced GC and two fetches, never holds up the tick."""
+        points = self._collect()
         running = self.target()
-        if running is None:
-            return []
+        if running is None or (self._worker is not None and self._worker.is_alive()):
+            return points  # not running; or the last capture is still going: not two at once
         reason = self._reason(tick_time_ns)
         if reason is None:
-            return []
+            return points
         self.last_capture_ns = tick_time_ns
+        if not self.background:
+            return points + self._capture(running, tick_time_ns, reason)
+        self._worker = threading.Thread(
+            target=self._capture_into_done,
+            args=(running, tick_time_ns, reason),
+            name="pprof-capture",
+            daemon=True,
+        )
+        self._worker.start()
+        return points
+
+    def wait(self, timeout_s: float | None = None) -> list[Point]:
+        """Waits for a capture in the background; its points (tests, the run's end)."""
+        if self._worker is not None:
+            self._worker.join(timeout_s)
+        return self._collect()
+
+    def _collect(self) -> list[Point]:
+        with self._lock:
+            done, self._done = self._done, []
+        return done
+
+    def _capture_into_done(self, running: Running, tick_time_ns: int, reason: str) -> None:
+        try:
+            points = self._capture(running, tick_time_ns, reason)
+        except Exception as exc:  # a full disk: recorded, as a sampler error would be
+            points = self._failed(f"{type(exc).__name__}: {exc}", tick_time_ns)
+        with self._lock:
+            self._done += points
+
+    def _capture(self, running: Running, tick_time_ns: int, reason: str) -> list[Point]:
         if running.run_dir is None:
             return self._failed("the target has no run directory to keep profiles in", tick_time_ns)
         if self.cfg.port not in running.ports:
