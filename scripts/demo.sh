@@ -66,6 +66,8 @@ import json, sys, urllib.request
 url = sys.argv[1] + "/api/v2/alerts?filter=alertname%3DSoakLeakGrowing"
 for a in json.load(urllib.request.urlopen(url, timeout=5)):
     print(f"  {a['labels'].get('resource')}: {a['annotations'].get('summary')} (since {a['startsAt']})")
+    if a["annotations"].get("culprit"):
+        print(f"    culprit: {a['annotations']['culprit']}; {a['annotations'].get('projection')}")
 EOF
 fi
 echo

@@ -82,7 +82,21 @@ def parse_smaps(text: str) -> list[Mapping]:
             start, end, perms, path = header.groups()
             head, values = (int(start, 16), int(end, 16), perms, path.strip()), {}
     close()
-    return maps
+    return _without_rereads(maps)
+
+
+def _without_rereads(maps: list[Mapping]) -> list[Mapping]:
+    """The kernel writes smaps a page at a time, taking the mm's lock anew for each; a
+    mapping that grew or merged downwards meanwhile (the Go heap mapping arenas over its
+    reservation) is listed again from its new start, and its RSS would count twice (a
+    one-tick spike of the heap's RSS to double was seen on refdns -leak). The later copy
+    is the newer: an earlier mapping it covers is dropped."""
+    out: list[Mapping] = []
+    for m in maps:
+        while out and out[-1].end > m.start and out[-1].start >= m.start:
+            out.pop()
+        out.append(m)
+    return out
 
 
 def _is_anonymous(m: Mapping) -> bool:

@@ -153,3 +153,18 @@ def test_a_process_that_mallocs_grows_anonymous(
     growth = _growth(mapper("--kib-per-s", "2048"), 3.2)
     assert growth[("heap", HEAP_PATH)] >= 4096 * KIB
     assert not any(kind == "file" and rss > 512 * KIB for (kind, _), rss in growth.items())
+
+
+def test_a_mapping_listed_again_after_it_grew_mid_read_counts_once() -> None:
+    def region(start: int, end: int, rss_kib: int) -> str:
+        return (
+            f"{start:x}-{end:x} rw-p 00000000 00:00 0 \nRss: {rss_kib} kB\nPss: {rss_kib} kB\n"
+            f"Anonymous: {rss_kib} kB\n"
+        )
+
+    # [0x10000, 0x20000) printed, then it merged with [0x8000, ...) and was printed again
+    text = region(0x1000, 0x2000, 4) + region(0x10000, 0x20000, 64) + region(0x8000, 0x24000, 80)
+    maps = parse_smaps(text)
+    assert [(m.start, m.end) for m in maps] == [(0x1000, 0x2000), (0x8000, 0x24000)]
+    (heap,) = [g for g in group(maps) if g.kind == "heap"]
+    assert heap.rss_bytes == 84 * KIB

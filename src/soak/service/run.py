@@ -333,7 +333,7 @@ class Run:
         if self.alerter is not None:
             from soak.report.grew import verdict_culprits
 
-            culprits = verdict_culprits(
+            culprits = self.alerter.receivers and verdict_culprits(
                 store,
                 self.id,
                 self.verdicts,
@@ -341,7 +341,7 @@ class Run:
                 since_ns=self.warmup_end_ns,
                 memory_limit_bytes=self.scenario.memory_limit_bytes,
             )
-            alert_events = self.alerter.update(self.verdicts, culprits)
+            alert_events = self.alerter.update(self.verdicts, culprits or None)
             for p in alert_events:  # the run's event list shows what was told to whom
                 kind = p.tags.get("kind", "alert")
                 message = str(p.fields.get("message", ""))
