@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from soak.smaps import Mapping, parse_smaps
+
 PROC_ROOT = Path("/proc")
 KIB = 1024
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -197,6 +199,11 @@ class ProcessSample:
     cpu_system_s: float
     read_bytes: int | None
     write_bytes: int | None
+
+
+def read_smaps(pid: int, root: Path = PROC_ROOT) -> list[Mapping]:
+    """The mappings of one process (soak.smaps parses them); OSError if it is gone."""
+    return parse_smaps((root / str(pid) / "smaps").read_text())
 
 
 def read_process(pid: int, root: Path = PROC_ROOT) -> ProcessSample:

@@ -268,3 +268,18 @@ def test_a_process_that_grows_alerts_and_one_that_stops_does_not(am_url: str) ->
     alerts = wait_for(lambda: am_alerts(am_url, "real-grows"))
     assert [a["labels"]["resource"] for a in alerts] == ["rss_anon_bytes"]
     assert am_alerts(am_url, "real-stops") == []
+
+
+def test_the_culprit_and_projection_are_annotations(am_url: str, webhook: Webhook) -> None:
+    cfg = AlertingConfig(alertmanagers=[am_url], webhooks=[webhook.url], resend_interval_s=1.0)
+    alerter = Alerter(cfg, run_tags=run_tags("culprit-1"))
+    said = {"culprit": "mapping heap [heap+anon]: +40.0 MiB RSS", "projection": "limit in 3.0 h"}
+    try:
+        alerter.update([growing()], {"rss_anon_bytes": said, "fds": {"culprit": "x"}})
+        (alert,) = wait_for(lambda: am_alerts(am_url, "culprit-1"))
+        assert alert["annotations"]["culprit"] == said["culprit"]
+        assert alert["annotations"]["projection"] == "limit in 3.0 h"
+        (body,) = webhook.bodies
+        assert body["alerts"][0]["annotations"]["culprit"] == said["culprit"]
+    finally:
+        alerter.close()

@@ -17,7 +17,7 @@ from soak.config.loading import (
     set_path,
     validate_model,
 )
-from soak.config.scenario import AlertingConfig, Phase, Scenario, SetupCall
+from soak.config.scenario import AlertingConfig, LimitsConfig, Phase, Scenario, SetupCall
 from soak.errors import not_utf8
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "CriteriaConfig",
     "KneeConfig",
     "LeaksConfig",
+    "LimitsConfig",
     "Phase",
     "Scenario",
     "SetupCall",

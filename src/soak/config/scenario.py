@@ -13,7 +13,7 @@ from soak.load.config import LoadConfig
 from soak.samplers.config import SamplersConfig
 from soak.sinks.config import SinkConfig, SpoolConfig
 from soak.targets.config import TargetConfig
-from soak.units import DurationS, FileModel, StrictModel
+from soak.units import DurationS, FileModel, SizeBytes, StrictModel
 
 
 class Phase(StrictModel):
@@ -47,6 +47,12 @@ class AlertingConfig(StrictModel):
     labels: dict[str, str] = Field(default_factory=dict)  # added to every alert
 
 
+class LimitsConfig(StrictModel):
+    """Limits a growing resource is projected to (besides a docker target's mem_limit)."""
+
+    memory_bytes: SizeBytes | None = None
+
+
 class Scenario(FileModel):
     name: str
     description: str = ""
@@ -62,7 +68,16 @@ class Scenario(FileModel):
     leaks: LeaksConfig = Field(default_factory=LeaksConfig)
     criteria: CriteriaConfig = Field(default_factory=CriteriaConfig)
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     bench: BenchConfig | None = None  # `soak bench` only
+
+    @property
+    def memory_limit_bytes(self) -> float | None:
+        """limits.memory_bytes, else the docker target's mem_limit, else None."""
+        if self.limits.memory_bytes is not None:
+            return float(self.limits.memory_bytes)
+        mem_limit = getattr(self.target, "mem_limit", None)
+        return float(mem_limit) if mem_limit is not None else None
 
     @property
     def duration_s(self) -> float:

@@ -74,6 +74,7 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         row["end"] = iso(span_end_ns)
         row["duration_s"] = max(0.0, (span_end_ns - span.start_ns) / 1e9)
     events = _events(store, inp)
+    verdicts = [_finite(dataclasses.asdict(v)) for v in inp.verdicts]
     return {
         "run": _run_section(inp, end_ns),
         "setup": _setup(inp),
@@ -81,7 +82,8 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         "phases": phase_rows,
         "passed": all(c.ok for c in inp.criteria),
         "criteria": [_finite(dataclasses.asdict(c)) for c in inp.criteria],
-        "verdicts": [_finite(dataclasses.asdict(v)) for v in inp.verdicts],
+        "verdicts": verdicts,
+        "what_grew": _what_grew(store, inp, verdicts),
         "events": events[:MAX_EVENTS],
         "events_total": len(events),
         "plots": _ordered_plots(plots),
@@ -91,6 +93,25 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- sections
+
+
+def _what_grew(
+    store: StoreReader, inp: ReportInput, verdicts: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """RSS by mapping and Go profile diffs from the warm-up's end; None without either."""
+    from soak.report.grew import what_grew
+
+    warmups = [p.end_ns for p in inp.phases if p.warmup and p.end_ns is not None]
+    grew = what_grew(
+        store,
+        inp.run_id,
+        verdicts,
+        started_ns=inp.started_ns,
+        since_ns=max(warmups, default=inp.started_ns),
+        run_dir=inp.run_dir,
+        memory_limit_bytes=inp.memory_limit_bytes,
+    )
+    return grew if grew["chart"] is not None or grew["profiles"] or grew["culprits"] else None
 
 
 def _run_section(inp: ReportInput, end_ns: int) -> dict[str, Any]:

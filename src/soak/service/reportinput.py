@@ -94,6 +94,8 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         verdicts=verdicts,
         description=scenario.description,
         extra=setup_table(scenario, record),
+        run_dir=record.run_dir,
+        memory_limit_bytes=scenario.memory_limit_bytes,
     )
 
 

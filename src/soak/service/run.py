@@ -252,7 +252,10 @@ class Run:
                 allow_targets=tuple(self.scenario.allow_targets),
             )
         samplers = build_samplers(
-            self.scenario.samplers, lambda: self.running, load_source=self.load
+            self.scenario.samplers,
+            lambda: self.running,
+            load_source=self.load,
+            warmup_end_ns=lambda: self.warmup_end_ns,
         )
         self.tick_runner = TickRunner(samplers, run_tags=self.run_tags, metrics=self.ctx.metrics)
         from soak.service.alerts import Alerter
@@ -319,12 +322,26 @@ class Run:
         if self.sinks is None or self.sinks.store is None:
             return
         store = self.sinks.store
+        was_growing = {v.resource for v in self.verdicts if v.verdict == "growing"}
         self.verdicts = run_verdicts(store, self.id, self.scenario.leaks, self.warmup_end_ns)
         points = leak_points(self.verdicts, now_ns)
         for v in self.verdicts:
             self.ctx.metrics.set_leak(self.id, v.resource, v.slope_per_hour, v.verdict)
+            if v.verdict == "growing" and v.resource not in was_growing and self.tick_runner:
+                for sampler in self.tick_runner.samplers:  # the pprof sampler: profile it now
+                    getattr(sampler, "request_capture", lambda reason: None)("growing")
         if self.alerter is not None:
-            alert_events = self.alerter.update(self.verdicts)
+            from soak.report.grew import verdict_culprits
+
+            culprits = self.alerter.receivers and verdict_culprits(
+                store,
+                self.id,
+                self.verdicts,
+                run_dir=self.run_dir,
+                since_ns=self.warmup_end_ns,
+                memory_limit_bytes=self.scenario.memory_limit_bytes,
+            )
+            alert_events = self.alerter.update(self.verdicts, culprits or None)
             for p in alert_events:  # the run's event list shows what was told to whom
                 kind = p.tags.get("kind", "alert")
                 message = str(p.fields.get("message", ""))
