@@ -114,6 +114,7 @@ def scenario(data_dir: Path, influx_url: str, dead_url: str) -> dict[str, Any]:
                 }
             ],
             "dig": [{"name": "www.example.test", "answer": "192.0.2.10"}],
+            "smaps": {"top_paths": 4},
             "files": {
                 "paths": ["pdns.sqlite3"],
                 "row_counts": [{"path": "pdns.sqlite3", "query": "SELECT count(*) FROM records"}],
