@@ -11,6 +11,7 @@ the windows after a week costs what it costs after an hour. Pure: no I/O.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable
 
@@ -25,7 +26,10 @@ class WindowMinima:
         self._t0: float | None = None
         self._t_last = 0.0
         self._steps: Counter[float] = Counter()  # interval between samples -> count
-        self._minima: dict[int, float] = {}
+        self._done_k: list[int] = []  # windows before the last sample's, in order
+        self._done: list[tuple[float, float]] = []  # their (midpoint, minimum)
+        self._k = 0  # the last sample's window, and its minimum so far
+        self._k_min = 0.0
 
     def add(self, samples: Iterable[tuple[float, float]]) -> None:
         """Samples at or after the last one added, in time order; non-finite ones are ignored."""
@@ -34,15 +38,21 @@ class WindowMinima:
                 continue
             if self._t0 is None:
                 self._t0 = self._t_last = t
-            elif t < self._t_last:
+                self._k, self._k_min = 0, v
+                continue
+            if t < self._t_last:
                 raise ValueError(f"sample at {t} s is before the last one ({self._t_last} s)")
-            else:
-                self._steps[t - self._t_last] += 1
-                self._t_last = t
+            self._steps[t - self._t_last] += 1
+            self._t_last = t
             k = int((t - self._t0) // self.window_s)
-            old = self._minima.get(k)
-            if old is None or v < old:
-                self._minima[k] = v
+            if k == self._k:
+                self._k_min = min(self._k_min, v)
+            elif k > self._k:
+                self._done_k.append(self._k)
+                self._done.append(self._window(self._k, self._k_min))
+                self._k, self._k_min = k, v
+            else:  # rounding put a later sample in an earlier window
+                self._lower_done(k, v)
 
     def complete(self) -> list[tuple[float, float]]:
         """(window midpoint, minimum) of every complete window, in time order."""
@@ -50,11 +60,26 @@ class WindowMinima:
             return []
         t0, w = self._t0, self.window_s
         reach_s = self._t_last + _median_of_counts(self._steps) + 1e-9 * w
-        return [
-            (t0 + (k + 0.5) * w, m)
-            for k, m in sorted(self._minima.items())
-            if reach_s >= t0 + (k + 1) * w
-        ]
+        kept = len(self._done)  # windows end in order: the incomplete ones are the last
+        while kept and reach_s < t0 + (self._done_k[kept - 1] + 1) * w:
+            kept -= 1
+        out = self._done[:kept]
+        if kept == len(self._done) and reach_s >= t0 + (self._k + 1) * w:
+            out.append(self._window(self._k, self._k_min))
+        return out
+
+    def _window(self, k: int, minimum: float) -> tuple[float, float]:
+        assert self._t0 is not None
+        return (self._t0 + (k + 0.5) * self.window_s, minimum)
+
+    def _lower_done(self, k: int, v: float) -> None:
+        i = bisect_left(self._done_k, k)
+        if i < len(self._done_k) and self._done_k[i] == k:
+            if v < self._done[i][1]:
+                self._done[i] = self._window(k, v)
+        else:
+            self._done_k.insert(i, k)
+            self._done.insert(i, self._window(k, v))
 
 
 def _median_of_counts(counts: Counter[float]) -> float:

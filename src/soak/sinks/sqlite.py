@@ -228,7 +228,8 @@ class SqliteStore:
             if row is None:
                 return None
             key = (int(row[0]), field, since_ns, window_s)
-            windows, read_ns = self._windows.pop(key, (WindowMinima(window_s), since_ns - 1))
+            kept = self._windows.pop(key, None)
+            windows, read_ns = kept or (WindowMinima(window_s), since_ns - 1)
             rows = self._db.execute(
                 "SELECT time_ns, num FROM samples WHERE series_id = ? AND field = ?"
                 " AND time_ns > ? AND num IS NOT NULL ORDER BY time_ns",
