@@ -255,6 +255,67 @@ class SqliteStore:
         num, txt = row
         return num if txt is None else txt
 
+    def last_sample_ns(self) -> dict[str, int]:
+        """Each run's newest sample time (index seeks per series and field, no table scan)."""
+        newest: dict[str, int] = {}
+        with self._lock:
+            for series_id, soak in self._db.execute("SELECT id, soak FROM series").fetchall():
+                for name in self._fields(series_id):
+                    row = self._db.execute(
+                        "SELECT time_ns FROM samples WHERE series_id = ? AND field = ?"
+                        " ORDER BY time_ns DESC LIMIT 1",
+                        (series_id, name),
+                    ).fetchone()
+                    newest[soak] = max(newest.get(soak, row[0]), row[0])
+        return newest
+
+    def delete_run(self, soak: str) -> int:
+        """Remove every point of a run; the number of samples removed.
+
+        One transaction per series and field, so a service writing into the same
+        file waits for one of them at most. The file keeps its size: the freed
+        pages are reused by later points (see `free_bytes`).
+        """
+        removed = 0
+        with self._lock:
+            ids = [r[0] for r in self._db.execute("SELECT id FROM series WHERE soak = ?", (soak,))]
+        for series_id in ids:
+            with self._lock:
+                for name in self._fields(series_id):
+                    cur = self._db.execute(
+                        "DELETE FROM samples WHERE series_id = ? AND field = ?", (series_id, name)
+                    )
+                    removed += cur.rowcount
+                    self._db.commit()
+                self._db.execute("DELETE FROM series WHERE id = ?", (series_id,))
+                self._db.commit()
+                for key in [k for k, v in self._series_ids.items() if v == series_id]:
+                    del self._series_ids[key]
+                for kept in [k for k in self._windows if k[0] == series_id]:
+                    del self._windows[kept]
+        return removed
+
+    def free_bytes(self) -> int:
+        """Bytes of free pages inside the file (left by deletions, reused by writes)."""
+        with self._lock:
+            pages = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+            size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        return int(pages) * int(size)
+
+    def _fields(self, series_id: int) -> list[str]:
+        """The fields a series has, by index seeks (a skip scan of the primary key)."""
+        sql = "SELECT field FROM samples WHERE series_id = ? ORDER BY field LIMIT 1"
+        row = self._db.execute(sql, (series_id,)).fetchone()
+        names: list[str] = []
+        while row is not None:
+            names.append(row[0])
+            row = self._db.execute(
+                "SELECT field FROM samples WHERE series_id = ? AND field > ?"
+                " ORDER BY field LIMIT 1",
+                (series_id, row[0]),
+            ).fetchone()
+        return names
+
     def soaks(self) -> list[str]:
         """Run ids that have points, in the order they first wrote."""
         with self._lock:
