@@ -202,7 +202,7 @@ def leak_verdict(
 
 @lru_cache(maxsize=64)
 def leak_verdict_from_minima(
-    window_minima: tuple[tuple[float, float], ...],
+    windows: tuple[tuple[float, float], ...],
     *,
     resource: str,
     threshold_per_hour: float,
@@ -214,7 +214,7 @@ def leak_verdict_from_minima(
     Remembered for the last few inputs: between two window ends a periodic pass
     gives the same windows, and the fit is the only part that grows with a run.
     """
-    minima = merge_windows(window_minima, MAX_WINDOWS)
+    minima = merge_windows(windows, MAX_WINDOWS)
     n = len(minima)
     whole = trend(minima, p_value_max) if n >= 2 else Trend(0.0, 0, 1.0, 0.0)
     slope_per_h = whole.slope_per_s * 3600.0
