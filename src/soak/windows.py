@@ -16,6 +16,20 @@ from collections import Counter
 from collections.abc import Iterable
 
 
+class Windows(tuple[tuple[float, float], ...]):
+    """(midpoint s, minimum) of the closed windows, in time order: a tuple that hashes once.
+
+    WindowMinima gives the same object while its windows stay the same, so a
+    cache keyed on it (the leak fit's) costs the same for a week as for an hour.
+    """
+
+    def __hash__(self) -> int:
+        cached: int | None = self.__dict__.get("hash")
+        if cached is None:
+            cached = self.__dict__["hash"] = super().__hash__()
+        return cached
+
+
 class WindowMinima:
     """Window minima of one series, fed in time order (times in seconds)."""
 
@@ -30,6 +44,8 @@ class WindowMinima:
         self._done: list[tuple[float, float]] = []  # their (midpoint, minimum)
         self._k = 0  # the last sample's window, and its minimum so far
         self._k_min = 0.0
+        self._changed = 0  # bumped when a closed window's minimum changes
+        self._given: tuple[object, Windows] = ((), Windows())  # what complete() last gave
 
     def add(self, samples: Iterable[tuple[float, float]]) -> None:
         """Samples at or after the last one added, in time order; non-finite ones are ignored."""
@@ -54,25 +70,31 @@ class WindowMinima:
             else:  # rounding put a later sample in an earlier window
                 self._lower_done(k, v)
 
-    def complete(self) -> list[tuple[float, float]]:
-        """(window midpoint, minimum) of every complete window, in time order."""
+    def complete(self) -> Windows:
+        """(window midpoint, minimum) of every complete window, in time order.
+
+        The same object as last time when the complete windows are the same.
+        """
         if self._t0 is None:
-            return []
+            return self._given[1]
         t0, w = self._t0, self.window_s
         reach_s = self._t_last + _median_of_counts(self._steps) + 1e-9 * w
         kept = len(self._done)  # windows end in order: the incomplete ones are the last
         while kept and reach_s < t0 + (self._done_k[kept - 1] + 1) * w:
             kept -= 1
-        out = self._done[:kept]
-        if kept == len(self._done) and reach_s >= t0 + (self._k + 1) * w:
-            out.append(self._window(self._k, self._k_min))
-        return out
+        current = kept == len(self._done) and reach_s >= t0 + (self._k + 1) * w
+        key = (self._changed, kept, current, self._k, self._k_min if current else None)
+        if key != self._given[0]:
+            last = [self._window(self._k, self._k_min)] if current else []
+            self._given = (key, Windows(self._done[:kept] + last))
+        return self._given[1]
 
     def _window(self, k: int, minimum: float) -> tuple[float, float]:
         assert self._t0 is not None
         return (self._t0 + (k + 0.5) * self.window_s, minimum)
 
     def _lower_done(self, k: int, v: float) -> None:
+        self._changed += 1
         i = bisect_left(self._done_k, k)
         if i < len(self._done_k) and self._done_k[i] == k:
             if v < self._done[i][1]:

@@ -75,7 +75,18 @@ def test_window_minima_fed_in_batches_equal_the_oracle(seed: int) -> None:
         n = rng.randrange(1, 400)
         windows.add(zip(times_s[i : i + n], values[i : i + n], strict=True))
         i += n
-        assert windows.complete() == window_minima_before(times_s[:i], values[:i], window_s)
+        assert list(windows.complete()) == window_minima_before(times_s[:i], values[:i], window_s)
+
+
+def test_the_same_windows_are_the_same_object_until_one_closes() -> None:
+    windows = WindowMinima(10.0)
+    windows.add((float(t), 5.0 - t % 3) for t in range(25))
+    first = windows.complete()
+    assert len(first) == 2
+    windows.add([(25.0, 0.0), (26.0, 9.0)])  # inside the open window
+    assert windows.complete() is first
+    windows.add([(30.0, 1.0)])  # the window ending at 30 s is reached
+    assert windows.complete() == (*first, (25.0, 0.0))
 
 
 def test_mann_kendall_s_equals_the_pairwise_count() -> None:

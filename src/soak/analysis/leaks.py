@@ -85,7 +85,7 @@ def window_minima(
     """
     windows = WindowMinima(window_s)
     windows.add(sorted((float(t), float(v)) for t, v in zip(times_s, values, strict=True)))
-    return windows.complete()
+    return list(windows.complete())
 
 
 def merge_windows(

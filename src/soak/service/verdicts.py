@@ -24,7 +24,7 @@ class SeriesReader(Protocol):
 
     def window_minima(
         self, soak: str, measurement: str, field: str, since_ns: int, window_s: float
-    ) -> list[tuple[float, float]] | None: ...
+    ) -> tuple[tuple[float, float], ...] | None: ...
 
 
 def resource_series(
@@ -48,7 +48,7 @@ def resource_series(
 
 def resource_minima(
     store: SeriesReader, soak_id: str, resource: str, since_ns: int, window_s: float
-) -> list[tuple[float, float]] | None:
+) -> tuple[tuple[float, float], ...] | None:
     """The window minima of a resource from `since_ns` on; None when it was never sampled."""
     for measurement in RESOURCE_MEASUREMENTS:
         minima = store.window_minima(soak_id, measurement, resource, since_ns, window_s)
@@ -68,7 +68,7 @@ def run_verdicts(
             continue
         verdicts.append(
             leak_verdict_from_minima(
-                tuple(minima),
+                minima,  # the store's own tuple: hashed once while it stays the same
                 resource=resource,
                 threshold_per_hour=threshold,
                 min_windows=cfg.min_windows,

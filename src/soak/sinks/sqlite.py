@@ -22,7 +22,7 @@ from pathlib import Path
 
 from soak.errors import SinkError
 from soak.points import FieldValue, Point
-from soak.windows import WindowMinima
+from soak.windows import WindowMinima, Windows
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS series (
@@ -211,7 +211,7 @@ class SqliteStore:
 
     def window_minima(
         self, soak: str, measurement: str, field: str, since_ns: int, window_s: float
-    ) -> list[tuple[float, float]] | None:
+    ) -> Windows | None:
         """(window midpoint s, minimum) of one numeric field from `since_ns` on.
 
         The series is the first tag set (in the order `series()` gives) that has
