@@ -106,6 +106,7 @@ def bench_store(hours: float) -> dict[str, float]:
     try:
         out["full_cpu_s"], old = cpu_s(lambda: full_read_pass(store, cfg))
         out["full_peak_mib"] = peak_mib(lambda: full_read_pass(store, cfg))
+        leak_verdict_from_minima.cache_clear()  # as in the service: no fit from the old path
         first = SqliteStore(path)  # nothing kept yet
         out["first_cpu_s"], new = cpu_s(lambda: run_verdicts(first, RUN_ID, cfg, START_NS))
         first.close()
@@ -113,6 +114,7 @@ def bench_store(hours: float) -> dict[str, float]:
         traced = SqliteStore(path)
         out["first_peak_mib"] = peak_mib(lambda: run_verdicts(traced, RUN_ID, cfg, START_NS))
         traced.close()
+        leak_verdict_from_minima.cache_clear()
         run_verdicts(store, RUN_ID, cfg, START_NS)
         passes = []
         for minute in range(10):  # a window closes in one of these

@@ -83,10 +83,16 @@ class WindowMinima:
         while kept and reach_s < t0 + (self._done_k[kept - 1] + 1) * w:
             kept -= 1
         current = kept == len(self._done) and reach_s >= t0 + (self._k + 1) * w
-        key = (self._changed, kept, current, self._k, self._k_min if current else None)
+        # The windows are a prefix of the closed ones and the open one, which change only
+        # through _lower_done: a prefix is known by its length and its last window.
+        count = kept + current
+        if count == 0:
+            last: tuple[float, float] | None = None
+        else:
+            last = self._window(self._k, self._k_min) if current else self._done[kept - 1]
+        key = (self._changed, count, last)
         if key != self._given[0]:
-            last = [self._window(self._k, self._k_min)] if current else []
-            self._given = (key, Windows(self._done[:kept] + last))
+            self._given = (key, Windows(self._done[:kept] + ([last] if current and last else [])))
         return self._given[1]
 
     def _window(self, k: int, minimum: float) -> tuple[float, float]:
