@@ -24,6 +24,7 @@ COMMANDS = {
     "list": "soak.service.commands:list_cmd",
     "stop": "soak.service.commands:stop_cmd",
     "report": "soak.service.commands:report_cmd",
+    "prune": "soak.prune:prune_cmd",
     "upgrade": "soak.upgrade.command:upgrade_cmd",
     "bench": "soak.bench.command:bench_cmd",
     "compare": "soak.bench.compare_command:compare_cmd",
