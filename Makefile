@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench bench-load \
-	bench-sinks bench-targets bench-service clean test-upgrades refdns demo-leak
+	bench-sinks bench-targets bench-service clean test-upgrades refdns demo-leak agent-image
 
 $(BIN)/soak: pyproject.toml src/soak/load/_fastudp.c
 	$(PY) -m venv $(VENV)
@@ -35,6 +35,11 @@ lint: setup
 
 typecheck: setup
 	$(BIN)/mypy
+
+# The load agent's image (docs/scale.md), offline: the project's wheels built here, installed
+# into the local Debian base image.
+agent-image: setup docker-ready
+	bash scripts/build-agent-image.sh
 
 test-unit: setup
 	$(BIN)/pytest -q tests/unit

@@ -66,8 +66,23 @@ import json, sys, urllib.request
 url = sys.argv[1] + "/api/v2/alerts?filter=alertname%3DSoakLeakGrowing"
 for a in json.load(urllib.request.urlopen(url, timeout=5)):
     print(f"  {a['labels'].get('resource')}: {a['annotations'].get('summary')} (since {a['startsAt']})")
+    if a["annotations"].get("culprit"):
+        print(f"    culprit: {a['annotations']['culprit']}; {a['annotations'].get('projection')}")
 EOF
 fi
+echo
+echo "demo: what grew (from the report):"
+python3 - "$DATA/runs/$run_id/report.json" <<'EOF'
+import json, sys
+grew = json.load(open(sys.argv[1])).get("what_grew") or {}
+for resource, said in (grew.get("culprits") or {}).items():
+    print(f"  {resource} growing: {said.get('culprit') or 'no culprit named'}; {said.get('projection')}")
+for title, key in (("goroutine stack", "goroutine_stacks"), ("heap function", "heap_functions")):
+    for g in (grew.get(key) or [])[:1]:
+        print(f"  top growing {title}: {g['name']} ({g['site']}) {g['start']:.0f} -> {g['end']:.0f}")
+for m in (grew.get("mappings") or [])[:3]:
+    print(f"  mapping {m['name']}: {m['start'] / 2**20:.1f} -> {m['end'] / 2**20:.1f} MiB")
+EOF
 if [ "$rc" -eq 1 ] && [ "$LEAK" != 1 ]; then
   echo
   echo "demo: a criterion failed (exit 1): the report's criteria table says which."

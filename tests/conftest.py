@@ -1,5 +1,8 @@
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,3 +21,12 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     script = Path(__file__).resolve().parent.parent / "scripts" / "make-pdns-4.3.1-archive.py"
     subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
     return out
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """A short work directory: pdns puts a unix socket (at most 107 bytes) in the run dir,
+    longer than pytest's temporary paths leave room for."""
+    path = Path(tempfile.mkdtemp(prefix="su-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -15,7 +15,8 @@ from soak.errors import EXIT_INTERNAL, SoakError
 
 # command name -> "module:attribute" of a click.Command
 COMMANDS = {
-    "load": "soak.load.command:load_cmd",
+    "load": "soak.load_command:load_cmd",
+    "agent": "soak.load_command:agent_cmd",
     "validate": "soak.validate:validate_cmd",
     "serve": "soak.service.commands:serve_cmd",
     "start": "soak.service.commands:start_cmd",
@@ -23,6 +24,7 @@ COMMANDS = {
     "list": "soak.service.commands:list_cmd",
     "stop": "soak.service.commands:stop_cmd",
     "report": "soak.service.commands:report_cmd",
+    "prune": "soak.prune:prune_cmd",
     "upgrade": "soak.upgrade.command:upgrade_cmd",
     "bench": "soak.bench.command:bench_cmd",
     "compare": "soak.bench.compare_command:compare_cmd",

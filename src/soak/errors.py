@@ -43,3 +43,8 @@ class CheckFailed(SoakError):
 
 class SinkError(SoakError):
     """A time-series sink that did not accept a write (the caller spools)."""
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """`not UTF-8 text (byte 0xff at offset 12)`: where, not Python's codec message."""
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"

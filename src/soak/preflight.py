@@ -30,9 +30,19 @@ WORKER_MAX_QPS = {"udp": 250_000.0, "tcp": 100_000.0, "dot": 100_000.0, "doh": 1
 def check_scenario(scenario: Scenario) -> None:
     """Raise InputError (one line) for the first problem found; read-only."""
     if scenario.load is not None:
+        refuse_agents(scenario.load, "a soak run by the service")
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
     for target in [scenario.target, *scenario.services]:
         check_target_files(target, scenario.base_dir)
+
+
+def refuse_agents(load: LoadConfig, who: str) -> None:
+    """`load.agents` is run by `soak load` only so far: elsewhere it is refused, not ignored."""
+    if load.agents is not None:
+        raise InputError(
+            f"load.agents: {who} does not start load agents yet; `soak load --scenario` does "
+            "(docs/scale.md)"
+        )
 
 
 def phase_rates(scenario: Scenario) -> list[tuple[str, float]]:

@@ -4,11 +4,13 @@ package main
 // /stats/top, /queries and /allow with `Authorization: Bearer TOKEN` (or
 // X-API-Key). /metrics comes from its own registry: the Go runtime and process
 // collectors plus the server's counters, nothing from a global default.
+// /debug/pprof/ (net/http/pprof: heap, goroutine, profile, ...) needs the token too.
 
 import (
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -98,6 +100,11 @@ func newAPI(srv *server, st *store, ql *queryLog, m *metrics, token string) http
 	mux.HandleFunc("/stats/top", a.auth(a.top))
 	mux.HandleFunc("/queries", a.auth(a.queries))
 	mux.HandleFunc("/allow", a.auth(a.allow))
+	mux.HandleFunc("/debug/pprof/", a.auth(pprof.Index)) // heap, goroutine, allocs, ... by name
+	mux.HandleFunc("/debug/pprof/cmdline", a.auth(pprof.Cmdline))
+	mux.HandleFunc("/debug/pprof/profile", a.auth(pprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", a.auth(pprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", a.auth(pprof.Trace))
 	return mux
 }
 

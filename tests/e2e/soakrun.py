@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from tests.support.procs import cmdlines
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "scenarios" / "pdns-recursor-dnsmasq.yaml"
 
@@ -44,6 +46,19 @@ def run_soak(
     )
 
 
+def soak_passes(scenario: Path, data: Path, duration: str, *args: str) -> dict[str, Any]:
+    """`soak start SCENARIO --foreground --json` into `data`: exit 0, status `passed`; the
+    run's status. `args`: more options, e.g. `--set` items."""
+    proc = run_soak(
+        "start", str(scenario), "--foreground", "--duration", duration, *args,
+        "--data-dir", str(data), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    status: dict[str, Any] = last_json(proc.stdout)
+    assert status["status"] == "passed", status["message"]
+    return status
+
+
 def last_json(stdout: str) -> Any:
     """The JSON document a `--json` command printed (after any other lines)."""
     start = stdout.index("{")
@@ -53,15 +68,10 @@ def last_json(stdout: str) -> Any:
 def processes_under(path: Path) -> list[str]:
     """Command lines of live processes that mention `path` (a run's files): none should be."""
     found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
+    for pid, raw in cmdlines():
+        cmd = raw.replace(b"\0", b" ").decode(errors="replace")
         if str(path) in cmd:
-            found.append(f"{proc.name}: {cmd.strip()}")
+            found.append(f"{pid}: {cmd.strip()}")
     return found
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.support.servers import unbound_conf
+from tests.support.skips import docker_skip_reason
 
 pytestmark = pytest.mark.e2e
 
@@ -200,11 +201,8 @@ def test_same_version_twice_compares_same(tmp_path: Path) -> None:
 
 @pytest.mark.docker
 def test_cpu_limited_target_has_lower_capacity_and_compares_worse(tmp_path: Path) -> None:
-    docker = pytest.importorskip("docker")
-    try:
-        docker.from_env(timeout=30).images.get("soak-test/unbound")
-    except docker.errors.DockerException as exc:
-        pytest.skip(f"no Docker engine or no soak-test/unbound image ({exc})")
+    if (reason := docker_skip_reason(["soak-test/unbound"])) is not None:
+        pytest.skip(reason)
     scenario = {
         "name": "bench-unbound-docker",
         "target": {

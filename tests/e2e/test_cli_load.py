@@ -55,24 +55,25 @@ def test_json_against_unbound(server: ServerProc, qfile: Path) -> None:
     assert d["achieved_rate"] == 500.0 and d["generator_bound"] is False
 
 
-def test_text_summary_and_tcp(server: ServerProc, qfile: Path) -> None:
+def load_300_for_1_s(server: ServerProc, qfile: Path, *extra: str) -> str:
+    """`soak load` at 300 q/s for 1 s that exits 0; its standard output."""
     proc = soak_load(
         "--server", f"127.0.0.1:{server.port}", "--queries", str(qfile),
-        "--rate", "300", "--duration", "1", "--protocol", "tcp", "--flows", "2",
+        "--rate", "300", "--duration", "1", *extra,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "Queries sent:         300" in proc.stdout
-    assert "Queries completed:    300 (100.00%)" in proc.stdout
-    assert "Percentiles (ms):" in proc.stdout and "GENERATOR BOUND" not in proc.stdout
+    return proc.stdout
+
+
+def test_text_summary_and_tcp(server: ServerProc, qfile: Path) -> None:
+    out = load_300_for_1_s(server, qfile, "--protocol", "tcp", "--flows", "2")
+    assert "Queries sent:         300" in out
+    assert "Queries completed:    300 (100.00%)" in out
+    assert "Percentiles (ms):" in out and "GENERATOR BOUND" not in out
 
 
 def test_dnsperf_engine(server: ServerProc, qfile: Path) -> None:
-    proc = soak_load(
-        "--server", f"127.0.0.1:{server.port}", "--queries", str(qfile),
-        "--rate", "300", "--duration", "1", "--engine", "dnsperf", "--json", "--flows", "1",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    d = json.loads(proc.stdout)
+    d = json.loads(load_300_for_1_s(server, qfile, "--engine", "dnsperf", "--json", "--flows", "1"))
     assert d["engine"] == "dnsperf" and d["completed"] > 250 and d["lost"] == 0
 
 

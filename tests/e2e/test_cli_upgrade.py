@@ -8,9 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,14 +29,6 @@ needs_pdns = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def work() -> Iterator[Path]:
-    """A short work directory: pdns puts a unix socket (at most 107 bytes) in the run dir."""
-    path = Path(tempfile.mkdtemp(prefix="su-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def soak(*args: str | Path, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     return subprocess.run(
@@ -50,6 +40,11 @@ def soak(*args: str | Path, timeout_s: float = 180) -> subprocess.CompletedProce
         cwd=REPO,
         check=False,
     )
+
+
+def upgrade(archive: Path, work: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`soak upgrade` of the shipped plan on the archive's data, in `work`."""
+    return soak("upgrade", PLAN, "--set", f"data.archive={archive}", *args, "--work-dir", work)
 
 
 def junit_counts(path: Path) -> tuple[int, int, int]:
@@ -73,20 +68,8 @@ def table_counts(stdout: str) -> tuple[int, int, int, int]:
 def test_passing_plan_exit_0_with_junit_and_json(archive: Path, tmp_path: Path, work: Path) -> None:
     junit, result_json = tmp_path / "junit.xml", tmp_path / "result.json"
     points_db = tmp_path / "points.db"
-    proc = soak(
-        "upgrade",
-        PLAN,
-        "--set",
-        f"data.archive={archive}",
-        "--set",
-        f"sinks=[{{kind: sqlite, path: {points_db}}}]",
-        "--junit",
-        junit,
-        "--json",
-        result_json,
-        "--work-dir",
-        work,
-    )
+    sinks = f"sinks=[{{kind: sqlite, path: {points_db}}}]"
+    proc = upgrade(archive, work, "--set", sinks, "--junit", junit, "--json", result_json)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert table_counts(proc.stdout) == (17, 17, 0, 0)
     assert junit_counts(junit) == (17, 0, 0)
@@ -119,18 +102,7 @@ def test_without_migration_exit_1_and_junit_counts_like_the_table(
     archive: Path, tmp_path: Path, work: Path
 ) -> None:
     junit = tmp_path / "junit.xml"
-    proc = soak(
-        "upgrade",
-        PLAN,
-        "--set",
-        f"data.archive={archive}",
-        "--set",
-        "migrate=null",
-        "--junit",
-        junit,
-        "--work-dir",
-        work,
-    )
+    proc = upgrade(archive, work, "--set", "migrate=null", "--junit", junit)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     passed, total, failed, skipped = table_counts(proc.stdout)
     assert (passed, total, failed, skipped) == (11, 17, 3, 3)
@@ -189,18 +161,8 @@ def test_a_new_version_that_cannot_start_exits_2_with_its_log(
     archive: Path, tmp_path: Path, work: Path
 ) -> None:
     junit = tmp_path / "junit.xml"
-    proc = soak(
-        "upgrade",
-        PLAN,
-        "--set",
-        f"data.archive={archive}",
-        "--set",
-        'new.argv=["sh", "-c", "echo fatal: schema version 9 unknown >&2; exit 3"]',
-        "--junit",
-        junit,
-        "--work-dir",
-        work,
-    )
+    failing = 'new.argv=["sh", "-c", "echo fatal: schema version 9 unknown >&2; exit 3"]'
+    proc = upgrade(archive, work, "--set", failing, "--junit", junit)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "new version" in proc.stderr and "fatal: schema version 9 unknown" in proc.stderr
     assert junit_counts(junit) == (18, 1, 17)  # the start failure, then every check skipped

@@ -13,6 +13,7 @@ import pytest
 
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, last_json, run_soak
+from tests.support.skips import docker_engine
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -23,16 +24,7 @@ IMAGE = "soak-test/refdns:latest"
 
 @pytest.fixture(scope="module")
 def engine() -> Any:
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-        client.images.get(IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"image {IMAGE} missing; run scripts/build-test-images.sh")
-    except docker.errors.DockerException as exc:
-        pytest.skip(f"no Docker engine answers ({exc}); `make docker-ready` starts one")
-    return client
+    return docker_engine([IMAGE])
 
 
 def test_template_soaks_the_hardened_image_as_it_stands(engine: Any, tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from tests.e2e.soakrun import ROOT, TOKEN, kinds, run_soak, service, status, wait_for
-from tests.support.servers import alertmanager, free_port
+from tests.support.alertmanager import alertmanager
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
 

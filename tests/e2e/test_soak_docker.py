@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from soak.sinks.sqlite import SqliteStore
-from tests.e2e.soakrun import ROOT, last_json, run_soak
+from tests.e2e.soakrun import ROOT, soak_passes
+from tests.support.skips import docker_engine
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -20,32 +21,19 @@ IMAGE = "soak-test/pdns-auth"
 
 @pytest.fixture(scope="module")
 def engine() -> Any:
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-        client.images.get(IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"image {IMAGE} missing; run scripts/build-test-images.sh")
-    except docker.errors.DockerException as exc:
-        pytest.skip(f"no Docker engine answers ({exc}); `make docker-ready` starts one")
-    return client
+    return docker_engine([IMAGE])
 
 
 def test_docker_soak_samples_the_container_and_leaves_nothing(engine: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    proc = run_soak(
-        "start", str(SCENARIO), "--foreground", "--duration", "30s",
+    status = soak_passes(
+        SCENARIO, data, "30s",
         "--set", "samplers.interval_s=1",
         # Latency limits are for a quiet machine; the tests share two busy cores.
         "--set", "criteria.p99_ms_max={all: 1000}",
         "--set", "criteria.leaks_ok=false",
-        "--data-dir", str(data), "--json",
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    status = last_json(proc.stdout)
     run_id = status["id"]
-    assert status["status"] == "passed", status["message"]
 
     store = SqliteStore(data / "points.db")
     try:

@@ -24,8 +24,9 @@ import pytest
 from soak.samplers.promexpr import parse_expr, parse_samples
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, last_json, processes_under, soak_argv
+from tests.support.alertmanager import alertmanager
 from tests.support.refdns import refdns_binary
-from tests.support.servers import alertmanager, free_port
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -156,10 +157,13 @@ def test_leaking_refdns_on_a_slow_disk_grows_alerts_and_drops(tmp_path: Path) ->
         try:
             deadline = time.monotonic() + 120.0
             fired: dict[str, str] = {}  # resource -> summary
-            while time.monotonic() < deadline and fired.keys() < {"heap_inuse_bytes", "goroutines"}:
-                fired |= {
-                    a["labels"]["resource"]: a["annotations"]["summary"] for a in am_alerts(am_url)
-                }
+            culprits: dict[str, str] = {}  # resource -> the culprit annotation
+            wanted = {"heap_inuse_bytes", "goroutines"}
+            while time.monotonic() < deadline and not fired.keys() >= wanted:
+                for a in am_alerts(am_url):
+                    fired[a["labels"]["resource"]] = a["annotations"]["summary"]
+                    if "culprit" in a["annotations"]:
+                        culprits[a["labels"]["resource"]] = a["annotations"]["culprit"]
                 time.sleep(0.5)
         finally:
             rc, st = finish(proc)
@@ -177,4 +181,14 @@ def test_leaking_refdns_on_a_slow_disk_grows_alerts_and_drops(tmp_path: Path) ->
     drops = [c for c in report["criteria"] if c["name"] == "querylog_dropped"]
     assert drops and not drops[0]["ok"] and drops[0]["value"] > 1000
     assert "querylog_dropped" in Path(st["reports"]["md"]).read_text()
+    # What grew: the parked goroutine is the top growing stack, its 16 KiB the top function
+    grew = report["what_grew"]
+    assert grew["goroutine_stacks"][0]["name"].startswith("main.(*server).leakName.func1")
+    assert grew["heap_functions"][0]["name"] == "main.(*server).leakName"
+    assert "leakName.func1" in grew["culprits"]["goroutines"]["culprit"]
+    assert grew["culprits"]["goroutines"]["projection"] == "no limit"
+    assert {m["name"].split()[0] for m in grew["mappings"]} >= {"heap", "stack", "lib"}
+    assert "<h2>What grew</h2>" in Path(st["reports"]["html"]).read_text()
+    # the page already points at the code (once a profile after the warm-up was there)
+    assert any("leakName" in c for c in culprits.values()), culprits
     assert processes_under(data / "runs" / st["id"]) == []

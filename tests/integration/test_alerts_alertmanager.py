@@ -19,9 +19,11 @@ import pytest
 from soak.analysis.leaks import LeakVerdict, leak_verdict
 from soak.config import AlertingConfig
 from soak.points import Point
+from soak.procfs import read_process
 from soak.runs.alerts import ALERT_NAME, Alerter
-from soak.samplers.proc import read_process, to_fields
-from tests.support.servers import alertmanager, free_port
+from soak.samplers.proc import to_fields
+from tests.support.alertmanager import alertmanager
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -219,7 +221,7 @@ def sample_rss_anon(
     while n * interval_s <= duration_s:
         time.sleep(max(0.0, start + n * interval_s - time.monotonic()))
         for pid in pids:
-            fields = to_fields([read_process(Path("/proc"), pid)])
+            fields = to_fields([read_process(pid)])
             series[pid].append((n * interval_s, float(fields["rss_anon_bytes"])))
         n += 1
     return series
@@ -266,3 +268,18 @@ def test_a_process_that_grows_alerts_and_one_that_stops_does_not(am_url: str) ->
     alerts = wait_for(lambda: am_alerts(am_url, "real-grows"))
     assert [a["labels"]["resource"] for a in alerts] == ["rss_anon_bytes"]
     assert am_alerts(am_url, "real-stops") == []
+
+
+def test_the_culprit_and_projection_are_annotations(am_url: str, webhook: Webhook) -> None:
+    cfg = AlertingConfig(alertmanagers=[am_url], webhooks=[webhook.url], resend_interval_s=1.0)
+    alerter = Alerter(cfg, run_tags=run_tags("culprit-1"))
+    said = {"culprit": "mapping heap [heap+anon]: +40.0 MiB RSS", "projection": "limit in 3.0 h"}
+    try:
+        alerter.update([growing()], {"rss_anon_bytes": said, "fds": {"culprit": "x"}})
+        (alert,) = wait_for(lambda: am_alerts(am_url, "culprit-1"))
+        assert alert["annotations"]["culprit"] == said["culprit"]
+        assert alert["annotations"]["projection"] == "limit in 3.0 h"
+        (body,) = webhook.bodies
+        assert body["alerts"][0]["annotations"]["culprit"] == said["culprit"]
+    finally:
+        alerter.close()

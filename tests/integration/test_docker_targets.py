@@ -23,6 +23,7 @@ from soak.errors import TargetStartError
 from soak.probes import dns_query, http_request
 from soak.targets import Target, build_target, cleanup_stale
 from soak.targets.config import TargetConfig
+from tests.support.skips import docker_engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -32,18 +33,7 @@ API_KEY = "soak-test-key"
 
 @pytest.fixture(scope="module")
 def engine() -> Any:
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        pytest.skip(f"no Docker engine answers ({exc}); `make docker-ready` starts one")
-    for image in IMAGES:
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            pytest.skip(f"image {image} missing; run scripts/build-test-images.sh")
-    return client
+    return docker_engine(IMAGES)
 
 
 @pytest.fixture
@@ -78,6 +68,18 @@ ready:
     - {kind: http, port: api, path: /api/v1/servers/localhost, headers: {X-API-Key: soak-test-key}}
     - {kind: dns, name: example.test., type: SOA, rcode: REFUSED}
 """
+
+
+def unbound_spec(answer: str, more: str) -> str:
+    """The unbound image, ready when www.example.test. answers `answer` (192.0.2.10 with the
+    image's own config); `more`: the spec's other keys."""
+    return f"""
+name: unbound
+runtime: docker
+image: soak-test/unbound
+ready:
+  probes: [{{kind: dns, name: www.example.test., answer: {answer}}}]
+{more}"""
 
 
 def labelled(engine: Any, run_id: str) -> tuple[list[Any], list[Any]]:
@@ -134,10 +136,7 @@ def test_pdns_hardened_container_fresh_volume_reused_by_next_version(
 def test_host_network_rendered_config_bind_mounted(
     engine: Any, run_id: str, tmp_path: Path
 ) -> None:
-    spec = """
-name: unbound
-runtime: docker
-image: soak-test/unbound
+    more = """
 network: host
 user: root
 ports: {dns: {protocol: both}}
@@ -157,10 +156,8 @@ files:
       remote-control:
         control-enable: no
 mounts: [{source: "{run_dir}/unbound.conf", target: /etc/unbound/soak.conf, read_only: true}]
-ready:
-  probes: [{kind: dns, name: www.example.test., answer: 192.0.2.77}]
 """
-    target = make(tmp_path, run_id, spec)
+    target = make(tmp_path, run_id, unbound_spec("192.0.2.77", more))
     target.start()
     try:
         running = target.wait_ready()
@@ -260,15 +257,9 @@ def test_port_taken_and_never_ready_leave_nothing(engine: Any, run_id: str, tmp_
 def test_restart_then_reattach_after_a_service_restart(
     engine: Any, run_id: str, tmp_path: Path
 ) -> None:
-    spec = """
-name: unbound
-runtime: docker
-image: soak-test/unbound
-ports: {dns: {container: 5300, protocol: both}}
-on_exit: restart
-ready:
-  probes: [{kind: dns, name: www.example.test., answer: 192.0.2.10}]
-"""
+    spec = unbound_spec(
+        "192.0.2.10", "ports: {dns: {container: 5300, protocol: both}}\non_exit: restart"
+    )
     first = make(tmp_path, run_id, spec)
     first.start()
     try:

@@ -139,14 +139,18 @@ def test_server_fds_come_back_after_churn(ub: ServerProc, tmp_path: Path) -> Non
     assert open_fds(ub.pid) <= before
 
 
-def test_cli_doh_get_json(ub: ServerProc, tmp_path: Path) -> None:
+def cli_load(port: int, tmp_path: Path, *extra: str) -> str:
+    """`soak load` of www.example.test A at 100 q/s for 1 s; its standard output."""
     qfile = tmp_path / "q.txt"
     qfile.write_text("www.example.test A\n")
-    argv = [sys.executable, "-m", "soak.cli", "load", "--server"]
-    argv += [f"127.0.0.1:{ub.extra_ports['doh']}", "--queries", str(qfile), "--rate", "100"]
-    argv += ["--duration", "1", "--protocol", "doh", "--doh-method", "GET", "--json"]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-    d = json.loads(out)
+    argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{port}"]
+    argv += ["--queries", str(qfile), "--rate", "100", "--duration", "1", *extra]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+
+def test_cli_doh_get_json(ub: ServerProc, tmp_path: Path) -> None:
+    extra = ("--protocol", "doh", "--doh-method", "GET", "--json")
+    d = json.loads(cli_load(ub.extra_ports["doh"], tmp_path, *extra))
     assert d["completed"] == 100 and d["connections"]["opened"] >= 1
 
 
@@ -162,12 +166,8 @@ def test_ca_file_verifies_the_server(
 
 
 def test_cli_dot_text_summary_has_a_connections_line(ub: ServerProc, tmp_path: Path) -> None:
-    qfile = tmp_path / "q.txt"
-    qfile.write_text("www.example.test A\n")
-    argv = [sys.executable, "-m", "soak.cli", "load", "--server"]
-    argv += [f"127.0.0.1:{ub.extra_ports['dot']}", "--queries", str(qfile), "--rate", "100"]
-    argv += ["--duration", "1", "--protocol", "dot", "--no-tls-resumption", "--flows", "3"]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    extra = ("--protocol", "dot", "--no-tls-resumption", "--flows", "3")
+    out = cli_load(ub.extra_ports["dot"], tmp_path, *extra)
     assert "Connections:          opened 3 errors 0 TLS resumed 0" in out
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from soak.probes import dns_query
 from soak.samplers.config import DigProbeConfig
-from soak.upgrade.config import DigCheck
+from soak.upgrade.config.checks import DigCheck
 from tests.support.servers import ServerProc, unbound
 from tests.support.tls import make_cert
 

@@ -17,6 +17,7 @@ from soak.samplers import TickRunner, build_samplers
 from soak.samplers.config import DigProbeConfig, PromSamplerConfig, SamplersConfig
 from soak.targets.base import Running
 from tests.support.servers import free_port
+from tests.support.skips import docker_engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -25,17 +26,7 @@ S = 1_000_000_000
 
 
 def docker_client() -> Any:
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-    except Exception as exc:  # no engine here: the test cannot run, and says why
-        pytest.skip(f"no Docker engine: {exc}")
-    try:
-        client.images.get(IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"image {IMAGE} absent (scripts/build-test-images.sh builds it)")
-    return client
+    return docker_engine([IMAGE])
 
 
 def wait_http_ok(url: str, c: Any, timeout_s: float = 30.0) -> None:

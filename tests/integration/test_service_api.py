@@ -9,26 +9,15 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from soak.service.api import create_app
-from soak.service.manager import RunManager
+from tests.support.api import AUTH, api_client
 
 pytestmark = pytest.mark.integration
-
-TOKEN = "test-token"
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    manager = RunManager(tmp_path / "data")
-    manager.start(resume=False)
-    try:
-        with TestClient(create_app(manager, TOKEN)) as c:
-            yield c
-    finally:
-        manager.shutdown()
-
-
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
+    with api_client(tmp_path / "data", stop_runs=False) as c:
+        yield c
 
 
 def test_health_and_metrics_need_no_token(client: TestClient) -> None:

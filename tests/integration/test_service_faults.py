@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,40 +16,13 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from soak.service.api import create_app
-from soak.service.manager import RunManager
+from soak.procfs import pid_alive
 from soak.sinks.sqlite import SqliteStore
-from soak.targets.procinfo import pid_alive
+from tests.support.api import AUTH, api_client, wait_status
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "test-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MEMORY_CGROUPS = Path("/sys/fs/cgroup/memory")
-
-
-@contextmanager
-def client_on(data: Path) -> Iterator[TestClient]:
-    manager = RunManager(data)
-    manager.start(resume=False)
-    try:
-        with TestClient(create_app(manager, TOKEN)) as c:
-            yield c
-    finally:
-        manager.shutdown(stop_runs=True)
-
-
-def wait_status(
-    client: TestClient, run_id: str, until: Callable[[dict[str, Any]], Any], timeout_s: float = 60
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        status = client.get(f"/runs/{run_id}", headers=AUTH).json()
-        if until(status):
-            return status
-        time.sleep(0.2)
-    raise AssertionError(f"timed out; last status {status}")
 
 
 def submit(client: TestClient, target: dict[str, Any], duration_s: int = 600) -> str:
@@ -86,9 +59,9 @@ def small_tmpfs(path: Path, size: str) -> Iterator[Path]:
 
 
 def test_disk_full_ends_the_run_as_error_and_stops_the_target(tmp_path: Path) -> None:
-    with small_tmpfs(tmp_path / "disk", "8m") as disk, client_on(disk / "data") as client:
+    with small_tmpfs(tmp_path / "disk", "8m") as disk, api_client(disk / "data") as client:
         run_id = submit(client, {"argv": ["sleep", "600"]})
-        running = wait_status(client, run_id, lambda s: s.get("latest", {}).get("process"))
+        running = wait_status(client, run_id, lambda s: s.get("latest", {}).get("process"), 60)
         target_pid = running["target_pid"]
         # Everything that is left, taken by something else.
         subprocess.run(
@@ -111,7 +84,7 @@ def test_disk_full_ends_the_run_as_error_and_stops_the_target(tmp_path: Path) ->
 
 
 def test_a_target_that_exits_at_once_is_an_event_and_fails_the_run(tmp_path: Path) -> None:
-    with client_on(tmp_path / "data") as client:
+    with api_client(tmp_path / "data") as client:
         run_id = submit(client, {"argv": ["sh", "-c", "exit 3"]})
         final = wait_status(client, run_id, ended, 30)
     assert final["status"] in ("failed", "error")
@@ -150,7 +123,7 @@ def test_an_oom_killed_target_is_an_event_and_its_ticks_are_kept(tmp_path: Path)
         "import time; time.sleep(3); b = []\n"
         "while True: b.append(bytearray(1 << 20)); time.sleep(0.1)"
     )
-    with memory_cgroup(64 * 1024**2) as cgroup, client_on(tmp_path / "data") as client:
+    with memory_cgroup(64 * 1024**2) as cgroup, api_client(tmp_path / "data") as client:
         script = f'echo $$ > {cgroup}/cgroup.procs && exec {sys.executable} -c "$0"'
         run_id = submit(client, {"argv": ["sh", "-c", script, grow]})
         final = wait_status(client, run_id, ended, 60)

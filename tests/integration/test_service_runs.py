@@ -8,19 +8,16 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
 from soak.service.api import create_app
 from soak.service.manager import RunManager
+from tests.support.api import AUTH, TOKEN, wait_status
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
-
-TOKEN = "t"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
@@ -37,17 +34,6 @@ def manager(tmp_path: Path) -> Iterator[RunManager]:
 def client(manager: RunManager) -> Iterator[TestClient]:
     with TestClient(create_app(manager, TOKEN)) as c:
         yield c
-
-
-def wait_status(client: TestClient, run_id: str, until: Any, timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        status = client.get(f"/runs/{run_id}", headers=AUTH).json()
-        if until(status):
-            return status
-        time.sleep(0.2)
-    raise AssertionError(f"timed out; last status {status}")
 
 
 def test_submit_tick_report_stop(client: TestClient) -> None:

@@ -11,9 +11,9 @@ import pytest
 from pydantic import TypeAdapter
 
 from soak.errors import TargetStartError
+from soak.procfs import pid_alive
 from soak.targets.config import TargetConfig
 from soak.targets.group import TargetGroup
-from soak.targets.procinfo import pid_alive
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,10 @@ from pydantic import TypeAdapter
 
 from soak.errors import TargetStartError
 from soak.probes import dns_query, http_request
+from soak.procfs import pid_alive, read_fd_limit
 from soak.targets import Target, build_target
 from soak.targets.config import TargetConfig
-from soak.targets.procinfo import group_alive, pid_alive, read_fd_limit
+from soak.targets.process import group_alive
 from tests.support.servers import (
     DEFAULT_LOCAL_DATA,
     PDNS_API_KEY,

@@ -5,22 +5,19 @@ check (by the migrate step, on the database) is found, and nothing otherwise."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from soak.upgrade.config import load_plan
 from soak.upgrade.report import to_json
-from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+from soak.upgrade.runner import UpgradeResult
+from tests.support.skips import not_installed
+from tests.support.upgrades import PDNS_PLAN, run_plan
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-PLAN = REPO / "scenarios" / "pdns-auth-upgrade.yaml"
-
-if shutil.which("pdns_server") is None or shutil.which("sqlite3") is None:
-    pytest.skip("pdns-server and sqlite3 are not installed", allow_module_level=True)
+if (_SKIP := not_installed("pdns-server and sqlite3", ["pdns_server", "sqlite3"])) is not None:
+    pytest.skip(_SKIP, allow_module_level=True)
 
 CORPUS = (
     "snapshot=[{kind: corpus, name: corpus, file: pdns-auth-corpus.queries,"
@@ -32,8 +29,7 @@ CHECK = "checks=[{name: corpus, kind: corpus, snapshot: corpus, max_differences:
 def run(archive: Path, work: Path, sql: str) -> UpgradeResult:
     """The plan with the corpus, and `sql` run on the database between old and new."""
     migrate = f"migrate.command=[sqlite3, '{{data_dir}}/pdns.sqlite3', {json.dumps(sql)}]"
-    plan = load_plan(PLAN, [f"data.archive={archive}", CORPUS, CHECK, migrate])
-    return UpgradeRunner(plan, run_dir=work / "run", run_id="t", env={}).run()
+    return run_plan(PDNS_PLAN, [f"data.archive={archive}", CORPUS, CHECK, migrate], work)[0]
 
 
 def test_no_difference_when_nothing_changed(archive: Path, tmp_path: Path) -> None:

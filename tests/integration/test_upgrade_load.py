@@ -9,24 +9,19 @@ many queries are lost depends on how many the worker sent into it.
 from __future__ import annotations
 
 import json
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from soak.upgrade.config import load_plan
 from soak.upgrade.report import junit_xml, to_json
-from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+from soak.upgrade.runner import UpgradeResult
+from tests.support.upgrades import PDNS_PLAN, pdns_skip_reason, run_plan
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-PLAN = REPO / "scenarios" / "pdns-auth-upgrade.yaml"
-SCHEMA = Path("/usr/share/pdns-backend-sqlite3/schema/4.3.1_to_4.7.0_schema.sqlite3.sql")
-
-if shutil.which("pdns_server") is None or not SCHEMA.exists():
-    pytest.skip("pdns-server with the gsqlite3 backend is not installed", allow_module_level=True)
+if (_SKIP := pdns_skip_reason()) is not None:
+    pytest.skip(_SKIP, allow_module_level=True)
 
 LOAD = (
     "load={rate_qps: 500, settle_s: 1, timeout_s: 1,"
@@ -35,16 +30,7 @@ LOAD = (
 
 
 def run(archive: Path, work: Path, checks: str) -> tuple[UpgradeResult, list[str]]:
-    plan = load_plan(PLAN, [f"data.archive={archive}", LOAD, f"checks={checks}"])
-    lines: list[str] = []
-    runner = UpgradeRunner(
-        plan,
-        run_dir=work / "run",
-        run_id="t",
-        env={},
-        show=lambda phase, text: lines.append(f"{phase} {text}"),
-    )
-    return runner.run(), lines
+    return run_plan(PDNS_PLAN, [f"data.archive={archive}", LOAD, f"checks={checks}"], work)
 
 
 def test_the_swap_is_measured_and_a_loose_bound_passes(archive: Path, tmp_path: Path) -> None:

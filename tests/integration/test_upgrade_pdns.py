@@ -4,52 +4,30 @@ the migration step."""
 from __future__ import annotations
 
 import hashlib
-import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from soak.upgrade.config import load_plan
-from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+from soak.upgrade.runner import UpgradeResult
+from tests.support.procs import cmdlines
+from tests.support.upgrades import PDNS_PLAN, pdns_skip_reason, run_plan
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-PLAN = REPO / "scenarios" / "pdns-auth-upgrade.yaml"
-SCHEMA = Path("/usr/share/pdns-backend-sqlite3/schema/4.3.1_to_4.7.0_schema.sqlite3.sql")
-
-if shutil.which("pdns_server") is None or not SCHEMA.exists():
-    pytest.skip("pdns-server with the gsqlite3 backend is not installed", allow_module_level=True)
+if (_SKIP := pdns_skip_reason()) is not None:
+    pytest.skip(_SKIP, allow_module_level=True)
 
 
 def processes_mentioning(text: str) -> list[int]:
     """PIDs whose command line mentions `text` (the run directory): what was left running."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if text in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-    return pids
+    return [pid for pid, raw in cmdlines() if text in raw.decode(errors="replace")]
 
 
 def run(
     archive: Path, work: Path, *overrides: str, keep: bool = False
 ) -> tuple[UpgradeResult, list[str]]:
-    plan = load_plan(PLAN, [f"data.archive={archive}", *overrides])
-    lines: list[str] = []
-    runner = UpgradeRunner(
-        plan,
-        run_dir=work / "run",
-        run_id="t",
-        keep=keep,
-        env={},
-        show=lambda phase, text: lines.append(f"{phase} {text}"),
-    )
-    return runner.run(), lines
+    return run_plan(PDNS_PLAN, [f"data.archive={archive}", *overrides], work, keep=keep)
 
 
 def by_name(result: UpgradeResult) -> dict[str, tuple[str, str]]:

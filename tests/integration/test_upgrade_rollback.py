@@ -5,23 +5,20 @@ fails is reported as the rollback refused, and the new version's results stand."
 from __future__ import annotations
 
 import json
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from soak.upgrade.config import load_plan
 from soak.upgrade.report import junit_xml, to_json
-from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+from soak.upgrade.runner import UpgradeResult
+from tests.support.skips import not_installed
+from tests.support.upgrades import PDNS_PLAN, run_plan
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-PLAN = REPO / "scenarios" / "pdns-auth-upgrade.yaml"
-
-if shutil.which("pdns_server") is None or shutil.which("sqlite3") is None:
-    pytest.skip("pdns-server and sqlite3 are not installed", allow_module_level=True)
+if (_SKIP := not_installed("pdns-server and sqlite3", ["pdns_server", "sqlite3"])) is not None:
+    pytest.skip(_SKIP, allow_module_level=True)
 
 ROLLBACK_CHECKS = [
     {"name": "ready", "kind": "ready_within", "within_s": 10},
@@ -38,8 +35,7 @@ ROLLBACK_CHECKS = [
 
 def run(archive: Path, work: Path, rollback: dict[str, object]) -> UpgradeResult:
     overrides = [f"data.archive={archive}", f"rollback={json.dumps(rollback)}"]
-    plan = load_plan(PLAN, overrides)
-    return UpgradeRunner(plan, run_dir=work / "run", run_id="t", env={}).run()
+    return run_plan(PDNS_PLAN, overrides, work)[0]
 
 
 def test_rollback_checks_run_on_the_data_the_new_version_wrote(

@@ -12,20 +12,17 @@ import json
 import secrets
 import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from soak.upgrade.config import load_plan
-from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+from soak.upgrade.runner import UpgradeResult
+from tests.support.skips import docker_skip_reason
+from tests.support.upgrades import SCENARIOS, docker_leftovers, run_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.upgrades]
 
-REPO = Path(__file__).resolve().parents[2]
-SCENARIOS = REPO / "scenarios"
 IMAGES = (
     "soak-test/pdns-auth:4.4",
     "soak-test/pdns-auth:4.7",
@@ -38,56 +35,16 @@ IMAGES = (
     "soak-test/knot-resolver:5.7",
 )
 
-
-def _engine_and_images() -> str | None:
-    """Why these tests cannot run here, or None when they can."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=10)
-        client.ping()
-    except Exception as exc:  # no engine, no socket, no permission: all mean "skip"
-        return f"no Docker engine: {exc}"
-    for image in IMAGES:
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            return f"image {image} is absent (make test-upgrades builds it)"
-    return None
-
-
-_SKIP = _engine_and_images()
-if _SKIP is not None:
+if (_SKIP := docker_skip_reason(IMAGES, "make test-upgrades builds it")) is not None:
     pytest.skip(_SKIP, allow_module_level=True)
-
-
-@pytest.fixture
-def work() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="suv-"))
-    yield path
-    subprocess.run(["rm", "-rf", str(path)], check=False)
 
 
 def run(
     plan_name: str, work: Path, *overrides: str, old: str | None = None
 ) -> tuple[UpgradeResult, str]:
     run_id = f"t{secrets.token_hex(3)}"
-    plan = load_plan(SCENARIOS / plan_name, list(overrides), matrix_entry=old)
-    result = UpgradeRunner(plan, run_dir=work / "run", run_id=run_id, env={}).run()
+    result, _ = run_plan(SCENARIOS / plan_name, overrides, work, run_id=run_id, matrix_entry=old)
     return result, run_id
-
-
-def leftovers(run_id: str) -> tuple[list[str], list[str]]:
-    import docker
-
-    client = docker.from_env(timeout=30)
-    containers = [
-        c.name
-        for c in client.containers.list(all=True)
-        if run_id in (c.name or "") or run_id in str(c.labels.get("soak.run", ""))
-    ]
-    volumes = [v.name for v in client.volumes.list() if run_id in (v.name or "")]
-    return containers, volumes
 
 
 def not_passed(result: UpgradeResult) -> dict[str, str]:
@@ -111,7 +68,7 @@ def test_4_4_to_4_7_with_the_shipped_migration_passes(work: Path) -> None:
     assert "new starting pdns-auth 4.7.3" in steps
     assert "rollback starting pdns-auth 4.4.1" in steps
     assert any(s.startswith("migrate container soak-test/pdns-auth:4.7") for s in steps)
-    assert leftovers(run_id) == ([], [])
+    assert docker_leftovers(run_id) == ([], [])
 
 
 def test_4_4_to_4_7_without_the_migration_fails_with_http_500(work: Path) -> None:
@@ -132,7 +89,7 @@ def test_4_4_to_4_7_without_the_migration_fails_with_http_500(work: Path) -> Non
     # What the old schema still serves: DNS and the zone list.
     passed = {c.name for c in result.checks if c.status == "pass"}
     assert {"www A unchanged (dig)", "zone list unchanged (API)"} <= passed
-    assert leftovers(run_id) == ([], [])
+    assert docker_leftovers(run_id) == ([], [])
 
 
 def test_the_matrix_to_4_9_gives_one_junit_testsuite_per_pair(work: Path) -> None:
@@ -161,7 +118,7 @@ def test_the_matrix_to_4_9_gives_one_junit_testsuite_per_pair(work: Path) -> Non
     assert "old starting pdns-auth 4.7.3" in steps[1]
     assert not any(s.startswith("migrate ") for s in steps[1])
     for run in runs:
-        assert leftovers(run["run_id"]) == ([], [])
+        assert docker_leftovers(run["run_id"]) == ([], [])
 
 
 def test_recursor_4_8_to_5_2_with_the_config_converted_to_yaml(work: Path) -> None:
@@ -170,7 +127,7 @@ def test_recursor_4_8_to_5_2_with_the_config_converted_to_yaml(work: Path) -> No
     assert result.exit_code == 0 and len(result.checks) == 14
     steps = [f"{s.phase} {s.text}" for s in result.steps]
     assert any(s.startswith("migrate container soak-test/pdns-recursor:5.2") for s in steps)
-    assert leftovers(run_id) == ([], [])
+    assert docker_leftovers(run_id) == ([], [])
 
 
 def test_recursor_5_2_refuses_the_old_style_config_without_the_conversion(work: Path) -> None:
@@ -179,7 +136,7 @@ def test_recursor_5_2_refuses_the_old_style_config_without_the_conversion(work: 
     assert result.start_error is not None
     assert result.start_error.startswith("new version (pdns-recursor 5.2) cannot start")
     assert "Old-style settings syntax not enabled by default anymore" in result.start_error
-    assert leftovers(run_id) == ([], [])
+    assert docker_leftovers(run_id) == ([], [])
 
 
 def test_unbound_1_13_to_1_26_accepts_the_config_and_answers_the_same(work: Path) -> None:
@@ -191,7 +148,7 @@ def test_unbound_1_13_to_1_26_accepts_the_config_and_answers_the_same(work: Path
     assert by_name["statistics through unbound-control"].got.startswith(
         "exit 0: total.num.queries="
     )
-    assert leftovers(run_id) == ([], [])
+    assert docker_leftovers(run_id) == ([], [])
 
 
 def test_knot_resolver_5_3_to_5_7_on_the_old_cache_directory(work: Path) -> None:
@@ -200,4 +157,4 @@ def test_knot_resolver_5_3_to_5_7_on_the_old_cache_directory(work: Path) -> None
     assert result.plan == "knot-resolver-to-5.7[old 5.3]" and len(result.checks) == 8
     stats = next(c for c in result.checks if c.name == "statistics on the control socket")
     assert stats.got.startswith("exit 0: ")
-    assert leftovers(run_id) == ([], [])
+    assert docker_leftovers(run_id) == ([], [])

@@ -1,4 +1,5 @@
-"""Real DNS servers (and friends) started on loopback for tests, with temp dirs.
+"""Real DNS servers started on loopback for tests, with temp dirs (Alertmanager:
+alertmanager.py, InfluxDB: tsdb.py, the reference Go server: refdns.py).
 
 Each starter returns a ServerProc and is used as a context manager, so the
 process is stopped (and waited for) whatever the test does. Add starters here
@@ -306,46 +307,6 @@ def pdns_server(tmp: Path, db: Path | None = None) -> Iterator[ServerProc]:
     try:
         wait_dns(server, "example.test.")
         wait_tcp(web_port, proc=server)
-        yield server
-    finally:
-        server.stop()
-
-
-# ---------------------------------------------------------------- prometheus-alertmanager
-
-ALERTMANAGER_CONF = """route:
-  receiver: "null"
-  group_wait: 1s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: "null"
-"""
-
-
-@contextlib.contextmanager
-def alertmanager(tmp: Path) -> Iterator[ServerProc]:
-    """prometheus-alertmanager on loopback, clustering off; its v2 API at http://127.0.0.1:port."""
-    import httpx
-
-    port = free_port()
-    (tmp / "alertmanager.yml").write_text(ALERTMANAGER_CONF)
-    (tmp / "am-data").mkdir(exist_ok=True)
-    argv = [
-        "prometheus-alertmanager",
-        f"--config.file={tmp / 'alertmanager.yml'}",
-        f"--storage.path={tmp / 'am-data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--cluster.listen-address=",
-    ]
-    server = spawn("alertmanager", argv, tmp, port)
-    try:
-        wait_tcp(port, proc=server)
-        deadline = time.monotonic() + 20.0
-        while httpx.get(f"http://127.0.0.1:{port}/-/ready").status_code != 200:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"alertmanager not ready: {server.log_tail()}")
-            time.sleep(0.1)
         yield server
     finally:
         server.stop()

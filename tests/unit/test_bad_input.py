@@ -189,7 +189,7 @@ def test_upgrade_archive_is_read_before_anything_starts(
 
 
 def test_a_good_archive_passes(tmp_path: Path) -> None:
-    from soak.upgrade.config import _archive_problems
+    from soak.upgrade.config.loading import _archive_problems
 
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "f").write_text("x")

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from soak.bench.config import KneeConfig
 from soak.bench.knee import KneeSearch, Step, auto_slo_ms
 from soak.bench.limits import cpu_us_per_query, judge_limit
 from soak.bench.stats import bootstrap_ci, mann_whitney_u, median, rel_diff_pct, summarise
+from soak.config.bench import KneeConfig
 
 
 def model_server(capacity_qps: float, floor_ms: float = 0.1, gen_max_qps: float = 1e12):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from soak.bench.config import BenchCriteria
 from soak.bench.criteria import evaluate
 from soak.bench.render import render_html, render_markdown, render_text
+from soak.config.bench import BenchCriteria
 
 
 def run(rate: float, p99: float, lost_ratio: float = 0.0) -> dict[str, Any]:

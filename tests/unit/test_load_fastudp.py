@@ -1,10 +1,16 @@
-"""The compiled UDP loop is built by the install, and its latency buckets."""
+"""The compiled UDP loop: built by the install, its latency buckets, its wire format."""
 
 from __future__ import annotations
 
+import socket
+import time
+from collections import Counter
+
+import dns.message
+import dns.name
 import pytest
 
-from soak.load import udp_fast
+from soak.load import udp_fast, wire
 
 
 def test_the_extension_is_built_by_the_install() -> None:
@@ -31,3 +37,67 @@ def test_latency_buckets_are_exact_below_2048_us_then_within_0_1_percent(
 
     assert bucket_value(us) == reported
     assert 0 <= us - reported <= us / 1024
+
+
+def test_the_compiled_loop_reads_and_writes_the_wire_as_wire_py_does() -> None:
+    """The C loop mirrors wire.py: the queries it sends are wire.query(question, id), and it
+    counts replies by wire.message_id, wire.echoes and wire.rcode (same packets, both sides)."""
+    from soak.load._fastudp import Engine
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ours.setblocking(False)
+    theirs.settimeout(2.0)
+    questions = [
+        wire.question(dns.name.from_text(name).to_wire(), rdtype)
+        for name, rdtype in [("a.test", 1), ("www.example.test", 28), ("x.y.z.test", 15)]
+    ]
+    seen: list[tuple[bytes, int]] = []
+
+    def check(reply: bytes, question_len: int) -> bool:
+        seen.append((reply, question_len))
+        return wire.wrong_answer(reply, question_len, rcodes={0})
+
+    n = len(questions)
+    engine = Engine(
+        [ours.fileno()], [questions], [None], [check], [0], 0, [0], 5 * 10**9, n, 512, 0
+    )
+    try:
+        start = time.monotonic_ns()
+        engine.begin(start)
+        sent, outstanding, _ = engine.run(start + 50_000_000, start + 10**10, 0.0, start, 0, True)
+        assert (sent, outstanding) == (n, n)
+        queries = [theirs.recv(512) for _ in range(n)]
+        assert queries == [wire.query(q, i) for i, q in enumerate(questions)]
+        assert [wire.message_id(q) for q in queries] == [0, 1, 2]
+
+        replies = [
+            response(queries[0], rcode=0),
+            response(queries[1], rcode=3),
+            response(queries[2], rcode=5),
+        ]
+        stray = [
+            b"\x00\x01\x81",  # shorter than a header
+            wire.query(questions[0], 7)[:2] + replies[0][2:],  # an id nothing was sent with
+            wire.query(questions[1], 0)[:2] + replies[1][2:],  # id 0 with another question
+        ]
+        assert [wire.echoes(r, questions[0]) for r in stray[1:]] == [True, False]
+        for packet in stray + replies:
+            theirs.send(packet)
+        now = time.monotonic_ns()
+        _, outstanding, _ = engine.run(now + 10**9, now, 0.0, now, n, False)
+        assert outstanding == 0
+        sent_c, completed, lost, late, wrong, rcodes, _, unexpected, errors = engine.take()[:9]
+        assert (sent_c, completed, lost, late, unexpected, errors) == ([n], [n], [0], [0], 3, 0)
+        assert rcodes == [dict(Counter(wire.rcode(r) for r in replies))] == [{0: 1, 3: 1, 5: 1}]
+        assert seen == [(r, len(q)) for r, q in zip(replies, questions, strict=True)]
+        assert wrong == [sum(wire.wrong_answer(r, qlen, {0}) for r, qlen in seen)] == [2]
+    finally:
+        del engine
+        ours.close()
+        theirs.close()
+
+
+def response(query: bytes, rcode: int) -> bytes:
+    r = dns.message.make_response(dns.message.from_wire(query))
+    r.set_rcode(rcode)
+    return r.to_wire()

@@ -12,7 +12,6 @@ import pytest
 from soak.errors import InputError
 from soak.load.config import LoadConfig, QueryClass, RandomNames
 from soak.load.queries import (
-    HEADER,
     Question,
     RandomSource,
     build_classes,
@@ -22,6 +21,7 @@ from soak.load.queries import (
     parse_lines,
     read_query_file,
 )
+from soak.load.wire import HEADER
 
 
 def test_line_forms() -> None:

@@ -9,7 +9,7 @@ import dns.rrset
 import pytest
 
 from soak.load.config import LoadConfig
-from soak.load.queries import HEADER, build_classes, mix_schedule
+from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import (
     ClassInterval,
     ClassStats,
@@ -19,7 +19,8 @@ from soak.load.stats import (
     is_generator_bound,
     result_from,
 )
-from soak.load.worker import Book, Pacer, WorkerSpec, answer_addresses, is_wrong
+from soak.load.wire import HEADER
+from soak.load.worker import Book, Pacer, WorkerSpec, is_wrong
 
 MS = 1_000_000  # ns
 T0 = 10**9  # a send time (0 marks a free slot)
@@ -101,16 +102,6 @@ def test_rcodes_and_wrong_answers() -> None:
     assert iv.classes[1].rcodes == {0: 1, 3: 1}
     assert iv.classes[0].lat_us == {1000: 2}
     assert book.sent == [0, 0]  # reset after the interval
-
-
-def test_answer_addresses_follow_pointers_and_skip_other_types() -> None:
-    q = dns.message.make_query("www.example.test", "A")
-    r = dns.message.make_response(q)
-    r.answer.append(dns.rrset.from_text("www.example.test.", 60, "IN", "CNAME", "x.example.test."))
-    r.answer.append(dns.rrset.from_text("x.example.test.", 60, "IN", "A", "192.0.2.7"))
-    wire = r.to_wire()
-    qlen = len(q.to_wire()) - 12
-    assert answer_addresses(wire, qlen) == [bytes([192, 0, 2, 7])]
 
 
 def test_is_wrong_when_no_address() -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from soak.analysis.config import CriteriaConfig
 from soak.analysis.criteria import evaluate_criteria
 from soak.analysis.leaks import leak_verdict
 from soak.analysis.rundata import run_data_from_store
-from soak.config import CriteriaConfig
 from soak.points import Point, event_point
 from soak.report import (
     PhaseSpan,
@@ -23,8 +23,18 @@ from soak.report import (
     render_json,
     render_markdown,
 )
-from soak.report.plots import thin
-from soak.report.svg import nice_step, time_step_s
+from soak.report.plots import PLOT_BUCKETS, thin
+from soak.report.svg import (
+    BOTTOM,
+    HEIGHT,
+    PLOT_WIDTH_PX,
+    TOP,
+    Chart,
+    Line,
+    nice_step,
+    render_chart,
+    time_step_s,
+)
 from soak.sinks.sqlite import SqliteStore
 
 S = 1_000_000_000
@@ -262,6 +272,25 @@ def test_thin_keeps_extremes_and_bounds_size() -> None:
     assert len(thinned) <= 200
     assert max(v for _, v in thinned) == max(v for _, v in series)  # the spike survives
     assert [t for t, _ in thinned] == sorted(t for t, _ in thinned)
+
+
+def test_a_day_of_1s_ticks_draws_its_one_tick_spike_in_as_many_points_as_columns() -> None:
+    day_s, spike_s = 86_400, 51_237
+    rng = random.Random(5)
+    series = [(t * S, 300.0 + 50 * (t % 420) / 420 + rng.random()) for t in range(day_s)]
+    series[spike_s] = (spike_s * S, 700.0)
+    thinned = thin(series)
+    assert len(thinned) <= 2 * PLOT_BUCKETS and (spike_s * S, 700.0) in thinned
+    line = Line("anonymous", [(t / S, v) for t, v in thinned])
+    svg = render_chart(Chart("Memory", "MiB", [line], x_max_s=day_s))
+    path = re.search(r'data-points="(\d+)" d="M([^"]+)"', svg)
+    assert path is not None
+    drawn = [tuple(map(float, xy.split(","))) for xy in path.group(2).split(" L")]
+    assert int(path.group(1)) == len(drawn) <= 2 * (PLOT_WIDTH_PX + 1)
+    assert len({math.floor(x) for x, _ in drawn}) > 0.9 * PLOT_WIDTH_PX  # the whole day drawn
+    spike_y = round(TOP + (HEIGHT - TOP - BOTTOM) * (1 - 700 / 800), 1)  # y axis 0..800
+    assert min(y for _, y in drawn) == spike_y
+    assert sum(1 for _, y in drawn if y < spike_y + 50) == 1  # nothing else near it
 
 
 def test_axis_steps() -> None:

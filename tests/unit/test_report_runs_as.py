@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from soak.placeholders import Placeholders, render_known
 from soak.runs.reportinput import filled_argv
-from soak.targets.render import Placeholders, render_known
 
 ARGV = [
     "./refdns",

@@ -9,9 +9,9 @@ import yaml
 from pydantic import TypeAdapter
 
 from soak.errors import InputError
+from soak.placeholders import Placeholders
 from soak.targets.config import DockerTarget, TargetConfig
 from soak.targets.container import DockerRuntime
-from soak.targets.render import Placeholders
 
 SPEC = """
 name: pdns
@@ -46,7 +46,7 @@ def test_create_kwargs_bridge(tmp_path: Path) -> None:
         ports={"dns": 40000, "api": 40001},
         data_dir="/var/lib/powerdns",
     )
-    kwargs = rt._create_kwargs(values, values.ports, "vol-1", host_net=False)
+    kwargs = rt.spec.create_kwargs(values, values.ports, "vol-1", host_net=False)
     assert kwargs["name"] == "soak-r-1-pdns"
     assert kwargs["command"] == ["--local-port=40000"]
     assert kwargs["environment"] == {"DATA": "/var/lib/powerdns"}
@@ -70,9 +70,9 @@ def test_create_kwargs_bridge(tmp_path: Path) -> None:
 
 def test_host_network_ports_default_to_the_container_port(tmp_path: Path) -> None:
     rt = runtime(tmp_path, SPEC + "network: host\n")
-    specs = rt._host_port_specs(host_net=True)
+    specs = rt.spec.host_port_specs(host_net=True)
     assert specs["dns"].host == 5300 and specs["api"].host == 8081
-    kwargs = rt._create_kwargs(
+    kwargs = rt.spec.create_kwargs(
         Placeholders(
             run_dir="/r", host="127.0.0.1", ports={"dns": 5300, "api": 8081}, data_dir="/d"
         ),

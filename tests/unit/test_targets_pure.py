@@ -1,4 +1,4 @@
-"""targets: placeholders, /proc parsing, exit info, engine stats, state, cleanup rules."""
+"""targets: rendered files, exit info, engine stats, state, cleanup rules."""
 
 from __future__ import annotations
 
@@ -9,34 +9,18 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from soak.errors import InputError
+from soak.placeholders import Placeholders
 from soak.targets.base import ExitInfo, Running
 from soak.targets.cleanup import is_stale, owner_gone
 from soak.targets.common import quote_tail, safe_name, tail_lines
 from soak.targets.config import DnsProbe, PortSpec, RenderedFile, TargetConfig, TcpProbe
-from soak.targets.container import exit_info_from_state, process_fields_from_stats
+from soak.targets.docker_engine import exit_info_from_state, process_fields_from_stats
 from soak.targets.process import exit_info_from_returncode
-from soak.targets.procinfo import parse_fd_limit, parse_stat_ppid, parse_stat_start_ticks
 from soak.targets.readiness import default_probes, fd_limit_warning
-from soak.targets.render import Placeholders, file_dest, render, write_files
+from soak.targets.render import file_dest, write_files
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "targets"
 VALUES = Placeholders(run_dir="/runs/r1", host="127.0.0.1", ports={"dns": 5300}, data_dir="/d")
-
-
-def test_render_fills_known_placeholders_and_leaves_other_braces() -> None:
-    text = 'listen {host}:{port.dns} dir={data_dir} run={run_dir} json={"a": {x}}'
-    assert render(text, VALUES) == 'listen 127.0.0.1:5300 dir=/d run=/runs/r1 json={"a": {x}}'
-
-
-def test_render_unknown_port_names_the_known_ones() -> None:
-    with pytest.raises(InputError, match=r"unknown port \{port\.api\} \(named ports: dns\)"):
-        render("{port.api}", VALUES, "argv")
-
-
-def test_render_data_dir_unknown_is_an_error() -> None:
-    values = Placeholders(run_dir="/r", host="::1")
-    with pytest.raises(InputError, match="data_dir"):
-        render("{data_dir}/x", values)
 
 
 def test_write_files_template_relative_to_base_and_dest_confined(tmp_path: Path) -> None:
@@ -52,15 +36,7 @@ def test_write_files_template_relative_to_base_and_dest_confined(tmp_path: Path)
         write_files([RenderedFile(dest="a")], VALUES, run, base)
 
 
-def test_proc_stat_with_spaces_and_parens_in_comm() -> None:
-    stat = "4242 (my (odd) srv) S 1 4242 4242 0 -1 4194560 " + " ".join(["0"] * 12) + " 777 0"
-    assert parse_stat_ppid(stat) == 1
-    assert parse_stat_start_ticks(stat) == 777
-
-
-def test_fd_limit_from_limits_file() -> None:
-    assert parse_fd_limit((FIXTURES / "proc-limits.txt").read_text()) == 20000
-    assert parse_fd_limit("Max open files  unlimited  unlimited  files\n") is None
+def test_fd_limit_warning() -> None:
     assert fd_limit_warning("t", 20000) is not None
     assert fd_limit_warning("t", 1048576) is None and fd_limit_warning("t", None) is None
 

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from soak.errors import InputError
-from soak.upgrade.config import ApiCheck, UnchangedCheck, load_plan
+from soak.upgrade.config import load_plan
+from soak.upgrade.config.checks import ApiCheck, UnchangedCheck
 
 REPO = Path(__file__).resolve().parents[2]
 

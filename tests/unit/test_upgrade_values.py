@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from soak.errors import InputError
+from soak.placeholders import fill as fill_placeholders
 from soak.upgrade import jsonpath
-from soak.upgrade.template import Values, fill_placeholders, referenced_names
+from soak.upgrade.template import Values, referenced_names
 
 ZONE = {
     "name": "example.test.",

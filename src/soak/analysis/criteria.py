@@ -24,14 +24,14 @@ A criterion with no samples to judge fails: a missing sample is evidence.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
+from soak.analysis.config import CriteriaConfig
 from soak.analysis.latency import Tick, make_knots, window_quantiles
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.rundata import ClassSeries, RunData, Series, run_data_from_store
-from soak.config import CriteriaConfig
 
 __all__ = [
     "ClassSeries",
@@ -218,6 +218,11 @@ def _p99(cls: str, limit: float, window_s: float, data: RunData) -> list[Criteri
 
 def latency_ticks(cs: ClassSeries) -> list[Tick]:
     """Each tick's percentiles and completed count (1 when not recorded); empty ticks dropped."""
+    return list(iter_latency_ticks(cs))
+
+
+def iter_latency_ticks(cs: ClassSeries) -> Iterator[Tick]:
+    """latency_ticks one at a time, in the order of the p99 series."""
     by_name = {
         "min": dict(cs.min_ms),
         "p50": dict(cs.p50_ms),
@@ -226,14 +231,12 @@ def latency_ticks(cs: ClassSeries) -> list[Tick]:
         "max": dict(cs.max_ms),
     }
     completed = dict(cs.completed)
-    ticks = []
     for t, p99 in cs.p99_ms:
         weight = completed.get(t, 1.0)
         values = {name: series[t] for name, series in by_name.items() if t in series}
         knots = make_knots({**values, "p99": p99})
         if weight > 0 and knots:
-            ticks.append(Tick(t, weight, knots))
-    return ticks
+            yield Tick(t, weight, knots)
 
 
 def _leak(v: LeakVerdict) -> CriterionResult:

@@ -23,13 +23,15 @@ slope is 0 and the p-value 1, and the verdict says `insufficient`.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from functools import lru_cache
 from statistics import NormalDist
 
 from soak.points import Point
+from soak.windows import WindowMinima
 
 VERDICTS = ("ok", "growing", "levelling", "insufficient")
 
@@ -79,30 +81,11 @@ def window_minima(
     interval): the minimum of a half-filled window is biased upwards, since it
     may not have seen the next trough yet. Windows with no sample (a gap in
     sampling) are skipped, not filled in. Non-finite values are ignored.
+    (soak.windows.WindowMinima owns the rule; a store keeps one per series.)
     """
-    if window_s <= 0:
-        raise ValueError(f"window_s must be positive, got {window_s}")
-    pairs = sorted(
-        (float(t), float(v))
-        for t, v in zip(times_s, values, strict=True)
-        if math.isfinite(t) and math.isfinite(v)
-    )
-    if not pairs:
-        return []
-    t0, t_last = pairs[0][0], pairs[-1][0]
-    step_s = _median([b[0] - a[0] for a, b in pairwise(pairs)] or [0.0])
-    minima: dict[int, float] = {}
-    for t, v in pairs:
-        k = int((t - t0) // window_s)
-        old = minima.get(k)
-        minima[k] = v if old is None or v < old else old
-    out = []
-    for k in sorted(minima):
-        end_s = t0 + (k + 1) * window_s
-        if t_last + step_s + 1e-9 * window_s < end_s:
-            continue  # the last, incomplete window
-        out.append((t0 + (k + 0.5) * window_s, minima[k]))
-    return out
+    windows = WindowMinima(window_s)
+    windows.add(sorted((float(t), float(v)) for t, v in zip(times_s, values, strict=True)))
+    return list(windows.complete())
 
 
 def merge_windows(
@@ -118,12 +101,15 @@ def merge_windows(
 
 def pairwise_slopes(xs: Sequence[float], ys: Sequence[float]) -> list[float]:
     """The slopes of every pair with distinct x, sorted."""
-    return sorted(
-        (ys[j] - ys[i]) / (xs[j] - xs[i])
-        for i in range(len(xs))
-        for j in range(i + 1, len(xs))
-        if xs[j] != xs[i]
-    )
+    slopes: list[float] = []
+    for i, (xi, yi) in enumerate(zip(xs, ys, strict=True)):
+        slopes += [
+            (yj - yi) / (xj - xi)
+            for xj, yj in zip(xs[i + 1 :], ys[i + 1 :], strict=True)
+            if xj != xi
+        ]
+    slopes.sort()
+    return slopes
 
 
 def theil_sen_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
@@ -140,11 +126,10 @@ def mann_kendall(ys: Sequence[float]) -> tuple[int, float]:
     """
     n = len(ys)
     s = 0
-    for i in range(n - 1):
-        yi = ys[i]
-        for j in range(i + 1, n):
-            d = ys[j] - yi
-            s += (d > 0) - (d < 0)
+    earlier: list[float] = []  # sorted; each value counts the earlier ones below and above it
+    for y in ys:
+        s += bisect_left(earlier, y) - (len(earlier) - bisect_right(earlier, y))
+        insort(earlier, y)
     ties = sum(t * (t - 1) * (2 * t + 5) for t in Counter(ys).values() if t > 1)
     var = (n * (n - 1) * (2 * n + 5) - ties) / 18.0
     if var <= 0 or s == 0:
@@ -206,7 +191,30 @@ def leak_verdict(
     p_value_max: float,
 ) -> LeakVerdict:
     """The verdict for one resource series; give only samples after the warm-up."""
-    minima = merge_windows(window_minima(times_s, values, window_s), MAX_WINDOWS)
+    return leak_verdict_from_minima(
+        tuple(window_minima(times_s, values, window_s)),
+        resource=resource,
+        threshold_per_hour=threshold_per_hour,
+        min_windows=min_windows,
+        p_value_max=p_value_max,
+    )
+
+
+@lru_cache(maxsize=64)
+def leak_verdict_from_minima(
+    windows: tuple[tuple[float, float], ...],
+    *,
+    resource: str,
+    threshold_per_hour: float,
+    min_windows: int,
+    p_value_max: float,
+) -> LeakVerdict:
+    """The verdict from the complete windows' (midpoint s, minimum), in time order.
+
+    Remembered for the last few inputs: between two window ends a periodic pass
+    gives the same windows, and the fit is the only part that grows with a run.
+    """
+    minima = merge_windows(windows, MAX_WINDOWS)
     n = len(minima)
     whole = trend(minima, p_value_max) if n >= 2 else Trend(0.0, 0, 1.0, 0.0)
     slope_per_h = whole.slope_per_s * 3600.0

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from soak.analysis.leaks import LeakVerdict, leak_verdict
-from soak.config import LeaksConfig
+from soak.analysis.config import LeaksConfig
+from soak.analysis.leaks import LeakVerdict, leak_verdict_from_minima
 
 # Where resource fields live (DESIGN.md "Time series"); any other name is looked up in both.
 RESOURCE_MEASUREMENTS = ("process", "runtime")
@@ -21,6 +21,10 @@ class SeriesReader(Protocol):
     def series(
         self, soak: str, measurement: str, field: str, tags: dict[str, str] | None = None
     ) -> list[tuple[dict[str, str], list[tuple[int, Value]]]]: ...
+
+    def window_minima(
+        self, soak: str, measurement: str, field: str, since_ns: int, window_s: float
+    ) -> tuple[tuple[float, float], ...] | None: ...
 
 
 def resource_series(
@@ -42,23 +46,31 @@ def resource_series(
     return None
 
 
+def resource_minima(
+    store: SeriesReader, soak_id: str, resource: str, since_ns: int, window_s: float
+) -> tuple[tuple[float, float], ...] | None:
+    """The window minima of a resource from `since_ns` on; None when it was never sampled."""
+    for measurement in RESOURCE_MEASUREMENTS:
+        minima = store.window_minima(soak_id, measurement, resource, since_ns, window_s)
+        if minima is not None:
+            return minima
+    return None
+
+
 def run_verdicts(
     store: SeriesReader, soak_id: str, cfg: LeaksConfig, since_ns: int
 ) -> list[LeakVerdict]:
     """A verdict for every resource with a threshold that the run sampled at all."""
     verdicts = []
     for resource, threshold in cfg.thresholds.items():
-        series = resource_series(store, soak_id, resource, since_ns)
-        if series is None:
+        minima = resource_minima(store, soak_id, resource, since_ns, cfg.window_s)
+        if minima is None:
             continue
-        times_s, values = series
         verdicts.append(
-            leak_verdict(
-                times_s,
-                values,
+            leak_verdict_from_minima(
+                minima,  # the store's own tuple: hashed once while it stays the same
                 resource=resource,
                 threshold_per_hour=threshold,
-                window_s=cfg.window_s,
                 min_windows=cfg.min_windows,
                 p_value_max=cfg.p_value,
             )

@@ -15,12 +15,13 @@ from typing import Any
 
 import click
 
-from soak.bench.config import BenchConfig
 from soak.bench.criteria import evaluate
 from soak.bench.render import render_html, render_markdown, render_text
 from soak.bench.side import Side
 from soak.config import Scenario, load_scenario
+from soak.config.bench import BenchConfig
 from soak.errors import CheckFailed, InputError
+from soak.preflight import refuse_agents
 from soak.runs.layout import BENCH_REPORTS, DataDir, bench_result_path
 
 
@@ -182,6 +183,7 @@ def bench_cmd(
     sc = load_scenario(scenario, overrides)
     if sc.load is None:
         raise InputError(f"{scenario}: `soak bench` needs a `load:` section")
+    refuse_agents(sc.load, "`soak bench`")
     options: dict[str, Any] = {
         "runs": runs,
         "duration_s": duration,
@@ -210,6 +212,7 @@ def bench_cmd(
         sc_b = load_scenario(compare_with or scenario, (*overrides, *compare_sets))
         if sc_b.load is None:
             raise InputError(f"{compare_with}: `soak bench` needs a `load:` section")
+        refuse_agents(sc_b.load, "`soak bench`")
         plan_classes(sc_b.load, cfg, eng)
         sides.append(Side("B", sc_b, f"{run_id}-B"))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from soak.bench.config import BenchCriteria
+from soak.config.bench import BenchCriteria
 
 
 def _limit_for(limits: dict[str, float], name: str) -> float | None:

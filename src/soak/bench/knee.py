@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from soak.bench.config import KneeConfig
+from soak.config.bench import KneeConfig
 
 
 @dataclass(frozen=True)

@@ -10,105 +10,21 @@ same steady interval, after a ramp-in second that is not measured.
 from __future__ import annotations
 
 import math
-import os
-import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from soak.bench.cpu import CpuSnapshot, CpuUse, children_cpu_s, processes_cpu
 from soak.bench.knee import Step
 from soak.bench.limits import Limit, cpu_us_per_query
 from soak.load.config import LoadConfig
 from soak.load.runner import LoadRunner
 from soak.load.stats import LoadResult
-from soak.samplers import procfs
-from soak.samplers.proc import CLOCK_TICKS_PER_S, process_tree
 
-PROC = Path("/proc")
 WINDOW_S = 1.0
 CounterReader = Callable[[], dict[str, float]]
-
-
-def pid_cpu_s(pid: int, proc_root: Path = PROC) -> float | None:
-    try:
-        stat = procfs.parse_stat((proc_root / str(pid) / "stat").read_text())
-    except (OSError, ValueError, IndexError):
-        return None
-    return (stat.utime_ticks + stat.stime_ticks) / CLOCK_TICKS_PER_S
-
-
-def tree_cpu_s(pid: int | None, proc_root: Path = PROC) -> float | None:
-    """CPU seconds of pid and its descendants (None when pid is unknown or gone)."""
-    if pid is None or pid_cpu_s(pid, proc_root) is None:
-        return None
-    values = [pid_cpu_s(p, proc_root) for p in process_tree(proc_root, pid)]
-    return sum(v for v in values if v is not None)
-
-
-def tree_threads(pid: int | None, proc_root: Path = PROC) -> int | None:
-    """Threads of pid and its descendants (None when pid is unknown or gone)."""
-    if pid is None:
-        return None
-    total = 0
-    for p in process_tree(proc_root, pid):
-        try:
-            total += procfs.parse_status((proc_root / str(p) / "status").read_text()).threads
-        except (OSError, ValueError):
-            continue
-    return total or None
-
-
-def target_capacity_cores(
-    pid: int | None, configured: float | None, quota: float | None = None
-) -> float | None:
-    """How many cores the target could use: configured, else min(its threads, its CPUs,
-    its CPU quota (docker `cpus`))."""
-    if configured is not None:
-        return configured
-    threads = tree_threads(pid)
-    if pid is None or threads is None:
-        return quota
-    try:
-        cpus = len(os.sched_getaffinity(pid))
-    except OSError:
-        cpus = os.cpu_count() or 1
-    return float(min(threads, cpus, quota if quota is not None else cpus))
-
-
-def pids_cpu_s(pids: Sequence[int]) -> float:
-    return sum(v for v in (pid_cpu_s(p) for p in pids) if v is not None)
-
-
-def machine_busy_s(proc_root: Path = PROC) -> tuple[float, float] | None:
-    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat's `cpu` line."""
-    try:
-        first = (proc_root / "stat").read_text().splitlines()[0].split()
-        ticks = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
-    except (OSError, ValueError, IndexError):
-        return None
-    idle = ticks[3] + ticks[4]
-    return (sum(ticks) - idle) / CLOCK_TICKS_PER_S, sum(ticks) / CLOCK_TICKS_PER_S
-
-
-def busy_cores(m0: tuple[float, float] | None, m1: tuple[float, float] | None) -> float | None:
-    """Busy cores of the machine between two machine_busy_s readings."""
-    if m0 is None or m1 is None or m1[1] <= m0[1]:
-        return None
-    ncpu = os.cpu_count() or 1
-    return (m1[0] - m0[0]) / (m1[1] - m0[1]) * ncpu
-
-
-def children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def cores(cpu0: float | None, cpu1: float | None, elapsed_s: float) -> float | None:
-    if cpu0 is None or cpu1 is None or elapsed_s <= 0:
-        return None
-    return max(0.0, cpu1 - cpu0) / elapsed_s
 
 
 @dataclass
@@ -150,6 +66,46 @@ class RunMeasure:
         return out
 
 
+@dataclass(frozen=True)
+class MeasureSetup:
+    """What every measurement needs: the load, where it goes, whose CPU is the target's,
+    and the target's own counters to read before and after (None: not read)."""
+
+    cfg: LoadConfig
+    server: tuple[str, int]
+    base_dir: Path
+    target_pid: int | None
+    allow_targets: Sequence[str] = ()
+    counters: CounterReader | None = None
+
+    def read_counters(self) -> dict[str, float]:
+        return self.counters() if self.counters else {}
+
+    def runner(self) -> LoadRunner:
+        return LoadRunner(
+            self.cfg, self.server, base_dir=self.base_dir, allow_targets=self.allow_targets
+        )
+
+
+_FROM_RESULT = ("sent", "completed", "lost", "latency_ms", "rcodes")  # as the engine counted
+
+
+def _run_measure(
+    rate_qps: float, result: LoadResult, cpu: CpuUse, counters: dict[str, float], **rest: Any
+) -> RunMeasure:
+    """A RunMeasure from what every engine reports; `rest` is what each measures its own way."""
+    copied = {name: getattr(result, name) for name in _FROM_RESULT}
+    return RunMeasure(
+        offered_qps=rate_qps,
+        target_cores=cpu.target_cores,
+        generator_cores=cpu.generator_cores,
+        machine_busy_cores=cpu.machine_busy_cores,
+        counters=counters,
+        **copied,
+        **rest,
+    )
+
+
 def _deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {k: after[k] - before[k] for k in after if k in before}
 
@@ -161,20 +117,12 @@ def _sleep_until(deadline: float) -> None:
 
 
 def measure_builtin(
-    cfg: LoadConfig,
-    server: tuple[str, int],
-    rate_qps: float,
-    duration_s: float,
-    *,
-    base_dir: Path,
-    target_pid: int | None,
-    allow_targets: Sequence[str] = (),
-    counters: CounterReader | None = None,
-    ramp_s: float = WINDOW_S,
+    setup: MeasureSetup, rate_qps: float, duration_s: float, *, ramp_s: float = WINDOW_S
 ) -> RunMeasure:
     """The builtin engine: per-second windows, CPU over the steady interval."""
-    runner = LoadRunner(cfg, server, base_dir=base_dir, allow_targets=allow_targets)
+    runner, target_pid = setup.runner(), setup.target_pid
     runner.start(rate_qps, ramp_s + duration_s + 5.0)
+    generator = processes_cpu(lambda: runner.pids)
     windows: dict[str, list[float]] = {
         "answered_qps": [],
         "p50_ms": [],
@@ -183,24 +131,22 @@ def measure_builtin(
     }
     completed = sent = 0
     seconds = 0.0  # reported worker time in the measured windows, per worker
-    workers = cfg.workers
+    workers = setup.cfg.workers
     try:
         _sleep_until(time.monotonic() + ramp_s)
         runner.take_window()
-        c0 = counters() if counters else {}
-        t0 = time.monotonic()
-        tgt0, gen0 = tree_cpu_s(target_pid), pids_cpu_s([os.getpid(), *runner.pids])
-        m0 = machine_busy_s()
+        c0 = setup.read_counters()
+        before = CpuSnapshot.take(target_pid, generator)
         step_s = min(WINDOW_S, duration_s)
-        prev_cpu, prev_at = tgt0, t0
+        prev = before
         for i in range(max(1, math.ceil(duration_s / step_s))):
-            _sleep_until(t0 + min((i + 1) * step_s, duration_s))
+            _sleep_until(before.at_s + min((i + 1) * step_s, duration_s))
             w = runner.take_window()["all"]
             # the server's CPU second by second too: samples for `soak compare`
-            cpu_now, now = tree_cpu_s(target_pid), time.monotonic()
-            if (busy := cores(prev_cpu, cpu_now, now - prev_at)) is not None:
+            now = CpuSnapshot.take(target_pid)
+            if (busy := prev.until(now).target_cores) is not None:
                 windows["target_cores"].append(busy)
-            prev_cpu, prev_at = cpu_now, now
+            prev = now
             window_s = runner.last_window_worker_s / workers
             if window_s <= 0:  # no worker reported in this window (they report once a second)
                 continue
@@ -211,74 +157,48 @@ def measure_builtin(
             for key in ("p50", "p99"):
                 if f"lat_{key}_ms" in w:
                     windows[f"{key}_ms"].append(w[f"lat_{key}_ms"])
-        t1 = time.monotonic()
-        tgt1, gen1 = tree_cpu_s(target_pid), pids_cpu_s([os.getpid(), *runner.pids])
-        m1 = machine_busy_s()
-        c1 = counters() if counters else {}
+        cpu = before.until(CpuSnapshot.take(target_pid, generator))
+        c1 = setup.read_counters()
     finally:
         result = runner.stop()
-    elapsed = t1 - t0
-    seconds = seconds or elapsed
+    seconds = seconds or cpu.elapsed_s
     sent_qps = sent / seconds
-    return RunMeasure(
-        offered_qps=rate_qps,
-        duration_s=elapsed,
-        sent=result.sent,
-        completed=result.completed,
-        lost=result.lost,
+    return _run_measure(
+        rate_qps,
+        result,
+        cpu,
+        _deltas(c0, c1),
+        duration_s=cpu.elapsed_s,
         answered_qps=completed / seconds,
         sent_qps=sent_qps,
-        latency_ms=result.latency_ms,
-        target_cores=cores(tgt0, tgt1, elapsed),
-        generator_cores=cores(gen0, gen1, elapsed),
         rate_kept=rate_qps <= 0 or (sent_qps >= 0.97 * rate_qps and result.skipped == 0),
-        machine_busy_cores=busy_cores(m0, m1),
         wrong_answers=sum(int(c["wrong_answers"]) for c in result.classes.values()),
-        rcodes=result.rcodes,
         windows=windows,
-        counters=_deltas(c0, c1),
         notes=list(result.notes),
     )
 
 
-def measure_dnsperf(
-    cfg: LoadConfig,
-    server: tuple[str, int],
-    rate_qps: float,
-    duration_s: float,
-    *,
-    base_dir: Path,
-    target_pid: int | None,
-    allow_targets: Sequence[str] = (),
-    counters: CounterReader | None = None,
-) -> RunMeasure:
+def measure_dnsperf(setup: MeasureSetup, rate_qps: float, duration_s: float) -> RunMeasure:
     """dnsperf: one summary per run (no per-second windows, no percentiles)."""
     from soak.load.dnsperf import run_dnsperf
 
-    c0 = counters() if counters else {}
-    tgt0, gen0, t0 = tree_cpu_s(target_pid), children_cpu_s(), time.monotonic()
-    m0 = machine_busy_s()
-    result: LoadResult = run_dnsperf(cfg, server, duration_s, rate_qps, base_dir, allow_targets)
-    elapsed = time.monotonic() - t0
-    tgt1, gen1 = tree_cpu_s(target_pid), children_cpu_s()
-    m1 = machine_busy_s()
-    c1 = counters() if counters else {}
-    return RunMeasure(
-        offered_qps=rate_qps,
+    c0 = setup.read_counters()
+    before = CpuSnapshot.take(setup.target_pid, children_cpu_s)
+    result: LoadResult = run_dnsperf(
+        setup.cfg, setup.server, duration_s, rate_qps, setup.base_dir, setup.allow_targets
+    )
+    cpu = before.until(CpuSnapshot.take(setup.target_pid, children_cpu_s))
+    c1 = setup.read_counters()
+    return _run_measure(
+        rate_qps,
+        result,
+        cpu,
+        _deltas(c0, c1),
         duration_s=result.duration_s,
-        sent=result.sent,
-        completed=result.completed,
-        lost=result.lost,
         answered_qps=result.qps,
         sent_qps=result.achieved_rate,
-        latency_ms=result.latency_ms,
-        target_cores=cores(tgt0, tgt1, elapsed),
-        generator_cores=cores(gen0, gen1, elapsed),
         rate_kept=not result.generator_bound,
-        machine_busy_cores=busy_cores(m0, m1),
-        rcodes=result.rcodes,
         windows={"answered_qps": [result.qps]},
-        counters=_deltas(c0, c1),
         notes=["dnsperf reports no percentiles; p50 is its average"],
     )
 
@@ -286,19 +206,11 @@ def measure_dnsperf(
 class KneeStepper:
     """Knee steps on one running builtin LoadRunner: set the rate, settle, measure."""
 
-    def __init__(
-        self,
-        cfg: LoadConfig,
-        server: tuple[str, int],
-        *,
-        base_dir: Path,
-        target_pid: int | None,
-        allow_targets: Sequence[str] = (),
-        max_duration_s: float,
-    ) -> None:
-        self.runner = LoadRunner(cfg, server, base_dir=base_dir, allow_targets=allow_targets)
-        self.target_pid = target_pid
-        self.workers = cfg.workers
+    def __init__(self, setup: MeasureSetup, *, max_duration_s: float) -> None:
+        self.runner = setup.runner()
+        self.target_pid = setup.target_pid
+        self.generator = processes_cpu(lambda: self.runner.pids)
+        self.workers = setup.cfg.workers
         self.max_duration_s = max_duration_s
         self.started = False
 
@@ -312,22 +224,19 @@ class KneeStepper:
         # must arrive before the window that is measured begins.
         _sleep_until(time.monotonic() + max(settle_s, 1.1))
         self.runner.take_window()
-        t0 = time.monotonic()
-        tgt0, gen0 = tree_cpu_s(self.target_pid), pids_cpu_s([os.getpid(), *self.runner.pids])
-        _sleep_until(t0 + step_s)
+        before = CpuSnapshot.take(self.target_pid, self.generator)
+        _sleep_until(before.at_s + step_s)
         w = self.runner.take_window()["all"]
-        t1 = time.monotonic()
-        tgt1, gen1 = tree_cpu_s(self.target_pid), pids_cpu_s([os.getpid(), *self.runner.pids])
-        elapsed = t1 - t0
-        seconds = self.runner.last_window_worker_s / self.workers or elapsed
+        cpu = before.until(CpuSnapshot.take(self.target_pid, self.generator))
+        seconds = self.runner.last_window_worker_s / self.workers or cpu.elapsed_s
         return Step(
             offered_qps=rate_qps,
             sent_qps=w["sent"] / seconds,
             answered_qps=w["completed"] / seconds,
             p50_ms=w.get("lat_p50_ms"),
             p99_ms=w.get("lat_p99_ms"),
-            target_cores=cores(tgt0, tgt1, elapsed),
-            generator_cores=cores(gen0, gen1, elapsed),
+            target_cores=cpu.target_cores,
+            generator_cores=cpu.generator_cores,
         )
 
     def recover(self, rate_qps: float, pause_s: float) -> None:
@@ -340,25 +249,8 @@ class KneeStepper:
             self.runner.stop()
 
 
-def dnsperf_step(
-    cfg: LoadConfig,
-    server: tuple[str, int],
-    rate_qps: float,
-    step_s: float,
-    *,
-    base_dir: Path,
-    target_pid: int | None,
-    allow_targets: Sequence[str] = (),
-) -> Step:
-    run = measure_dnsperf(
-        cfg,
-        server,
-        rate_qps,
-        step_s,
-        base_dir=base_dir,
-        target_pid=target_pid,
-        allow_targets=allow_targets,
-    )
+def dnsperf_step(setup: MeasureSetup, rate_qps: float, step_s: float) -> Step:
+    run = measure_dnsperf(setup, rate_qps, step_s)
     return Step(
         offered_qps=rate_qps,
         sent_qps=run.sent_qps,

@@ -9,19 +9,21 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from soak.bench.config import BenchConfig
+from soak.bench.cpu import target_capacity_cores
 from soak.bench.knee import KneeSearch, Step
 from soak.bench.limits import judge_limit
 from soak.bench.measure import (
+    CounterReader,
     KneeStepper,
+    MeasureSetup,
     RunMeasure,
     dnsperf_step,
     measure_builtin,
     measure_dnsperf,
-    target_capacity_cores,
 )
 from soak.bench.side import Side
 from soak.bench.stats import median, summarise
+from soak.config.bench import BenchConfig
 from soak.errors import InputError
 from soak.load.config import LoadConfig, QueryClass
 from soak.load.queries import class_questions
@@ -29,6 +31,17 @@ from soak.load.runner import run_load
 
 MIX = "mix"
 Echo = Callable[[str], None]
+
+
+def _setup(side: Side, cfg: LoadConfig, counters: CounterReader | None = None) -> MeasureSetup:
+    return MeasureSetup(
+        cfg,
+        side.server(),
+        base_dir=side.scenario.base_dir,
+        target_pid=side.pid,
+        allow_targets=tuple(side.scenario.allow_targets),
+        counters=counters,
+    )
 
 
 def plan_classes(load: LoadConfig, cfg: BenchConfig, engine: str) -> list[str]:
@@ -123,16 +136,7 @@ class Bench:
         assert load is not None
         cfg = class_config(load, name, self.engine)
         measure = measure_dnsperf if self.engine == "dnsperf" else measure_builtin
-        run = measure(
-            cfg,
-            side.server(),
-            rate_qps,
-            duration_s,
-            base_dir=side.scenario.base_dir,
-            target_pid=side.pid,
-            allow_targets=tuple(side.scenario.allow_targets),
-            counters=side.counters,
-        )
+        run = measure(_setup(side, cfg, counters=side.counters), rate_qps, duration_s)
         side.check_alive()
         run.limit = judge_limit(
             generator_cores=run.generator_cores,
@@ -177,25 +181,12 @@ class Bench:
         stepper = None
         if self.engine == "builtin":
             stepper = KneeStepper(
-                cfg,
-                side.server(),
-                base_dir=side.scenario.base_dir,
-                target_pid=side.pid,
-                allow_targets=tuple(side.scenario.allow_targets),
-                max_duration_s=(kcfg.max_steps + 2) * per_step_s + 30.0,
+                _setup(side, cfg), max_duration_s=(kcfg.max_steps + 2) * per_step_s + 30.0
             )
 
         def step(rate: float) -> Step:
             if stepper is None:
-                return dnsperf_step(
-                    cfg,
-                    side.server(),
-                    rate,
-                    kcfg.step_s,
-                    base_dir=side.scenario.base_dir,
-                    target_pid=side.pid,
-                    allow_targets=tuple(side.scenario.allow_targets),
-                )
+                return dnsperf_step(_setup(side, cfg), rate, kcfg.step_s)
             return stepper.step(rate, kcfg.step_s, kcfg.settle_s)
 
         try:

@@ -13,6 +13,12 @@
  * The bookkeeping is Book's in worker.py, slot for slot: a slot's time is > 0
  * while outstanding, negated once timed out (so a late reply is recognised),
  * and 0 once answered.
+ *
+ * The wire format is wire.py's, the one reference: QUERY_AFTER_ID is
+ * wire.HEADER[2:], and set_id, message_id, reply_rcode and echoes below are
+ * wire.set_id, wire.message_id, wire.rcode and wire.echoes. A change there is
+ * a change here; tests/unit/test_load_fastudp.py checks that both agree on
+ * the same packets.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -68,6 +74,24 @@ typedef struct {
     struct mmsghdr rmsgs[RECV_BATCH];
     struct iovec riov[RECV_BATCH];
 } Engine;
+
+/* wire.py in C (see the top of this file). */
+#define HEADER_LEN 12
+/* wire.HEADER after its 2-byte id: flags RD, one question, no other sections. */
+static const unsigned char QUERY_AFTER_ID[HEADER_LEN - 2] = {0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
+
+static inline void set_id(unsigned char *msg, int id) {
+    msg[0] = (unsigned char)(id >> 8);
+    msg[1] = (unsigned char)(id & 255);
+}
+
+static inline int message_id(const unsigned char *msg) { return (msg[0] << 8) | msg[1]; }
+
+static inline int reply_rcode(const unsigned char *msg) { return msg[3] & 15; }
+
+static inline int echoes(const unsigned char *reply, size_t len, const char *q, size_t qlen) {
+    return len >= HEADER_LEN + qlen && memcmp(reply + HEADER_LEN, q, qlen) == 0;
+}
 
 static inline long long mono_ns(void) {
     struct timespec ts;
@@ -144,7 +168,7 @@ static PyObject *next_question(Engine *e, int *cls) {
 /* Send up to n queries in chunks of CHUNK, one flow per chunk. Returns how many
  * left, or -1 with an exception set. Stops early when ids or buffer space run out. */
 static long long send_queries(Engine *e, long long n, long long now) {
-    unsigned char hdr[CHUNK][12];
+    unsigned char hdr[CHUNK][HEADER_LEN];
     struct iovec iov[CHUNK][2];
     struct mmsghdr msgs[CHUNK];
     PyObject *qs[CHUNK];
@@ -167,12 +191,10 @@ static long long send_queries(Engine *e, long long n, long long now) {
                 for (int j = 0; j < k; j++) Py_DECREF(qs[j]);
                 return -1;
             }
-            static const unsigned char rest[10] = {0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
-            hdr[k][0] = (unsigned char)(slot >> 8);
-            hdr[k][1] = (unsigned char)(slot & 255);
-            memcpy(hdr[k] + 2, rest, 10);
+            set_id(hdr[k], slot);
+            memcpy(hdr[k] + 2, QUERY_AFTER_ID, sizeof QUERY_AFTER_ID);
             iov[k][0].iov_base = hdr[k];
-            iov[k][0].iov_len = 12;
+            iov[k][0].iov_len = HEADER_LEN;
             iov[k][1].iov_base = qbuf;
             iov[k][1].iov_len = (size_t)qlen;
             memset(&msgs[k], 0, sizeof(msgs[k]));
@@ -224,13 +246,13 @@ static long long send_queries(Engine *e, long long n, long long now) {
 }
 
 static int on_reply(Engine *e, const unsigned char *data, size_t len, long long now) {
-    if (len < 12) { e->unexpected++; return 0; }
-    int slot = (data[0] << 8) | data[1];
+    if (len < HEADER_LEN) { e->unexpected++; return 0; }
+    int slot = message_id(data);
     long long t = e->ring_t[slot];
     PyObject *q = e->ring_q[slot];
     if (t == 0 || q == NULL) { e->unexpected++; return 0; }
     Py_ssize_t qlen = PyBytes_GET_SIZE(q);
-    if (len < (size_t)(12 + qlen) || memcmp(data + 12, PyBytes_AS_STRING(q), (size_t)qlen) != 0) {
+    if (!echoes(data, len, PyBytes_AS_STRING(q), (size_t)qlen)) {
         e->unexpected++;
         return 0;
     }
@@ -245,7 +267,7 @@ static int on_reply(Engine *e, const unsigned char *data, size_t len, long long 
     e->completed[c]++;
     e->completed_total++;
     e->lat[(size_t)c * NBUCKETS + bucket_of((unsigned long long)((now - t) / 1000))]++;
-    e->rcodes[c * 16 + (data[3] & 15)]++;
+    e->rcodes[c * 16 + reply_rcode(data)]++;
     if (e->checks[c] != NULL) {
         PyObject *b = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)len);
         if (b == NULL) return -1;
@@ -485,7 +507,7 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     Py_ssize_t nflows = PyList_GET_SIZE(fds), nc = PyList_GET_SIZE(questions);
     Py_ssize_t slen = PyList_GET_SIZE(schedule);
     if (nflows < 1 || nc < 1 || slen < 1 || PyList_GET_SIZE(randoms) != nc ||
-        PyList_GET_SIZE(checks) != nc || PyList_GET_SIZE(pos) != nc || recv_bytes < 12) {
+        PyList_GET_SIZE(checks) != nc || PyList_GET_SIZE(pos) != nc || recv_bytes < HEADER_LEN) {
         PyErr_SetString(PyExc_ValueError, "Engine: inconsistent arguments");
         return NULL;
     }

@@ -43,4 +43,6 @@ class Engine:
         list[dict[int, int]],
         int,
         int,
+        int,
+        int,
     ]: ...

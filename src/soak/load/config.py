@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -87,6 +88,31 @@ class QueryClass(StrictModel):
         return self
 
 
+PLACEMENT = re.compile(r"^\s*[A-Za-z0-9_.\-/]+\s*(==|!=)\s*\S+\s*$")
+
+
+class AgentsConfig(StrictModel):
+    """Load agents: the rate split among `count` agents on an engine (docs/scale.md).
+
+    `placement` holds swarm-style constraints (`node.hostname==h`,
+    `node.labels.KEY==VALUE`, `!=` too); Kubernetes takes the `==` ones as a
+    nodeSelector. `namespace` is Kubernetes' only.
+    """
+
+    count: int = Field(default=1, ge=1, le=256)
+    engine: Literal["local", "swarm", "kubernetes"] = "local"
+    image: str = "soak/agent:latest"
+    placement: list[str] = Field(default_factory=list)
+    namespace: str = "default"
+
+    @model_validator(mode="after")
+    def _placement(self) -> AgentsConfig:
+        for rule in self.placement:
+            if not PLACEMENT.match(rule):
+                raise ValueError(f"placement {rule!r}: expected NAME==VALUE or NAME!=VALUE")
+        return self
+
+
 class LoadConfig(StrictModel):
     server: str | None = None  # host:port; default: the target's `dns` port
     rate_qps: float = Field(default=1000.0, ge=0)  # 0: as fast as possible
@@ -102,3 +128,4 @@ class LoadConfig(StrictModel):
     tls: TlsOptions = Field(default_factory=TlsOptions)
     doh: DohOptions = Field(default_factory=DohOptions)
     mix: list[QueryClass] = Field(default_factory=list, min_length=1)
+    agents: AgentsConfig | None = None  # None: the worker processes of this machine

@@ -23,7 +23,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from soak.load.queries import HEADER
+from soak.load import wire
 from soak.load.worker import Book, monotonic_ns
 
 RECONNECT_NS = 100_000_000  # at most this often while the server refuses
@@ -85,7 +85,7 @@ def assign_flows(flows: int, weights: Sequence[float], own: bool) -> list[list[i
 
 
 class StreamFlow:
-    """One TCP or DoT connection with 2-byte length framing (RFC 7766).
+    """One TCP or DoT connection with 2-byte length framing (RFC 7766, wire.py).
 
     Opening never blocks the worker's loop: connect() starts a non-blocking TCP
     connect and advance() moves it on (TCP established, then the TLS handshake
@@ -287,10 +287,7 @@ class StreamFlow:
     # ------------------------------------------------------------ traffic
 
     def queue(self, slot: int, question: bytes, now: int) -> None:
-        size = len(HEADER) + len(question)
-        self.wbuf += bytes((size >> 8, size & 255, slot >> 8, slot & 255))
-        self.wbuf += HEADER[2:]
-        self.wbuf += question
+        self.wbuf += wire.framed_query(question, slot)
         self.carried += 1
         self.last_send_ns = now
 
@@ -329,14 +326,7 @@ class StreamFlow:
         """Complete DNS messages received (removed from the read buffer)."""
         buf = self.rbuf
         buf += data
-        out = []
-        pos = 0
-        while len(buf) - pos >= 2:
-            size = (buf[pos] << 8) | buf[pos + 1]
-            if len(buf) - pos - 2 < size:
-                break
-            out.append(bytes(buf[pos + 2 : pos + 2 + size]))
-            pos += 2 + size
-        del buf[:pos]
+        out, used = wire.unframe(buf)
+        del buf[:used]
         self.answered += len(out)
         return out

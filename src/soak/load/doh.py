@@ -19,8 +19,8 @@ import h2.connection
 import h2.events
 import h2.exceptions
 
+from soak.load import wire
 from soak.load.conn import StreamFlow
-from soak.load.queries import HEADER
 
 
 class DohFlow(StreamFlow):
@@ -56,20 +56,20 @@ class DohFlow(StreamFlow):
     def queue(self, slot: int, question: bytes, now: int) -> None:
         conn = self.h2
         sid = conn.get_next_available_stream_id()
-        wire = HEADER + question  # id 0
+        msg = wire.query(question)  # id 0
         path = self.doh_path.encode()
         if self.doh_get:
-            dns = base64.urlsafe_b64encode(wire).rstrip(b"=")
+            dns = base64.urlsafe_b64encode(msg).rstrip(b"=")
             headers = self._headers(b"GET", path + b"?dns=" + dns)
             conn.send_headers(sid, headers, end_stream=True)
         else:
             headers = self._headers(b"POST", path)
             headers += [
                 (b"content-type", b"application/dns-message"),
-                (b"content-length", str(len(wire)).encode()),
+                (b"content-length", str(len(msg)).encode()),
             ]
             conn.send_headers(sid, headers)
-            conn.send_data(sid, wire, end_stream=True)
+            conn.send_data(sid, msg, end_stream=True)
         self.streams[sid] = (slot, bytearray(), True)
         self.wbuf += conn.data_to_send()
         self.carried += 1
@@ -113,8 +113,8 @@ class DohFlow(StreamFlow):
                     continue
                 slot, body, ok = done
                 self.answered += 1
-                if ok and len(body) >= 12:
-                    body[0], body[1] = slot >> 8, slot & 255
+                if ok and len(body) >= wire.HEADER_LEN:
+                    wire.set_id(body, slot)
                     out.append(bytes(body))
                 else:
                     self.book.conn_errors += 1

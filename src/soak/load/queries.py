@@ -1,7 +1,7 @@
 """Query sources: dnsperf-format files, inline lists and seeded random labels.
 
-Everything here runs before the load starts. Queries are encoded to wire form
-once, so the hot loop only patches the 2-byte id. Pure parsing apart from
+Everything here runs before the load starts. Questions are encoded to wire form
+(wire.py) once, so the hot loop only patches the 2-byte id. Pure parsing apart from
 reading the file.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import random
-import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +19,10 @@ import dns.name
 import dns.rdatatype
 
 from soak.errors import InputError
+from soak.load import wire
 
 if TYPE_CHECKING:  # workers unpickle ClassQueries without importing pydantic
     from soak.load.config import QueryClass, RandomNames
-
-# id 0, flags RD, one question, no other sections: what dnsperf sends without -e.
-HEADER = struct.pack("!HHHHHH", 0, 0x0100, 1, 0, 0, 0)
-CLASS_IN = 1
 
 
 @dataclass(frozen=True)
@@ -47,7 +43,7 @@ def parse_line(line: str, where: str) -> Question | None:
     rdtype = _rdtype(type_text.upper())
     if rdtype is None:
         raise InputError(f"{where}: unknown record type {type_text!r}")
-    if _plain_name_wire(parts[0]) is None:  # escapes, non-ASCII or bad: dnspython decides
+    if wire.plain_name(parts[0]) is None:  # escapes, non-ASCII or bad: dnspython decides
         try:
             dns.name.from_text(parts[0])
         except dns.exception.DNSException as exc:
@@ -61,23 +57,6 @@ def _rdtype(text: str) -> int | None:
         return int(dns.rdatatype.from_text(text))
     except dns.rdatatype.UnknownRdatatype:
         return None
-
-
-def _plain_name_wire(name: str) -> bytes | None:
-    """Wire form of a plain ASCII name without escapes (fast path for big files), else None."""
-    if "\\" in name or not name.isascii():
-        return None
-    text = name[:-1] if name.endswith(".") else name
-    if not text:
-        return b"\0" if name == "." else None
-    out = bytearray()
-    for label in text.split("."):
-        if not 0 < len(label) <= 63:
-            return None
-        out.append(len(label))
-        out += label.encode()
-    out.append(0)
-    return bytes(out) if len(out) <= 255 else None
 
 
 def parse_lines(lines: Iterable[str], source: str) -> list[Question]:
@@ -104,9 +83,9 @@ def read_query_file(path: Path) -> list[Question]:
 
 def encode_question(q: Question) -> bytes:
     """The question section in wire form (no compression, no EDNS)."""
-    wire = _plain_name_wire(q.name) or dns.name.from_text(q.name).to_wire()
-    assert wire is not None
-    return wire + struct.pack("!HH", q.rdtype, CLASS_IN)
+    name_wire = wire.plain_name(q.name) or dns.name.from_text(q.name).to_wire()
+    assert name_wire is not None
+    return wire.question(name_wire, q.rdtype)
 
 
 class RandomSource:
@@ -125,7 +104,7 @@ class RandomSource:
         self._length = spec.label_length
         self._bits = 4 * spec.label_length
         self._prefix = bytes([spec.label_length])
-        self._suffix = zone + struct.pack("!HH", rdtype, CLASS_IN)
+        self._suffix = wire.question(zone, rdtype)
 
     def next_question(self) -> bytes:
         label = b"%0*x" % (self._length, self._rng.getrandbits(self._bits))

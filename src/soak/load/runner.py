@@ -20,10 +20,13 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from hdrh.histogram import HdrHistogram
+
 import soak
 from soak.errors import InputError, SoakError
 from soak.load.config import ConnectionPolicy, LoadConfig
 from soak.load.conn import Policy, TlsSpec
+from soak.load.merge import decode_histogram, encode_histogram
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import Interval, LoadResult, MixStats, is_generator_bound, result_from
 from soak.load.worker import WorkerSpec
@@ -131,6 +134,9 @@ class LoadRunner:
         # once a second, so a window's rates are its counts over these, not over wall time.
         self._window_worker_s = 0.0
         self.last_window_worker_s = 0.0
+        # Load agents ship each window's latency histogram (all classes) to be merged.
+        self.keep_window_hist = False
+        self.last_window_hist: str | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -236,6 +242,7 @@ class LoadRunner:
             rate_target = self._rate_integral / window_s if window_s > 0 else self._rate_qps
             self._window_at, self._rate_integral = now, 0.0
         fields: dict[str, dict[str, float]] = window.fields(window_s, rate_target, self.weights)
+        self.last_window_hist = encode_histogram(window.all.hist) if self.keep_window_hist else None
         window.reset()
         with self._lock:
             self._spare = window
@@ -251,6 +258,11 @@ class LoadRunner:
         )
         result.notes.extend(self._errors)
         return result
+
+    def latency_histogram(self) -> HdrHistogram:
+        """A copy of the run's latency histogram so far (all classes, µs)."""
+        with self._lock:
+            return decode_histogram(encode_histogram(self._total.all.hist))
 
     def longest_gap(self) -> tuple[float, float]:
         """(seconds, monotonic end time in s) of the longest silence of one worker.

@@ -22,17 +22,9 @@ import select
 import ssl
 from multiprocessing.connection import Connection
 
+from soak.load.cadence import Cadence
 from soak.load.conn import UP, Policy, StreamFlow, assign_flows, tls_context
-from soak.load.worker import (
-    CONTROL_NS,
-    INTERVAL_NS,
-    SWEEP_NS,
-    Book,
-    Control,
-    Pacer,
-    WorkerSpec,
-    monotonic_ns,
-)
+from soak.load.worker import SWEEP_NS, Book, Control, WorkerSpec, monotonic_ns
 
 SEND_BATCH = 64
 
@@ -109,8 +101,8 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     cursor = [0] * len(pools)  # per class: where its round robin stands
     ep = select.epoll()
     by_fd: dict[int, StreamFlow] = {}
-    start = monotonic_ns()
-    book.last_answer_ns = start
+    cad = Cadence(spec, control, conn)
+    start = book.last_answer_ns = cad.start_ns
 
     def reopen(f: StreamFlow, now: int) -> None:
         if f.sock is not None:
@@ -191,27 +183,18 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
 
     for f in slots:
         reopen(f, start)
-    hard_end = start + int(spec.max_duration_s * 1e9)
-    send_end = min(start + int(spec.duration_s * 1e9), hard_end)
-    pacer = Pacer(control.rate_qps(), start)
-    next_interval, next_sweep = start + INTERVAL_NS, start + SWEEP_NS
-    next_control, last_interval = start + CONTROL_NS, start
-    sent_total = skipped = 0
-    sending = True
+    pacer = cad.pacer
+    next_sweep = start + SWEEP_NS
+    sent_total = 0
     try:
         while True:
             now = monotonic_ns()
-            if sending and now >= send_end and sent_total >= pacer.due(send_end - 1):
-                sending = False  # every query due before the end has left
-            if not sending and (book.outstanding <= 0 or now >= send_end + book.timeout_ns):
-                break
-            if now >= hard_end + book.timeout_ns:
+            if cad.done(now, sent_total, book.outstanding):
                 break
             timeout = 0.01
-            if sending:
+            if cad.sending:
                 if pacer.rate_qps > 0:
-                    due = pacer.due(now if now < send_end else send_end - 1)
-                    n = min(SEND_BATCH, due - sent_total)
+                    n = min(SEND_BATCH, cad.due(now) - sent_total)
                     timeout = 0 if n >= SEND_BATCH else 0.0005
                 else:
                     n = min(SEND_BATCH, spec.max_outstanding - book.outstanding)
@@ -265,25 +248,9 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
             if now >= next_sweep:
                 book.sweep(now)
                 next_sweep = now + SWEEP_NS
-            if now >= next_control:
-                next_control = now + CONTROL_NS
-                control.poll()
-                if control.stopped() and sending:
-                    sending, send_end = False, now
-                pacer.set_rate(control.rate_qps(), sent_total, now)
-                skipped += pacer.skip_to(sent_total, now)
-            if now >= next_interval:
-                backlog = max(0, pacer.due(now) - sent_total) if sending else 0
-                rate = pacer.rate_qps if sending else 0.0
-                conn.send(book.interval((now - last_interval) / 1e9, rate, backlog, skipped))
-                skipped, last_interval = 0, now
-                next_interval = max(next_interval + INTERVAL_NS, now + 1)
-        now = monotonic_ns()
-        book.sweep(now, everything=True)
-        book.silence_until(min(now, send_end))
-        iv = book.interval((now - last_interval) / 1e9, 0.0, 0, skipped)
-        iv.final = True
-        conn.send(iv)
+            if now >= cad.wake_ns:
+                cad.tick(now, sent_total, book.interval)
+        cad.finish(book.interval, book.drain)
     finally:
         ep.close()
         for f in fl.all():

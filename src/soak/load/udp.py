@@ -5,7 +5,8 @@ purpose: everything the loop touches is a local, queries are pre-encoded
 bytearrays of which only the 2-byte id is patched, replies are read once per
 ready socket per epoll wake (no exception per empty socket), and only the id,
 the echoed question, the rcode and (for classes with an address expectation)
-the answers are looked at. The bookkeeping is the same as Book's in worker.py.
+the answers are looked at, all through wire.py. The bookkeeping is the same as
+Book's in worker.py.
 """
 
 from __future__ import annotations
@@ -16,19 +17,17 @@ import socket
 from multiprocessing.connection import Connection
 from typing import Any
 
+from soak.load import wire
+from soak.load.cadence import Cadence
 from soak.load.worker import (
-    CONTROL_NS,
-    INTERVAL_NS,
     MASK,
     SWEEP_NS,
     Book,
     Control,
-    Pacer,
     WorkerSpec,
     family_of,
     is_wrong,
     monotonic_ns,
-    wire,
 )
 
 SEND_BATCH = 64  # at most this many sends before the loop looks at replies again
@@ -65,7 +64,8 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     # One bytearray per distinct question (only its id is patched, just before each send).
     shared: dict[bytes, bytearray] = {}
     wires = [
-        [shared.get(q) or shared.setdefault(q, wire(q)) for q in cq.questions] for cq in classes
+        [shared.get(q) or shared.setdefault(q, wire.query_buffer(q)) for q in cq.questions]
+        for cq in classes
     ]
     questions = [cq.questions for cq in classes]
     qlen = [len(q) for q in questions]
@@ -77,42 +77,32 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     recv_bytes = spec.recv_bytes
     mono = monotonic_ns
     poll = ep.poll
-    refused = 0
+    set_id, reply_id, echoes, rcode = wire.set_id, wire.message_id, wire.echoes, wire.rcode
+    query_buffer, header_len = wire.query_buffer, wire.HEADER_LEN
 
-    start = mono()
-    hard_end = start + int(spec.max_duration_s * 1e9)
-    send_end = min(start + int(spec.duration_s * 1e9), hard_end)
-    pacer = Pacer(control.rate_qps(), start)
-    next_interval = start + INTERVAL_NS
+    cad = Cadence(spec, control, conn)
+    start = book.last_answer_ns = cad.start_ns
+    pacer = cad.pacer
     next_sweep = start + SWEEP_NS
-    next_control = start + CONTROL_NS
-    last_interval = start
     sent_total = 0
-    skipped = 0
     max_out = spec.max_outstanding
     outstanding = 0  # a local copy of book.outstanding, synced around Book calls
     seq = 0
-    sending = True
     completed_total = 0
-    book.last_answer_ns = start
     # Counters are re-read from book after each interval reset.
     sent, completed, lost, late, wrong = book.sent, book.completed, book.lost, book.late, book.wrong
     rcodes, lat = book.rcodes, book.lat
     try:
         while True:
             now = mono()
-            if sending and now >= send_end and sent_total >= pacer.due(send_end - 1):
-                sending = False  # every query due before the end has left
-            if not sending and (outstanding <= 0 or now >= send_end + timeout_ns):
-                break
-            if now >= hard_end + timeout_ns:
+            if cad.done(now, sent_total, outstanding):
                 break
             # ---- send what is due
             timeout = 0.01
-            if sending:
+            if cad.sending:
                 rate = pacer.rate_qps
                 if rate > 0:
-                    due = pacer.due(now if now < send_end else send_end - 1) - sent_total
+                    due = cad.due(now) - sent_total
                     if due > SEND_BATCH:
                         n = SEND_BATCH
                         timeout = 0
@@ -142,7 +132,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                         qpos[c] = 0 if p == qlen[c] else p
                     else:
                         q = rnd.next_question()
-                        w = wire(q)
+                        w = query_buffer(q)
                     slot = seq & MASK
                     t = ring_t[slot]
                     if t > 0:  # a straggler still owns this id: let Book find a free one
@@ -153,17 +143,16 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                             break
                     else:
                         seq += 1
-                    w[0] = slot >> 8
-                    w[1] = slot & 255
+                    set_id(w, slot)
                     t = mono()
                     try:
                         sends[flow](w)
                     except ConnectionRefusedError:  # ICMP from an earlier query: once more
-                        refused += 1
+                        book.socket_errors += 1
                         try:
                             sends[flow](w)
                         except OSError:
-                            refused += 1
+                            book.socket_errors += 1
                     except BlockingIOError:
                         # The socket buffer is full: the query is due but cannot leave.
                         seq -= 1
@@ -186,15 +175,15 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     try:
                         data = recv_of[fd](recv_bytes)
                     except (ConnectionRefusedError, BlockingIOError):
-                        refused += 1
+                        book.socket_errors += 1
                         continue
-                    if len(data) < 12:
+                    if len(data) < header_len:
                         book.unexpected += 1
                         continue
-                    slot = (data[0] << 8) | data[1]
+                    slot = reply_id(data)
                     t = ring_t[slot]
                     q = ring_q[slot]
-                    if t == 0 or not data.startswith(q, 12):
+                    if t == 0 or not echoes(data, q):
                         book.unexpected += 1
                         continue
                     c = ring_c[slot]
@@ -210,7 +199,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     completed_total += 1
                     key = ((now - t) // 1000) * nc + c
                     lat[key] = lat.get(key, 0) + 1
-                    rcodes[(data[3] & 15) * nc + c] += 1
+                    rcodes[rcode(data) * nc + c] += 1
                     if checks[c] and is_wrong(classes[c], data, len(q)):
                         wrong[c] += 1
                 if completed_total != answered:
@@ -221,33 +210,11 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                 book.sweep(now)
                 outstanding = book.outstanding
                 next_sweep = now + SWEEP_NS
-            if now >= next_control:
-                next_control = now + CONTROL_NS
-                control.poll()
-                if control.stopped() and sending:
-                    sending = False
-                    send_end = now
-                pacer.set_rate(control.rate_qps(), sent_total, now)
-                skipped += pacer.skip_to(sent_total, now)
-            if now >= next_interval:
-                backlog = max(0, pacer.due(now) - sent_total) if sending else 0
-                rate = pacer.rate_qps if sending else 0.0
-                iv = book.interval((now - last_interval) / 1e9, rate, backlog, skipped)
-                iv.socket_errors, refused, skipped = refused, 0, 0
-                conn.send(iv)
+            if now >= cad.wake_ns and cad.tick(now, sent_total, book.interval):
                 sent, completed, lost = book.sent, book.completed, book.lost
                 late, wrong, rcodes, lat = book.late, book.wrong, book.rcodes, book.lat
-                last_interval = now
-                next_interval += INTERVAL_NS
-                if next_interval <= now:
-                    next_interval = now + INTERVAL_NS
-        now = mono()
         book.seq, book.outstanding = seq, outstanding
-        book.sweep(now, everything=True)
-        book.silence_until(min(now, send_end))
-        iv = book.interval((now - last_interval) / 1e9, 0.0, 0, skipped)
-        iv.final, iv.socket_errors = True, refused
-        conn.send(iv)
+        cad.finish(book.interval, book.drain)
     finally:
         ep.close()
         for s in socks:

@@ -10,14 +10,15 @@ bookkeeping for speed; the TCP loop calls the methods here.
 from __future__ import annotations
 
 import socket
-import struct
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from soak.load.queries import HEADER, ClassQueries
+from soak.load import wire
+from soak.load.queries import ClassQueries
 from soak.load.stats import ClassInterval, Connections, Interval
+from soak.load.wire import HEADER_LEN, echoes, message_id, rcode
 
 RING = 65536
 MASK = RING - 1
@@ -91,39 +92,9 @@ def family_of(host: str) -> int:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def answer_addresses(data: bytes, question_len: int) -> list[bytes]:
-    """The A and AAAA rdata of the answer section (question already matched)."""
-    ancount = (data[6] << 8) | data[7]
-    pos = 12 + question_len
-    out = []
-    end = len(data)
-    for _ in range(ancount):
-        while pos < end:  # owner name: labels ending in 0 or a 2-byte pointer
-            length = data[pos]
-            if length == 0:
-                pos += 1
-                break
-            if length >= 0xC0:
-                pos += 2
-                break
-            pos += length + 1
-        if pos + 10 > end:
-            break
-        rdtype, _, _, rdlen = struct.unpack_from("!HHIH", data, pos)
-        pos += 10
-        if rdtype in (1, 28):
-            out.append(data[pos : pos + rdlen])
-        pos += rdlen
-    return out
-
-
 def is_wrong(cq: ClassQueries, data: bytes, question_len: int) -> bool:
-    if cq.expect_rcodes is not None and (data[3] & 15) not in cq.expect_rcodes:
-        return True
-    if cq.expect_addresses is not None:
-        addresses = answer_addresses(data, question_len)
-        return not addresses or any(a not in cq.expect_addresses for a in addresses)
-    return False
+    """A reply outside the class's expectation (wire.wrong_answer)."""
+    return wire.wrong_answer(data, question_len, cq.expect_rcodes, cq.expect_addresses)
 
 
 class Book:
@@ -157,6 +128,7 @@ class Book:
         self.wrong = [0] * nc
         self.abandoned = [0] * nc
         self.unexpected = 0
+        self.socket_errors = 0  # ICMP unreachable and similar (UDP)
         self.rcodes = [0] * (16 * nc)
         self.lat: dict[int, int] = {}
         # stream transports: connections opened, failed, TLS sessions resumed, setup times
@@ -178,6 +150,7 @@ class Book:
             classes[c].lat_us[us] = n
         classes[0].unexpected = self.unexpected
         iv = Interval(self.spec.index, interval_s, rate, backlog, skipped, classes)
+        iv.socket_errors = self.socket_errors
         iv.max_gap_ns, iv.max_gap_end_ns = self.max_gap_ns, self.max_gap_end_ns
         self.max_gap_ns = self.max_gap_end_ns = 0
         iv.connections = Connections(
@@ -201,6 +174,11 @@ class Book:
         """At the end of the load: a silence still going on counts up to `end_ns`."""
         if end_ns > self.last_answer_ns:
             self.answered(end_ns)
+
+    def drain(self, now: int, silence_end_ns: int) -> None:
+        """At the end: what is still outstanding is lost, a silence still going on ends."""
+        self.sweep(now, everything=True)
+        self.silence_until(silence_end_ns)
 
     def next_query(self) -> tuple[int, bytes]:
         """The next class and question of the mix (files cycle like dnsperf's)."""
@@ -245,13 +223,13 @@ class Book:
         self.abandoned[self.ring_c[slot]] += 1
 
     def reply(self, data: bytes, now: int) -> None:
-        if len(data) < 12:
+        if len(data) < HEADER_LEN:
             self.unexpected += 1
             return
-        slot = (data[0] << 8) | data[1]
+        slot = message_id(data)
         t = self.ring_t[slot]
         q = self.ring_q[slot]
-        if t == 0 or not data.startswith(q, 12):
+        if t == 0 or not echoes(data, q):
             self.unexpected += 1
             return
         c = self.ring_c[slot]
@@ -268,7 +246,7 @@ class Book:
         self.answered(now)
         key = ((now - t) // 1000) * self.nc + c
         self.lat[key] = self.lat.get(key, 0) + 1
-        self.rcodes[(data[3] & 15) * self.nc + c] += 1
+        self.rcodes[rcode(data) * self.nc + c] += 1
         cq = self.spec.classes[c]
         if (cq.expect_rcodes is not None or cq.expect_addresses is not None) and is_wrong(
             cq, data, len(q)
@@ -293,10 +271,6 @@ class Book:
             tail += 1
         self.tail = tail
         self.outstanding -= expired
-
-
-def wire(question: bytes) -> bytearray:
-    return bytearray(HEADER + question)
 
 
 class Pacer:

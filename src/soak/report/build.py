@@ -17,8 +17,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from soak.analysis.criteria import counter_increments, latency_ticks
-from soak.analysis.latency import window_quantiles
+from soak import procfs
+from soak.analysis.criteria import counter_increments, iter_latency_ticks
+from soak.analysis.latency import Buckets, contribution, quantile
 from soak.analysis.rundata import LOAD_FIELDS, ClassSeries, Series, StoreReader, numeric
 from soak.report.model import PhaseSpan, ReportInput
 from soak.report.plots import PHASE_METRICS, PLOTS, LineSpec, PhaseMetric, thin
@@ -29,6 +30,7 @@ MARKED_EVENT_KINDS = ("exited", "restarted", "gap", "error", "alert", "stop", "t
 
 TaggedSeries = list[tuple[dict[str, str], Series]]
 _OPEN = 2**63 - 1  # the end of a phase still running
+_LATENCY_ATTRS = ("completed", "p99_ms", "min_ms", "p50_ms", "p95_ms", "p999_ms", "max_ms")
 
 
 def iso(time_ns: int | None) -> str | None:
@@ -73,6 +75,7 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         row["end"] = iso(span_end_ns)
         row["duration_s"] = max(0.0, (span_end_ns - span.start_ns) / 1e9)
     events = _events(store, inp)
+    verdicts = [_finite(dataclasses.asdict(v)) for v in inp.verdicts]
     return {
         "run": _run_section(inp, end_ns),
         "setup": _setup(inp),
@@ -80,7 +83,8 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         "phases": phase_rows,
         "passed": all(c.ok for c in inp.criteria),
         "criteria": [_finite(dataclasses.asdict(c)) for c in inp.criteria],
-        "verdicts": [_finite(dataclasses.asdict(v)) for v in inp.verdicts],
+        "verdicts": verdicts,
+        "what_grew": _what_grew(store, inp, verdicts),
         "events": events[:MAX_EVENTS],
         "events_total": len(events),
         "plots": _ordered_plots(plots),
@@ -90,6 +94,25 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- sections
+
+
+def _what_grew(
+    store: StoreReader, inp: ReportInput, verdicts: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """RSS by mapping and Go profile diffs from the warm-up's end; None without either."""
+    from soak.report.grew import what_grew
+
+    warmups = [p.end_ns for p in inp.phases if p.warmup and p.end_ns is not None]
+    grew = what_grew(
+        store,
+        inp.run_id,
+        verdicts,
+        started_ns=inp.started_ns,
+        since_ns=max(warmups, default=inp.started_ns),
+        run_dir=inp.run_dir,
+        memory_limit_bytes=inp.memory_limit_bytes,
+    )
+    return grew if grew["chart"] is not None or grew["profiles"] or grew["culprits"] else None
 
 
 def _run_section(inp: ReportInput, end_ns: int) -> dict[str, Any]:
@@ -126,13 +149,12 @@ def host_info() -> dict[str, str]:
         "machine": platform.machine(),
     }
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    info["memory"] = f"{int(line.split()[1]) / 1024**2:.1f} GiB"
-                    break
+        total_bytes = procfs.read_meminfo().get("MemTotal")
     except OSError as exc:
         info["memory"] = f"unknown ({exc.strerror})"
+    else:
+        if total_bytes is not None:
+            info["memory"] = f"{total_bytes / 1024**3:.1f} GiB"
     return info
 
 
@@ -152,18 +174,17 @@ def _phase_p99(
 ) -> None:
     """Each phase's p99 of all queries, from the ticks' percentiles (as the criteria do)."""
     cs = ClassSeries()
-    for attr, field in LOAD_FIELDS.items():
-        found = store.series(run_id, "load", field, {"class": "all"})
+    for attr in _LATENCY_ATTRS:  # only what latency_ticks reads: a day of 1-s ticks is big
+        found = store.series(run_id, "load", LOAD_FIELDS[attr], {"class": "all"})
         setattr(cs, attr, sorted(tv for _, samples in found for tv in numeric(samples, 0)))
-    ticks = latency_ticks(cs)
-    for i, (row, span) in enumerate(zip(rows, spans, strict=True)):
-        end = _OPEN if span.end_ns is None else span.end_ns
-        inside = [
-            t
-            for t in ticks
-            if span.start_ns < t.time_ns <= end or (i == 0 and t.time_ns == span.start_ns)
-        ]
-        p99, _ = window_quantiles(inside, 0.99, _OPEN)
+    sums = [Buckets() for _ in spans]  # each phase's ticks summed as they come, none kept
+    for tick in iter_latency_ticks(cs):
+        for i, span in enumerate(spans):
+            end = _OPEN if span.end_ns is None else span.end_ns
+            if span.start_ns < tick.time_ns <= end or (i == 0 and tick.time_ns == span.start_ns):
+                sums[i].add(contribution(tick))
+    for row, summed in zip(rows, sums, strict=True):
+        p99 = quantile(summed.masses(), 0.99)
         if p99 is not None and isinstance(row["metrics"].get("lat_p99_ms"), dict):
             row["metrics"]["lat_p99_ms"]["p99"] = p99
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from soak.analysis.criteria import CriterionResult
@@ -37,3 +38,6 @@ class ReportInput:
     host: dict[str, str] | None = None
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # shown in the setup table as is
+    run_dir: Path | None = None  # where the pprof sampler kept Go profiles ("What grew")
+    # A docker mem_limit or the scenario's limits.memory_bytes: growing memory projects to it.
+    memory_limit_bytes: float | None = None

@@ -9,12 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from soak.analysis.rundata import Series
+from soak.report.svg import PLOT_WIDTH_PX
 
 MiB = 1024**2
 ALL = (("class", "all"),)
 # A plot keeps at most this many buckets per line (the min and max of each, so a
 # spike or a GC trough survives thinning): a week of samples stays a small page.
-PLOT_BUCKETS = 400
+# One bucket per pixel column of the chart's plot area (a line spans at most the
+# chart), so the drawing (svg.per_column) still sees each column's extremes.
+PLOT_BUCKETS = PLOT_WIDTH_PX
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from soak.report.tables import (
     Row,
     criteria_rows,
     event_rows,
+    growth_tables,
     headline,
     phase_table,
     setup_rows,
@@ -82,6 +83,27 @@ def _charts(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def _what_grew_html(report: dict[str, Any]) -> list[str]:
+    grew = report.get("what_grew")
+    if not grew or (grew.get("chart") is None and not grew.get("profiles")):
+        return []
+    out = ["<h2>What grew</h2>"]
+    chart = grew.get("chart")
+    if chart:
+        lines = [Line(ln["name"], [(p[0], p[1]) for p in ln["points"]]) for ln in chart["lines"]]
+        out.append(
+            '<h3 id="plot-memory_map">RSS by mapping (stacked: each line tops its band)</h3>'
+        )
+        out.append('<figure class="plot" data-plot="memory_map">')
+        out.append(render_chart(Chart(chart["title"], chart["unit"], lines, [], report["x_max_s"])))
+        out.append("</figure>")
+    for title, header, rows in growth_tables(report):
+        out += [f"<h3>{escape(title)}</h3>", _table(header, rows)]
+    if not grew.get("profiles"):
+        out.append('<p class="note">No Go profiles (the pprof sampler was off or failed).</p>')
+    return out
+
+
 def render_html(report: dict[str, Any]) -> str:
     run = report["run"]
     title = f"Soak {run['scenario']}: {run['target']} {run['version']}".strip()
@@ -105,6 +127,7 @@ def render_html(report: dict[str, Any]) -> str:
         if rows
         else '<p class="note">No resource series to judge.</p>'
     ]
+    body += _what_grew_html(report)
     body += [
         "<h2>Over time</h2>",
         '<p class="note">Dashed lines: phase starts. Red ticks: exits, restarts, gaps, '
@@ -149,6 +172,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     header, rows = verdict_rows(report)
     out += ["", "## Leak verdicts", ""]
     out += _md_table(header, rows) if rows else ["No resource series to judge."]
+    if report.get("what_grew"):
+        for title, header, rows in growth_tables(report):
+            out += ["", f"## What grew: {title}", "", *_md_table(header, rows)]
     header, rows = event_rows(report)
     out += ["", f"## Events ({report['events_total']})", "", *_md_table(header, rows)]
     plots = ", ".join(p["title"] for p in report["plots"])

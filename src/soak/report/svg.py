@@ -3,7 +3,8 @@
 Pure: a chart is made from plain data (x in seconds from the run's start,
 y in the plot's unit) and returned as an SVG string. Each series is one
 <path class="series" data-series="NAME" data-points="N">, so a test can find
-the plotted data in the DOM.
+the plotted data in the DOM. A line draws at most two points per pixel column
+(its lowest and highest), however long the run.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 
 WIDTH, HEIGHT = 1000, 260
 LEFT, RIGHT, TOP, BOTTOM = 78, 16, 30, 34
+PLOT_WIDTH_PX = WIDTH - LEFT - RIGHT
 
 
 @dataclass
@@ -106,7 +108,7 @@ def render_chart(chart: Chart) -> str:
     if chart.x_unit is not None:  # a value axis ends on a round tick
         x_max = math.ceil(x_max / nice_step(x_max)) * nice_step(x_max)
     y_lo, y_hi = y_range(chart.lines)
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    plot_w, plot_h = PLOT_WIDTH_PX, HEIGHT - TOP - BOTTOM
 
     def px(x: float) -> float:
         return LEFT + plot_w * x / x_max
@@ -124,7 +126,9 @@ def render_chart(chart: Chart) -> str:
     out += _markers(chart.markers, px, x_max)
     for i, line in enumerate(chart.lines):
         color = PALETTE[i % len(PALETTE)]
-        pts = [(px(x), py(y)) for x, y in line.points if math.isfinite(y) and 0 <= x <= x_max]
+        pts = per_column(
+            [(px(x), py(y)) for x, y in line.points if math.isfinite(y) and 0 <= x <= x_max]
+        )
         if not pts:
             continue
         d = "M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in pts)
@@ -137,6 +141,30 @@ def render_chart(chart: Chart) -> str:
     out += _legend(chart.lines)
     out.append("</svg>")
     return "\n".join(out)
+
+
+def per_column(pts: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """At most two points per pixel column: its lowest and highest, in drawing order.
+
+    A week of 1-s samples draws as many points as the chart is wide, and a
+    single-sample spike (or trough) is still drawn.
+    """
+    out: list[tuple[float, float]] = []
+    column: list[tuple[float, float]] = []
+    for pt in pts:
+        if column and math.floor(pt[0]) != math.floor(column[0][0]):
+            out += _extremes(column)
+            column = []
+        column.append(pt)
+    return out + _extremes(column) if column else out
+
+
+def _extremes(column: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    if len(column) <= 2:
+        return column
+    lo = min(range(len(column)), key=lambda i: column[i][1])
+    hi = max(range(len(column)), key=lambda i: column[i][1])
+    return [column[i] for i in sorted({lo, hi})]
 
 
 def _y_axis(y_lo: float, y_hi: float, unit: str, py: Scale, plot_w: float) -> list[str]:

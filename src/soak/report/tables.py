@@ -161,7 +161,50 @@ def verdict_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
         ]
         for v in report["verdicts"]
     ]
+    culprits = (report.get("what_grew") or {}).get("culprits") or {}
+    if culprits:  # beside each growing verdict: what grew and when it will hurt
+        header += ["Culprit", "When it will hurt"]
+        for v, row in zip(report["verdicts"], rows, strict=True):
+            said = culprits.get(v["resource"], {})
+            row += [said.get("culprit") or DASH, said.get("projection") or DASH]
     return header, rows
+
+
+def growth_tables(report: dict[str, Any]) -> list[tuple[str, Row, list[Row]]]:
+    """(title, header, rows) of the "What grew" section: mappings start -> end, then the Go
+    profiles' top growing functions and stacks (empty tables left out)."""
+    grew = report.get("what_grew") or {}
+    out: list[tuple[str, Row, list[Row]]] = []
+    if grew.get("mappings"):
+        rows = [
+            [m["name"], mib(m["start"]), mib(m["end"]), _signed_bytes(m["delta"])]
+            for m in grew["mappings"]
+        ]
+        out.append(
+            ("RSS by mapping, warm-up end -> end", ["Mapping", "Start", "End", "Change"], rows)
+        )
+    for key, title, unit in (
+        ("heap_functions", "Go heap: functions whose in-use bytes grew most", "bytes"),
+        ("heap_stacks", "Go heap: stacks whose in-use bytes grew most", "bytes"),
+        ("goroutine_stacks", "Goroutine stacks whose count grew most", "count"),
+    ):
+        if grew.get(key):
+            rows = [
+                [
+                    g["name"],
+                    g["site"] or DASH,
+                    mib(g["start"]) if unit == "bytes" else f"{g['start']:.0f}",
+                    mib(g["end"]) if unit == "bytes" else f"{g['end']:.0f}",
+                    _signed_bytes(g["delta"]) if unit == "bytes" else f"+{g['delta']:.0f}",
+                ]
+                for g in grew[key]
+            ]
+            out.append((title, ["Function or stack", "Where", "First", "Latest", "Change"], rows))
+    return out
+
+
+def _signed_bytes(n: float) -> str:
+    return ("+" if n >= 0 else "-") + mib(abs(n))
 
 
 def event_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:

@@ -41,6 +41,7 @@ class _Alert:
     # receiver URL -> time of its last successful send (0: it has not heard yet)
     last_sent_s: dict[str, float] = field(default_factory=dict)
     attempts: int = 0  # tries to deliver the resolution
+    culprit: dict[str, str] = field(default_factory=dict)  # culprit, projection (report.grew)
 
 
 def _rfc3339(t_s: float) -> str:
@@ -86,8 +87,11 @@ class Alerter:
         if self._own_client:
             self.client.close()
 
-    def update(self, verdicts: Sequence[LeakVerdict]) -> list[Point]:
-        """Fire, resend and resolve; the `event` points of what was sent or failed."""
+    def update(
+        self, verdicts: Sequence[LeakVerdict], culprits: dict[str, dict[str, Any]] | None = None
+    ) -> list[Point]:
+        """Fire, resend and resolve; the `event` points of what was sent or failed.
+        `culprits` (resource -> culprit, projection) become annotations of growing alerts."""
         now_s = self.clock()
         events: list[Point] = []
         if not self.receivers:
@@ -100,6 +104,8 @@ class Alerter:
                     self.firing[v.resource] = alert
                     self.resolving.pop(v.resource, None)
                 alert.verdict = v
+                said = (culprits or {}).get(v.resource, {})
+                alert.culprit = {k: str(said[k]) for k in ("culprit", "projection") if said.get(k)}
             elif alert is not None:
                 alert.verdict, alert.ends_s = v, now_s
                 self.resolving[v.resource] = self.firing.pop(v.resource)
@@ -181,6 +187,7 @@ class Alerter:
             "threshold_per_hour": f"{v.threshold_per_hour:.6g}",
             "p_value": f"{v.p_value:.3g}",
             "windows": str(v.windows),
+            **alert.culprit,
         }
 
     def _ends_s(self, alert: _Alert, now_s: float) -> float:

@@ -51,7 +51,9 @@ class RunParts:
             default_spool_dir=spool_dir(self.run_dir),
         )
 
-    def build_load_and_samplers(self, running: Callable[[], Running | None]) -> None:
+    def build_load_and_samplers(
+        self, running: Callable[[], Running | None], warmup_end_ns: Callable[[], int]
+    ) -> None:
         """`running()` gives the target as it is now (a restart changes its PID)."""
         sc = self.scenario
         if sc.load is not None:
@@ -61,7 +63,9 @@ class RunParts:
                 base_dir=sc.base_dir,
                 allow_targets=tuple(sc.allow_targets),
             )
-        samplers = build_samplers(sc.samplers, running, load_source=self.load)
+        samplers = build_samplers(
+            sc.samplers, running, load_source=self.load, warmup_end_ns=warmup_end_ns
+        )
         self.tick_runner = TickRunner(samplers, run_tags=self.run_tags, metrics=self.ctx.metrics)
         self.alerter = Alerter(sc.alerting, run_tags=self.run_tags)
 

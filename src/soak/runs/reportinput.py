@@ -17,15 +17,14 @@ from soak.analysis import CriterionResult, LeakVerdict, evaluate_criteria, run_d
 from soak.analysis.rundata import stored_verdicts
 from soak.config import Scenario
 from soak.errors import InputError
+from soak.placeholders import Placeholders, fill_services, render_known
 from soak.report import PhaseSpan, ReportInput
 from soak.runs import timeline
 from soak.runs.layout import DataDir, read_result, report_path
 from soak.runs.state import EventRecord, RunRecord, StateStore
 from soak.sinks.sqlite import SqliteStore
 from soak.targets.base import Running
-from soak.targets.binding import fill_services
 from soak.targets.config import DockerTarget, ProcessTarget
-from soak.targets.render import Placeholders, render_known
 
 REPORT_MEDIA = {
     "html": "text/html; charset=utf-8",
@@ -91,6 +90,8 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         verdicts=verdicts,
         description=scenario.description,
         extra=setup_table(scenario, record),
+        run_dir=record.run_dir,
+        memory_limit_bytes=scenario.memory_limit_bytes,
     )
 
 

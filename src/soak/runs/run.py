@@ -95,7 +95,9 @@ class Run:
             self.targets.start()
             origin_ns = _next_whole_second_ns(time.time_ns())
             self.timeline = Timeline.of(self.scenario, origin_ns)
-            self.parts.build_load_and_samplers(lambda: self.targets.running)
+            self.parts.build_load_and_samplers(
+                lambda: self.targets.running, lambda: self.timeline.warmup_end_ns
+            )
             if self.parts.load is not None:
                 self.parts.load.start(self.timeline.spans[0].rate_qps, self.scenario.duration_s)
         except BaseException as exc:
@@ -120,7 +122,9 @@ class Run:
         try:
             self.parts.build_sinks()
             self.targets.attach(rec.target_state or {})
-            self.parts.build_load_and_samplers(lambda: self.targets.running)
+            self.parts.build_load_and_samplers(
+                lambda: self.targets.running, lambda: self.timeline.warmup_end_ns
+            )
         except BaseException as exc:
             self._abort(exc)
             raise

@@ -10,11 +10,11 @@ from typing import Any
 
 from soak.config import Scenario
 from soak.errors import SoakError
+from soak.procfs import pid_alive, start_ticks
 from soak.runs.context import RunContext
 from soak.runs.ending import Ending
 from soak.runs.parts import RunParts
 from soak.targets.group import TargetGroup
-from soak.targets.procinfo import pid_alive, start_ticks
 
 
 def owner() -> dict[str, Any]:

@@ -8,6 +8,7 @@ from soak.analysis.leaks import LeakVerdict, leak_points
 from soak.analysis.verdicts import run_verdicts
 from soak.config import Scenario
 from soak.points import FieldValue, Point
+from soak.report.grew import verdict_culprits
 from soak.runs import timeline as tl
 from soak.runs.context import RunContext
 from soak.runs.parts import RunParts
@@ -63,13 +64,27 @@ class Ticker:
         sinks = self.parts.sinks
         if sinks is None or sinks.store is None:
             return
-        self.verdicts = run_verdicts(sinks.store, self.run_id, self.scenario.leaks, since_ns)
+        store = sinks.store
+        was_growing = {v.resource for v in self.verdicts if v.verdict == "growing"}
+        self.verdicts = run_verdicts(store, self.run_id, self.scenario.leaks, since_ns)
         points = leak_points(self.verdicts, now_ns)
+        runner = self.parts.tick_runner
         for v in self.verdicts:
             self.ctx.metrics.set_leak(self.run_id, v.resource, v.slope_per_hour, v.verdict)
+            if v.verdict == "growing" and v.resource not in was_growing and runner:
+                for sampler in runner.samplers:  # the pprof sampler: profile it now
+                    getattr(sampler, "request_capture", lambda reason: None)("growing")
         alerter = self.parts.alerter
         if alerter is not None:
-            alert_events = alerter.update(self.verdicts)
+            culprits = alerter.receivers and verdict_culprits(
+                store,
+                self.run_id,
+                self.verdicts,
+                run_dir=self.parts.run_dir,
+                since_ns=since_ns,
+                memory_limit_bytes=self.scenario.memory_limit_bytes,
+            )
+            alert_events = alerter.update(self.verdicts, culprits or None)
             for p in alert_events:  # the run's event list shows what was told to whom
                 kind = p.tags.get("kind", "alert")
                 message = str(p.fields.get("message", ""))

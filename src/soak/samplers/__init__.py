@@ -22,6 +22,7 @@ def build_samplers(
     load_source: object | None = None,
     proc_root: Path = Path("/proc"),
     http_client: httpx.Client | None = None,
+    warmup_end_ns: Callable[[], int] | None = None,
 ) -> list[Sampler]:
     """The samplers the config asks for; bad config (an unset token variable) is InputError.
 
@@ -33,15 +34,23 @@ def build_samplers(
     from soak.samplers.dig import DigSampler
     from soak.samplers.files import FilesSampler
     from soak.samplers.load import LoadSampler, LoadSource
+    from soak.samplers.pprof import PprofSampler
     from soak.samplers.proc import ProcSampler
     from soak.samplers.prom import PromSampler
+    from soak.samplers.smaps import SmapsSampler
     from soak.samplers.target import TargetSampler
 
     samplers: list[Sampler] = [TargetSampler(target)]
     if cfg.proc.enabled:
         samplers.append(ProcSampler(target, tree=cfg.proc.tree, proc_root=proc_root))
+    if cfg.smaps is not None:
+        samplers.append(SmapsSampler(cfg.smaps, target, proc_root=proc_root))
     if cfg.prom is not None:
         samplers.append(PromSampler(cfg.prom, target, client=http_client))
+    if cfg.pprof is not None:
+        samplers.append(
+            PprofSampler(cfg.pprof, target, client=http_client, warmup_end_ns=warmup_end_ns)
+        )
     if cfg.http:
         samplers.append(HttpSampler(cfg.http, target, client=http_client))
     if cfg.dig:

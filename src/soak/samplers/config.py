@@ -14,6 +14,36 @@ class ProcSamplerConfig(StrictModel):
     tree: bool = False  # sum the whole process tree (a server that forks workers)
 
 
+class SmapsSamplerConfig(StrictModel):
+    """RSS by mapping from /proc/PID/smaps (`memory_map` points)."""
+
+    top_paths: int = Field(default=8, ge=0, le=100)  # files with most RSS; the rest: `other`
+    tree: bool = False  # sum the whole process tree
+
+
+ProfileKind = Literal["heap", "goroutine"]
+PROFILE_KINDS: tuple[ProfileKind, ...] = ("heap", "goroutine")
+
+
+class PprofSamplerConfig(StrictModel):
+    """Go heap and goroutine profiles (`/debug/pprof/{heap,goroutine}?debug=1`), kept in the
+    run's directory; `profile` index points in the sinks."""
+
+    port: str = "api"  # a named port of the target
+    path: str = "/debug/pprof"
+    headers: dict[str, str] = Field(default_factory=dict)
+    token_env: str | None = None  # environment variable holding a bearer token / API key
+    token_header: str = "Authorization"  # "Authorization" sends "Bearer <token>"
+    interval_s: DurationS = Field(default=600.0, ge=1.0)
+    profiles: list[ProfileKind] = Field(default_factory=lambda: list(PROFILE_KINDS))
+    # heap?gc=1: Go collects first, so the profile is the live heap now, not as of the last
+    # collection (which may be minutes old on a quiet server); one GC per capture.
+    force_gc: bool = True
+    max_captures: int = Field(default=200, ge=2)  # kept per profile kind; older ones thinned
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024)  # all kept files together
+    timeout_s: DurationS = 10.0  # per profile: two fetches stay inside a tick's 30 s
+
+
 class PromSamplerConfig(StrictModel):
     port: str = "metrics"  # a named port of the target
     path: str = "/metrics"
@@ -59,7 +89,9 @@ class FilesSamplerConfig(StrictModel):
 class SamplersConfig(StrictModel):
     interval_s: DurationS = Field(default=60.0, ge=1.0)
     proc: ProcSamplerConfig = Field(default_factory=ProcSamplerConfig)
+    smaps: SmapsSamplerConfig | None = None
     prom: PromSamplerConfig | None = None
+    pprof: PprofSamplerConfig | None = None
     http: list[HttpCallConfig] = Field(default_factory=list)
     dig: list[DigProbeConfig] = Field(default_factory=list)
     files: FilesSamplerConfig | None = None

@@ -2,73 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from soak import procfs
 from soak.points import FieldValue, Point
-from soak.samplers import procfs
+from soak.procfs import ProcessSample
 from soak.targets.base import Running
-
-CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class ProcessSample:
-    """One process's numbers at one time (what a tree sums)."""
-
-    status: procfs.StatusMemory
-    pss_bytes: int | None
-    fds: int
-    fd_limit: int | None
-    cpu_user_s: float
-    cpu_system_s: float
-    read_bytes: int | None
-    write_bytes: int | None
-
-
-def read_process(proc_root: Path, pid: int) -> ProcessSample:
-    """Reads one process; raises OSError if it is gone (or never was)."""
-    base = proc_root / str(pid)
-    status = procfs.parse_status((base / "status").read_text())
-    stat = procfs.parse_stat((base / "stat").read_text())
-    fds = len(os.listdir(base / "fd"))
-    fd_limit = procfs.parse_fd_limit((base / "limits").read_text())
-    try:  # smaps_rollup (Linux 4.14+) and io need ptrace access: root or the same user
-        pss: int | None = procfs.parse_smaps_rollup((base / "smaps_rollup").read_text())["Pss"]
-    except (OSError, KeyError):
-        pss = None
-    try:
-        io = procfs.parse_io((base / "io").read_text())
-        read_b, write_b = io.get("read_bytes"), io.get("write_bytes")
-    except OSError:
-        read_b = write_b = None
-    return ProcessSample(
-        status=status,
-        pss_bytes=pss,
-        fds=fds,
-        fd_limit=fd_limit,
-        cpu_user_s=stat.utime_ticks / CLOCK_TICKS_PER_S,
-        cpu_system_s=stat.stime_ticks / CLOCK_TICKS_PER_S,
-        read_bytes=read_b,
-        write_bytes=write_b,
-    )
-
-
-def process_tree(proc_root: Path, pid: int) -> list[int]:
-    """pid and its descendants, from every /proc/<n>/stat's ppid."""
-    ppids: dict[int, int] = {}
-    for entry in os.scandir(proc_root):
-        if entry.name.isdigit():
-            try:
-                ppids[int(entry.name)] = procfs.parse_stat(
-                    Path(entry.path, "stat").read_text()
-                ).ppid
-            except (OSError, ValueError, IndexError):
-                continue  # a process that exited while the tree was read is not in it
-    return procfs.children_of(ppids, pid)
 
 
 def _optional_sum(values: list[int | None]) -> int | None:
@@ -113,7 +54,7 @@ class ProcSampler:
         target: Callable[[], Running | None],
         *,
         tree: bool = False,
-        proc_root: Path = Path("/proc"),
+        proc_root: Path = procfs.PROC_ROOT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.target, self.tree, self.proc_root, self.clock = target, tree, proc_root, clock
@@ -124,11 +65,11 @@ class ProcSampler:
         if running is None or running.pid is None:
             return []  # not running: the target sampler records it; no pid: nothing to read
         pid = running.pid
-        pids = process_tree(self.proc_root, pid) if self.tree else [pid]
-        samples = [read_process(self.proc_root, pid)]  # the main process must be there
+        pids = procfs.process_tree(pid, self.proc_root) if self.tree else [pid]
+        samples = [procfs.read_process(pid, self.proc_root)]  # the main process must be there
         for child in pids[1:]:
             try:
-                samples.append(read_process(self.proc_root, child))
+                samples.append(procfs.read_process(child, self.proc_root))
             except OSError:
                 continue  # a child that exited between listing and reading
         fields = to_fields(samples)

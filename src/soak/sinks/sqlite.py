@@ -5,6 +5,10 @@ so `series()` for one field is an index range scan. Writing the same point
 twice replaces it (primary key), so a replay after an uncertain failure never
 shows a point twice. WAL mode lets readers in other processes read while the
 service writes.
+
+`window_minima()` is what a periodic leak pass reads: the store keeps each
+asked series' window minima and reads only the samples written since the last
+call; a write at or before a kept series' last read time drops what was kept.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from soak.errors import SinkError
 from soak.points import FieldValue, Point
+from soak.windows import WindowMinima, Windows
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS series (
@@ -41,6 +46,7 @@ CREATE INDEX IF NOT EXISTS samples_time ON samples (time_ns, series_id);
 Value = float | str
 
 _PAGE_ROWS = 10_000
+_KEPT_WINDOWED_SERIES = 256  # a few runs' leak resources; the least recently read goes first
 
 
 def _tags_key(tags: dict[str, str]) -> str:
@@ -70,6 +76,8 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise SinkError(f"cannot open the point store {self.path}: {exc}") from exc
         self._series_ids: dict[tuple[str, str, str], int] = {}
+        # (series id, field, since_ns, window_s) -> the minima so far, the last time read
+        self._windows: dict[tuple[int, str, int, float], tuple[WindowMinima, int]] = {}
 
     # ---------------------------------------------------------------- Sink
 
@@ -77,6 +85,8 @@ class SqliteStore:
         with self._lock:
             try:
                 rows = [row for p in points for row in self._rows(p)]
+                if self._windows:
+                    self._forget_windows_before(rows)
                 self._db.executemany(
                     "INSERT OR REPLACE INTO samples (series_id, field, time_ns, num, txt)"
                     " VALUES (?, ?, ?, ?, ?)",
@@ -102,6 +112,17 @@ class SqliteStore:
             if num is not None and not math.isfinite(num):
                 continue  # NaN/inf carry no value; the sampler records why it had none
             yield series_id, name, p.time_ns, num, txt
+
+    def _forget_windows_before(self, rows: Sequence[tuple[int, str, int, object, object]]) -> None:
+        """Drop kept window minima that a row at or before their last read time would change."""
+        newest: dict[tuple[int, str], int] = {}
+        for series_id, name, time_ns, _num, _txt in rows:
+            key = (series_id, name)
+            newest[key] = min(time_ns, newest.get(key, time_ns))
+        for kept, (_windows, read_ns) in list(self._windows.items()):
+            oldest = newest.get((kept[0], kept[1]))
+            if oldest is not None and oldest <= read_ns:
+                del self._windows[kept]
 
     def _series_id(self, soak: str, measurement: str, tags: dict[str, str]) -> int:
         key = (soak, measurement, _tags_key(tags))
@@ -188,6 +209,38 @@ class SqliteStore:
         if current is not None:
             yield Point(meta[0], fields, current[1], json.loads(meta[1]))
 
+    def window_minima(
+        self, soak: str, measurement: str, field: str, since_ns: int, window_s: float
+    ) -> Windows | None:
+        """(window midpoint s, minimum) of one numeric field from `since_ns` on.
+
+        The series is the first tag set (in the order `series()` gives) that has
+        the field at all; None when none has. Windows as soak.windows defines
+        them; only the samples written since the last call are read.
+        """
+        with self._lock:
+            row = self._db.execute(
+                "SELECT s.id FROM series s WHERE s.soak = ? AND s.measurement = ? AND EXISTS"
+                " (SELECT 1 FROM samples v WHERE v.series_id = s.id AND v.field = ?)"
+                " ORDER BY s.id LIMIT 1",
+                (soak, measurement, field),
+            ).fetchone()
+            if row is None:
+                return None
+            key = (int(row[0]), field, since_ns, window_s)
+            kept = self._windows.pop(key, None)
+            windows, read_ns = kept or (WindowMinima(window_s), since_ns - 1)
+            rows = self._db.execute(
+                "SELECT time_ns, num FROM samples WHERE series_id = ? AND field = ?"
+                " AND time_ns > ? AND num IS NOT NULL ORDER BY time_ns",
+                (key[0], field, read_ns),
+            ).fetchall()
+            windows.add((t / 1e9, v) for t, v in rows)
+            self._windows[key] = (windows, rows[-1][0] if rows else read_ns)  # the newest last
+            while len(self._windows) > _KEPT_WINDOWED_SERIES:
+                del self._windows[next(iter(self._windows))]
+            return windows.complete()
+
     def latest(self, soak: str, measurement: str, field: str) -> Value | None:
         """The newest value of a field in a run, over all its tag sets."""
         with self._lock:
@@ -201,6 +254,67 @@ class SqliteStore:
             return None
         num, txt = row
         return num if txt is None else txt
+
+    def last_sample_ns(self) -> dict[str, int]:
+        """Each run's newest sample time (index seeks per series and field, no table scan)."""
+        newest: dict[str, int] = {}
+        with self._lock:
+            for series_id, soak in self._db.execute("SELECT id, soak FROM series").fetchall():
+                for name in self._fields(series_id):
+                    row = self._db.execute(
+                        "SELECT time_ns FROM samples WHERE series_id = ? AND field = ?"
+                        " ORDER BY time_ns DESC LIMIT 1",
+                        (series_id, name),
+                    ).fetchone()
+                    newest[soak] = max(newest.get(soak, row[0]), row[0])
+        return newest
+
+    def delete_run(self, soak: str) -> int:
+        """Remove every point of a run; the number of samples removed.
+
+        One transaction per series and field, so a service writing into the same
+        file waits for one of them at most. The file keeps its size: the freed
+        pages are reused by later points (see `free_bytes`).
+        """
+        removed = 0
+        with self._lock:
+            ids = [r[0] for r in self._db.execute("SELECT id FROM series WHERE soak = ?", (soak,))]
+        for series_id in ids:
+            with self._lock:
+                for name in self._fields(series_id):
+                    cur = self._db.execute(
+                        "DELETE FROM samples WHERE series_id = ? AND field = ?", (series_id, name)
+                    )
+                    removed += cur.rowcount
+                    self._db.commit()
+                self._db.execute("DELETE FROM series WHERE id = ?", (series_id,))
+                self._db.commit()
+                for key in [k for k, v in self._series_ids.items() if v == series_id]:
+                    del self._series_ids[key]
+                for kept in [k for k in self._windows if k[0] == series_id]:
+                    del self._windows[kept]
+        return removed
+
+    def free_bytes(self) -> int:
+        """Bytes of free pages inside the file (left by deletions, reused by writes)."""
+        with self._lock:
+            pages = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+            size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        return int(pages) * int(size)
+
+    def _fields(self, series_id: int) -> list[str]:
+        """The fields a series has, by index seeks (a skip scan of the primary key)."""
+        sql = "SELECT field FROM samples WHERE series_id = ? ORDER BY field LIMIT 1"
+        row = self._db.execute(sql, (series_id,)).fetchone()
+        names: list[str] = []
+        while row is not None:
+            names.append(row[0])
+            row = self._db.execute(
+                "SELECT field FROM samples WHERE series_id = ? AND field > ?"
+                " ORDER BY field LIMIT 1",
+                (series_id, row[0]),
+            ).fetchone()
+        return names
 
     def soaks(self) -> list[str]:
         """Run ids that have points, in the order they first wrote."""

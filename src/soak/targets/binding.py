@@ -8,34 +8,15 @@ placeholders (`{port.dns}`, `{data_dir}`) are left for the target to fill.
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
 import httpx
 
 from soak.errors import InputError, TargetStartError
+from soak.placeholders import fill_services, services_named
 from soak.targets.base import Running
 from soak.targets.config import SetupCall, TargetConfig
-
-_SERVICE_RE = re.compile(r"\{service\.([A-Za-z0-9_-]+)\.(port\.[A-Za-z0-9_.-]+|host)\}")
-
-
-def fill_services(text: str, services: dict[str, Running], where: str) -> str:
-    def value(m: re.Match[str]) -> str:
-        name, key = m.group(1), m.group(2)
-        running = services.get(name)
-        if running is None:
-            known = ", ".join(sorted(services)) or "none"
-            raise InputError(f"{where}: unknown service {name!r} (services: {known})")
-        if key == "host":
-            return running.host
-        port = key.removeprefix("port.")
-        if port not in running.ports:
-            raise InputError(f"{where}: service {name!r} has no port {port!r}")
-        return str(running.ports[port])
-
-    return _SERVICE_RE.sub(value, text)
 
 
 def _walk(node: Any, services: dict[str, Running], where: str) -> Any:
@@ -58,7 +39,7 @@ def bind_services(cfg: TargetConfig, services: dict[str, Running]) -> TargetConf
 
 
 def uses_services(cfg: TargetConfig) -> bool:
-    return bool(_SERVICE_RE.search(cfg.model_dump_json()))
+    return bool(services_named(cfg.model_dump_json()))
 
 
 def run_setup(

@@ -11,7 +11,7 @@ from typing import Any
 import docker.errors
 
 from soak.errors import TargetStartError
-from soak.targets.container import LABEL_OWNER, LABEL_RUN, engine
+from soak.targets.docker_engine import LABEL_OWNER, LABEL_RUN, engine
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from soak.errors import TargetStartError
+from soak.placeholders import Placeholders
+from soak.procfs import read_fd_limit
 from soak.targets import readiness
 from soak.targets.base import ExitInfo, Running
 from soak.targets.config import Probe, TargetBase
-from soak.targets.procinfo import read_fd_limit
-from soak.targets.render import Placeholders
 
 log = logging.getLogger(__name__)
 

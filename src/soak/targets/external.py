@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from soak.errors import InputError, TargetStartError
+from soak.placeholders import render
+from soak.procfs import children, pid_alive, start_ticks
 from soak.targets.base import ExitInfo, Running
 from soak.targets.common import RuntimeBase
 from soak.targets.config import ExternalTarget
-from soak.targets.procinfo import children, pid_alive, start_ticks
-from soak.targets.render import render, resolve
+from soak.targets.render import resolve
 
 
 class ExternalRuntime(RuntimeBase):
@@ -72,7 +73,7 @@ class ExternalRuntime(RuntimeBase):
 
 
 def _container_pid(target: str, name: str) -> int | None:
-    from soak.targets.container import engine
+    from soak.targets.docker_engine import engine
 
     try:
         import docker.errors

@@ -12,14 +12,26 @@ from pathlib import Path
 from typing import Any
 
 from soak.errors import InputError, TargetStartError
+from soak.placeholders import render, render_all, render_map
+from soak.procfs import pid_alive, start_ticks
 from soak.targets.base import ExitInfo, Running
 from soak.targets.common import RuntimeBase, safe_name
 from soak.targets.config import ProcessTarget
 from soak.targets.ports import allocate_ports
-from soak.targets.procinfo import group_alive, pid_alive, start_ticks
-from soak.targets.render import render, render_all, render_map, resolve, write_files
+from soak.targets.render import resolve, write_files
 
 KILL_WAIT_S = 5.0  # after SIGKILL the kernel needs only a moment
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any process of the process group exists."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def exit_info_from_returncode(code: int) -> ExitInfo:

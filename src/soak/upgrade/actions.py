@@ -18,6 +18,7 @@ from typing import Any
 
 from soak.errors import InputError, SoakError
 from soak.netsafety import check_allowed
+from soak.placeholders import fill as fill_placeholders
 from soak.probes import DnsResult, HttpResult, dns_query, http_request
 from soak.targets import readiness
 from soak.targets.base import Running
@@ -32,7 +33,7 @@ from soak.upgrade.config import (
     WaitStep,
 )
 from soak.upgrade.judge import FileFacts, api_record, body_excerpt, dig_record, status_ok
-from soak.upgrade.template import Values, fill_placeholders
+from soak.upgrade.template import Values
 
 MAX_QUERY_FILE_LINES = 1_000_000  # bounded memory for "N queries from a file"
 

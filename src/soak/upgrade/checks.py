@@ -25,7 +25,7 @@ from soak.upgrade.actions import (
     render,
     run_command,
 )
-from soak.upgrade.config import (
+from soak.upgrade.config.checks import (
     ApiCheck,
     Check,
     CommandCheck,

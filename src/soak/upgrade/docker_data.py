@@ -17,13 +17,13 @@ from soak.upgrade.config import MigrateContainer
 
 
 def _engine() -> Any:
-    from soak.targets.container import engine
+    from soak.targets.docker_engine import engine
 
     return engine()
 
 
 def _labels(run_id: str) -> dict[str, str]:
-    from soak.targets.container import LABEL_OWNER, LABEL_RUN, owner_label
+    from soak.targets.docker_engine import LABEL_OWNER, LABEL_RUN, owner_label
 
     return {LABEL_RUN: run_id, LABEL_OWNER: owner_label()}
 

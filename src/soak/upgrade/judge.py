@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from soak.probes import DnsResult, HttpResult
 from soak.upgrade import jsonpath
-from soak.upgrade.config import (
+from soak.upgrade.config.checks import (
     ApiCheck,
     CommandCheck,
     DigCheck,

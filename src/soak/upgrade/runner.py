@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from soak.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TargetStartError
+from soak.placeholders import fill as fill_placeholders
 from soak.targets import build_target
 from soak.targets.base import Target
 from soak.targets.config import DockerTarget, ProcessTarget, TargetConfig
@@ -40,7 +41,7 @@ from soak.upgrade.config import (
 )
 from soak.upgrade.snapshot import Snapshot
 from soak.upgrade.swap import SwapLoadRun, SwapStats
-from soak.upgrade.template import Values, fill_placeholders
+from soak.upgrade.template import Values
 
 Show = Callable[[str, str], None]  # phase, text
 

@@ -6,7 +6,7 @@ names are listed in `secrets:` or look like credentials (key, token, secret,
 password) are replaced by `***` in everything the run prints or writes.
 
 Single-brace placeholders of the running target (`{data_dir}`, `{run_dir}`,
-`{host}`, `{port.NAME}`) are filled by `fill_placeholders`; any other braces
+`{host}`, `{port.NAME}`) are filled by soak.placeholders.fill; any other braces
 (JSON in a shell command, say) are left alone.
 """
 
@@ -19,7 +19,6 @@ from typing import Any
 from soak.errors import InputError
 
 TEMPLATE_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*\}\}")
-PLACEHOLDER_RE = re.compile(r"\{(data_dir|run_dir|host|port\.[A-Za-z0-9_\-]+)\}")
 SECRET_NAME_RE = re.compile(r"key|token|secret|passw", re.IGNORECASE)
 MASK = "***"
 
@@ -36,11 +35,6 @@ def referenced_names(obj: Any) -> set[str]:
         for value in obj:
             names |= referenced_names(value)
     return names
-
-
-def fill_placeholders(text: str, values: Mapping[str, str]) -> str:
-    """`{data_dir}`-style placeholders from `values`; unknown ones stay as written."""
-    return PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
 class Values:

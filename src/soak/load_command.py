@@ -1,14 +1,30 @@
-"""`soak load`: one open-loop load run with a dnsperf-like summary (or --json)."""
+"""`soak load` (one open-loop load run with a dnsperf-like summary, or --json) and
+`soak agent` (one load agent's segment, soak.load.agent).
+
+Both read a scenario's `load:` section, so they sit above soak.config and are not
+part of the load package, which the scenario models import.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import click
 from pydantic import ValidationError
 
+from soak.config import load_scenario
 from soak.errors import CheckFailed, InputError
+from soak.load.agent import (
+    LOAD_ENV,
+    JsonLinesSink,
+    load_config_json,
+    open_sink,
+    parse_segment,
+    run_agent,
+)
 from soak.load.config import LoadConfig
 from soak.load.runner import run_load
 from soak.load.summary import format_summary
@@ -23,19 +39,22 @@ _FLAGS = {
 }
 
 
+def scenario_load(scenario: Path) -> tuple[LoadConfig, Path]:
+    """A scenario's `load:` section and the directory its file names are relative to."""
+    sc = load_scenario(scenario)
+    if sc.load is None:
+        raise InputError(f"{scenario}: no `load:` section")
+    return sc.load, sc.base_dir
+
+
 def _config(
     queries: Path | None, scenario: Path | None, options: dict[str, object]
 ) -> tuple[LoadConfig, Path]:
     """The LoadConfig from --queries or a scenario's `load:` section, flags on top."""
     given = {k: v for k, v in options.items() if v is not None}
     if scenario is not None:
-        from soak.config import load_scenario
-
-        sc = load_scenario(scenario)
-        if sc.load is None:
-            raise InputError(f"{scenario}: no `load:` section")
-        data = sc.load.model_dump(exclude_unset=True)
-        base = sc.base_dir
+        section, base = scenario_load(scenario)
+        data = section.model_dump(exclude_unset=True)
     elif queries is not None:
         data = {"mix": [{"name": "queries", "file": str(queries)}]}
         base = Path.cwd()
@@ -116,6 +135,9 @@ def load_cmd(
     cfg, base = _config(queries, scenario, options)
     if cfg.duration_s is None or cfg.duration_s <= 0:
         raise InputError("--duration must be positive (e.g. 30 or 30s)")
+    if cfg.agents is not None:
+        _run_agents(cfg, f"{host}:{port}", cfg.duration_s, base, allow_targets, as_json)
+        return
     result = run_load(
         cfg, (host, port), cfg.duration_s, cfg.rate_qps, base_dir=base, allow_targets=allow_targets
     )
@@ -125,3 +147,94 @@ def load_cmd(
         click.echo(format_summary(result, f"{host}:{port}"), nl=False)
     if result.sent > 0 and result.completed == 0:
         raise CheckFailed(f"no answer from {host}:{port}: {result.lost} of {result.sent} lost")
+
+
+def _run_agents(
+    cfg: LoadConfig,
+    server: str,
+    duration_s: float,
+    base: Path,
+    allow_targets: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """`load.agents`: the rate split among agents on an engine, their results merged."""
+    from soak.load.agents.run import run_load_agents
+
+    run = run_load_agents(cfg, server, duration_s, base_dir=base, allow_targets=allow_targets)
+    merged = run.merged
+    if as_json:
+        click.echo(json.dumps(run.to_json_dict(), indent=2))
+    else:
+        lat = merged.latency_ms
+        click.echo(
+            f"{len(merged.agents)} agents: sent {merged.sent}, completed {merged.completed}, "
+            f"lost {merged.lost}, p50 {lat['p50']} ms, p99 {lat['p99']} ms (merged histograms)"
+        )
+        for a in run.merged.to_json_dict()["per_agent"]:
+            click.echo(
+                f"  agent {a['agent']}: sent {a['sent']} completed {a['completed']} "
+                f"lost {a['lost']} p99 {a['latency_ms']['p99']} ms"
+            )
+        for note in run.notes:
+            click.echo(f"  note: {note}")
+    if merged.sent > 0 and merged.completed == 0:
+        raise CheckFailed(f"no answer from {server}: {merged.lost} of {merged.sent} lost")
+    if len(merged.agents) < (cfg.agents.count if cfg.agents else 1):
+        raise CheckFailed("; ".join(run.notes) or "an agent reported nothing")
+
+
+@click.command("agent")
+@click.option("--segment", "segment_text", required=True, help="INDEX/COUNT, e.g. 0/3")
+@click.option("--server", required=True, help="host:port of the DNS server")
+@click.option("--duration", type=float, required=True, help="seconds to send")
+@click.option("--scenario", type=click.Path(path_type=Path), help="take `load:` from a scenario")
+@click.option("--sink", "sink_target", default="-", help="-, a file, or http://influx:8086/?db=D")
+@click.option("--tag", "tag_items", multiple=True, help="KEY=VALUE on every point (soak, ...)")
+@click.option("--seed", type=int, default=None, help="the run's seed (when the config has none)")
+@click.option("--allow-target", "allow_targets", multiple=True, help="CIDR beyond loopback")
+def agent_cmd(
+    segment_text: str,
+    server: str,
+    duration: float,
+    scenario: Path | None,
+    sink_target: str,
+    tag_items: tuple[str, ...],
+    seed: int | None,
+    allow_targets: tuple[str, ...],
+) -> None:
+    """Run one agent's segment of a load config; JSON lines on stdout, totals last."""
+    segment = parse_segment(segment_text, dict(os.environ))
+    host, port = parse_host_port(server)
+    check_allowed(host, allow_targets)
+    if duration <= 0:
+        raise InputError(f"--duration must be positive: {duration:g}")
+    tags: dict[str, str] = {}
+    for item in tag_items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--tag {item!r}: expected KEY=VALUE")
+        tags[key] = value
+    if scenario is not None:
+        cfg, base = scenario_load(scenario)
+    else:
+        cfg, base = load_config_json(os.environ.get(LOAD_ENV)), Path.cwd()
+    if seed is not None:
+        cfg = cfg.model_copy(update={"seed": seed})
+    out = JsonLinesSink(sys.stdout, "stdout")
+    sink = out if sink_target == "-" else open_sink(sink_target)
+    try:
+        totals = run_agent(
+            cfg,
+            segment,
+            (host, port),
+            duration,
+            sink,
+            out,
+            base_dir=base,
+            tags=tags,
+            allow_targets=allow_targets,
+        )
+    finally:
+        if sink is not out:
+            sink.close()
+    out.write_line({"kind": "totals", **totals.to_json_dict()})

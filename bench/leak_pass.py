@@ -1,0 +1,162 @@
+"""One leak-analysis pass over a store holding 1 hour, 1 day and 7 days of 1-s ticks.
+
+    .venv/bin/python bench/leak_pass.py                 # 1 h, 1 d, 7 d (stores cached in /tmp)
+    .venv/bin/python bench/leak_pass.py --hours 1 24    # some of them
+
+The stores are synthetic runs written through SqliteStore (bench/synthetic_store.py),
+default leaks config (10-min windows, five resources, four of them sampled here).
+For each store:
+
+- `full read` (the named peer: the pass as it was before the store kept window
+  minima): every sample of every resource read, windows and fit computed;
+- `first`: the new pass on a freshly opened store (it reads everything once);
+- then 10 minutes of ticks are appended a minute at a time, each followed by a
+  pass, as the service does: `steady` is the median of those passes (no window
+  closed, the fit is remembered), `window end` the slowest, the pass in which a
+  window closed (the fit is recomputed), `mean` the mean of the ten; two more
+  minutes, each followed by a traced pass, give the steady peak.
+
+CPU is the process's CPU time (time.process_time) of the pass; peak is
+tracemalloc's peak of Python allocations during a second, traced run of the
+same pass (SQLite's page cache is not counted). The appended ticks are deleted
+again, so the cached stores stay as made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import sqlite3
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from soak.analysis.leaks import LeakVerdict, leak_verdict, leak_verdict_from_minima
+from soak.analysis.verdicts import resource_series, run_verdicts
+from soak.config import LeaksConfig
+from soak.sinks.sqlite import SqliteStore
+from synthetic_store import RUN_ID, START_NS, synthetic_store, tick_points
+
+S = 1_000_000_000
+MiB = 1024**2
+
+
+def full_read_pass(store: SqliteStore, cfg: LeaksConfig) -> list[LeakVerdict]:
+    """The pass before window minima were kept: read every sample, fit every time."""
+    leak_verdict_from_minima.cache_clear()  # it did not remember fits either
+    out = []
+    for resource, threshold in cfg.thresholds.items():
+        series = resource_series(store, RUN_ID, resource, START_NS)
+        if series is not None:
+            out.append(
+                leak_verdict(
+                    *series,
+                    resource=resource,
+                    threshold_per_hour=threshold,
+                    window_s=cfg.window_s,
+                    min_windows=cfg.min_windows,
+                    p_value_max=cfg.p_value,
+                )
+            )
+    return out
+
+
+def cpu_s(fn: Callable[[], object]) -> tuple[float, object]:
+    started = time.process_time()
+    result = fn()
+    return time.process_time() - started, result
+
+
+def peak_mib(fn: Callable[[], object]) -> float:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / MiB
+    finally:
+        tracemalloc.stop()
+
+
+def append_minute(store: SqliteStore, first_tick: int, ticks: int) -> None:
+    rng = random.Random(first_tick)
+    store.write(
+        [p for i in range(first_tick, first_tick + 60) for p in tick_points(i, 1.0, rng, ticks)]
+    )
+
+
+def delete_after(path: Path, end_ns: int) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("DELETE FROM samples WHERE time_ns >= ?", (end_ns,))
+        db.commit()
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def bench_store(hours: float) -> dict[str, float]:
+    ticks = round(hours * 3600)
+    path = synthetic_store(ticks, 1.0)
+    cfg = LeaksConfig()
+    end_ns = START_NS + ticks * S
+    out: dict[str, float] = {}
+    store = SqliteStore(path)
+    try:
+        out["full_cpu_s"], old = cpu_s(lambda: full_read_pass(store, cfg))
+        out["full_peak_mib"] = peak_mib(lambda: full_read_pass(store, cfg))
+        leak_verdict_from_minima.cache_clear()  # as in the service: no fit from the old path
+        first = SqliteStore(path)  # nothing kept yet
+        out["first_cpu_s"], new = cpu_s(lambda: run_verdicts(first, RUN_ID, cfg, START_NS))
+        first.close()
+        assert new == old, "the kept-minima pass must give the full read's verdicts"
+        traced = SqliteStore(path)
+        out["first_peak_mib"] = peak_mib(lambda: run_verdicts(traced, RUN_ID, cfg, START_NS))
+        traced.close()
+        leak_verdict_from_minima.cache_clear()
+        run_verdicts(store, RUN_ID, cfg, START_NS)
+        passes = []
+        for minute in range(10):  # a window closes in one of these
+            append_minute(store, ticks + 60 * minute, ticks)
+            passes.append(cpu_s(lambda: run_verdicts(store, RUN_ID, cfg, START_NS))[0])
+        peaks = []
+        for minute in range(10, 12):  # traced passes are not timed
+            append_minute(store, ticks + 60 * minute, ticks)
+            peaks.append(peak_mib(lambda: run_verdicts(store, RUN_ID, cfg, START_NS)))
+        timed = passes
+        out["steady_cpu_s"] = statistics.median(timed)
+        out["window_end_cpu_s"] = max(timed)
+        out["mean_cpu_s"] = statistics.mean(timed)
+        out["steady_peak_mib"] = max(peaks)
+        assert run_verdicts(store, RUN_ID, cfg, START_NS) == full_read_pass(store, cfg)
+    finally:
+        store.close()
+        delete_after(path, end_ns)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hours", type=float, nargs="+", default=[1, 24, 168])
+    args = ap.parse_args()
+    rows = {h: bench_store(h) for h in args.hours}
+    head = (
+        "store | full read CPU s | full read peak MiB | first pass CPU s | first peak MiB"
+        " | steady pass CPU s | window-end pass CPU s | mean of 10 CPU s | steady peak MiB"
+    )
+    print(head)
+    for h, r in rows.items():
+        print(
+            f"{h:g} h | {r['full_cpu_s']:.3f} | {r['full_peak_mib']:.1f} | {r['first_cpu_s']:.3f}"
+            f" | {r['first_peak_mib']:.1f} | {r['steady_cpu_s']:.4f}"
+            f" | {r['window_end_cpu_s']:.4f} | {r['mean_cpu_s']:.4f} | {r['steady_peak_mib']:.2f}"
+        )
+    if len(rows) > 1:
+        lo, hi = rows[min(rows)], rows[max(rows)]
+        for key in ("steady_cpu_s", "mean_cpu_s", "window_end_cpu_s", "full_cpu_s"):
+            print(f"{max(rows):g} h / {min(rows):g} h, {key}: {hi[key] / lo[key]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The scenario sections the analysis judges by: `leaks:` and `criteria:` (soak.config
+composes them into a Scenario)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from soak.units import DurationS, StrictModel, parse_size_bytes
+
+_RATE_RE = re.compile(r"^\s*([^/]+?)\s*/\s*(s|m|h|d)\s*$")
+_PER_UNIT_H = {"s": 1 / 3600, "m": 1 / 60, "h": 1.0, "d": 24.0}
+
+
+def parse_rate_per_h(value: Any) -> float:
+    """Growth thresholds: "5MiB/h" -> bytes per hour, "1/h" -> units per hour, 2.5 -> 2.5/h."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        m = _RATE_RE.match(value)
+        if m:
+            return parse_size_bytes(m.group(1)) / _PER_UNIT_H[m.group(2)]
+    raise ValueError(f"not a rate: {value!r} (use e.g. 5MiB/h, 1/h)")
+
+
+class LeaksConfig(StrictModel):
+    window_s: DurationS = 600.0  # the minimum of each window removes the GC sawtooth
+    min_windows: int = Field(default=6, ge=3)
+    p_value: float = Field(default=0.05, gt=0, lt=1)
+    interval_s: DurationS = 60.0  # how often verdicts are computed
+    # field name (of process/runtime) -> growth threshold per hour
+    thresholds: dict[str, float] = Field(
+        default_factory=lambda: {
+            "rss_anon_bytes": 5 * 1024**2,
+            "heap_inuse_bytes": 5 * 1024**2,
+            "fds": 1.0,
+            "goroutines": 10.0,
+            "threads": 1.0,
+        }
+    )
+
+    @field_validator("thresholds", mode="before")
+    @classmethod
+    def _rates(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: parse_rate_per_h(v) for k, v in value.items()}
+        return value
+
+
+class CriteriaConfig(StrictModel):
+    window_s: DurationS = 300.0  # sliding windows, besides the whole run
+    lost_ratio_max: float | None = 0.001
+    wrong_answers_max: int | None = 0
+    p99_ms_max: dict[str, float] = Field(default_factory=dict)  # class (or "all") -> ms
+    restarts_max: int | None = 0
+    leaks_ok: bool = True  # no verdict `growing` at the end
+    api_latency_ms_max: dict[str, float] = Field(default_factory=dict)  # endpoint -> ms
+    querylog_dropped_max: float | None = None

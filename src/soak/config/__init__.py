@@ -1,0 +1,41 @@
+"""Scenario models and the YAML loader.
+
+Each area below the scenario keeps its own section's models beside its code
+(load/config.py, targets/config.py, samplers/config.py, sinks/config.py,
+analysis/config.py); scenario.py composes them into a Scenario. The `bench:`
+section lives here (bench.py), since bench itself runs scenarios. loading.py
+reads YAML and turns validation errors into lines that name the YAML path.
+"""
+
+from soak.analysis.config import CriteriaConfig, LeaksConfig
+from soak.config.bench import BenchConfig, BenchCriteria, KneeConfig
+from soak.config.loading import (
+    error_lines,
+    is_upgrade_plan,
+    load_scenario,
+    read_yaml,
+    set_path,
+    validate_model,
+)
+from soak.config.scenario import AlertingConfig, LimitsConfig, Phase, Scenario, SetupCall
+from soak.errors import not_utf8
+
+__all__ = [
+    "AlertingConfig",
+    "BenchConfig",
+    "BenchCriteria",
+    "CriteriaConfig",
+    "KneeConfig",
+    "LeaksConfig",
+    "LimitsConfig",
+    "Phase",
+    "Scenario",
+    "SetupCall",
+    "error_lines",
+    "is_upgrade_plan",
+    "load_scenario",
+    "not_utf8",
+    "read_yaml",
+    "set_path",
+    "validate_model",
+]

@@ -1,0 +1,78 @@
+"""Reading YAML into the models: errors as lines that name the YAML path, `--set`
+overrides, the scenario loader (the upgrade plan's loader uses the same helpers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from soak.config.scenario import Scenario
+from soak.errors import InputError, not_utf8
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def error_lines(exc: ValidationError) -> list[str]:
+    """One line per error: `target.ports.dns.host: Input should be ...`."""
+    lines = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"]) or "(top)"
+        lines.append(f"{path}: {err['msg']}")
+    return lines
+
+
+def read_yaml(path: Path) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: {not_utf8(exc)}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path}:{where} not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+
+
+def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """`--set load.rate_qps=500`: assign into nested dicts (and list indexes)."""
+    keys = dotted.split(".")
+    node: Any = data
+    for key in keys[:-1]:
+        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+    last = keys[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def validate_model(model: type[M], data: Any, source: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        lines = error_lines(exc)
+        raise InputError(f"{source}: " + f"\n{source}: ".join(lines)) from exc
+
+
+def load_scenario(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a scenario is a YAML mapping")
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--set takes key.path=value, got {item!r}")
+        set_path(data, key, yaml.safe_load(raw))
+    scenario = validate_model(Scenario, data, str(path))
+    scenario._base_dir = Path(path).resolve().parent
+    return scenario
+
+
+def is_upgrade_plan(data: Any) -> bool:
+    return isinstance(data, dict) and "old" in data and "new" in data

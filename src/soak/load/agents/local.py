@@ -1,0 +1,83 @@
+"""`local`: each agent a `soak agent` process on this machine (each runs the usual workers)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from soak.errors import SoakError
+from soak.load.agents.engine import AgentState
+from soak.load.agents.spec import SEGMENT_ENV, AgentSpec
+
+STOP_GRACE_S = 5.0
+
+
+class LocalEngine:
+    name = "local"
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._dir: Path | None = None
+
+    def start(self, spec: AgentSpec) -> None:
+        if self._procs:
+            raise SoakError("local agents: start called twice")
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{spec.name()}-"))
+        try:
+            for i in range(spec.count):
+                segment = f"{i}/{spec.count}"
+                env = {**os.environ, **spec.env(), SEGMENT_ENV: segment}
+                argv = [sys.executable, "-m", "soak.cli", *spec.argv(segment)]
+                with (
+                    (self._dir / f"{i}.out").open("wb") as out,
+                    (self._dir / f"{i}.err").open("wb") as err,
+                ):
+                    proc = subprocess.Popen(
+                        argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env
+                    )
+                self._procs.append(proc)
+        except BaseException:
+            self.remove()
+            raise
+
+    def poll(self) -> list[AgentState]:
+        out = []
+        for i, proc in enumerate(self._procs):
+            rc = proc.poll()
+            if rc is None:
+                out.append(AgentState(i, "running"))
+            elif rc == 0:
+                out.append(AgentState(i, "complete"))
+            else:
+                out.append(AgentState(i, "failed", f"exit {rc}: {self._stderr(i)}"))
+        return out
+
+    def logs(self, index: int) -> str:
+        assert self._dir is not None
+        return (self._dir / f"{index}.out").read_text(encoding="utf-8", errors="replace")
+
+    def remove(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self._procs:
+            try:
+                proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(STOP_GRACE_S)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def _stderr(self, index: int) -> str:
+        assert self._dir is not None
+        text = (self._dir / f"{index}.err").read_text(encoding="utf-8", errors="replace")
+        lines = text.strip().splitlines()
+        return lines[-1] if lines else "(no output)"

@@ -1,0 +1,134 @@
+"""`swarm`: one Docker Swarm service per agent (a replicated job of one task).
+
+One service per agent, its segment given explicitly (argv and SOAK_AGENT_SEGMENT):
+`{{.Task.Slot}}` of one job's tasks is not a dependable index (FIELD-NOTES). Host
+networking, restart condition none, the placement as constraints; the image is
+used as it is on the node (no registry lookup). Services carry the labels
+`soak.run`, `soak.role` and `soak.owner`; remove() takes away every service of
+the run, also after a failed start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import docker.errors
+from docker.types import RestartPolicy, ServiceMode
+
+from soak.errors import InputError
+from soak.load.agents.engine import AgentState, State
+from soak.load.agents.spec import LABEL_RUN, SEGMENT_ENV, AgentSpec
+from soak.targets.docker_engine import LABEL_OWNER, engine, owner_label
+
+# Task states (docker/swarmkit api TaskState) -> an agent's state.
+TASK_STATES: dict[str, State] = {
+    "new": "pending",
+    "allocated": "pending",
+    "pending": "pending",
+    "assigned": "pending",
+    "accepted": "pending",
+    "ready": "pending",
+    "preparing": "pending",
+    "starting": "pending",
+    "running": "running",
+    "complete": "complete",
+    "failed": "failed",
+    "rejected": "failed",
+    "shutdown": "failed",
+    "orphaned": "failed",
+    "remove": "failed",
+}
+
+
+def service_kwargs(spec: AgentSpec, index: int) -> dict[str, Any]:
+    """services.create's arguments for agent `index` (pure: tested without an engine)."""
+    segment = f"{index}/{spec.count}"
+    env = {**spec.env(), SEGMENT_ENV: segment}
+    return {
+        "image": spec.agents.image,
+        "args": spec.argv(segment),  # the image's entrypoint is `soak`
+        "name": spec.name(index),
+        "labels": {**spec.labels, LABEL_OWNER: owner_label()},
+        "container_labels": spec.labels,
+        "env": [f"{k}={v}" for k, v in env.items()],
+        "networks": ["host"],
+        "mode": ServiceMode("replicated-job", replicas=1, concurrency=1),
+        "restart_policy": RestartPolicy(condition="none"),
+        "constraints": list(spec.agents.placement),
+    }
+
+
+def task_state(tasks: list[dict[str, Any]]) -> tuple[State, str]:
+    """The newest task's state and, when it failed, why."""
+    if not tasks:
+        return "pending", ""
+    task = max(tasks, key=lambda t: (t.get("Version", {}).get("Index", 0), t.get("CreatedAt", "")))
+    status = task.get("Status", {})
+    state = TASK_STATES.get(str(status.get("State", "")), "pending")
+    if state != "failed":
+        return state, ""
+    code = status.get("ContainerStatus", {}).get("ExitCode")
+    why = status.get("Err") or status.get("Message") or status.get("State")
+    return state, f"{why} (exit {code})" if code is not None else str(why)
+
+
+class SwarmEngine:
+    name = "swarm"
+
+    def __init__(self, client: Any = None) -> None:
+        self._client = client
+        self._services: list[Any] = []
+        self._run_id: str | None = None
+
+    def start(self, spec: AgentSpec) -> None:
+        client = self._client = self._client or engine()
+        self._check(client, spec)
+        self._run_id = spec.run_id
+        try:
+            for i in range(spec.count):
+                kwargs = service_kwargs(spec, i)
+                image = kwargs.pop("image")
+                self._services.append(client.services.create(image, **kwargs))
+        except BaseException:
+            self.remove()
+            raise
+
+    def poll(self) -> list[AgentState]:
+        out = []
+        for i, service in enumerate(self._services):
+            try:
+                state, why = task_state(service.tasks())
+            except docker.errors.NotFound:
+                state, why = "failed", "service removed"
+            out.append(AgentState(i, state, why))
+        return out
+
+    def logs(self, index: int) -> str:
+        chunks = self._services[index].logs(stdout=True, stderr=False, follow=False)
+        return b"".join(chunks).decode("utf-8", errors="replace")
+
+    def remove(self) -> None:
+        if self._client is None or self._run_id is None:
+            return
+        found = self._client.services.list(filters={"label": f"{LABEL_RUN}={self._run_id}"})
+        for service in found:
+            try:
+                service.remove()
+            except docker.errors.NotFound:
+                continue
+        self._services = []
+
+    @staticmethod
+    def _check(client: Any, spec: AgentSpec) -> None:
+        swarm = client.info().get("Swarm") or {}
+        if swarm.get("LocalNodeState") != "active" or not swarm.get("ControlAvailable"):
+            raise InputError(
+                "swarm: this Docker engine is not a swarm manager (docker swarm init, or point "
+                "DOCKER_HOST at a manager)"
+            )
+        try:
+            client.images.get(spec.agents.image)
+        except docker.errors.ImageNotFound:
+            raise InputError(
+                f"swarm: image {spec.agents.image} is not on this node (make agent-image)"
+            ) from None

@@ -1,0 +1,352 @@
+"""The one /proc reader: pure parsers of /proc files, and readers under an injectable root.
+
+Parsers take a file's text and give numbers; they are tested from the captured
+files under tests/fixtures/proc/. Readers take a pid and `root` (a directory laid
+out as /proc, /proc itself by default), so samplers, target liveness and bench
+take their pid from whatever source they have (a target's Running, a PID
+argument) and tests point `root` at a fixture tree.
+
+Memory comes from `status` (RssAnon, RssFile, RssShmem apart: a memory-mapped
+SQLite database makes RSS grow while the heap is flat, and only the
+anonymous part says whether the process leaks) and `smaps_rollup` (PSS).
+
+Sections: parsers by file (stat, status, smaps_rollup, io, limits; the
+machine's stat and meminfo), then readers of one process, liveness, process trees, CPU.
+A parser raises ValueError on text it cannot read; a reader raises OSError for
+a process that is gone, unless it says it gives None.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from soak.smaps import Mapping, parse_smaps
+
+PROC_ROOT = Path("/proc")
+KIB = 1024
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def parse_kv_kib(text: str) -> dict[str, int]:
+    """`Key:   123 kB` lines (status, smaps_rollup, io) -> {key: bytes}; plain numbers as
+    they are."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        parts = rest.split()
+        if not parts or not parts[0].isdigit():
+            continue
+        number = int(parts[0])
+        values[key.strip()] = number * KIB if len(parts) > 1 and parts[1] == "kB" else number
+    return values
+
+
+# ---------------------------------------------------------------- parsers: one process
+
+
+@dataclass(frozen=True)
+class Stat:
+    """The fields of /proc/<pid>/stat that soak uses."""
+
+    state: str
+    ppid: int
+    utime_ticks: int
+    stime_ticks: int
+    starttime_ticks: int  # field 22: with the pid, the identity of a process
+
+    @property
+    def cpu_s(self) -> float:
+        return (self.utime_ticks + self.stime_ticks) / CLOCK_TICKS_PER_S
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("Z", "X")  # a zombie or a dead task is not running
+
+
+def parse_stat(text: str) -> Stat:
+    """/proc/<pid>/stat. The command name may hold spaces and ')': split after the last ')'."""
+    _, sep, after = text.rpartition(")")
+    rest = after.split()
+    if not sep or len(rest) < 20:
+        raise ValueError(f"not a /proc/<pid>/stat line: {text[:80]!r}")
+    # rest[0] is field 3 (state): field n is rest[n - 3]
+    return Stat(
+        state=rest[0],
+        ppid=int(rest[1]),
+        utime_ticks=int(rest[11]),
+        stime_ticks=int(rest[12]),
+        starttime_ticks=int(rest[19]),
+    )
+
+
+@dataclass(frozen=True)
+class StatusMemory:
+    rss_bytes: int
+    rss_anon_bytes: int
+    rss_file_bytes: int
+    rss_shmem_bytes: int
+    swap_bytes: int
+    threads: int
+    ctx_switches: int
+
+
+def parse_status(text: str) -> StatusMemory:
+    v = parse_kv_kib(text)
+    return StatusMemory(
+        rss_bytes=v.get("VmRSS", 0),  # kernel threads and zombies have no VmRSS
+        rss_anon_bytes=v.get("RssAnon", 0),
+        rss_file_bytes=v.get("RssFile", 0),
+        rss_shmem_bytes=v.get("RssShmem", 0),
+        swap_bytes=v.get("VmSwap", 0),
+        threads=v.get("Threads", 0),
+        ctx_switches=v.get("voluntary_ctxt_switches", 0) + v.get("nonvoluntary_ctxt_switches", 0),
+    )
+
+
+def parse_smaps_rollup(text: str) -> dict[str, int]:
+    """{Rss, Pss, Pss_Anon, Pss_File, Pss_Shmem, Swap, ...} in bytes."""
+    return parse_kv_kib(text)
+
+
+def parse_io(text: str) -> dict[str, int]:
+    """/proc/<pid>/io: read_bytes, write_bytes (storage), rchar, wchar, ..."""
+    return parse_kv_kib(text)
+
+
+def parse_fd_limit(text: str) -> int | None:
+    """The soft `Max open files` of /proc/<pid>/limits; None when unlimited, absent or
+    not a number (an fd limit that cannot be read is not known, not an error)."""
+    for line in text.splitlines():
+        if line.startswith("Max open files"):
+            soft = line[len("Max open files") :].split()[:1]
+            return int(soft[0]) if soft and soft[0].isdigit() else None
+    return None
+
+
+# ---------------------------------------------------------------- parsers: the machine
+
+
+@dataclass(frozen=True)
+class MachineCpu:
+    """CPU seconds of the whole machine since boot, summed over its CPUs."""
+
+    busy_s: float
+    total_s: float
+
+
+def parse_machine_stat(text: str) -> MachineCpu:
+    """The `cpu` line of /proc/stat: user nice system idle iowait irq softirq steal."""
+    first = text.splitlines()[0].split() if text else []
+    if len(first) < 9 or first[0] != "cpu":
+        raise ValueError(f"no `cpu` line in /proc/stat: {text[:80]!r}")
+    ticks = [int(v) for v in first[1:9]]
+    idle = ticks[3] + ticks[4]
+    return MachineCpu(
+        busy_s=(sum(ticks) - idle) / CLOCK_TICKS_PER_S, total_s=sum(ticks) / CLOCK_TICKS_PER_S
+    )
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo: MemTotal, MemAvailable, ... in bytes."""
+    return parse_kv_kib(text)
+
+
+def read_meminfo(root: Path = PROC_ROOT) -> dict[str, int]:
+    return parse_meminfo((root / "meminfo").read_text())
+
+
+# ---------------------------------------------------------------- readers: one process
+
+
+def _read(pid: int, name: str, root: Path) -> str:
+    return (root / str(pid) / name).read_text()
+
+
+def read_stat(pid: int, root: Path = PROC_ROOT) -> Stat:
+    return parse_stat(_read(pid, "stat", root))
+
+
+def read_fd_limit(pid: int, root: Path = PROC_ROOT) -> int | None:
+    """The soft fd limit; None when unlimited or unreadable."""
+    try:
+        return parse_fd_limit(_read(pid, "limits", root))
+    except OSError:
+        return None
+
+
+def count_fds(pid: int, root: Path = PROC_ROOT) -> int:
+    return len(os.listdir(root / str(pid) / "fd"))
+
+
+def read_cgroup(pid: int, root: Path = PROC_ROOT) -> str:
+    """/proc/<pid>/cgroup as it is (a container's id is in its lines)."""
+    return _read(pid, "cgroup", root)
+
+
+@dataclass
+class ProcessSample:
+    """One process's numbers at one time (what a tree sums)."""
+
+    status: StatusMemory
+    pss_bytes: int | None
+    fds: int
+    fd_limit: int | None
+    cpu_user_s: float
+    cpu_system_s: float
+    read_bytes: int | None
+    write_bytes: int | None
+
+
+def read_smaps(pid: int, root: Path = PROC_ROOT) -> list[Mapping]:
+    """The mappings of one process (soak.smaps parses them); OSError if it is gone."""
+    return parse_smaps((root / str(pid) / "smaps").read_text())
+
+
+def read_process(pid: int, root: Path = PROC_ROOT) -> ProcessSample:
+    """Reads one process; raises OSError if it is gone (or never was)."""
+    status = parse_status(_read(pid, "status", root))
+    stat = read_stat(pid, root)
+    fds = count_fds(pid, root)
+    fd_limit = parse_fd_limit(_read(pid, "limits", root))
+    try:  # smaps_rollup (Linux 4.14+) and io need ptrace access: root or the same user
+        pss: int | None = parse_smaps_rollup(_read(pid, "smaps_rollup", root))["Pss"]
+    except (OSError, KeyError):
+        pss = None
+    try:
+        io = parse_io(_read(pid, "io", root))
+        read_b, write_b = io.get("read_bytes"), io.get("write_bytes")
+    except OSError:
+        read_b = write_b = None
+    return ProcessSample(
+        status=status,
+        pss_bytes=pss,
+        fds=fds,
+        fd_limit=fd_limit,
+        cpu_user_s=stat.utime_ticks / CLOCK_TICKS_PER_S,
+        cpu_system_s=stat.stime_ticks / CLOCK_TICKS_PER_S,
+        read_bytes=read_b,
+        write_bytes=write_b,
+    )
+
+
+# ---------------------------------------------------------------- liveness
+
+
+def start_ticks(pid: int, root: Path = PROC_ROOT) -> int | None:
+    """The process's start time (its identity with the pid); None when it is gone."""
+    try:
+        return read_stat(pid, root).starttime_ticks
+    except (OSError, ValueError):
+        return None
+
+
+def pid_alive(pid: int, expected_start_ticks: int | None = None, root: Path = PROC_ROOT) -> bool:
+    """The process exists, is not a zombie, and (if given) is the same one as before."""
+    try:
+        stat = read_stat(pid, root)
+    except OSError:
+        return False
+    except ValueError:
+        return expected_start_ticks is None  # there, but its identity cannot be checked
+    return stat.alive and expected_start_ticks in (None, stat.starttime_ticks)
+
+
+# ---------------------------------------------------------------- process trees
+
+
+def parent_pids(root: Path = PROC_ROOT) -> dict[int, int]:
+    """pid -> ppid of every process (one that exits while /proc is read is left out)."""
+    ppids: dict[int, int] = {}
+    for entry in os.scandir(root):
+        if entry.name.isdigit():
+            try:
+                ppids[int(entry.name)] = read_stat(int(entry.name), root).ppid
+            except (OSError, ValueError):
+                continue
+    return ppids
+
+
+def children_of(ppids: dict[int, int], root_pid: int) -> list[int]:
+    """root_pid and every descendant, from a pid -> ppid map (root first, then
+    breadth-first)."""
+    by_parent: dict[int, list[int]] = {}
+    for pid, ppid in ppids.items():
+        by_parent.setdefault(ppid, []).append(pid)
+    tree, queue = [root_pid], [root_pid]
+    while queue:
+        kids = sorted(by_parent.get(queue.pop(0), []))
+        tree.extend(kids)
+        queue.extend(kids)
+    return tree
+
+
+def children(pid: int, root: Path = PROC_ROOT) -> list[int]:
+    """Direct children of `pid` (from the task's children file, else by scanning)."""
+    try:
+        return [int(p) for p in _read(pid, f"task/{pid}/children", root).split()]
+    except (OSError, ValueError):
+        pass
+    return sorted(child for child, ppid in parent_pids(root).items() if ppid == pid)
+
+
+def process_tree(pid: int, root: Path = PROC_ROOT) -> list[int]:
+    """pid and its descendants."""
+    return children_of(parent_pids(root), pid)
+
+
+# ---------------------------------------------------------------- CPU
+
+
+def cpu_s(pid: int, root: Path = PROC_ROOT) -> float | None:
+    """User + system CPU seconds of one process; None when it is gone."""
+    try:
+        return read_stat(pid, root).cpu_s
+    except (OSError, ValueError):
+        return None
+
+
+def pids_cpu_s(pids: list[int], root: Path = PROC_ROOT) -> float:
+    """CPU seconds of the processes that are still there."""
+    return sum(v for v in (cpu_s(p, root) for p in pids) if v is not None)
+
+
+def tree_cpu_s(pid: int | None, root: Path = PROC_ROOT) -> float | None:
+    """CPU seconds of pid and its descendants (None when pid is unknown or gone)."""
+    if pid is None or cpu_s(pid, root) is None:
+        return None
+    return pids_cpu_s(process_tree(pid, root), root)
+
+
+def tree_threads(pid: int | None, root: Path = PROC_ROOT) -> int | None:
+    """Threads of pid and its descendants (None when pid is unknown or gone)."""
+    if pid is None:
+        return None
+    total = 0
+    for p in process_tree(pid, root):
+        try:
+            total += parse_status(_read(p, "status", root)).threads
+        except OSError:
+            continue
+    return total or None
+
+
+def machine_cpu(root: Path = PROC_ROOT) -> MachineCpu | None:
+    """The machine's CPU seconds so far (None when /proc/stat cannot be read)."""
+    try:
+        return parse_machine_stat((root / "stat").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_cores(
+    prev_cpu_s: float, now_cpu_s: float, prev_wall_s: float, now_wall_s: float
+) -> float | None:
+    """Busy cores over an interval: CPU seconds used per wall second (None without time)."""
+    elapsed_s = now_wall_s - prev_wall_s
+    if elapsed_s <= 0:
+        return None
+    return max(0.0, now_cpu_s - prev_cpu_s) / elapsed_s

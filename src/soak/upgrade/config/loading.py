@@ -1,0 +1,225 @@
+"""Reading a plan: `load_plan` reads the YAML, expands `include:` checklists (each
+validated against its own file, so an error names that file), validates every
+section, then cross-checks what pydantic cannot see: `needs:` and `snapshot:`
+names, `{{name}}` references, and on disk the corpus files and the archive.
+Every problem is an InputError (exit 2) before anything starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from soak.config import read_yaml, set_path, validate_model
+from soak.errors import InputError
+from soak.upgrade.config.checks import Check, Checklist, CorpusCheck, SwapCheck, UnchangedCheck
+from soak.upgrade.config.models import CorpusSnapshot, UpgradePlan
+from soak.upgrade.template import referenced_names
+
+
+def _expand_checks(raw: Any, base_dir: Path, source: str) -> list[Any]:
+    """Inline checks stay raw; `- include: checks/x.yaml` becomes that file's checks,
+    validated against that file so that errors name it."""
+    if not isinstance(raw, list):
+        raise InputError(f"{source}: checks: a list of checks (or `- include: FILE`)")
+    out: list[Any] = []
+    for index, entry in enumerate(raw):
+        if isinstance(entry, dict) and "include" in entry:
+            if set(entry) != {"include"}:
+                raise InputError(f"{source}: checks.{index}: `include` stands alone")
+            path = Path(str(entry["include"]))
+            path = path if path.is_absolute() else base_dir / path
+            if not path.is_file():
+                raise InputError(f"{source}: checks.{index}: checklist file {path} not found")
+            data = read_yaml(path)
+            if isinstance(data, list):
+                data = {"checks": data}
+            out.extend(validate_model(Checklist, data, str(path)).checks)
+        else:
+            out.append(entry)
+    return out
+
+
+def _checklist_problems(plan: UpgradePlan, checks: list[Check], where: str) -> list[str]:
+    """Names within one checklist (`checks` or `rollback.checks`)."""
+    problems: list[str] = []
+    names = [c.name for c in checks]
+    seen: set[str] = set()
+    for i, check in enumerate(checks):
+        if check.name in seen:
+            problems.append(f"{where}.{i}.name: duplicate check name {check.name!r}")
+        seen.add(check.name)
+        for need in check.needs:
+            if need not in names:
+                problems.append(f"{where}.{i}.needs: {need!r} names no check")
+            elif names.index(need) >= i:
+                problems.append(f"{where}.{i}.needs: {need!r} does not come before {check.name!r}")
+    snapshots = [s.name for s in plan.snapshot]
+    corpora = [s.name for s in plan.snapshot if isinstance(s, CorpusSnapshot)]
+    for i, check in enumerate(checks):
+        if isinstance(check, UnchangedCheck) and check.snapshot not in snapshots:
+            problems.append(f"{where}.{i}.snapshot: {check.snapshot!r} names no snapshot item")
+        elif isinstance(check, UnchangedCheck) and check.snapshot in corpora:
+            problems.append(f"{where}.{i}.snapshot: {check.snapshot!r} is a corpus: `kind: corpus`")
+        if isinstance(check, CorpusCheck) and check.snapshot not in corpora:
+            problems.append(f"{where}.{i}.snapshot: {check.snapshot!r} names no corpus item")
+    return problems
+
+
+def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
+    """What one field's validator cannot see: names that refer to other parts."""
+    problems = _checklist_problems(plan, plan.checks, "checks")
+    snapshots = [s.name for s in plan.snapshot]
+    if len(set(snapshots)) != len(snapshots):
+        problems.append("snapshot: item names must be unique")
+    if plan.rollback is not None:
+        problems += _checklist_problems(plan, plan.rollback.checks, "rollback.checks")
+        for i, check in enumerate(plan.rollback.checks):
+            if isinstance(check, SwapCheck):
+                problems.append(f"rollback.checks.{i}: no load runs through a rollback")
+        rb_old = plan.rollback.old
+        if rb_old is not None and rb_old.runtime != plan.old.runtime:
+            problems.append("rollback.old.runtime: it shares the data, so the same runtime")
+        if (
+            plan.rollback.migrate
+            and plan.rollback.migrate.container
+            and plan.old.runtime != "docker"
+        ):
+            problems.append("rollback.migrate.container: a one-shot container needs docker targets")
+    for i, item in enumerate(plan.snapshot):
+        if isinstance(item, CorpusSnapshot) and not plan.resolve_path(item.file).is_file():
+            problems.append(f"snapshot.{i}.file: {plan.resolve_path(item.file)} not found")
+    for i, check in enumerate(plan.checks):
+        if isinstance(check, SwapCheck) and plan.load is None:
+            problems.append(f"checks.{i}: a swap check needs the plan's `load:`")
+    if plan.load is not None:
+        for side in ("old", "new"):
+            if plan.load.port not in getattr(plan, side).ports:
+                problems.append(f"load.port: {side} has no port named {plan.load.port!r}")
+    for side in ("old", "new"):
+        if getattr(plan, side).runtime == "external":
+            problems.append(f"{side}.runtime: an upgrade starts and stops it; external is not")
+        if getattr(plan, side).runtime == "docker" and getattr(plan, side).volume is None:
+            problems.append(f"{side}.volume: a docker version needs `volume: {{mount: PATH}}`")
+        if getattr(getattr(plan, side), "data_dir", None):
+            problems.append(f"{side}.data_dir: the plan's `data:` decides the data directory")
+    if plan.old.runtime != plan.new.runtime:
+        problems.append("new.runtime: old and new share data, so they need the same runtime")
+    if plan.data.archive:
+        problems += _archive_problems(plan.resolve_path(plan.data.archive))
+    if plan.data.owner and plan.old.runtime != "docker":
+        problems.append("data.owner: docker plans only (process data belongs to the user)")
+    if plan.data.volume and plan.old.runtime != "docker":
+        problems.append("data.volume: a named volume needs docker targets")
+    if plan.migrate and plan.migrate.container and plan.old.runtime != "docker":
+        problems.append("migrate.container: a one-shot container needs docker targets")
+    known = set(plan.vars) | plan.saved_names()
+    for name in sorted(referenced_names(plan.model_dump(mode="json", by_alias=True))):
+        if name.startswith("env."):
+            if name[4:] not in env:
+                problems.append(f"{{{{{name}}}}}: environment variable {name[4:]} is not set")
+        elif name not in known and name not in env:
+            problems.append(f"{{{{{name}}}}}: not a var, a saved value or an environment variable")
+    return problems
+
+
+def _archive_problems(path: Path) -> list[str]:
+    """The whole archive read before anything starts: a truncated or foreign file is
+    found here, not after the old version's data directory was made."""
+    import tarfile
+
+    if not path.is_file():
+        return [f"data.archive: {path} not found"]
+    try:
+        with tarfile.open(path) as tar:
+            tar.getmembers()  # reads to the end: a truncated archive fails here
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        return [f"data.archive: {path} is not a readable tar archive ({exc})"]
+    return []
+
+
+def matrix_name(plan_name: str, label: str) -> str:
+    return f"{plan_name}[old {label}]"
+
+
+def _apply_matrix_entry(data: dict[str, Any], label: str, path: Path) -> None:
+    """The entry's values set into the plan; the plan is named after the pair."""
+    entries = (data.get("matrix") or {}).get("old") or {}
+    if label not in entries:
+        known = ", ".join(map(str, entries)) or "none: the plan has no matrix"
+        raise InputError(f"--old {label}: no such matrix entry in {path} (entries: {known})")
+    values = entries[label]
+    if not isinstance(values, dict):
+        raise InputError(f"{path}: matrix.old.{label}: a mapping of key.path: value")
+    for key, value in values.items():
+        try:
+            set_path(data, str(key), value)
+        except (IndexError, ValueError, TypeError, AttributeError) as exc:
+            raise InputError(f"{path}: matrix.old.{label}.{key}: no such place ({exc})") from exc
+    data["name"] = matrix_name(str(data.get("name", "")), label)
+
+
+def load_plan(
+    path: Path,
+    overrides: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    *,
+    matrix_entry: str | None = None,
+) -> UpgradePlan:
+    """Read and validate a plan; `overrides` are `--set key.path=value` items, applied
+    after the values of `matrix_entry` (one old version of the plan's matrix). A plan
+    with a matrix is validated with each of its entries too."""
+    import os
+
+    path = Path(path)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: an upgrade plan is a YAML mapping")
+    if matrix_entry is not None:
+        _apply_matrix_entry(data, matrix_entry, path)
+    for item in overrides:
+        key, sep, raw_value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--set takes key.path=value, got {item!r}")
+        try:
+            set_path(data, key, yaml.safe_load(raw_value))
+        except (IndexError, ValueError, TypeError, AttributeError) as exc:
+            raise InputError(f"--set {item!r}: no such place in the plan ({exc})") from exc
+    base_dir = path.resolve().parent
+    if "checks" in data:
+        data = {**data, "checks": _expand_checks(data["checks"], base_dir, str(path))}
+    rollback = data.get("rollback")
+    if isinstance(rollback, dict) and "checks" in rollback:
+        checks = _expand_checks(rollback["checks"], base_dir, f"{path}: rollback")
+        data = {**data, "rollback": {**rollback, "checks": checks}}
+    where = f"{path} (matrix entry {matrix_entry})" if matrix_entry else str(path)
+    plan = validate_model(UpgradePlan, data, where)
+    plan._base_dir = base_dir
+    plan._source = str(path)
+    problems = _cross_check(plan, dict(os.environ) if env is None else env)
+    if problems:
+        raise InputError(f"{where}: " + f"\n{where}: ".join(problems))
+    if matrix_entry is None and plan.matrix is not None:
+        for label in plan.matrix.old:
+            load_plan(path, overrides, env, matrix_entry=label)
+    return plan
+
+
+def load_matrix(
+    path: Path,
+    overrides: Sequence[str] = (),
+    olds: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> list[UpgradePlan]:
+    """The plans to run: one per selected matrix entry (`olds`; none: every entry), or
+    the plan itself when it has no matrix (then `olds` must be empty)."""
+    plan = load_plan(path, overrides, env)
+    if plan.matrix is None:
+        if olds:
+            raise InputError(f"--old {olds[0]}: {path} has no `matrix:`")
+        return [plan]
+    labels = list(olds) or list(plan.matrix.old)
+    return [load_plan(path, overrides, env, matrix_entry=label) for label in labels]

@@ -1,0 +1,282 @@
+"""Load agents as Docker Swarm services against a real unbound on loopback.
+
+Needs a Docker engine and the agent image (`make agent-image`). A machine that
+is not in a swarm is made a one-node swarm for these tests and left again at
+the end (with the docker_gwbridge network that `swarm leave` leaves behind);
+a machine already in a swarm is left as it was. Every test checks that the
+run's services are gone afterwards, also when it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hdrh.histogram import HdrHistogram
+
+from soak.errors import InputError
+from soak.load.agents.run import run_load_agents
+from soak.load.agents.spec import LABEL_RUN
+from soak.load.agents.swarm import SwarmEngine
+from soak.load.config import LoadConfig
+from soak.targets.docker_engine import LABEL_OWNER
+from tests.support.servers import ServerProc, unbound
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
+
+IMAGE = "soak/agent:latest"
+RATE_QPS = 600
+DURATION_S = 8.0
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    docker = pytest.importorskip("docker")
+    try:
+        c = docker.from_env(timeout=60)
+        c.ping()
+    except docker.errors.DockerException as exc:
+        pytest.skip(f"no Docker engine answers ({exc}); `make docker-ready` starts one")
+    try:
+        c.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"image {IMAGE} missing; run `make agent-image`")
+    return c
+
+
+@pytest.fixture(scope="module")
+def swarm(client: Any) -> Iterator[None]:
+    state = (client.info().get("Swarm") or {}).get("LocalNodeState")
+    made = state == "inactive"
+    if made:
+        subprocess.run(
+            ["docker", "swarm", "init", "--advertise-addr", "127.0.0.1"],
+            check=True,
+            capture_output=True,
+        )
+    elif state != "active":
+        pytest.skip(f"this engine's swarm state is {state!r}")
+    try:
+        yield
+    finally:
+        if made:
+            subprocess.run(["docker", "swarm", "leave", "--force"], check=False)
+            subprocess.run(
+                ["docker", "network", "rm", "docker_gwbridge"], check=False, capture_output=True
+            )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    with unbound(tmp_path_factory.mktemp("unbound"), threads=2) as s:
+        yield s
+
+
+@pytest.fixture
+def run_id(client: Any, swarm: None) -> Iterator[str]:
+    rid = f"t-{uuid.uuid4().hex[:8]}"
+    try:
+        yield rid
+    finally:
+        left = client.services.list(filters={"label": f"{LABEL_RUN}={rid}"})
+        for service in left:  # never leave them, but fail the test that did
+            service.remove()
+        assert left == [], f"services left behind: {[s.name for s in left]}"
+
+
+def _cfg(image: str = IMAGE) -> LoadConfig:
+    return LoadConfig.model_validate(
+        {
+            "rate_qps": RATE_QPS,
+            "flows": 12,
+            "timeout_s": 2,
+            "seed": 11,
+            "mix": [
+                {"name": "local", "weight": 3, "queries": ["www.example.test A"]},
+                {"name": "miss", "random": {"zone": "example.test"}},
+            ],
+            "agents": {"count": 3, "engine": "swarm", "image": image},
+        }
+    )
+
+
+def test_three_swarm_agents_reach_the_asked_total(
+    client: Any, server: ServerProc, run_id: str, tmp_path: Path
+) -> None:
+    run = run_load_agents(
+        _cfg(),
+        f"127.0.0.1:{server.port}",
+        DURATION_S,
+        base_dir=tmp_path,
+        run_id=run_id,
+        engine=SwarmEngine(client),
+    )
+    assert [s.state for s in run.states] == ["complete"] * 3, run.states
+    assert run.notes == []
+    merged = run.merged
+    asked = RATE_QPS * DURATION_S
+    assert abs(merged.sent - asked) <= 0.01 * asked, merged.sent
+    assert [a.agent for a in merged.agents] == [0, 1, 2]
+    assert [a.rate_target_qps for a in merged.agents] == [200.0, 200.0, 200.0]
+    for a in merged.agents:
+        assert a.sent == a.completed + a.lost + a.abandoned
+    assert merged.sent == merged.completed + merged.lost + merged.abandoned
+    assert merged.completed >= 0.95 * merged.sent
+    assert merged.rcodes.keys() == {"NOERROR", "NXDOMAIN"}
+    # The merged histogram is the agents' histograms added, and its p99 is theirs combined.
+    combined = HdrHistogram(1, merged.hist.highest_trackable_value, 3)
+    for a in merged.agents:
+        combined.add(a.hist)
+    assert merged.hist.get_total_count() == merged.completed
+    assert merged.hist.get_value_at_percentile(99) == combined.get_value_at_percentile(99)
+    # Per-second points of every agent, tagged.
+    assert {p.tags["agent"] for p in run.points} == {"0", "1", "2"}
+    per_agent_sent = {
+        i: sum(
+            int(p.fields["sent"])
+            for p in run.points
+            if p.tags["agent"] == str(i) and p.tags["class"] == "all"
+        )
+        for i in range(3)
+    }
+    assert per_agent_sent == {a.agent: a.sent for a in merged.agents}
+
+
+def test_missing_image_starts_nothing(
+    client: Any, server: ServerProc, run_id: str, tmp_path: Path
+) -> None:
+    with pytest.raises(InputError, match="is not on this node"):
+        run_load_agents(
+            _cfg("soak/agent:no-such-tag"),
+            f"127.0.0.1:{server.port}",
+            DURATION_S,
+            base_dir=tmp_path,
+            run_id=run_id,
+            engine=SwarmEngine(client),
+        )
+    assert client.services.list(filters={"label": f"{LABEL_RUN}={run_id}"}) == []
+
+
+def _wait(what: str, timeout_s: float, check: Any) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def test_sigterm_removes_the_services(
+    client: Any, server: ServerProc, swarm: None, tmp_path: Path
+) -> None:
+    scenario = {
+        "name": "agents-stop",
+        "target": {
+            "runtime": "external",
+            "name": "unbound",
+            "ports": {"dns": {"host": server.port, "protocol": "both"}},
+        },
+        "phases": [{"name": "steady", "duration_s": "60s"}],
+        "load": {
+            **_cfg().model_dump(mode="json", exclude_none=True),
+            "rate_qps": 60,
+            "duration_s": 60,
+            "agents": {"count": 2, "engine": "swarm", "image": IMAGE},
+        },
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{server.port}"]
+    proc = subprocess.Popen(
+        [*argv, "--scenario", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    owner = {"label": f"{LABEL_OWNER}={socket.gethostname()}:{proc.pid}"}
+    try:
+
+        def running() -> bool:
+            services = client.services.list(filters=owner)
+            return len(services) == 2 and all(
+                any(t["Status"]["State"] == "running" for t in s.tasks()) for s in services
+            )
+
+        _wait("two running agents", 120, lambda: running() or proc.poll() is not None)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert err.decode().strip().splitlines() == [
+            "soak: stopped by SIGTERM; the agents were removed"
+        ]
+        assert client.services.list(filters=owner) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for service in client.services.list(filters=owner):
+            service.remove()
+
+
+def test_an_agent_killed_is_reported_and_the_others_finish(
+    client: Any, server: ServerProc, swarm: None, tmp_path: Path
+) -> None:
+    scenario = {
+        "name": "agents-fault",
+        "target": {
+            "runtime": "external",
+            "name": "unbound",
+            "ports": {"dns": {"host": server.port, "protocol": "both"}},
+        },
+        "phases": [{"name": "steady", "duration_s": "10s"}],
+        "load": {
+            **_cfg().model_dump(mode="json", exclude_none=True),
+            "rate_qps": 300,
+            "duration_s": 10,
+            "agents": {"count": 3, "engine": "swarm", "image": IMAGE},
+        },
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{server.port}"]
+    proc = subprocess.Popen(
+        [*argv, "--scenario", str(path), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    owner = {"label": f"{LABEL_OWNER}={socket.gethostname()}:{proc.pid}"}
+    try:
+
+        def agent_1_container() -> Any:
+            for service in client.services.list(filters=owner):
+                if service.name.endswith("-1"):
+                    name = {"label": f"com.docker.swarm.service.name={service.name}"}
+                    running = client.containers.list(filters=name)
+                    return running[0] if running else None
+            return None
+
+        container = _wait("agent 1 running", 120, agent_1_container)
+        container.kill()
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        result = json.loads(out)
+        assert [s["state"] for s in result["states"]] == ["complete", "failed", "complete"]
+        assert "agent 1 of 3 failed" in " ".join(result["notes"])
+        assert [a["agent"] for a in result["per_agent"]] == [0, 2]
+        assert result["sent"] == sum(a["sent"] for a in result["per_agent"])
+        assert abs(result["sent"] - 2 * 100 * 10) <= 20
+        assert err.decode().strip().splitlines()[-1].startswith("soak: agent 1 of 3 failed")
+        assert client.services.list(filters=owner) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for service in client.services.list(filters=owner):
+            service.remove()

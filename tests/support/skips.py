@@ -1,0 +1,53 @@
+"""Why a test cannot run on this machine: the reason to skip, or None when it can."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BUILD_HINT = "run scripts/build-test-images.sh"
+
+
+def docker_skip_reason(images: Iterable[str], build_hint: str = BUILD_HINT) -> str | None:
+    """None when a Docker engine answers and every image is present; else why not."""
+    try:
+        import docker
+    except ImportError:
+        return "the docker Python package is not installed"
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception as exc:  # no engine, no socket, no permission: all mean "skip"
+        return f"no Docker engine answers ({exc}); `make docker-ready` starts one"
+    try:
+        for image in images:
+            try:
+                client.images.get(image)
+            except docker.errors.ImageNotFound:
+                return f"image {image} missing; {build_hint}"
+    finally:
+        client.close()
+    return None
+
+
+def docker_engine(images: Iterable[str], build_hint: str = BUILD_HINT) -> Any:
+    """A Docker client for a test that needs `images`; the test is skipped when it cannot run."""
+    reason = docker_skip_reason(images, build_hint)
+    if reason is not None:
+        pytest.skip(reason)
+    import docker
+
+    return docker.from_env(timeout=30)
+
+
+def not_installed(
+    what: str, programs: Iterable[str] = (), files: Iterable[Path] = ()
+) -> str | None:
+    """`{what} not installed` when one of the programs is not on PATH or a file is missing."""
+    if any(shutil.which(p) is None for p in programs) or not all(f.exists() for f in files):
+        return f"{what} not installed"
+    return None

@@ -1,0 +1,87 @@
+"""`soak load` with `load.agents`: bad input is one line on stderr, exit 2, nothing started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from soak.cli import main
+
+
+def _scenario(tmp_path: Path, agents: dict[str, Any]) -> Path:
+    path = tmp_path / "s.yaml"
+    data = {
+        "name": "agents",
+        "target": {
+            "runtime": "external",
+            "name": "dns",
+            "ports": {"dns": {"host": 5300, "protocol": "both"}},
+        },
+        "phases": [{"name": "steady", "duration_s": "2s"}],
+        "load": {
+            "rate_qps": 300,
+            "duration_s": 2,
+            "mix": [{"name": "q", "queries": ["www.example.test A"]}],
+            "agents": agents,
+        },
+    }
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    return int(exc.value.code or 0), err
+
+
+@pytest.mark.parametrize(
+    ("agents", "env", "message"),
+    [
+        ({"count": 0}, {}, "count"),
+        ({"count": 2, "engine": "cloud"}, {}, "engine"),
+        (
+            {"count": 2, "engine": "swarm"},
+            {"DOCKER_HOST": "unix:///nonexistent.sock"},
+            "no Docker engine answers",
+        ),
+        (
+            {"count": 2, "engine": "kubernetes"},
+            {"KUBECONFIG": "/nonexistent/kubeconfig"},
+            "kubernetes: no kubeconfig",
+        ),
+    ],
+)
+def test_bad_agents_input(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    agents: dict[str, Any],
+    env: dict[str, str],
+    message: str,
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    path = _scenario(tmp_path, agents)
+    code, err = _run(["load", "--server", "127.0.0.1:5300", "--scenario", str(path)], capsys)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and message in err
+
+
+@pytest.mark.parametrize("command", [["start", "--foreground"], ["bench"]])
+def test_agents_refused_where_not_run_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    path = _scenario(tmp_path, {"count": 2, "engine": "local"})
+    code, err = _run([*command, str(path)], capsys)
+    assert code == 2, err
+    who = "`soak bench`" if command == ["bench"] else "a soak run by the service"
+    assert err.strip().splitlines() == [
+        f"soak: load.agents: {who} does not start load agents yet; `soak load --scenario` does "
+        "(docs/scale.md)"
+    ]

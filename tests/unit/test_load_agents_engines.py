@@ -1,0 +1,317 @@
+"""Agents engines: the spec, the swarm services' arguments, the Kubernetes Job, the coordinator.
+
+No cluster runs here: the Kubernetes objects are checked against the client's own
+models, and the engine's API calls against a fake of BatchV1Api / CoreV1Api.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from docker.errors import ImageNotFound
+from hdrh.histogram import HdrHistogram
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from soak.errors import InputError, SoakError
+from soak.load.agent import LOAD_ENV
+from soak.load.agents.engine import AgentState
+from soak.load.agents.kube import KubernetesEngine, build_job, node_selector
+from soak.load.agents.run import parse_logs, run_agents, wait_done
+from soak.load.agents.spec import AgentSpec, build_spec
+from soak.load.agents.swarm import SwarmEngine, service_kwargs, task_state
+from soak.load.config import LoadConfig
+from soak.load.merge import AgentTotals
+
+
+def _cfg(engine: str = "swarm", count: int = 3, **agents: Any) -> LoadConfig:
+    return LoadConfig.model_validate(
+        {
+            "rate_qps": 600,
+            "seed": 5,
+            "mix": [{"name": "local", "queries": ["www.example.test A"]}],
+            "agents": {"count": count, "engine": engine, "image": "soak/agent:t", **agents},
+        }
+    )
+
+
+def _spec(engine: str = "swarm", count: int = 3, **agents: Any) -> AgentSpec:
+    cfg = _cfg(engine, count, **agents)
+    return build_spec(cfg, "127.0.0.1:5300", 8.0, "r1", base_dir=Path("."), tags={"soak": "r1"})
+
+
+def test_spec_inlines_files_for_engines_and_keeps_paths_locally(tmp_path: Path) -> None:
+    (tmp_path / "q.txt").write_text("www.example.test A\n# c\nexample.test MX\n")
+    data = {"rate_qps": 10, "mix": [{"name": "f", "file": "q.txt"}], "agents": {"count": 2}}
+    local = build_spec(LoadConfig.model_validate(data), "127.0.0.1:53", 1, "r", base_dir=tmp_path)
+    assert json.loads(local.load_json)["mix"][0]["file"] == str(tmp_path / "q.txt")
+    data["agents"] = {"count": 2, "engine": "swarm"}
+    swarm = build_spec(LoadConfig.model_validate(data), "127.0.0.1:53", 1, "r", base_dir=tmp_path)
+    mix = json.loads(swarm.load_json)["mix"][0]
+    assert mix["file"] is None and mix["queries"] == ["www.example.test A", "example.test MX"]
+    assert json.loads(swarm.load_json)["seed"] is not None  # one seed for every agent
+    assert "agents" not in json.loads(swarm.load_json)
+
+
+def test_agents_config_is_validated() -> None:
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        _cfg(count=0)
+    with pytest.raises(ValueError, match="placement"):
+        _cfg(placement=["node.hostname"])
+    with pytest.raises(InputError, match="run id"):
+        build_spec(_cfg(), "127.0.0.1:53", 1, "a b", base_dir=Path("."))
+
+
+def test_swarm_service_per_agent_with_its_segment() -> None:
+    spec = _spec(placement=["node.labels.load==yes", "node.role!=manager"])
+    kw = [service_kwargs(spec, i) for i in range(3)]
+    assert [k["name"] for k in kw] == ["soak-agent-r1-0", "soak-agent-r1-1", "soak-agent-r1-2"]
+    for i, k in enumerate(kw):
+        assert k["image"] == "soak/agent:t"
+        assert k["args"][:3] == ["agent", "--segment", f"{i}/3"]
+        assert f"SOAK_AGENT_SEGMENT={i}/3" in k["env"]
+        assert any(e.startswith(f"{LOAD_ENV}=") for e in k["env"])
+        assert k["networks"] == ["host"]
+        assert k["restart_policy"]["Condition"] == "none"
+        assert k["mode"] == {"ReplicatedJob": {"TotalCompletions": 1, "MaxConcurrent": 1}}
+        assert k["constraints"] == ["node.labels.load==yes", "node.role!=manager"]
+        assert k["labels"]["soak.run"] == "r1" and k["labels"]["soak.role"] == "load-agent"
+        assert "{{" not in json.dumps(k["args"]) + json.dumps(k["env"])  # no .Task.Slot
+
+
+def test_swarm_task_states() -> None:
+    assert task_state([]) == ("pending", "")
+    old = {"Version": {"Index": 1}, "Status": {"State": "failed", "Err": "x"}}
+    new = {"Version": {"Index": 9}, "Status": {"State": "running"}}
+    assert task_state([old, new]) == ("running", "")
+    dead = {"Status": {"State": "failed", "Err": "task: non-zero exit (3)"}}
+    dead["Status"]["ContainerStatus"] = {"ExitCode": 3}  # type: ignore[index]
+    assert task_state([dead]) == ("failed", "task: non-zero exit (3) (exit 3)")
+    assert task_state([{"Status": {"State": "complete"}}]) == ("complete", "")
+
+
+class FakeDocker:
+    def __init__(self, swarm: dict[str, Any], image: bool = True) -> None:
+        self.swarm, self.image = swarm, image
+        self.created: list[Any] = []
+        self.services = SimpleNamespace(create=self._create, list=lambda filters: [])
+        self.images = SimpleNamespace(get=self._get)
+
+    def info(self) -> dict[str, Any]:
+        return {"Swarm": self.swarm}
+
+    def _get(self, name: str) -> None:
+        if not self.image:
+            raise ImageNotFound(name)
+
+    def _create(self, image: str, **kw: Any) -> None:
+        self.created.append((image, kw))
+
+
+@pytest.mark.parametrize(
+    ("swarm", "image", "message"),
+    [
+        ({"LocalNodeState": "inactive"}, True, "not a swarm manager"),
+        ({"LocalNodeState": "active", "ControlAvailable": False}, True, "not a swarm manager"),
+        ({"LocalNodeState": "active", "ControlAvailable": True}, False, "is not on this node"),
+    ],
+)
+def test_swarm_refuses_before_starting_anything(
+    swarm: dict[str, Any], image: bool, message: str
+) -> None:
+    fake = FakeDocker(swarm, image)
+    with pytest.raises(InputError, match=message):
+        SwarmEngine(fake).start(_spec())
+    assert fake.created == []
+
+
+def test_kubernetes_indexed_job_against_the_client_models() -> None:
+    spec = _spec("kubernetes", 4, placement=["node.labels.pool==load", "node.hostname==n1"])
+    job = build_job(spec)
+    assert isinstance(job, k8s.V1Job)
+    body = k8s.ApiClient().sanitize_for_serialization(job)
+    assert body["apiVersion"] == "batch/v1" and body["kind"] == "Job"
+    assert body["metadata"]["name"] == "soak-agent-r1"
+    js = body["spec"]
+    assert js["completionMode"] == "Indexed"
+    assert js["completions"] == js["parallelism"] == 4
+    assert js["backoffLimit"] == 0
+    assert js["activeDeadlineSeconds"] == 8 + 2 + 5 + 120
+    pod = js["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["hostNetwork"] is True
+    assert pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod["nodeSelector"] == {"pool": "load", "kubernetes.io/hostname": "n1"}
+    (container,) = pod["containers"]
+    assert container["image"] == "soak/agent:t"
+    assert container["args"][:3] == ["agent", "--segment", "$JOB_COMPLETION_INDEX/4"]
+    assert [e["name"] for e in container["env"]] == [LOAD_ENV]
+    assert js["template"]["metadata"]["labels"] == {"soak/run": "r1", "soak/role": "load-agent"}
+    # The serialized body is a valid Job for the client's models again.
+    assert k8s.V1JobSpec(**{"completion_mode": "Indexed", "template": k8s.V1PodTemplateSpec()})
+    with pytest.raises(InputError, match="only NAME==VALUE"):
+        node_selector(["node.role!=manager"])
+
+
+class FakeBatch:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.missing = False
+
+    def create_namespaced_job(self, **kw: Any) -> None:
+        self.calls.append(("create", kw))
+
+    def delete_namespaced_job(self, **kw: Any) -> None:
+        self.calls.append(("delete", kw))
+        if self.missing:
+            raise ApiException(status=404, reason="Not Found")
+
+
+def _pod(name: str, index: int, phase: str, minute: int) -> Any:
+    return SimpleNamespace(
+        metadata=SimpleNamespace(
+            name=name,
+            annotations={"batch.kubernetes.io/job-completion-index": str(index)},
+            creation_timestamp=datetime(2026, 1, 1, 0, minute, tzinfo=UTC),
+        ),
+        status=SimpleNamespace(
+            phase=phase, reason="Error" if phase == "Failed" else None, message=None
+        ),
+    )
+
+
+class FakeCore:
+    def __init__(self, pods: list[Any]) -> None:
+        self.pods = pods
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def list_namespaced_pod(self, **kw: Any) -> Any:
+        self.calls.append(("list", kw))
+        return SimpleNamespace(items=self.pods)
+
+    def read_namespaced_pod_log(self, **kw: Any) -> str:
+        self.calls.append(("log", kw))
+        return f"log of {kw['name']}"
+
+
+def test_kubernetes_engine_calls() -> None:
+    batch = FakeBatch()
+    pods = [
+        _pod("j-0-a", 0, "Failed", 1),
+        _pod("j-0-b", 0, "Succeeded", 2),
+        _pod("j-1", 1, "Running", 1),
+    ]
+    core = FakeCore(pods)
+    engine = KubernetesEngine(batch, core, namespace="load")
+    spec = _spec("kubernetes", 3)
+    engine.start(spec)
+    (call,) = batch.calls
+    assert call[0] == "create" and call[1]["namespace"] == "load"
+    assert call[1]["body"].spec.completion_mode == "Indexed"
+    assert engine.poll() == [
+        AgentState(0, "complete"),  # the newest pod of index 0
+        AgentState(1, "running"),
+        AgentState(2, "pending"),
+    ]
+    assert core.calls[0] == (
+        "list",
+        {"namespace": "load", "label_selector": "job-name=soak-agent-r1"},
+    )
+    assert engine.logs(0) == "log of j-0-b"
+    assert engine.logs(2) == ""
+    engine.remove()
+    assert batch.calls[-1] == (
+        "delete",
+        {"name": "soak-agent-r1", "namespace": "load", "propagation_policy": "Background"},
+    )
+    engine.remove()  # a second remove does nothing
+    assert len(batch.calls) == 2
+    gone = KubernetesEngine(FakeBatch(), core)
+    gone._batch.missing = True
+    gone.start(spec)
+    gone.remove()  # already deleted: fine
+
+
+class FakeEngine:
+    name = "fake"
+
+    def __init__(self, logs: list[str], fail_poll: bool = False) -> None:
+        self._logs = logs
+        self.fail_poll = fail_poll
+        self.removed = 0
+        self.polls = 0
+
+    def start(self, spec: AgentSpec) -> None:
+        pass
+
+    def poll(self) -> list[AgentState]:
+        self.polls += 1
+        if self.fail_poll:
+            raise SoakError("engine went away")
+        state = "running" if self.polls < 3 else "complete"
+        return [AgentState(i, state) for i in range(len(self._logs))]  # type: ignore[arg-type]
+
+    def logs(self, index: int) -> str:
+        return self._logs[index]
+
+    def remove(self) -> None:
+        self.removed += 1
+
+
+def _totals_line(agent: int, sent: int, lat_us: int) -> str:
+    hist = HdrHistogram(1, 3_000_000, 3)
+    hist.record_value(lat_us, sent)
+    t = AgentTotals(agent, sent, sent, 0, 0, 0, 200.0, 8.0, hist)
+    return json.dumps({"kind": "totals", **t.to_json_dict()})
+
+
+def test_run_agents_merges_and_removes() -> None:
+    point = {
+        "kind": "point",
+        "measurement": "load",
+        "tags": {"agent": "0", "class": "all"},
+        "fields": {"sent": 200},
+        "time_ns": 1,
+    }
+    logs = [json.dumps(point) + "\n" + _totals_line(0, 1600, 100), _totals_line(1, 1600, 900)]
+    engine = FakeEngine(logs)
+    run = run_agents(_cfg(count=2), _spec(count=2), engine, poll_s=0.0)
+    assert engine.removed == 1
+    assert run.merged.sent == 3200 and run.notes == []
+    assert len(run.points) == 1 and run.points[0].tags["agent"] == "0"
+    assert run.to_json_dict()["per_agent"][1]["sent"] == 1600
+
+
+def test_run_agents_removes_on_error_and_reports_missing_totals() -> None:
+    engine = FakeEngine(["", ""], fail_poll=True)
+    with pytest.raises(SoakError, match="went away"):
+        run_agents(_cfg(count=2), _spec(count=2), engine, poll_s=0.0)
+    assert engine.removed == 1
+    run = run_agents(
+        _cfg(count=2), _spec(count=2), FakeEngine([_totals_line(0, 10, 5), "oops"]), poll_s=0.0
+    )
+    assert run.notes == ["agent 1 of 2 reported no totals"]
+
+
+def test_wait_done_has_a_deadline() -> None:
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += 1.0
+
+    class Stuck(FakeEngine):
+        def poll(self) -> list[AgentState]:
+            return [AgentState(0, "complete"), AgentState(1, "running")]
+
+    with pytest.raises(SoakError, match="agents 1 did not finish within 5 s"):
+        wait_done(Stuck([]), 5.0, 1.0, clock=lambda: now[0], sleep=sleep)
+
+
+def test_parse_logs_ignores_noise() -> None:
+    points, totals, errors = parse_logs("starting\n{bad\n" + _totals_line(2, 5, 10))
+    assert points == [] and totals is not None and totals.agent == 2
+    assert errors == ["unreadable line: {bad"]
