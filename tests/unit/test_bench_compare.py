@@ -31,8 +31,14 @@ def test_verdicts() -> None:
     v, note = verdict_of("throughput", 100, 80, -20.0, (-40.0, 5.0), 10, 0.01)
     assert v == "same" and "noise" in note
     # a side that varies more than 10 %: erratic, not worse
-    v, note = verdict_of("latency", 1.0, 2.0, 100.0, ci_up, 25, 0.01, (0.05, 0.3))
-    assert v == "erratic" and "B 0.30" in note
+    v, note = verdict_of("latency", 1.0, 2.0, 100.0, ci_up, 25, 0.01, (0.05, 0.4))
+    assert v == "erratic" and "B 0.40" in note
+    # ... significant or not: the noise is the answer (one slow run of three)
+    v, note = verdict_of("throughput", 37.0, 10.8, -71.0, (-74.0, 30.0), 10, 0.66, (0.6, 0.03))
+    assert v == "erratic" and "A 0.60" in note
+    # ... unless the difference is far beyond that spread (a 5x drop, sides at 11-12 %)
+    v, _ = verdict_of("throughput", 65.9, 11.8, -82.0, (-85.6, -78.8), 10, 0.0001, (0.11, 0.12))
+    assert v == "worse"
     # tiny absolute latency changes are noise at any percentage
     assert verdict_of("latency", 0.02, 0.04, 100.0, (90.0, 110.0), 25, 0.01)[0] == "same"
     # too few values for a test: not judged, never a verdict either way
@@ -131,7 +137,7 @@ def test_a_real_2x_difference_is_still_worse() -> None:
 
 def test_a_2x_difference_on_an_erratic_side_is_erratic() -> None:
     a = {"q/s": Figure("throughput", "q/s", [1000.0, 1010.0, 990.0, 1005.0, 995.0])}
-    b = {"q/s": Figure("throughput", "q/s", [400.0, 600.0, 450.0, 550.0, 500.0])}  # CV 0.16
+    b = {"q/s": Figure("throughput", "q/s", [300.0, 700.0, 400.0, 600.0, 500.0])}  # CV 0.32
     cmp = compare_figures("a", a, "b", b)
     assert cmp.rows[0].verdict == "erratic" and cmp.worse == [] and cmp.erratic == ["q/s"]
     assert cmp.to_json()["erratic"] == ["q/s"]

@@ -11,9 +11,10 @@ Welch's t-test p-value, that p-value corrected for the number of figures compare
 
 - `better` / `worse`: only when the difference is beyond the figure's threshold
   (a percentage per kind) AND significant after the correction (Holm-adjusted
-  p < ALPHA) AND outside the bootstrap interval's 0;
-- `erratic`: it would be `better` or `worse`, but a side varies too much to tell
-  (its coefficient of variation is above ERRATIC_CV): not a regression;
+  p < ALPHA) AND outside the bootstrap interval's 0, and neither side is erratic;
+- `erratic`: the difference is beyond the threshold but a side varies too much
+  to tell (its coefficient of variation is above ERRATIC_CV and the difference is
+  within ERRATIC_SPAN times it): not a regression;
 - `not judged`: too few values a side for a test (fewer than MIN_VALUES);
 - `same`: otherwise.
 """
@@ -49,7 +50,8 @@ ABS_MIN = {"latency": 0.05, "tail": 0.1, "cpu": 0.02, "count": 1.0}
 MIN_VALUES = 3
 CI_MIN_VALUES = MIN_VALUES
 ALPHA = 0.05  # family-wise, after Holm's correction over every figure compared
-ERRATIC_CV = 0.1  # a side whose values vary more than this is erratic
+ERRATIC_CV = 0.1  # a side whose values vary more than this is erratic...
+ERRATIC_SPAN = 3.0  # ...for a difference up to this many times its coefficient of variation
 HIGHER_IS_BETTER = {"throughput"}
 
 
@@ -100,13 +102,18 @@ def verdict_of(
         return "not judged", f"fewer than {MIN_VALUES} values a side"
     if abs(diff_pct) <= threshold_pct:
         return "same", ""
+    # Beyond the threshold: a side too noisy to tell says so, significant or not,
+    # unless the difference is well beyond that side's own spread.
+    worst_cv = max((c for c in cv if c is not None), default=0.0)
+    if worst_cv > ERRATIC_CV and abs(diff_pct) <= ERRATIC_SPAN * 100.0 * worst_cv:
+        noisy = [
+            f"{side} {c:.2f}" for side, c in zip("AB", cv, strict=True) if c and c > ERRATIC_CV
+        ]
+        return "erratic", f"coefficient of variation {', '.join(noisy)} > {ERRATIC_CV:g}"
     if p_adjusted >= ALPHA:
         return "same", f"not significant (p {p_adjusted:.2g} after Holm)"
     if ci[0] <= 0 <= ci[1]:
         return "same", "within the runs' noise"
-    noisy = [f"{side} {c:.2f}" for side, c in zip("AB", cv, strict=True) if c and c > ERRATIC_CV]
-    if noisy:
-        return "erratic", f"coefficient of variation {', '.join(noisy)} > {ERRATIC_CV:g}"
     good = diff_pct > 0 if kind in HIGHER_IS_BETTER else diff_pct < 0
     return ("better" if good else "worse"), ""
 

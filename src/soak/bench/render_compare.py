@@ -81,7 +81,8 @@ def noise_floor_lines(cmp: dict[str, Any]) -> list[str]:
     lines = [
         f"A figure is better or worse only beyond its threshold and at Holm p <"
         f" {cmp.get('alpha', 0.05):g} (corrected over the {n} figures tested); erratic: a"
-        f" side's coefficient of variation is above {cmp.get('erratic_cv', 0.1):g}."
+        f" side's coefficient of variation is above {cmp.get('erratic_cv', 0.1):g} and the"
+        " difference within three times it."
     ]
     erratic = cmp.get("erratic") or []
     if erratic:
