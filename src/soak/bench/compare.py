@@ -48,7 +48,6 @@ DEFAULT_THRESHOLDS_PCT = {
 ABS_MIN = {"latency": 0.05, "tail": 0.1, "cpu": 0.02, "count": 1.0}
 # Fewer values a side: no test, no interval, no verdict.
 MIN_VALUES = 3
-CI_MIN_VALUES = MIN_VALUES
 ALPHA = 0.05  # family-wise, after Holm's correction over every figure compared
 ERRATIC_CV = 0.1  # a side whose values vary more than this is erratic...
 ERRATIC_SPAN = 3.0  # ...for a difference up to this many times its coefficient of variation
