@@ -257,7 +257,9 @@ class Run:
             load_source=self.load,
             warmup_end_ns=lambda: self.warmup_end_ns,
         )
-        self.tick_runner = TickRunner(samplers, run_tags=self.run_tags, metrics=self.ctx.metrics)
+        self.tick_runner = TickRunner(
+            samplers, run_tags=self.run_tags, metrics=self.ctx.metrics, interval_s=self.interval_s
+        )
         from soak.service.alerts import Alerter
 
         self.alerter = Alerter(self.scenario.alerting, run_tags=self.run_tags)
@@ -299,7 +301,9 @@ class Run:
                 return  # this grid slot already ran (a coalesced or early wake-up)
             missed = phases.missed_ticks(self.last_tick_ns, tick_ns, self.interval_s)
             if missed:
-                self.event("ticks_missed", f"{missed} tick(s) missed", float(missed), tick_ns)
+                cause = self.tick_runner.gap_cause(tick_ns) if self.tick_runner else "no samplers"
+                message = f"{missed} tick(s) missed: {cause}"
+                self.event("ticks_missed", message, float(missed), tick_ns)
             self._supervise_load(tick_ns)
             self.check_services(tick_ns)
             self.check_target(tick_ns)
