@@ -188,7 +188,8 @@ def test_same_version_twice_compares_same(tmp_path: Path) -> None:
     cmp = json.loads((out / "compare.json").read_text())
     verdicts = {f["name"]: f["verdict"] for f in cmp["figures"]}
     assert "cached saturation q/s" in verdicts and "cached server CPU per query" in verdicts
-    assert set(verdicts.values()) == {"same"}, proc.stdout
+    # Never better or worse; a side whose runs spread by more than 10 % is `erratic`.
+    assert set(verdicts.values()) <= {"same", "erratic"}, proc.stdout
     for side in ("A", "B"):
         result = json.loads((out / side / "bench.json").read_text())
         assert result["id"].endswith(f"-{side}")
@@ -222,7 +223,9 @@ def test_cpu_limited_target_has_lower_capacity_and_compares_worse(tmp_path: Path
             "mix": [{"name": "local", "queries": ["www.example.test A"]}],
         },
         "phases": [{"name": "p", "duration_s": 10}],
-        "bench": {**SHORT, "runs": 3, "knee": {"enabled": False}},
+        # Five runs a side: `worse` needs a significant difference (Holm-corrected
+        # Welch p < 0.05) between sides whose runs vary by 10 % at most.
+        "bench": {**SHORT, "runs": 5, "knee": {"enabled": False}},
     }
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario))

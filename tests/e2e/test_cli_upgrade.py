@@ -157,17 +157,21 @@ def test_bad_plan_exit_2_before_anything_starts(
 
 
 @needs_pdns
-def test_a_new_version_that_cannot_start_exits_2_with_its_log(
+def test_a_new_version_that_cannot_start_on_the_old_data_exits_1_with_its_log(
     archive: Path, tmp_path: Path, work: Path
 ) -> None:
     junit = tmp_path / "junit.xml"
     failing = 'new.argv=["sh", "-c", "echo fatal: schema version 9 unknown >&2; exit 3"]'
     proc = upgrade(archive, work, "--set", failing, "--junit", junit)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "new version" in proc.stderr and "fatal: schema version 9 unknown" in proc.stderr
+    # The upgrade failing is the gate's answer (1), not a plan that cannot run (2).
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "new version" in proc.stdout and "fatal: schema version 9 unknown" in proc.stdout
+    assert "1 failed, 17 skipped" in proc.stderr
     assert junit_counts(junit) == (18, 1, 17)  # the start failure, then every check skipped
     first = ET.parse(junit).getroot().find("testsuite/testcase")
     assert first is not None and first.get("name") == "new version starts"
+    failure = first.find("failure")
+    assert failure is not None and "\nfatal: schema version 9 unknown" in (failure.text or "")
     assert list(work.iterdir()) == []
 
 

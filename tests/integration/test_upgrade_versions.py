@@ -132,10 +132,12 @@ def test_recursor_4_8_to_5_2_with_the_config_converted_to_yaml(work: Path) -> No
 
 def test_recursor_5_2_refuses_the_old_style_config_without_the_conversion(work: Path) -> None:
     result, run_id = run("pdns-recursor-4.8-to-5.2.yaml", work, "migrate=null")
-    assert result.exit_code == 2
-    assert result.start_error is not None
-    assert result.start_error.startswith("new version (pdns-recursor 5.2) cannot start")
-    assert "Old-style settings syntax not enabled by default anymore" in result.start_error
+    # The new version refusing the old data is the upgrade failing: a failed check.
+    assert result.exit_code == 1 and result.start_error is None
+    cause = result.checks[0]
+    assert (cause.name, cause.status) == ("new version starts", "fail")
+    assert cause.got.startswith("new version (pdns-recursor 5.2) cannot start")
+    assert "Old-style settings syntax not enabled by default anymore" in cause.got
     assert docker_leftovers(run_id) == ([], [])
 
 

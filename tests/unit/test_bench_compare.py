@@ -10,28 +10,137 @@ import pytest
 from soak.bench.compare import Figure, bench_figures, compare_figures, verdict_of
 from soak.bench.compare_command import parse_thresholds
 from soak.bench.inputs import _soak_figures, leak_rows, resolve
+from soak.bench.stats import coefficient_of_variation, holm, welch_t_test
 from soak.errors import InputError
 from soak.points import Point
 from soak.sinks.sqlite import SqliteStore
 
 
 def test_verdicts() -> None:
-    # within the threshold: same, whatever the interval
-    assert verdict_of("throughput", 100, 95, -5.0, (-8.0, -2.0), 10)[0] == "same"
-    # beyond it and outside the noise: worse (throughput down) / better (latency down)
-    assert verdict_of("throughput", 100, 80, -20.0, (-25.0, -15.0), 10)[0] == "worse"
-    assert verdict_of("latency", 2.0, 1.0, -50.0, (-60.0, -40.0), 25)[0] == "better"
-    assert verdict_of("latency", 1.0, 2.0, 100.0, (50.0, 150.0), 25)[0] == "worse"
+    ci_down, ci_up = (-25.0, -15.0), (50.0, 150.0)
+    # within the threshold: same, whatever the interval and p
+    assert verdict_of("throughput", 100, 95, -5.0, (-8.0, -2.0), 10, 0.001)[0] == "same"
+    # beyond it, significant after the correction, outside the noise: worse / better
+    assert verdict_of("throughput", 100, 80, -20.0, ci_down, 10, 0.01)[0] == "worse"
+    assert verdict_of("latency", 2.0, 1.0, -50.0, (-60.0, -40.0), 25, 0.01)[0] == "better"
+    assert verdict_of("latency", 1.0, 2.0, 100.0, ci_up, 25, 0.01)[0] == "worse"
+    # beyond it but not significant once corrected: same, and says why
+    v, note = verdict_of("throughput", 100, 80, -20.0, ci_down, 10, 0.2)
+    assert v == "same" and "not significant" in note
     # beyond it but the interval holds 0: the runs' noise covers it
-    v, note = verdict_of("throughput", 100, 80, -20.0, (-40.0, 5.0), 10)
+    v, note = verdict_of("throughput", 100, 80, -20.0, (-40.0, 5.0), 10, 0.01)
     assert v == "same" and "noise" in note
+    # a side that varies more than 10 %: erratic, not worse
+    v, note = verdict_of("latency", 1.0, 2.0, 100.0, ci_up, 25, 0.01, (0.05, 0.4))
+    assert v == "erratic" and "B 0.40" in note
+    # ... significant or not: the noise is the answer (one slow run of three)
+    v, note = verdict_of("throughput", 37.0, 10.8, -71.0, (-74.0, 30.0), 10, 0.66, (0.6, 0.03))
+    assert v == "erratic" and "A 0.60" in note
+    # ... unless the difference is far beyond that spread (a 5x drop, sides at 11-12 %)
+    v, _ = verdict_of("throughput", 65.9, 11.8, -82.0, (-85.6, -78.8), 10, 0.0001, (0.11, 0.12))
+    assert v == "worse"
     # tiny absolute latency changes are noise at any percentage
-    assert verdict_of("latency", 0.02, 0.04, 100.0, (90.0, 110.0), 25)[0] == "same"
-    # no interval (too few values): twice the threshold decides, and says so
-    v, note = verdict_of("throughput", 100, 50, -50.0, None, 10)
-    assert v == "worse" and "few values" in note
-    v, note = verdict_of("throughput", 100, 85, -15.0, None, 10)
-    assert v == "same" and "twice the threshold" in note
+    assert verdict_of("latency", 0.02, 0.04, 100.0, (90.0, 110.0), 25, 0.01)[0] == "same"
+    # too few values for a test: not judged, never a verdict either way
+    v, note = verdict_of("throughput", 100, 50, -50.0, None, 10, None)
+    assert v == "not judged" and "fewer than 3" in note
+
+
+def test_holm_corrects_for_the_number_of_figures() -> None:
+    assert holm([0.01, 0.04, None, 0.03]) == [
+        pytest.approx(0.03),
+        pytest.approx(0.06),
+        None,
+        pytest.approx(0.06),
+    ]
+    assert holm([0.5, 0.9]) == [1.0, 1.0]  # monotone, capped at 1
+    assert coefficient_of_variation([1.0, 1.0, 1.0]) == 0.0
+    assert coefficient_of_variation([1.0]) is None
+    assert coefficient_of_variation([0.9, 1.1]) == pytest.approx(0.1414, rel=1e-3)
+
+
+def test_welch_t_test_matches_the_textbook() -> None:
+    # scipy.stats.ttest_ind([1, 2, 3], [4, 5, 6], equal_var=False): t 3.674, p 0.0213
+    t, p = welch_t_test([1, 2, 3], [4, 5, 6])
+    assert t == pytest.approx(3.6742, rel=1e-4) and p == pytest.approx(0.02131, rel=1e-3)
+    assert welch_t_test([1, 1], [1, 1]) == (0.0, 1.0)
+    assert welch_t_test([100, 102, 98], [60, 61, 59])[1] < 0.001  # 3 a side can be called
+    assert welch_t_test([1, 2, 3, 4, 5], [1.5, 2.5, 3.5, 4.5, 9])[1] > 0.4  # an outlier
+
+
+def fixed_rate_result(run_id: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "kind": "soak-bench",
+        "id": run_id,
+        "target": {"name": "unbound", "version": "1"},
+        "classes": [{"name": "zone", "fixed": runs}],
+    }
+
+
+def fixed_run(p99_ms: float, windows_p99: list[float], p50: float = 0.2) -> dict[str, Any]:
+    return {
+        "offered_qps": 300.0,
+        "latency_ms": {"p50": p50, "p99": p99_ms},
+        "windows": {
+            "p50_ms": [p50] * len(windows_p99),
+            "p99_ms": windows_p99,
+            "target_cores": [0.05] * len(windows_p99),
+        },
+        "target_cores": 0.05,
+    }
+
+
+def test_an_aa_pair_once_called_worse_is_same_now() -> None:
+    """The issue's A/A pair: one busy moment during B moved its per-second p99s
+    (0.866 -> 3.253 ms at the median); the runs' own p99s do not differ."""
+    a = fixed_rate_result(
+        "a",
+        [
+            fixed_run(0.866, [0.81, 0.86, 0.87, 0.85, 0.9, 0.88, 0.84, 0.86, 0.87, 0.83]),
+            fixed_run(2.9, [0.9, 0.95, 2.9, 3.1, 0.92, 0.88, 0.9, 0.91, 0.93, 0.9]),
+            fixed_run(1.1, [0.88, 0.9, 1.1, 0.95, 0.9, 0.87, 0.92, 0.9, 0.91, 0.89]),
+        ],
+    )
+    b = fixed_rate_result("b", [
+        fixed_run(3.253, [0.9, 3.1, 3.3, 3.25, 3.2, 3.4, 3.26, 3.3, 3.1, 3.25]),
+        fixed_run(0.9, [0.85, 0.9, 0.88, 0.9, 0.86, 0.87, 0.9, 0.91, 0.88, 0.9]),
+        fixed_run(1.2, [0.9, 1.2, 0.95, 0.9, 0.92, 0.9, 0.88, 0.93, 0.9, 0.91]),
+    ])  # fmt: skip
+    cmp = compare_figures("a", bench_figures(a), "b", bench_figures(b))
+    by_name = {r.name: r for r in cmp.rows}
+    p99 = by_name["zone @ 300 q/s p99"]
+    assert (p99.n_a, p99.n_b) == (3, 3)  # one value a run
+    assert p99.verdict != "worse" and cmp.worse == []
+    # The same pair judged by its first runs only: one p99 a side is not judged.
+    one = compare_figures(
+        "a", bench_figures(fixed_rate_result("a", a["classes"][0]["fixed"][:1])),
+        "b", bench_figures(fixed_rate_result("b", b["classes"][0]["fixed"][:1])),
+    )  # fmt: skip
+    assert {r.name: r.verdict for r in one.rows}["zone @ 300 q/s p99"] == "not judged"
+    assert one.worse == []
+
+
+def test_a_real_2x_difference_is_still_worse() -> None:
+    quiet = [0.8, 0.82, 0.81, 0.79, 0.8, 0.81]
+    a = fixed_rate_result("a", [fixed_run(p, quiet) for p in (0.8, 0.82, 0.79, 0.81, 0.8)])
+    slow = [2 * v for v in quiet]
+    b = fixed_rate_result("b", [fixed_run(p, slow, 0.4) for p in (1.6, 1.62, 1.59, 1.63, 1.6)])
+    cmp = compare_figures("a", bench_figures(a), "b", bench_figures(b))
+    verdicts = {r.name: r.verdict for r in cmp.rows}
+    assert verdicts["zone @ 300 q/s p99"] == "worse"
+    assert verdicts["zone @ 300 q/s p50"] == "worse"
+    assert verdicts["zone @ 300 q/s server CPU"] == "same"
+    p99 = next(r for r in cmp.rows if r.name == "zone @ 300 q/s p99")
+    assert p99.p_adjusted is not None and p99.p_value is not None
+    assert p99.p_adjusted >= p99.p_value  # corrected for the three figures
+
+
+def test_a_2x_difference_on_an_erratic_side_is_erratic() -> None:
+    a = {"q/s": Figure("throughput", "q/s", [1000.0, 1010.0, 990.0, 1005.0, 995.0])}
+    b = {"q/s": Figure("throughput", "q/s", [300.0, 700.0, 400.0, 600.0, 500.0])}  # CV 0.32
+    cmp = compare_figures("a", a, "b", b)
+    assert cmp.rows[0].verdict == "erratic" and cmp.worse == [] and cmp.erratic == ["q/s"]
+    assert cmp.to_json()["erratic"] == ["q/s"]
 
 
 def test_compare_figures_noise_and_shift() -> None:
@@ -82,7 +191,8 @@ def test_bench_figures_and_resolve_by_file_dir_and_id(tmp_path: Path) -> None:
     assert figures["cached server CPU per query"].kind == "cpu"
     assert figures["cached knee (within SLO)"].values == [900.0]
     assert figures["cached @ 500 q/s p99"].kind == "tail"
-    assert figures["cached @ 500 q/s p50"].values == [0.1, 0.11, 0.1]
+    assert figures["cached @ 500 q/s p99"].values == [1.0]  # one value a run
+    assert figures["cached @ 500 q/s p50"].values == [0.11, 0.1]  # the first window dropped
     import json
 
     d = tmp_path / "bench" / "b1"

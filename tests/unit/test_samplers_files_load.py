@@ -140,7 +140,7 @@ def test_build_samplers_from_config() -> None:
         }
     )
     names = [s.name for s in build_samplers(cfg, lambda: None, load_source=Source())]
-    assert names == ["target", "proc", "prom", "http", "dig", "files", "load"]
+    assert names == ["target", "proc", "prom", "http GET /x", "dig a.test/A", "files", "load"]
     assert [s.name for s in build_samplers(SamplersConfig(), lambda: None)] == ["target", "proc"]
     with pytest.raises(InputError):
         bad = SamplersConfig.model_validate({"prom": {"map": {"x": "avg(y)"}}})

@@ -1,9 +1,12 @@
 import threading
+import time
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from soak.points import Point
+from soak.samplers import build_samplers
+from soak.samplers.config import SamplersConfig
 from soak.samplers.tick import TickRunner, next_tick_ns
 from soak.sinks.metrics import ServiceMetrics
 
@@ -144,3 +147,114 @@ def test_load_counts_add_up_across_ticks_in_the_service_metrics() -> None:
     labels = {"soak": "r1", "class": "miss"}
     assert registry.get_sample_value("soak_load_sent_total", labels) == 2000.0
     assert registry.get_sample_value("soak_load_lost_total", labels) == 6.0
+
+
+class Slow:
+    """Answers only when released, long after any deadline a test gives it."""
+
+    def __init__(self, name: str = "slow") -> None:
+        self.name = name
+        self.release = threading.Event()
+
+    def sample(self, tick_time_ns: int) -> list[Point]:
+        self.release.wait(timeout=30)
+        return [Point("late", {"v": 1.0}, tick_time_ns)]
+
+
+def test_a_slow_sampler_loses_its_own_sample_never_the_others_nor_the_next_tick() -> None:
+    slow = Slow()
+    registry = CollectorRegistry()
+    # The tick's time is "now" for the runner; the samplers get 30% of a 1-s interval.
+    runner = TickRunner(
+        [Fixed("a"), slow, Fixed("b", "z")],
+        run_tags=RUN,
+        metrics=ServiceMetrics(registry),
+        interval_s=1.0,
+        deadline_fraction=0.3,
+    )
+    ticks = [time.time_ns(), time.time_ns() + S]
+    runner.wall_clock_ns = lambda: ticks[0]
+    first = runner.run_tick(ticks[0])
+    runner.wall_clock_ns = lambda: ticks[1]
+    second = runner.run_tick(ticks[1])
+    slow.release.set()
+    runner.close()
+    for points, kind in ((first, "sampler_timeout"), (second, "sampler_overrun")):
+        # every sampler of the tick: its points, or an event that says why not
+        assert [p.measurement for p in points if p.measurement != "event"] == ["x", "z"]
+        (event,) = [p for p in points if p.measurement == "event"]
+        assert event.tags["kind"] == kind and event.tags["sampler"] == "slow"
+        assert "slow:" in str(event.fields["message"])
+    assert [p.measurement for p in first] == ["x", "event", "z"]  # in sampler order
+    lost, busy = str(first[1].fields["message"]), str(second[1].fields["message"])
+    assert "0.30 s after the tick's time" in lost and "lost" in lost
+    assert "from the tick 1 s earlier" in busy
+    assert runner.errors == {"a": 0, "slow": 2, "b": 0}
+    assert registry.get_sample_value("soak_sampler_errors_total", {"sampler": "slow"}) == 2.0
+
+
+def test_each_sampler_has_its_own_deadline() -> None:
+    class Quick:
+        name, deadline_s = "quick", 0.05
+
+        def __init__(self) -> None:
+            self.release = threading.Event()
+
+        def sample(self, tick_time_ns: int) -> list[Point]:
+            self.release.wait(timeout=30)
+            return []
+
+    class Patient:
+        name = "patient"
+
+        def sample(self, tick_time_ns: int) -> list[Point]:
+            time.sleep(0.2)
+            return [Point("p", {"v": 1.0}, tick_time_ns)]
+
+    quick = Quick()
+    runner = TickRunner([quick, Patient()], run_tags=RUN, interval_s=10.0)
+    now = time.time_ns()
+    runner.wall_clock_ns = lambda: now
+    points = runner.run_tick(now)
+    quick.release.set()
+    runner.close()
+    assert [p.measurement for p in points] == ["event", "p"]
+    assert points[0].tags["sampler"] == "quick" and "0.05 s after" in str(
+        points[0].fields["message"]
+    )
+
+
+def test_a_tick_that_ends_after_the_next_ticks_time_is_an_event_with_its_duration() -> None:
+    runner = TickRunner([Fixed("a")], run_tags=RUN, interval_s=1.0)
+    tick_ns = 100 * S
+    runner.wall_clock_ns = lambda: tick_ns + 3 * S // 2  # the tick starts 1.5 s late
+    points = runner.run_tick(tick_ns)
+    runner.close()
+    assert [p.measurement for p in points] == ["x", "event"]
+    overrun = points[1]
+    assert overrun.tags["kind"] == "tick_overrun" and overrun.time_ns == tick_ns
+    assert isinstance(overrun.fields["value"], float) and overrun.fields["value"] >= 1.5
+    assert "1.50 s late to start" in str(overrun.fields["message"])
+    assert "overran" in runner.gap_cause(tick_ns + 3 * S)
+
+
+def test_the_cause_of_a_gap_names_the_tick_before_it() -> None:
+    runner = TickRunner([Fixed("a")], run_tags=RUN, interval_s=1.0)
+    assert runner.gap_cause(5 * S) == "no earlier tick ran here"
+    runner.wall_clock_ns = lambda: 5 * S
+    runner.run_tick(5 * S)
+    runner.close()
+    cause = runner.gap_cause(8 * S)
+    assert cause.startswith("the tick 3 s earlier had its samples") and "did not start" in cause
+
+
+def test_every_api_call_and_probe_is_a_sampler_of_its_own() -> None:
+    cfg = SamplersConfig.model_validate(
+        {
+            "proc": {"enabled": False},
+            "http": [{"path": "/a"}, {"path": "/b", "endpoint": "bee"}],
+            "dig": [{"name": "x.test"}, {"name": "y.test", "type": "AAAA"}],
+        }
+    )
+    names = [s.name for s in build_samplers(cfg, lambda: None)]
+    assert names == ["target", "http GET /a", "http bee", "dig x.test/A", "dig y.test/AAAA"]

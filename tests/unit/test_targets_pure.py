@@ -117,3 +117,18 @@ def test_target_config_parses_each_runtime() -> None:
     assert cfg.mem_limit == 16 * 1024**2 and cfg.ready.interval_s == 0.05  # type: ignore[attr-defined]
     with pytest.raises(ValidationError):
         adapter.validate_python({"runtime": "process", "argv": []})
+
+
+def test_a_stop_soak_asked_for_is_stopped_not_killed() -> None:
+    from soak.targets.base import ExitInfo
+
+    assert ExitInfo(None, signal=15, requested=True).describe() == "stopped"
+    assert ExitInfo(143, signal=15, requested=True).describe() == "stopped"  # docker stop
+    assert ExitInfo(0, requested=True).describe() == "stopped"
+    assert ExitInfo(1, requested=True).describe() == "stopped (exited with code 1)"
+    assert ExitInfo(None, signal=9, requested=True).describe() == (
+        "stopped (killed: it did not exit within its stop timeout)"
+    )
+    # Not asked for: how it ended, as before.
+    assert ExitInfo(None, signal=15).describe() == "killed by signal 15"
+    assert ExitInfo(None, signal=9).describe() == "killed by signal 9"

@@ -141,6 +141,7 @@ def new_bench_id(name: str) -> str:
 @click.option("--engine", type=click.Choice(["builtin", "dnsperf"]), default=None)
 @click.option("--rates", default=None, help="fixed rates, q/s, comma-separated")
 @click.option("--fixed-duration", type=float, default=None, help="seconds per fixed rate (10)")
+@click.option("--fixed-runs", type=int, default=None, help="runs of each fixed rate (1)")
 @click.option("--step", "step_s", type=float, default=None, help="seconds per knee step (5)")
 @click.option("--no-knee", is_flag=True, help="skip the saturation knee search")
 @click.option("--classes", default=None, help="classes to run, comma-separated (`mix` too)")
@@ -164,6 +165,7 @@ def bench_cmd(
     engine: str | None,
     rates: str | None,
     fixed_duration: float | None,
+    fixed_runs: int | None,
     step_s: float | None,
     no_knee: bool,
     classes: str | None,
@@ -191,6 +193,7 @@ def bench_cmd(
         "warm": warm,
         "rates_qps": _parse_rates(rates),
         "fixed_duration_s": fixed_duration,
+        "fixed_runs": fixed_runs,
         "classes": [c.strip() for c in classes.split(",")] if classes else None,
         "knee.step_s": step_s,
         "knee.enabled": False if no_knee else None,

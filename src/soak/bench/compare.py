@@ -1,28 +1,41 @@
 """Old against new: two runs' figures side by side, each with a verdict. Pure.
 
 A run (a bench result, or a soak run read from its store) is first reduced to
-figures: name -> kind, unit and sample values (per-run values of a bench,
-per-window values of a soak run or of a fixed rate). Figures present in both
-runs are compared: the medians, their relative difference with a bootstrap
-confidence interval, the Mann-Whitney p-value, and a verdict against the
-threshold of the figure's kind:
+figures: name -> kind, unit and sample values (per-run values of a bench, the
+per-run p99 of repeated fixed-rate runs, per-window values of a soak run or of a
+fixed rate after its first window). Figures present in both runs are compared:
+the medians, their relative difference with a bootstrap confidence interval,
+Welch's t-test p-value, that p-value corrected for the number of figures compared
+(Holm), and a verdict. The noise floor, after Vector's soak harness (p < 0.05 and
+|delta| > 8.87 %, erratic above a coefficient of variation of 0.1):
 
-- `same`: the difference is within the threshold, or the interval holds 0
-  (the runs' own noise covers it);
-- `better` / `worse`: beyond the threshold and outside the noise (with fewer
-  than CI_MIN_VALUES values a side there is no interval: twice the threshold).
+- `better` / `worse`: only when the difference is beyond the figure's threshold
+  (a percentage per kind) AND significant after the correction (Holm-adjusted
+  p < ALPHA) AND outside the bootstrap interval's 0, and neither side is erratic;
+- `erratic`: the difference is beyond the threshold but a side varies too much
+  to tell (its coefficient of variation is above ERRATIC_CV and the difference is
+  within ERRATIC_SPAN times it): not a regression;
+- `not judged`: too few values a side for a test (fewer than MIN_VALUES);
+- `same`: otherwise.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from soak.bench.stats import bootstrap_ci, mann_whitney_u, median, rel_diff_pct
+from soak.bench.stats import (
+    bootstrap_ci,
+    coefficient_of_variation,
+    holm,
+    median,
+    rel_diff_pct,
+    welch_t_test,
+)
 
 # Percent. Chosen for a shared machine: run-to-run spread of 20-s runs is a few
-# percent for throughput (sdns seed: +-2-7 %), tail latency moves far more.
+# percent for throughput (sdns seed: +-2-7 %), tail latency moves far more. None is
+# below Vector's 8.87 %.
 DEFAULT_THRESHOLDS_PCT = {
     "throughput": 10.0,
     "latency": 25.0,  # average and median
@@ -33,8 +46,11 @@ DEFAULT_THRESHOLDS_PCT = {
 }
 # Below these absolute differences a change is noise whatever its percentage.
 ABS_MIN = {"latency": 0.05, "tail": 0.1, "cpu": 0.02, "count": 1.0}
-# A bootstrap of fewer values a side says little: no interval, the threshold alone decides.
-CI_MIN_VALUES = 3
+# Fewer values a side: no test, no interval, no verdict.
+MIN_VALUES = 3
+ALPHA = 0.05  # family-wise, after Holm's correction over every figure compared
+ERRATIC_CV = 0.1  # a side whose values vary more than this is erratic...
+ERRATIC_SPAN = 3.0  # ...for a difference up to this many times its coefficient of variation
 HIGHER_IS_BETTER = {"throughput"}
 
 
@@ -63,6 +79,9 @@ class Compared:
     n_a: int
     n_b: int
     note: str = ""
+    p_adjusted: float | None = None  # Holm-corrected over the figures compared
+    cv_a: float | None = None  # coefficient of variation of each side's values
+    cv_b: float | None = None
 
 
 def verdict_of(
@@ -72,34 +91,55 @@ def verdict_of(
     diff_pct: float,
     ci: tuple[float, float] | None,
     threshold_pct: float,
+    p_adjusted: float | None = None,
+    cv: tuple[float | None, float | None] = (None, None),
 ) -> tuple[str, str]:
+    """The verdict and a note, from the difference and its noise (see the module doc)."""
     if abs(b - a) < ABS_MIN.get(kind, 0.0):
         return "same", f"difference below {ABS_MIN[kind]:g}"
-    if math.isfinite(diff_pct) and abs(diff_pct) <= threshold_pct:
+    if ci is None or p_adjusted is None:
+        return "not judged", f"fewer than {MIN_VALUES} values a side"
+    if abs(diff_pct) <= threshold_pct:
         return "same", ""
-    if ci is not None and ci[0] <= 0 <= ci[1]:
+    # Beyond the threshold: a side too noisy to tell says so, significant or not,
+    # unless the difference is well beyond that side's own spread.
+    worst_cv = max((c for c in cv if c is not None), default=0.0)
+    if worst_cv > ERRATIC_CV and abs(diff_pct) <= ERRATIC_SPAN * 100.0 * worst_cv:
+        noisy = [
+            f"{side} {c:.2f}" for side, c in zip("AB", cv, strict=True) if c and c > ERRATIC_CV
+        ]
+        return "erratic", f"coefficient of variation {', '.join(noisy)} > {ERRATIC_CV:g}"
+    if p_adjusted >= ALPHA:
+        return "same", f"not significant (p {p_adjusted:.2g} after Holm)"
+    if ci[0] <= 0 <= ci[1]:
         return "same", "within the runs' noise"
-    if ci is None and abs(diff_pct) <= 2 * threshold_pct:
-        # Nothing to measure the noise with (one value a side): only a difference of
-        # twice the threshold counts.
-        return "same", "few values: twice the threshold applies"
     good = diff_pct > 0 if kind in HIGHER_IS_BETTER else diff_pct < 0
-    return ("better" if good else "worse"), "" if ci is not None else "few values"
+    return ("better" if good else "worse"), ""
 
 
 def compare_figure(name: str, a: Figure, b: Figure, thresholds: dict[str, float]) -> Compared:
+    """One figure, its p-value not yet corrected (compare_figures does that over all)."""
     ma, mb = median(a.values), median(b.values)
     diff = rel_diff_pct(ma, mb)
     ci = p = None
-    if len(a.values) >= CI_MIN_VALUES and len(b.values) >= CI_MIN_VALUES:
+    if len(a.values) >= MIN_VALUES and len(b.values) >= MIN_VALUES:
         ci = bootstrap_ci(a.values, b.values)
-        p = mann_whitney_u(a.values, b.values)[1]
+        p = welch_t_test(a.values, b.values)[1]
     threshold = thresholds.get(a.kind, DEFAULT_THRESHOLDS_PCT.get(a.kind, 10.0))
-    verdict, note = verdict_of(a.kind, ma, mb, diff, ci, threshold)
+    cv = (coefficient_of_variation(a.values), coefficient_of_variation(b.values))
+    verdict, note = verdict_of(a.kind, ma, mb, diff, ci, threshold, p, cv)
     return Compared(
         name, a.kind, a.unit, ma, mb, diff, ci, p, threshold, verdict, len(a.values),
-        len(b.values), note,
+        len(b.values), note, p_adjusted=p, cv_a=cv[0], cv_b=cv[1],
     )  # fmt: skip
+
+
+def _corrected(row: Compared, p_adjusted: float | None) -> Compared:
+    cv = (row.cv_a, row.cv_b)
+    verdict, note = verdict_of(
+        row.kind, row.a, row.b, row.diff_pct, row.ci_pct, row.threshold_pct, p_adjusted, cv
+    )
+    return replace(row, p_adjusted=p_adjusted, verdict=verdict, note=note)
 
 
 @dataclass
@@ -115,6 +155,10 @@ class Comparison:
     def worse(self) -> list[str]:
         return [r.name for r in self.rows if r.verdict == "worse"]
 
+    @property
+    def erratic(self) -> list[str]:
+        return [r.name for r in self.rows if r.verdict == "erratic"]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": "soak-compare",
@@ -125,6 +169,10 @@ class Comparison:
             "only_a": self.only_a,
             "only_b": self.only_b,
             "worse": self.worse,
+            "erratic": self.erratic,
+            "correction": "holm",
+            "alpha": ALPHA,
+            "erratic_cv": ERRATIC_CV,
         }
 
 
@@ -137,11 +185,13 @@ def compare_figures(
     leaks: list[dict[str, Any]] | None = None,
 ) -> Comparison:
     chosen = {**DEFAULT_THRESHOLDS_PCT, **(thresholds or {})}
-    rows = [
+    raw = [
         compare_figure(name, a[name], b[name], chosen)
         for name in a
         if name in b and a[name].values and b[name].values
     ]
+    adjusted = holm([r.p_value for r in raw])
+    rows = [_corrected(r, p) for r, p in zip(raw, adjusted, strict=True)]
     return Comparison(
         a_id,
         b_id,
@@ -184,12 +234,34 @@ def bench_figures(result: dict[str, Any]) -> Figures:
             out[f"{cls} capacity (open loop)"] = Figure(
                 "throughput", "q/s", _values([knee["capacity_qps"]])
             )
-        for run in row.get("fixed", []):
-            at = f"{cls} @ {run['offered_qps']:g} q/s"
-            windows = run.get("windows", {})
-            for key, kind in (("p50", "latency"), ("p99", "tail")):
-                values = windows.get(f"{key}_ms") or [run["latency_ms"].get(key)]
-                out[f"{at} {key}"] = Figure(kind, "ms", _values(values))
-            cpu = windows.get("target_cores") or [run["target_cores"]]
-            out[f"{at} server CPU"] = Figure("cpu", "cores", _values(cpu))
+        _fixed_figures(cls, row.get("fixed", []), out)
     return out
+
+
+def _fixed_figures(cls: str, runs: list[dict[str, Any]], out: Figures) -> None:
+    """Per fixed rate: p50 and CPU over the per-second windows after the first (its
+    warm-up); p99 across repeated runs of that rate, one value a run (a window's p99
+    is a few answers: one slow moment of one run is not a tail to compare)."""
+    by_rate: dict[float, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_rate.setdefault(float(run["offered_qps"]), []).append(run)
+    for rate, same_rate in by_rate.items():
+        at = f"{cls} @ {rate:g} q/s"
+        p50: list[Any] = []
+        cpu: list[Any] = []
+        for run in same_rate:
+            windows = run.get("windows", {})
+            p50 += _steady(windows.get("p50_ms")) or [run["latency_ms"].get("p50")]
+            cpu += _steady(windows.get("target_cores")) or [run.get("target_cores")]
+        out[f"{at} p50"] = Figure("latency", "ms", _values(p50))
+        out[f"{at} p99"] = Figure(
+            "tail", "ms", _values([r["latency_ms"].get("p99") for r in same_rate])
+        )
+        out[f"{at} server CPU"] = Figure("cpu", "cores", _values(cpu))
+
+
+def _steady(windows: list[Any] | None) -> list[Any]:
+    """Per-second windows without the first (warm-up) when there are more than two."""
+    if not windows:
+        return []
+    return list(windows[1:]) if len(windows) > 2 else list(windows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-HEADER = ["Figure", "A", "B", "Difference", "95% CI", "M-W p", "Threshold", "Verdict"]
+HEADER = ["Figure", "A", "B", "Difference", "95% CI", "Welch p", "Holm p", "Threshold", "Verdict"]
 
 
 def _v(value: float, unit: str) -> str:
@@ -33,6 +33,7 @@ def figure_rows(cmp: dict[str, Any]) -> list[list[str]]:
             f["name"], _v(f["a"], f["unit"]), _v(f["b"], f["unit"]), _pct(f["diff_pct"]),
             "-" if ci is None else f"[{_pct(ci[0])}, {_pct(ci[1])}]",
             "-" if f["p_value"] is None else f"{f['p_value']:.3f}",
+            "-" if f.get("p_adjusted") is None else f"{f['p_adjusted']:.3f}",
             f"±{f['threshold_pct']:g}%", verdict,
         ])  # fmt: skip
     return rows
@@ -68,9 +69,25 @@ def render_compare_text(cmp: dict[str, Any], a_label: str, b_label: str) -> str:
     for side, names in (("A", cmp["only_a"]), ("B", cmp["only_b"])):
         if names:
             lines.append(f"only in {side}: {', '.join(names)}")
+    lines += ["", *noise_floor_lines(cmp)]
     worse = cmp["worse"]
     lines += ["", f"result: {'WORSE: ' + ', '.join(worse) if worse else 'no figure worse'}"]
     return "\n".join(lines) + "\n"
+
+
+def noise_floor_lines(cmp: dict[str, Any]) -> list[str]:
+    """How a difference becomes a verdict, and which figures were too noisy to judge."""
+    n = sum(1 for f in cmp["figures"] if f["p_value"] is not None)
+    lines = [
+        f"A figure is better or worse only beyond its threshold and at Holm p <"
+        f" {cmp.get('alpha', 0.05):g} (corrected over the {n} figures tested); erratic: a"
+        f" side's coefficient of variation is above {cmp.get('erratic_cv', 0.1):g} and the"
+        " difference within three times it."
+    ]
+    erratic = cmp.get("erratic") or []
+    if erratic:
+        lines.append(f"erratic (too noisy to call, not counted as worse): {', '.join(erratic)}")
+    return lines
 
 
 def render_compare_markdown(cmp: dict[str, Any], a_label: str, b_label: str) -> str:
@@ -79,6 +96,7 @@ def render_compare_markdown(cmp: dict[str, Any], a_label: str, b_label: str) -> 
     lines.append("| " + " | ".join(HEADER) + " |")
     lines.append("|" + "---|" * len(HEADER))
     lines += ["| " + " | ".join(r) + " |" for r in figure_rows(cmp)]
+    lines += ["", *noise_floor_lines(cmp)]
     if cmp["leaks"]:
         lines += [
             "",

@@ -215,11 +215,13 @@ class Bench:
         for side in self.sides:
             rows[side.label]["fixed"] = []
         for rate in self.cfg.rates_qps:
-            for side in self.sides:
-                run = self._measure(side, name, rate, self.cfg.fixed_duration_s)
-                p50 = _ms(run.latency_ms.get("p50"))
-                self.echo(f"{side.label}: {name}: fixed {rate:,.0f} q/s: p50 {p50}")
-                rows[side.label]["fixed"].append(run.to_json())
+            for i in range(self.cfg.fixed_runs):
+                for side in self.sides:
+                    run = self._measure(side, name, rate, self.cfg.fixed_duration_s)
+                    p50 = _ms(run.latency_ms.get("p50"))
+                    nth = f" ({i + 1}/{self.cfg.fixed_runs})" if self.cfg.fixed_runs > 1 else ""
+                    self.echo(f"{side.label}: {name}: fixed {rate:,.0f} q/s{nth}: p50 {p50}")
+                    rows[side.label]["fixed"].append(run.to_json())
 
 
 def _ms(value: float | None) -> str:

@@ -45,6 +45,9 @@ class BenchConfig(StrictModel):
     mix: bool = True  # then the whole mix
     rates_qps: list[float] = Field(default_factory=list)  # fixed rates (open loop)
     fixed_duration_s: DurationS = Field(default=10.0, gt=0)
+    # Runs of each fixed rate (in turns with B): `soak compare` judges p99 across runs,
+    # so with one run a side the p99 is shown but not judged.
+    fixed_runs: int = Field(default=1, ge=1, le=20)
     fixed_classes: list[str] | None = None  # None: the same classes as saturation
     # Target counters (names of samplers.prom.map) reported as deltas per fixed rate.
     counters: list[str] = Field(default_factory=list)

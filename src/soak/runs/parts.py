@@ -66,7 +66,12 @@ class RunParts:
         samplers = build_samplers(
             sc.samplers, running, load_source=self.load, warmup_end_ns=warmup_end_ns
         )
-        self.tick_runner = TickRunner(samplers, run_tags=self.run_tags, metrics=self.ctx.metrics)
+        self.tick_runner = TickRunner(
+            samplers,
+            run_tags=self.run_tags,
+            metrics=self.ctx.metrics,
+            interval_s=sc.samplers.interval_s,
+        )
         self.alerter = Alerter(sc.alerting, run_tags=self.run_tags)
 
     def event(

@@ -44,12 +44,14 @@ class Ticker:
         if self.last_tick_ns is not None and tick_ns <= self.last_tick_ns:
             return  # this grid slot already ran (a coalesced or early wake-up)
         missed = tl.missed_ticks(self.last_tick_ns, tick_ns, interval_s)
+        runner = self.parts.tick_runner
         if missed:
-            self.parts.event("ticks_missed", f"{missed} tick(s) missed", float(missed), tick_ns)
+            cause = runner.gap_cause(tick_ns) if runner is not None else "no samplers"
+            message = f"{missed} tick(s) missed: {cause}"
+            self.parts.event("ticks_missed", message, float(missed), tick_ns)
         self.supervisor.check_load(tick_ns, timeline.remaining_s(tick_ns))
         self.supervisor.check_helpers(tick_ns)
         self.supervisor.check_target(tick_ns)
-        runner = self.parts.tick_runner
         points = runner.run_tick(tick_ns) if runner is not None else []
         self.parts.write(points)
         self._remember(points)

@@ -29,9 +29,11 @@ def build_samplers(
     target() gives the current Running at each tick (pid, ports and data_dir
     change when the target restarts); while it gives None, the `target`
     sampler records an event point every tick and the others record nothing.
+    Each API call and each dig probe is a sampler of its own (`http GET /x`,
+    `dig name/A`).
     """
-    from soak.samplers.api import HttpSampler
-    from soak.samplers.dig import DigSampler
+    from soak.samplers.api import HttpSampler, endpoint_name
+    from soak.samplers.dig import DigSampler, probe_name
     from soak.samplers.files import FilesSampler
     from soak.samplers.load import LoadSampler, LoadSource
     from soak.samplers.pprof import PprofSampler
@@ -51,10 +53,13 @@ def build_samplers(
         samplers.append(
             PprofSampler(cfg.pprof, target, client=http_client, warmup_end_ns=warmup_end_ns)
         )
-    if cfg.http:
-        samplers.append(HttpSampler(cfg.http, target, client=http_client))
-    if cfg.dig:
-        samplers.append(DigSampler(cfg.dig, target))
+    # One sampler per API call and per probe: each has its own deadline in the tick,
+    # so a slow endpoint costs its own sample only.
+    for call in cfg.http:
+        name = f"http {endpoint_name(call)}"
+        samplers.append(HttpSampler([call], target, client=http_client, name=name))
+    for probe in cfg.dig:
+        samplers.append(DigSampler([probe], target, name=f"dig {probe_name(probe)}"))
     if cfg.files is not None:
         samplers.append(FilesSampler(cfg.files, target))
     if cfg.load and load_source is not None:

@@ -34,8 +34,6 @@ def call_headers(call: HttpCallConfig, environ: dict[str, str]) -> dict[str, str
 
 
 class HttpSampler:
-    name = "http"
-
     def __init__(
         self,
         calls: list[HttpCallConfig],
@@ -43,7 +41,9 @@ class HttpSampler:
         *,
         client: httpx.Client | None = None,
         environ: dict[str, str] | None = None,
+        name: str = "http",
     ) -> None:
+        self.name = name
         env = dict(os.environ) if environ is None else environ
         self.calls = [(c, endpoint_name(c), call_headers(c, env)) for c in calls]
         self.target = target

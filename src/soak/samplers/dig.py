@@ -30,9 +30,14 @@ def probe_ok(probe: DigProbeConfig, result: DnsResult) -> bool:
 
 
 class DigSampler:
-    name = "dig"
-
-    def __init__(self, probes: list[DigProbeConfig], target: Callable[[], Running | None]) -> None:
+    def __init__(
+        self,
+        probes: list[DigProbeConfig],
+        target: Callable[[], Running | None],
+        *,
+        name: str = "dig",
+    ) -> None:
+        self.name = name
         for p in probes:
             try:
                 dns.rcode.from_text(p.rcode)

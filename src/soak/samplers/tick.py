@@ -1,8 +1,12 @@
 """Ticks: every sampler of one tick runs concurrently; every point carries the scheduled time.
 
-A sampler that raises, or is still running at the tick's deadline, costs an
-error count and an `event` point; the other samplers' points are kept. A
-sampler still busy from an earlier tick is not started twice.
+Each sampler has its own deadline inside the interval (by default 80% of it
+after the tick's scheduled time): at the deadline the tick takes the points of
+the samplers that are done and goes on. A sampler that raises, or has no
+result by its deadline, loses its own sample and nothing else: an error count
+and an `event` point with the cause. A sampler still busy from an earlier tick
+is not started twice (`sampler_overrun`). A tick that still ends after the
+next tick's time is an `event` (`tick_overrun`) with its duration.
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from soak.samplers.base import Sampler
 from soak.sinks.metrics import ServiceMetrics
 
 NS_PER_S = 1_000_000_000
+# The share of the interval, from the tick's scheduled time, that samplers get.
+DEADLINE_FRACTION = 0.8
+# A tick that starts after its samplers' deadline still gives them this share.
+MIN_WAIT_FRACTION = 0.1
 
 Outcome = tuple[list[Point], float, BaseException | None]  # points, duration_s, error
 
@@ -46,72 +54,150 @@ def _run_one(sampler: Sampler, tick_time_ns: int, clock: Callable[[], float]) ->
 
 
 class TickRunner:
+    """Runs every sampler once per tick, each against its own deadline; see the module doc.
+
+    With `interval_s` a sampler's deadline is `deadline_fraction` of the interval
+    after the tick's scheduled time (or its own `deadline_s` attribute, if
+    earlier), and never more than `timeout_s` after the tick started; without
+    it, `timeout_s` after the tick started.
+    """
+
     def __init__(
         self,
         samplers: list[Sampler],
         *,
         run_tags: dict[str, str],
         metrics: ServiceMetrics | None = None,
-        max_workers: int = 8,
+        max_workers: int = 16,
         timeout_s: float = 30.0,
+        interval_s: float | None = None,
+        deadline_fraction: float = DEADLINE_FRACTION,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
+        if interval_s is not None and interval_s <= 0:
+            raise ValueError(f"interval must be positive, got {interval_s} s")
+        if not 0 < deadline_fraction <= 1:
+            raise ValueError(f"deadline_fraction must be in (0, 1], got {deadline_fraction}")
         self.samplers = samplers
         self.run_tags = dict(run_tags)
         self.metrics = metrics
         self.timeout_s = timeout_s
+        self.interval_s = interval_s
+        self.deadline_fraction = deadline_fraction
         self.clock = clock
+        self.wall_clock_ns = wall_clock_ns
         self.errors: dict[str, int] = {s.name: 0 for s in samplers}
         self.last_durations_s: dict[str, float] = {}
+        self.last_tick_s = 0.0  # from the tick's scheduled time to the end of its samplers
+        self.last_tick_ns: int | None = None  # the scheduled time of the last tick run
         self._pool = cf.ThreadPoolExecutor(
             max_workers=max(1, min(max_workers, len(samplers))), thread_name_prefix="sampler"
         )
-        self._busy: dict[int, cf.Future[Outcome]] = {}  # sampler index -> unfinished run
+        # sampler index -> (its unfinished run, the tick it was started for)
+        self._busy: dict[int, tuple[cf.Future[Outcome], int]] = {}
+
+    def _deadline_after_tick_s(self, sampler: Sampler) -> float:
+        own = getattr(sampler, "deadline_s", None)
+        tick_share = (
+            math.inf if self.interval_s is None else self.interval_s * self.deadline_fraction
+        )
+        return min(tick_share, own) if isinstance(own, int | float) else tick_share
+
+    def _wait_budget_s(self, sampler: Sampler, lag_s: float) -> float:
+        """How long this tick waits for `sampler`, from now (the tick started `lag_s` late)."""
+        deadline_s = self._deadline_after_tick_s(sampler)
+        budget_s = deadline_s - lag_s
+        if self.interval_s is not None:
+            budget_s = max(budget_s, min(deadline_s, self.interval_s * MIN_WAIT_FRACTION))
+        return min(budget_s, self.timeout_s)
 
     def run_tick(self, tick_time_ns: int) -> list[Point]:
         """Every sampler once, concurrently; their points (run tags added) in sampler order."""
-        started: list[tuple[int, cf.Future[Outcome]]] = []
-        points: list[Point] = []
+        start_s = self.clock()
+        lag_s = max(0.0, (self.wall_clock_ns() - tick_time_ns) / NS_PER_S)
+        started: list[tuple[int, cf.Future[Outcome], float]] = []  # index, run, budget_s
+        by_sampler: list[list[Point]] = [[] for _ in self.samplers]
         for i, sampler in enumerate(self.samplers):
-            if i in self._busy and not self._busy[i].done():
-                points.append(
-                    self._failed(
-                        sampler.name,
-                        "still running from an earlier tick",
-                        tick_time_ns,
-                        kind="sampler_overrun",
-                    )
-                )
+            busy = self._busy.get(i)
+            if busy is not None and not busy[0].done():
+                age_s = (tick_time_ns - busy[1]) / NS_PER_S
+                message = f"still running from the tick {age_s:g} s earlier: no sample this tick"
+                by_sampler[i] = [
+                    self._failed(sampler.name, message, tick_time_ns, "sampler_overrun")
+                ]
                 continue
             future = self._pool.submit(_run_one, sampler, tick_time_ns, self.clock)
-            self._busy[i] = future
-            started.append((i, future))
-        cf.wait([f for _, f in started], timeout=self.timeout_s)
-        for i, future in started:
+            self._busy[i] = (future, tick_time_ns)
+            started.append((i, future, self._wait_budget_s(sampler, lag_s)))
+        for _, future, budget_s in sorted(started, key=lambda s: s[2]):
+            remaining_s = start_s + budget_s - self.clock()
+            if remaining_s > 0 and not future.done():
+                cf.wait([future], timeout=remaining_s)
+        for i, future, budget_s in started:
             name = self.samplers[i].name
-            if not future.done():
-                message = f"no result after {self.timeout_s:g} s"
-                points.append(self._failed(name, message, tick_time_ns, kind="sampler_timeout"))
-                continue
-            got, duration_s, error = future.result()
-            self.last_durations_s[name] = duration_s
-            if self.metrics is not None:
-                self.metrics.observe_sampler(name, duration_s, error is None)
-            if error is not None:
-                message = f"{type(error).__name__}: {error}"
-                points.append(self._failed(name, message, tick_time_ns, count_metric=False))
-            points.extend(got)
+            by_sampler[i] = self._collect(name, future, budget_s, lag_s, tick_time_ns)
+        points = [p for sampler_points in by_sampler for p in sampler_points]
+        self.last_tick_s = lag_s + (self.clock() - start_s)
+        self.last_tick_ns = tick_time_ns
+        if self.interval_s is not None and self.last_tick_s > self.interval_s:
+            message = (
+                f"tick took {self.last_tick_s:.2f} s from its time ({lag_s:.2f} s late to start),"
+                f" past the next tick (interval {self.interval_s:g} s)"
+            )
+            points.append(event_point("tick_overrun", message, tick_time_ns, self.last_tick_s))
         tagged = [p.with_tags(self.run_tags) for p in points]
         self._observe_load(tagged)
         return tagged
+
+    def gap_cause(self, tick_time_ns: int) -> str:
+        """Why no tick ran between the last one and `tick_time_ns`, as far as the ticks know."""
+        if self.last_tick_ns is None:
+            return "no earlier tick ran here"
+        since_s = (tick_time_ns - self.last_tick_ns) / NS_PER_S
+        where = f"the tick {since_s:g} s earlier"
+        if self.interval_s is not None and self.last_tick_s > self.interval_s:
+            return f"{where} overran: its samplers ended {self.last_tick_s:.2f} s after its time"
+        return (
+            f"{where} had its samples {self.last_tick_s:.2f} s after its time; the tick job did"
+            " not start again in time (the process was busy: writes, analysis or no CPU)"
+        )
+
+    def _collect(
+        self, name: str, future: cf.Future[Outcome], budget_s: float, lag_s: float, tick_ns: int
+    ) -> list[Point]:
+        if not future.done():
+            future.add_done_callback(lambda f: self._observe_late(name, f))
+            message = (
+                f"no result {lag_s + budget_s:.2f} s after the tick's time (its deadline;"
+                f" started {lag_s:.2f} s late): this sample is lost"
+            )
+            return [self._failed(name, message, tick_ns, "sampler_timeout")]
+        got, duration_s, error = future.result()
+        self.last_durations_s[name] = duration_s
+        if self.metrics is not None:
+            self.metrics.observe_sampler(name, duration_s, error is None)
+        if error is not None:
+            message = f"{type(error).__name__}: {error}"
+            return [self._failed(name, message, tick_ns, count_metric=False), *got]
+        return got
+
+    def _observe_late(self, name: str, future: cf.Future[Outcome]) -> None:
+        """A sampler that finished after its deadline: its duration still counts."""
+        if future.cancelled():
+            return
+        _, duration_s, _ = future.result()
+        self.last_durations_s[name] = duration_s
+        if self.metrics is not None:
+            self.metrics.sampler_duration.labels(name).observe(duration_s)
 
     def _failed(
         self,
         name: str,
         message: str,
         tick_time_ns: int,
-        *,
         kind: str = "sampler_error",
+        *,
         count_metric: bool = True,
     ) -> Point:
         self.errors[name] = self.errors.get(name, 0) + 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from signal import SIGKILL, SIGTERM
 from typing import Any, Protocol
 
 
@@ -14,15 +15,28 @@ class ExitInfo:
     exit_code: int | None
     signal: int | None = None
     oom_killed: bool = False
+    requested: bool = False  # soak asked it to stop (SIGTERM, then SIGKILL after the timeout)
 
     def describe(self) -> str:
         if self.oom_killed:
             return "OOM-killed"
+        if self.requested:
+            return self._describe_stop()
         if self.signal is not None:
             return f"killed by signal {self.signal}"
         if self.exit_code is None:
             return "exited (code unknown)"  # a re-attached process is not our child
         return f"exited with code {self.exit_code}"
+
+    def _describe_stop(self) -> str:
+        """A stop soak asked for: "stopped", and how, when it was not a plain exit."""
+        if self.signal == SIGKILL:
+            return "stopped (killed: it did not exit within its stop timeout)"
+        if self.signal is not None and self.signal != SIGTERM:
+            return f"stopped (killed by signal {self.signal})"
+        if self.exit_code not in (None, 0) and self.signal is None:
+            return f"stopped (exited with code {self.exit_code})"
+        return "stopped"
 
 
 @dataclass

@@ -7,6 +7,7 @@ and the log stream are docker_engine.py's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -215,11 +216,13 @@ class DockerRuntime(RuntimeBase):
 
     def _stop_container(self) -> ExitInfo | None:
         try:
-            if self.poll() is None:
+            requested = self.poll() is None
+            if requested:
                 self.container.stop(timeout=int(max(1, round(self.cfg.stop_timeout_s))))
-            return self.poll()
+            info = self.poll()
         except docker.errors.NotFound:
             return ExitInfo(None)
+        return dataclasses.replace(info, requested=True) if requested and info else info
 
     def _join_pump(self) -> None:
         if self._pump is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -145,7 +146,8 @@ class ProcessRuntime(RuntimeBase):
         if running is None or running.pid is None:
             return None
         pgid = running.pid  # start_new_session: the leader's pid is the group id
-        if self.poll() is None:
+        requested = self.poll() is None
+        if requested:
             self._signal_group(pgid, signal.SIGTERM)
             if not self._wait_exit(self.cfg.stop_timeout_s):
                 self._signal_group(pgid, signal.SIGKILL)
@@ -156,7 +158,10 @@ class ProcessRuntime(RuntimeBase):
             deadline_s = time.monotonic() + KILL_WAIT_S
             while group_alive(pgid) and time.monotonic() < deadline_s:
                 time.sleep(0.02)
-        return self.poll()
+        info = self.poll()
+        if requested and info is not None:
+            self._exit = info = dataclasses.replace(info, requested=True)
+        return info
 
     def _signal_group(self, pgid: int, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):

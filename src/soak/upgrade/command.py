@@ -1,7 +1,9 @@
 """`soak upgrade PLAN`: old data under a new version, a checklist, JUnit for CI.
 
-Exit 0 when every check passes, 1 when one fails (or a populate, snapshot or
-migrate step does), 2 for a bad plan or a version that cannot start.
+Exit 0 when every check passes, 1 when the upgrade fails (a check, a populate,
+snapshot or migrate step, or the new version not starting on the old data), 2 for
+a plan that cannot run (a bad plan, a missing image or binary, the old version
+failing on its own data).
 """
 
 from __future__ import annotations

@@ -6,7 +6,11 @@ start new -> ready (time recorded) -> checks -> stop new -> clean up.
 Whatever happens, every started version is stopped and (unless `keep`) the run
 directory and a volume made for the run are removed. A populate, snapshot or
 migrate step that fails ends the run with a failed pseudo-check named after it
-(exit 1); a version that cannot start ends it with `start_error` (exit 2).
+(exit 1), and so does the new version failing on the old data (it exits or never
+gets ready: `new version starts`, with its log lines) or the old one on the
+rollback. A plan that cannot run ends it with `start_error` (exit 2): a version
+that cannot be launched at all (image or binary missing, port taken), or the old
+version failing on the plan's own data.
 """
 
 from __future__ import annotations
@@ -15,15 +19,14 @@ import shutil
 import tarfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from soak.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TargetStartError
-from soak.placeholders import fill as fill_placeholders
+from soak.errors import TargetStartError
 from soak.targets import build_target
 from soak.targets.base import Target
 from soak.targets.config import DockerTarget, ProcessTarget, TargetConfig
@@ -39,55 +42,28 @@ from soak.upgrade.config import (
     Rollback,
     UpgradePlan,
 )
+from soak.upgrade.migrate import MigrateWhere, run_migrate
+from soak.upgrade.result import StepRecord, UpgradeResult, describe_step
 from soak.upgrade.snapshot import Snapshot
-from soak.upgrade.swap import SwapLoadRun, SwapStats
+from soak.upgrade.swap import SwapLoadRun
 from soak.upgrade.template import Values
 
 Show = Callable[[str, str], None]  # phase, text
 
 
-@dataclass
-class StepRecord:
-    phase: str
-    text: str
-    ok: bool = True
-    duration_ms: float = 0.0
+class VersionFailed(TargetStartError):
+    """A version that was launched and then exited or never got ready, with its log."""
+
+    def __init__(self, message: str, log_lines: list[str]) -> None:
+        super().__init__(message)
+        self.log_lines = log_lines
 
 
-@dataclass
-class UpgradeResult:
-    plan: str
-    run_id: str
-    run_dir: Path
-    keep: bool
-    started_at: str
-    duration_s: float = 0.0
-    old_ready_s: float | None = None
-    new_ready_s: float | None = None
-    rollback_ready_s: float | None = None
-    checks: list[CheckResult] = field(default_factory=list)
-    steps: list[StepRecord] = field(default_factory=list)
-    start_error: str | None = None  # a version that could not start: exit 2
-    swap: SwapStats | None = None  # what the plan's `load:` saw through the swap
-
-    def count(self, status: str) -> int:
-        return sum(1 for c in self.checks if c.status == status)
-
-    @property
-    def exit_code(self) -> int:
-        if self.start_error is not None:
-            return EXIT_BAD_INPUT
-        return EXIT_OK if self.checks and self.count("pass") == len(self.checks) else EXIT_FAILED
-
-
-def describe_step(step: PopulateStep) -> str:
-    if isinstance(step, ApiStep):
-        return f"api {step.method.upper()} {step.path}"
-    if isinstance(step, DnsStep):
-        return f"dns {step.file or f'{len(step.queries)} queries'}"
-    if isinstance(step, CommandStep):
-        return "command " + " ".join(step.argv)
-    return f"wait {step.probe.kind} probe"
+def _log_block(values: Values, lines: list[str] | None) -> str:
+    """The version's last log lines, one a line, for the failed case's body."""
+    if not lines:
+        return ""
+    return "\nlast log lines:\n" + "\n".join(values.redact(ln.rstrip()) for ln in lines)
 
 
 class UpgradeRunner:
@@ -167,6 +143,8 @@ class UpgradeRunner:
                 self.result.checks += self._rollback(self.plan.rollback, snapshot)
         except StepFailed as exc:
             self._abort_checks(str(exc).split(":", 1)[0], str(exc))
+        except VersionFailed as exc:  # the new version on the old data: the upgrade fails
+            self._abort_checks("new version starts", str(exc), exc.log_lines)
         except TargetStartError as exc:
             message = self.result.start_error = self.values.redact(str(exc))
             sides = ("old", "new")
@@ -183,10 +161,11 @@ class UpgradeRunner:
             raise StepFailed(f"{phase}: {exc}") from exc
         self.show(phase, text, duration_ms=(time.monotonic() - start_s) * 1000.0)
 
-    def _abort_checks(self, name: str, reason: str) -> None:
+    def _abort_checks(self, name: str, reason: str, log_lines: list[str] | None = None) -> None:
         """The checks were not reached: one failed case for the cause, the rest skipped."""
         reason = self.values.redact(reason)
-        cause = CheckResult(name, "setup", "fail", 0.0, "the run to reach its checks", reason)
+        got = reason + _log_block(self.values, log_lines)
+        cause = CheckResult(name, "setup", "fail", 0.0, "the run to reach its checks", got)
         self.result.checks = [cause] + [
             skipped(c, f"not run: {name} failed") for c in self.plan.checks
         ]
@@ -268,9 +247,15 @@ class UpgradeRunner:
         )
         try:
             target.start()
-            running = target.wait_ready()
-        except TargetStartError as exc:
+        except TargetStartError as exc:  # never launched: the plan cannot run
             raise TargetStartError(f"{side} version ({label}) cannot start: {exc}") from exc
+        try:
+            running = target.wait_ready()
+        except TargetStartError as exc:  # launched, then exited or never got ready
+            message = f"{side} version ({label}) cannot start: {exc}"
+            if side == "old":  # on the plan's own data: the plan cannot run
+                raise TargetStartError(message) from exc
+            raise VersionFailed(message, target.log_tail()) from exc
         ready_s = running.ready_after_s
         if side == "old":
             self.result.old_ready_s = ready_s
@@ -291,7 +276,10 @@ class UpgradeRunner:
 
     def _stop(self, side: str, target: Target) -> None:
         info = target.stop()
-        self.show(side, "stopped" + (f" ({info.describe()})" if info else ""))
+        if info is None or info.requested:
+            self.show(side, info.describe() if info else "stopped")
+        else:  # it had ended by itself before soak asked
+            self.show(side, f"stopped (it had already {info.describe()})")
 
     # ---------------------------------------------------------------- load through the swap
 
@@ -335,41 +323,8 @@ class UpgradeRunner:
     def _migrate(self, migrate: Migrate | None = None, log_name: str = "migrate.log") -> str:
         migrate = migrate or self.plan.migrate
         assert migrate is not None
-        placeholders = {"run_dir": str(self.run_dir)}
-        if self.data_dir is not None:
-            placeholders["data_dir"] = str(self.data_dir)
-        log_path = self.run_dir / log_name
-        if migrate.container is not None:
-            assert self.volume is not None
-            command = [
-                fill_placeholders(a, placeholders)
-                for a in self.values.render(migrate.container.command)
-            ]
-            container = migrate.container.model_validate(
-                self.values.render(migrate.container.model_dump())
-            )
-            code, output = docker_data.run_one_shot(
-                container,
-                command,
-                self.volume,
-                self.values.render(migrate.env),
-                migrate.timeout_s,
-                f"{self.run_id}-{log_name.removesuffix('.log')}",
-            )
-            argv0 = f"container {container.image}"
-        else:
-            assert migrate.command is not None
-            argv = [fill_placeholders(a, placeholders) for a in self.values.render(migrate.command)]
-            proc = actions.run_host_command(
-                argv, self.values.render(migrate.env), migrate.timeout_s, self.data_dir
-            )
-            code, output = proc.returncode, (proc.stdout or "") + (proc.stderr or "")
-            argv0 = argv[0]
-        log_path.write_text(self.values.redact(output))
-        if code != 0:
-            last = output.strip().splitlines()[-1:] or ["no output"]
-            raise StepFailed(f"{argv0} exited with {code}: {last[0][:300]}")
-        return f"{argv0} -> exit 0 (output in {log_path.name})"
+        where = MigrateWhere(self.run_dir, self.data_dir, self.volume, self.run_id)
+        return run_migrate(migrate, self.values, where, log_name)
 
     # ---------------------------------------------------------------- rollback
 
@@ -398,10 +353,10 @@ class UpgradeRunner:
                 return refused("migrate", "the down-migration to succeed", str(exc))
         try:
             started = self._start("rollback", rollback.old or self.plan.old)
-        except TargetStartError as exc:
-            return refused(
-                "old version starts", "the old version to start on the new data", str(exc)
-            )
+        except TargetStartError as exc:  # launched or not: the way back is closed
+            lines = exc.log_lines if isinstance(exc, VersionFailed) else []
+            why = str(exc) + _log_block(self.values, lines)
+            return refused("old version starts", "the old version to start on the new data", why)
         try:
             ctx = CheckContext(self.values, started.version, snapshot, self.plan.base_dir)
 

@@ -1,0 +1,58 @@
+"""What one upgrade run gave: its steps as shown, its checks, and its exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from soak.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from soak.upgrade.checks import CheckResult
+from soak.upgrade.config import ApiStep, CommandStep, DnsStep, PopulateStep
+from soak.upgrade.swap import SwapStats
+
+
+@dataclass
+class StepRecord:
+    phase: str
+    text: str
+    ok: bool = True
+    duration_ms: float = 0.0
+
+
+@dataclass
+class UpgradeResult:
+    plan: str
+    run_id: str
+    run_dir: Path
+    keep: bool
+    started_at: str
+    duration_s: float = 0.0
+    old_ready_s: float | None = None
+    new_ready_s: float | None = None
+    rollback_ready_s: float | None = None
+    checks: list[CheckResult] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    # The plan could not run (a bad plan, a missing image or binary, the old version
+    # failing on its own data): exit 2. The new version failing on the old data is a
+    # failed check instead (exit 1).
+    start_error: str | None = None
+    swap: SwapStats | None = None  # what the plan's `load:` saw through the swap
+
+    def count(self, status: str) -> int:
+        return sum(1 for c in self.checks if c.status == status)
+
+    @property
+    def exit_code(self) -> int:
+        if self.start_error is not None:
+            return EXIT_BAD_INPUT
+        return EXIT_OK if self.checks and self.count("pass") == len(self.checks) else EXIT_FAILED
+
+
+def describe_step(step: PopulateStep) -> str:
+    if isinstance(step, ApiStep):
+        return f"api {step.method.upper()} {step.path}"
+    if isinstance(step, DnsStep):
+        return f"dns {step.file or f'{len(step.queries)} queries'}"
+    if isinstance(step, CommandStep):
+        return "command " + " ".join(step.argv)
+    return f"wait {step.probe.kind} probe"

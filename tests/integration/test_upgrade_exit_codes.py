@@ -1,0 +1,108 @@
+"""Exit codes of `soak upgrade` with plain process versions (no DNS server needed).
+
+The new version failing on the old data is the upgrade failing: exit 1, the JUnit case
+`new version starts` failed with the version's log lines. A plan that cannot run is
+exit 2: the old version failing on the plan's own data, a binary that is not there.
+A version stopped by soak is reported "stopped", not "killed by signal 15".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+SERVE = f"exec {sys.executable} -m http.server --bind 127.0.0.1 {{port.api}}"
+# The old version leaves a marker in its data; this "new" one refuses such data.
+OLD = f"echo format-1 > {{data_dir}}/marker; {SERVE}"
+NEW_REFUSES = (
+    'if test -e {data_dir}/marker; then echo "fatal: unknown data format $(cat {data_dir}/marker)"'
+    f" >&2; exit 1; fi; {SERVE}"
+)
+
+
+def version(script: str, label: str, argv: list[str] | None = None) -> dict[str, object]:
+    return {
+        "runtime": "process",
+        "name": "toy",
+        "version": label,
+        "argv": argv or ["sh", "-c", script],
+        "ports": {"api": {}},
+        "ready": {
+            "timeout_s": "10s",
+            "probes": [{"kind": "http", "port": "api", "path": "/"}],
+        },
+        "stop_timeout_s": "5s",
+    }
+
+
+def upgrade(
+    tmp_path: Path, old: str, new: str, new_argv: list[str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    plan = {
+        "name": "toy",
+        "old": version(old, "1"),
+        "new": version(new, "2", new_argv),
+        "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    junit = tmp_path / "junit.xml"
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "soak.cli", "upgrade", str(path), "--junit", str(junit),
+         "--work-dir", str(work)],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )  # fmt: skip
+    assert list(work.iterdir()) == []  # nothing left behind
+    return proc, junit
+
+
+def cases(junit: Path) -> dict[str, ET.Element]:
+    return {c.get("name", ""): c for c in ET.parse(junit).getroot().iter("testcase")}
+
+
+def test_a_plan_whose_versions_work_passes_and_says_stopped(tmp_path: Path) -> None:
+    proc, _ = upgrade(tmp_path, OLD, SERVE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stops = [ln.split(None, 1)[1] for ln in proc.stdout.splitlines() if " stopped" in ln]
+    assert stops == ["stopped", "stopped"], proc.stdout
+    assert "signal" not in proc.stdout
+
+
+def test_the_new_version_failing_on_the_old_data_is_a_failed_check(tmp_path: Path) -> None:
+    proc, junit = upgrade(tmp_path, OLD, NEW_REFUSES)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failure = cases(junit)["new version starts"].find("failure")
+    assert failure is not None and failure.text is not None
+    assert "exited with code 1 before it was ready" in failure.text
+    assert "\nfatal: unknown data format format-1" in failure.text  # its log, one line a line
+    assert cases(junit)["ready"].find("skipped") is not None
+    assert "fatal: unknown data format format-1" in proc.stdout
+
+
+def test_the_old_version_failing_on_its_own_data_is_a_plan_that_cannot_run(
+    tmp_path: Path,
+) -> None:
+    proc, _ = upgrade(tmp_path, "echo cannot open data >&2; exit 1", SERVE)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "old version (toy 1) cannot start" in proc.stderr
+    assert "cannot open data" in proc.stderr
+
+
+def test_a_new_binary_that_is_not_there_is_a_plan_that_cannot_run(tmp_path: Path) -> None:
+    assert shutil.which("no-such-dns-server") is None
+    proc, _ = upgrade(tmp_path, OLD, "", new_argv=["no-such-dns-server"])
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "new version (toy 2) cannot start" in proc.stderr and "not found" in proc.stderr
