@@ -1,14 +1,17 @@
 """Bad input, one row of docs/bad-input.md each: one line on stderr, exit 2, nothing started.
 
-Every case goes through the real command line (`soak start --foreground`) with a
-scenario whose helper and target would be real processes: the check comes first, so
-no run directory is made and no process is started.
+Every case goes through each path that takes it: `soak validate`, `soak start
+--foreground` (the real command line, with a scenario whose helper and target would
+be real processes) and the service's `POST /runs` (the in-process API: 422 with the
+line, no record). The pre-flight comes first, so no run directory is made and no
+process is started.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +24,8 @@ from soak.cli import main
 from soak.config import load_scenario
 from soak.errors import InputError
 from soak.preflight import check_scenario
+from soak.service.client import _message
+from tests.support.api import AUTH, api_client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,6 +88,17 @@ def _remove(name: str) -> Case:
     return case
 
 
+def _port_in_use(tmp: Path, sc: dict[str, Any]) -> list[str]:
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    HELD.append(holder)
+    sc["target"]["ports"]["dns"] = {"host": holder.getsockname()[1], "protocol": "both"}
+    return []
+
+
+HELD: list[socket.socket] = []  # sockets a case holds until the test ends
+
 SCENARIO_RAW = "s.yaml"  # cases that write the scenario's bytes themselves
 
 # (row id, how to make it bad, what its one line says)
@@ -120,11 +136,48 @@ CASES: list[tuple[str, Case, str]] = [
     ("threshold-too-large", _set("leaks.thresholds", {"rss_anon_bytes": "2000TiB/h"}),
      "is larger than the most soak takes"),
     ("set-without-value", _argv("--set", "load.rate_qps"), "--set takes key.path=value"),
+    ("binary-not-on-path", _set("target.argv", ["no-such-dns-server"]),
+     "target: binary not found on PATH: no-such-dns-server"),
+    ("binary-path-missing", _set("services.0.argv", ["./bin/none"]),
+     "helper: binary not found or not executable:"),
+    ("host-not-loopback", _set("target.host", "10.1.2.3"),
+     "refusing to send to 10.1.2.3 (10.1.2.3): only loopback unless allow_targets"),
+    ("allow-targets-not-cidr", _set("target.host", "10.1.2.3", "allow_targets", ["10.x/8"]),
+     "not a CIDR in allow_targets: '10.x/8'"),
+    ("port-in-use", _port_in_use, "target: port dns (127.0.0.1:"),
 ]  # fmt: skip
 
+# What only the command line takes (flags, a file to read): no scenario body to post.
+CLI_ONLY = {"scenario-missing", "duration-flag-too-long", "duration-flag-garbage",
+            "set-without-value"}  # fmt: skip
+# The service's line where it words the same problem for a posted body.
+SERVICE_LINE = {
+    "scenario-not-utf8": "body: not UTF-8 text (byte 0xff at offset 8)",
+    "scenario-not-yaml": "body is not YAML or JSON",
+    "scenario-not-mapping": "a scenario is a mapping",
+}
+PATHS = ("validate", "foreground", "service")
 
-@pytest.mark.parametrize(("row", "make_bad", "line"), CASES, ids=[c[0] for c in CASES])
+
+@pytest.fixture(autouse=True)
+def _release_held() -> Any:
+    yield
+    while HELD:
+        HELD.pop().close()
+
+
+def _path_cases() -> list[Any]:
+    return [
+        pytest.param(path, row, make_bad, line, id=f"{path}-{row}")
+        for row, make_bad, line in CASES
+        for path in PATHS
+        if not (row in CLI_ONLY and path != "foreground")
+    ]
+
+
+@pytest.mark.parametrize(("path", "row", "make_bad", "line"), _path_cases())
 def test_bad_input_is_one_line_and_exit_2(
+    path: str,
     row: str,
     make_bad: Case,
     line: str,
@@ -139,7 +192,13 @@ def test_bad_input_is_one_line_and_exit_2(
     if not (tmp_path / SCENARIO_RAW).exists():
         (tmp_path / SCENARIO_RAW).write_text(yaml.safe_dump(sc))
     data = tmp_path / "data"
-    argv = ["start", "--foreground", "--data-dir", str(data)]
+    if path == "service":
+        _refused_by_the_service(tmp_path, data, SERVICE_LINE.get(row, line))
+        return
+    if path == "validate":
+        argv = ["validate"]
+    else:
+        argv = ["start", "--foreground", "--data-dir", str(data)]
     argv += extra if "--" in extra else [*extra, SCENARIO_RAW]
     argv = [a for a in argv if a != "--"]
     with pytest.raises(SystemExit) as exited:
@@ -149,6 +208,31 @@ def test_bad_input_is_one_line_and_exit_2(
     assert len(err) == 1 and line in err[0], err
     assert err[0].startswith("soak: ") and "internal error" not in err[0]
     assert not (data / "runs").exists()  # nothing was started
+    if data.exists():  # no record either
+        assert _records(data) == []
+
+
+def _records(data: Path) -> list[Any]:
+    from soak.runs.layout import DataDir
+    from soak.runs.state import StateStore
+
+    state = StateStore(DataDir(data).state_db)
+    try:
+        return state.list_runs()
+    finally:
+        state.close()
+
+
+def _refused_by_the_service(tmp: Path, data: Path, line: str) -> None:
+    """POST /runs: 422 with the line; no record, no run directory."""
+    body = (tmp / SCENARIO_RAW).read_bytes()
+    with api_client(data) as client:
+        r = client.post("/runs", params={"base_dir": str(tmp)}, content=body, headers=AUTH)
+        assert r.status_code == 422, r.text
+        assert line in _message(r), _message(r)
+        assert "\n" not in _message(r) and not _message(r).startswith("(body)")
+        assert client.get("/runs", headers=AUTH).json() == {"runs": []}
+    assert not (data / "runs").exists() or not any((data / "runs").iterdir())
 
 
 def test_the_base_scenario_passes_the_checks(tmp_path: Path) -> None:
@@ -198,3 +282,36 @@ def test_a_good_archive_passes(tmp_path: Path) -> None:
         tar.add(tmp_path / "d", arcname="d")
     assert _archive_problems(archive) == []
     assert shutil.which("sleep")  # the base scenario's processes exist: not why rows fail
+
+
+@pytest.mark.parametrize("path", ["validate", "foreground"])
+def test_a_missing_image_is_refused_before_anything_starts(
+    path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The docker row: the image is looked up in the local engine (needs one)."""
+    from soak.errors import TargetStartError
+    from soak.targets.docker_engine import engine
+
+    try:
+        engine().close()
+    except TargetStartError:
+        pytest.skip("no Docker engine here")
+    sc = {
+        "name": "no-image",
+        "target": {"runtime": "docker", "image": "soak-test/no-such-image:none"},
+        "phases": [{"name": "a", "duration_s": "10s"}],
+    }
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
+    data = tmp_path / "data"
+    argv = (
+        ["validate"] if path == "validate" else ["start", "--foreground", "--data-dir", str(data)]
+    )
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, str(tmp_path / "s.yaml")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2
+    assert err == [
+        "soak: target: image soak-test/no-such-image:none not found in the local engine "
+        "(build or load it first; soak does not pull)"
+    ]
+    assert not data.exists() or not (data / "runs").exists()

@@ -87,7 +87,12 @@ def _message(response: httpx.Response) -> str:
     except ValueError:
         return response.text.strip()[:300]
     if isinstance(data, dict) and "errors" in data:
-        return "; ".join(f"{e.get('path')}: {e.get('message')}" for e in data["errors"])
+        return "; ".join(
+            str(e.get("message"))
+            if e.get("path") == "(body)"
+            else f"{e.get('path')}: {e.get('message')}"
+            for e in data["errors"]
+        )
     if isinstance(data, dict) and "error" in data:
         return str(data["error"])
     return str(data)[:300]
