@@ -129,6 +129,10 @@ CASES: list[tuple[str, Case, str]] = [
     ("rate-above-engine-doh", _set("load.rate_qps", 150_000, "load.protocol", "doh"),
      "150,000 q/s is more than 1 load worker(s) can send over DOH (at most 100,000 q/s"),
     ("rate-negative", _set("load.rate_qps", -5), "load.rate_qps: Input should be greater than"),
+    ("rate-zero", _set("load.rate_qps", 0),
+     "load.rate_qps: Value error, 0 q/s sends nothing; for as fast as the server answers"
+     " write `rate_qps: max`"),
+    ("phase-rate-zero", _set("phases.0.rate_qps", 0), "phases.0.rate_qps: Value error, 0 q/s"),
     ("duration-infinite", _set("phases.0.duration_s", float("inf")), "not a duration: inf"),
     ("duration-too-long", _set("phases.0.duration_s", "400d"), "is longer than the most"),
     ("duration-flag-too-long", _argv("--duration", "1000d"), "--duration: duration '1000d'"),
@@ -315,3 +319,32 @@ def test_a_missing_image_is_refused_before_anything_starts(
         "(build or load it first; soak does not pull)"
     ]
     assert not data.exists() or not (data / "runs").exists()
+
+
+def test_rate_max_is_flat_out_and_survives_the_trip_to_the_service(tmp_path: Path) -> None:
+    """`rate_qps: max` is the spelling of flat out; the JSON the client posts and the run
+    record say `max`, and the service takes it back."""
+    from soak.service.api import parse_scenario
+
+    sc = base_scenario()
+    sc["load"]["rate_qps"] = "max"
+    sc["phases"][0]["rate_qps"] = "max"
+    write_base(tmp_path, sc)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
+    scenario = load_scenario(tmp_path / "s.yaml")
+    assert scenario.load is not None and scenario.load.rate_qps == 0.0
+    assert scenario.phases[0].rate_qps == 0.0
+    body = scenario.model_dump_json().encode()
+    assert b'"rate_qps":"max"' in body
+    again = parse_scenario(body, str(tmp_path), None)
+    assert again.load is not None and again.load.rate_qps == 0.0
+    check_scenario(again)
+
+
+def test_soak_load_rate_zero_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["load", "--server", "127.0.0.1:53", "--queries", "q.txt", "--rate", "0"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "soak: --rate: 0 q/s sends nothing; for as fast as the server answers use --rate max"
+    )
