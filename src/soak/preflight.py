@@ -127,22 +127,15 @@ def check_binary(target: ProcessTarget, base_dir: Path) -> None:
 
 def check_image(target: DockerTarget) -> None:
     """The image is in the local engine (soak does not pull)."""
-    import docker.errors
-
-    from soak.targets.docker_engine import engine
+    from soak.targets.docker_engine import engine, image_problem
 
     client = engine()  # TargetStartError (exit 2) without an engine
     try:
-        client.images.get(target.image)
-    except docker.errors.ImageNotFound:
-        raise InputError(
-            f"{target.name}: image {target.image} not found in the local engine "
-            "(build or load it first; soak does not pull)"
-        ) from None
-    except docker.errors.DockerException as exc:
-        raise InputError(f"{target.name}: image {target.image}: {exc}") from exc
+        problem = image_problem(client, target.name, target.image)
     finally:
         client.close()
+    if problem is not None:
+        raise InputError(problem)
 
 
 def check_fixed_ports(target: TargetConfig) -> None:
