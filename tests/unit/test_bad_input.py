@@ -348,3 +348,27 @@ def test_soak_load_rate_zero_is_refused(capsys: pytest.CaptureFixture[str]) -> N
     assert capsys.readouterr().err.strip() == (
         "soak: --rate: 0 q/s sends nothing; for as fast as the server answers use --rate max"
     )
+
+
+@pytest.mark.parametrize("path", ["validate", "upgrade"])
+def test_an_upgrade_plan_gets_the_same_preflight(
+    path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`soak validate PLAN` and `soak upgrade PLAN`: a new version's binary that is not
+    there is one line and exit 2 before the old version starts."""
+    target = {"runtime": "process", "name": "srv", "argv": ["sleep", "600"], "ports": {"dns": {}}}
+    plan = {
+        "name": "p",
+        "old": target,
+        "new": {**target, "argv": ["no-such-dns-server"]},
+        "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
+    }
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    work = tmp_path / "work"
+    argv = ["validate"] if path == "validate" else ["upgrade", "--work-dir", str(work)]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, str(tmp_path / "plan.yaml")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2, err
+    assert err == ["soak: srv: binary not found on PATH: no-such-dns-server"], err
+    assert not work.exists()  # no run directory, nothing started
