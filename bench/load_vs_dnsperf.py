@@ -5,7 +5,7 @@ pdns-recursor with one thread answering from its packet cache, knot-resolver
 from its cache; the two resolvers forward to a dnsmasq upstream) and per
 protocol (UDP; TCP, DoT and DoH with one connection for both engines; DoT
 and DoH against unbound and knot-resolver, which listen for them): runs, alternately,
-dnsperf and `soak load --rate 0` at full speed with the same query file, at
+dnsperf and `soak load --rate max` at full speed with the same query file, at
 least five times each, and prints the median q/s of each, the ratio
 builtin/dnsperf, each one's CPU ms per 1,000 answered queries (cutime+cstime
 of this process's waited-for children, from /proc/self/stat) and their ratio,
@@ -90,7 +90,8 @@ def run_builtin(
 ) -> tuple[dict, float]:
     cpu0 = children_cpu_s()
     argv = [SOAK, "load", "--server", f"127.0.0.1:{port}", "--queries", str(qfile)]
-    argv += ["--rate", str(rate), "--duration", str(duration_s), "--json", *extra]
+    rate_arg = str(rate) if rate > 0 else "max"
+    argv += ["--rate", rate_arg, "--duration", str(duration_s), "--json", *extra]
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     return json.loads(out), children_cpu_s() - cpu0
 

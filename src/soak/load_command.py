@@ -25,7 +25,7 @@ from soak.load.agent import (
     parse_segment,
     run_agent,
 )
-from soak.load.config import LoadConfig
+from soak.load.config import FLAT_OUT, LoadConfig
 from soak.load.runner import run_load
 from soak.load.summary import format_summary
 from soak.netsafety import check_allowed, parse_host_port
@@ -37,6 +37,25 @@ _FLAGS = {
     "workers": "--workers",
     "flows": "--flows",
 }
+
+
+def _rate(text: str | None) -> float | None:
+    """--rate: q/s, or `max` for flat out; 0 is refused rather than taken as flat out."""
+    if text is None:
+        return None
+    if text.strip().lower() == FLAT_OUT:
+        return 0.0
+    try:
+        rate = float(text)
+    except ValueError:
+        raise InputError(f"--rate: not a rate: {text!r} (q/s, or `max`)") from None
+    if rate < 0:
+        raise InputError(f"--rate must not be negative: {rate:g}")
+    if rate == 0:
+        raise InputError(
+            "--rate: 0 q/s sends nothing; for as fast as the server answers use --rate max"
+        )
+    return rate
 
 
 def scenario_load(scenario: Path) -> tuple[LoadConfig, Path]:
@@ -76,7 +95,7 @@ def _config(
 @click.option("--server", required=True, help="host:port of the DNS server")
 @click.option("--queries", type=click.Path(path_type=Path), help="dnsperf-format query file")
 @click.option("--scenario", type=click.Path(path_type=Path), help="take the mix from a scenario")
-@click.option("--rate", type=float, default=None, help="queries per second; 0 = flat out")
+@click.option("--rate", default=None, help="queries per second, or `max` (flat out)")
 @click.option("--duration", type=str, default=None, help="seconds (or 30s, 2m)")
 @click.option("--protocol", type=click.Choice(["udp", "tcp", "dot", "doh"]), default=None)
 @click.option(
@@ -98,7 +117,7 @@ def load_cmd(
     server: str,
     queries: Path | None,
     scenario: Path | None,
-    rate: float | None,
+    rate: str | None,
     duration: str | None,
     protocol: str | None,
     doh_method: str | None,
@@ -114,12 +133,11 @@ def load_cmd(
     """Open-loop DNS load against SERVER; exit 1 if nothing was answered."""
     host, port = parse_host_port(server)
     check_allowed(host, allow_targets)
-    if rate is not None and rate < 0:
-        raise InputError(f"--rate must not be negative: {rate:g}")
+    rate_qps = _rate(rate)
     if timeout is not None and timeout <= 0:
         raise InputError(f"--timeout must be positive: {timeout:g}")
     options: dict[str, object] = {
-        "rate_qps": rate,
+        "rate_qps": rate_qps,
         "duration_s": duration,
         "protocol": protocol,
         "engine": engine,

@@ -4,19 +4,27 @@ A run that starts its helpers and then finds a bad line in a query file leaves
 processes to stop and a user waiting for nothing. These checks read every file a
 scenario names (query files parsed line by line, templates read as text) and weigh
 its rates against what the load engine can send, so that bad input is one line and
-exit 2 before the first process starts. `soak start` runs them before it submits or
-starts; the service runs them again before it accepts a run.
+exit 2 before the first process starts. They also look for what a target needs
+(a binary on PATH or at its path, a docker image in the local engine, a fixed host
+port that is free, an address that `allow_targets` lets soak send to).
+
+One pre-flight for every path: `soak validate`, `soak start --foreground`, the
+service's `POST /runs` (422 with the line, no record) and `soak upgrade`. A failure
+after it (a target that exits, a port taken in between) is a run that ends `error`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import shutil
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from soak.config import Scenario
 from soak.errors import InputError
 from soak.load.config import LoadConfig
-from soak.targets.config import TargetConfig
+from soak.netsafety import check_allowed
+from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
 
 # What one load worker can send at most, by protocol: above the best this engine has
 # measured (docs/benchmarks.md, "compiled UDP loop": 222,806 q/s over UDP and 96,509 q/s
@@ -32,8 +40,22 @@ def check_scenario(scenario: Scenario) -> None:
     if scenario.load is not None:
         refuse_agents(scenario.load, "a soak run by the service")
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
-    for target in [scenario.target, *scenario.services]:
-        check_target_files(target, scenario.base_dir)
+    check_targets([*scenario.services, scenario.target], scenario.base_dir, scenario.allow_targets)
+
+
+def check_targets(
+    targets: Sequence[TargetConfig], base_dir: Path, allow_targets: Sequence[str]
+) -> None:
+    """Every target's address, files, binary or image, and fixed host ports."""
+    for target in targets:
+        check_allowed(target.host, tuple(allow_targets))
+        check_target_files(target, base_dir)
+        if isinstance(target, ProcessTarget):
+            check_binary(target, base_dir)
+        elif isinstance(target, DockerTarget):
+            check_image(target)
+        if not isinstance(target, ExternalTarget):
+            check_fixed_ports(target)
 
 
 def refuse_agents(load: LoadConfig, who: str) -> None:
@@ -83,3 +105,52 @@ def check_target_files(target: TargetConfig, base_dir: Path) -> None:
 
     for spec in target.files:
         file_text(spec, base_dir)  # InputError if unreadable or not text
+
+
+def check_binary(target: ProcessTarget, base_dir: Path) -> None:
+    """argv[0] on PATH (the target's own PATH if it sets one) or at its path; a name
+    with a placeholder is left to the start."""
+    binary = target.argv[0]
+    if "{" in binary:
+        return
+    if "/" in binary:
+        path = Path(binary) if Path(binary).is_absolute() else base_dir / binary
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise InputError(f"{target.name}: binary not found or not executable: {path}")
+        return
+    search = target.env.get("PATH", os.environ.get("PATH", ""))
+    if "{" in search:
+        search = os.environ.get("PATH", "")
+    if shutil.which(binary, path=search) is None:
+        raise InputError(f"{target.name}: binary not found on PATH: {binary}")
+
+
+def check_image(target: DockerTarget) -> None:
+    """The image is in the local engine (soak does not pull)."""
+    from soak.targets.docker_engine import engine, image_problem
+
+    client = engine()  # TargetStartError (exit 2) without an engine
+    try:
+        problem = image_problem(client, target.name, target.image)
+    finally:
+        client.close()
+    if problem is not None:
+        raise InputError(problem)
+
+
+def check_fixed_ports(target: TargetConfig) -> None:
+    """A fixed host port (`ports.NAME.host`) that something else holds now."""
+    from soak.targets.ports import port_free
+
+    given: set[int] = set()
+    for name, spec in target.ports.items():
+        if spec.host is None:
+            continue
+        if spec.host in given:
+            raise InputError(f"{target.name}: host port {spec.host} is given to two ports")
+        given.add(spec.host)
+        if not port_free(target.host, spec.host, spec.protocol):
+            raise InputError(
+                f"{target.name}: port {name} ({target.host}:{spec.host}/{spec.protocol})"
+                " is already in use"
+            )

@@ -202,3 +202,45 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_bad_input_is_refused_at_submission_and_the_client_says_why(tmp_path: Path) -> None:
+    """422 with the one line, printed by `soak start --server`, exit 2, no record; a
+    client without the token names the fix; a service that is down is said so."""
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    scenario = tmp_path / "nonloop.yaml"
+    scenario.write_text(
+        "name: nonloop\n"
+        "target: {runtime: process, host: 10.1.2.3, argv: [sleep, '600'], ports: {dns: {}}}\n"
+        "phases: [{name: a, duration_s: 10s}]\n"
+    )
+    missing = tmp_path / "missing-binary.yaml"
+    missing.write_text(
+        "name: missing\n"
+        "target: {runtime: process, argv: [no-such-dns-server], ports: {dns: {}}}\n"
+        "phases: [{name: a, duration_s: 10s}]\n"
+    )
+    env = {"SOAK_TOKEN": TOKEN}
+    no_token = {"SOAK_TOKEN": "", "SOAK_HOME": str(tmp_path / "client-home")}
+    with service(data, port):
+        for path, line in [
+            (scenario, "soak: refusing to send to 10.1.2.3 (10.1.2.3): only loopback"),
+            (missing, "soak: target: binary not found on PATH: no-such-dns-server"),
+        ]:
+            refused = run_soak("start", str(path), "--server", url, env=env)
+            assert refused.returncode == 2, refused.stdout + refused.stderr
+            assert refused.stderr.strip().startswith(line), refused.stderr
+            assert len(refused.stderr.strip().splitlines()) == 1
+            assert refused.stdout == ""
+        listed = run_soak("list", "--server", url, env=env)
+        assert listed.stdout.strip() == "no runs", listed.stdout
+        assert not (data / "runs").exists() or not any((data / "runs").iterdir())
+        tokenless = run_soak("list", "--server", url, env=no_token)
+        assert tokenless.returncode == 2
+        assert "--data-dir" in tokenless.stderr and "SOAK_TOKEN" in tokenless.stderr
+    down = run_soak("list", "--server", url, env=no_token)
+    assert down.returncode == 2
+    assert down.stderr.startswith(f"soak: cannot reach the service at {url}"), down.stderr

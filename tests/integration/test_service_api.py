@@ -81,10 +81,24 @@ def test_unknown_run_is_404_and_list_is_empty(client: TestClient) -> None:
     assert client.get("/runs/nope/report?format=xml", headers=AUTH).status_code == 422
 
 
-def test_a_target_that_cannot_start_ends_as_error(client: TestClient) -> None:
+def test_a_missing_binary_is_422_before_a_record(client: TestClient) -> None:
     body = (
         "name: broken\n"
         "target: {runtime: process, argv: [/nonexistent/server], ports: {dns: {}}}\n"
+        "phases: [{name: a, duration_s: 10s}]\n"
+    )
+    r = client.post("/runs", content=body, headers=AUTH)
+    assert r.status_code == 422
+    message = r.json()["errors"][0]["message"]
+    assert message == "target: binary not found or not executable: /nonexistent/server"
+    assert client.get("/runs", headers=AUTH).json() == {"runs": []}
+
+
+def test_a_target_that_exits_after_the_preflight_ends_as_error(client: TestClient) -> None:
+    body = (
+        "name: broken\n"
+        "target: {runtime: process, argv: [sh, -c, 'echo no config; exit 3'], ports: {dns: {}},"
+        " ready: {probes: [{kind: tcp, port: dns}], timeout_s: 20s}}\n"
         "phases: [{name: a, duration_s: 10s}]\n"
     )
     r = client.post("/runs", content=body, headers=AUTH)
@@ -98,5 +112,5 @@ def test_a_target_that_cannot_start_ends_as_error(client: TestClient) -> None:
             break
         time.sleep(0.1)
     assert status["status"] == "error"
-    assert "not found" in status["message"]
+    assert "exit" in status["message"], status["message"]
     assert any(e["kind"] == "error" for e in status["events"])

@@ -1,14 +1,17 @@
 """Bad input, one row of docs/bad-input.md each: one line on stderr, exit 2, nothing started.
 
-Every case goes through the real command line (`soak start --foreground`) with a
-scenario whose helper and target would be real processes: the check comes first, so
-no run directory is made and no process is started.
+Every case goes through each path that takes it: `soak validate`, `soak start
+--foreground` (the real command line, with a scenario whose helper and target would
+be real processes) and the service's `POST /runs` (the in-process API: 422 with the
+line, no record). The pre-flight comes first, so no run directory is made and no
+process is started.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +24,8 @@ from soak.cli import main
 from soak.config import load_scenario
 from soak.errors import InputError
 from soak.preflight import check_scenario
+from soak.service.client import _message
+from tests.support.api import AUTH, api_client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,6 +88,17 @@ def _remove(name: str) -> Case:
     return case
 
 
+def _port_in_use(tmp: Path, sc: dict[str, Any]) -> list[str]:
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    HELD.append(holder)
+    sc["target"]["ports"]["dns"] = {"host": holder.getsockname()[1], "protocol": "both"}
+    return []
+
+
+HELD: list[socket.socket] = []  # sockets a case holds until the test ends
+
 SCENARIO_RAW = "s.yaml"  # cases that write the scenario's bytes themselves
 
 # (row id, how to make it bad, what its one line says)
@@ -113,6 +129,10 @@ CASES: list[tuple[str, Case, str]] = [
     ("rate-above-engine-doh", _set("load.rate_qps", 150_000, "load.protocol", "doh"),
      "150,000 q/s is more than 1 load worker(s) can send over DOH (at most 100,000 q/s"),
     ("rate-negative", _set("load.rate_qps", -5), "load.rate_qps: Input should be greater than"),
+    ("rate-zero", _set("load.rate_qps", 0),
+     "load.rate_qps: Value error, 0 q/s sends nothing; for as fast as the server answers"
+     " write `rate_qps: max`"),
+    ("phase-rate-zero", _set("phases.0.rate_qps", 0), "phases.0.rate_qps: Value error, 0 q/s"),
     ("duration-infinite", _set("phases.0.duration_s", float("inf")), "not a duration: inf"),
     ("duration-too-long", _set("phases.0.duration_s", "400d"), "is longer than the most"),
     ("duration-flag-too-long", _argv("--duration", "1000d"), "--duration: duration '1000d'"),
@@ -120,11 +140,48 @@ CASES: list[tuple[str, Case, str]] = [
     ("threshold-too-large", _set("leaks.thresholds", {"rss_anon_bytes": "2000TiB/h"}),
      "is larger than the most soak takes"),
     ("set-without-value", _argv("--set", "load.rate_qps"), "--set takes key.path=value"),
+    ("binary-not-on-path", _set("target.argv", ["no-such-dns-server"]),
+     "target: binary not found on PATH: no-such-dns-server"),
+    ("binary-path-missing", _set("services.0.argv", ["./bin/none"]),
+     "helper: binary not found or not executable:"),
+    ("host-not-loopback", _set("target.host", "10.1.2.3"),
+     "refusing to send to 10.1.2.3 (10.1.2.3): only loopback unless allow_targets"),
+    ("allow-targets-not-cidr", _set("target.host", "10.1.2.3", "allow_targets", ["10.x/8"]),
+     "not a CIDR in allow_targets: '10.x/8'"),
+    ("port-in-use", _port_in_use, "target: port dns (127.0.0.1:"),
 ]  # fmt: skip
 
+# What only the command line takes (flags, a file to read): no scenario body to post.
+CLI_ONLY = {"scenario-missing", "duration-flag-too-long", "duration-flag-garbage",
+            "set-without-value"}  # fmt: skip
+# The service's line where it words the same problem for a posted body.
+SERVICE_LINE = {
+    "scenario-not-utf8": "body: not UTF-8 text (byte 0xff at offset 8)",
+    "scenario-not-yaml": "body is not YAML or JSON",
+    "scenario-not-mapping": "a scenario is a mapping",
+}
+PATHS = ("validate", "foreground", "service")
 
-@pytest.mark.parametrize(("row", "make_bad", "line"), CASES, ids=[c[0] for c in CASES])
+
+@pytest.fixture(autouse=True)
+def _release_held() -> Any:
+    yield
+    while HELD:
+        HELD.pop().close()
+
+
+def _path_cases() -> list[Any]:
+    return [
+        pytest.param(path, row, make_bad, line, id=f"{path}-{row}")
+        for row, make_bad, line in CASES
+        for path in PATHS
+        if not (row in CLI_ONLY and path != "foreground")
+    ]
+
+
+@pytest.mark.parametrize(("path", "row", "make_bad", "line"), _path_cases())
 def test_bad_input_is_one_line_and_exit_2(
+    path: str,
     row: str,
     make_bad: Case,
     line: str,
@@ -139,7 +196,13 @@ def test_bad_input_is_one_line_and_exit_2(
     if not (tmp_path / SCENARIO_RAW).exists():
         (tmp_path / SCENARIO_RAW).write_text(yaml.safe_dump(sc))
     data = tmp_path / "data"
-    argv = ["start", "--foreground", "--data-dir", str(data)]
+    if path == "service":
+        _refused_by_the_service(tmp_path, data, SERVICE_LINE.get(row, line))
+        return
+    if path == "validate":
+        argv = ["validate"]
+    else:
+        argv = ["start", "--foreground", "--data-dir", str(data)]
     argv += extra if "--" in extra else [*extra, SCENARIO_RAW]
     argv = [a for a in argv if a != "--"]
     with pytest.raises(SystemExit) as exited:
@@ -149,6 +212,31 @@ def test_bad_input_is_one_line_and_exit_2(
     assert len(err) == 1 and line in err[0], err
     assert err[0].startswith("soak: ") and "internal error" not in err[0]
     assert not (data / "runs").exists()  # nothing was started
+    if data.exists():  # no record either
+        assert _records(data) == []
+
+
+def _records(data: Path) -> list[Any]:
+    from soak.runs.layout import DataDir
+    from soak.runs.state import StateStore
+
+    state = StateStore(DataDir(data).state_db)
+    try:
+        return state.list_runs()
+    finally:
+        state.close()
+
+
+def _refused_by_the_service(tmp: Path, data: Path, line: str) -> None:
+    """POST /runs: 422 with the line; no record, no run directory."""
+    body = (tmp / SCENARIO_RAW).read_bytes()
+    with api_client(data) as client:
+        r = client.post("/runs", params={"base_dir": str(tmp)}, content=body, headers=AUTH)
+        assert r.status_code == 422, r.text
+        assert line in _message(r), _message(r)
+        assert "\n" not in _message(r) and not _message(r).startswith("(body)")
+        assert client.get("/runs", headers=AUTH).json() == {"runs": []}
+    assert not (data / "runs").exists() or not any((data / "runs").iterdir())
 
 
 def test_the_base_scenario_passes_the_checks(tmp_path: Path) -> None:
@@ -198,3 +286,89 @@ def test_a_good_archive_passes(tmp_path: Path) -> None:
         tar.add(tmp_path / "d", arcname="d")
     assert _archive_problems(archive) == []
     assert shutil.which("sleep")  # the base scenario's processes exist: not why rows fail
+
+
+@pytest.mark.parametrize("path", ["validate", "foreground"])
+def test_a_missing_image_is_refused_before_anything_starts(
+    path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The docker row: the image is looked up in the local engine (needs one)."""
+    from soak.errors import TargetStartError
+    from soak.targets.docker_engine import engine
+
+    try:
+        engine().close()
+    except TargetStartError:
+        pytest.skip("no Docker engine here")
+    sc = {
+        "name": "no-image",
+        "target": {"runtime": "docker", "image": "soak-test/no-such-image:none"},
+        "phases": [{"name": "a", "duration_s": "10s"}],
+    }
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
+    data = tmp_path / "data"
+    argv = (
+        ["validate"] if path == "validate" else ["start", "--foreground", "--data-dir", str(data)]
+    )
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, str(tmp_path / "s.yaml")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2
+    assert err == [
+        "soak: target: image soak-test/no-such-image:none not found in the local engine "
+        "(build or load it first; soak does not pull)"
+    ]
+    assert not data.exists() or not (data / "runs").exists()
+
+
+def test_rate_max_is_flat_out_and_survives_the_trip_to_the_service(tmp_path: Path) -> None:
+    """`rate_qps: max` is the spelling of flat out; the JSON the client posts and the run
+    record say `max`, and the service takes it back."""
+    from soak.service.api import parse_scenario
+
+    sc = base_scenario()
+    sc["load"]["rate_qps"] = "max"
+    sc["phases"][0]["rate_qps"] = "max"
+    write_base(tmp_path, sc)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
+    scenario = load_scenario(tmp_path / "s.yaml")
+    assert scenario.load is not None and scenario.load.rate_qps == 0.0
+    assert scenario.phases[0].rate_qps == 0.0
+    body = scenario.model_dump_json().encode()
+    assert b'"rate_qps":"max"' in body
+    again = parse_scenario(body, str(tmp_path), None)
+    assert again.load is not None and again.load.rate_qps == 0.0
+    check_scenario(again)
+
+
+def test_soak_load_rate_zero_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["load", "--server", "127.0.0.1:53", "--queries", "q.txt", "--rate", "0"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "soak: --rate: 0 q/s sends nothing; for as fast as the server answers use --rate max"
+    )
+
+
+@pytest.mark.parametrize("path", ["validate", "upgrade"])
+def test_an_upgrade_plan_gets_the_same_preflight(
+    path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`soak validate PLAN` and `soak upgrade PLAN`: a new version's binary that is not
+    there is one line and exit 2 before the old version starts."""
+    target = {"runtime": "process", "name": "srv", "argv": ["sleep", "600"], "ports": {"dns": {}}}
+    plan = {
+        "name": "p",
+        "old": target,
+        "new": {**target, "argv": ["no-such-dns-server"]},
+        "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
+    }
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    work = tmp_path / "work"
+    argv = ["validate"] if path == "validate" else ["upgrade", "--work-dir", str(work)]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, str(tmp_path / "plan.yaml")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2, err
+    assert err == ["soak: srv: binary not found on PATH: no-such-dns-server"], err
+    assert not work.exists()  # no run directory, nothing started

@@ -199,3 +199,32 @@ def test_limits() -> None:
     assert lagging.kind == "generator"
     assert cpu_us_per_query(1.0, 10_000) == pytest.approx(100.0)
     assert cpu_us_per_query(None, 10) is None
+
+
+def test_a_rate_cap_is_never_exceeded_by_the_knee_or_saturation() -> None:
+    """`bench.max_rate_qps` / `--max-rate`: a shared machine's cap holds everywhere."""
+    from soak.bench.runner import capped_knee
+    from soak.config.bench import BenchConfig
+
+    cfg = BenchConfig(max_rate_qps=5_000, knee=KneeConfig(start_rate_qps=8_000, idle_rate_qps=200))
+    knee = capped_knee(cfg)
+    offered: list[float] = []
+    server = model_server(900_000.0)  # far above the cap: the search would climb to it
+
+    def measure(rate: float) -> Step:
+        offered.append(rate)
+        return server(rate)
+
+    run_search(knee, measure)
+    assert offered and max(offered) <= 5_000
+    assert knee.idle_rate_qps == 200 and knee.start_rate_qps == 5_000
+    assert capped_knee(BenchConfig()) == KneeConfig()  # no cap: the search as configured
+
+
+def test_fixed_rates_above_the_cap_are_refused() -> None:
+    from pydantic import ValidationError
+
+    from soak.config.bench import BenchConfig
+
+    with pytest.raises(ValidationError, match="rates_qps 6000 is above max_rate_qps 5000"):
+        BenchConfig(max_rate_qps=5_000, rates_qps=[1_000, 6_000])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from rich.console import Console
 
 from soak.service.live import criteria_lines, fmt_bytes, fmt_duration, render, summary_rows
@@ -81,3 +84,41 @@ def test_formats() -> None:
     assert fmt_duration(59.9) == "0:59"
     assert fmt_bytes(512) == "512 B"
     assert fmt_bytes(1536) == "1.5 KiB"
+
+
+def test_progress_line_is_one_plain_line_and_none_before_the_first_tick() -> None:
+    from soak.service.live import progress_line
+
+    assert progress_line({"id": "r1", "elapsed_s": 0.0, "latest": {}}) is None
+    assert progress_line({"id": "r1", "elapsed_s": 2.0, "latest": {}}) is None
+    line = progress_line(STATUS)
+    assert line == (
+        "soak: r1: +1:02:05 (0:59 left), phase steady, rate 299 of 300 q/s,"
+        " lost 3 (0.0100%), p99 2.50 ms, restarts 1"
+    )
+
+
+def test_without_a_terminal_the_foreground_prints_progress_lines_at_an_interval(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Not a table that wraps, and no `- / 0 q/s` line before anything was measured."""
+    import threading
+
+    from soak.service.foreground import _watch
+
+    finished, stop = threading.Event(), threading.Event()
+    calls = iter(range(1000))
+
+    class Manager:
+        def status(self, run_id: str) -> dict[str, Any]:
+            n = next(calls)
+            if n == 0:
+                return {"id": run_id, "elapsed_s": 0.0, "latest": {}}
+            if n >= 3:
+                finished.set()
+            return {**STATUS, "id": run_id}
+
+    _watch(Manager(), "r1", finished, stop, Console(stderr=True), 0.05)  # type: ignore[arg-type]
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) >= 2 and all(line.startswith("soak: r1: +1:02:05") for line in err), err
+    assert not any("- / 0" in line for line in err)

@@ -37,7 +37,11 @@ def test_write_files_template_relative_to_base_and_dest_confined(tmp_path: Path)
 
 
 def test_fd_limit_warning() -> None:
-    assert fd_limit_warning("t", 20000) is not None
+    warning = fd_limit_warning("t", 20000)
+    assert warning is not None and "open-files limit is 20000" in warning
+    assert "ulimit -n 65536" in warning and "LimitNOFILE=65536" in warning  # what to do
+    docker = fd_limit_warning("t", 20000, "docker")
+    assert docker is not None and "`nofile: 65536`" in docker
     assert fd_limit_warning("t", 1048576) is None and fd_limit_warning("t", None) is None
 
 

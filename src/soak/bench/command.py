@@ -144,6 +144,8 @@ def new_bench_id(name: str) -> str:
 @click.option("--fixed-runs", type=int, default=None, help="runs of each fixed rate (1)")
 @click.option("--step", "step_s", type=float, default=None, help="seconds per knee step (5)")
 @click.option("--no-knee", is_flag=True, help="skip the saturation knee search")
+@click.option("--max-rate", "max_rate", type=float, default=None,
+              help="q/s never offered above (saturation and the knee stop there)")  # fmt: skip
 @click.option("--classes", default=None, help="classes to run, comma-separated (`mix` too)")
 @click.option("--set", "overrides", multiple=True, help="scenario override key.path=value")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None)
@@ -168,6 +170,7 @@ def bench_cmd(
     fixed_runs: int | None,
     step_s: float | None,
     no_knee: bool,
+    max_rate: float | None,
     classes: str | None,
     overrides: tuple[str, ...],
     data_dir: Path | None,
@@ -197,6 +200,7 @@ def bench_cmd(
         "classes": [c.strip() for c in classes.split(",")] if classes else None,
         "knee.step_s": step_s,
         "knee.enabled": False if no_knee else None,
+        "max_rate_qps": max_rate,
     }
     cfg = bench_config(sc, options)
     eng = engine or sc.load.engine

@@ -23,7 +23,7 @@ from soak.bench.measure import (
 )
 from soak.bench.side import Side
 from soak.bench.stats import median, summarise
-from soak.config.bench import BenchConfig
+from soak.config.bench import BenchConfig, KneeConfig
 from soak.errors import InputError
 from soak.load.config import LoadConfig, QueryClass
 from soak.load.queries import class_questions
@@ -157,11 +157,11 @@ class Bench:
         if self.cfg.throwaway_s > 0:
             for side in self.sides:
                 self.echo(f"{side.label}: {name}: throwaway run ({self.cfg.throwaway_s:g} s)")
-                self._measure(side, name, 0.0, self.cfg.throwaway_s)
+                self._measure(side, name, self._flat_out_qps, self.cfg.throwaway_s)
         runs: dict[str, list[RunMeasure]] = {s.label: [] for s in self.sides}
         for i in range(self.cfg.runs):
             for side in self.sides:  # in turns: both sides see the same noisy machine
-                run = self._measure(side, name, 0.0, self.cfg.duration_s)
+                run = self._measure(side, name, self._flat_out_qps, self.cfg.duration_s)
                 self.echo(
                     f"{side.label}: {name}: run {i + 1}/{self.cfg.runs}: "
                     f"{run.answered_qps:,.0f} q/s answered"
@@ -170,8 +170,13 @@ class Bench:
         for side in self.sides:
             rows[side.label]["saturation"] = saturation_summary(runs[side.label])
 
+    @property
+    def _flat_out_qps(self) -> float:
+        """Saturation's rate: 0 (flat out), or the cap `max_rate_qps` (open loop at it)."""
+        return self.cfg.max_rate_qps or 0.0
+
     def _knee(self, side: Side, name: str) -> dict[str, Any]:
-        kcfg = self.cfg.knee
+        kcfg = capped_knee(self.cfg)
         load = side.scenario.load
         assert load is not None
         cfg = class_config(load, name, self.engine)
@@ -248,3 +253,18 @@ def saturation_summary(runs: list[RunMeasure]) -> dict[str, Any]:
         "limit": {"kind": kind, "reason": reason},
         "runs": [r.to_json() for r in runs],
     }
+
+
+def capped_knee(cfg: BenchConfig) -> KneeConfig:
+    """The knee search under the bench's cap: no step (idle, start or bisection) above it."""
+    cap = cfg.max_rate_qps
+    if cap is None:
+        return cfg.knee
+    knee = cfg.knee
+    return knee.model_copy(
+        update={
+            "max_rate_qps": min(knee.max_rate_qps, cap),
+            "start_rate_qps": min(knee.start_rate_qps, cap),
+            "idle_rate_qps": min(knee.idle_rate_qps, cap),
+        }
+    )

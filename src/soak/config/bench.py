@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Self
+
+from pydantic import Field, model_validator
 
 from soak.units import DurationS, StrictModel
 
@@ -56,4 +58,18 @@ class BenchConfig(StrictModel):
     # A limit is "saturated" above this share of its CPUs.
     cpu_saturated_ratio: float = Field(default=0.85, gt=0, le=1)
     knee: KneeConfig = Field(default_factory=KneeConfig)
+    # A cap for a shared machine: nothing is offered above it. Saturation runs open loop
+    # at the cap instead of flat out, the knee search stops at it; None: no cap.
+    max_rate_qps: float | None = Field(default=None, gt=0)
     criteria: BenchCriteria = Field(default_factory=BenchCriteria)
+
+    @model_validator(mode="after")
+    def _rates_under_the_cap(self) -> Self:
+        cap = self.max_rate_qps
+        if cap is not None:
+            above = [r for r in self.rates_qps if r > cap]
+            if above:
+                raise ValueError(
+                    f"rates_qps {above[0]:g} is above max_rate_qps {cap:g} (the cap is kept)"
+                )
+        return self

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from soak.config.scenario import Scenario
 from soak.errors import InputError, not_utf8
+from soak.load.config import INPUT_CONTEXT
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -54,7 +55,7 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
 
 def validate_model(model: type[M], data: Any, source: str) -> M:
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=INPUT_CONTEXT)
     except ValidationError as exc:
         lines = error_lines(exc)
         raise InputError(f"{source}: " + f"\n{source}: ".join(lines)) from exc

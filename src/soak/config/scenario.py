@@ -3,11 +3,13 @@ packages composed in (the setup calls are the targets')."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, ValidationInfo, field_serializer, field_validator
 
 from soak.analysis.config import CriteriaConfig, LeaksConfig
 from soak.config.bench import BenchConfig
-from soak.load.config import LoadConfig
+from soak.load.config import LoadConfig, rate_json, rate_or_max
 from soak.samplers.config import SamplersConfig
 from soak.sinks.config import SinkConfig, SpoolConfig
 from soak.targets.config import SetupCall, TargetConfig
@@ -19,6 +21,15 @@ class Phase(StrictModel):
     duration_s: DurationS = Field(gt=0)
     rate_qps: float | None = Field(default=None, ge=0)  # None: load.rate_qps
     warmup: bool = False  # excluded from leak verdicts and criteria
+
+    @field_validator("rate_qps", mode="before")
+    @classmethod
+    def _rate(cls, value: Any, info: ValidationInfo) -> Any:
+        return rate_or_max(value, info)
+
+    @field_serializer("rate_qps", when_used="json")
+    def _rate_json(self, value: float | None) -> float | str | None:
+        return rate_json(value)
 
 
 class AlertingConfig(StrictModel):

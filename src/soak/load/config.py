@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_serializer, field_validator, model_validator
 
 from soak.units import DurationS, StrictModel
 
@@ -113,9 +113,32 @@ class AgentsConfig(StrictModel):
         return self
 
 
+# A scenario (or `--rate`) that means "as fast as max_outstanding allows" says so.
+FLAT_OUT = "max"
+INPUT_CONTEXT = {"input": True}  # validation of what a user wrote, not a stored copy
+
+
+def rate_or_max(value: Any, info: ValidationInfo, where: str = "rate_qps") -> Any:
+    """`max` is flat out (0 inside); a 0 a user wrote is refused, not taken as flat out.
+
+    Stored copies (the run record, agent specs, segments) are validated without the
+    input context and keep 0; their JSON says `max` (`rate_json`)."""
+    if isinstance(value, str) and value.strip().lower() == FLAT_OUT:
+        return 0.0
+    if (info.context or {}).get("input") and isinstance(value, int | float) and value == 0:
+        raise ValueError(
+            f"0 q/s sends nothing; for as fast as the server answers write `{where}: max`"
+        )
+    return value
+
+
+def rate_json(value: float | None) -> float | str | None:
+    return FLAT_OUT if value == 0 else value
+
+
 class LoadConfig(StrictModel):
     server: str | None = None  # host:port; default: the target's `dns` port
-    rate_qps: float = Field(default=1000.0, ge=0)  # 0: as fast as possible
+    rate_qps: float = Field(default=1000.0, ge=0)  # `max` (0 inside): as fast as possible
     duration_s: DurationS | None = None  # a scenario's phases set it; `soak load` needs it
     protocol: Literal["udp", "tcp", "dot", "doh"] = "udp"
     engine: Literal["builtin", "dnsperf"] = "builtin"
@@ -128,4 +151,14 @@ class LoadConfig(StrictModel):
     tls: TlsOptions = Field(default_factory=TlsOptions)
     doh: DohOptions = Field(default_factory=DohOptions)
     mix: list[QueryClass] = Field(default_factory=list, min_length=1)
+
+    @field_validator("rate_qps", mode="before")
+    @classmethod
+    def _rate(cls, value: Any, info: ValidationInfo) -> Any:
+        return rate_or_max(value, info)
+
+    @field_serializer("rate_qps", when_used="json")
+    def _rate_json(self, value: float) -> float | str | None:
+        return rate_json(value)
+
     agents: AgentsConfig | None = None  # None: the worker processes of this machine

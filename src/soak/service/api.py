@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from soak.config import Scenario, not_utf8
 from soak.errors import InputError
+from soak.load.config import INPUT_CONTEXT
 from soak.preflight import check_scenario
 from soak.runs.reportinput import REPORT_MEDIA, report_text
 from soak.runs.timeline import scaled_scenario
@@ -49,7 +50,7 @@ def parse_scenario(body: bytes, base_dir: str | None, duration: str | None) -> S
         raise InputError(f"body is not YAML or JSON: {getattr(exc, 'problem', exc)}") from exc
     if not isinstance(data, dict):
         raise InputError("a scenario is a mapping")
-    scenario = Scenario.model_validate(data)
+    scenario = Scenario.model_validate(data, context=INPUT_CONTEXT)
     if base_dir:
         if not Path(base_dir).is_absolute():
             raise InputError("base_dir must be an absolute path")

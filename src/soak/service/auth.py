@@ -41,7 +41,8 @@ def client_token(data_dir: Path) -> str:
     path = token_path(data_dir)
     if not path.exists():
         raise InputError(
-            f"no token: set {TOKEN_ENV} or run on the service's host ({path} does not exist)"
+            f"no token: {path} does not exist; pass the service's own --data-dir "
+            f"(or set SOAK_HOME) on this host, or set {TOKEN_ENV} to the service's token"
         )
     return _read(path)
 

@@ -45,7 +45,7 @@ class Client:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise InputError(f"cannot reach the soak service at {self.server}: {exc}") from exc
+            raise InputError(f"cannot reach the service at {self.server}: {exc}") from exc
         if response.status_code == 401:
             raise InputError(f"{self.server}: the token was refused (set SOAK_TOKEN)")
         if response.status_code == 404:
@@ -87,7 +87,12 @@ def _message(response: httpx.Response) -> str:
     except ValueError:
         return response.text.strip()[:300]
     if isinstance(data, dict) and "errors" in data:
-        return "; ".join(f"{e.get('path')}: {e.get('message')}" for e in data["errors"])
+        return "; ".join(
+            str(e.get("message"))
+            if e.get("path") == "(body)"
+            else f"{e.get('path')}: {e.get('message')}"
+            for e in data["errors"]
+        )
     if isinstance(data, dict) and "error" in data:
         return str(data["error"])
     return str(data)[:300]
@@ -97,3 +102,23 @@ def token_for(data_dir: Path) -> str:
     from soak.service.auth import client_token
 
     return client_token(data_dir)
+
+
+def connect(server: str, data_dir: Path) -> Client:
+    """A client with the token; a service that does not answer is said first, since
+    without it a missing token is not the problem."""
+    try:
+        token = token_for(data_dir)
+    except InputError:
+        check_reachable(server)
+        raise
+    return Client(server, token)
+
+
+def check_reachable(server: str, *, timeout_s: float = 5.0) -> None:
+    """InputError "cannot reach the service at URL" unless GET /healthz gets an answer."""
+    url = server.rstrip("/")
+    try:
+        httpx.get(f"{url}/healthz", timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise InputError(f"cannot reach the service at {url}: {exc}") from exc

@@ -12,7 +12,7 @@ import click
 from soak.errors import CheckFailed, InputError, SoakError
 from soak.runs.layout import DataDir, default_root
 from soak.runs.state import ACTIVE, RunStatus
-from soak.service.client import Client, default_server, token_for
+from soak.service.client import Client, connect, default_server
 
 data_dir_option = click.option(
     "--data-dir",
@@ -34,7 +34,7 @@ def _data_dir(value: Path | None) -> Path:
 
 
 def _client(server: str | None, data_dir: Path | None) -> Client:
-    return Client(server or default_server(), token_for(_data_dir(data_dir)))
+    return connect(server or default_server(), _data_dir(data_dir))
 
 
 # ---------------------------------------------------------------- serve

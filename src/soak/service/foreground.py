@@ -22,14 +22,26 @@ from rich.live import Live
 
 from soak.config import Scenario
 from soak.runs.state import ACTIVE
-from soak.service.live import criteria_lines, render, summary_rows, verdict_lines
+from soak.service.live import (
+    criteria_lines,
+    plain_lines,
+    progress_line,
+    render,
+    verdict_lines,
+)
 from soak.service.manager import RunManager
 
-# Without a terminal (CI, `make demo | tee`), one summary line this often.
+# Without a terminal (CI, `make demo | tee`), one plain progress line this often.
 PLAIN_EVERY_S = 10.0
 
 
-def run_foreground(scenario: Scenario, data_dir: Path, *, as_json: bool = False) -> dict[str, Any]:
+def run_foreground(
+    scenario: Scenario,
+    data_dir: Path,
+    *,
+    as_json: bool = False,
+    plain_every_s: float = PLAIN_EVERY_S,
+) -> dict[str, Any]:
     manager = RunManager(data_dir)
     manager.start(resume=False)
     stop = threading.Event()
@@ -37,15 +49,16 @@ def run_foreground(scenario: Scenario, data_dir: Path, *, as_json: bool = False)
     try:
         run = manager.create(scenario, foreground=True)
         console = Console(stderr=True)
-        console.print(f"soak: run {run.id}: starting {scenario.target.name}")
+        click.echo(f"soak: run {run.id}: starting {scenario.target.name}", err=True)
         manager.launch(run)  # TargetStartError: everything started is stopped, exit 2
-        console.print(
+        click.echo(
             f"soak: run {run.id}: {scenario.duration_s:.0f} s, ticks every "
-            f"{scenario.samplers.interval_s:g} s"
+            f"{scenario.samplers.interval_s:g} s",
+            err=True,
         )
-        _watch(manager, run.id, run.finished, stop, console)
+        _watch(manager, run.id, run.finished, stop, console, plain_every_s)
         if stop.is_set() and not run.finished.is_set():
-            console.print("soak: stopping")
+            click.echo("soak: stopping", err=True)
             run.stop()
         run.finished.wait()
         status = manager.status(run.id)
@@ -65,6 +78,7 @@ def _watch(
     finished: threading.Event,
     stop: threading.Event,
     console: Console,
+    plain_every_s: float,
 ) -> None:
     if console.is_terminal:
         with Live(render(manager.status(run_id)), console=console, refresh_per_second=2) as live:
@@ -72,25 +86,15 @@ def _watch(
                 stop.wait(1.0)
                 live.update(render(manager.status(run_id)))
         return
-    next_print = time.monotonic()
+    # A log gets plain lines, the first once there is something measured to say.
+    next_print = time.monotonic() + plain_every_s
     while not (finished.is_set() or stop.is_set()):
         if time.monotonic() >= next_print:
-            rows = dict(summary_rows(manager.status(run_id)))
-            console.print(
-                "  ".join(
-                    f"{k}={rows[k]}"
-                    for k in (
-                        "phase",
-                        "elapsed / remaining",
-                        "rate achieved / target",
-                        "lost",
-                        "p99",
-                    )
-                ),
-                highlight=False,
-            )
-            next_print += PLAIN_EVERY_S
-        stop.wait(1.0)
+            line = progress_line(manager.status(run_id))
+            if line is not None:
+                click.echo(line, err=True)
+            next_print += plain_every_s
+        stop.wait(min(1.0, plain_every_s))
 
 
 def _print_result(status: dict[str, Any], as_json: bool) -> None:
@@ -98,7 +102,11 @@ def _print_result(status: dict[str, Any], as_json: bool) -> None:
         click.echo(json.dumps(status, indent=2))
         return
     out = Console(highlight=False)
-    out.print(render(status))
+    if out.is_terminal:
+        out.print(render(status))
+    else:  # a log: lines that do not wrap
+        for line in plain_lines(status):
+            click.echo(line)
     # Plain lines (never wrapped): scripts and CI logs grep them.
     for line in criteria_lines(status):
         click.echo(line)

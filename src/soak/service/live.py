@@ -127,3 +127,39 @@ def criteria_lines(status: dict[str, Any]) -> list[str]:
         where = f" [{window}]" if window and window != "run" else ""
         lines.append(f"{mark}  {c.get('name')}{where}: {c.get('message', '')}")
     return lines
+
+
+def progress_line(status: dict[str, Any]) -> str | None:
+    """One plain progress line for a log (no terminal): no table, nothing to wrap. None
+    before the first tick, when there is nothing measured to say."""
+    elapsed = status.get("elapsed_s")
+    load = status.get("latest", {}).get("load,class=all", {})
+    achieved = status.get("rate_achieved_qps", load.get("rate_achieved"))
+    if not elapsed or (achieved is None and not status.get("latest")):
+        return None
+    parts = [
+        f"soak: {status.get('id')}: +{fmt_duration(elapsed)}"
+        f" ({fmt_duration(status.get('remaining_s'))} left)",
+        f"phase {status.get('phase') or '-'}",
+    ]
+    if achieved is not None:
+        target = status.get("rate_target_qps", load.get("rate_target"))
+        rate = f"rate {fmt_num(achieved)}"
+        if isinstance(target, int | float) and target > 0:
+            rate += f" of {fmt_num(target)}"
+        parts.append(rate + " q/s")
+        lost_ratio = status.get("lost_ratio")
+        lost = f"lost {fmt_num(status.get('lost'))}"
+        if isinstance(lost_ratio, float):
+            lost += f" ({lost_ratio:.4%})"
+        parts.append(lost)
+        parts.append(f"p99 {fmt_num(load.get('lat_p99_ms'), 2, ' ms')}")
+    restarts = status.get("restarts", 0)
+    if restarts:
+        parts.append(f"restarts {restarts}")
+    return ", ".join(parts)
+
+
+def plain_lines(status: dict[str, Any]) -> list[str]:
+    """The view's figures as `label: text` lines, for a log (no terminal)."""
+    return [f"{label}: {text}" for label, text in summary_rows(status)]

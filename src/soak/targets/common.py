@@ -155,7 +155,7 @@ class RuntimeBase:
         if running.pid is None:
             return
         running.fd_limit = read_fd_limit(running.pid)
-        warning = readiness.fd_limit_warning(self.name, running.fd_limit)
+        warning = readiness.fd_limit_warning(self.name, running.fd_limit, self.runtime)
         if warning is not None:
             log.warning("%s", warning)
             running.warnings.append(warning)

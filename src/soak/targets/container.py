@@ -25,6 +25,7 @@ from soak.targets.docker_engine import (
     LogPump,
     engine,
     exit_info_from_state,
+    image_problem,
     in_container,
     process_fields_from_stats,
     run_labels,
@@ -96,15 +97,9 @@ class DockerRuntime(RuntimeBase):
         return self.running
 
     def _check_image(self) -> None:
-        try:
-            self.client.images.get(self.cfg.image)
-        except docker.errors.ImageNotFound as exc:
-            raise TargetStartError(
-                f"{self.name}: image {self.cfg.image} not found in the local engine "
-                "(build or load it first; soak does not pull)"
-            ) from exc
-        except docker.errors.DockerException as exc:
-            raise TargetStartError(f"{self.name}: image {self.cfg.image}: {exc}") from exc
+        problem = image_problem(self.client, self.name, self.cfg.image)
+        if problem is not None:
+            raise TargetStartError(problem)
 
     def _ensure_volume(self) -> str | None:
         """The data volume: the one passed in or configured (reused), else a fresh one."""

@@ -41,6 +41,20 @@ def engine() -> Any:
     return client
 
 
+def image_problem(client: Any, name: str, image: str) -> str | None:
+    """Why `image` cannot be used from the local engine (soak does not pull), or None."""
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return (
+            f"{name}: image {image} not found in the local engine "
+            "(build or load it first; soak does not pull)"
+        )
+    except docker.errors.DockerException as exc:
+        return f"{name}: image {image}: {exc}"
+    return None
+
+
 def exit_info_from_state(state: dict[str, Any]) -> ExitInfo | None:
     """Exit code, signal (codes 129-192 are 128 + signal) and OOM kill from inspect."""
     if state.get("Running") or state.get("Status") in ("created", "running", "restarting"):

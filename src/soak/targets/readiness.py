@@ -78,10 +78,18 @@ def default_probes(ports: dict[str, PortSpec]) -> list[Probe]:
     return probes
 
 
-def fd_limit_warning(name: str, fd_limit: int | None) -> str | None:
-    if fd_limit is not None and fd_limit < FD_LIMIT_WARN:
-        return (
-            f"{name}: open-files limit is {fd_limit} (below {FD_LIMIT_WARN}); "
-            "a busy server may run out of file descriptors"
+def fd_limit_warning(name: str, fd_limit: int | None, runtime: str = "process") -> str | None:
+    """A low open-files limit, with how to raise it for this runtime."""
+    if fd_limit is None or fd_limit >= FD_LIMIT_WARN:
+        return None
+    if runtime == "docker":
+        fix = f"set `nofile: {FD_LIMIT_WARN}` (or more) on the target"
+    else:
+        fix = (
+            f"raise it where soak starts: `ulimit -n {FD_LIMIT_WARN}` in the shell, or "
+            f"`LimitNOFILE={FD_LIMIT_WARN}` in the systemd unit of `soak serve`"
         )
-    return None
+    return (
+        f"{name}: open-files limit is {fd_limit} (below {FD_LIMIT_WARN}); "
+        f"a busy server may run out of file descriptors: {fix}"
+    )

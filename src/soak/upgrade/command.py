@@ -122,6 +122,8 @@ def upgrade_cmd(
     version on the same data and run the checklist; with a `matrix:`, once per old
     version (one JUnit testsuite each)."""
     plans = load_matrix(plan_file, overrides, olds)  # a bad plan: exit 2, nothing started
+    for plan in plans:
+        preflight_plan(plan)
     results = [run_one(plan, keep, work_dir) for plan in plans]
     if junit_path is not None:
         write_text(junit_path, junit_suites(results))
@@ -138,6 +140,14 @@ def upgrade_cmd(
         raise CheckFailed(summary_line(failed[0]))
     if failed:  # a matrix: which pairs
         raise CheckFailed("; ".join(f"{r.plan}: {summary_line(r)}" for r in failed))
+
+
+def preflight_plan(plan: UpgradePlan) -> None:
+    """The pre-flight of `soak start` for a plan's targets: addresses, files, binaries
+    or images, fixed ports; InputError (exit 2) before the first version starts."""
+    from soak.preflight import check_targets
+
+    check_targets([plan.old, plan.new], plan.base_dir, plan.allow_targets)
 
 
 def run_one(plan: UpgradePlan, keep: bool, work_dir: Path | None) -> UpgradeResult:
