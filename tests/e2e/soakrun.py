@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from tests.support.procs import cmdlines
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "scenarios" / "pdns-recursor-dnsmasq.yaml"
@@ -101,16 +102,6 @@ def _healthy(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting until {what}")
 
 
 def status(port: int, run_id: str) -> dict[str, Any]:

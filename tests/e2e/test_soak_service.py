@@ -25,6 +25,7 @@ from tests.e2e.soakrun import (
     status,
     wait_for,
 )
+from tests.support.procs import children, cmdline
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
@@ -173,27 +174,6 @@ def test_service_sigkilled_mid_run_resumes_every_tick_once(tmp_path: Path) -> No
         assert killed_ns - before[-1] < 3 * 10**9, tags
         # The hole in the store is the gap the event reports.
         assert after and abs((after[0] - before[-1]) / 1e9 - gap_s) < 2.5, tags
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid:
-            found.append(int(proc.name))
-    return found
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def alive(pid: int) -> bool:
