@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
 from tests.e2e.soakrun import ROOT, TOKEN, kinds, run_soak, service, status, wait_for
-from tests.support.alertmanager import alertmanager
+from tests.support.alertmanager import alertmanager, am_alerts
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
@@ -48,13 +47,6 @@ def leaky_scenario(name: str, am_url: str, leaky_args: list[str]) -> dict[str, A
         "alerting": {"alertmanagers": [am_url], "resend_interval_s": "5s"},
         "criteria": {"leaks_ok": True},
     }
-
-
-def am_alerts(am_url: str) -> list[dict[str, Any]]:
-    r = httpx.get(f"{am_url}/api/v2/alerts", params={"filter": "alertname=SoakLeakGrowing"})
-    r.raise_for_status()
-    alerts: list[dict[str, Any]] = r.json()
-    return alerts
 
 
 def test_growing_target_alerts_plateau_does_not(tmp_path: Path) -> None:

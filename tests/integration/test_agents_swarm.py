@@ -170,13 +170,13 @@ def test_missing_image_starts_nothing(
 
 @contextmanager
 def _swarm_load(
-    client: Any, server: ServerProc, tmp_path: Path, name: str, load: dict[str, Any], *flags: str
+    client: Any, server: ServerProc, tmp_path: Path, name: str, count: int, *flags: str, **load: Any
 ) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
-    """`soak load` in a subprocess with swarm agents; (the process, the label filter of its
-    services). Afterwards the process is gone and so are its services."""
-    path = agents_scenario(
-        tmp_path, name, server.port, {**_cfg().model_dump(mode="json", exclude_none=True), **load}
-    )
+    """`soak load` in a subprocess with `count` swarm agents; (the process, the label filter of
+    its services). Afterwards the process is gone and so are its services."""
+    agents = {"count": count, "engine": "swarm", "image": IMAGE}
+    load = {**_cfg().model_dump(mode="json", exclude_none=True), **load, "agents": agents}
+    path = agents_scenario(tmp_path, name, server.port, load)
     argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{server.port}"]
     proc = subprocess.Popen(
         [*argv, "--scenario", str(path), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -195,12 +195,8 @@ def _swarm_load(
 def test_sigterm_removes_the_services(
     client: Any, server: ServerProc, swarm: None, tmp_path: Path
 ) -> None:
-    load = {
-        "rate_qps": 60,
-        "duration_s": 60,
-        "agents": {"count": 2, "engine": "swarm", "image": IMAGE},
-    }
-    with _swarm_load(client, server, tmp_path, "agents-stop", load) as (proc, owner):
+    load = _swarm_load(client, server, tmp_path, "agents-stop", 2, rate_qps=60, duration_s=60)
+    with load as (proc, owner):
 
         def running() -> bool:
             services = client.services.list(filters=owner)
@@ -222,12 +218,9 @@ def test_sigterm_removes_the_services(
 def test_an_agent_killed_is_reported_and_the_others_finish(
     client: Any, server: ServerProc, swarm: None, tmp_path: Path
 ) -> None:
-    load = {
-        "rate_qps": 300,
-        "duration_s": 10,
-        "agents": {"count": 3, "engine": "swarm", "image": IMAGE},
-    }
-    with _swarm_load(client, server, tmp_path, "agents-fault", load, "--json") as (proc, owner):
+    with _swarm_load(
+        client, server, tmp_path, "agents-fault", 3, "--json", rate_qps=300, duration_s=10
+    ) as (proc, owner):
 
         def agent_1_container() -> Any:
             for service in client.services.list(filters=owner):

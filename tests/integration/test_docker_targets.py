@@ -23,7 +23,7 @@ from soak.errors import TargetStartError
 from soak.probes import dns_query, http_request
 from soak.targets import Target, build_target, cleanup_stale
 from soak.targets.config import TargetConfig
-from tests.support.skips import docker_engine
+from tests.support.skips import docker_engine_fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -31,9 +31,7 @@ IMAGES = ["soak-test/base:bookworm", "soak-test/pdns-auth", "soak-test/unbound"]
 API_KEY = "soak-test-key"
 
 
-@pytest.fixture(scope="module")
-def engine() -> Any:
-    return docker_engine(IMAGES)
+engine = docker_engine_fixture(IMAGES)
 
 
 @pytest.fixture

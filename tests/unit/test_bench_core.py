@@ -135,8 +135,18 @@ def test_mann_whitney_against_known_values() -> None:
     assert u == 4.5 and p == pytest.approx(1.0)
 
 
-# (generator cores, its capacity, target cores, its capacity, machine cores, other processes'
-#  cores, flat out, rate kept) -> the limit's kind, a word its reason has, one it has not
+# judge_limit's inputs, in the order of each case below; then the limit's kind, a word its
+# reason has, and one it has not
+LIMIT_INPUTS = [
+    "generator_cores",
+    "generator_capacity_cores",
+    "target_cores",
+    "target_capacity_cores",
+    "machine_cores",
+    "machine_busy_cores",
+    "flat_out",
+    "rate_kept",
+]
 LIMIT_CASES = [
     ((0.97, 1, 0.6, None, 4, None, False, True), "generator", "saturated", None),
     ((0.74, 1, 0.6, 2, 2, None, True, True), "generator", "idle", None),
@@ -151,17 +161,7 @@ LIMIT_CASES = [
 
 @pytest.mark.parametrize(("cores", "kind", "said", "unsaid"), LIMIT_CASES)
 def test_limits(cores: tuple[Any, ...], kind: str, said: str, unsaid: str | None) -> None:
-    gen, gen_capacity, target, target_capacity, machine, busy, flat_out, rate_kept = cores
-    limit = judge_limit(
-        generator_cores=gen,
-        generator_capacity_cores=gen_capacity,
-        target_cores=target,
-        target_capacity_cores=target_capacity,
-        machine_cores=machine,
-        machine_busy_cores=busy,
-        flat_out=flat_out,
-        rate_kept=rate_kept,
-    )
+    limit = judge_limit(**dict(zip(LIMIT_INPUTS, cores, strict=True)))
     assert limit.kind == kind and said in limit.reason
     assert unsaid is None or unsaid not in limit.reason
 
