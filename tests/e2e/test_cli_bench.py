@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.servers import unbound_conf
+from tests.support.servers import unbound_process_target
 from tests.support.skips import docker_skip_reason
 
 pytestmark = pytest.mark.e2e
@@ -22,18 +22,9 @@ SOAK = str(Path(sys.executable).parent / "soak")
 
 
 def unbound_scenario(tmp: Path, *, threads: int, workers: int, bench: dict[str, Any]) -> Path:
-    conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"], threads)  # type: ignore[arg-type]
     scenario = {
         "name": "bench-unbound",
-        "target": {
-            "runtime": "process",
-            "name": "unbound",
-            "version": "1.17",
-            "argv": ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
-            "ports": {"dns": {"protocol": "both"}},
-            "files": [{"dest": "unbound.conf", "content": conf}],
-            "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
-        },
+        "target": unbound_process_target(threads),
         "load": {
             "workers": workers,
             "flows": 16,
