@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from tests.support.procs import cmdlines
+from tests.support.servers import free_port
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,6 +78,14 @@ def processes_under(path: Path) -> list[str]:
 
 
 TOKEN = "e2e-token"
+
+
+def service_place(tmp_path: Path) -> tuple[Path, int, str]:
+    """(data directory, made; a free port; the service's URL on it) for a test's service."""
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    return data, port, f"http://127.0.0.1:{port}"
 
 
 @contextmanager

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.soakrun import ROOT, TOKEN, kinds, run_soak, service, status, wait_for
+from tests.e2e.soakrun import ROOT, TOKEN, kinds, run_soak, service, service_place, status, wait_for
 from tests.support.alertmanager import alertmanager, am_alerts
-from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -50,10 +49,7 @@ def leaky_scenario(name: str, am_url: str, leaky_args: list[str]) -> dict[str, A
 
 
 def test_growing_target_alerts_plateau_does_not(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    data, port, url = service_place(tmp_path)
     env = {"SOAK_TOKEN": TOKEN}
     am_dir = tmp_path / "am"
     am_dir.mkdir()

@@ -22,11 +22,11 @@ from tests.e2e.soakrun import (
     processes_under,
     run_soak,
     service,
+    service_place,
     status,
     wait_for,
 )
 from tests.support.procs import children, cmdline
-from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -44,10 +44,7 @@ def no_strays(tmp_path: Path) -> Iterator[None]:
 
 
 def test_kill_target_and_restart_service_mid_run(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    data, port, url = service_place(tmp_path)
     env = {"SOAK_TOKEN": TOKEN}
     with service(data, port):
         started = run_soak(
@@ -114,10 +111,7 @@ def test_service_sigkilled_mid_run_resumes_every_tick_once(tmp_path: Path) -> No
     from soak.runs.state import StateStore
     from soak.sinks.sqlite import SqliteStore
 
-    data = tmp_path / "data"
-    data.mkdir()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    data, port, url = service_place(tmp_path)
     with service(data, port) as serve:
         started = run_soak(
             "start", str(DEMO), "--duration", "40s", *QUICK, "--server", url,
