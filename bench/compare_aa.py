@@ -27,7 +27,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.servers import unbound_process_target  # noqa: E402
+from tests.support.servers import bench_load, unbound_process_target  # noqa: E402
 
 SOAK = str(Path(sys.executable).parent / "soak")
 BENCH_ARGS = [
@@ -40,12 +40,7 @@ def scenario(tmp: Path) -> Path:
     doc = {
         "name": "aa-unbound",
         "target": unbound_process_target(1),
-        "load": {
-            "workers": 1,
-            "flows": 16,
-            "timeout_s": "1s",
-            "mix": [{"name": "local", "queries": ["www.example.test A"]}],
-        },
+        "load": bench_load(1),
         "phases": [{"name": "p", "duration_s": 10}],
         "bench": {"warm_rate_qps": 500},
     }

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.servers import unbound_process_target
+from tests.support.servers import bench_load, unbound_process_target
 from tests.support.skips import docker_skip_reason
 
 pytestmark = pytest.mark.e2e
@@ -25,11 +25,9 @@ def unbound_scenario(tmp: Path, *, threads: int, workers: int, bench: dict[str, 
     scenario = {
         "name": "bench-unbound",
         "target": unbound_process_target(threads),
-        "load": {
-            "workers": workers,
-            "flows": 16,
-            "timeout_s": "1s",
-            "mix": [
+        "load": bench_load(
+            workers,
+            [
                 {
                     "name": "local",
                     "queries": ["www.example.test A"],
@@ -37,7 +35,7 @@ def unbound_scenario(tmp: Path, *, threads: int, workers: int, bench: dict[str, 
                 },
                 {"name": "nx", "queries": ["nope.example.test A"]},
             ],
-        },
+        ),
         "phases": [{"name": "p", "duration_s": 10}],
         "bench": bench,
     }
@@ -207,12 +205,7 @@ def test_cpu_limited_target_has_lower_capacity_and_compares_worse(tmp_path: Path
                 "probes": [{"kind": "dns", "name": "www.example.test.", "answer": "192.0.2.10"}]
             },
         },
-        "load": {
-            "workers": 2,
-            "flows": 16,
-            "timeout_s": "1s",
-            "mix": [{"name": "local", "queries": ["www.example.test A"]}],
-        },
+        "load": bench_load(2),
         "phases": [{"name": "p", "duration_s": 10}],
         # Five runs a side: `worse` needs a significant difference (Holm-corrected
         # Welch p < 0.05) between sides whose runs vary by 10 % at most.

@@ -149,6 +149,14 @@ remote-control:
 """
 
 
+LOCAL_QUERIES = [{"name": "local", "queries": ["www.example.test A"]}]
+
+
+def bench_load(workers: int, mix: list[dict[str, object]] = LOCAL_QUERIES) -> dict[str, object]:
+    """A bench scenario's `load`: 16 flows, 1 s timeout, by default www.example.test A only."""
+    return {"workers": workers, "flows": 16, "timeout_s": "1s", "mix": mix}
+
+
 def unbound_process_target(threads: int = 1) -> dict[str, object]:
     """A scenario's `target`: unbound as a process on a port soak picks, answering
     www.example.test A with 192.0.2.10 (the bench scenarios' server)."""
