@@ -12,6 +12,7 @@ TargetFn = Callable[[], Running | None]
 """The current Running at each tick, or None while the target is not running."""
 
 CfgT = TypeVar("CfgT")
+ItemT = TypeVar("ItemT")
 
 
 class Sampler(Protocol):
@@ -29,3 +30,24 @@ class TargetSectionSampler(Generic[CfgT]):
 
     def __init__(self, cfg: CfgT, target: TargetFn) -> None:
         self.cfg, self.target = cfg, target
+
+
+class ItemsSampler(Generic[ItemT]):
+    """A sampler that asks the running target once per item (an API call, a DNS probe):
+    the points of every item, nothing while the target is not running."""
+
+    name: str
+    items: list[ItemT]
+    target: TargetFn
+
+    def sample(self, tick_time_ns: int) -> list[Point]:
+        running = self.target()
+        if running is None:
+            return []
+        points: list[Point] = []
+        for item in self.items:
+            points += self.ask(running, item, tick_time_ns)
+        return points
+
+    def ask(self, running: Running, item: ItemT, tick_time_ns: int) -> list[Point]:
+        raise NotImplementedError
