@@ -27,7 +27,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.servers import unbound_conf  # noqa: E402
+from tests.support.servers import bench_load, unbound_process_target  # noqa: E402
 
 SOAK = str(Path(sys.executable).parent / "soak")
 BENCH_ARGS = [
@@ -37,24 +37,10 @@ BENCH_ARGS = [
 
 
 def scenario(tmp: Path) -> Path:
-    conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"], 1)  # type: ignore[arg-type]
     doc = {
         "name": "aa-unbound",
-        "target": {
-            "runtime": "process",
-            "name": "unbound",
-            "version": "1.17",
-            "argv": ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
-            "ports": {"dns": {"protocol": "both"}},
-            "files": [{"dest": "unbound.conf", "content": conf}],
-            "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
-        },
-        "load": {
-            "workers": 1,
-            "flows": 16,
-            "timeout_s": "1s",
-            "mix": [{"name": "local", "queries": ["www.example.test A"]}],
-        },
+        "target": unbound_process_target(1),
+        "load": bench_load(1),
         "phases": [{"name": "p", "duration_s": 10}],
         "bench": {"warm_rate_qps": 500},
     }

@@ -36,9 +36,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support
 
-from soak.analysis.leaks import LeakVerdict, leak_verdict, leak_verdict_from_minima
-from soak.analysis.verdicts import resource_series, run_verdicts
+from tests.support.leakpass import full_read_verdicts
+
+from soak.analysis.leaks import LeakVerdict, leak_verdict_from_minima
+from soak.analysis.verdicts import run_verdicts
 from soak.config import LeaksConfig
 from soak.sinks.sqlite import SqliteStore
 from synthetic_store import RUN_ID, START_NS, synthetic_store, tick_points
@@ -50,21 +53,7 @@ MiB = 1024**2
 def full_read_pass(store: SqliteStore, cfg: LeaksConfig) -> list[LeakVerdict]:
     """The pass before window minima were kept: read every sample, fit every time."""
     leak_verdict_from_minima.cache_clear()  # it did not remember fits either
-    out = []
-    for resource, threshold in cfg.thresholds.items():
-        series = resource_series(store, RUN_ID, resource, START_NS)
-        if series is not None:
-            out.append(
-                leak_verdict(
-                    *series,
-                    resource=resource,
-                    threshold_per_hour=threshold,
-                    window_s=cfg.window_s,
-                    min_windows=cfg.min_windows,
-                    p_value_max=cfg.p_value,
-                )
-            )
-    return out
+    return full_read_verdicts(store, RUN_ID, cfg, START_NS)
 
 
 def cpu_s(fn: Callable[[], object]) -> tuple[float, object]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +18,7 @@ _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _DURATION_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
-_SIZE_UNIT = {
+_SIZE_UNIT: dict[str, float] = {
     "b": 1,
     "kb": 1000,
     "mb": 1000**2,
@@ -57,48 +58,57 @@ class FileModel(StrictModel):
         return p if p.is_absolute() else self._base_dir / p
 
 
+@dataclass(frozen=True)
+class _Quantity:
+    """A number with an optional unit: its checks and its error messages."""
+
+    what: str  # "duration", "size"
+    pattern: re.Pattern[str]  # amount, unit
+    units: dict[str, float]  # lower-case unit -> how many base units it is
+    default_unit: str
+    examples: str
+    most: float
+    over_most: str
+
+    def parse(self, value: Any) -> float:
+        if isinstance(value, bool):
+            raise ValueError(f"not a {self.what}: {value!r}")
+        if isinstance(value, int | float):
+            amount = float(value)
+        elif isinstance(value, str):
+            m = self.pattern.match(value)
+            if not m:
+                raise ValueError(f"not a {self.what}: {value!r} (use e.g. {self.examples})")
+            amount = float(m.group(1)) * self.units[(m.group(2) or self.default_unit).lower()]
+        else:
+            raise ValueError(f"not a {self.what}: {value!r}")
+        if not math.isfinite(amount):
+            raise ValueError(f"not a {self.what}: {value!r}")
+        if amount < 0:
+            raise ValueError(f"{self.what} must not be negative: {value!r}")
+        if amount > self.most:
+            raise ValueError(f"{self.what} {value!r} {self.over_most}")
+        return amount
+
+
+_DURATION = _Quantity(
+    "duration", _DURATION_RE, _DURATION_UNIT_S, "s", "30s, 2m, 24h, 7d",
+    MAX_DURATION_S, "is longer than the most soak takes (366d)",
+)  # fmt: skip
+_SIZE = _Quantity(
+    "size", _SIZE_RE, _SIZE_UNIT, "B", "512KiB, 5MiB, 1GB",
+    MAX_SIZE_BYTES, "is larger than the most soak takes (1PiB)",
+)  # fmt: skip
+
+
 def parse_duration_s(value: Any) -> float:
     """Seconds from a number or a string such as "90s", "2m", "24h"."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str):
-        m = _DURATION_RE.match(value)
-        if not m:
-            raise ValueError(f"not a duration: {value!r} (use e.g. 30s, 2m, 24h, 7d)")
-        seconds = float(m.group(1)) * _DURATION_UNIT_S[m.group(2) or "s"]
-    else:
-        raise ValueError(f"not a duration: {value!r}")
-    if not math.isfinite(seconds):
-        raise ValueError(f"not a duration: {value!r}")
-    if seconds < 0:
-        raise ValueError(f"duration must not be negative: {value!r}")
-    if seconds > MAX_DURATION_S:
-        raise ValueError(f"duration {value!r} is longer than the most soak takes (366d)")
-    return seconds
+    return _DURATION.parse(value)
 
 
 def parse_size_bytes(value: Any) -> int:
     """Bytes from a number or a string such as "5MiB", "64KiB", "1GB"."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a size: {value!r}")
-    if isinstance(value, int | float):
-        size = float(value)
-    elif isinstance(value, str):
-        m = _SIZE_RE.match(value)
-        if not m:
-            raise ValueError(f"not a size: {value!r} (use e.g. 512KiB, 5MiB, 1GB)")
-        size = float(m.group(1)) * _SIZE_UNIT[(m.group(2) or "B").lower()]
-    else:
-        raise ValueError(f"not a size: {value!r}")
-    if not math.isfinite(size):
-        raise ValueError(f"not a size: {value!r}")
-    if size < 0:
-        raise ValueError(f"size must not be negative: {value!r}")
-    if size > MAX_SIZE_BYTES:
-        raise ValueError(f"size {value!r} is larger than the most soak takes (1PiB)")
-    return int(size)
+    return int(_SIZE.parse(value))
 
 
 DurationS = Annotated[float, BeforeValidator(parse_duration_s)]

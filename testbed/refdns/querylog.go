@@ -230,26 +230,15 @@ func (q *queryLog) recent(limit int) ([]queryRow, error) {
 		rows, err = q.st.qdb.Query(`SELECT id, ts_ms, name, qtype, rcode, action, duration_us
 			FROM queries ORDER BY id DESC LIMIT ?`, limit)
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []queryRow{}
-	for rows.Next() {
-		var r queryRow
+	return scanRows(rows, err, func(rows *sql.Rows, r *queryRow) error {
 		if q.st.format == 1 {
 			var qt, rc int
-			err = rows.Scan(&r.ID, &r.TimeMs, &r.Name, &qt, &rc, &r.Action, &r.DurationUs)
+			err := rows.Scan(&r.ID, &r.TimeMs, &r.Name, &qt, &rc, &r.Action, &r.DurationUs)
 			r.Type, r.Rcode = dns.TypeToString[uint16(qt)], dns.RcodeToString[rc]
-		} else {
-			err = rows.Scan(&r.ID, &r.TimeMs, &r.Name, &r.Type, &r.Rcode, &r.Action, &r.DurationUs)
+			return err
 		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+		return rows.Scan(&r.ID, &r.TimeMs, &r.Name, &r.Type, &r.Rcode, &r.Action, &r.DurationUs)
+	})
 }
 
 type topName struct {
@@ -270,19 +259,9 @@ func (q *queryLog) top(window time.Duration, limit int) ([]topName, error) {
 		rows, err = q.st.qdb.Query(`SELECT name, count(*) FROM queries WHERE ts_ms >= ?
 			GROUP BY name ORDER BY 2 DESC LIMIT ?`, since.UnixMilli(), limit)
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []topName{}
-	for rows.Next() {
-		var t topName
-		if err := rows.Scan(&t.Name, &t.Count); err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return scanRows(rows, err, func(rows *sql.Rows, t *topName) error {
+		return rows.Scan(&t.Name, &t.Count)
+	})
 }
 
 func (q *queryLog) rowCount() (int64, error) {

@@ -334,19 +334,27 @@ func (s *store) allowEntries() ([]allowEntry, error) {
 		return entries, err
 	}
 	rows, err := s.sdb.Query("SELECT kind, value, source FROM allow_entries ORDER BY id")
+	return scanRows(rows, err, func(rows *sql.Rows, e *allowEntry) error {
+		return rows.Scan(&e.Kind, &e.Value, &e.Source)
+	})
+}
+
+// scanRows reads every row of a query (rows, err as Query gives them) with scan:
+// an empty result is an empty slice, the first error ends the read.
+func scanRows[T any](rows *sql.Rows, err error, scan func(*sql.Rows, *T) error) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	entries := []allowEntry{}
+	out := []T{}
 	for rows.Next() {
-		var e allowEntry
-		if err := rows.Scan(&e.Kind, &e.Value, &e.Source); err != nil {
+		var v T
+		if err := scan(rows, &v); err != nil {
 			return nil, err
 		}
-		entries = append(entries, e)
+		out = append(out, v)
 	}
-	return entries, rows.Err()
+	return out, rows.Err()
 }
 
 func (s *store) addAllow(e allowEntry) error {

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 
 from tests.support.procs import cmdlines
+from tests.support.servers import free_port
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "scenarios" / "pdns-recursor-dnsmasq.yaml"
@@ -78,6 +80,14 @@ def processes_under(path: Path) -> list[str]:
 TOKEN = "e2e-token"
 
 
+def service_place(tmp_path: Path) -> tuple[Path, int, str]:
+    """(data directory, made; a free port; the service's URL on it) for a test's service."""
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    return data, port, f"http://127.0.0.1:{port}"
+
+
 @contextmanager
 def service(data: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
     log = open(data.parent / f"serve-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
@@ -101,16 +111,6 @@ def _healthy(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting until {what}")
 
 
 def status(port: int, run_id: str) -> dict[str, Any]:

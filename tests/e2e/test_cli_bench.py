@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.servers import unbound_conf
+from tests.support.servers import bench_load, unbound_process_target
 from tests.support.skips import docker_skip_reason
 
 pytestmark = pytest.mark.e2e
@@ -22,23 +22,12 @@ SOAK = str(Path(sys.executable).parent / "soak")
 
 
 def unbound_scenario(tmp: Path, *, threads: int, workers: int, bench: dict[str, Any]) -> Path:
-    conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"], threads)  # type: ignore[arg-type]
     scenario = {
         "name": "bench-unbound",
-        "target": {
-            "runtime": "process",
-            "name": "unbound",
-            "version": "1.17",
-            "argv": ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
-            "ports": {"dns": {"protocol": "both"}},
-            "files": [{"dest": "unbound.conf", "content": conf}],
-            "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
-        },
-        "load": {
-            "workers": workers,
-            "flows": 16,
-            "timeout_s": "1s",
-            "mix": [
+        "target": unbound_process_target(threads),
+        "load": bench_load(
+            workers,
+            [
                 {
                     "name": "local",
                     "queries": ["www.example.test A"],
@@ -46,7 +35,7 @@ def unbound_scenario(tmp: Path, *, threads: int, workers: int, bench: dict[str, 
                 },
                 {"name": "nx", "queries": ["nope.example.test A"]},
             ],
-        },
+        ),
         "phases": [{"name": "p", "duration_s": 10}],
         "bench": bench,
     }
@@ -216,12 +205,7 @@ def test_cpu_limited_target_has_lower_capacity_and_compares_worse(tmp_path: Path
                 "probes": [{"kind": "dns", "name": "www.example.test.", "answer": "192.0.2.10"}]
             },
         },
-        "load": {
-            "workers": 2,
-            "flows": 16,
-            "timeout_s": "1s",
-            "mix": [{"name": "local", "queries": ["www.example.test A"]}],
-        },
+        "load": bench_load(2),
         "phases": [{"name": "p", "duration_s": 10}],
         # Five runs a side: `worse` needs a significant difference (Holm-corrected
         # Welch p < 0.05) between sides whose runs vary by 10 % at most.

@@ -13,7 +13,7 @@ import pytest
 
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, last_json, run_soak
-from tests.support.skips import docker_engine
+from tests.support.skips import docker_engine_fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -22,9 +22,7 @@ PLAN = ROOT / "scenarios" / "refdns-upgrade-docker.yaml"
 IMAGE = "soak-test/refdns:latest"
 
 
-@pytest.fixture(scope="module")
-def engine() -> Any:
-    return docker_engine([IMAGE])
+engine = docker_engine_fixture([IMAGE])
 
 
 def test_template_soaks_the_hardened_image_as_it_stands(engine: Any, tmp_path: Path) -> None:

@@ -11,13 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
-from tests.e2e.soakrun import ROOT, TOKEN, kinds, run_soak, service, status, wait_for
-from tests.support.alertmanager import alertmanager
-from tests.support.servers import free_port
+from tests.e2e.soakrun import ROOT, TOKEN, kinds, run_soak, service, service_place, status, wait_for
+from tests.support.alertmanager import alertmanager, am_alerts
 
 pytestmark = pytest.mark.e2e
 
@@ -50,18 +48,8 @@ def leaky_scenario(name: str, am_url: str, leaky_args: list[str]) -> dict[str, A
     }
 
 
-def am_alerts(am_url: str) -> list[dict[str, Any]]:
-    r = httpx.get(f"{am_url}/api/v2/alerts", params={"filter": "alertname=SoakLeakGrowing"})
-    r.raise_for_status()
-    alerts: list[dict[str, Any]] = r.json()
-    return alerts
-
-
 def test_growing_target_alerts_plateau_does_not(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    data, port, url = service_place(tmp_path)
     env = {"SOAK_TOKEN": TOKEN}
     am_dir = tmp_path / "am"
     am_dir.mkdir()

@@ -11,7 +11,7 @@ import pytest
 
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, soak_passes
-from tests.support.skips import docker_engine
+from tests.support.skips import docker_engine_fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -19,9 +19,7 @@ SCENARIO = ROOT / "scenarios" / "pdns-auth-docker.yaml"
 IMAGE = "soak-test/pdns-auth"
 
 
-@pytest.fixture(scope="module")
-def engine() -> Any:
-    return docker_engine([IMAGE])
+engine = docker_engine_fixture([IMAGE])
 
 
 def test_docker_soak_samples_the_container_and_leaves_nothing(engine: Any, tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ import pytest
 from soak.samplers.promexpr import parse_expr, parse_samples
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, last_json, processes_under, soak_argv
-from tests.support.alertmanager import alertmanager
+from tests.support.alertmanager import alertmanager, am_alerts
 from tests.support.refdns import refdns_binary
 from tests.support.servers import free_port
 
@@ -152,13 +152,6 @@ def test_healthy_refdns_agrees_with_its_metrics_and_passes(tmp_path: Path) -> No
     assert processes_under(data / "runs" / st["id"]) == []
     plots = json.loads(Path(st["reports"]["json"]).read_text())["plots"]
     assert {"heap", "tasks", "memory", "drops", "rows", "api"} <= {p["id"] for p in plots}
-
-
-def am_alerts(am_url: str) -> list[dict[str, Any]]:
-    r = httpx.get(f"{am_url}/api/v2/alerts", params={"filter": "alertname=SoakLeakGrowing"})
-    r.raise_for_status()
-    alerts: list[dict[str, Any]] = r.json()
-    return alerts
 
 
 def test_leaking_refdns_on_a_slow_disk_grows_alerts_and_drops(tmp_path: Path) -> None:

@@ -22,10 +22,11 @@ from tests.e2e.soakrun import (
     processes_under,
     run_soak,
     service,
+    service_place,
     status,
     wait_for,
 )
-from tests.support.servers import free_port
+from tests.support.procs import children, cmdline
 
 pytestmark = pytest.mark.e2e
 
@@ -43,10 +44,7 @@ def no_strays(tmp_path: Path) -> Iterator[None]:
 
 
 def test_kill_target_and_restart_service_mid_run(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    data, port, url = service_place(tmp_path)
     env = {"SOAK_TOKEN": TOKEN}
     with service(data, port):
         started = run_soak(
@@ -113,10 +111,7 @@ def test_service_sigkilled_mid_run_resumes_every_tick_once(tmp_path: Path) -> No
     from soak.runs.state import StateStore
     from soak.sinks.sqlite import SqliteStore
 
-    data = tmp_path / "data"
-    data.mkdir()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    data, port, url = service_place(tmp_path)
     with service(data, port) as serve:
         started = run_soak(
             "start", str(DEMO), "--duration", "40s", *QUICK, "--server", url,
@@ -173,27 +168,6 @@ def test_service_sigkilled_mid_run_resumes_every_tick_once(tmp_path: Path) -> No
         assert killed_ns - before[-1] < 3 * 10**9, tags
         # The hole in the store is the gap the event reports.
         assert after and abs((after[0] - before[-1]) / 1e9 - gap_s) < 2.5, tags
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid:
-            found.append(int(proc.name))
-    return found
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def alive(pid: int) -> bool:

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from soak.cli import main
+from tests.support.agents import agents_scenario
 from tests.support.servers import ServerProc, unbound
 
 pytestmark = pytest.mark.integration
@@ -25,27 +25,17 @@ def test_soak_load_with_local_agents(
     server: ServerProc, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "q.txt").write_text("www.example.test A\nmail.example.test A\n")
-    scenario = {
-        "name": "agents-local",
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": server.port, "protocol": "both"}},
-        },
-        "phases": [{"name": "steady", "duration_s": "3s"}],
-        "load": {
-            "rate_qps": 301,
-            "duration_s": 3,
-            "flows": 4,
-            "mix": [
-                {"name": "file", "weight": 2, "file": "q.txt"},
-                {"name": "miss", "random": {"zone": "example.test"}},
-            ],
-            "agents": {"count": 2, "engine": "local"},
-        },
+    load = {
+        "rate_qps": 301,
+        "duration_s": 3,
+        "flows": 4,
+        "mix": [
+            {"name": "file", "weight": 2, "file": "q.txt"},
+            {"name": "miss", "random": {"zone": "example.test"}},
+        ],
+        "agents": {"count": 2, "engine": "local"},
     }
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(scenario))
+    path = agents_scenario(tmp_path, "agents-local", server.port, load)
     argv = ["load", "--server", f"127.0.0.1:{server.port}", "--scenario", str(path), "--json"]
     with pytest.raises(SystemExit) as exc:
         main(argv)

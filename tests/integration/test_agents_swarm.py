@@ -14,14 +14,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hdrh.histogram import HdrHistogram
 
 from soak.errors import InputError
@@ -30,7 +29,9 @@ from soak.load.agents.spec import LABEL_RUN
 from soak.load.agents.swarm import SwarmEngine
 from soak.load.config import LoadConfig
 from soak.targets.docker_engine import LABEL_OWNER
+from tests.support.agents import agents_scenario
 from tests.support.servers import ServerProc, unbound
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -167,58 +168,22 @@ def test_missing_image_starts_nothing(
     assert client.services.list(filters={"label": f"{LABEL_RUN}={run_id}"}) == []
 
 
-def _wait(what: str, timeout_s: float, check: Any) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-def test_sigterm_removes_the_services(
-    client: Any, server: ServerProc, swarm: None, tmp_path: Path
-) -> None:
-    scenario = {
-        "name": "agents-stop",
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": server.port, "protocol": "both"}},
-        },
-        "phases": [{"name": "steady", "duration_s": "60s"}],
-        "load": {
-            **_cfg().model_dump(mode="json", exclude_none=True),
-            "rate_qps": 60,
-            "duration_s": 60,
-            "agents": {"count": 2, "engine": "swarm", "image": IMAGE},
-        },
-    }
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(scenario))
+@contextmanager
+def _swarm_load(
+    client: Any, server: ServerProc, tmp_path: Path, name: str, count: int, *flags: str, **load: Any
+) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
+    """`soak load` in a subprocess with `count` swarm agents; (the process, the label filter of
+    its services). Afterwards the process is gone and so are its services."""
+    agents = {"count": count, "engine": "swarm", "image": IMAGE}
+    load = {**_cfg().model_dump(mode="json", exclude_none=True), **load, "agents": agents}
+    path = agents_scenario(tmp_path, name, server.port, load)
     argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{server.port}"]
     proc = subprocess.Popen(
-        [*argv, "--scenario", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*argv, "--scenario", str(path), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     owner = {"label": f"{LABEL_OWNER}={socket.gethostname()}:{proc.pid}"}
     try:
-
-        def running() -> bool:
-            services = client.services.list(filters=owner)
-            return len(services) == 2 and all(
-                any(t["Status"]["State"] == "running" for t in s.tasks()) for s in services
-            )
-
-        _wait("two running agents", 120, lambda: running() or proc.poll() is not None)
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 128 + signal.SIGTERM, err
-        assert err.decode().strip().splitlines() == [
-            "soak: stopped by SIGTERM; the agents were removed"
-        ]
-        assert client.services.list(filters=owner) == []
+        yield proc, owner
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -227,32 +192,35 @@ def test_sigterm_removes_the_services(
             service.remove()
 
 
+def test_sigterm_removes_the_services(
+    client: Any, server: ServerProc, swarm: None, tmp_path: Path
+) -> None:
+    load = _swarm_load(client, server, tmp_path, "agents-stop", 2, rate_qps=60, duration_s=60)
+    with load as (proc, owner):
+
+        def running() -> bool:
+            services = client.services.list(filters=owner)
+            return len(services) == 2 and all(
+                any(t["Status"]["State"] == "running" for t in s.tasks()) for s in services
+            )
+
+        wait_for(lambda: running() or proc.poll() is not None, 120, "two running agents", 0.2)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert err.decode().strip().splitlines() == [
+            "soak: stopped by SIGTERM; the agents were removed"
+        ]
+        assert client.services.list(filters=owner) == []
+
+
 def test_an_agent_killed_is_reported_and_the_others_finish(
     client: Any, server: ServerProc, swarm: None, tmp_path: Path
 ) -> None:
-    scenario = {
-        "name": "agents-fault",
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": server.port, "protocol": "both"}},
-        },
-        "phases": [{"name": "steady", "duration_s": "10s"}],
-        "load": {
-            **_cfg().model_dump(mode="json", exclude_none=True),
-            "rate_qps": 300,
-            "duration_s": 10,
-            "agents": {"count": 3, "engine": "swarm", "image": IMAGE},
-        },
-    }
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{server.port}"]
-    proc = subprocess.Popen(
-        [*argv, "--scenario", str(path), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    owner = {"label": f"{LABEL_OWNER}={socket.gethostname()}:{proc.pid}"}
-    try:
+    with _swarm_load(
+        client, server, tmp_path, "agents-fault", 3, "--json", rate_qps=300, duration_s=10
+    ) as (proc, owner):
 
         def agent_1_container() -> Any:
             for service in client.services.list(filters=owner):
@@ -262,7 +230,7 @@ def test_an_agent_killed_is_reported_and_the_others_finish(
                     return running[0] if running else None
             return None
 
-        container = _wait("agent 1 running", 120, agent_1_container)
+        container = wait_for(agent_1_container, 120, "agent 1 running", 0.2)
         container.kill()
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 1, err
@@ -274,9 +242,3 @@ def test_an_agent_killed_is_reported_and_the_others_finish(
         assert abs(result["sent"] - 2 * 100 * 10) <= 20
         assert err.decode().strip().splitlines()[-1].startswith("soak: agent 1 of 3 failed")
         assert client.services.list(filters=owner) == []
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for service in client.services.list(filters=owner):
-            service.remove()

@@ -23,7 +23,8 @@ from soak.errors import TargetStartError
 from soak.probes import dns_query, http_request
 from soak.targets import Target, build_target, cleanup_stale
 from soak.targets.config import TargetConfig
-from tests.support.skips import docker_engine
+from tests.support.servers import unbound_conf
+from tests.support.skips import docker_engine_fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -31,9 +32,7 @@ IMAGES = ["soak-test/base:bookworm", "soak-test/pdns-auth", "soak-test/unbound"]
 API_KEY = "soak-test-key"
 
 
-@pytest.fixture(scope="module")
-def engine() -> Any:
-    return docker_engine(IMAGES)
+engine = docker_engine_fixture(IMAGES)
 
 
 @pytest.fixture
@@ -136,27 +135,17 @@ def test_pdns_hardened_container_fresh_volume_reused_by_next_version(
 def test_host_network_rendered_config_bind_mounted(
     engine: Any, run_id: str, tmp_path: Path
 ) -> None:
-    more = """
-network: host
-user: root
-ports: {dns: {protocol: both}}
-files:
-  - dest: unbound.conf
-    content: |
-      server:
-        do-daemonize: no
-        username: ""
-        chroot: ""
-        directory: ""
-        pidfile: ""
-        use-syslog: no
-        interface: 127.0.0.1@{port.dns}
-        local-zone: "example.test." static
-        local-data: "www.example.test. 60 IN A 192.0.2.77"
-      remote-control:
-        control-enable: no
-mounts: [{source: "{run_dir}/unbound.conf", target: /etc/unbound/soak.conf, read_only: true}]
-"""
+    conf = unbound_conf("{port.dns}", ["www.example.test. 60 IN A 192.0.2.77"])  # type: ignore[arg-type]
+    mount = {"source": "{run_dir}/unbound.conf", "target": "/etc/unbound/soak.conf"}
+    more = yaml.safe_dump(
+        {
+            "network": "host",
+            "user": "root",
+            "ports": {"dns": {"protocol": "both"}},
+            "files": [{"dest": "unbound.conf", "content": conf}],
+            "mounts": [{**mount, "read_only": True}],
+        }
+    )
     target = make(tmp_path, run_id, unbound_spec("192.0.2.77", more))
     target.start()
     try:

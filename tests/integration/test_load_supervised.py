@@ -12,6 +12,7 @@ import pytest
 
 from soak.load.config import LoadConfig
 from soak.load.supervised import SupervisedLoad
+from tests.support.procs import children, cmdline
 from tests.support.servers import unbound
 
 pytestmark = pytest.mark.integration
@@ -54,15 +55,4 @@ def test_dead_worker_is_replaced_and_totals_add_up(tmp_path: Path) -> None:
 
 def load_workers() -> list[int]:
     """PIDs of this process's children that are load workers."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == os.getpid() and "soak.load" in cmd:
-            found.append(int(proc.name))
-    return found
+    return [pid for pid in children(os.getpid()) if "soak.load" in cmdline(pid)]

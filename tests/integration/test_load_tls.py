@@ -56,19 +56,28 @@ def dd(
         yield s
 
 
-def load(server: ServerProc, protocol: str, tmp: Path, **cfg: Any) -> dict[str, Any]:
+# Every TLS frontend: DoT, and DoH by POST and by GET.
+FRONTENDS = pytest.mark.parametrize(
+    ("protocol", "method"), [("dot", None), ("doh", "POST"), ("doh", "GET")]
+)
+
+
+def load(
+    server: ServerProc, protocol: str, tmp: Path, method: str | None = None, **cfg: Any
+) -> dict[str, Any]:
+    if method is not None:
+        cfg["doh"] = {"method": method}
     port = server.extra_ports["dot" if protocol == "dot" else "doh"]
     duration_s, rate = cfg.pop("duration_s", 1.5), cfg.pop("rate", 300.0)
     config = LoadConfig(protocol=protocol, flows=cfg.pop("flows", 2), mix=[LOCAL], **cfg)
     return run_load(config, ("127.0.0.1", port), duration_s, rate, base_dir=tmp).to_json_dict()
 
 
-@pytest.mark.parametrize(("protocol", "method"), [("dot", None), ("doh", "POST"), ("doh", "GET")])
+@FRONTENDS
 def test_unbound_answers_every_query(
     ub: ServerProc, protocol: str, method: str | None, tmp_path: Path
 ) -> None:
-    extra = {"doh": {"method": method}} if method else {}
-    d = load(ub, protocol, tmp_path, **extra)
+    d = load(ub, protocol, tmp_path, method)
     assert d["sent"] == 450 and d["completed"] == 450 and d["rcodes"] == {"NOERROR": 450}
     conns = d["connections"]
     assert conns["opened"] == 2 and conns["errors"] == 0
@@ -83,12 +92,11 @@ def test_knot_resolver_answers_every_query(kr: ServerProc, protocol: str, tmp_pa
     assert d["connections"]["errors"] == 0
 
 
-@pytest.mark.parametrize(("protocol", "method"), [("dot", None), ("doh", "POST"), ("doh", "GET")])
+@FRONTENDS
 def test_dnsdist_frontends_answer_every_query(
     dd: ServerProc, protocol: str, method: str | None, tmp_path: Path
 ) -> None:
-    extra = {"doh": {"method": method}} if method else {}
-    d = load(dd, protocol, tmp_path, **extra)
+    d = load(dd, protocol, tmp_path, method)
     assert d["completed"] == 450 and d["rcodes"] == {"NOERROR": 450}
     assert d["connections"]["opened"] == 2 and d["connections"]["errors"] == 0
 

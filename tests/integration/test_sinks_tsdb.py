@@ -151,24 +151,37 @@ VM_KILL_LOSES_ACKED = pytest.mark.xfail(
 )
 
 
+def through_outage(
+    db: VictoriaMetrics | InfluxV1,
+    cfg: InfluxV1SinkConfig | InfluxV2SinkConfig,
+    tmp_path: Path,
+    soak: str,
+    how: str,
+) -> tuple[dict[str, int], SqliteStore, list[int]]:
+    """Ticks through an outage of db into its sink: (the sink's stats, the embedded store,
+    the ticks it holds). Every tick was spooled and replayed, and is in the store once."""
+    sinks = sinks_for(cfg, tmp_path, retry_interval_s=0)
+    ticks = run_through_outage(db, sinks, soak, how)
+    stats = sinks.stats()[f"{cfg.kind}:soak"]
+    sinks.close()
+    assert stats["spooled"] >= 12 and stats["replayed"] == stats["spooled"]
+    store = SqliteStore(tmp_path / "points.db")
+    stored = [t for t, _ in store.series(soak, "process", "fds")[0][1]]
+    assert stored == ticks
+    return stats, store, stored
+
+
 @pytest.mark.parametrize("how", ["stop", pytest.param("kill", marks=VM_KILL_LOSES_ACKED)])
 def test_outage_every_point_of_every_tick_once_in_order_vm(
     vm: VictoriaMetrics, tmp_path: Path, how: str
 ) -> None:
     cfg = InfluxV2SinkConfig(kind="influx_v2", url=vm.url, timeout_s=2.0)
-    sinks = sinks_for(cfg, tmp_path, retry_interval_s=0)
     soak = f"outage-vm-{how}"
-    ticks = run_through_outage(vm, sinks, soak, how)
-    stats = sinks.stats()["influx_v2:soak"]
-    sinks.close()
-    assert stats["spooled"] >= 12 and stats["replayed"] == stats["spooled"]
+    stats, store, stored = through_outage(vm, cfg, tmp_path, soak, how)
     assert stats["dropped"] == 0 and stats["spool_depth"] == 0
     if how == "kill":
         vm.force_flush()  # what it acknowledged before the kill is on disk, or lost
     # every tick of the embedded store, once each, in the TSDB after its restart
-    store = SqliteStore(tmp_path / "points.db")
-    stored = [t for t, _ in store.series(soak, "process", "fds")[0][1]]
-    assert stored == ticks
     for name in ("process_rss_anon_bytes", "process_threads", "api_ok", "dig_latency_ms"):
         (series,) = vm.export(f'{{__name__="{name}",soak="{soak}"}}', series=1)
         assert series["timestamps"] == [t // MS for t in stored], name
@@ -184,16 +197,9 @@ def test_outage_every_point_of_every_tick_once_in_order_influx_v1(
     influx: InfluxV1, tmp_path: Path, how: str
 ) -> None:
     cfg = InfluxV1SinkConfig(kind="influx_v1", url=influx.url, db="soak", timeout_s=2.0)
-    sinks = sinks_for(cfg, tmp_path, retry_interval_s=0)
     soak = f"outage-v1-{how}"
-    ticks = run_through_outage(influx, sinks, soak, how)
-    stats = sinks.stats()["influx_v1:soak"]
-    sinks.close()
-    assert stats["spooled"] >= 12 and stats["replayed"] == stats["spooled"]
+    _, store, stored = through_outage(influx, cfg, tmp_path, soak, how)
     # every tick of the embedded store, once each, in InfluxDB after its restart
-    store = SqliteStore(tmp_path / "points.db")
-    stored = [t for t, _ in store.series(soak, "process", "fds")[0][1]]
-    assert stored == ticks
     for measurement in ("process", "api", "dig"):
         (series,) = influx.query(f"SELECT * FROM {measurement} WHERE soak = '{soak}'", "soak")
         assert [v[0] for v in series["values"]] == stored, measurement

@@ -43,8 +43,20 @@ INSERT INTO records (domain_id, name, type, content, ttl, disabled, auth) VALUES
 
 
 def target(tmp: Path, spec: str, **fmt: Any) -> Target:
-    cfg = TypeAdapter(TargetConfig).validate_python(yaml.safe_load(spec.format(**fmt)))
+    return built(tmp, yaml.safe_load(spec.format(**fmt)))
+
+
+def built(tmp: Path, spec: dict[str, Any]) -> Target:
+    cfg = TypeAdapter(TargetConfig).validate_python(spec)
     return build_target(cfg, run_dir=tmp / "run", run_id="t-proc", base_dir=tmp)
+
+
+def shell_target(tmp: Path, name: str, script: str, **more: Any) -> Target:
+    """A process target that runs `sh -c script`, with one DNS port."""
+    argv = ["sh", "-c", script]
+    return built(
+        tmp, {"name": name, "runtime": "process", "argv": argv, "ports": {"dns": {}}, **more}
+    )
 
 
 def gone(pid: int | None) -> bool:
@@ -244,16 +256,9 @@ def test_port_already_taken(tmp_path: Path) -> None:
 
 
 def test_never_ready_quotes_the_log_and_leaves_nothing(tmp_path: Path) -> None:
-    t = target(
-        tmp_path,
-        """
-name: slow
-runtime: process
-argv: [sh, -c, "echo loading 1M-entry list; sleep 0.1; echo still compiling >&2; sleep 60 & wait"]
-ports: {{dns: {{}}}}
-ready: {{timeout_s: 1, probes: [{{kind: tcp, port: dns}}]}}
-""",
-    )
+    script = "echo loading 1M-entry list; sleep 0.1; echo still compiling >&2; sleep 60 & wait"
+    ready = {"timeout_s": 1, "probes": [{"kind": "tcp", "port": "dns"}]}
+    t = shell_target(tmp_path, "slow", script, ready=ready)
     exc = start_fails(t)
     message = str(exc)
     assert "not ready after 1 s" in message and "nothing accepts" in message
@@ -262,15 +267,7 @@ ready: {{timeout_s: 1, probes: [{{kind: tcp, port: dns}}]}}
 
 
 def test_exit_before_ready(tmp_path: Path) -> None:
-    t = target(
-        tmp_path,
-        """
-name: crash
-runtime: process
-argv: [sh, -c, "echo fatal: bad config line 3; exit 3"]
-ports: {{dns: {{}}}}
-""",
-    )
+    t = shell_target(tmp_path, "crash", "echo fatal: bad config line 3; exit 3")
     message = str(start_fails(t))
     assert "exited with code 3 before it was ready" in message
     assert "fatal: bad config line 3" in message

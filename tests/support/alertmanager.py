@@ -6,6 +6,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tests.support.servers import ServerProc, free_port, spawn, wait_tcp
 
@@ -45,3 +46,13 @@ def alertmanager(tmp: Path) -> Iterator[ServerProc]:
         yield server
     finally:
         server.stop()
+
+
+def am_alerts(am_url: str, alertname: str = "SoakLeakGrowing") -> list[dict[str, Any]]:
+    """The alerts of one name that the Alertmanager at am_url holds now."""
+    import httpx
+
+    r = httpx.get(f"{am_url}/api/v2/alerts", params={"filter": f"alertname={alertname}"})
+    r.raise_for_status()
+    alerts: list[dict[str, Any]] = r.json()
+    return alerts

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
-from types import FrameType
+
+from tests.support.procs import stop_on_sigterm
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,20 +29,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration-s", type=float, default=3600.0)
     args = ap.parse_args(argv)
 
-    stop = False
-
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_term)
+    stop = stop_on_sigterm()
     held: list[bytearray] = []
     fds: list[int] = []
     chunk = int(args.kib_per_s * 1024)
     start = time.monotonic()
     print("ready", flush=True)
     tick = 0
-    while not stop:
+    while not stop.is_set():
         tick += 1
         deadline = start + tick
         elapsed = deadline - start

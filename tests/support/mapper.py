@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import mmap
 import os
-import signal
 import sys
 import time
-from types import FrameType
+
+from tests.support.procs import stop_on_sigterm
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,13 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kib-per-s", type=int, default=512)
     ap.add_argument("--duration-s", type=float, default=60.0)
     args = ap.parse_args(argv)
-    stop = False
-
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_term)
+    stop = stop_on_sigterm()
     chunk = args.kib_per_s * 1024
     held: list[object] = []
     fd = os.open(args.file, os.O_RDWR | os.O_CREAT, 0o600) if args.file else -1
@@ -43,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     print("ready", flush=True)
     tick = 0
-    while not stop and tick < args.duration_s:
+    while not stop.is_set() and tick < args.duration_s:
         tick += 1
         if fd >= 0:
             os.pwrite(fd, block, size)  # the page cache holds it; then mapped

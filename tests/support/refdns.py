@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.servers import ServerProc, free_port, spawn, wait_dns, wait_tcp
+from tests.support.servers import ServerProc, free_port, serving, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "build" / "refdns" / "refdns"
@@ -53,13 +53,12 @@ def refdns(
         *args,
     ]
     env_argv = ["env", f"REFDNS_TOKEN={token}"] if token else ["env", "-u", "REFDNS_TOKEN"]
-    server = spawn(f"refdns-{api_port}", [*env_argv, *argv], data.parent, port, api=api_port)
-    try:
-        wait_dns(server, "www.home.arpa.")
-        wait_tcp(api_port, proc=server)
+    with serving(
+        spawn(f"refdns-{api_port}", [*env_argv, *argv], data.parent, port, api=api_port),
+        "www.home.arpa.",
+        api_port,
+    ) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def api_get(server: ServerProc, path: str, token: str = TOKEN) -> httpx.Response:

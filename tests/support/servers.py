@@ -82,6 +82,18 @@ def spawn(name: str, argv: list[str], workdir: Path, port: int, **extra: int) ->
     return ServerProc(name, proc, port, workdir, log_path, dict(extra))
 
 
+@contextlib.contextmanager
+def serving(server: ServerProc, qname: str, *tcp_ports: int) -> Iterator[ServerProc]:
+    """server once it answers qname and accepts on tcp_ports; stopped afterwards."""
+    try:
+        wait_dns(server, qname)
+        for port in tcp_ports:
+            wait_tcp(port, proc=server)
+        yield server
+    finally:
+        server.stop()
+
+
 def wait_dns(server: ServerProc, qname: str = "ready.test.", timeout_s: float = 20.0) -> None:
     """Until the server answers any DNS reply on UDP (any rcode)."""
     deadline = time.monotonic() + timeout_s
@@ -137,6 +149,29 @@ remote-control:
 """
 
 
+LOCAL_QUERIES = [{"name": "local", "queries": ["www.example.test A"]}]
+
+
+def bench_load(workers: int, mix: list[dict[str, object]] = LOCAL_QUERIES) -> dict[str, object]:
+    """A bench scenario's `load`: 16 flows, 1 s timeout, by default www.example.test A only."""
+    return {"workers": workers, "flows": 16, "timeout_s": "1s", "mix": mix}
+
+
+def unbound_process_target(threads: int = 1) -> dict[str, object]:
+    """A scenario's `target`: unbound as a process on a port soak picks, answering
+    www.example.test A with 192.0.2.10 (the bench scenarios' server)."""
+    conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"], threads)  # type: ignore[arg-type]
+    return {
+        "runtime": "process",
+        "name": "unbound",
+        "version": "1.17",
+        "argv": ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
+        "ports": {"dns": {"protocol": "both"}},
+        "files": [{"dest": "unbound.conf", "content": conf}],
+        "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
+    }
+
+
 DEFAULT_LOCAL_DATA = [
     "www.example.test. 3600 IN A 192.0.2.10",
     "mail.example.test. 3600 IN A 192.0.2.11",
@@ -177,12 +212,11 @@ def unbound(
         tls_conf = unbound_tls_conf(tls[0], tls[1], extra["dot"], extra["doh"])
     conf = tmp / "unbound.conf"
     conf.write_text(unbound_conf(port, local_data or DEFAULT_LOCAL_DATA, threads, tls_conf))
-    server = spawn("unbound", ["unbound", "-d", "-c", str(conf)], tmp, port, **extra)
-    try:
-        wait_dns(server, "www.example.test.")
+    with serving(
+        spawn("unbound", ["unbound", "-d", "-c", str(conf)], tmp, port, **extra),
+        "www.example.test.",
+    ) as server:
         yield server
-    finally:
-        server.stop()
 
 
 # ---------------------------------------------------------------- dnsmasq
@@ -206,12 +240,8 @@ def dnsmasq_upstream(tmp: Path, address: str = "192.0.2.1") -> Iterator[ServerPr
         f"--pid-file={tmp / 'dnsmasq.pid'}",
         "--user=root",
     ]
-    server = spawn("dnsmasq", argv, tmp, port)
-    try:
-        wait_dns(server, "anything.test.")
+    with serving(spawn("dnsmasq", argv, tmp, port), "anything.test.") as server:
         yield server
-    finally:
-        server.stop()
 
 
 # ---------------------------------------------------------------- pdns-recursor
@@ -246,12 +276,8 @@ def pdns_recursor(tmp: Path, upstream_port: int) -> Iterator[ServerProc]:
         + "\n"
     )
     argv = ["pdns_recursor", f"--config-dir={tmp}"]
-    server = spawn("pdns-recursor", argv, tmp, port, web=web_port)
-    try:
-        wait_dns(server, "warm.example.")
+    with serving(spawn("pdns-recursor", argv, tmp, port, web=web_port), "warm.example.") as server:
         yield server
-    finally:
-        server.stop()
 
 
 # ---------------------------------------------------------------- pdns-server (auth)
@@ -303,13 +329,10 @@ def pdns_server(tmp: Path, db: Path | None = None) -> Iterator[ServerProc]:
         create_pdns_db(db)
     (tmp / "pdns.conf").write_text(pdns_config(tmp, db, port, web_port, PDNS_API_KEY))
     argv = ["pdns_server", f"--config-dir={tmp}"]
-    server = spawn("pdns-server", argv, tmp, port, web=web_port)
-    try:
-        wait_dns(server, "example.test.")
-        wait_tcp(web_port, proc=server)
+    with serving(
+        spawn("pdns-server", argv, tmp, port, web=web_port), "example.test.", web_port
+    ) as server:
         yield server
-    finally:
-        server.stop()
 
 
 # ---------------------------------------------------------------- knot-resolver
@@ -343,12 +366,8 @@ def kresd(
         ]
     (tmp / "kresd.conf").write_text("\n".join(lines) + "\n")
     argv = ["kresd", "-n", "-q", "-c", str(tmp / "kresd.conf"), str(tmp)]
-    server = spawn("kresd", argv, tmp, port, **extra)
-    try:
-        wait_dns(server, "warm.example.")
+    with serving(spawn("kresd", argv, tmp, port, **extra), "warm.example.") as server:
         yield server
-    finally:
-        server.stop()
 
 
 # ---------------------------------------------------------------- dnsdist
@@ -374,9 +393,7 @@ def dnsdist(tmp: Path, backend_port: int, tls: tuple[Path, Path]) -> Iterator[Se
         + "\n"
     )
     argv = ["dnsdist", "--supervised", "--disable-syslog", "-C", str(tmp / "dnsdist.conf")]
-    server = spawn("dnsdist", argv, tmp, port, dot=dot, doh=doh)
-    try:
-        wait_dns(server, "www.example.test.")
+    with serving(
+        spawn("dnsdist", argv, tmp, port, dot=dot, doh=doh), "www.example.test."
+    ) as server:
         yield server
-    finally:
-        server.stop()

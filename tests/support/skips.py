@@ -51,3 +51,13 @@ def not_installed(
     if any(shutil.which(p) is None for p in programs) or not all(f.exists() for f in files):
         return f"{what} not installed"
     return None
+
+
+def docker_engine_fixture(images: list[str], build_hint: str = BUILD_HINT) -> Any:
+    """A module-scoped `engine` fixture: docker_engine(images), the module skipped without it."""
+
+    @pytest.fixture(scope="module")
+    def engine() -> Any:
+        return docker_engine(images, build_hint)
+
+    return engine

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -134,69 +135,38 @@ def test_mann_whitney_against_known_values() -> None:
     assert u == 4.5 and p == pytest.approx(1.0)
 
 
-def test_limits() -> None:
-    gen = judge_limit(
-        generator_cores=0.97, generator_capacity_cores=1, target_cores=0.6, machine_cores=4
-    )
-    assert gen.kind == "generator" and "saturated" in gen.reason
-    idle = judge_limit(
-        generator_cores=0.74,
-        generator_capacity_cores=1,
-        target_cores=0.6,
-        target_capacity_cores=2,
-        machine_cores=2,
-        flat_out=True,
-    )
-    assert idle.kind == "generator" and "idle" in idle.reason
-    shared = judge_limit(
-        generator_cores=1.06,
-        generator_capacity_cores=2,
-        target_cores=0.67,
-        target_capacity_cores=1,
-        machine_cores=2,
-        flat_out=True,
-    )
-    assert shared.kind == "machine" and "other" not in shared.reason
-    others = judge_limit(
-        generator_cores=0.45,
-        generator_capacity_cores=1,
-        target_cores=0.32,
-        target_capacity_cores=2,
-        machine_cores=2,
-        machine_busy_cores=1.9,
-        flat_out=True,
-    )
-    assert others.kind == "machine" and "other processes 1.13" in others.reason
-    server = judge_limit(
-        generator_cores=0.3,
-        generator_capacity_cores=2,
-        target_cores=0.95,
-        target_capacity_cores=1,
-        machine_cores=8,
-        flat_out=True,
-    )
-    assert server.kind == "server"
-    latency = judge_limit(
-        generator_cores=0.3,
-        generator_capacity_cores=2,
-        target_cores=0.3,
-        target_capacity_cores=1,
-        machine_cores=8,
-        flat_out=True,
-    )
-    assert latency.kind == "" and "latency" in latency.reason
-    kept = judge_limit(
-        generator_cores=0.1, generator_capacity_cores=1, target_cores=0.1, machine_cores=8
-    )
-    assert kept.kind == ""
-    lagging = judge_limit(
-        generator_cores=0.1,
-        generator_capacity_cores=1,
-        target_cores=0.1,
-        machine_cores=8,
-        rate_kept=False,
-    )
-    assert lagging.kind == "generator"
+# judge_limit's inputs, in the order of each case below; then the limit's kind, a word its
+# reason has, and one it has not
+LIMIT_INPUTS = [
+    "generator_cores",
+    "generator_capacity_cores",
+    "target_cores",
+    "target_capacity_cores",
+    "machine_cores",
+    "machine_busy_cores",
+    "flat_out",
+    "rate_kept",
+]
+LIMIT_CASES = [
+    ((0.97, 1, 0.6, None, 4, None, False, True), "generator", "saturated", None),
+    ((0.74, 1, 0.6, 2, 2, None, True, True), "generator", "idle", None),
+    ((1.06, 2, 0.67, 1, 2, None, True, True), "machine", "", "other"),
+    ((0.45, 1, 0.32, 2, 2, 1.9, True, True), "machine", "other processes 1.13", None),
+    ((0.3, 2, 0.95, 1, 8, None, True, True), "server", "", None),
+    ((0.3, 2, 0.3, 1, 8, None, True, True), "", "latency", None),
+    ((0.1, 1, 0.1, None, 8, None, False, True), "", "", None),
+    ((0.1, 1, 0.1, None, 8, None, False, False), "generator", "", None),
+]
+
+
+@pytest.mark.parametrize(("cores", "kind", "said", "unsaid"), LIMIT_CASES)
+def test_limits(cores: tuple[Any, ...], kind: str, said: str, unsaid: str | None) -> None:
+    limit = judge_limit(**dict(zip(LIMIT_INPUTS, cores, strict=True)))
+    assert limit.kind == kind and said in limit.reason
+    assert unsaid is None or unsaid not in limit.reason
+
+
+def test_cpu_us_per_query() -> None:
     assert cpu_us_per_query(1.0, 10_000) == pytest.approx(100.0)
     assert cpu_us_per_query(None, 10) is None
 

@@ -23,17 +23,24 @@ def _compose() -> dict[str, Any]:
     return data
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
-def test_docker_compose_config_accepts_the_file() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOAK_", "GRAFANA_"))}
-    r = subprocess.run(
-        ["docker-compose", "-f", str(COMPOSE), "config", "-q"],
-        cwd=ROOT,
+def _compose_config(
+    path: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`docker-compose config -q` of the file at path, run in its directory."""
+    return subprocess.run(
+        ["docker-compose", "-f", str(path), "config", "-q"],
+        cwd=path.parent,
         capture_output=True,
         text=True,
         timeout=120,
         env=env,
     )
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+def test_docker_compose_config_accepts_the_file() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOAK_", "GRAFANA_"))}
+    r = _compose_config(COMPOSE, env)
     assert r.returncode == 0, r.stderr
 
 
@@ -44,13 +51,7 @@ def test_docker_compose_config_rejects_a_broken_file(tmp_path: Path) -> None:
     data["services"]["grafana"]["portz"] = ["3000:3000"]
     bad = tmp_path / "docker-compose.yml"
     bad.write_text(yaml.safe_dump(data))
-    r = subprocess.run(
-        ["docker-compose", "-f", str(bad), "config", "-q"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = _compose_config(bad)
     assert r.returncode != 0
 
 

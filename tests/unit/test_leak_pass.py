@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from soak.analysis.leaks import leak_verdict, mann_kendall
-from soak.analysis.verdicts import resource_series, run_verdicts
+from soak.analysis.leaks import mann_kendall
+from soak.analysis.verdicts import run_verdicts
 from soak.config import LeaksConfig
 from soak.points import Point
 from soak.sinks.sqlite import SqliteStore
 from soak.windows import WindowMinima
+from tests.support.leakpass import full_read_verdicts
 
 MiB = 1024**2
 SOAK = "r1"
@@ -116,27 +117,6 @@ def write_run(
     store.write(points)
 
 
-def full_read_verdicts(store: SqliteStore, cfg: LeaksConfig, since_ns: int) -> list:
-    """The pass as it was: every sample of every resource read, then the verdicts."""
-    out = []
-    for resource, threshold in cfg.thresholds.items():
-        series = resource_series(store, SOAK, resource, since_ns)
-        if series is None:
-            continue
-        out.append(
-            leak_verdict(
-                series[0],
-                series[1],
-                resource=resource,
-                threshold_per_hour=threshold,
-                window_s=cfg.window_s,
-                min_windows=cfg.min_windows,
-                p_value_max=cfg.p_value,
-            )
-        )
-    return out
-
-
 @pytest.mark.parametrize(("drift_per_h", "expected"), [(8 * MiB, "growing"), (0.0, "ok")])
 def test_pass_over_a_growing_store_gives_the_full_read_verdicts(
     tmp_path: Path, drift_per_h: float, expected: str
@@ -150,7 +130,7 @@ def test_pass_over_a_growing_store_gives_the_full_read_verdicts(
     for n in range(0, 8 * 360, per_pass):
         write_run(store, start_ns, range(n, n + per_pass), step_s, drift_per_h, seed=n)
         new = run_verdicts(store, SOAK, cfg, since_ns)
-        assert new == full_read_verdicts(store, cfg, since_ns)
+        assert new == full_read_verdicts(store, SOAK, cfg, since_ns)
         seen.update(v.verdict for v in new if v.resource == "rss_anon_bytes")
     assert seen[expected] > 0
     assert {v.resource for v in new} == {"rss_anon_bytes", "fds", "threads", "goroutines"}
@@ -165,7 +145,7 @@ def test_a_late_sample_for_a_read_time_is_not_missed(tmp_path: Path) -> None:
     tags = {"soak": SOAK, "scenario": "s", "target": "t", "version": "1"}
     store.write([Point("process", {"rss_anon_bytes": 1.0}, start_ns + 5 * 10**9, tags)])
     after = run_verdicts(store, SOAK, cfg, start_ns)
-    assert after == full_read_verdicts(store, cfg, start_ns)
+    assert after == full_read_verdicts(store, SOAK, cfg, start_ns)
     assert after != before
 
 

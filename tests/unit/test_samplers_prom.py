@@ -1,5 +1,6 @@
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,15 +20,28 @@ kudurru_querylog_dropped_total{stage="write"} 100
 """
 
 
+PDNS_AUTH_MAP = {
+    "real_memory_bytes": "pdns_auth_real_memory_usage",
+    "fd_usage": "pdns_auth_fd_usage",
+    "version_info": 'max(pdns_auth_info{version=~"4\\\\..*"})',
+    "nothing": "no_such_metric",
+}
+PDNS_RECURSOR_MAP = {
+    "all": "sum(pdns_recursor_auth_rcode_answers)",
+    "all_total": "sum(pdns_recursor_auth_rcode_answers_total)",
+    "noerror": 'pdns_recursor_auth_rcode_answers{rcode="noerror"}',
+    "not_noerror": 'max(pdns_recursor_auth_rcode_answers{rcode!="noerror"})',
+}
+
+
+def mapped(samples: list[Any], exprs: dict[str, str]) -> tuple[dict[str, float], list[str]]:
+    """map_samples with each expression parsed, no record regex."""
+    return map_samples(samples, {name: parse_expr(e) for name, e in exprs.items()}, None)
+
+
 def test_pdns_server_metrics_mapping() -> None:
     samples = parse_samples((METRICS / "pdns-server.txt").read_text())
-    exprs = {
-        "real_memory_bytes": parse_expr("pdns_auth_real_memory_usage"),
-        "fd_usage": parse_expr("pdns_auth_fd_usage"),
-        "version_info": parse_expr('max(pdns_auth_info{version=~"4\\\\..*"})'),
-        "nothing": parse_expr("no_such_metric"),
-    }
-    fields, missing = map_samples(samples, exprs, None)
+    fields, missing = mapped(samples, PDNS_AUTH_MAP)
     assert fields == {"real_memory_bytes": 65015808.0, "fd_usage": 14.0, "version_info": 1.0}
     assert missing == ["nothing"]
 
@@ -39,13 +53,7 @@ def test_pdns_recursor_label_filters_and_aggregation() -> None:
     answers = [v for n, labels, v in samples if n == name]
     noerror = [v for n, labels, v in samples if n == name and labels["rcode"] == "noerror"]
     assert len(answers) > 10
-    exprs = {
-        "all": parse_expr("sum(pdns_recursor_auth_rcode_answers)"),
-        "all_total": parse_expr("sum(pdns_recursor_auth_rcode_answers_total)"),
-        "noerror": parse_expr('pdns_recursor_auth_rcode_answers{rcode="noerror"}'),
-        "not_noerror": parse_expr('max(pdns_recursor_auth_rcode_answers{rcode!="noerror"})'),
-    }
-    fields, missing = map_samples(samples, exprs, None)
+    fields, missing = mapped(samples, PDNS_RECURSOR_MAP)
     assert missing == []
     assert fields["all"] == fields["all_total"] == sum(answers) > 0
     assert fields["noerror"] == noerror[0] == 1.0

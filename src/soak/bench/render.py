@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
@@ -31,40 +32,45 @@ def _limit(limit: dict[str, Any] | None) -> str:
     )
 
 
+def _section_rows(
+    classes: list[dict[str, Any]], key: str, row: Callable[[str, dict[str, Any]], list[str]]
+) -> list[list[str]]:
+    """One row per query class whose result has the section `key` (row(name, section))."""
+    return [row(c["name"], c[key]) for c in classes if c.get(key)]
+
+
+def _saturation_row(name: str, s: dict[str, Any]) -> list[str]:
+    q = s["qps"]
+    return [
+        name, _n(q["median"]), _n(q["best"]), f"{q['spread_pct']:.1f}% ({q['n']} runs)",
+        _ms(s["avg_ms"]), f"{_cores(s['target_cores'])} cores",
+        "-" if s["cpu_us_per_query"] is None else f"{s['cpu_us_per_query']:.1f} µs",
+        f"{_cores(s['generator_cores'])} cores", str(s["lost"]), _limit(s["limit"]),
+    ]  # fmt: skip
+
+
 def saturation_table(classes: list[dict[str, Any]]) -> Table:
     header = ["Query class", "q/s (median)", "best", "spread", "Avg latency", "Server CPU",
               "CPU/query", "Generator CPU", "Lost", "Limit"]  # fmt: skip
-    rows = []
-    for c in classes:
-        s = c.get("saturation")
-        if not s:
-            continue
-        q = s["qps"]
-        rows.append([
-            c["name"], _n(q["median"]), _n(q["best"]), f"{q['spread_pct']:.1f}% ({q['n']} runs)",
-            _ms(s["avg_ms"]), f"{_cores(s['target_cores'])} cores",
-            "-" if s["cpu_us_per_query"] is None else f"{s['cpu_us_per_query']:.1f} µs",
-            f"{_cores(s['generator_cores'])} cores", str(s["lost"]), _limit(s["limit"]),
-        ])  # fmt: skip
+    rows = _section_rows(classes, "saturation", _saturation_row)
     return "Throughput at saturation", header, rows
+
+
+def _knee_row(name: str, k: dict[str, Any]) -> list[str]:
+    high = k["knee_high_qps"]
+    bracket = f"[{_n(k['knee_low_qps'])} ; {_n(high) if high is not None else 'none failed'}]"
+    width = "-" if k["width_pct"] is None else f"±{k['width_pct'] / 2:.1f}%"
+    note = "GENERATOR-BOUND: the generator could not offer more" if k["generator_bound"] else ""
+    return [
+        name, _ms(k["floor_p50_ms"]), _ms(k["slo_p50_ms"]), f"{_n(k['capacity_qps'])} q/s",
+        f"{_n(k['within_slo_qps'])} q/s", bracket + " q/s", width, str(len(k["steps"])), note,
+    ]  # fmt: skip
 
 
 def knee_table(classes: list[dict[str, Any]]) -> Table:
     header = ["Query class", "Idle p50", "SLO (p50)", "Capacity", "Within SLO",
               "Knee bracket", "Width", "Steps", "Note"]  # fmt: skip
-    rows = []
-    for c in classes:
-        k = c.get("knee")
-        if not k:
-            continue
-        high = k["knee_high_qps"]
-        bracket = f"[{_n(k['knee_low_qps'])} ; {_n(high) if high is not None else 'none failed'}]"
-        width = "-" if k["width_pct"] is None else f"±{k['width_pct'] / 2:.1f}%"
-        note = "GENERATOR-BOUND: the generator could not offer more" if k["generator_bound"] else ""
-        rows.append([
-            c["name"], _ms(k["floor_p50_ms"]), _ms(k["slo_p50_ms"]), f"{_n(k['capacity_qps'])} q/s",
-            f"{_n(k['within_slo_qps'])} q/s", bracket + " q/s", width, str(len(k["steps"])), note,
-        ])  # fmt: skip
+    rows = _section_rows(classes, "knee", _knee_row)
     return "Saturation knee (open loop, dichotomic search on p50)", header, rows
 
 

@@ -9,7 +9,7 @@ the sum: a run that has drained satisfies it, so a mismatch is reported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
@@ -55,19 +55,9 @@ class AgentTotals:
         )
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "sent": self.sent,
-            "completed": self.completed,
-            "lost": self.lost,
-            "abandoned": self.abandoned,
-            "late": self.late,
-            "rate_target_qps": self.rate_target_qps,
-            "duration_s": self.duration_s,
-            "generator_bound": self.generator_bound,
-            "rcodes": self.rcodes,
-            "hist": encode_histogram(self.hist),
-        }
+        """Every field, the histogram last and encoded."""
+        plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "hist"}
+        return {**plain, "hist": encode_histogram(self.hist)}
 
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> AgentTotals:

@@ -10,6 +10,7 @@ import httpx
 from soak.errors import InputError
 from soak.points import Point, event_point
 from soak.probes import http_request
+from soak.samplers.base import ItemsSampler
 from soak.samplers.config import HttpCallConfig
 from soak.targets.base import Running
 
@@ -33,7 +34,10 @@ def call_headers(call: HttpCallConfig, environ: dict[str, str]) -> dict[str, str
     return headers
 
 
-class HttpSampler:
+_Call = tuple[HttpCallConfig, str, dict[str, str]]
+
+
+class HttpSampler(ItemsSampler[_Call]):
     def __init__(
         self,
         calls: list[HttpCallConfig],
@@ -45,36 +49,33 @@ class HttpSampler:
     ) -> None:
         self.name = name
         env = dict(os.environ) if environ is None else environ
-        self.calls = [(c, endpoint_name(c), call_headers(c, env)) for c in calls]
+        # (call, its endpoint name, its headers with the token)
+        self.items = [(c, endpoint_name(c), call_headers(c, env)) for c in calls]
         self.target = target
         self.client = client
 
-    def sample(self, tick_time_ns: int) -> list[Point]:
-        running = self.target()
-        if running is None:
-            return []
-        points = []
-        for call, endpoint, headers in self.calls:
-            if call.port not in running.ports:
-                raise RuntimeError(f"{endpoint}: the target has no port named {call.port!r}")
-            host, port = running.address(call.port)
-            host = f"[{host}]" if ":" in host else host
-            result = http_request(
-                call.method.upper(),
-                f"http://{host}:{port}{call.path}",
-                headers=headers,
-                timeout_s=call.timeout_s,
-                client=self.client,
-            )
-            ok = result.status == call.status
-            fields = {
-                "latency_ms": result.latency_ms,
-                "status": float(result.status or 0),  # 0: no response
-                "bytes": float(result.bytes),
-                "ok": 1.0 if ok else 0.0,
-            }
-            points.append(Point("api", dict(fields), tick_time_ns, {"endpoint": endpoint}))
-            if result.error is not None:
-                message = f"{endpoint}: {result.error}"
-                points.append(event_point("api_error", message, tick_time_ns))
+    def ask(self, running: Running, item: _Call, tick_time_ns: int) -> list[Point]:
+        call, endpoint, headers = item
+        if call.port not in running.ports:
+            raise RuntimeError(f"{endpoint}: the target has no port named {call.port!r}")
+        host, port = running.address(call.port)
+        host = f"[{host}]" if ":" in host else host
+        result = http_request(
+            call.method.upper(),
+            f"http://{host}:{port}{call.path}",
+            headers=headers,
+            timeout_s=call.timeout_s,
+            client=self.client,
+        )
+        ok = result.status == call.status
+        fields = {
+            "latency_ms": result.latency_ms,
+            "status": float(result.status or 0),  # 0: no response
+            "bytes": float(result.bytes),
+            "ok": 1.0 if ok else 0.0,
+        }
+        points = [Point("api", dict(fields), tick_time_ns, {"endpoint": endpoint})]
+        if result.error is not None:
+            message = f"{endpoint}: {result.error}"
+            points.append(event_point("api_error", message, tick_time_ns))
         return points

@@ -9,6 +9,7 @@ import dns.rcode
 from soak.errors import InputError
 from soak.points import Point, event_point
 from soak.probes import DnsResult, dns_query
+from soak.samplers.base import ItemsSampler
 from soak.samplers.config import DigProbeConfig
 from soak.targets.base import Running
 
@@ -29,7 +30,7 @@ def probe_ok(probe: DigProbeConfig, result: DnsResult) -> bool:
     return any(a.strip().rstrip(".").lower() == want for a in result.answers)
 
 
-class DigSampler:
+class DigSampler(ItemsSampler[DigProbeConfig]):
     def __init__(
         self,
         probes: list[DigProbeConfig],
@@ -45,38 +46,26 @@ class DigSampler:
                 raise InputError(
                     f"samplers.dig {probe_name(p)}: unknown rcode {p.rcode!r}"
                 ) from exc
-        self.probes = probes
+        self.items = probes
         self.target = target
 
-    def sample(self, tick_time_ns: int) -> list[Point]:
-        running = self.target()
-        if running is None:
-            return []
-        points = []
-        for probe in self.probes:
-            if probe.port not in running.ports:
-                raise RuntimeError(f"{probe_name(probe)}: the target has no port {probe.port!r}")
-            host, port = running.address(probe.port)
-            result = dns_query(
-                host,
-                port,
-                probe.name,
-                probe.type,
-                protocol=probe.protocol,
-                timeout_s=probe.timeout_s,
-            )
-            rcode = (
-                float(dns.rcode.from_text(result.rcode))
-                if result.rcode is not None
-                else NO_REPLY_RCODE
-            )
-            fields = {
-                "latency_ms": result.latency_ms,
-                "rcode": rcode,
-                "ok": 1.0 if probe_ok(probe, result) else 0.0,
-            }
-            points.append(Point("dig", dict(fields), tick_time_ns, {"probe": probe_name(probe)}))
-            if result.error is not None:
-                message = f"{probe_name(probe)}: {result.error}"
-                points.append(event_point("dig_error", message, tick_time_ns))
+    def ask(self, running: Running, item: DigProbeConfig, tick_time_ns: int) -> list[Point]:
+        name = probe_name(item)
+        if item.port not in running.ports:
+            raise RuntimeError(f"{name}: the target has no port {item.port!r}")
+        host, port = running.address(item.port)
+        result = dns_query(
+            host, port, item.name, item.type, protocol=item.protocol, timeout_s=item.timeout_s
+        )
+        rcode = (
+            float(dns.rcode.from_text(result.rcode)) if result.rcode is not None else NO_REPLY_RCODE
+        )
+        fields = {
+            "latency_ms": result.latency_ms,
+            "rcode": rcode,
+            "ok": 1.0 if probe_ok(item, result) else 0.0,
+        }
+        points = [Point("dig", dict(fields), tick_time_ns, {"probe": name})]
+        if result.error is not None:
+            points.append(event_point("dig_error", f"{name}: {result.error}", tick_time_ns))
         return points

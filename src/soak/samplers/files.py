@@ -6,12 +6,12 @@ import glob
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from soak.points import Point, event_point
+from soak.samplers.base import TargetFn, TargetSectionSampler
 from soak.samplers.config import FilesSamplerConfig
-from soak.targets.base import Running
 
 _GLOB_CHARS = set("*?[")
 
@@ -60,17 +60,14 @@ def sqlite_row_count(path: Path, query: str, timeout_s: float = 2.0) -> float:
     return float(row[0])
 
 
-class FilesSampler:
+class FilesSampler(TargetSectionSampler[FilesSamplerConfig]):
     name = "files"
 
     def __init__(
-        self,
-        cfg: FilesSamplerConfig,
-        target: Callable[[], Running | None],
-        *,
-        data_dir: Path | None = None,
+        self, cfg: FilesSamplerConfig, target: TargetFn, *, data_dir: Path | None = None
     ) -> None:
-        self.cfg, self.target, self.data_dir = cfg, target, data_dir
+        super().__init__(cfg, target)
+        self.data_dir = data_dir
 
     def sample(self, tick_time_ns: int) -> list[Point]:
         running = self.target()

@@ -25,26 +25,28 @@ from soak.pproftext import parse_profile
 from soak.probes import http_request
 from soak.profiles import thin, write_profile
 from soak.samplers.api import call_headers
+from soak.samplers.base import TargetFn, TargetSectionSampler
 from soak.samplers.config import HttpCallConfig, PprofSamplerConfig
 from soak.targets.base import Running
 
 NS_PER_S = 1_000_000_000
 
 
-class PprofSampler:
+class PprofSampler(TargetSectionSampler[PprofSamplerConfig]):
     name = "pprof"
 
     def __init__(
         self,
         cfg: PprofSamplerConfig,
-        target: Callable[[], Running | None],
+        target: TargetFn,
         *,
         client: httpx.Client | None = None,
         environ: dict[str, str] | None = None,
         warmup_end_ns: Callable[[], int] | None = None,
         background: bool = True,
     ) -> None:
-        self.cfg, self.target, self.client = cfg, target, client
+        super().__init__(cfg, target)
+        self.client = client
         auth = HttpCallConfig(
             endpoint="pprof",
             path=cfg.path,

@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 import httpx
 
 from soak.errors import InputError
 from soak.points import FieldValue, Point, event_point
 from soak.probes import http_request
+from soak.samplers.base import TargetFn, TargetSectionSampler
 from soak.samplers.config import PromSamplerConfig
 from soak.samplers.promexpr import Expr, map_samples, parse_expr, parse_samples
-from soak.targets.base import Running
 
 
-class PromSampler:
+class PromSampler(TargetSectionSampler[PromSamplerConfig]):
     name = "prom"
 
     def __init__(
-        self,
-        cfg: PromSamplerConfig,
-        target: Callable[[], Running | None],
-        *,
-        client: httpx.Client | None = None,
+        self, cfg: PromSamplerConfig, target: TargetFn, *, client: httpx.Client | None = None
     ) -> None:
-        self.cfg, self.target, self.client = cfg, target, client
+        super().__init__(cfg, target)
+        self.client = client
         self.exprs: dict[str, Expr] = {name: parse_expr(e) for name, e in cfg.map.items()}
         try:
             self.record = re.compile(cfg.record_regex) if cfg.record_regex else None

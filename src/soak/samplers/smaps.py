@@ -8,14 +8,13 @@ that forks workers) is summed over its members when `tree` is set.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from soak.points import Point
 from soak.procfs import process_tree, read_smaps
+from soak.samplers.base import TargetFn, TargetSectionSampler
 from soak.samplers.config import SmapsSamplerConfig
 from soak.smaps import MapGroup, group
-from soak.targets.base import Running
 
 
 def to_points(groups: list[MapGroup], tick_time_ns: int) -> list[Point]:
@@ -30,17 +29,14 @@ def to_points(groups: list[MapGroup], tick_time_ns: int) -> list[Point]:
     ]
 
 
-class SmapsSampler:
+class SmapsSampler(TargetSectionSampler[SmapsSamplerConfig]):
     name = "smaps"
 
     def __init__(
-        self,
-        cfg: SmapsSamplerConfig,
-        target: Callable[[], Running | None],
-        *,
-        proc_root: Path = Path("/proc"),
+        self, cfg: SmapsSamplerConfig, target: TargetFn, *, proc_root: Path = Path("/proc")
     ) -> None:
-        self.cfg, self.target, self.proc_root = cfg, target, proc_root
+        super().__init__(cfg, target)
+        self.proc_root = proc_root
 
     def sample(self, tick_time_ns: int) -> list[Point]:
         running = self.target()

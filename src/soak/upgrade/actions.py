@@ -14,7 +14,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from soak.errors import InputError, SoakError
 from soak.netsafety import check_allowed
@@ -98,23 +98,30 @@ def _fill(obj: Any, placeholders: dict[str, str]) -> Any:
 # ---------------------------------------------------------------- requests
 
 
-def api_call(
-    values: Values,
-    version: Version,
-    *,
-    port: str,
-    method: str,
-    path: str,
-    headers: dict[str, str],
-    body: Any,
-    timeout_s: float,
-) -> HttpResult:
+class ApiRequest(Protocol):
+    """The request of an api step, check or snapshot (a snapshot is a GET without a body)."""
+
+    @property
+    def port(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def headers(self) -> dict[str, str]: ...
+    @property
+    def body(self) -> Any: ...
+    @property
+    def timeout_s(self) -> float: ...
+
+
+def api_call(values: Values, version: Version, req: ApiRequest) -> HttpResult:
     return http_request(
-        method.upper(),
-        version.url(port, render(values, version, path)),
-        headers=render(values, version, headers),
-        json=render(values, version, body),
-        timeout_s=timeout_s,
+        req.method.upper(),
+        version.url(req.port, render(values, version, req.path)),
+        headers=render(values, version, req.headers),
+        json=render(values, version, req.body),
+        timeout_s=req.timeout_s,
     )
 
 
@@ -136,16 +143,7 @@ def dig(
 
 
 def run_api_step(step: ApiStep, values: Values, version: Version) -> str:
-    result = api_call(
-        values,
-        version,
-        port=step.port,
-        method=step.method,
-        path=step.path,
-        headers=step.headers,
-        body=step.body,
-        timeout_s=step.timeout_s,
-    )
+    result = api_call(values, version, step)
     if not status_ok(step.status, result.status):
         want = "2xx" if step.status is None else str(step.status)
         got = result.error or f"{result.status}: {body_excerpt(result)}"
@@ -275,16 +273,7 @@ def run_wait_step(step: WaitStep, version: Version) -> str:
 
 def take_snapshot(item: SnapshotItem, values: Values, version: Version) -> dict[str, Any]:
     if isinstance(item, ApiSnapshot):
-        result = api_call(
-            values,
-            version,
-            port=item.port,
-            method="GET",
-            path=item.path,
-            headers=item.headers,
-            body=None,
-            timeout_s=item.timeout_s,
-        )
+        result = api_call(values, version, item)
         return api_record(result)
     assert isinstance(item, DigSnapshot)
     return dig_record(

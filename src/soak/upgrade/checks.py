@@ -100,16 +100,7 @@ def evaluate(check: Check, ctx: CheckContext) -> Verdict:
     """One attempt of one check."""
     values, version = ctx.values, ctx.version
     if isinstance(check, ApiCheck):
-        result = api_call(
-            values,
-            version,
-            port=check.port,
-            method=check.method,
-            path=check.path,
-            headers=check.headers,
-            body=check.body,
-            timeout_s=check.timeout_s,
-        )
+        result = api_call(values, version, check)
         return judge_api(check, result)
     if isinstance(check, DigCheck):
         result_dns = dig(

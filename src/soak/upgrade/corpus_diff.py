@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 CATEGORIES = ("no_reply", "rcode", "answers", "ttl", "flags")
@@ -29,12 +29,7 @@ class Difference:
     after: str
 
     def to_json(self) -> dict[str, str]:
-        return {
-            "query": self.query,
-            "category": self.category,
-            "before": self.before,
-            "after": self.after,
-        }
+        return asdict(self)
 
     def describe(self) -> str:
         return f"{self.query}: {self.category} {self.before} -> {self.after}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -35,4 +36,28 @@ class AgentEngine(Protocol):
 
     def logs(self, index: int) -> str: ...
 
+    def remove(self) -> None: ...
+
+
+class OneByOneEngine(ABC):
+    """An engine that starts its agents one at a time, all of them or none: after a
+    failure, what was started is removed before the error goes on."""
+
+    def start(self, spec: AgentSpec) -> None:
+        self._prepare(spec)
+        try:
+            for i in range(spec.count):
+                self._start_agent(spec, i)
+        except BaseException:
+            self.remove()
+            raise
+
+    @abstractmethod
+    def _prepare(self, spec: AgentSpec) -> None:
+        """Checks and set-up before the first agent; an error here has started nothing."""
+
+    @abstractmethod
+    def _start_agent(self, spec: AgentSpec, index: int) -> None: ...
+
+    @abstractmethod
     def remove(self) -> None: ...

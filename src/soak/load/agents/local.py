@@ -11,39 +11,35 @@ import tempfile
 from pathlib import Path
 
 from soak.errors import SoakError
-from soak.load.agents.engine import AgentState
+from soak.load.agents.engine import AgentState, OneByOneEngine
 from soak.load.agents.spec import SEGMENT_ENV, AgentSpec
 
 STOP_GRACE_S = 5.0
 
 
-class LocalEngine:
+class LocalEngine(OneByOneEngine):
     name = "local"
 
     def __init__(self) -> None:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._dir: Path | None = None
 
-    def start(self, spec: AgentSpec) -> None:
+    def _prepare(self, spec: AgentSpec) -> None:
         if self._procs:
             raise SoakError("local agents: start called twice")
         self._dir = Path(tempfile.mkdtemp(prefix=f"{spec.name()}-"))
-        try:
-            for i in range(spec.count):
-                segment = f"{i}/{spec.count}"
-                env = {**os.environ, **spec.env(), SEGMENT_ENV: segment}
-                argv = [sys.executable, "-m", "soak.cli", *spec.argv(segment)]
-                with (
-                    (self._dir / f"{i}.out").open("wb") as out,
-                    (self._dir / f"{i}.err").open("wb") as err,
-                ):
-                    proc = subprocess.Popen(
-                        argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env
-                    )
-                self._procs.append(proc)
-        except BaseException:
-            self.remove()
-            raise
+
+    def _start_agent(self, spec: AgentSpec, index: int) -> None:
+        assert self._dir is not None
+        segment = f"{index}/{spec.count}"
+        env = {**os.environ, **spec.env(), SEGMENT_ENV: segment}
+        argv = [sys.executable, "-m", "soak.cli", *spec.argv(segment)]
+        with (
+            (self._dir / f"{index}.out").open("wb") as out,
+            (self._dir / f"{index}.err").open("wb") as err,
+        ):
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+        self._procs.append(proc)
 
     def poll(self) -> list[AgentState]:
         out = []

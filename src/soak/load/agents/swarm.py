@@ -16,7 +16,7 @@ import docker.errors
 from docker.types import RestartPolicy, ServiceMode
 
 from soak.errors import InputError
-from soak.load.agents.engine import AgentState, State
+from soak.load.agents.engine import AgentState, OneByOneEngine, State
 from soak.load.agents.spec import LABEL_RUN, SEGMENT_ENV, AgentSpec
 from soak.targets.docker_engine import LABEL_OWNER, engine, owner_label
 
@@ -72,7 +72,7 @@ def task_state(tasks: list[dict[str, Any]]) -> tuple[State, str]:
     return state, f"{why} (exit {code})" if code is not None else str(why)
 
 
-class SwarmEngine:
+class SwarmEngine(OneByOneEngine):
     name = "swarm"
 
     def __init__(self, client: Any = None) -> None:
@@ -80,18 +80,15 @@ class SwarmEngine:
         self._services: list[Any] = []
         self._run_id: str | None = None
 
-    def start(self, spec: AgentSpec) -> None:
+    def _prepare(self, spec: AgentSpec) -> None:
         client = self._client = self._client or engine()
         self._check(client, spec)
         self._run_id = spec.run_id
-        try:
-            for i in range(spec.count):
-                kwargs = service_kwargs(spec, i)
-                image = kwargs.pop("image")
-                self._services.append(client.services.create(image, **kwargs))
-        except BaseException:
-            self.remove()
-            raise
+
+    def _start_agent(self, spec: AgentSpec, index: int) -> None:
+        kwargs = service_kwargs(spec, index)
+        image = kwargs.pop("image")
+        self._services.append(self._client.services.create(image, **kwargs))
 
     def poll(self) -> list[AgentState]:
         out = []

@@ -3,7 +3,7 @@ the load through the swap, rollback and the version matrix (checks: checks.py)."
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
@@ -108,6 +108,9 @@ class ApiSnapshot(StrictModel):
     path: str
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: DurationS = 10.0
+
+    method: ClassVar[str] = "GET"  # a snapshot only reads
+    body: ClassVar[Any] = None
 
 
 class DigSnapshot(StrictModel):
