@@ -148,11 +148,15 @@ def test_server_fds_come_back_after_churn(ub: ServerProc, tmp_path: Path) -> Non
 
 
 def cli_load(port: int, tmp_path: Path, *extra: str) -> str:
-    """`soak load` of www.example.test A at 100 q/s for 1 s; its standard output."""
+    """`soak load` of www.example.test A at 100 q/s for 1 s; its standard output.
+
+    A 10-s answer timeout: on a busy machine an answer may take longer than the
+    default, and these tests are about the protocol, not the latency."""
     qfile = tmp_path / "q.txt"
     qfile.write_text("www.example.test A\n")
     argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{port}"]
-    argv += ["--queries", str(qfile), "--rate", "100", "--duration", "1", *extra]
+    argv += ["--queries", str(qfile), "--rate", "100", "--duration", "1"]
+    argv += ["--timeout", "10", *extra]
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
 
