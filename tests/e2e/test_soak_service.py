@@ -27,6 +27,7 @@ from tests.e2e.soakrun import (
     wait_for,
 )
 from tests.support.procs import children, cmdline
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
 
