@@ -81,7 +81,7 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         "setup": _setup(inp),
         "startup": dict(inp.startup),
         "phases": phase_rows,
-        "passed": all(c.ok for c in inp.criteria),
+        "passed": _passed(inp),
         "criteria": [_finite(dataclasses.asdict(c)) for c in inp.criteria],
         "verdicts": verdicts,
         "what_grew": _what_grew(store, inp, verdicts),
@@ -127,7 +127,19 @@ def _run_section(inp: ReportInput, end_ns: int) -> dict[str, Any]:
         "ended": iso(inp.ended_ns),
         "last_sample": iso(end_ns),
         "duration_s": (end_ns - inp.started_ns) / 1e9,
+        "planned_s": inp.planned_s,
     }
+
+
+# Statuses of a run that ended before its timeline ran out: never headlined as a pass.
+ENDED_EARLY = ("stopped", "failed", "error")
+
+
+def _passed(inp: ReportInput) -> bool:
+    """No criterion failed and the run was not cut short (a criterion not judged is no
+    failure, but the headline counts it)."""
+    failed = [c for c in inp.criteria if c.judged and not c.ok]
+    return not failed and inp.status not in ENDED_EARLY
 
 
 def _setup(inp: ReportInput) -> dict[str, str]:

@@ -41,3 +41,4 @@ class ReportInput:
     run_dir: Path | None = None  # where the pprof sampler kept Go profiles ("What grew")
     # A docker mem_limit or the scenario's limits.memory_bytes: growing memory projects to it.
     memory_limit_bytes: float | None = None
+    planned_s: float | None = None  # the phases' total: a run that ended before it ended early

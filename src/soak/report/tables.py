@@ -123,12 +123,18 @@ def criteria_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
             c["name"],
             c["window"],
             *_criterion_figures(c),
-            "pass" if c["ok"] else "FAIL",
+            _result(c),
             c["message"],
         ]
         for c in report["criteria"]
     ]
     return header, rows
+
+
+def _result(c: dict[str, Any]) -> str:
+    if not c.get("judged", True):
+        return "not judged"
+    return "pass" if c["ok"] else "FAIL"
 
 
 def _criterion_figures(c: dict[str, Any]) -> list[str]:
@@ -244,11 +250,34 @@ def startup_rows(report: dict[str, Any]) -> list[Row]:
 
 
 def headline(report: dict[str, Any]) -> str:
-    failed = [c for c in report["criteria"] if not c["ok"]]
+    """What happened first (a run cut short says so), then the criteria counted: passed,
+    failed and not judged (too little data: never counted as a pass)."""
+    run = report["run"]
+    criteria = report["criteria"]
+    failed = [c for c in criteria if c.get("judged", True) and not c["ok"]]
+    not_judged = [c for c in criteria if not c.get("judged", True)]
+    passed = len(criteria) - len(failed) - len(not_judged)
+    if failed:
+        counts = f"{len(failed)} of {len(criteria)} criteria failed"
+    elif not_judged:
+        counts = f"{passed} pass, {len(not_judged)} not judged"
+    else:
+        counts = f"all {len(criteria)} criteria pass"
+    if failed and not_judged:
+        counts += f", {len(not_judged)} not judged"
     growing = [v["resource"] for v in report["verdicts"] if v["verdict"] == "growing"]
-    parts = [f"{len(failed)} of {len(report['criteria'])} criteria failed" if failed else ""]
-    if not failed:
-        parts = [f"all {len(report['criteria'])} criteria pass"]
-    if growing:
-        parts.append("growing: " + ", ".join(growing))
+    parts = [counts] + (["growing: " + ", ".join(growing)] if growing else [])
+    status = str(run.get("status") or "")
+    planned = run.get("planned_s")
+    if status in ("stopped", "failed", "error") and not (status == "failed" and failed):
+        ran = clock(run["duration_s"])
+        of = f" of {clock(planned)}" if isinstance(planned, int | float) else ""
+        return f"{status.upper()} after {ran}{of} — over the part that ran: " + "; ".join(parts)
     return ("FAILED" if failed else "PASSED") + " — " + "; ".join(parts)
+
+
+def clock(seconds: Any) -> str:
+    """m:ss (h:mm:ss from an hour)."""
+    s = max(0, round(seconds)) if isinstance(seconds, int | float) else 0
+    h, m, sec = s // 3600, s // 60 % 60, s % 60
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
