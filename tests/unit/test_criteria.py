@@ -224,8 +224,9 @@ def test_run_data_from_a_real_store(tmp_path: Path) -> None:
     finally:
         store.close()
     assert set(data.load) == {"all", "cached"}
-    assert len(data.load["all"].sent) == 60  # warm-up excluded
-    assert data.load["cached"].p99_ms[0] == (T0 + 60 * S, 2.0)
+    # Warm-up excluded: the tick at its end (+60 s) covers its last second.
+    assert len(data.load["all"].sent) == 59
+    assert data.load["cached"].p99_ms[0] == (T0 + 61 * S, 2.0)
     assert data.restarts == 1  # counted over the whole run, warm-up included
     assert [v.verdict for v in data.verdicts] == ["growing"]  # the latest leak point
     assert data.querylog_dropped_total[0] == (T0 + 60 * S, 6.0)

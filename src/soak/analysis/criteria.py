@@ -345,7 +345,7 @@ def worst_window(
     if n < 2:
         return None
     times = [t for t, _ in num]
-    step_ns = _median_gap(times)
+    step_ns = median_gap(times)
     pre_num, pre_den = _prefix(num), _prefix(den)
     worst: tuple[float, int] | None = None
     lo = 0
@@ -372,7 +372,7 @@ def _prefix(series: Series) -> list[float]:
     return out
 
 
-def _median_gap(times: Sequence[int]) -> int:
+def median_gap(times: Sequence[int]) -> int:
     gaps = sorted(b - a for a, b in pairwise(times))
     return gaps[len(gaps) // 2] if gaps else 0
 

@@ -22,7 +22,16 @@ from soak.analysis.criteria import counter_increments, iter_latency_ticks
 from soak.analysis.latency import Buckets, contribution, quantile
 from soak.analysis.rundata import LOAD_FIELDS, ClassSeries, Series, StoreReader, numeric
 from soak.report.model import PhaseSpan, ReportInput
-from soak.report.plots import PHASE_METRICS, PLOTS, LineSpec, PhaseMetric, thin
+from soak.report.plots import (
+    PHASE_METRICS,
+    PLOT_BUCKETS,
+    PLOTS,
+    LineSpec,
+    PhaseMetric,
+    median_step_ns,
+    thin,
+    with_gaps,
+)
 
 MAX_EVENTS = 1000
 # Event kinds marked on the plots (every event is listed in the table).
@@ -74,6 +83,9 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         span_end_ns = span.end_ns if span.end_ns is not None else end_ns
         row["end"] = iso(span_end_ns)
         row["duration_s"] = max(0.0, (span_end_ns - span.start_ns) / 1e9)
+        sent = row["metrics"].get("sent")
+        if isinstance(sent, int | float) and row["duration_s"] > 0:
+            row["metrics"]["rate_achieved_qps"] = sent / row["duration_s"]
     events = _events(store, inp)
     verdicts = [_finite(dataclasses.asdict(v)) for v in inp.verdicts]
     return {
@@ -90,7 +102,19 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         "plots": _ordered_plots(plots),
         "markers": _markers(spans, events, inp.started_ns),
         "x_max_s": max(1.0, (end_ns - inp.started_ns) / 1e9),
+        "judged_from_s": (warmup_end_ns(inp) - inp.started_ns) / 1e9,
     }
+
+
+def warmup_end_ns(inp: ReportInput) -> int:
+    """The end of the leading warm-up phases: criteria and the per-class table count the
+    ticks after it (soak.analysis.rundata.judged_from_ns), the phases table every tick."""
+    boundary = inp.started_ns
+    for p in inp.phases:
+        if not p.warmup or p.end_ns is None:
+            break
+        boundary = p.end_ns
+    return boundary
 
 
 # ---------------------------------------------------------------- sections
@@ -299,9 +323,15 @@ def _add_plot_lines(
             for name, series in _line_series(line, tagged):
                 if not series:
                     continue
-                points = [
-                    [round((t - started_ns) / 1e9, 3), v / spec.scale] for t, v in thin(series)
+                step_s = median_step_ns(series) / 1e9
+                per = step_s if line.per_s and step_s > 0 else 1.0
+                points: list[list[float | None]] = [
+                    [round((t - started_ns) / 1e9, 3), v / spec.scale / per]
+                    for t, v in thin(series)
                 ]
+                # Thinning keeps two points a bucket: a gap is wider than a tick and a bucket.
+                bucket_s = (series[-1][0] - series[0][0]) / 1e9 / PLOT_BUCKETS
+                points = with_gaps(points, max(2.5 * step_s, 2.5 * bucket_s))
                 plot = _plot_entry(plots, spec.id)
                 plot["lines"].append({"name": name, "points": points})
 

@@ -9,6 +9,7 @@ from typing import Any
 from soak.report.svg import Chart, Line, Marker, render_chart
 from soak.report.tables import (
     Row,
+    accounting_note,
     criteria_rows,
     event_rows,
     growth_tables,
@@ -117,7 +118,8 @@ def render_html(report: dict[str, Any]) -> str:
     if report["startup"]:
         body += ["<h2>Start-up</h2>", _table(None, startup_rows(report))]
     header, rows = phase_table(report)
-    body += ["<h2>Phases</h2>", _table(header, rows)]
+    body += ["<h2>Phases</h2>", f'<p class="note">{escape(accounting_note(report))}</p>']
+    body += [_table(header, rows)]
     header, rows = criteria_rows(report)
     body += ["<h2>Criteria</h2>", _table(header, rows, {4: "result"})]
     header, rows = verdict_rows(report)
@@ -167,7 +169,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += _md_table(["", ""], setup_rows(report))
     if report["startup"]:
         out += ["", "## Start-up", "", *_md_table(["", ""], startup_rows(report))]
-    out += ["", "## Phases", "", *_md_table(*phase_table(report))]
+    out += ["", "## Phases", "", accounting_note(report), "", *_md_table(*phase_table(report))]
     out += ["", "## Criteria", "", *_md_table(*criteria_rows(report))]
     header, rows = verdict_rows(report)
     out += ["", "## Leak verdicts", ""]

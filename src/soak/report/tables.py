@@ -89,7 +89,9 @@ PHASE_ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("Rate target, q/s", lambda m: num(m.get("rate_target_qps"), 4)),
     ("Rate achieved, q/s", lambda m: num(m.get("rate_achieved_qps"), 4)),
     ("Queries sent", lambda m: num(m.get("sent"))),
+    ("Completed", lambda m: num(m.get("completed"))),
     ("Lost", _lost),
+    ("Abandoned", lambda m: num(m.get("abandoned"))),
     ("Wrong answers", lambda m: num(m.get("wrong_answers"))),
     ("Latency avg, ms", lambda m: num(m.get("lat_avg_ms"))),
     ("Latency p99, ms", lambda m: _p99(m.get("lat_p99_ms"))),
@@ -114,6 +116,18 @@ def phase_table(report: dict[str, Any]) -> tuple[Row, list[Row]]:
         if any(c != DASH for c in cells):
             rows.append([label, *cells])
     return header, rows
+
+
+def accounting_note(report: dict[str, Any]) -> str:
+    """How the warm-up is counted, said once for every table and figure."""
+    judged = report.get("judged_from_s") or 0
+    if judged <= 0:
+        return "Every table counts every tick of the run (no warm-up)."
+    return (
+        f"The warm-up (to {offset(judged)}) is shown in its own column; the criteria and the"
+        " per-class table count the ticks after it, so their sent, completed and lost are the"
+        " sums of the other phases' columns."
+    )
 
 
 def criteria_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
