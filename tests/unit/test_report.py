@@ -215,7 +215,10 @@ def test_criteria_verdicts_and_events_are_carried(report: dict) -> None:  # type
     assert kinds[:2] == ["started", "ready"] and "restarted" in kinds
     assert report["events_total"] == 7
     marked = [m for m in report["markers"] if m["kind"] == "event"]
-    assert {m["label"].split(":")[0] for m in marked} == {"exited", "restarted", "stop"}
+    assert {m["label"].split(":")[0] for m in marked} == {"exited", "restarted"}
+    # The normal end of the run is marked, not as an error.
+    (end,) = [m for m in report["markers"] if m["kind"] == "end"]
+    assert end["label"] == "stop: run ended: completed"
     assert {v["resource"] for v in report["verdicts"]} == {"rss_anon_bytes", "fds"}
 
 

@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import platform
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from soak import procfs
 from soak.analysis.criteria import counter_increments, iter_latency_ticks
 from soak.analysis.latency import Buckets, contribution, quantile
-from soak.analysis.rundata import LOAD_FIELDS, ClassSeries, Series, StoreReader, numeric
+from soak.analysis.rundata import (
+    LOAD_FIELDS,
+    ClassSeries,
+    Series,
+    StoreReader,
+    judged_from_ns,
+    numeric,
+)
+from soak.report.classes import class_table, probe_table
 from soak.report.model import PhaseSpan, ReportInput
 from soak.report.plots import (
     PHASE_METRICS,
@@ -32,11 +37,13 @@ from soak.report.plots import (
     thin,
     with_gaps,
 )
+from soak.report.setup import setup_table
 
 MAX_EVENTS = 1000
 # Event kinds marked on the plots (every event is listed in the table).
 MARKED_EVENT_KINDS = ("exited", "restarted", "gap", "error", "alert", "stop", "ticks_missed")
 
+END_EVENT_KIND = "stop"  # the run's end, however it ended: marked, not as an error
 TaggedSeries = list[tuple[dict[str, str], Series]]
 _OPEN = 2**63 - 1  # the end of a phase still running
 _LATENCY_ATTRS = ("completed", "p99_ms", "min_ms", "p50_ms", "p95_ms", "p999_ms", "max_ms")
@@ -88,14 +95,17 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
             row["metrics"]["rate_achieved_qps"] = sent / row["duration_s"]
     events = _events(store, inp)
     verdicts = [_finite(dataclasses.asdict(v)) for v in inp.verdicts]
+    judged_ns = judged_from_ns(warmup_end_ns(inp), inp.started_ns)
     return {
         "run": _run_section(inp, end_ns),
-        "setup": _setup(inp),
+        "setup": setup_table(inp),
         "startup": dict(inp.startup),
         "phases": phase_rows,
         "passed": _passed(inp),
         "criteria": [_finite(dataclasses.asdict(c)) for c in inp.criteria],
         "verdicts": verdicts,
+        "classes": [_finite(r) for r in class_table(store, inp.run_id, judged_ns)],
+        "probes": probe_table(store, inp.run_id),
         "what_grew": _what_grew(store, inp, verdicts),
         "events": events[:MAX_EVENTS],
         "events_total": len(events),
@@ -166,41 +176,6 @@ def _passed(inp: ReportInput) -> bool:
     return not failed and inp.status not in ENDED_EARLY
 
 
-def _setup(inp: ReportInput) -> dict[str, str]:
-    setup = {
-        "Target": f"{inp.target_name} {inp.version}".strip(),
-        "Runs as": inp.target_desc,
-        "Host": _host_line(inp.host if inp.host is not None else host_info()),
-    }
-    setup.update({str(k): str(v) for k, v in inp.extra.items()})
-    return setup
-
-
-def host_info() -> dict[str, str]:
-    """This machine, as the setup table shows it."""
-    info = {
-        "name": platform.node(),
-        "cpus": str(os.cpu_count() or "?"),
-        "kernel": f"{platform.system()} {platform.release()}",
-        "machine": platform.machine(),
-    }
-    try:
-        total_bytes = procfs.read_meminfo().get("MemTotal")
-    except OSError as exc:
-        info["memory"] = f"unknown ({exc.strerror})"
-    else:
-        if total_bytes is not None:
-            info["memory"] = f"{total_bytes / 1024**3:.1f} GiB"
-    return info
-
-
-def _host_line(host: dict[str, str]) -> str:
-    order = ("name", "cpus", "memory", "kernel", "machine")
-    parts = [f"{k} {host[k]}" for k in order if k in host]
-    parts += [f"{k} {v}" for k, v in host.items() if k not in order]
-    return ", ".join(parts)
-
-
 def _phase_head(p: PhaseSpan) -> dict[str, Any]:
     return {"name": p.name, "warmup": p.warmup, "start": iso(p.start_ns), "metrics": {}}
 
@@ -259,7 +234,11 @@ def _markers(
     ]
     marked = [e for e in events if e["kind"] in MARKED_EVENT_KINDS]
     out += [
-        {"x_s": e["offset_s"], "label": f"{e['kind']}: {e['message']}", "kind": "event"}
+        {
+            "x_s": e["offset_s"],
+            "label": f"{e['kind']}: {e['message']}",
+            "kind": "end" if e["kind"] == END_EVENT_KIND else "event",
+        }
         for e in marked[:200]
     ]
     return out
@@ -370,6 +349,8 @@ def _ordered_plots(plots: list[dict[str, Any]]) -> list[dict[str, Any]]:
         spec = PLOTS[order[plot["id"]]]
         rank = {line.label: i for i, line in enumerate(spec.lines)}
         plot["lines"].sort(key=lambda ln: rank.get(ln["name"], len(rank)))
+        if spec.titled_by_lines:  # by what was measured: no goroutines for a C server
+            plot["title"] = " and ".join(ln["name"] for ln in plot["lines"]).capitalize()
     return out
 
 

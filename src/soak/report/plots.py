@@ -41,6 +41,7 @@ class PlotSpec:
     unit: str
     lines: tuple[LineSpec, ...]
     scale: float = 1.0  # stored value / scale = plotted value
+    titled_by_lines: bool = False  # the title names the lines drawn ("Threads" alone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,7 @@ PLOTS: tuple[PlotSpec, ...] = (
             LineSpec("goroutines", "runtime", "goroutines"),
             LineSpec("threads", "process", "threads"),
         ),
+        titled_by_lines=True,
     ),
     PlotSpec("cpu", "CPU", "cores", (LineSpec("cpu", "process", "cpu_cores"),)),
     PlotSpec(

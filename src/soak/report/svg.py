@@ -34,7 +34,9 @@ class Line:
 class Marker:
     x_s: float
     label: str
-    kind: str = "phase"  # "phase" (dashed grey line) or "event" (red tick at the top)
+    # "phase" (dashed grey line), "event" (red tick at the top) or "end" (the run's
+    # end: a dark tick, not an error)
+    kind: str = "phase"
 
 
 @dataclass
@@ -255,10 +257,11 @@ def _markers(markers: Sequence[Marker], px: Scale, x_max: float) -> list[str]:
                 f'class="phase"><title>{label}</title></line>'
             )
             out.append(f'<text x="{xx + 3:.1f}" y="{TOP + 11}" class="phase-label">{label}</text>')
-        else:
+        else:  # an event (red), or the run's end (dark: not an error)
+            cls = "end" if m.kind == "end" else "event"
             out.append(
                 f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{TOP}" y2="{TOP + 10}" '
-                f'class="event"><title>{label}</title></line>'
+                f'class="{cls}"><title>{label}</title></line>'
             )
     return out
 

@@ -130,6 +130,44 @@ def accounting_note(report: dict[str, Any]) -> str:
     )
 
 
+def class_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
+    """Per load class, over the ticks the criteria judge."""
+    header = ["Class", "Sent", "Completed", "Lost", "p50, ms", "p99, ms", "Rcodes", "Wrong"]
+    rows = []
+    for c in report.get("classes", []):
+        rcodes = ", ".join(f"{k} {v:,.0f}" for k, v in c["rcodes"].items()) or DASH
+        lost = _lost(c)
+        abandoned = c.get("abandoned")
+        if isinstance(abandoned, int | float) and abandoned:
+            lost += f", {abandoned:,.0f} abandoned"
+        rows.append(
+            [
+                c["class"],
+                num(c["sent"]),
+                num(c["completed"]),
+                lost,
+                num(c["p50_ms"]),
+                num(c["p99_ms"]),
+                rcodes,
+                num(c["wrong_answers"]),
+            ]
+        )
+    return header, rows
+
+
+def probe_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
+    header = ["Probe", "Answered as expected", "Slowest, ms"]
+    rows = [
+        [
+            p["probe"],
+            f"{p['ok']} of {p['total']}" + (f" ({p['ok'] / p['total']:.1%})" if p["total"] else ""),
+            num(p["max_latency_ms"]),
+        ]
+        for p in report.get("probes", [])
+    ]
+    return header, rows
+
+
 def criteria_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
     header = ["Criterion", "Window", "Value", "Limit", "Result", "Detail"]
     rows = [
