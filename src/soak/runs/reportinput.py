@@ -57,6 +57,7 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
     spans = timeline.timeline(scenario, origin_ns)
     now_ns = record.ended_ns if record.ended_ns is not None else time.time_ns()
     result = read_result(record.run_dir)
+    events = state.events(record.id)
     if result is not None:
         criteria = [CriterionResult(**c) for c in result.get("criteria", [])]
         verdicts = [LeakVerdict(**v) for v in result.get("verdicts", [])]
@@ -82,7 +83,8 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         status=record.status,
         phases=ran_phases(spans, now_ns, ended=record.ended_ns is not None),
         planned_s=(timeline.end_ns(spans) - origin_ns) / 1e9 if spans else None,
-        startup=startup_figures(state.events(record.id)),
+        startup=startup_figures(events),
+        detected_version=next((e.message for e in events if e.kind == "version"), None),
         criteria=criteria,
         verdicts=verdicts,
         description=scenario.description,
