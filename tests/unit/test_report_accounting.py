@@ -8,13 +8,12 @@ from soak.analysis.config import CriteriaConfig
 from soak.analysis.criteria import evaluate_criteria
 from soak.analysis.rundata import run_data_from_store
 from soak.points import Point
-from soak.report import PhaseSpan, ReportInput, build_report, render_html, render_markdown
+from soak.report import PhaseSpan, render_html, render_markdown
 from soak.sinks.sqlite import SqliteStore
+from tests.support.reports import T0, S, build, report_input, tags
 
-S = 1_000_000_000
-T0 = 1_790_000_000 * S
 RUN = "r-count"
-TAGS = {"soak": RUN, "scenario": "s", "target": "t", "version": "1"}
+TAGS = tags(RUN)
 WARM_S, END_S, RATE = 30, 150, 500.0
 GAP = range(100, 106)  # the service restarted: no ticks stored
 
@@ -37,38 +36,21 @@ def write(store: SqliteStore) -> None:
     store.write(points)
 
 
-def build(tmp_path: Path) -> dict:  # type: ignore[type-arg]
+def run_report(tmp_path: Path) -> dict:  # type: ignore[type-arg]
     store = SqliteStore(tmp_path / "points.db")
     write(store)
     warm_end = T0 + WARM_S * S
     data = run_data_from_store(store, RUN, warm_end, run_start_ns=T0)
     criteria = evaluate_criteria(CriteriaConfig(lost_ratio_max=0.01), data)
-    inp = ReportInput(
-        run_id=RUN,
-        scenario_name="s",
-        target_name="t",
-        version="1",
-        target_desc="external",
-        started_ns=T0,
-        ended_ns=T0 + END_S * S,
-        status="passed",
-        phases=[
-            PhaseSpan("warmup", T0, warm_end, True),
-            PhaseSpan("steady", warm_end, T0 + END_S * S),
-        ],
-        startup={},
-        criteria=criteria,
-        verdicts=[],
-        host={"name": "h"},
-    )
-    try:
-        return build_report(store, inp)
-    finally:
-        store.close()
+    phases = [
+        PhaseSpan("warmup", T0, warm_end, True),
+        PhaseSpan("steady", warm_end, T0 + END_S * S),
+    ]
+    return build(store, report_input(RUN, END_S, phases, criteria=criteria))
 
 
 def test_criteria_count_the_phases_after_the_warm_up(tmp_path: Path) -> None:
-    report = build(tmp_path)
+    report = run_report(tmp_path)
     warm, steady = report["phases"]
     steady_sent = sum(sent_at(t) for t in range(WARM_S + 1, END_S + 1) if t not in GAP)
     assert steady["metrics"]["sent"] == steady_sent
@@ -82,7 +64,7 @@ def test_criteria_count_the_phases_after_the_warm_up(tmp_path: Path) -> None:
 
 
 def test_the_achieved_rate_plot_agrees_with_each_ticks_sent(tmp_path: Path) -> None:
-    load = next(p for p in build(tmp_path)["plots"] if p["id"] == "load")
+    load = next(p for p in run_report(tmp_path)["plots"] if p["id"] == "load")
     achieved = next(ln for ln in load["lines"] if ln["name"] == "achieved")
     by_x = {x: v for x, v in achieved["points"] if v is not None}
     assert by_x[43.0] == 503.0
@@ -90,7 +72,7 @@ def test_the_achieved_rate_plot_agrees_with_each_ticks_sent(tmp_path: Path) -> N
 
 
 def test_missing_ticks_are_drawn_as_a_gap(tmp_path: Path) -> None:
-    report = build(tmp_path)
+    report = run_report(tmp_path)
     load = next(p for p in report["plots"] if p["id"] == "load")
     for line in load["lines"]:
         breaks = [x for x, v in line["points"] if v is None]

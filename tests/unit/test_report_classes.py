@@ -5,16 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from soak.points import Point
-from soak.report import PhaseSpan, ReportInput, build_report, render_html, render_markdown
+from soak.report import PhaseSpan, render_html, render_markdown
 from soak.sinks.sqlite import SqliteStore
+from tests.support.reports import T0, S, build, report_input, tags
 
-S = 1_000_000_000
-T0 = 1_790_000_000 * S
 RUN = "r-classes"
-TAGS = {"soak": RUN, "scenario": "s", "target": "unbound", "version": "1"}
+TAGS = tags(RUN)
 
 
-def build(tmp_path: Path) -> dict:  # type: ignore[type-arg]
+def run_report(tmp_path: Path) -> dict:  # type: ignore[type-arg]
     store = SqliteStore(tmp_path / "points.db")
     points = []
     for t_s in range(1, 21):
@@ -34,29 +33,11 @@ def build(tmp_path: Path) -> dict:  # type: ignore[type-arg]
         fields = {"latency_ms": 2.0 + t_s / 10, "rcode": 0.0, "ok": ok}
         points.append(Point("dig", fields, t, {**TAGS, "probe": "www.example.test/A"}))
     store.write(points)
-    inp = ReportInput(
-        run_id=RUN,
-        scenario_name="s",
-        target_name="unbound",
-        version="1",
-        target_desc="external",
-        started_ns=T0,
-        ended_ns=T0 + 20 * S,
-        status="passed",
-        phases=[PhaseSpan("steady", T0, T0 + 20 * S)],
-        startup={},
-        criteria=[],
-        verdicts=[],
-        host={"name": "h"},
-    )
-    try:
-        return build_report(store, inp)
-    finally:
-        store.close()
+    return build(store, report_input(RUN, 20, [PhaseSpan("steady", T0, T0 + 20 * S)]))
 
 
 def test_per_class_table_counts_sent_lost_latency_and_rcodes(tmp_path: Path) -> None:
-    report = build(tmp_path)
+    report = run_report(tmp_path)
     rows = {c["class"]: c for c in report["classes"]}
     assert list(rows) == ["all", "hit", "nx"]
     assert (rows["nx"]["sent"], rows["nx"]["lost"]) == (2000, 40)
@@ -68,7 +49,7 @@ def test_per_class_table_counts_sent_lost_latency_and_rcodes(tmp_path: Path) -> 
 
 
 def test_probe_successes_are_counted_per_probe(tmp_path: Path) -> None:
-    report = build(tmp_path)
+    report = run_report(tmp_path)
     assert report["probes"] == [
         {"probe": "www.example.test/A", "ok": 19, "total": 20, "max_latency_ms": 4.0}
     ]
@@ -76,13 +57,19 @@ def test_probe_successes_are_counted_per_probe(tmp_path: Path) -> None:
 
 
 def test_a_server_without_goroutines_gets_a_threads_plot(tmp_path: Path) -> None:
-    tasks = next(p for p in build(tmp_path)["plots"] if p["id"] == "tasks")
+    tasks = next(p for p in run_report(tmp_path)["plots"] if p["id"] == "tasks")
     assert tasks["title"] == "Threads"
 
 
 def test_setup_names_soaks_own_version_and_the_reported_one(tmp_path: Path) -> None:
     from importlib import metadata
 
-    setup = build(tmp_path)["setup"]
+    setup = run_report(tmp_path)["setup"]
     assert setup["soak"] == metadata.version("soak")
     assert setup["Version reported"].startswith("not asked")
+
+
+def test_setup_shows_the_version_the_target_reports(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "points.db")
+    inp = report_input(RUN, 1, [], detected_version="unbound 1.19.3")
+    assert build(store, inp)["setup"]["Version reported"] == "unbound 1.19.3"

@@ -6,19 +6,18 @@ from pathlib import Path
 
 from soak.analysis.config import CriteriaConfig
 from soak.analysis.criteria import evaluate_criteria
-from soak.analysis.leaks import leak_verdict
+from soak.analysis.leaks import LeakVerdict
 from soak.analysis.rundata import run_data_from_store
 from soak.points import Point
-from soak.report import PhaseSpan, ReportInput, build_report, render_markdown
+from soak.report import PhaseSpan, render_markdown
 from soak.report.tables import criteria_rows, headline
 from soak.runs import timeline
 from soak.runs.reportinput import ran_phases
 from soak.sinks.sqlite import SqliteStore
+from tests.support.reports import T0, S, build, report_input, tags
 
-S = 1_000_000_000
-T0 = 1_790_000_000 * S
 RUN = "r-stopped"
-TAGS = {"soak": RUN, "scenario": "s", "target": "t", "version": "1"}
+TAGS = tags(RUN)
 WARM_S, STOP_S, PLANNED_S = 20, 42, 120
 
 
@@ -32,41 +31,24 @@ def stopped_report(tmp_path: Path, status: str = "stopped") -> dict:  # type: ig
         points.append(Point("process", {"rss_bytes": 1e8}, T0 + t_s * S, TAGS))
     store.write(points)
     warm_end = T0 + WARM_S * S
-    verdict = leak_verdict(
-        [float(t) for t in range(WARM_S, STOP_S)],
-        [1e8] * (STOP_S - WARM_S),
-        resource="rss_bytes",
-        threshold_per_hour=1e6,
-        window_s=10,
-        min_windows=6,
-        p_value_max=0.05,
-    )
-    assert verdict.verdict == "insufficient"
+    # 22 s after the warm-up: three leak windows, fewer than the six a verdict needs.
+    verdict = LeakVerdict("rss_bytes", "insufficient", 0.0, 1.0, 3, 1e6)
     data = run_data_from_store(store, RUN, warm_end, run_start_ns=T0, verdicts=[verdict])
     criteria = evaluate_criteria(CriteriaConfig(lost_ratio_max=0.01), data)
-    inp = ReportInput(
-        run_id=RUN,
-        scenario_name="s",
-        target_name="t",
-        version="1",
-        target_desc="external",
-        started_ns=T0,
-        ended_ns=T0 + STOP_S * S,
+    phases = [
+        PhaseSpan("warmup", T0, warm_end, True),
+        PhaseSpan("steady", warm_end, T0 + STOP_S * S),
+    ]
+    inp = report_input(
+        RUN,
+        STOP_S,
+        phases,
         status=status,
-        phases=[
-            PhaseSpan("warmup", T0, warm_end, True),
-            PhaseSpan("steady", warm_end, T0 + STOP_S * S),
-        ],
-        startup={},
         criteria=criteria,
         verdicts=[verdict],
-        host={"name": "h"},
         planned_s=PLANNED_S,
     )
-    try:
-        return build_report(store, inp)
-    finally:
-        store.close()
+    return build(store, inp)
 
 
 def test_a_stopped_run_says_so_first_and_counts_what_was_not_judged(tmp_path: Path) -> None:
