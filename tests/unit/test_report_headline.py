@@ -61,7 +61,8 @@ def test_a_stopped_run_says_so_first_and_counts_what_was_not_judged(tmp_path: Pa
     leak = next(c for c in report["criteria"] if c["name"] == "leak[rss_bytes]")
     assert (leak["ok"], leak["judged"]) == (False, False)
     _, rows = criteria_rows(report)
-    assert [r[4] for r in rows if r[0] == "leak[rss_bytes]"] == ["not judged"]
+    (row,) = [r for r in rows if r[0] == "leak[rss_bytes]"]
+    assert (row[2], row[4]) == ("\u2013", "not judged")  # no figure: a dash
     assert "STOPPED after 0:42 of 2:00" in render_markdown(report)
 
 

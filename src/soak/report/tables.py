@@ -192,6 +192,8 @@ def _result(c: dict[str, Any]) -> str:
 def _criterion_figures(c: dict[str, Any]) -> list[str]:
     """Value and limit in the criterion's unit: a leak's bytes per hour read as MiB/h."""
     name = c["name"]
+    if not c.get("judged", True):  # a slope over too few windows is no figure
+        c = {**c, "value": None}
     if name.startswith("leak[") and name.endswith("_bytes]"):
         return [per_hour("_bytes", c["value"]), per_hour("_bytes", c["limit"]).lstrip("+")]
     if name.startswith("leak["):
