@@ -20,6 +20,8 @@ How each is judged (samples after the warm-up):
 - querylog_dropped: the increase of the drop counter (counter resets, i.e.
   target restarts, are followed, not read as negative drops).
 A criterion with no samples to judge fails: a missing sample is evidence.
+A criterion whose samples are too few to judge (a leak verdict over too few
+windows) is `not judged`: never a pass (`ok` False, `judged` False), never a failure.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "Series",
     "evaluate_criteria",
     "failed",
+    "result_of",
     "run_data_from_store",
 ]
 
@@ -57,6 +60,16 @@ class CriterionResult:
     limit: float | None
     window: str  # "run", or e.g. "300 s to +1:05:00" (offset from the run's start)
     message: str
+    judged: bool = True  # False: too little data to judge (shown as `not judged`, not a pass)
+
+    @property
+    def result(self) -> str:
+        """One of: pass, fail, not judged."""
+        return result_of(self.ok, self.judged)
+
+
+def result_of(ok: bool, judged: bool = True) -> str:
+    return "not judged" if not judged else ("pass" if ok else "fail")
 
 
 def evaluate_criteria(cfg: CriteriaConfig, data: RunData) -> list[CriterionResult]:
@@ -88,7 +101,8 @@ def evaluate_criteria(cfg: CriteriaConfig, data: RunData) -> list[CriterionResul
 
 
 def failed(results: Sequence[CriterionResult]) -> list[CriterionResult]:
-    return [r for r in results if not r.ok]
+    """The criteria judged and not met (a criterion not judged is neither)."""
+    return [r for r in results if r.judged and not r.ok]
 
 
 # ---------------------------------------------------------------- criteria
@@ -251,13 +265,15 @@ def _leak(v: LeakVerdict) -> CriterionResult:
         "insufficient": f"{v.resource}: too few windows to judge ({v.windows})",
         "ok": f"{v.resource} flat: {slope} (threshold {limit})",
     }
+    judged = v.verdict != "insufficient"
     return CriterionResult(
         f"leak[{v.resource}]",
-        v.verdict != "growing",
+        judged and v.verdict != "growing",
         v.slope_per_hour,
         v.threshold_per_hour,
         "run",
         messages.get(v.verdict, f"{v.resource}: {v.verdict}"),
+        judged=judged,
     )
 
 
@@ -329,7 +345,7 @@ def worst_window(
     if n < 2:
         return None
     times = [t for t, _ in num]
-    step_ns = _median_gap(times)
+    step_ns = median_gap(times)
     pre_num, pre_den = _prefix(num), _prefix(den)
     worst: tuple[float, int] | None = None
     lo = 0
@@ -356,7 +372,7 @@ def _prefix(series: Series) -> list[float]:
     return out
 
 
-def _median_gap(times: Sequence[int]) -> int:
+def median_gap(times: Sequence[int]) -> int:
     gaps = sorted(b - a for a, b in pairwise(times))
     return gaps[len(gaps) // 2] if gaps else 0
 

@@ -123,6 +123,16 @@ def stored_verdicts(
     return out
 
 
+def judged_from_ns(warmup_end_ns: int, run_start_ns: int | None) -> int:
+    """The first sample time the criteria judge. A tick's sample covers the interval that
+    ends at its time, so the tick at the warm-up's end is the warm-up's last: judged are
+    the ticks after it (with no warm-up, from the run's first tick on). The report's
+    phase and per-class tables count the same ticks."""
+    if run_start_ns is not None and warmup_end_ns > run_start_ns:
+        return warmup_end_ns + 1
+    return warmup_end_ns
+
+
 def run_data_from_store(
     store: StoreReader,
     soak_id: str,
@@ -139,17 +149,18 @@ def run_data_from_store(
     `leak` points (thresholds from `leaks` when given).
     """
     load: dict[str, ClassSeries] = {}
+    since_ns = judged_from_ns(exclude_before_ns, run_start_ns)
     for attr, field_name in LOAD_FIELDS.items():
         for cls, series in series_by_tag(
-            store, soak_id, "load", field_name, "class", exclude_before_ns
+            store, soak_id, "load", field_name, "class", since_ns
         ).items():
             setattr(load.setdefault(cls, ClassSeries()), attr, series)
-    api = series_by_tag(store, soak_id, "api", "latency_ms", "endpoint", exclude_before_ns)
+    api = series_by_tag(store, soak_id, "api", "latency_ms", "endpoint", since_ns)
     dropped = sorted(
         s
         for series in series_by_tag(
             store, soak_id, "runtime", "querylog_dropped_total", "soak", exclude_before_ns
-        ).values()
+        ).values()  # a counter: its value at the warm-up's end is the baseline
         for s in series
     )
     restarts = sum(

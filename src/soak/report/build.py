@@ -11,23 +11,39 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import platform
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from soak import procfs
 from soak.analysis.criteria import counter_increments, iter_latency_ticks
 from soak.analysis.latency import Buckets, contribution, quantile
-from soak.analysis.rundata import LOAD_FIELDS, ClassSeries, Series, StoreReader, numeric
+from soak.analysis.rundata import (
+    LOAD_FIELDS,
+    ClassSeries,
+    Series,
+    StoreReader,
+    judged_from_ns,
+    numeric,
+)
+from soak.report.classes import class_table, probe_table
 from soak.report.model import PhaseSpan, ReportInput
-from soak.report.plots import PHASE_METRICS, PLOTS, LineSpec, PhaseMetric, thin
+from soak.report.plots import (
+    PHASE_METRICS,
+    PLOT_BUCKETS,
+    PLOTS,
+    LineSpec,
+    PhaseMetric,
+    median_step_ns,
+    thin,
+    with_gaps,
+)
+from soak.report.setup import setup_table
 
 MAX_EVENTS = 1000
 # Event kinds marked on the plots (every event is listed in the table).
 MARKED_EVENT_KINDS = ("exited", "restarted", "gap", "error", "alert", "stop", "ticks_missed")
 
+END_EVENT_KIND = "stop"  # the run's end, however it ended: marked, not as an error
 TaggedSeries = list[tuple[dict[str, str], Series]]
 _OPEN = 2**63 - 1  # the end of a phase still running
 _LATENCY_ATTRS = ("completed", "p99_ms", "min_ms", "p50_ms", "p95_ms", "p999_ms", "max_ms")
@@ -74,23 +90,41 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         span_end_ns = span.end_ns if span.end_ns is not None else end_ns
         row["end"] = iso(span_end_ns)
         row["duration_s"] = max(0.0, (span_end_ns - span.start_ns) / 1e9)
+        sent = row["metrics"].get("sent")
+        if isinstance(sent, int | float) and row["duration_s"] > 0:
+            row["metrics"]["rate_achieved_qps"] = sent / row["duration_s"]
     events = _events(store, inp)
     verdicts = [_finite(dataclasses.asdict(v)) for v in inp.verdicts]
+    judged_ns = judged_from_ns(warmup_end_ns(inp), inp.started_ns)
     return {
         "run": _run_section(inp, end_ns),
-        "setup": _setup(inp),
+        "setup": setup_table(inp),
         "startup": dict(inp.startup),
         "phases": phase_rows,
-        "passed": all(c.ok for c in inp.criteria),
+        "passed": _passed(inp),
         "criteria": [_finite(dataclasses.asdict(c)) for c in inp.criteria],
         "verdicts": verdicts,
+        "classes": [_finite(r) for r in class_table(store, inp.run_id, judged_ns)],
+        "probes": probe_table(store, inp.run_id),
         "what_grew": _what_grew(store, inp, verdicts),
         "events": events[:MAX_EVENTS],
         "events_total": len(events),
         "plots": _ordered_plots(plots),
         "markers": _markers(spans, events, inp.started_ns),
         "x_max_s": max(1.0, (end_ns - inp.started_ns) / 1e9),
+        "judged_from_s": (warmup_end_ns(inp) - inp.started_ns) / 1e9,
     }
+
+
+def warmup_end_ns(inp: ReportInput) -> int:
+    """The end of the leading warm-up phases: criteria and the per-class table count the
+    ticks after it (soak.analysis.rundata.judged_from_ns), the phases table every tick."""
+    boundary = inp.started_ns
+    for p in inp.phases:
+        if not p.warmup or p.end_ns is None:
+            break
+        boundary = p.end_ns
+    return boundary
 
 
 # ---------------------------------------------------------------- sections
@@ -127,42 +161,19 @@ def _run_section(inp: ReportInput, end_ns: int) -> dict[str, Any]:
         "ended": iso(inp.ended_ns),
         "last_sample": iso(end_ns),
         "duration_s": (end_ns - inp.started_ns) / 1e9,
+        "planned_s": inp.planned_s,
     }
 
 
-def _setup(inp: ReportInput) -> dict[str, str]:
-    setup = {
-        "Target": f"{inp.target_name} {inp.version}".strip(),
-        "Runs as": inp.target_desc,
-        "Host": _host_line(inp.host if inp.host is not None else host_info()),
-    }
-    setup.update({str(k): str(v) for k, v in inp.extra.items()})
-    return setup
+# Statuses of a run that ended before its timeline ran out: never headlined as a pass.
+ENDED_EARLY = ("stopped", "failed", "error")
 
 
-def host_info() -> dict[str, str]:
-    """This machine, as the setup table shows it."""
-    info = {
-        "name": platform.node(),
-        "cpus": str(os.cpu_count() or "?"),
-        "kernel": f"{platform.system()} {platform.release()}",
-        "machine": platform.machine(),
-    }
-    try:
-        total_bytes = procfs.read_meminfo().get("MemTotal")
-    except OSError as exc:
-        info["memory"] = f"unknown ({exc.strerror})"
-    else:
-        if total_bytes is not None:
-            info["memory"] = f"{total_bytes / 1024**3:.1f} GiB"
-    return info
-
-
-def _host_line(host: dict[str, str]) -> str:
-    order = ("name", "cpus", "memory", "kernel", "machine")
-    parts = [f"{k} {host[k]}" for k in order if k in host]
-    parts += [f"{k} {v}" for k, v in host.items() if k not in order]
-    return ", ".join(parts)
+def _passed(inp: ReportInput) -> bool:
+    """No criterion failed and the run was not cut short (a criterion not judged is no
+    failure, but the headline counts it)."""
+    failed = [c for c in inp.criteria if c.judged and not c.ok]
+    return not failed and inp.status not in ENDED_EARLY
 
 
 def _phase_head(p: PhaseSpan) -> dict[str, Any]:
@@ -223,7 +234,11 @@ def _markers(
     ]
     marked = [e for e in events if e["kind"] in MARKED_EVENT_KINDS]
     out += [
-        {"x_s": e["offset_s"], "label": f"{e['kind']}: {e['message']}", "kind": "event"}
+        {
+            "x_s": e["offset_s"],
+            "label": f"{e['kind']}: {e['message']}",
+            "kind": "end" if e["kind"] == END_EVENT_KIND else "event",
+        }
         for e in marked[:200]
     ]
     return out
@@ -287,9 +302,15 @@ def _add_plot_lines(
             for name, series in _line_series(line, tagged):
                 if not series:
                     continue
-                points = [
-                    [round((t - started_ns) / 1e9, 3), v / spec.scale] for t, v in thin(series)
+                step_s = median_step_ns(series) / 1e9
+                per = step_s if line.per_s and step_s > 0 else 1.0
+                points: list[list[float | None]] = [
+                    [round((t - started_ns) / 1e9, 3), v / spec.scale / per]
+                    for t, v in thin(series)
                 ]
+                # Thinning keeps two points a bucket: a gap is wider than a tick and a bucket.
+                bucket_s = (series[-1][0] - series[0][0]) / 1e9 / PLOT_BUCKETS
+                points = with_gaps(points, max(2.5 * step_s, 2.5 * bucket_s))
                 plot = _plot_entry(plots, spec.id)
                 plot["lines"].append({"name": name, "points": points})
 
@@ -328,6 +349,8 @@ def _ordered_plots(plots: list[dict[str, Any]]) -> list[dict[str, Any]]:
         spec = PLOTS[order[plot["id"]]]
         rank = {line.label: i for i, line in enumerate(spec.lines)}
         plot["lines"].sort(key=lambda ln: rank.get(ln["name"], len(rank)))
+        if spec.titled_by_lines:  # by what was measured: no goroutines for a C server
+            plot["title"] = " and ".join(ln["name"] for ln in plot["lines"]).capitalize()
     return out
 
 

@@ -41,3 +41,7 @@ class ReportInput:
     run_dir: Path | None = None  # where the pprof sampler kept Go profiles ("What grew")
     # A docker mem_limit or the scenario's limits.memory_bytes: growing memory projects to it.
     memory_limit_bytes: float | None = None
+    # The version the target itself reports (target.version_command, a docker image's
+    # label): None when the scenario does not say how to ask.
+    detected_version: str | None = None
+    planned_s: float | None = None  # the phases' total: a run that ended before it ended early

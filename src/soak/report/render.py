@@ -9,11 +9,14 @@ from typing import Any
 from soak.report.svg import Chart, Line, Marker, render_chart
 from soak.report.tables import (
     Row,
+    accounting_note,
+    class_rows,
     criteria_rows,
     event_rows,
     growth_tables,
     headline,
     phase_table,
+    probe_rows,
     setup_rows,
     startup_rows,
     verdict_rows,
@@ -39,6 +42,8 @@ svg .tick, svg .legend, svg .unit, svg .phase-label {
   font: 11px system-ui, sans-serif; fill: #444; }
 svg .phase { stroke: #888; stroke-dasharray: 4 3; }
 svg .event { stroke: #d62728; stroke-width: 2; }
+svg .end { stroke: #444; stroke-width: 2; }
+.not-judged { color: #666; font-style: italic; }
 .note { color: #666; }
 """
 
@@ -60,7 +65,7 @@ def _table(header: Row | None, rows: list[Row], classes: dict[int, str] | None =
         for i, cell in enumerate(row):
             cls = classes.get(i, "")
             if cls == "result":
-                cls = "pass" if cell == "pass" else "fail"
+                cls = {"pass": "pass", "not judged": "not-judged"}.get(cell, "fail")
             elif cls == "verdict":
                 cls = f"v-{cell}"
             attr = f' class="{cls}"' if cls else ""
@@ -117,7 +122,12 @@ def render_html(report: dict[str, Any]) -> str:
     if report["startup"]:
         body += ["<h2>Start-up</h2>", _table(None, startup_rows(report))]
     header, rows = phase_table(report)
-    body += ["<h2>Phases</h2>", _table(header, rows)]
+    body += ["<h2>Phases</h2>", f'<p class="note">{escape(accounting_note(report))}</p>']
+    body += [_table(header, rows)]
+    if report.get("classes"):
+        body += ["<h2>Classes</h2>", _table(*class_rows(report))]
+    if report.get("probes"):
+        body += ["<h2>Probes</h2>", _table(*probe_rows(report))]
     header, rows = criteria_rows(report)
     body += ["<h2>Criteria</h2>", _table(header, rows, {4: "result"})]
     header, rows = verdict_rows(report)
@@ -167,7 +177,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += _md_table(["", ""], setup_rows(report))
     if report["startup"]:
         out += ["", "## Start-up", "", *_md_table(["", ""], startup_rows(report))]
-    out += ["", "## Phases", "", *_md_table(*phase_table(report))]
+    out += ["", "## Phases", "", accounting_note(report), "", *_md_table(*phase_table(report))]
+    if report.get("classes"):
+        out += ["", "## Classes", "", *_md_table(*class_rows(report))]
+    if report.get("probes"):
+        out += ["", "## Probes", "", *_md_table(*probe_rows(report))]
     out += ["", "## Criteria", "", *_md_table(*criteria_rows(report))]
     header, rows = verdict_rows(report)
     out += ["", "## Leak verdicts", ""]

@@ -26,14 +26,17 @@ PLOT_WIDTH_PX = WIDTH - LEFT - RIGHT
 @dataclass
 class Line:
     name: str
-    points: list[tuple[float, float]]  # (seconds from run start, value in the plot's unit)
+    # (seconds from run start, value in the plot's unit); a None value is a gap
+    points: Sequence[tuple[float, float | None]]
 
 
 @dataclass
 class Marker:
     x_s: float
     label: str
-    kind: str = "phase"  # "phase" (dashed grey line) or "event" (red tick at the top)
+    # "phase" (dashed grey line), "event" (red tick at the top) or "end" (the run's
+    # end: a dark tick, not an error)
+    kind: str = "phase"
 
 
 @dataclass
@@ -91,7 +94,7 @@ def format_value(v: float) -> str:
 
 
 def y_range(lines: Sequence[Line]) -> tuple[float, float]:
-    ys = [y for line in lines for _, y in line.points if math.isfinite(y)]
+    ys = [y for line in lines for _, y in line.points if y is not None and math.isfinite(y)]
     if not ys:
         return 0.0, 1.0
     lo, hi = min(ys), max(ys)
@@ -126,12 +129,11 @@ def render_chart(chart: Chart) -> str:
     out += _markers(chart.markers, px, x_max)
     for i, line in enumerate(chart.lines):
         color = PALETTE[i % len(PALETTE)]
-        pts = per_column(
-            [(px(x), py(y)) for x, y in line.points if math.isfinite(y) and 0 <= x <= x_max]
-        )
+        segments = [per_column(seg) for seg in _segments(line.points, px, py, x_max)]
+        pts = [pt for seg in segments for pt in seg]
         if not pts:
             continue
-        d = "M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+        d = " ".join("M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in seg) for seg in segments)
         out.append(
             f'<path class="series" data-series="{escape(line.name)}" data-points="{len(pts)}" '
             f'd="{d}" stroke="{color}" fill="none" stroke-width="1.5"/>'
@@ -141,6 +143,20 @@ def render_chart(chart: Chart) -> str:
     out += _legend(chart.lines)
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _segments(
+    points: Sequence[tuple[float, float | None]], px: Scale, py: Scale, x_max: float
+) -> list[list[tuple[float, float]]]:
+    """The line's runs of drawable points: a None or non-finite value (a gap) breaks it."""
+    out: list[list[tuple[float, float]]] = [[]]
+    for x, y in points:
+        if y is None or not math.isfinite(y):
+            if out[-1]:
+                out.append([])
+        elif 0 <= x <= x_max:
+            out[-1].append((px(x), py(y)))
+    return [seg for seg in out if seg]
 
 
 def per_column(pts: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -241,10 +257,11 @@ def _markers(markers: Sequence[Marker], px: Scale, x_max: float) -> list[str]:
                 f'class="phase"><title>{label}</title></line>'
             )
             out.append(f'<text x="{xx + 3:.1f}" y="{TOP + 11}" class="phase-label">{label}</text>')
-        else:
+        else:  # an event (red), or the run's end (dark: not an error)
+            cls = "end" if m.kind == "end" else "event"
             out.append(
                 f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{TOP}" y2="{TOP + 10}" '
-                f'class="event"><title>{label}</title></line>'
+                f'class="{cls}"><title>{label}</title></line>'
             )
     return out
 

@@ -89,7 +89,9 @@ PHASE_ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("Rate target, q/s", lambda m: num(m.get("rate_target_qps"), 4)),
     ("Rate achieved, q/s", lambda m: num(m.get("rate_achieved_qps"), 4)),
     ("Queries sent", lambda m: num(m.get("sent"))),
+    ("Completed", lambda m: num(m.get("completed"))),
     ("Lost", _lost),
+    ("Abandoned", lambda m: num(m.get("abandoned"))),
     ("Wrong answers", lambda m: num(m.get("wrong_answers"))),
     ("Latency avg, ms", lambda m: num(m.get("lat_avg_ms"))),
     ("Latency p99, ms", lambda m: _p99(m.get("lat_p99_ms"))),
@@ -116,6 +118,56 @@ def phase_table(report: dict[str, Any]) -> tuple[Row, list[Row]]:
     return header, rows
 
 
+def accounting_note(report: dict[str, Any]) -> str:
+    """How the warm-up is counted, said once for every table and figure."""
+    judged = report.get("judged_from_s") or 0
+    if judged <= 0:
+        return "Every table counts every tick of the run (no warm-up)."
+    return (
+        f"The warm-up (to {offset(judged)}) is shown in its own column; the criteria and the"
+        " per-class table count the ticks after it, so their sent, completed and lost are the"
+        " sums of the other phases' columns."
+    )
+
+
+def class_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
+    """Per load class, over the ticks the criteria judge."""
+    header = ["Class", "Sent", "Completed", "Lost", "p50, ms", "p99, ms", "Rcodes", "Wrong"]
+    rows = []
+    for c in report.get("classes", []):
+        rcodes = ", ".join(f"{k} {v:,.0f}" for k, v in c["rcodes"].items()) or DASH
+        lost = _lost(c)
+        abandoned = c.get("abandoned")
+        if isinstance(abandoned, int | float) and abandoned:
+            lost += f", {abandoned:,.0f} abandoned"
+        rows.append(
+            [
+                c["class"],
+                num(c["sent"]),
+                num(c["completed"]),
+                lost,
+                num(c["p50_ms"]),
+                num(c["p99_ms"]),
+                rcodes,
+                num(c["wrong_answers"]),
+            ]
+        )
+    return header, rows
+
+
+def probe_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
+    header = ["Probe", "Answered as expected", "Slowest, ms"]
+    rows = [
+        [
+            p["probe"],
+            f"{p['ok']} of {p['total']}" + (f" ({p['ok'] / p['total']:.1%})" if p["total"] else ""),
+            num(p["max_latency_ms"]),
+        ]
+        for p in report.get("probes", [])
+    ]
+    return header, rows
+
+
 def criteria_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
     header = ["Criterion", "Window", "Value", "Limit", "Result", "Detail"]
     rows = [
@@ -123,7 +175,7 @@ def criteria_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
             c["name"],
             c["window"],
             *_criterion_figures(c),
-            "pass" if c["ok"] else "FAIL",
+            _result(c),
             c["message"],
         ]
         for c in report["criteria"]
@@ -131,9 +183,17 @@ def criteria_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
     return header, rows
 
 
+def _result(c: dict[str, Any]) -> str:
+    if not c.get("judged", True):
+        return "not judged"
+    return "pass" if c["ok"] else "FAIL"
+
+
 def _criterion_figures(c: dict[str, Any]) -> list[str]:
     """Value and limit in the criterion's unit: a leak's bytes per hour read as MiB/h."""
     name = c["name"]
+    if not c.get("judged", True):  # a slope over too few windows is no figure
+        c = {**c, "value": None}
     if name.startswith("leak[") and name.endswith("_bytes]"):
         return [per_hour("_bytes", c["value"]), per_hour("_bytes", c["limit"]).lstrip("+")]
     if name.startswith("leak["):
@@ -244,11 +304,34 @@ def startup_rows(report: dict[str, Any]) -> list[Row]:
 
 
 def headline(report: dict[str, Any]) -> str:
-    failed = [c for c in report["criteria"] if not c["ok"]]
+    """What happened first (a run cut short says so), then the criteria counted: passed,
+    failed and not judged (too little data: never counted as a pass)."""
+    run = report["run"]
+    criteria = report["criteria"]
+    failed = [c for c in criteria if c.get("judged", True) and not c["ok"]]
+    not_judged = [c for c in criteria if not c.get("judged", True)]
+    passed = len(criteria) - len(failed) - len(not_judged)
+    if failed:
+        counts = f"{len(failed)} of {len(criteria)} criteria failed"
+    elif not_judged:
+        counts = f"{passed} pass, {len(not_judged)} not judged"
+    else:
+        counts = f"all {len(criteria)} criteria pass"
+    if failed and not_judged:
+        counts += f", {len(not_judged)} not judged"
     growing = [v["resource"] for v in report["verdicts"] if v["verdict"] == "growing"]
-    parts = [f"{len(failed)} of {len(report['criteria'])} criteria failed" if failed else ""]
-    if not failed:
-        parts = [f"all {len(report['criteria'])} criteria pass"]
-    if growing:
-        parts.append("growing: " + ", ".join(growing))
+    parts = [counts] + (["growing: " + ", ".join(growing)] if growing else [])
+    status = str(run.get("status") or "")
+    planned = run.get("planned_s")
+    if status in ("stopped", "failed", "error") and not (status == "failed" and failed):
+        ran = clock(run["duration_s"])
+        of = f" of {clock(planned)}" if isinstance(planned, int | float) else ""
+        return f"{status.upper()} after {ran}{of} — over the part that ran: " + "; ".join(parts)
     return ("FAILED" if failed else "PASSED") + " — " + "; ".join(parts)
+
+
+def clock(seconds: Any) -> str:
+    """m:ss (h:mm:ss from an hour)."""
+    s = max(0, round(seconds)) if isinstance(seconds, int | float) else 0
+    h, m, sec = s // 3600, s // 60 % 60, s % 60
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"

@@ -46,7 +46,8 @@ def judge_and_report(end: RunEnd) -> Outcome:
         log.exception("run %s: criteria", end.run_id)
         end.event("error", f"criteria could not be evaluated: {exc}", 0.0)
         status, message = RunStatus.ERROR, f"criteria could not be evaluated: {exc}"
-    failed = [c for c in criteria if not c.get("ok", False)]
+    failed = [c for c in criteria if c.get("judged", True) and not c.get("ok", False)]
+    not_judged = [c for c in criteria if not c.get("judged", True)]
     if status is None:
         assert end.ending is Ending.COMPLETED
         status = RunStatus.FAILED if failed else RunStatus.PASSED
@@ -56,6 +57,11 @@ def judge_and_report(end: RunEnd) -> Outcome:
             )
             if any(c.get("name") == "generator" for c in failed):
                 message = f"generator-bound; {message}"
+        elif not_judged:
+            message = (
+                f"completed; {len(criteria) - len(not_judged)} pass, {len(not_judged)} not"
+                " judged (too little data): " + ", ".join(str(c.get("name")) for c in not_judged)
+            )
         else:
             message = "completed; all criteria pass"
     outcome = Outcome(status, message, criteria)

@@ -57,6 +57,7 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
     spans = timeline.timeline(scenario, origin_ns)
     now_ns = record.ended_ns if record.ended_ns is not None else time.time_ns()
     result = read_result(record.run_dir)
+    events = state.events(record.id)
     if result is not None:
         criteria = [CriterionResult(**c) for c in result.get("criteria", [])]
         verdicts = [LeakVerdict(**v) for v in result.get("verdicts", [])]
@@ -80,12 +81,10 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         started_ns=origin_ns,
         ended_ns=record.ended_ns,
         status=record.status,
-        phases=[
-            PhaseSpan(s.name, s.start_ns, s.end_ns if s.start_ns < now_ns else None, s.warmup)
-            for s in spans
-            if s.start_ns < now_ns
-        ],
-        startup=startup_figures(state.events(record.id)),
+        phases=ran_phases(spans, now_ns, ended=record.ended_ns is not None),
+        planned_s=(timeline.end_ns(spans) - origin_ns) / 1e9 if spans else None,
+        startup=startup_figures(events),
+        detected_version=next((e.message for e in events if e.kind == "version"), None),
         criteria=criteria,
         verdicts=verdicts,
         description=scenario.description,
@@ -93,6 +92,20 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         run_dir=record.run_dir,
         memory_limit_bytes=scenario.memory_limit_bytes,
     )
+
+
+def ran_phases(spans: list[timeline.PhaseSpan], now_ns: int, *, ended: bool) -> list[PhaseSpan]:
+    """The phases as they ran: those begun by `now_ns`, the last one cut at the run's end
+    (a stopped run's phase ends where it stopped); still open (None) while it runs."""
+    out = []
+    for s in spans:
+        if s.start_ns >= now_ns:
+            break
+        end_ns: int | None = s.end_ns
+        if s.end_ns > now_ns:
+            end_ns = now_ns if ended else None
+        out.append(PhaseSpan(s.name, s.start_ns, end_ns, s.warmup))
+    return out
 
 
 def target_description(scenario: Scenario, target_state: dict[str, Any] | None = None) -> str:

@@ -74,6 +74,9 @@ class TargetBase(StrictModel):
     on_exit: Literal["fail", "restart"] = "fail"
     max_restarts: int = Field(default=5, ge=0)
     stop_timeout_s: DurationS = 10.0
+    # An argv whose first output line is the version the target reports (e.g.
+    # [unbound, -V]); shown in the report beside `version`. Docker: the image's label.
+    version_command: list[str] | None = None
 
 
 class ProcessTarget(TargetBase):

@@ -19,6 +19,7 @@ from soak.targets import build_target, cleanup_stale
 from soak.targets.base import ExitInfo, Running, Target
 from soak.targets.binding import bind_services, run_setup
 from soak.targets.config import DockerTarget, SetupCall, TargetConfig
+from soak.targets.version import detect_version
 
 OnEvent = Callable[[str, str, float], None]
 
@@ -106,6 +107,8 @@ class TargetGroup:
         self.running = self.target.wait_ready()
         ready_s = self.running.ready_after_s or 0.0
         self.on_event("ready", f"target ready after {ready_s:.2f} s", ready_s)
+        if first_start:
+            self._tell_version()
         for name, seconds in self.running.conditions_s.items():
             self.on_event("condition", f"{name} after {seconds:.2f} s", seconds)
         for warning in self.running.warnings:
@@ -115,6 +118,16 @@ class TargetGroup:
         for line in run_setup(self.setup, self.running, first_start=first_start):
             self.on_event("setup", line, 0.0)
         return self.running
+
+    def _tell_version(self) -> None:
+        """The version the target reports, as a `version` event (a failure: a warning)."""
+        try:
+            version = detect_version(self.target_cfg)
+        except Exception as exc:  # the run goes on; the failure is evidence
+            self.on_event("warning", f"could not read the target's version: {exc}", 0.0)
+            return
+        if version:
+            self.on_event("version", version, 0.0)
 
     def restart_target(self) -> Running:
         """A fresh target process or container (same ports and data); helpers keep running."""

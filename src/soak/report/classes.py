@@ -1,0 +1,83 @@
+"""The per-class table (sent, completed, lost, latency, rcodes, wrong answers) and the
+dig-probe success counts, each read from the store in one pass over its points.
+
+The per-class table counts the same ticks as the criteria (after the warm-up), so its
+`all` row's sent and lost are the criteria's. Sums and latency buckets only: a week of
+ticks is never held in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from soak.analysis.latency import Buckets, Tick, contribution, make_knots, quantile
+from soak.analysis.rundata import StoreReader
+
+COUNTS = ("sent", "completed", "lost", "abandoned", "wrong_answers")
+_PERCENTILES = {"min": "lat_min_ms", "p50": "lat_p50_ms", "p95": "lat_p95_ms"}
+_PERCENTILES |= {"p99": "lat_p99_ms", "p999": "lat_p999_ms", "max": "lat_max_ms"}
+RCODE_PREFIX = "rcode_"
+
+
+@dataclass
+class _Class:
+    counts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0.0))
+    rcodes: dict[str, float] = field(default_factory=dict)
+    latency: Buckets = field(default_factory=Buckets)
+
+    def add(self, time_ns: int, fields: dict[str, Any]) -> None:
+        for name in COUNTS:
+            self.counts[name] += _float(fields.get(name))
+        for name, value in fields.items():
+            if name.startswith(RCODE_PREFIX):
+                rcode = name[len(RCODE_PREFIX) :].upper()
+                self.rcodes[rcode] = self.rcodes.get(rcode, 0.0) + _float(value)
+        values = {k: float(fields[f]) for k, f in _PERCENTILES.items() if _is_num(fields.get(f))}
+        knots = make_knots(values) if "p99" in values else ()
+        weight = _float(fields.get("completed", 1.0))
+        if knots and weight > 0:
+            self.latency.add(contribution(Tick(time_ns, weight, knots)))
+
+    def row(self, name: str) -> dict[str, Any]:
+        masses = self.latency.masses()
+        return {
+            "class": name,
+            **self.counts,
+            "p50_ms": quantile(masses, 0.5),
+            "p99_ms": quantile(masses, 0.99),
+            "rcodes": {k: v for k, v in sorted(self.rcodes.items()) if v},
+        }
+
+
+def class_table(store: StoreReader, run_id: str, since_ns: int) -> list[dict[str, Any]]:
+    """One row per load class from `since_ns` on (the `all` class first)."""
+    classes: dict[str, _Class] = {}
+    for p in store.points(run_id, "load", since_ns):
+        classes.setdefault(p.tags.get("class", ""), _Class()).add(p.time_ns, p.fields)
+    order = sorted(classes, key=lambda c: (c != "all", c))
+    return [classes[c].row(c) for c in order]
+
+
+def probe_table(store: StoreReader, run_id: str) -> list[dict[str, Any]]:
+    """Per dig probe: how many answered as expected out of how many were sent, and the
+    slowest answer."""
+    probes: dict[str, dict[str, Any]] = {}
+    for p in store.points(run_id, "dig"):
+        row = probes.setdefault(
+            p.tags.get("probe", ""), {"ok": 0, "total": 0, "max_latency_ms": None}
+        )
+        row["total"] += 1
+        row["ok"] += 1 if p.fields.get("ok") in (True, 1, 1.0) else 0
+        latency = _float(p.fields.get("latency_ms"))
+        if "latency_ms" in p.fields and latency > (row["max_latency_ms"] or 0.0):
+            row["max_latency_ms"] = latency
+    return [{"probe": name, **probes[name]} for name in sorted(probes)]
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _float(v: Any) -> float:
+    return float(v) if _is_num(v) else 0.0

@@ -1,0 +1,93 @@
+"""A run cut short says so first; a criterion without enough data is `not judged`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from soak.analysis.config import CriteriaConfig
+from soak.analysis.criteria import evaluate_criteria
+from soak.analysis.leaks import LeakVerdict
+from soak.analysis.rundata import run_data_from_store
+from soak.points import Point
+from soak.report import PhaseSpan, render_markdown
+from soak.report.tables import criteria_rows, headline
+from soak.runs import timeline
+from soak.runs.reportinput import ran_phases
+from soak.sinks.sqlite import SqliteStore
+from tests.support.reports import T0, S, build, report_input, tags
+
+RUN = "r-stopped"
+TAGS = tags(RUN)
+WARM_S, STOP_S, PLANNED_S = 20, 42, 120
+
+
+def stopped_report(tmp_path: Path, status: str = "stopped") -> dict:  # type: ignore[type-arg]
+    store = SqliteStore(tmp_path / "points.db")
+    points = []
+    for t_s in range(1, STOP_S + 1):
+        fields = {"sent": 500.0, "completed": 500.0, "lost": 0.0, "rate_target": 500.0}
+        fields |= {"rate_achieved": 500.0, "wrong_answers": 0.0, "lat_p99_ms": 1.0}
+        points.append(Point("load", fields, T0 + t_s * S, {**TAGS, "class": "all"}))
+        points.append(Point("process", {"rss_bytes": 1e8}, T0 + t_s * S, TAGS))
+    store.write(points)
+    warm_end = T0 + WARM_S * S
+    # 22 s after the warm-up: three leak windows, fewer than the six a verdict needs.
+    verdict = LeakVerdict("rss_bytes", "insufficient", 0.0, 1.0, 3, 1e6)
+    data = run_data_from_store(store, RUN, warm_end, run_start_ns=T0, verdicts=[verdict])
+    criteria = evaluate_criteria(CriteriaConfig(lost_ratio_max=0.01), data)
+    phases = [
+        PhaseSpan("warmup", T0, warm_end, True),
+        PhaseSpan("steady", warm_end, T0 + STOP_S * S),
+    ]
+    inp = report_input(
+        RUN,
+        STOP_S,
+        phases,
+        status=status,
+        criteria=criteria,
+        verdicts=[verdict],
+        planned_s=PLANNED_S,
+    )
+    return build(store, inp)
+
+
+def test_a_stopped_run_says_so_first_and_counts_what_was_not_judged(tmp_path: Path) -> None:
+    report = stopped_report(tmp_path)
+    line = headline(report)
+    assert line.startswith("STOPPED after 0:42 of 2:00"), line
+    assert "PASSED" not in line and "all" not in line
+    assert "not judged" in line
+    assert report["passed"] is False
+    leak = next(c for c in report["criteria"] if c["name"] == "leak[rss_bytes]")
+    assert (leak["ok"], leak["judged"]) == (False, False)
+    _, rows = criteria_rows(report)
+    (row,) = [r for r in rows if r[0] == "leak[rss_bytes]"]
+    assert (row[2], row[4]) == ("\u2013", "not judged")  # no figure: a dash
+    assert "STOPPED after 0:42 of 2:00" in render_markdown(report)
+
+
+def test_a_completed_run_with_a_criterion_not_judged_is_not_all_pass(tmp_path: Path) -> None:
+    line = headline(stopped_report(tmp_path, status="passed"))
+    assert line.startswith("PASSED — ")
+    assert line.endswith("pass, 1 not judged"), line
+
+
+def test_phase_rows_show_what_ran_not_what_was_planned(tmp_path: Path) -> None:
+    steady = stopped_report(tmp_path)["phases"][1]
+    assert steady["duration_s"] == STOP_S - WARM_S
+    assert steady["metrics"]["sent"] == (STOP_S - WARM_S) * 500
+
+
+def test_ran_phases_cut_the_phase_a_stop_fell_in() -> None:
+    spans = [
+        timeline.PhaseSpan(0, "warmup", T0, T0 + 30 * S, 500, True),
+        timeline.PhaseSpan(1, "steady", T0 + 30 * S, T0 + 130 * S, 500, False),
+        timeline.PhaseSpan(2, "cool", T0 + 130 * S, T0 + 150 * S, 500, False),
+    ]
+    stopped = ran_phases(spans, T0 + 42 * S, ended=True)
+    assert [(p.name, p.end_ns) for p in stopped] == [
+        ("warmup", T0 + 30 * S),
+        ("steady", T0 + 42 * S),
+    ]
+    running = ran_phases(spans, T0 + 42 * S, ended=False)
+    assert running[-1].end_ns is None
