@@ -79,6 +79,15 @@ def test_criteria_lines_mark_failures() -> None:
     ]
 
 
+def test_criteria_lines_never_show_a_criterion_without_data_as_a_pass() -> None:
+    status = {
+        "criteria": [
+            {"name": "leak[fds]", "ok": False, "judged": False, "message": "too few windows"}
+        ]
+    }
+    assert criteria_lines(status) == ["not judged  leak[fds]: too few windows"]
+
+
 def test_formats() -> None:
     assert fmt_duration(None) == "-"
     assert fmt_duration(59.9) == "0:59"

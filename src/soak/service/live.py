@@ -8,6 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from soak.analysis.criteria import result_of
+
 VERDICT_STYLE = {"ok": "green", "growing": "bold red", "levelling": "yellow", "insufficient": "dim"}
 
 
@@ -122,7 +124,9 @@ def verdict_lines(status: dict[str, Any]) -> list[str]:
 def criteria_lines(status: dict[str, Any]) -> list[str]:
     lines = []
     for c in status.get("criteria") or []:
-        mark = "pass" if c.get("ok") else "FAIL"
+        # A criterion without the data for it is `not judged`: never shown as a pass.
+        mark = result_of(bool(c.get("ok")), bool(c.get("judged", True)))
+        mark = "FAIL" if mark == "fail" else mark
         window = c.get("window")
         where = f" [{window}]" if window and window != "run" else ""
         lines.append(f"{mark}  {c.get('name')}{where}: {c.get('message', '')}")
