@@ -217,6 +217,11 @@ class Run:
         return self.outcome
 
     def _end(self, ending: Ending, message: str, now_ns: int) -> Outcome:
+        if ending is not Ending.ERROR:  # a target that failed has nothing left to profile
+            try:
+                self.ticker.capture_profiles("end", now_ns)
+            except Exception as exc:  # recorded; the run still ends
+                self.parts.try_event("pprof_failed", f"profile at the end: {exc}", now_ns)
         # The target first: a store that fails below must not leave it running.
         self.parts.stop(close_alerter=False)
         self.targets.stop()

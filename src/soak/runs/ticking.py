@@ -14,6 +14,7 @@ from soak.runs.context import RunContext
 from soak.runs.parts import RunParts
 from soak.runs.supervise import Supervisor
 from soak.runs.timeline import NS_PER_S, Timeline
+from soak.samplers.pprof import PprofSampler
 
 
 class Ticker:
@@ -93,6 +94,19 @@ class Ticker:
                 self.ctx.state.add_event(self.run_id, p.time_ns, kind, message, 0.0)
             points += alert_events
         self.parts.write([p.with_tags(self.parts.run_tags) for p in points])
+
+    def capture_profiles(self, reason: str, now_ns: int, timeout_s: float = 15.0) -> None:
+        """A profile now, waited for (the run's end, before the target stops): the latest
+        capture the "What grew" diff reads is then the end of the run, not up to one
+        interval before it."""
+        runner = self.parts.tick_runner
+        for sampler in runner.samplers if runner is not None else []:
+            if not isinstance(sampler, PprofSampler):
+                continue
+            points = sampler.wait(timeout_s)  # a capture still going: its points, then ours
+            sampler.request_capture(reason)
+            points += sampler.sample(now_ns) + sampler.wait(timeout_s)
+            self.parts.write([p.with_tags(self.parts.run_tags) for p in points])
 
     def _remember(self, points: list[Point]) -> None:
         run_tags = self.parts.run_tags
