@@ -103,6 +103,8 @@ def test_the_old_version_failing_on_its_own_data_is_a_plan_that_cannot_run(
 
 def test_a_new_binary_that_is_not_there_is_a_plan_that_cannot_run(tmp_path: Path) -> None:
     assert shutil.which("no-such-dns-server") is None
-    proc, _ = upgrade(tmp_path, OLD, "", new_argv=["no-such-dns-server"])
+    proc, junit = upgrade(tmp_path, OLD, "", new_argv=["no-such-dns-server"])
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "new version (toy 2) cannot start" in proc.stderr and "not found" in proc.stderr
+    # The pre-flight names it before anything starts: one line, no version was run.
+    assert proc.stderr == "soak: toy: binary not found on PATH: no-such-dns-server\n"
+    assert not junit.exists()
