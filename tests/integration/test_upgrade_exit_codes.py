@@ -46,13 +46,18 @@ def version(script: str, label: str, argv: list[str] | None = None) -> dict[str,
 
 
 def upgrade(
-    tmp_path: Path, old: str, new: str, new_argv: list[str] | None = None
+    tmp_path: Path,
+    old: str,
+    new: str,
+    new_argv: list[str] | None = None,
+    plan_vars: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     plan = {
         "name": "toy",
         "old": version(old, "1"),
         "new": version(new, "2", new_argv),
         "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
+        "vars": plan_vars or {},
     }
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
@@ -106,5 +111,17 @@ def test_a_new_binary_that_is_not_there_is_a_plan_that_cannot_run(tmp_path: Path
     proc, junit = upgrade(tmp_path, OLD, "", new_argv=["no-such-dns-server"])
     assert proc.returncode == 2, proc.stdout + proc.stderr
     # The pre-flight names it before anything starts: one line, no version was run.
+    assert proc.stderr == "soak: toy: binary not found on PATH: no-such-dns-server\n"
+    assert not junit.exists()
+
+
+def test_the_pre_flight_checks_a_binary_named_by_a_var_as_the_runner_would_run_it(
+    tmp_path: Path,
+) -> None:
+    # `{{name}}` from the plan's vars (as a matrix entry gives an image) is filled in
+    # before the check: the line names the real binary, not the placeholder.
+    args = (tmp_path, OLD, "", ["{{server}}"], {"server": "no-such-dns-server"})
+    proc, junit = upgrade(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr == "soak: toy: binary not found on PATH: no-such-dns-server\n"
     assert not junit.exists()

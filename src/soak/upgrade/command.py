@@ -18,8 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+from pydantic import TypeAdapter
 
-from soak.errors import CheckFailed, TargetStartError
+from soak.errors import CheckFailed, InputError, TargetStartError
+from soak.targets.config import TargetConfig
 from soak.upgrade.config import UpgradePlan, load_matrix
 from soak.upgrade.report import (
     check_points,
@@ -32,6 +34,7 @@ from soak.upgrade.report import (
     write_text,
 )
 from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+from soak.upgrade.template import Values
 
 # An upgrade plan's sqlite sink without a `path` writes here, in the current directory.
 DEFAULT_SQLITE_NAME = "soak-upgrade.db"
@@ -147,7 +150,16 @@ def preflight_plan(plan: UpgradePlan) -> None:
     or images, fixed ports; InputError (exit 2) before the first version starts."""
     from soak.preflight import check_targets
 
-    check_targets([plan.old, plan.new], plan.base_dir, plan.allow_targets)
+    values = Values(plan.vars, dict(os.environ), plan.secrets)
+    adapter: TypeAdapter[TargetConfig] = TypeAdapter(TargetConfig)
+    targets = []
+    for cfg in (plan.old, plan.new):
+        try:  # `{{name}}` from vars (a matrix entry's image) and the environment
+            raw = values.render(cfg.model_dump(by_alias=True, exclude_unset=True))
+        except InputError:
+            continue  # a name a populate step saves: known only when the version starts
+        targets.append(adapter.validate_python(raw))
+    check_targets(targets, plan.base_dir, plan.allow_targets)
 
 
 def run_one(plan: UpgradePlan, keep: bool, work_dir: Path | None) -> UpgradeResult:
