@@ -44,7 +44,7 @@ agent-image: setup docker-ready
 test-unit: setup
 	$(BIN)/pytest -q tests/unit
 
-test: system-deps setup lint typecheck docker-ready refdns
+test: system-deps setup lint typecheck docker-ready refdns agent-image
 	$(BIN)/pytest -q -m "not upgrades" tests
 
 # Real-version upgrades (pdns 4.4 -> 4.7 -> 4.9 ...): builds the versioned images, then

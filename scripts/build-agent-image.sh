@@ -10,6 +10,15 @@ base=${BASE:-soak-test/base:bookworm}
 pip=${PIP:-.venv/bin/pip}
 docker image inspect "$base" >/dev/null 2>&1 \
   || { echo "build-agent-image: no $base (make docker-ready builds it)" >&2; exit 2; }
+# The image is rebuilt only when the code it is built from changed (FORCE=1 rebuilds anyway):
+# its label soak.source holds a hash of that code.
+source=$(find src pyproject.toml docker/agent -type f \( -name '*.py' -o -name '*.c' \
+  -o -name '*.toml' -o -name Dockerfile \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+have=$(docker image inspect --format '{{index .Config.Labels "soak.source"}}' "$image" 2>/dev/null || true)
+if [ "$have" = "$source" ] && [ -z "${FORCE:-}" ]; then
+  echo "build-agent-image: $image is up to date (source $source)"
+  exit 0
+fi
 old=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -19,7 +28,7 @@ mkdir "$work/context"
 ls "$work"/context/wheels/soak-*.whl >/dev/null
 cp docker/agent/Dockerfile "$work/context/"
 # Host networking for the build only: apt inside reaches the host's Debian mirror.
-if ! DOCKER_BUILDKIT=0 docker build --network host --build-arg "BASE=$base" -t "$image" \
+if ! DOCKER_BUILDKIT=0 docker build --network host --build-arg "BASE=$base" --label "soak.source=$source" -t "$image" \
   "$work/context" >"$work/build.log" 2>&1; then
   tail -n 30 "$work/build.log" >&2
   echo "build-agent-image: building $image failed" >&2

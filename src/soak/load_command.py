@@ -26,6 +26,8 @@ from soak.load.agent import (
     run_agent,
 )
 from soak.load.config import FLAT_OUT, LoadConfig
+from soak.load.coordination import TOKEN_ENV, CoordinatorClient
+from soak.load.member import run_member
 from soak.load.runner import run_load
 from soak.load.summary import format_summary
 from soak.netsafety import check_allowed, parse_host_port
@@ -210,6 +212,12 @@ def _run_agents(
 @click.option("--tag", "tag_items", multiple=True, help="KEY=VALUE on every point (soak, ...)")
 @click.option("--seed", type=int, default=None, help="the run's seed (when the config has none)")
 @click.option("--allow-target", "allow_targets", multiple=True, help="CIDR beyond loopback")
+@click.option(
+    "--coordinator",
+    "coordinator_url",
+    default=None,
+    help=f"http://HOST:PORT of the run's coordinator (token in ${TOKEN_ENV})",
+)
 def agent_cmd(
     segment_text: str,
     server: str,
@@ -219,6 +227,7 @@ def agent_cmd(
     tag_items: tuple[str, ...],
     seed: int | None,
     allow_targets: tuple[str, ...],
+    coordinator_url: str | None,
 ) -> None:
     """Run one agent's segment of a load config; JSON lines on stdout, totals last."""
     segment = parse_segment(segment_text, dict(os.environ))
@@ -239,6 +248,25 @@ def agent_cmd(
     if seed is not None:
         cfg = cfg.model_copy(update={"seed": seed})
     out = JsonLinesSink(sys.stdout, "stdout")
+    if coordinator_url is not None:
+        token = os.environ.get(TOKEN_ENV, "")
+        if not token:
+            raise InputError(f"--coordinator needs the run's token in {TOKEN_ENV}")
+        client = CoordinatorClient(coordinator_url, token, segment.index)
+        try:
+            totals = run_member(
+                cfg,
+                segment,
+                (host, port),
+                duration,
+                client,
+                base_dir=base,
+                allow_targets=allow_targets,
+            )
+        finally:
+            client.close()
+        out.write_line({"kind": "totals", **totals.to_json_dict()})
+        return
     sink = out if sink_target == "-" else open_sink(sink_target)
     try:
         totals = run_agent(

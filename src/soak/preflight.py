@@ -38,7 +38,7 @@ WORKER_MAX_QPS = {"udp": 250_000.0, "tcp": 100_000.0, "dot": 100_000.0, "doh": 1
 def check_scenario(scenario: Scenario) -> None:
     """Raise InputError (one line) for the first problem found; read-only."""
     if scenario.load is not None:
-        refuse_agents(scenario.load, "a soak run by the service")
+        check_agents(scenario.load)
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
     check_targets([*scenario.services, scenario.target], scenario.base_dir, scenario.allow_targets)
 
@@ -56,6 +56,20 @@ def check_targets(
             check_image(target)
         if not isinstance(target, ExternalTarget):
             check_fixed_ports(target)
+
+
+def check_agents(load: LoadConfig) -> None:
+    """`load.agents` in a soak run: enough rate to split, the engine there, its image."""
+    agents = load.agents
+    if agents is None:
+        return
+    if 0 < load.rate_qps * 1000 < agents.count:
+        raise InputError(
+            f"load.agents: rate {load.rate_qps:g} q/s is too small for {agents.count} agents"
+        )
+    from soak.load.agents.run import check_engine
+
+    check_engine(agents)
 
 
 def refuse_agents(load: LoadConfig, who: str) -> None:

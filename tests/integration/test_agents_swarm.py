@@ -29,7 +29,7 @@ from soak.load.agents.spec import LABEL_RUN
 from soak.load.agents.swarm import SwarmEngine
 from soak.load.config import LoadConfig
 from soak.targets.docker_engine import LABEL_OWNER
-from tests.support.agents import agents_scenario
+from tests.support.agents import agents_scenario, one_node_swarm, swarm_client
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for
 
@@ -42,39 +42,13 @@ DURATION_S = 8.0
 
 @pytest.fixture(scope="module")
 def client() -> Any:
-    docker = pytest.importorskip("docker")
-    try:
-        c = docker.from_env(timeout=60)
-        c.ping()
-    except docker.errors.DockerException as exc:
-        pytest.skip(f"no Docker engine answers ({exc}); `make docker-ready` starts one")
-    try:
-        c.images.get(IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"image {IMAGE} missing; run `make agent-image`")
-    return c
+    return swarm_client(IMAGE)
 
 
 @pytest.fixture(scope="module")
 def swarm(client: Any) -> Iterator[None]:
-    state = (client.info().get("Swarm") or {}).get("LocalNodeState")
-    made = state == "inactive"
-    if made:
-        subprocess.run(
-            ["docker", "swarm", "init", "--advertise-addr", "127.0.0.1"],
-            check=True,
-            capture_output=True,
-        )
-    elif state != "active":
-        pytest.skip(f"this engine's swarm state is {state!r}")
-    try:
+    with one_node_swarm(client):
         yield
-    finally:
-        if made:
-            subprocess.run(["docker", "swarm", "leave", "--force"], check=False)
-            subprocess.run(
-                ["docker", "network", "rm", "docker_gwbridge"], check=False, capture_output=True
-            )
 
 
 @pytest.fixture(scope="module")

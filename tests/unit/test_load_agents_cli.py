@@ -73,15 +73,48 @@ def test_bad_agents_input(
     assert len(err.strip().splitlines()) == 1 and message in err
 
 
-@pytest.mark.parametrize("command", [["start", "--foreground"], ["bench"]])
-def test_agents_refused_where_not_run_yet(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
-) -> None:
+def test_agents_refused_by_bench(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _scenario(tmp_path, {"count": 2, "engine": "local"})
-    code, err = _run([*command, str(path)], capsys)
+    code, err = _run(["bench", str(path)], capsys)
     assert code == 2, err
-    who = "`soak bench`" if command == ["bench"] else "a soak run by the service"
     assert err.strip().splitlines() == [
-        f"soak: load.agents: {who} does not start load agents yet; `soak load --scenario` does "
-        "(docs/scale.md)"
+        "soak: load.agents: `soak bench` does not start load agents yet; `soak load --scenario` "
+        "does (docs/scale.md)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("agents", "env", "message"),
+    [
+        ({"count": 0}, {}, "count"),
+        (
+            {"count": 2, "engine": "swarm"},
+            {"DOCKER_HOST": "unix:///nonexistent.sock"},
+            "no Docker engine answers",
+        ),
+        (
+            {"count": 2, "engine": "kubernetes"},
+            {"KUBECONFIG": "/nonexistent/kubeconfig"},
+            "kubernetes: no kubeconfig",
+        ),
+    ],
+)
+def test_soak_run_checks_agents_before_anything_starts(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    agents: dict[str, Any],
+    env: dict[str, str],
+    message: str,
+) -> None:
+    """A soak run (the service's path) refuses bad agents in one line, no run record made."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("SOAK_HOME", str(tmp_path / "home"))
+    path = _scenario(tmp_path, agents)
+    code, err = _run(["start", "--foreground", str(path)], capsys)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and message in err
+    home = tmp_path / "home"
+    assert not home.exists() or not any(home.iterdir()), list(home.iterdir())

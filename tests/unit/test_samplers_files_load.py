@@ -89,9 +89,30 @@ def test_load_sampler_stamps_each_class_all_first() -> None:
                 "cached": {"sent": 20.0},
             }
 
+        def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
+            return {}
+
     points = LoadSampler(Source()).sample(99)
     assert [p.tags["class"] for p in points] == ["all", "cached", "miss"]
     assert points[0] == Point("load", {"sent": 30.0, "rcode_noerror": 29.0}, 99, {"class": "all"})
+
+
+def test_load_sampler_writes_each_agents_part_apart_from_the_total() -> None:
+    class Agents:
+        def take_window(self) -> dict[str, dict[str, float]]:
+            return {"all": {"sent": 30.0}}
+
+        def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
+            return {1: {"all": {"sent": 14.0}}, 0: {"all": {"sent": 16.0}}}
+
+    points = LoadSampler(Agents()).sample(7)
+    assert [(p.measurement, p.tags) for p in points] == [
+        ("load", {"class": "all"}),
+        ("load_agent", {"class": "all", "agent": "0"}),
+        ("load_agent", {"class": "all", "agent": "1"}),
+    ]
+    total = sum(p.fields["sent"] for p in points if p.measurement == "load_agent")
+    assert total == points[0].fields["sent"]
 
 
 def test_target_sampler_records_a_target_that_is_not_running() -> None:
@@ -127,6 +148,9 @@ def test_http_headers_with_token_from_the_environment() -> None:
 def test_build_samplers_from_config() -> None:
     class Source:
         def take_window(self) -> dict[str, dict[str, float]]:
+            return {}
+
+        def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
             return {}
 
     cfg = SamplersConfig.model_validate(

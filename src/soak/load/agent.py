@@ -168,18 +168,12 @@ def run_agent(
     sink.flush()
     if runner.errors:
         raise SoakError(f"agent {segment}: " + "; ".join(runner.errors))
-    return AgentTotals(
-        agent=segment.index,
-        sent=result.sent,
-        completed=result.completed,
-        lost=result.lost,
-        abandoned=result.abandoned,
-        late=result.late,
+    return AgentTotals.from_result(
+        segment.index,
+        result,
+        runner.latency_histogram(),
         rate_target_qps=mine.rate_qps,
         duration_s=duration_s,
-        hist=runner.latency_histogram(),
-        generator_bound=result.generator_bound,
-        rcodes=result.rcodes,
     )
 
 

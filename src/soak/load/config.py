@@ -104,6 +104,13 @@ class AgentsConfig(StrictModel):
     image: str = "soak/agent:latest"
     placement: list[str] = Field(default_factory=list)
     namespace: str = "default"
+    # In a soak run the agents register with the run's coordinator, which listens here;
+    # `advertise` is the host the agents reach it at (default: listen_host).
+    listen_host: str = "127.0.0.1"
+    listen_port: int = Field(default=0, ge=0, le=65535)  # 0: any free port
+    advertise: str | None = None
+    lease_s: float = Field(default=5.0, ge=1.0, le=300.0)  # an agent alone stops this soon
+    start_timeout_s: float = Field(default=120.0, gt=0)  # until every agent has registered
 
     @model_validator(mode="after")
     def _placement(self) -> AgentsConfig:

@@ -14,7 +14,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from soak.load.stats import PERCENTILES
+from soak.load.stats import PERCENTILES, LoadResult
 from soak.points import Point
 
 SIGNIFICANT_DIGITS = 3  # as soak.load.stats.ClassStats
@@ -58,6 +58,26 @@ class AgentTotals:
         """Every field, the histogram last and encoded."""
         plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "hist"}
         return {**plain, "hist": encode_histogram(self.hist)}
+
+    @classmethod
+    def from_result(
+        cls, agent: int, result: LoadResult, hist: HdrHistogram, *, rate_target_qps: float,
+        duration_s: float,
+    ) -> AgentTotals:  # fmt: skip
+        """An agent's totals from its LoadRunner's result and whole-run histogram."""
+        return cls(
+            agent=agent,
+            sent=result.sent,
+            completed=result.completed,
+            lost=result.lost,
+            abandoned=result.abandoned,
+            late=result.late,
+            rate_target_qps=rate_target_qps,
+            duration_s=duration_s,
+            hist=hist,
+            generator_bound=result.generator_bound,
+            rcodes=result.rcodes,
+        )
 
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> AgentTotals:
@@ -171,3 +191,113 @@ def merge_agents(agents: list[AgentTotals]) -> MergedResult:
 def tag_agent(points: list[Point], agent: int) -> list[Point]:
     """Per-second load points of one agent, with its `agent` tag (DESIGN: Time series)."""
     return [p.with_tags({"agent": str(agent)}) for p in points]
+
+
+# Fields of a `load` window that add up across agents and seconds; rcode_* too.
+ADDITIVE_FIELDS = frozenset(
+    {
+        "sent",
+        "completed",
+        "lost",
+        "late",
+        "wrong_answers",
+        "abandoned",
+        "connections_opened",
+        "connection_errors",
+        "tls_resumed",
+        "connections_hung_up",
+    }
+)
+
+
+@dataclass
+class AgentWindow:
+    """One agent's second of load as it reports it to the coordinator: its `load` fields
+    per class (and `all`), each class's latency histogram (µs, encoded) and its length."""
+
+    agent: int
+    stamp_ns: int  # the window's end: the run's start_at + k seconds, the same on every agent
+    window_s: float
+    fields: dict[str, dict[str, float]]
+    hists: dict[str, str]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "stamp_ns": self.stamp_ns,
+            "window_s": self.window_s,
+            "fields": self.fields,
+            "hists": self.hists,
+        }
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> AgentWindow:
+        return cls(
+            agent=int(data["agent"]),
+            stamp_ns=int(data["stamp_ns"]),
+            window_s=float(data["window_s"]),
+            fields={
+                str(c): {str(k): float(v) for k, v in dict(f).items()}
+                for c, f in dict(data["fields"]).items()
+            },
+            hists={str(c): str(h) for c, h in dict(data.get("hists", {})).items()},
+        )
+
+
+def sum_windows(
+    windows: list[AgentWindow], span_s: float, rate_target_qps: dict[str, float] | None = None
+) -> dict[str, dict[str, float]]:
+    """Agents' windows summed into one window of span_s seconds, per class (pure).
+
+    Counts add; rate_achieved is the summed `sent` over span_s; the latency fields
+    are read from the added histograms (min and max exact, the mean weighted by
+    each window's count), never averaged from percentiles. rate_target is the
+    asked rate when given (the coordinator's: an agent that is lost does not lower
+    it), else the windows' own, time-weighted. Other fields (handshake times) keep
+    the largest value: the worst agent's.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for cls in sorted({c for w in windows for c in w.fields}):
+        parts = [(w, w.fields[cls]) for w in windows if cls in w.fields]
+        summed: dict[str, float] = {}
+        for _, fields_ in parts:
+            for key, value in fields_.items():
+                if key in ADDITIVE_FIELDS or key.startswith("rcode_"):
+                    summed[key] = summed.get(key, 0.0) + value
+                elif not key.startswith(("lat_", "rate_")):
+                    summed[key] = max(summed.get(key, value), value)
+        summed["rate_achieved"] = summed.get("sent", 0.0) / span_s if span_s > 0 else 0.0
+        if rate_target_qps is not None:
+            summed["rate_target"] = rate_target_qps.get(cls, 0.0)
+        else:
+            asked = sum(f.get("rate_target", 0.0) * w.window_s for w, f in parts)
+            summed["rate_target"] = asked / span_s if span_s > 0 else 0.0
+        summed.update(_latency_fields([(w.hists.get(cls), f) for w, f in parts]))
+        out[cls] = summed
+    return out
+
+
+def _latency_fields(parts: list[tuple[str | None, dict[str, float]]]) -> dict[str, float]:
+    """lat_*_ms of windows together, from their added histograms."""
+    hist: HdrHistogram | None = None
+    weighted_sum_ms = 0.0
+    for encoded, fields_ in parts:
+        if encoded is None:
+            continue
+        one = decode_histogram(encoded)
+        n = one.get_total_count()
+        if n == 0:
+            continue
+        weighted_sum_ms += fields_.get("lat_avg_ms", 0.0) * n
+        if hist is None:
+            hist = HdrHistogram(1, max(one.highest_trackable_value, 2), SIGNIFICANT_DIGITS)
+        hist.add(one)
+    if hist is None or hist.get_total_count() == 0:
+        return {}  # no samples: the fields are absent, not a fake 0
+    out = {f"lat_{key}_ms": hist.get_value_at_percentile(pct) / 1000 for key, pct in PERCENTILES}
+    out["lat_avg_ms"] = round(weighted_sum_ms / hist.get_total_count(), 6)
+    mins = [f["lat_min_ms"] for e, f in parts if e is not None and "lat_min_ms" in f]
+    maxes = [f["lat_max_ms"] for e, f in parts if e is not None and "lat_max_ms" in f]
+    out["lat_min_ms"] = min(mins) if mins else hist.get_min_value() / 1000
+    out["lat_max_ms"] = max(maxes) if maxes else hist.get_max_value() / 1000
+    return out

@@ -134,9 +134,12 @@ class LoadRunner:
         # once a second, so a window's rates are its counts over these, not over wall time.
         self._window_worker_s = 0.0
         self.last_window_worker_s = 0.0
-        # Load agents ship each window's latency histogram (all classes) to be merged.
+        # Load agents ship each window's latency histograms (per class and `all`) to be
+        # merged: percentiles of several agents are read from their added histograms.
         self.keep_window_hist = False
         self.last_window_hist: str | None = None
+        self.last_window_hists: dict[str, str] = {}
+        self.last_window_s = 0.0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -242,7 +245,15 @@ class LoadRunner:
             rate_target = self._rate_integral / window_s if window_s > 0 else self._rate_qps
             self._window_at, self._rate_integral = now, 0.0
         fields: dict[str, dict[str, float]] = window.fields(window_s, rate_target, self.weights)
-        self.last_window_hist = encode_histogram(window.all.hist) if self.keep_window_hist else None
+        self.last_window_s = window_s
+        if self.keep_window_hist:
+            self.last_window_hists = {
+                name: encode_histogram(stats.hist)
+                for name, stats in zip(self.names, window.classes, strict=True)
+            }
+            self.last_window_hist = self.last_window_hists["all"] = encode_histogram(
+                window.all.hist
+            )
         window.reset()
         with self._lock:
             self._spare = window

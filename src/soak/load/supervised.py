@@ -7,6 +7,7 @@ replacement is invisible to them; the run's totals add up every runner's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,15 @@ from soak.load.runner import LoadRunner
 TOTAL_FIELDS = ("sent", "completed", "lost", "late", "unexpected")
 # Margin given to the engine beyond the run's end: the run's end job stops it first.
 LOAD_MARGIN_S = 30.0
+
+
+@dataclass(frozen=True)
+class LoadEvent:
+    """A fault of the load the run records as an `event` (kind, message, value)."""
+
+    kind: str
+    message: str
+    value: float
 
 
 class SupervisedLoad:
@@ -40,6 +50,9 @@ class SupervisedLoad:
         return LoadRunner(
             self.cfg, self.server, base_dir=self.base_dir, allow_targets=self.allow_targets
         )
+
+    def prepare(self, max_duration_s: float) -> None:
+        """Nothing to prepare: the workers start in well under a tick."""
 
     def start(self, rate_qps: float, remaining_s: float) -> None:
         """Load at `rate_qps` for the run's `remaining_s` (and the margin)."""
@@ -66,6 +79,17 @@ class SupervisedLoad:
         self.runner.start(self.rate_qps, remaining_s + LOAD_MARGIN_S)
         self.restarts += 1
         return why
+
+    def check(self, remaining_s: float) -> list[LoadEvent]:
+        """supervise() as the run's events: a restart of the engine, if there was one."""
+        why = self.supervise(remaining_s)
+        if why is None:
+            return []
+        message = f"load engine restarted ({self.restarts}): {why}"
+        return [LoadEvent("load_restarted", message, float(self.restarts))]
+
+    def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
+        return {}  # one machine, no agents
 
     def totals(self, *, stddev: bool = True) -> dict[str, Any]:
         result = self.runner.totals(stddev=stddev)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from soak.config import Scenario
+from soak.load.agents.fleet import AgentsLoad
 from soak.load.supervised import SupervisedLoad
 from soak.points import Point, event_point
 from soak.runs.alerts import Alerter
@@ -37,7 +38,7 @@ class RunParts:
         self.ctx = ctx
         self.run_tags = run_tags
         self.sinks: SinkSet | None = None
-        self.load: SupervisedLoad | None = None
+        self.load: SupervisedLoad | AgentsLoad | None = None
         self.tick_runner: TickRunner | None = None
         self.alerter: Alerter | None = None
 
@@ -52,11 +53,23 @@ class RunParts:
         )
 
     def build_load_and_samplers(
-        self, running: Callable[[], Running | None], warmup_end_ns: Callable[[], int]
+        self,
+        running: Callable[[], Running | None],
+        warmup_end_ns: Callable[[], int],
+        origin_ns: Callable[[], int],
     ) -> None:
         """`running()` gives the target as it is now (a restart changes its PID)."""
         sc = self.scenario
-        if sc.load is not None:
+        if sc.load is not None and sc.load.agents is not None:
+            self.load = AgentsLoad(
+                sc.load,
+                load_address(sc.load.server, running()),
+                base_dir=sc.base_dir,
+                run_id=self.run_id,
+                run_started_ns=origin_ns,
+                allow_targets=tuple(sc.allow_targets),
+            )
+        elif sc.load is not None:
             self.load = SupervisedLoad(
                 sc.load,
                 load_address(sc.load.server, running()),

@@ -93,11 +93,15 @@ class Run:
         try:
             self.parts.build_sinks()
             self.targets.start()
+            self.parts.build_load_and_samplers(
+                lambda: self.targets.running,
+                lambda: self.timeline.warmup_end_ns,
+                lambda: self.timeline.origin_ns,
+            )
+            if self.parts.load is not None:  # load agents take seconds to register
+                self.parts.load.prepare(self.scenario.duration_s)
             origin_ns = _next_whole_second_ns(time.time_ns())
             self.timeline = Timeline.of(self.scenario, origin_ns)
-            self.parts.build_load_and_samplers(
-                lambda: self.targets.running, lambda: self.timeline.warmup_end_ns
-            )
             if self.parts.load is not None:
                 self.parts.load.start(self.timeline.spans[0].rate_qps, self.scenario.duration_s)
         except BaseException as exc:
@@ -123,7 +127,9 @@ class Run:
             self.parts.build_sinks()
             self.targets.attach(rec.target_state or {})
             self.parts.build_load_and_samplers(
-                lambda: self.targets.running, lambda: self.timeline.warmup_end_ns
+                lambda: self.targets.running,
+                lambda: self.timeline.warmup_end_ns,
+                lambda: self.timeline.origin_ns,
             )
         except BaseException as exc:
             self._abort(exc)

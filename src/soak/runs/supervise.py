@@ -107,11 +107,9 @@ class Supervisor:
             self.parts.event("service_restarted", message, done + 1)
 
     def check_load(self, tick_ns: int, remaining_s: float) -> None:
-        """Dead load workers: a fresh engine for the rest of the run."""
+        """Dead load workers (a fresh engine for the rest of the run), load agents lost."""
         load = self.parts.load
         if load is None:
             return
-        failure = load.supervise(remaining_s)
-        if failure is not None:
-            message = f"load engine restarted ({load.restarts}): {failure}"
-            self.parts.event("load_restarted", message, float(load.restarts), tick_ns)
+        for e in load.check(remaining_s):
+            self.parts.event(e.kind, e.message, e.value, tick_ns)

@@ -38,6 +38,10 @@ class AgentEngine(Protocol):
 
     def remove(self) -> None: ...
 
+    def sweep(self, run_id: str) -> None:
+        """Remove what an earlier coordinator of this run left (it was SIGKILLed)."""
+        ...
+
 
 class OneByOneEngine(ABC):
     """An engine that starts its agents one at a time, all of them or none: after a

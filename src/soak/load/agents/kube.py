@@ -22,7 +22,7 @@ from kubernetes import client as k8s
 
 from soak.errors import InputError
 from soak.load.agents.engine import AgentState, State
-from soak.load.agents.spec import AgentSpec
+from soak.load.agents.spec import AgentSpec, object_name, run_id_ok
 from soak.load.runner import JOIN_GRACE_S
 
 INDEX_ENV = "JOB_COMPLETION_INDEX"
@@ -155,6 +155,12 @@ class KubernetesEngine:
             name=pod.metadata.name, namespace=self.namespace, container="agent"
         )
         return str(text)
+
+    def sweep(self, run_id: str) -> None:
+        if self._batch is None or self._core is None:
+            self._batch, self._core = default_apis()
+        self._job = object_name(run_id_ok(run_id))
+        self.remove()
 
     def remove(self) -> None:
         if self._job is None:

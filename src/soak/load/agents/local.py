@@ -72,6 +72,9 @@ class LocalEngine(OneByOneEngine):
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
+    def sweep(self, run_id: str) -> None:
+        """Nothing to remove: local agents of an earlier process stop when their lease ends."""
+
     def _stderr(self, index: int) -> str:
         assert self._dir is not None
         text = (self._dir / f"{index}.err").read_text(encoding="utf-8", errors="replace")

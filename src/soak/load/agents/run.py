@@ -83,6 +83,18 @@ def make_engine(agents: AgentsConfig) -> AgentEngine:
     return LocalEngine()
 
 
+def check_engine(agents: AgentsConfig) -> None:
+    """The engine answers and has what the agents need; InputError (one line) if not."""
+    if agents.engine == "swarm":
+        from soak.load.agents.swarm import SwarmEngine
+
+        SwarmEngine.check(agents.image)
+    elif agents.engine == "kubernetes":
+        from soak.load.agents.kube import default_apis
+
+        default_apis()
+
+
 def parse_logs(text: str) -> tuple[list[Point], AgentTotals | None, list[str]]:
     """An agent's JSON lines: its points, its totals (last line) and sink errors."""
     points: list[Point] = []

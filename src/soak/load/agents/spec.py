@@ -18,6 +18,7 @@ import dns.rdatatype
 from soak.errors import InputError
 from soak.load.agent import LOAD_ENV
 from soak.load.config import AgentsConfig, LoadConfig
+from soak.load.coordination import TOKEN_ENV
 from soak.load.queries import read_query_file
 
 MAX_INLINE_BYTES = 4 * 1024 * 1024  # query files travel inline in the agents' environment
@@ -38,6 +39,8 @@ class AgentSpec:
     sink: str = "-"
     tags: dict[str, str] = field(default_factory=dict)
     allow_targets: tuple[str, ...] = ()
+    coordinator: str | None = None  # http://HOST:PORT of the run's coordinator, in a soak run
+    token: str | None = None  # the run's token for it (travels in the environment)
 
     @property
     def count(self) -> int:
@@ -48,9 +51,7 @@ class AgentSpec:
         return {LABEL_RUN: self.run_id, LABEL_ROLE: ROLE}
 
     def name(self, index: int | None = None) -> str:
-        """The engine object's name: soak-agent-RUN (-INDEX for one per agent)."""
-        base = f"soak-agent-{self.run_id}"
-        return base if index is None else f"{base}-{index}"
+        return object_name(self.run_id, index)
 
     def argv(self, segment: str) -> list[str]:
         """`soak` arguments of one agent; segment is `i/N` or `$NAME/N`."""
@@ -58,10 +59,19 @@ class AgentSpec:
         out += ["--duration", f"{self.duration_s:g}", "--sink", self.sink]
         out += [a for k, v in sorted(self.tags.items()) for a in ("--tag", f"{k}={v}")]
         out += [a for cidr in self.allow_targets for a in ("--allow-target", cidr)]
+        if self.coordinator is not None:
+            out += ["--coordinator", self.coordinator]
         return out
 
     def env(self) -> dict[str, str]:
-        return {LOAD_ENV: self.load_json}
+        token = {TOKEN_ENV: self.token} if self.token is not None else {}
+        return {LOAD_ENV: self.load_json, **token}
+
+
+def object_name(run_id: str, index: int | None = None) -> str:
+    """The engine object's name: soak-agent-RUN (-INDEX for one per agent)."""
+    base = f"soak-agent-{run_id}"
+    return base if index is None else f"{base}-{index}"
 
 
 def run_id_ok(run_id: str) -> str:
@@ -112,6 +122,8 @@ def build_spec(
     tags: dict[str, str] | None = None,
     allow_targets: tuple[str, ...] = (),
     sink: str = "-",
+    coordinator: str | None = None,
+    token: str | None = None,
 ) -> AgentSpec:
     agents = cfg.agents or AgentsConfig()
     if duration_s <= 0:
@@ -127,4 +139,6 @@ def build_spec(
         sink=sink,
         tags=dict(tags or {}),
         allow_targets=allow_targets,
+        coordinator=coordinator,
+        token=token,
     )

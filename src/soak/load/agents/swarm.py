@@ -17,7 +17,7 @@ from docker.types import RestartPolicy, ServiceMode
 
 from soak.errors import InputError
 from soak.load.agents.engine import AgentState, OneByOneEngine, State
-from soak.load.agents.spec import LABEL_RUN, SEGMENT_ENV, AgentSpec
+from soak.load.agents.spec import LABEL_RUN, SEGMENT_ENV, AgentSpec, run_id_ok
 from soak.targets.docker_engine import LABEL_OWNER, engine, owner_label
 
 # Task states (docker/swarmkit api TaskState) -> an agent's state.
@@ -82,7 +82,7 @@ class SwarmEngine(OneByOneEngine):
 
     def _prepare(self, spec: AgentSpec) -> None:
         client = self._client = self._client or engine()
-        self._check(client, spec)
+        self.check(spec.agents.image, client)
         self._run_id = spec.run_id
 
     def _start_agent(self, spec: AgentSpec, index: int) -> None:
@@ -115,8 +115,15 @@ class SwarmEngine(OneByOneEngine):
                 continue
         self._services = []
 
+    def sweep(self, run_id: str) -> None:
+        self._client = self._client or engine()
+        self._run_id = run_id_ok(run_id)
+        self.remove()
+
     @staticmethod
-    def _check(client: Any, spec: AgentSpec) -> None:
+    def check(image: str, client: Any = None) -> None:
+        """A swarm manager answers and the image is on this node; InputError if not."""
+        client = client or engine()
         swarm = client.info().get("Swarm") or {}
         if swarm.get("LocalNodeState") != "active" or not swarm.get("ControlAvailable"):
             raise InputError(
@@ -124,8 +131,8 @@ class SwarmEngine(OneByOneEngine):
                 "DOCKER_HOST at a manager)"
             )
         try:
-            client.images.get(spec.agents.image)
+            client.images.get(image)
         except docker.errors.ImageNotFound:
             raise InputError(
-                f"swarm: image {spec.agents.image} is not on this node (make agent-image)"
+                f"swarm: image {image} is not on this node (make agent-image)"
             ) from None

@@ -1,0 +1,100 @@
+"""The run's coordinator: soak.load.coordination's three calls served over HTTP.
+
+A small threaded HTTP server in the process that runs the soak (the service, or
+`soak start --foreground`), bound to `agents.listen` (loopback by default; agents
+on host networking on this machine reach it there). It only keeps the Fleet's
+bookkeeping, under one lock; verdicts stay with the run.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from soak.load.agents.lease import Fleet
+from soak.load.coordination import DONE, HEARTBEAT, REGISTER
+from soak.load.merge import AgentTotals, AgentWindow
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 8 * 1024 * 1024  # a heartbeat carries a few seconds of windows
+
+
+class Coordinator:
+    def __init__(self, fleet: Fleet, token: str, listen: tuple[str, int]) -> None:
+        self.fleet = fleet
+        self.lock = threading.Lock()
+        self._token = token
+        self._server = ThreadingHTTPServer(listen, _handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="agents-coordinator", daemon=True
+        )
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5.0)
+
+    def authorised(self, header: str | None) -> bool:
+        given = (header or "").removeprefix("Bearer ").strip()
+        return hmac.compare_digest(given.encode(), self._token.encode())
+
+    def handle(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One call; KeyError for an unknown agent, ValueError for a bad body."""
+        if "agent" not in body:
+            raise ValueError("the body names no agent")
+        index = int(body["agent"])
+        with self.lock:
+            if path == REGISTER:
+                return self.fleet.register(index).to_json_dict()
+            if path == HEARTBEAT:
+                windows = [AgentWindow.from_json_dict(w) for w in body.get("windows", [])]
+                return self.fleet.heartbeat(index, windows).to_json_dict()
+            if path == DONE:
+                self.fleet.finish(index, AgentTotals.from_json_dict(body["totals"]))
+                return {}
+        raise LookupError(path)
+
+
+def _handler(coordinator: Coordinator) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            if not coordinator.authorised(self.headers.get("Authorization")):
+                self._send(401, {"error": "wrong or missing token"})
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                self._send(413, {"error": f"body over {MAX_BODY_BYTES} bytes"})
+                return
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+                self._send(200, coordinator.handle(self.path, body))
+            except LookupError:
+                self._send(404, {"error": f"no such agent or call: {self.path}"})
+            except (ValueError, TypeError) as exc:
+                self._send(400, {"error": str(exc)})
+
+        def _send(self, status: int, data: dict[str, Any]) -> None:
+            payload = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("agents coordinator: " + format, *args)
+
+    return Handler

@@ -1,0 +1,252 @@
+"""A soak run's load from agents on an engine, behind the face SupervisedLoad has.
+
+prepare() opens the run's coordinator (soak.load.agents.coordinator), removes
+what an earlier coordinator of the same run left (a SIGKILLed service), starts the
+agents and waits until every one has registered: before the run's clock starts,
+since that takes seconds. start() releases them at the run's origin.
+Every tick take_window() gives the seconds all agents have reported, merged
+(counts summed, histograms added, the asked rate as the coordinator asked it),
+and take_agent_windows() each agent's share of the same seconds. check() turns a
+lease run out or a failed task into an `agent_lost` event; the others go on, so
+the run's achieved rate shows what was lost. stop() tells the agents to stop,
+waits for their last windows and removes the engine's objects.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from soak.errors import SoakError
+from soak.load.agents.coordinator import Coordinator
+from soak.load.agents.engine import AgentEngine
+from soak.load.agents.lease import Fleet, Slot
+from soak.load.agents.spec import build_spec
+from soak.load.config import AgentsConfig, LoadConfig
+from soak.load.merge import SIGNIFICANT_DIGITS, latency_ms
+from soak.load.runner import JOIN_GRACE_S
+from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, LoadEvent
+
+POLL_ENGINE_S = 5.0  # the engine's task states are asked this often (API calls per agent)
+WAIT_S = 0.2
+AGENT_FIELDS = ("sent", "completed", "lost")
+
+
+def class_shares(cfg: LoadConfig) -> dict[str, float]:
+    total = sum(c.weight for c in cfg.mix)
+    return {c.name: c.weight / total for c in cfg.mix}
+
+
+def elapsed_text(seconds: float) -> str:
+    s = max(0, int(seconds))
+    return f"+{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+class AgentsLoad:
+    def __init__(
+        self,
+        cfg: LoadConfig,
+        server: tuple[str, int],
+        *,
+        base_dir: Path,
+        run_id: str,
+        run_started_ns: Callable[[], int],
+        allow_targets: Sequence[str] = (),
+        engine: AgentEngine | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        from soak.load.agents.run import make_engine
+
+        self.cfg = cfg
+        self.agents: AgentsConfig = cfg.agents or AgentsConfig()
+        self.server = server
+        self.base_dir, self.run_id, self.run_started_ns = base_dir, run_id, run_started_ns
+        self.allow_targets = tuple(allow_targets)
+        self.engine = engine or make_engine(self.agents)
+        self.clock = clock
+        self.rate_qps = 0.0
+        self.restarts = 0  # the face SupervisedLoad has; agents are not restarted
+        self._fleet: Fleet | None = None
+        self._coordinator: Coordinator | None = None
+        self._per_agent: dict[int, dict[str, dict[str, float]]] = {}
+        self._totals = dict.fromkeys(TOTAL_FIELDS, 0.0)
+        self._agent_counts: dict[int, dict[str, float]] = {}  # the seconds handed out
+        self._hist: HdrHistogram | None = None
+        self._engine_polled_s = 0.0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def prepare(self, max_duration_s: float) -> None:
+        """The coordinator open, the agents started and all registered (they wait for
+        start()); raises with nothing left running."""
+        fleet = Fleet(self.agents.count, class_shares(self.cfg), self.agents.lease_s)
+        token = secrets.token_urlsafe(24)
+        coordinator = Coordinator(fleet, token, (self.agents.listen_host, self.agents.listen_port))
+        self._fleet, self._coordinator = fleet, coordinator
+        coordinator.start()
+        host = self.agents.advertise or self.agents.listen_host
+        url = f"http://{host}:{coordinator.address[1]}"
+        try:
+            self.engine.sweep(self.run_id)
+            spec = build_spec(
+                self.cfg,
+                f"{self.server[0]}:{self.server[1]}",
+                max_duration_s + LOAD_MARGIN_S,
+                self.run_id,
+                base_dir=self.base_dir,
+                allow_targets=self.allow_targets,
+                coordinator=url,
+                token=token,
+            )
+            self.engine.start(spec)
+            self._wait_registered()
+        except BaseException:
+            self._close()
+            raise
+
+    def start(self, rate_qps: float, remaining_s: float) -> None:
+        """The agents' load from the run's origin (or at once, on a resumed run)."""
+        if self._fleet is None:
+            self.prepare(remaining_s)
+        fleet, coordinator = self._fleet, self._coordinator
+        assert fleet is not None and coordinator is not None
+        self.rate_qps = rate_qps
+        with coordinator.lock:
+            fleet.set_rate(rate_qps)
+            fleet.release(self.run_started_ns())
+
+    def _wait_registered(self) -> None:
+        fleet, coordinator = self._fleet, self._coordinator
+        assert fleet is not None and coordinator is not None
+        end = self.clock() + self.agents.start_timeout_s
+        while True:
+            with coordinator.lock:
+                if fleet.all_registered:
+                    return
+                missing = [str(s.index) for s in fleet.slots if not s.registered]
+            failed = [s for s in self.engine.poll() if s.state == "failed"]
+            if failed:
+                raise SoakError(f"load agent {failed[0].index} failed: {failed[0].message}")
+            if self.clock() > end:
+                raise SoakError(
+                    f"load agents {', '.join(missing)} of {fleet.count} did not register "
+                    f"within {self.agents.start_timeout_s:g} s"
+                )
+            time.sleep(WAIT_S)
+
+    def set_rate(self, rate_qps: float) -> None:
+        self.rate_qps = rate_qps
+        if self._fleet is not None and self._coordinator is not None:
+            with self._coordinator.lock:
+                self._fleet.set_rate(rate_qps)
+
+    def stop(self) -> None:
+        """Tell the agents to stop; their last windows (the drain) count in the totals."""
+        fleet, coordinator = self._fleet, self._coordinator
+        if fleet is None or coordinator is None:
+            return
+        with coordinator.lock:
+            fleet.stopping = True
+        end = self.clock() + self.cfg.timeout_s + JOIN_GRACE_S + 2 * self.agents.lease_s
+        while self.clock() < end:
+            with coordinator.lock:
+                if not any(s.active for s in fleet.slots):
+                    break
+            time.sleep(WAIT_S)
+        self.take_window()
+        self._close()
+
+    def _close(self) -> None:
+        """The engine's objects removed, the coordinator closed; once (stop() after a
+        failed start finds nothing to do)."""
+        coordinator, self._coordinator = self._coordinator, None
+        try:
+            self.engine.remove()
+        finally:
+            if coordinator is not None:
+                coordinator.close()
+
+    # ------------------------------------------------------------ windows and faults
+
+    def take_window(self) -> dict[str, dict[str, float]]:
+        if self._fleet is None or self._coordinator is None:
+            return {}
+        with self._coordinator.lock:
+            taken = self._fleet.take()
+        for agent, fields in taken.per_agent.items():  # kept for take_agent_windows
+            self._per_agent[agent] = fields
+            counts = self._agent_counts.setdefault(agent, dict.fromkeys(AGENT_FIELDS, 0.0))
+            for name in AGENT_FIELDS:
+                counts[name] += fields.get("all", {}).get(name, 0.0)
+        merged = taken.merged.get("all")
+        if merged is not None:
+            for name in TOTAL_FIELDS:
+                self._totals[name] += merged.get(name, 0.0)
+        return taken.merged
+
+    def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
+        """Each agent's part of the seconds the last take_window() handed out."""
+        out, self._per_agent = self._per_agent, {}
+        return out
+
+    def check(self, remaining_s: float) -> list[LoadEvent]:
+        """Agents lost since the last check: a lease run out, or a task the engine ended."""
+        fleet, coordinator = self._fleet, self._coordinator
+        if fleet is None or coordinator is None:
+            return []
+        lost: list[Slot] = []
+        if self.clock() - self._engine_polled_s >= POLL_ENGINE_S:
+            self._engine_polled_s = self.clock()
+            states = self.engine.poll()
+            with coordinator.lock:
+                for s in states:
+                    if s.state == "failed" and fleet.mark_lost(s.index, s.message or "failed"):
+                        lost.append(fleet.slots[s.index])
+        with coordinator.lock:
+            lost += fleet.expire()
+        return [self._lost_event(slot) for slot in lost]
+
+    def _lost_event(self, slot: Slot) -> LoadEvent:
+        assert self._fleet is not None
+        at_ns = slot.lost_at_ns or time.time_ns()
+        since = elapsed_text((at_ns - self.run_started_ns()) / 1e9)
+        count = self._fleet.count
+        message = f"agent {slot.index} of {count} lost at {since}: {slot.lost_why}"
+        return LoadEvent("agent_lost", message, float(slot.index))
+
+    # ------------------------------------------------------------ totals
+
+    def totals(self, *, stddev: bool = True) -> dict[str, Any]:
+        """The run's totals from the seconds handed out, and each agent's own."""
+        out: dict[str, Any] = {k: int(v) for k, v in self._totals.items()}
+        out["load_restarts"] = 0
+        agents = []
+        lost = 0
+        if self._fleet is not None:
+            for slot in self._fleet.slots:
+                lost += slot.lost_why is not None
+                counts = self._agent_counts.get(slot.index, dict.fromkeys(AGENT_FIELDS, 0.0))
+                row: dict[str, Any] = {"agent": slot.index, "lost_why": slot.lost_why}
+                row.update({k: int(v) for k, v in counts.items()})
+                if slot.totals is not None:  # it ended well: its whole-run latency too
+                    row["latency_ms"] = latency_ms(slot.totals.hist)
+                agents.append(row)
+        out["latency_ms"] = self._latency_ms()
+        out["agents"] = agents
+        out["agents_lost"] = lost
+        return out
+
+    def _latency_ms(self) -> dict[str, float | None]:
+        hist: HdrHistogram | None = None
+        for slot in self._fleet.slots if self._fleet is not None else []:
+            if slot.totals is None:
+                continue
+            if hist is None:
+                hist = HdrHistogram(1, slot.totals.hist.highest_trackable_value, SIGNIFICANT_DIGITS)
+            hist.add(slot.totals.hist)
+        return latency_ms(hist) if hist is not None else latency_ms(HdrHistogram(1, 2, 3))

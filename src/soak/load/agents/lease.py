@@ -1,0 +1,182 @@
+"""The coordinator's bookkeeping of a run's load agents (pure: both clocks injected).
+
+Agents register; once all of them have, the run releases them with one
+`start_at` (its origin, at least a margin ahead), so every agent hears it before
+it comes and their seconds line up. Each
+heartbeat renews an agent's lease and brings its windows; an agent whose lease
+runs out (or whose engine says it failed) is lost, and the others go on. The
+windows are merged by time: a second (a `stamp`, start_at + k s) is complete when
+every agent still active has reported it, or when it is older than the lease
+(its missing agents are being lost). `take()` hands out the complete seconds,
+summed for the run and per agent. soak.load.agents.coordinator serves this over
+HTTP; soak.load.agents.fleet drives it for a run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from soak.load.coordination import Reply
+from soak.load.merge import AgentTotals, AgentWindow, sum_windows
+
+NS_PER_S = 1_000_000_000
+START_MARGIN_S = 0.5  # start_at at least this far ahead: agents ask every 0.2 s
+
+
+@dataclass
+class Slot:
+    index: int
+    registered: bool = False
+    last_seen_s: float = 0.0  # monotonic, of the last call
+    done: bool = False
+    lost_why: str | None = None
+    lost_at_ns: int | None = None
+    totals: AgentTotals | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.registered and not self.done and self.lost_why is None
+
+
+@dataclass
+class Taken:
+    """Complete seconds since the last take: the run's window and each agent's."""
+
+    merged: dict[str, dict[str, float]] = field(default_factory=dict)
+    per_agent: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)
+    span_s: float = 0.0
+
+
+class Fleet:
+    """What the coordinator knows of N agents; not thread-safe (the server locks it)."""
+
+    def __init__(
+        self,
+        count: int,
+        class_shares: dict[str, float],
+        lease_s: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.slots = [Slot(i) for i in range(count)]
+        self.class_shares = dict(class_shares)  # class -> its share of the asked rate
+        self.lease_s = lease_s
+        self.clock, self.wall_ns = clock, wall_ns
+        self.rate_qps = 0.0
+        self._rates: list[tuple[int, float]] = []  # (from wall ns, asked q/s), in order
+        self.start_at_ns: int | None = None
+        self.stopping = False
+        self._pending: dict[int, dict[int, AgentWindow]] = {}  # stamp -> agent -> window
+        self._emitted_to_ns = 0  # stamps up to this one were handed out
+        self._late: list[AgentWindow] = []  # came after their second was handed out
+
+    @property
+    def count(self) -> int:
+        return len(self.slots)
+
+    def set_rate(self, rate_qps: float) -> None:
+        self.rate_qps = rate_qps
+        self._rates.append((self.wall_ns(), rate_qps))
+
+    def reply(self, index: int) -> Reply:
+        slot = self.slots[index]
+        stop = self.stopping or slot.lost_why is not None
+        return Reply(self.start_at_ns, self.rate_qps, self.lease_s, stop)
+
+    def register(self, index: int) -> Reply:
+        slot = self._slot(index)
+        slot.registered, slot.last_seen_s = True, self.clock()
+        return self.reply(index)
+
+    @property
+    def all_registered(self) -> bool:
+        return all(s.registered for s in self.slots)
+
+    def release(self, start_at_ns: int) -> int:
+        """The run's start_at: as asked, but never sooner than a margin from now (every
+        agent must hear it before it comes); the start_at given."""
+        earliest_ns = self.wall_ns() + int(START_MARGIN_S * NS_PER_S)
+        self.start_at_ns = max(start_at_ns, earliest_ns)
+        return self.start_at_ns
+
+    def heartbeat(self, index: int, windows: list[AgentWindow]) -> Reply:
+        slot = self._slot(index)
+        slot.last_seen_s = self.clock()
+        for w in windows:
+            if w.agent != index:
+                raise ValueError(f"agent {index} sent a window of agent {w.agent}")
+            if w.stamp_ns <= self._emitted_to_ns:
+                self._late.append(w)
+            else:
+                self._pending.setdefault(w.stamp_ns, {})[index] = w
+        return self.reply(index)
+
+    def finish(self, index: int, totals: AgentTotals) -> None:
+        slot = self._slot(index)
+        slot.done, slot.totals, slot.last_seen_s = True, totals, self.clock()
+
+    def mark_lost(self, index: int, why: str) -> bool:
+        """Lost (a failed task, a lease run out); False if it had ended or was lost already."""
+        slot = self.slots[index]
+        if slot.done or slot.lost_why is not None:
+            return False
+        slot.lost_why, slot.lost_at_ns = why, self.wall_ns()
+        return True
+
+    def expire(self) -> list[Slot]:
+        """Agents whose lease ran out since the last call (registered ones only)."""
+        now = self.clock()
+        out = []
+        for slot in self.slots:
+            if slot.active and now - slot.last_seen_s > self.lease_s:
+                self.mark_lost(slot.index, f"no heartbeat for {self.lease_s:g} s")
+                out.append(slot)
+        return out
+
+    def take(self) -> Taken:
+        """The complete seconds since the last take (and any late windows), summed."""
+        cutoff_ns = self.wall_ns() - int((self.lease_s + 1.0) * NS_PER_S)
+        active = {s.index for s in self.slots if s.active}
+        windows: list[AgentWindow] = list(self._late)
+        self._late = []
+        span_s = 0.0
+        asked_qps_s = 0.0
+        for stamp in sorted(self._pending):
+            got = self._pending[stamp]
+            if not active <= got.keys() and stamp > cutoff_ns:
+                break  # seconds are handed out in order: wait for this one
+            del self._pending[stamp]
+            self._emitted_to_ns = stamp
+            second_s = max(w.window_s for w in got.values())
+            span_s += second_s
+            asked_qps_s += self.asked_at(stamp) * second_s
+            windows += got.values()
+        while len(self._rates) > 1 and self._rates[1][0] <= self._emitted_to_ns:
+            self._rates.pop(0)  # bounded: only the rates the seconds still to come need
+        if not windows:
+            return Taken()
+        asked_qps = asked_qps_s / span_s if span_s > 0 else self.rate_qps
+        shares = {"all": asked_qps, **{c: asked_qps * s for c, s in self.class_shares.items()}}
+        span_s = span_s or max(w.window_s for w in windows)
+        per_agent = {}
+        for index in sorted({w.agent for w in windows}):
+            mine = [w for w in windows if w.agent == index]
+            per_agent[index] = sum_windows(mine, sum(w.window_s for w in mine))
+        return Taken(sum_windows(windows, span_s, shares), per_agent, span_s)
+
+    def asked_at(self, time_ns: int) -> float:
+        """The asked total rate in force at time_ns (the first one before any change)."""
+        rate = self._rates[0][1] if self._rates else self.rate_qps
+        for since_ns, r in self._rates:
+            if since_ns > time_ns:
+                break
+            rate = r
+        return rate
+
+    def _slot(self, index: int) -> Slot:
+        if not 0 <= index < len(self.slots):
+            raise KeyError(index)
+        return self.slots[index]

@@ -1,0 +1,159 @@
+"""A load agent under a coordinator: register, start at the run's start_at, send its
+windows with every heartbeat, follow the asked rate, and stop when told to or when
+its lease runs out (soak.load.coordination).
+
+The seconds are on the run's grid: window k ends at start_at + k s on every agent,
+so the coordinator merges them by time. A window that could not be delivered is
+kept and sent with the next heartbeat (a lease's worth at most: beyond that the
+agent stops, and its totals say what it sent).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from soak.errors import SoakError
+from soak.load.config import LoadConfig
+from soak.load.coordination import (
+    CoordinatorClient,
+    CoordinatorRefused,
+    CoordinatorUnreachable,
+    Reply,
+)
+from soak.load.merge import AgentTotals, AgentWindow
+from soak.load.runner import LoadRunner
+from soak.load.segments import MILLI, Segment, rate_share_mqps, segment_config
+
+NS_PER_S = 1_000_000_000
+WAIT_POLL_S = 0.2  # how often an agent asks for start_at while the others register
+
+
+class LeaseLost(SoakError):
+    """The coordinator could not be reached for a whole lease: the agent stopped."""
+
+
+@dataclass
+class Clocks:
+    monotonic: Callable[[], float] = time.monotonic
+    wall_ns: Callable[[], int] = time.time_ns
+    sleep: Callable[[float], None] = time.sleep
+
+
+class Lease:
+    """When the last call got through, and whether the lease has run out since."""
+
+    def __init__(self, lease_s: float, clock: Callable[[], float]) -> None:
+        self.lease_s, self.clock = lease_s, clock
+        self.renewed_s = clock()
+
+    def renew(self, reply: Reply) -> Reply:
+        self.lease_s, self.renewed_s = reply.lease_s, self.clock()
+        return reply
+
+    def check(self, why: CoordinatorUnreachable) -> None:
+        silent_s = self.clock() - self.renewed_s
+        if silent_s > self.lease_s:
+            raise LeaseLost(f"no answer from the coordinator for {silent_s:.1f} s ({why}): stopped")
+
+
+def share_qps(rate_qps: float, segment: Segment) -> float:
+    return rate_share_mqps(rate_qps, segment) / MILLI
+
+
+def wait_for_start(
+    client: CoordinatorClient, lease_s: float, clocks: Clocks, deadline_s: float
+) -> Reply:
+    """Register, then ask until the run has a start_at (every agent registered)."""
+    lease = Lease(lease_s, clocks.monotonic)
+    end = clocks.monotonic() + deadline_s
+    registered = False
+    while True:
+        try:
+            reply = lease.renew(client.heartbeat([]) if registered else client.register())
+            registered = True
+            if reply.stop or reply.start_at_ns is not None:
+                return reply
+        except CoordinatorUnreachable as exc:
+            lease.check(exc)
+        if clocks.monotonic() > end:
+            raise SoakError(f"no start_at from the coordinator within {deadline_s:g} s")
+        clocks.sleep(WAIT_POLL_S)
+
+
+def run_member(
+    cfg: LoadConfig,
+    segment: Segment,
+    server: tuple[str, int],
+    max_duration_s: float,
+    client: CoordinatorClient,
+    *,
+    base_dir: Path,
+    allow_targets: Sequence[str] = (),
+    lease_s: float = 5.0,
+    clocks: Clocks | None = None,
+) -> AgentTotals:
+    """The agent's whole life under the coordinator; its totals (also sent with /done)."""
+    clocks = clocks or Clocks()
+    if cfg.seed is None:
+        raise SoakError("the load config has no seed: the coordinator fixes one for all agents")
+    mine = segment_config(cfg, segment, cfg.seed)
+    reply = wait_for_start(client, lease_s, clocks, max_duration_s)
+    if reply.stop or reply.start_at_ns is None:
+        raise SoakError("the coordinator stopped the run before it started")
+    start_at_ns = reply.start_at_ns
+    clocks.sleep(max(0.0, (start_at_ns - clocks.wall_ns()) / NS_PER_S))
+    runner = LoadRunner(mine, server, base_dir=base_dir, allow_targets=allow_targets)
+    runner.keep_window_hist = True
+    rate_qps = reply.rate_qps
+    runner.start(share_qps(rate_qps, segment), max_duration_s)
+    # The grid's origin on the monotonic clock: start_at as of now (wall may step).
+    origin_s = clocks.monotonic() - (clocks.wall_ns() - start_at_ns) / NS_PER_S
+    lease = Lease(reply.lease_s, clocks.monotonic)
+    unsent: list[AgentWindow] = []
+    second = 1
+    try:
+        while True:
+            finished = runner.wait(max(0.0, origin_s + second - clocks.monotonic()))
+            unsent.append(_window(runner, segment, start_at_ns + second * NS_PER_S))
+            try:
+                reply = lease.renew(client.heartbeat([w.to_json_dict() for w in unsent]))
+                unsent = []
+            except CoordinatorUnreachable as exc:
+                lease.check(exc)
+            if reply.stop or finished or second >= max_duration_s:
+                break
+            if reply.rate_qps != rate_qps:
+                rate_qps = reply.rate_qps
+                runner.set_rate(share_qps(rate_qps, segment))
+            second += 1
+    finally:
+        result = runner.stop()
+    unsent.append(_window(runner, segment, start_at_ns + (second + 1) * NS_PER_S))
+    totals = AgentTotals.from_result(
+        segment.index,
+        result,
+        runner.latency_histogram(),
+        rate_target_qps=share_qps(rate_qps, segment),
+        duration_s=result.duration_s,
+    )
+    _deliver(client, unsent, totals)
+    return totals
+
+
+def _window(runner: LoadRunner, segment: Segment, stamp_ns: int) -> AgentWindow:
+    fields = runner.take_window()
+    return AgentWindow(
+        segment.index, stamp_ns, runner.last_window_s, fields, dict(runner.last_window_hists)
+    )
+
+
+def _deliver(client: CoordinatorClient, unsent: list[AgentWindow], totals: AgentTotals) -> None:
+    """The last windows and the totals; a coordinator that is gone is no reason to fail."""
+    try:
+        client.heartbeat([w.to_json_dict() for w in unsent])
+        client.done(totals.to_json_dict())
+    except (CoordinatorUnreachable, CoordinatorRefused):
+        pass  # the totals line on stdout still has them

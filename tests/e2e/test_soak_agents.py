@@ -1,0 +1,165 @@
+"""A soak whose load comes from local load agents, against a real unbound on loopback:
+the agents register with the run's coordinator, start together, their seconds are
+merged by time into the run's store (the total as `load`, each agent as
+`load_agent`), a killed agent is an event and the generator criterion says how much
+of the rate was lost, and a SIGKILLed soak leaves no agent running past its lease."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.soakrun import last_json, soak_argv
+from tests.support.procs import children, cmdline
+from tests.support.servers import ServerProc, unbound
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+RATE_QPS = 300
+LEASE_S = 3
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    with unbound(tmp_path_factory.mktemp("unbound"), threads=2) as s:
+        yield s
+
+
+def scenario(tmp_path: Path, port: int, duration_s: int) -> Path:
+    doc = {
+        "name": "agents",
+        "target": {
+            "runtime": "external",
+            "name": "unbound",
+            "ports": {"dns": {"host": port, "protocol": "both"}},
+        },
+        "phases": [{"name": "steady", "duration_s": f"{duration_s}s"}],
+        "samplers": {"interval_s": 1},
+        "load": {
+            "rate_qps": RATE_QPS,
+            "seed": 7,
+            "mix": [
+                {"name": "hit", "weight": 3, "queries": ["www.example.test A"]},
+                {"name": "miss", "random": {"zone": "example.test"}},
+            ],
+            "agents": {"count": 3, "engine": "local", "lease_s": LEASE_S},
+        },
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def start(tmp_path: Path, port: int, duration_s: int) -> subprocess.Popen[str]:
+    argv = soak_argv(
+        "start", str(scenario(tmp_path, port, duration_s)), "--foreground", "--json",
+        "--data-dir", str(tmp_path / "data"),
+    )  # fmt: skip
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def agents_of(pid: int) -> dict[int, int]:
+    """segment index -> PID of the `soak agent` processes the soak started."""
+    out = {}
+    for child in children(pid):
+        found = re.search(r" agent --segment (\d+)/3 ", cmdline(child))
+        if found:
+            out[int(found.group(1))] = child
+    return out
+
+
+def sums(db: Path, measurement: str) -> dict[str, float]:
+    """Total `sent` of class `all` per series (keyed by the agent tag, or `total`)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute(
+            "SELECT s.tags, SUM(v.num) FROM samples v JOIN series s ON s.id = v.series_id "
+            "WHERE s.measurement = ? AND v.field = 'sent' GROUP BY s.id",
+            (measurement,),
+        ).fetchall()
+    except sqlite3.OperationalError:  # not created yet
+        return {}
+    finally:
+        con.close()
+    out = {}
+    for tags_json, total in rows:
+        tags = json.loads(tags_json)
+        if tags.get("class") == "all":
+            out[tags.get("agent", "total")] = float(total)
+    return out
+
+
+def events(status: dict[str, Any], kind: str) -> list[str]:
+    return [e["message"] for e in status.get("events", []) if e.get("kind") == kind]
+
+
+def test_three_agents_merged_by_time_into_the_run(server: ServerProc, tmp_path: Path) -> None:
+    proc = start(tmp_path, server.port, 12)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-3000:]
+    status = last_json(out)
+    assert status["status"] == "passed", status["message"]
+    per_agent = sums(tmp_path / "data" / "points.db", "load_agent")
+    total = sums(tmp_path / "data" / "points.db", "load")["total"]
+    assert sorted(per_agent) == ["0", "1", "2"]
+    assert sum(per_agent.values()) == total  # the same seconds, summed
+    for sent in per_agent.values():  # 100 q/s each: a third of the total
+        assert abs(sent - total / 3) <= 0.02 * total
+    (result_path,) = (tmp_path / "data" / "runs").glob("*/result.json")
+    totals = json.loads(result_path.read_text())["load_totals"]
+    assert totals["agents_lost"] == 0
+    assert sum(a["sent"] for a in totals["agents"]) == totals["sent"]
+    generator = next(c for c in status["criteria"] if c["name"] == "generator")
+    assert generator["ok"] and generator["value"] > 0.95
+
+
+def test_a_killed_agent_is_an_event_and_the_run_gets_two_thirds(
+    server: ServerProc, tmp_path: Path
+) -> None:
+    proc = start(tmp_path, server.port, 24)
+    try:
+        agents = wait_for(lambda: len(agents_of(proc.pid)) == 3 and agents_of(proc.pid), 60, "3")
+        db = tmp_path / "data" / "points.db"
+        wait_for(lambda: sums(db, "load_agent").get("1", 0) > 0, 60, "agent 1's points")
+        os.kill(agents[1], signal.SIGKILL)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err[-3000:]
+    status = last_json(out)
+    (lost,) = events(status, "agent_lost")
+    assert re.fullmatch(r"agent 1 of 3 lost at \+0:00:\d\d: .+", lost), lost
+    generator = next(c for c in status["criteria"] if c["name"] == "generator")
+    assert not generator["ok"] and 0.6 < generator["value"] < 0.9, generator["message"]
+    assert "generator-bound" in status["message"]
+
+
+def test_a_sigkilled_soak_leaves_no_agent_past_the_lease(
+    server: ServerProc, tmp_path: Path
+) -> None:
+    proc = start(tmp_path, server.port, 120)
+    try:
+        agents = wait_for(lambda: len(agents_of(proc.pid)) == 3 and agents_of(proc.pid), 60, "3")
+        db = tmp_path / "data" / "points.db"
+        wait_for(lambda: sums(db, "load_agent").get("2", 0) > 0, 60, "the agents' points")
+    finally:
+        proc.kill()  # SIGKILL: no chance to tell the agents
+        proc.communicate(timeout=30)
+    # Each agent stops by itself once it has gone a lease without an answer.
+    wait_for(
+        lambda: not any(cmdline(pid) for pid in agents.values()),
+        LEASE_S + 30,
+        "every agent has stopped by itself",
+    )

@@ -1,0 +1,169 @@
+"""The coordinator's bookkeeping (Fleet), agents' windows merged by time, and the HTTP
+calls between an agent and its coordinator on loopback."""
+
+from __future__ import annotations
+
+import pytest
+from hdrh.histogram import HdrHistogram
+
+from soak.load.agents.coordinator import Coordinator
+from soak.load.agents.lease import START_MARGIN_S, Fleet
+from soak.load.coordination import CoordinatorClient, CoordinatorRefused, CoordinatorUnreachable
+from soak.load.member import Lease, LeaseLost
+from soak.load.merge import AgentTotals, AgentWindow, encode_histogram, sum_windows
+
+S = 1_000_000_000
+T0 = 1_000 * S
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.mono = 0.0
+        self.wall_ns = T0
+
+    def advance(self, seconds: float) -> None:
+        self.mono += seconds
+        self.wall_ns += int(seconds * S)
+
+
+def hist_of(latencies_us: list[int]) -> HdrHistogram:
+    h = HdrHistogram(1, 10_000_000, 3)
+    for us in latencies_us:
+        h.record_value(us)
+    return h
+
+
+def window(agent: int, stamp_ns: int, sent: int, latencies_us: list[int]) -> AgentWindow:
+    h = hist_of(latencies_us)
+    lat = {
+        "lat_min_ms": min(latencies_us) / 1000,
+        "lat_max_ms": max(latencies_us) / 1000,
+        "lat_avg_ms": sum(latencies_us) / len(latencies_us) / 1000,
+    }
+    fields = {"sent": float(sent), "completed": float(len(latencies_us)), "lost": 0.0, **lat}
+    fields |= {"rate_target": 100.0, "rcode_noerror": float(len(latencies_us))}
+    return AgentWindow(agent, stamp_ns, 1.0, {"all": fields}, {"all": encode_histogram(h)})
+
+
+def fleet_of(count: int, clock: Clock, lease_s: float = 5.0) -> Fleet:
+    f = Fleet(count, {"all": 1.0}, lease_s, clock=lambda: clock.mono, wall_ns=lambda: clock.wall_ns)
+    for i in range(count):
+        f.register(i)
+    return f
+
+
+def test_start_at_is_released_once_all_registered_and_never_too_soon() -> None:
+    clock = Clock()
+    f = Fleet(2, {"all": 1.0}, 5.0, clock=lambda: clock.mono, wall_ns=lambda: clock.wall_ns)
+    assert f.register(0).start_at_ns is None and not f.all_registered
+    f.register(1)
+    assert f.all_registered
+    assert f.release(T0 - S) == T0 + int(START_MARGIN_S * S)  # an origin already past
+    assert f.reply(0).start_at_ns == f.reply(1).start_at_ns == T0 + int(START_MARGIN_S * S)
+    assert f.release(T0 + 3 * S) == T0 + 3 * S
+
+
+def test_a_second_is_handed_out_when_every_active_agent_reported_it() -> None:
+    clock = Clock()
+    f = fleet_of(2, clock)
+    f.set_rate(200.0)
+    f.heartbeat(0, [window(0, T0 + S, 100, [100, 200, 300])])
+    assert f.take().merged == {}  # agent 1 has not reported that second yet
+    f.heartbeat(1, [window(1, T0 + S, 100, [400, 500])])
+    taken = f.take()
+    merged = taken.merged["all"]
+    assert merged["sent"] == 200 and merged["completed"] == 5 and merged["rcode_noerror"] == 5
+    assert merged["rate_target"] == 200.0 and merged["rate_achieved"] == 200.0
+    assert merged["lat_min_ms"] == 0.1 and merged["lat_max_ms"] == 0.5
+    assert merged["lat_avg_ms"] == pytest.approx(0.3)
+    assert taken.per_agent[0]["all"]["sent"] == 100 and taken.per_agent[1]["all"]["completed"] == 2
+    assert f.take().merged == {}  # handed out once
+
+
+def test_merged_percentiles_are_those_of_the_added_histograms() -> None:
+    fast = [100] * 990 + [200] * 10
+    slow = [5_000] * 100
+    merged = sum_windows([window(0, T0, 1000, fast), window(1, T0, 100, slow)], 1.0)["all"]
+    together = hist_of(fast + slow)
+    assert merged["lat_p99_ms"] == together.get_value_at_percentile(99.0) / 1000
+    assert merged["lat_p50_ms"] == together.get_value_at_percentile(50.0) / 1000
+    # the mean of the two agents' p99s would be far off the merged one
+    assert merged["lat_p99_ms"] > 4.9
+
+
+def test_a_silent_agent_is_lost_after_its_lease_and_the_others_go_on() -> None:
+    clock = Clock()
+    f = fleet_of(3, clock, lease_s=5.0)
+    f.set_rate(300.0)
+    for second in (1, 2):
+        clock.advance(1.0)
+        for agent in (0, 2):  # agent 1 never reports
+            f.heartbeat(agent, [window(agent, T0 + second * S, 100, [100])])
+    assert f.take().merged == {} and f.expire() == []
+    clock.advance(4.5)
+    for agent in (0, 2):
+        f.heartbeat(agent, [])
+    (lost,) = f.expire()
+    assert lost.index == 1 and lost.lost_why == "no heartbeat for 5 s"
+    assert f.reply(1).stop and not f.reply(0).stop
+    merged = f.take().merged["all"]
+    assert merged["sent"] == 400 and merged["rate_achieved"] == 200.0  # two seconds, two agents
+    assert merged["rate_target"] == 300.0  # the asked rate: a lost agent does not lower it
+    assert not f.mark_lost(1, "again")  # lost once
+
+
+def test_the_asked_rate_is_the_one_in_force_at_each_second() -> None:
+    clock = Clock()
+    f = fleet_of(1, clock)
+    f.set_rate(100.0)
+    clock.advance(1.5)
+    f.set_rate(300.0)
+    f.heartbeat(0, [window(0, T0 + S, 100, [100]), window(0, T0 + 2 * S, 300, [100])])
+    assert f.take().merged["all"]["rate_target"] == 200.0  # 100 then 300 q/s
+
+
+def test_windows_after_their_second_was_handed_out_still_count() -> None:
+    clock = Clock()
+    f = fleet_of(2, clock, lease_s=1.0)
+    f.heartbeat(0, [window(0, T0 + S, 10, [100])])
+    clock.advance(3.0)  # the second is older than the lease: handed out without agent 1
+    assert f.take().merged["all"]["sent"] == 10
+    f.heartbeat(1, [window(1, T0 + S, 7, [100])])
+    assert f.take().merged["all"]["sent"] == 7
+
+
+def test_an_agent_keeps_its_lease_while_calls_get_through() -> None:
+    clock = Clock()
+    lease = Lease(5.0, lambda: clock.mono)
+    clock.advance(4.0)
+    lease.check(CoordinatorUnreachable("refused"))
+    clock.advance(1.5)
+    with pytest.raises(LeaseLost, match=r"no answer from the coordinator for 5\.5 s"):
+        lease.check(CoordinatorUnreachable("refused"))
+
+
+def test_an_agent_and_its_coordinator_over_http() -> None:
+    f = Fleet(1, {"all": 1.0}, 5.0)
+    coordinator = Coordinator(f, "sekrit", ("127.0.0.1", 0))
+    coordinator.start()
+    url = f"http://127.0.0.1:{coordinator.address[1]}"
+    client = CoordinatorClient(url, "sekrit", 0)
+    try:
+        assert client.register().start_at_ns is None
+        with coordinator.lock:
+            f.set_rate(50.0)
+            start_at = f.release(0)
+        reply = client.heartbeat([window(0, start_at + S, 50, [250]).to_json_dict()])
+        assert reply.start_at_ns == start_at and reply.rate_qps == 50.0 and not reply.stop
+        totals = AgentTotals(0, 50, 50, 0, 0, 0, 50.0, 1.0, hist_of([250]))
+        client.done(totals.to_json_dict())
+        assert f.slots[0].done and f.slots[0].totals is not None
+        with pytest.raises(CoordinatorRefused, match="401"):
+            CoordinatorClient(url, "wrong", 0).register()
+        with pytest.raises(CoordinatorRefused, match="404"):
+            CoordinatorClient(url, "sekrit", 3).register()
+    finally:
+        client.close()
+        coordinator.close()
+    with pytest.raises(CoordinatorUnreachable):
+        CoordinatorClient(url, "sekrit", 0).register()
