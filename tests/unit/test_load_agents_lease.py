@@ -61,6 +61,17 @@ def test_start_at_is_released_once_all_registered_and_never_too_soon() -> None:
     assert f.release(T0 - S) == T0 + int(START_MARGIN_S * S)  # an origin already past
     assert f.reply(0).start_at_ns == f.reply(1).start_at_ns == T0 + int(START_MARGIN_S * S)
     assert f.release(T0 + 3 * S) == T0 + 3 * S
+    assert f.reply(0).duration_s is None  # no end known: until told to stop
+
+
+def test_every_agent_is_told_how_long_from_start_at_to_the_run_end() -> None:
+    """A start_at pushed later than the origin shortens the agents' run: the end stays."""
+    clock = Clock()
+    f = fleet_of(2, clock)
+    f.release(T0 - 2 * S, end_ns=T0 + 10 * S)  # a resumed run whose origin is past
+    reply = f.reply(1)
+    assert reply.start_at_ns == T0 + int(START_MARGIN_S * S)
+    assert reply.duration_s == pytest.approx(10 - START_MARGIN_S)
 
 
 def test_a_second_is_handed_out_when_every_active_agent_reported_it() -> None:

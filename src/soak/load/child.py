@@ -10,23 +10,31 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 from soak.load.worker import Control, WorkerSpec
 
+Loop = Callable[[WorkerSpec, Control, Connection], None]
 
-def run_udp_path(spec: WorkerSpec, control: Control, stats: Connection) -> None:
-    """The compiled batched loop when it is built; SOAK_LOAD_PURE=1 forces the Python one,
-    and so does a spec that measures silences between replies (`track_gaps`)."""
+
+def loop_for(spec: WorkerSpec) -> Loop:
+    """TCP, DoT and DoH have one loop; UDP the compiled batched loop when it is built
+    (SOAK_LOAD_PURE=1 forces the Python one, and so does a spec that measures silences
+    between replies, `track_gaps`)."""
+    if spec.protocol in ("tcp", "dot", "doh"):
+        from soak.load.tcp import run_tcp
+
+        return run_tcp
     from soak.load import udp_fast
 
     pure = os.environ.get("SOAK_LOAD_PURE") == "1" or spec.track_gaps
     if udp_fast.available() and not pure:
-        udp_fast.run_udp_fast(spec, control, stats)
-    else:
-        from soak.load.udp import run_udp
+        return udp_fast.run_udp_fast
+    from soak.load.udp import run_udp
 
-        run_udp(spec, control, stats)
+    return run_udp
 
 
 def main(argv: list[str]) -> int:
@@ -36,12 +44,11 @@ def main(argv: list[str]) -> int:
         spec = ctrl.recv()
         assert isinstance(spec, WorkerSpec)
         control = Control(ctrl, spec.rate_qps)
-        if spec.protocol in ("tcp", "dot", "doh"):
-            from soak.load.tcp import run_tcp
-
-            run_tcp(spec, control, stats)
-        else:
-            run_udp_path(spec, control, stats)
+        loop = loop_for(spec)  # imported before the wait: the first query leaves on time
+        wait_s = (spec.begin_at_ns - time.monotonic_ns()) / 1e9
+        if wait_s > 0:
+            time.sleep(wait_s)
+        loop(spec, control, stats)
     except (BrokenPipeError, EOFError):
         # The parent closed its ends (it stopped, or it is shutting down): there is no
         # one left to report to, and a traceback on its terminal would be noise.

@@ -6,7 +6,8 @@
 
 Every call carries the run's token (`Authorization: Bearer ...`; agents read it
 from SOAK_AGENT_TOKEN, never from argv). The Reply says when the run's load
-starts (one `start_at` for all agents, wall clock ns), the asked total rate
+starts (one `start_at` for all agents, wall clock ns) and how long it lasts (every
+agent stops sending at the run's end by its own clock), the asked total rate
 (each agent sends its segment's share), the lease and whether to stop. An agent
 that cannot renew its lease for `lease_s` stops by itself: a coordinator that is
 gone (the service SIGKILLed) leaves no load running past the lease.
@@ -32,6 +33,7 @@ class Reply:
     rate_qps: float  # the asked total; the agent sends its segment's share
     lease_s: float
     stop: bool
+    duration_s: float | None = None  # from start_at to the run's end; None: until stopped
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +41,7 @@ class Reply:
             "rate_qps": self.rate_qps,
             "lease_s": self.lease_s,
             "stop": self.stop,
+            "duration_s": self.duration_s,
         }
 
     @classmethod
@@ -49,6 +52,7 @@ class Reply:
             rate_qps=float(data["rate_qps"]),
             lease_s=float(data["lease_s"]),
             stop=bool(data["stop"]),
+            duration_s=None if data.get("duration_s") is None else float(data["duration_s"]),
         )
 
 

@@ -101,16 +101,18 @@ def run_member(
         raise SoakError("the load config has no seed: the coordinator fixes one for all agents")
     mine = segment_config(cfg, segment, cfg.seed)
     reply = wait_for_start(client, lease_s, clocks, max_duration_s)
-    if reply.stop or reply.start_at_ns is None:
+    if reply.stop or reply.start_at_ns is None or (reply.duration_s or 1.0) <= 0:
         raise SoakError("the coordinator stopped the run before it started")
     start_at_ns = reply.start_at_ns
-    clocks.sleep(max(0.0, (start_at_ns - clocks.wall_ns()) / NS_PER_S))
+    if reply.duration_s is not None:  # the run's end: the workers stop there by themselves
+        max_duration_s = min(max_duration_s, reply.duration_s)
+    # The grid's origin on the monotonic clock: start_at as of now (wall may step). The
+    # workers start now and send from then on.
+    origin_s = clocks.monotonic() + (start_at_ns - clocks.wall_ns()) / NS_PER_S
     runner = LoadRunner(mine, server, base_dir=base_dir, allow_targets=allow_targets)
     runner.keep_window_hist = True
     rate_qps = reply.rate_qps
-    runner.start(share_qps(rate_qps, segment), max_duration_s)
-    # The grid's origin on the monotonic clock: start_at as of now (wall may step).
-    origin_s = clocks.monotonic() - (clocks.wall_ns() - start_at_ns) / NS_PER_S
+    runner.start(share_qps(rate_qps, segment), max_duration_s, begin_at_s=origin_s)
     lease = Lease(reply.lease_s, clocks.monotonic)
     unsent: list[AgentWindow] = []
     second = 1

@@ -143,7 +143,11 @@ class LoadRunner:
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self, rate_qps: float, max_duration_s: float) -> None:
+    def start(
+        self, rate_qps: float, max_duration_s: float, begin_at_s: float | None = None
+    ) -> None:
+        """Workers started now; they send from begin_at_s (time.monotonic) if given, so
+        that the interpreters' start-up does not eat into the first second."""
         if rate_qps < 0 or max_duration_s <= 0:
             raise InputError("rate must be >= 0 and max duration > 0")
         if self._procs:
@@ -170,6 +174,7 @@ class LoadRunner:
                 tls=self.tls,
                 doh_method=self.cfg.doh.method,
                 doh_path=self.cfg.doh.path,
+                begin_at_ns=int(begin_at_s * 1e9) if begin_at_s is not None else 0,
             )
             proc, ctrl, stats = spawn_worker()
             specs.append(spec)
@@ -182,7 +187,7 @@ class LoadRunner:
                 ctrl.send(spec)
             except OSError as exc:  # it died while starting: alive() is False from now on
                 self._errors.append(f"worker {spec.index} did not start: {exc}")
-        now = time.monotonic()
+        now = max(time.monotonic(), begin_at_s or 0.0)
         self._started_at = self._window_at = self._rate_changed_at = now
         self._rate_qps = rate_qps
         self._max_duration_s = max_duration_s

@@ -29,6 +29,8 @@ class LoadEvent:
 
 
 class SupervisedLoad:
+    start_lead_s = 0.0  # the workers start at once
+
     def __init__(
         self,
         cfg: LoadConfig,

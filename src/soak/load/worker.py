@@ -45,6 +45,7 @@ class WorkerSpec:
     duration_s: float  # how long to send; the loop also ends at max_duration_s
     max_duration_s: float
     rate_qps: float = 0.0  # this worker's share at the start
+    begin_at_ns: int = 0  # CLOCK_MONOTONIC: the first query not before (0: at once)
     # Replies to queries without EDNS fit in 512 bytes; a large recv buffer costs a
     # big allocation per datagram (measured: ~5% of the loop's CPU at 65,535).
     recv_bytes: int = 4096

@@ -100,7 +100,9 @@ class Run:
             )
             if self.parts.load is not None:  # load agents take seconds to register
                 self.parts.load.prepare(self.scenario.duration_s)
-            origin_ns = _next_whole_second_ns(time.time_ns())
+            # Agents must hear start_at before it comes: the origin is at least that far on.
+            lead_ns = int(self.parts.load.start_lead_s * 1e9) if self.parts.load else 0
+            origin_ns = _next_whole_second_ns(time.time_ns() + lead_ns)
             self.timeline = Timeline.of(self.scenario, origin_ns)
             if self.parts.load is not None:
                 self.parts.load.start(self.timeline.spans[0].rate_qps, self.scenario.duration_s)

@@ -25,7 +25,7 @@ from hdrh.histogram import HdrHistogram
 from soak.errors import SoakError
 from soak.load.agents.coordinator import Coordinator
 from soak.load.agents.engine import AgentEngine
-from soak.load.agents.lease import Fleet, Slot
+from soak.load.agents.lease import START_MARGIN_S, Fleet, Slot
 from soak.load.agents.spec import build_spec
 from soak.load.config import AgentsConfig, LoadConfig
 from soak.load.merge import SIGNIFICANT_DIGITS, latency_ms
@@ -48,6 +48,8 @@ def elapsed_text(seconds: float) -> str:
 
 
 class AgentsLoad:
+    start_lead_s = START_MARGIN_S  # start() wants the run's origin at least this far ahead
+
     def __init__(
         self,
         cfg: LoadConfig,
@@ -56,6 +58,7 @@ class AgentsLoad:
         base_dir: Path,
         run_id: str,
         run_started_ns: Callable[[], int],
+        run_duration_s: float | None = None,
         allow_targets: Sequence[str] = (),
         engine: AgentEngine | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -66,6 +69,7 @@ class AgentsLoad:
         self.agents: AgentsConfig = cfg.agents or AgentsConfig()
         self.server = server
         self.base_dir, self.run_id, self.run_started_ns = base_dir, run_id, run_started_ns
+        self.run_duration_s = run_duration_s  # from the origin: the agents stop there
         self.allow_targets = tuple(allow_targets)
         self.engine = engine or make_engine(self.agents)
         self.clock = clock
@@ -78,6 +82,7 @@ class AgentsLoad:
         self._agent_counts: dict[int, dict[str, float]] = {}  # the seconds handed out
         self._hist: HdrHistogram | None = None
         self._engine_polled_s = 0.0
+        self._tail: dict[str, dict[str, float]] = {}  # the seconds stop() took
 
     # ------------------------------------------------------------ lifecycle
 
@@ -118,7 +123,11 @@ class AgentsLoad:
         self.rate_qps = rate_qps
         with coordinator.lock:
             fleet.set_rate(rate_qps)
-            fleet.release(self.run_started_ns())
+            origin_ns = self.run_started_ns()
+            end_ns = None
+            if self.run_duration_s is not None:
+                end_ns = origin_ns + round(self.run_duration_s * 1e9)
+            fleet.release(origin_ns, end_ns)
 
     def _wait_registered(self) -> None:
         fleet, coordinator = self._fleet, self._coordinator
@@ -158,7 +167,7 @@ class AgentsLoad:
                 if not any(s.active for s in fleet.slots):
                     break
             time.sleep(WAIT_S)
-        self.take_window()
+        self._tail = self.take_window()
         self._close()
 
     def _close(self) -> None:
@@ -174,8 +183,11 @@ class AgentsLoad:
     # ------------------------------------------------------------ windows and faults
 
     def take_window(self) -> dict[str, dict[str, float]]:
+        """The seconds every agent has reported since the last call, merged; after stop(),
+        once, the last ones (with take_agent_windows(), each agent's part of them)."""
         if self._fleet is None or self._coordinator is None:
-            return {}
+            tail, self._tail = self._tail, {}
+            return tail
         with self._coordinator.lock:
             taken = self._fleet.take()
         for agent, fields in taken.per_agent.items():  # kept for take_agent_windows

@@ -22,7 +22,8 @@ from soak.load.coordination import Reply
 from soak.load.merge import AgentTotals, AgentWindow, sum_windows
 
 NS_PER_S = 1_000_000_000
-START_MARGIN_S = 0.5  # start_at at least this far ahead: agents ask every 0.2 s
+START_MARGIN_S = 1.0  # start_at this far ahead at least: agents ask every 0.2 s, then
+# start their workers' interpreters (about 0.1-0.3 s) before it comes
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Fleet:
         self.rate_qps = 0.0
         self._rates: list[tuple[int, float]] = []  # (from wall ns, asked q/s), in order
         self.start_at_ns: int | None = None
+        self.end_ns: int | None = None  # the run's end (wall ns), once released
         self.stopping = False
         self._pending: dict[int, dict[int, AgentWindow]] = {}  # stamp -> agent -> window
         self._emitted_to_ns = 0  # stamps up to this one were handed out
@@ -84,7 +86,10 @@ class Fleet:
     def reply(self, index: int) -> Reply:
         slot = self.slots[index]
         stop = self.stopping or slot.lost_why is not None
-        return Reply(self.start_at_ns, self.rate_qps, self.lease_s, stop)
+        duration_s = None
+        if self.start_at_ns is not None and self.end_ns is not None:
+            duration_s = max(0.0, (self.end_ns - self.start_at_ns) / NS_PER_S)
+        return Reply(self.start_at_ns, self.rate_qps, self.lease_s, stop, duration_s)
 
     def register(self, index: int) -> Reply:
         slot = self._slot(index)
@@ -95,11 +100,12 @@ class Fleet:
     def all_registered(self) -> bool:
         return all(s.registered for s in self.slots)
 
-    def release(self, start_at_ns: int) -> int:
+    def release(self, start_at_ns: int, end_ns: int | None = None) -> int:
         """The run's start_at: as asked, but never sooner than a margin from now (every
-        agent must hear it before it comes); the start_at given."""
+        agent must hear it before it comes), and its end if known; the start_at given."""
         earliest_ns = self.wall_ns() + int(START_MARGIN_S * NS_PER_S)
         self.start_at_ns = max(start_at_ns, earliest_ns)
+        self.end_ns = end_ns
         return self.start_at_ns
 
     def heartbeat(self, index: int, windows: list[AgentWindow]) -> Reply:

@@ -1,0 +1,178 @@
+"""A soak whose load comes from three Docker Swarm agents (the agent image, host
+networking) against a real unbound on loopback: the agents register with the run's
+coordinator, their seconds are merged into the run's store and reach the asked total;
+one agent's container killed is an `agent_lost` event and the verdict says the run was
+generator-bound; the soak SIGKILLed leaves no agent container running past the lease.
+Every test checks that no service of its run is left (and removes any, failing)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from soak.load.agents.spec import LABEL_ROLE, LABEL_RUN, ROLE
+from soak.load.agents.swarm import SwarmEngine
+from tests.e2e.soakrun import last_json, soak_argv
+from tests.e2e.test_soak_agents import events, sums
+from tests.support.agents import one_node_swarm, swarm_client
+from tests.support.servers import ServerProc, unbound
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker]
+
+IMAGE = "soak/agent:latest"
+RATE_QPS = 600
+LEASE_S = 3
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    return swarm_client(IMAGE)
+
+
+@pytest.fixture(scope="module")
+def swarm(client: Any) -> Iterator[None]:
+    with one_node_swarm(client):
+        yield
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    with unbound(tmp_path_factory.mktemp("unbound"), threads=2) as s:
+        yield s
+
+
+NAME = "swarm-agents"  # the scenario's: its runs' ids, and so their services' names, start so
+
+
+def agent_services(client: Any) -> list[Any]:
+    """The agent services of this module's runs (not those of anything else on the swarm)."""
+    found = client.services.list(filters={"label": f"{LABEL_ROLE}={ROLE}"})
+    return [s for s in found if s.name.startswith(f"soak-agent-{NAME}-")]
+
+
+@pytest.fixture
+def no_services_left(client: Any, swarm: None) -> Iterator[None]:
+    """The test's agents' services are gone at its end; any left are removed and fail it."""
+    before = {s.id for s in agent_services(client)}
+    yield
+    left = [s for s in agent_services(client) if s.id not in before]
+    for service in left:
+        service.remove()
+    assert left == [], f"services left behind: {[s.name for s in left]}"
+
+
+def start(tmp_path: Path, port: int, duration_s: int) -> subprocess.Popen[str]:
+    doc = {
+        "name": NAME,
+        "target": {
+            "runtime": "external",
+            "name": "unbound",
+            "ports": {"dns": {"host": port, "protocol": "both"}},
+        },
+        "phases": [{"name": "steady", "duration_s": f"{duration_s}s"}],
+        "samplers": {"interval_s": 1},
+        "load": {
+            "rate_qps": RATE_QPS,
+            "seed": 5,
+            "mix": [
+                {"name": "hit", "weight": 3, "queries": ["www.example.test A"]},
+                {"name": "miss", "random": {"zone": "example.test"}},
+            ],
+            "agents": {"count": 3, "engine": "swarm", "image": IMAGE, "lease_s": LEASE_S},
+        },
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    argv = soak_argv(
+        "start", str(path), "--foreground", "--json", "--data-dir", str(tmp_path / "data")
+    )
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def running_containers(client: Any) -> dict[int, Any]:
+    """segment index -> the running agent containers (the index from the service's name)."""
+    out = {}
+    for c in client.containers.list(filters={"label": f"{LABEL_ROLE}={ROLE}"}):
+        name = c.labels.get("com.docker.swarm.service.name", "")
+        found = re.fullmatch(rf"soak-agent-{NAME}-.+-(\d+)", name)
+        if found:
+            out[int(found.group(1))] = c
+    return out
+
+
+def test_three_swarm_agents_reach_the_asked_total(
+    client: Any, server: ServerProc, tmp_path: Path, no_services_left: None
+) -> None:
+    duration_s = 12
+    proc = start(tmp_path, server.port, duration_s)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err[-3000:]
+    status = last_json(out)
+    assert status["status"] == "passed", status["message"]
+    db = tmp_path / "data" / "points.db"
+    per_agent = sums(db, "load_agent")
+    total = sums(db, "load")["total"]
+    assert sorted(per_agent) == ["0", "1", "2"]
+    assert sum(per_agent.values()) == total
+    asked = RATE_QPS * duration_s
+    assert abs(total - asked) <= 0.01 * asked, (total, asked)
+    for sent in per_agent.values():  # 200 q/s each
+        assert abs(sent - asked / 3) <= 0.01 * asked, per_agent
+    (result_path,) = (tmp_path / "data" / "runs").glob("*/result.json")
+    totals = json.loads(result_path.read_text())["load_totals"]
+    assert totals["agents_lost"] == 0
+    for row in totals["agents"]:
+        assert row["sent"] == row["completed"] + row["lost"], row  # nothing abandoned here
+
+
+def test_a_killed_agent_container_is_an_event_and_the_verdict_says_so(
+    client: Any, server: ServerProc, tmp_path: Path, no_services_left: None
+) -> None:
+    proc = start(tmp_path, server.port, 24)
+    try:
+        db = tmp_path / "data" / "points.db"
+        wait_for(lambda: sums(db, "load_agent").get("2", 0) > 0, 120, "agent 2's points")
+        containers = wait_for(lambda: running_containers(client).get(2), 30, "agent 2 running")
+        containers.kill()
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err[-3000:]
+    status = last_json(out)
+    (lost,) = events(status, "agent_lost")
+    assert re.fullmatch(r"agent 2 of 3 lost at \+0:00:\d\d: .+", lost), lost
+    generator = next(c for c in status["criteria"] if c["name"] == "generator")
+    assert not generator["ok"] and 0.6 < generator["value"] < 0.9, generator["message"]
+    assert "generator-bound" in status["message"]
+
+
+def test_a_sigkilled_soak_leaves_no_agent_running_past_the_lease(
+    client: Any, server: ServerProc, tmp_path: Path, no_services_left: None
+) -> None:
+    proc = start(tmp_path, server.port, 120)
+    try:
+        db = tmp_path / "data" / "points.db"
+        wait_for(lambda: sums(db, "load_agent").get("2", 0) > 0, 120, "the agents' points")
+        assert len(running_containers(client)) == 3
+    finally:
+        proc.kill()  # SIGKILL: no chance to tell the agents or remove their services
+        proc.communicate(timeout=30)
+    # Each agent stops by itself once it has gone a lease without an answer.
+    wait_for(
+        lambda: not running_containers(client), LEASE_S + 30, "every agent container has stopped"
+    )
+    # No one was left to remove the services: the run's resume sweeps them first.
+    left = agent_services(client)
+    assert len(left) == 3, [s.name for s in left]
+    (run_id,) = {s.attrs["Spec"]["Labels"][LABEL_RUN] for s in left}
+    SwarmEngine().sweep(run_id)
+    assert agent_services(client) == []
