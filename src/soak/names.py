@@ -29,26 +29,37 @@ class Series:
         return name in self.fields or any(re.fullmatch(p, name) for p in self.field_patterns)
 
 
+# The tag of an agent's part of the load. A series that has it is never part of a read
+# of the run's total: the store leaves it out unless the read names the tag, and every
+# dashboard query of the total says `"agent" = ''` (the tag absent).
+AGENT_TAG = "agent"
+
+
+def is_agent_part(tags: dict[str, str]) -> bool:
+    return AGENT_TAG in tags
+
+
 _LATENCY = tuple(f"lat_{q}_ms" for q in ("min", "avg", "p50", "p95", "p99", "p999", "max"))
+
+_LOAD_FIELDS = (
+    "sent",
+    "completed",
+    "lost",
+    "late",
+    "rate_target",
+    "rate_achieved",
+    *_LATENCY,
+    "wrong_answers",
+)
+_RCODES = (r"rcode_[a-z0-9_]+",)
 
 SERIES: dict[str, Series] = {
     s.measurement: s
     for s in (
-        Series(
-            "load",
-            ("class",),
-            (
-                "sent",
-                "completed",
-                "lost",
-                "late",
-                "rate_target",
-                "rate_achieved",
-                *_LATENCY,
-                "wrong_answers",
-            ),
-            (r"rcode_[a-z0-9_]+",),
-        ),
+        # Where load agents run, each agent's part of the run's seconds is a `load` series
+        # of its own with the tag `agent` (its segment index), beside the run's total
+        # (no `agent` tag); readers of the total leave the agents' series out (AGENT_TAG).
+        Series("load", ("class", AGENT_TAG), _LOAD_FIELDS, _RCODES),
         Series(
             "process",
             (),

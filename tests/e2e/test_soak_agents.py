@@ -1,7 +1,7 @@
 """A soak whose load comes from local load agents, against a real unbound on loopback:
 the agents register with the run's coordinator, start together, their seconds are
-merged by time into the run's store (the total as `load`, each agent as
-`load_agent`), a killed agent is an event and the generator criterion says how much
+merged by time into the run's store (the total as `load`, each agent's part as `load`
+with the tag `agent`), a killed agent is an event and the generator criterion says how much
 of the rate was lost, and a SIGKILLed soak leaves no agent running past its lease."""
 
 from __future__ import annotations
@@ -79,8 +79,9 @@ def agents_of(pid: int) -> dict[int, int]:
     return out
 
 
-def sums(db: Path, measurement: str) -> dict[str, float]:
-    """Total `sent` of class `all` per series (keyed by the agent tag, or `total`)."""
+def sums(db: Path) -> dict[str, float]:
+    """Total `sent` of class `all` per `load` series: keyed by the agent tag, the run's
+    total as `total`."""
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     except sqlite3.OperationalError:  # the store not made yet
@@ -88,8 +89,7 @@ def sums(db: Path, measurement: str) -> dict[str, float]:
     try:
         rows = con.execute(
             "SELECT s.tags, SUM(v.num) FROM samples v JOIN series s ON s.id = v.series_id "
-            "WHERE s.measurement = ? AND v.field = 'sent' GROUP BY s.id",
-            (measurement,),
+            "WHERE s.measurement = 'load' AND v.field = 'sent' GROUP BY s.id"
         ).fetchall()
     except sqlite3.OperationalError:  # its tables not made yet
         return {}
@@ -103,6 +103,10 @@ def sums(db: Path, measurement: str) -> dict[str, float]:
     return out
 
 
+def agent_sums(db: Path) -> dict[str, float]:
+    return {k: v for k, v in sums(db).items() if k != "total"}
+
+
 def events(status: dict[str, Any], kind: str) -> list[str]:
     return [e["message"] for e in status.get("events", []) if e.get("kind") == kind]
 
@@ -113,8 +117,8 @@ def test_three_agents_merged_by_time_into_the_run(server: ServerProc, tmp_path: 
     assert proc.returncode == 0, err[-3000:]
     status = last_json(out)
     assert status["status"] == "passed", status["message"]
-    per_agent = sums(tmp_path / "data" / "points.db", "load_agent")
-    total = sums(tmp_path / "data" / "points.db", "load")["total"]
+    per_agent = agent_sums(tmp_path / "data" / "points.db")
+    total = sums(tmp_path / "data" / "points.db")["total"]
     assert sorted(per_agent) == ["0", "1", "2"]
     assert sum(per_agent.values()) == total  # the same seconds, summed
     assert abs(total - RATE_QPS * 12) <= 0.01 * RATE_QPS * 12  # the asked total, within 1%
@@ -126,6 +130,12 @@ def test_three_agents_merged_by_time_into_the_run(server: ServerProc, tmp_path: 
     assert sum(a["sent"] for a in totals["agents"]) == totals["sent"]
     generator = next(c for c in status["criteria"] if c["name"] == "generator")
     assert generator["ok"] and generator["value"] > 0.95
+    # The report: the class table's `all` row is the total, one row per agent beside it.
+    report = json.loads(result_path.with_name("report.json").read_text())
+    (all_row,) = [c for c in report["classes"] if c["class"] == "all"]
+    assert all_row["sent"] == total
+    assert [a["agent"] for a in report["agents"]] == ["0", "1", "2"]
+    assert sum(a["sent"] for a in report["agents"]) == total
 
 
 def test_a_killed_agent_is_an_event_and_the_run_gets_two_thirds(
@@ -135,7 +145,7 @@ def test_a_killed_agent_is_an_event_and_the_run_gets_two_thirds(
     try:
         agents = wait_for(lambda: len(agents_of(proc.pid)) == 3 and agents_of(proc.pid), 60, "3")
         db = tmp_path / "data" / "points.db"
-        wait_for(lambda: sums(db, "load_agent").get("1", 0) > 0, 60, "agent 1's points")
+        wait_for(lambda: agent_sums(db).get("1", 0) > 0, 60, "agent 1's points")
         os.kill(agents[1], signal.SIGKILL)
         out, err = proc.communicate(timeout=180)
     finally:
@@ -157,7 +167,7 @@ def test_a_sigkilled_soak_leaves_no_agent_past_the_lease(
     try:
         agents = wait_for(lambda: len(agents_of(proc.pid)) == 3 and agents_of(proc.pid), 60, "3")
         db = tmp_path / "data" / "points.db"
-        wait_for(lambda: sums(db, "load_agent").get("2", 0) > 0, 60, "the agents' points")
+        wait_for(lambda: agent_sums(db).get("2", 0) > 0, 60, "the agents' points")
     finally:
         proc.kill()  # SIGKILL: no chance to tell the agents
         proc.communicate(timeout=30)

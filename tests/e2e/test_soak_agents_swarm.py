@@ -20,7 +20,7 @@ import yaml
 from soak.load.agents.spec import LABEL_ROLE, LABEL_RUN, ROLE
 from soak.load.agents.swarm import SwarmEngine
 from tests.e2e.soakrun import last_json, soak_argv
-from tests.e2e.test_soak_agents import events, sums
+from tests.e2e.test_soak_agents import agent_sums, events, sums
 from tests.support.agents import one_node_swarm, swarm_client
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for
@@ -118,8 +118,8 @@ def test_three_swarm_agents_reach_the_asked_total(
     status = last_json(out)
     assert status["status"] == "passed", status["message"]
     db = tmp_path / "data" / "points.db"
-    per_agent = sums(db, "load_agent")
-    total = sums(db, "load")["total"]
+    per_agent = agent_sums(db)
+    total = sums(db)["total"]
     assert sorted(per_agent) == ["0", "1", "2"]
     assert sum(per_agent.values()) == total
     asked = RATE_QPS * duration_s
@@ -139,7 +139,7 @@ def test_a_killed_agent_container_is_an_event_and_the_verdict_says_so(
     proc = start(tmp_path, server.port, 24)
     try:
         db = tmp_path / "data" / "points.db"
-        wait_for(lambda: sums(db, "load_agent").get("2", 0) > 0, 120, "agent 2's points")
+        wait_for(lambda: agent_sums(db).get("2", 0) > 0, 120, "agent 2's points")
         containers = wait_for(lambda: running_containers(client).get(2), 30, "agent 2 running")
         containers.kill()
         out, err = proc.communicate(timeout=240)
@@ -161,7 +161,7 @@ def test_a_sigkilled_soak_leaves_no_agent_running_past_the_lease(
     proc = start(tmp_path, server.port, 120)
     try:
         db = tmp_path / "data" / "points.db"
-        wait_for(lambda: sums(db, "load_agent").get("2", 0) > 0, 120, "the agents' points")
+        wait_for(lambda: agent_sums(db).get("2", 0) > 0, 120, "the agents' points")
         assert len(running_containers(client)) == 3
     finally:
         proc.kill()  # SIGKILL: no chance to tell the agents or remove their services

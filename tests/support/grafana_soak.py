@@ -2,11 +2,12 @@
 for the queries of the Grafana dashboards and alert rules (test_grafana_queries.py).
 
 The soak is the real command (`soak start --foreground`) with 1-s ticks: a real
-pdns-server under load, every sampler (proc, prom, http API, dig, files, load), leak
-verdicts, and two influx_v1 sinks, one of them on a port where nothing listens (it
-spools: a `sink_down` event). During the warm-up the server is killed once (the
-service restarts it: `exited` and `restarted` events). The upgrade dashboard's
-`upgrade_check` points come from a real `soak upgrade` of the pdns plan.
+pdns-server under load from two local load agents, every sampler (proc, prom, http
+API, dig, files, load), leak verdicts, and two influx_v1 sinks, one of them on a
+port where nothing listens (it spools: a `sink_down` event). During the warm-up the
+server is killed once (the service restarts it: `exited` and `restarted` events).
+The upgrade dashboard's `upgrade_check` points come from a real `soak upgrade` of
+the pdns plan.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ def scenario(data_dir: Path, influx_url: str, dead_url: str) -> dict[str, Any]:
         "load": {
             "rate_qps": 300,
             "flows": 16,
+            # Two local load agents: the run's total and each agent's part (tag `agent`)
+            # both reach InfluxDB, for the total's panels and the per-agent one.
+            "agents": {"count": 2, "engine": "local"},
             "mix": [
                 {
                     "name": "local",

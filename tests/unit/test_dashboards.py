@@ -226,3 +226,17 @@ def test_annotations_name_columns_their_query_selects(path: Path) -> None:
     for a in g.load_dashboard(path)["annotations"]["list"]:
         selected = g.names_in(a["query"]).identifiers
         assert a["textColumn"] in selected and a["tagsColumn"] in selected, a["name"]
+
+
+@pytest.mark.parametrize("path", g.DASHBOARDS, ids=DASHBOARD_IDS)
+def test_load_queries_read_the_total_or_each_agent_never_both(path: Path) -> None:
+    """Load agents' parts are `load` series with an `agent` tag beside the run's total: a
+    query of `load` either keeps to the total (`"agent" = ''`) or shows each agent."""
+    for panel in g.all_panels(g.load_dashboard(path)):
+        for t in panel.get("targets", []):
+            query = t.get("query", "")
+            if 'FROM "load"' not in query:
+                continue
+            total = "\"agent\" = ''" in query
+            per_agent = "\"agent\" != ''" in query and '"agent"' in query.partition("GROUP BY")[2]
+            assert total != per_agent, (panel["title"], query)

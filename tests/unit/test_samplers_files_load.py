@@ -108,10 +108,10 @@ def test_load_sampler_writes_each_agents_part_apart_from_the_total() -> None:
     points = LoadSampler(Agents()).sample(7)
     assert [(p.measurement, p.tags) for p in points] == [
         ("load", {"class": "all"}),
-        ("load_agent", {"class": "all", "agent": "0"}),
-        ("load_agent", {"class": "all", "agent": "1"}),
+        ("load", {"agent": "0", "class": "all"}),
+        ("load", {"agent": "1", "class": "all"}),
     ]
-    total = sum(p.fields["sent"] for p in points if p.measurement == "load_agent")
+    total = sum(p.fields["sent"] for p in points if "agent" in p.tags)
     assert total == points[0].fields["sent"]
 
 

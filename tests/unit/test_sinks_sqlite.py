@@ -33,6 +33,29 @@ def test_series_per_tag_set_time_ordered(tmp_path: Path) -> None:
     store.close()
 
 
+def test_load_agents_parts_are_read_only_where_asked_for(tmp_path: Path) -> None:
+    """The run's total and each agent's part are all `load`; a read of the total (no
+    `agent` in the filter, points() by default) never sees the parts, so nothing is
+    counted twice."""
+    store = SqliteStore(tmp_path / "points.db")
+    store.write(
+        [
+            p("load", 1, {"sent": 30.0}, **{"class": "all"}),
+            p("load", 1, {"sent": 16.0}, **{"class": "all", "agent": "0"}),
+            p("load", 1, {"sent": 14.0}, **{"class": "all", "agent": "1"}),
+        ]
+    )
+    (total,) = store.series("r1", "load", "sent", {"class": "all"})
+    assert total[1] == [(1, 30.0)]
+    assert [v for _, v in store.series("r1", "load", "sent")] == [[(1, 30.0)]]
+    one = store.series("r1", "load", "sent", {"class": "all", "agent": "1"})
+    assert [(t["agent"], v) for t, v in one] == [("1", [(1, 14.0)])]
+    assert [x.fields["sent"] for x in store.points("r1", "load")] == [30.0]
+    parts = list(store.points("r1", "load", agents=True))
+    assert sorted((x.tags["agent"], x.fields["sent"]) for x in parts) == [("0", 16.0), ("1", 14.0)]
+    store.close()
+
+
 def test_points_roundtrip_and_latest(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "points.db")
     written = [

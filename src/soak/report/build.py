@@ -25,7 +25,7 @@ from soak.analysis.rundata import (
     judged_from_ns,
     numeric,
 )
-from soak.report.classes import class_table, probe_table
+from soak.report.classes import agent_table, class_table, probe_table
 from soak.report.model import PhaseSpan, ReportInput
 from soak.report.plots import (
     PHASE_METRICS,
@@ -106,6 +106,7 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         "verdicts": verdicts,
         "classes": [_finite(r) for r in class_table(store, inp.run_id, judged_ns)],
         "probes": probe_table(store, inp.run_id),
+        "agents": [_finite(r) for r in agent_table(store, inp.run_id, judged_ns)],
         "what_grew": _what_grew(store, inp, verdicts),
         "events": events[:MAX_EVENTS],
         "events_total": len(events),

@@ -13,6 +13,7 @@ from typing import Any
 
 from soak.analysis.latency import Buckets, Tick, contribution, make_knots, quantile
 from soak.analysis.rundata import StoreReader
+from soak.names import AGENT_TAG
 
 COUNTS = ("sent", "completed", "lost", "abandoned", "wrong_answers")
 _PERCENTILES = {"min": "lat_min_ms", "p50": "lat_p50_ms", "p95": "lat_p95_ms"}
@@ -57,6 +58,23 @@ def class_table(store: StoreReader, run_id: str, since_ns: int) -> list[dict[str
         classes.setdefault(p.tags.get("class", ""), _Class()).add(p.time_ns, p.fields)
     order = sorted(classes, key=lambda c: (c != "all", c))
     return [classes[c].row(c) for c in order]
+
+
+def agent_table(store: StoreReader, run_id: str, since_ns: int) -> list[dict[str, Any]]:
+    """Where load agents ran: one row per agent (its `all` class) from `since_ns` on, with
+    its share of what all agents sent; empty otherwise."""
+    agents: dict[str, _Class] = {}
+    for p in store.points(run_id, "load", since_ns, agents=True):
+        if p.tags.get("class") == "all":
+            agents.setdefault(p.tags[AGENT_TAG], _Class()).add(p.time_ns, p.fields)
+    total_sent = sum(a.counts["sent"] for a in agents.values())
+    rows = []
+    for name in sorted(agents, key=lambda a: (len(a), a)):  # 0, 1, ... 10
+        row = agents[name].row(name)
+        del row["class"]
+        share = row["sent"] / total_sent if total_sent else None
+        rows.append({"agent": name, **row, "share": share})
+    return rows
 
 
 def probe_table(store: StoreReader, run_id: str) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from soak.report.svg import Chart, Line, Marker, render_chart
 from soak.report.tables import (
     Row,
     accounting_note,
+    agent_rows,
     class_rows,
     criteria_rows,
     event_rows,
@@ -126,6 +127,8 @@ def render_html(report: dict[str, Any]) -> str:
     body += [_table(header, rows)]
     if report.get("classes"):
         body += ["<h2>Classes</h2>", _table(*class_rows(report))]
+    if report.get("agents"):
+        body += ["<h2>Load agents</h2>", _table(*agent_rows(report))]
     if report.get("probes"):
         body += ["<h2>Probes</h2>", _table(*probe_rows(report))]
     header, rows = criteria_rows(report)
@@ -180,6 +183,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += ["", "## Phases", "", accounting_note(report), "", *_md_table(*phase_table(report))]
     if report.get("classes"):
         out += ["", "## Classes", "", *_md_table(*class_rows(report))]
+    if report.get("agents"):
+        out += ["", "## Load agents", "", *_md_table(*agent_rows(report))]
     if report.get("probes"):
         out += ["", "## Probes", "", *_md_table(*probe_rows(report))]
     out += ["", "## Criteria", "", *_md_table(*criteria_rows(report))]

@@ -155,6 +155,29 @@ def class_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
     return header, rows
 
 
+def agent_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
+    """Per load agent, over the ticks the criteria judge (the class table's `all` row is
+    their sum)."""
+    header = ["Agent", "Sent", "Share", "Completed", "Lost", "p50, ms", "p99, ms", "Rcodes"]
+    rows = []
+    for a in report.get("agents", []):
+        rcodes = ", ".join(f"{k} {v:,.0f}" for k, v in a["rcodes"].items()) or DASH
+        share = a.get("share")
+        rows.append(
+            [
+                a["agent"],
+                num(a["sent"]),
+                f"{share:.1%}" if isinstance(share, int | float) else DASH,
+                num(a["completed"]),
+                _lost(a),
+                num(a["p50_ms"]),
+                num(a["p99_ms"]),
+                rcodes,
+            ]
+        )
+    return header, rows
+
+
 def probe_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
     header = ["Probe", "Answered as expected", "Slowest, ms"]
     rows = [

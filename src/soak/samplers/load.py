@@ -1,8 +1,8 @@
 """The `load` sampler: the load engine's stats of the last interval, per class and in total.
 
-Where load agents run, the same seconds also go out per agent as `load_agent`
-points (tags `class` and `agent`): a measurement of their own, so that a query of
-`load` (the report, the criteria, every dashboard) never adds an agent's part to
+Where load agents run, the same seconds also go out per agent as `load` points
+with the tag `agent` (soak.names.AGENT_TAG): the store and the dashboards leave
+those out of every read of the run's total, so an agent's part is never added to
 the total it is already in.
 """
 
@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from soak.names import AGENT_TAG
 from soak.points import FieldValue, Point
-
-AGENT_MEASUREMENT = "load_agent"
 
 
 class LoadSource(Protocol):
@@ -45,5 +44,5 @@ class LoadSampler:
     def sample(self, tick_time_ns: int) -> list[Point]:
         points = window_points("load", self.source.take_window(), tick_time_ns, {})
         for agent, window in sorted(self.source.take_agent_windows().items()):
-            points += window_points(AGENT_MEASUREMENT, window, tick_time_ns, {"agent": str(agent)})
+            points += window_points("load", window, tick_time_ns, {AGENT_TAG: str(agent)})
         return points

@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Callable
 
+from soak.names import is_agent_part
 from soak.points import Point, event_point
 from soak.samplers.base import Sampler
 from soak.sinks.metrics import ServiceMetrics
@@ -211,7 +212,7 @@ class TickRunner:
             return
         soak = self.run_tags.get("soak", "")
         for p in points:
-            if p.measurement != "load":
+            if p.measurement != "load" or is_agent_part(p.tags):  # the total only
                 continue
             target, achieved = p.fields.get("rate_target"), p.fields.get("rate_achieved")
             if not (isinstance(target, int | float) and isinstance(achieved, int | float)):

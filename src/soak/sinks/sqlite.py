@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from soak.errors import SinkError
+from soak.names import AGENT_TAG, is_agent_part
 from soak.points import FieldValue, Point
 from soak.windows import WindowMinima, Windows
 
@@ -143,7 +144,9 @@ class SqliteStore:
     def series(
         self, soak: str, measurement: str, field: str, tags: dict[str, str] | None = None
     ) -> list[tuple[dict[str, str], list[tuple[int, Value]]]]:
-        """One field over time, per distinct tag set (those containing `tags`), time-ordered."""
+        """One field over time, per distinct tag set (those containing `tags`), time-ordered.
+        A load agent's part (soak.names.AGENT_TAG) only where `tags` names the tag."""
+        agents = bool(tags) and AGENT_TAG in (tags or {})
         with self._lock:
             found = self._db.execute(
                 "SELECT id, tags FROM series WHERE soak = ? AND measurement = ? ORDER BY id",
@@ -153,6 +156,8 @@ class SqliteStore:
             for series_id, tags_json in found:
                 series_tags: dict[str, str] = json.loads(tags_json)
                 if tags and any(series_tags.get(k) != v for k, v in tags.items()):
+                    continue
+                if is_agent_part(series_tags) and not agents:
                     continue
                 rows = self._db.execute(
                     "SELECT time_ns, num, txt FROM samples WHERE series_id = ? AND field = ?"
@@ -165,9 +170,15 @@ class SqliteStore:
             return result
 
     def points(
-        self, soak: str, measurement: str | None = None, since_ns: int | None = None
+        self,
+        soak: str,
+        measurement: str | None = None,
+        since_ns: int | None = None,
+        *,
+        agents: bool = False,
     ) -> Iterator[Point]:
-        """A run's points (of one measurement, from `since_ns` on, if given), time-ordered.
+        """A run's points (of one measurement, from `since_ns` on, if given), time-ordered;
+        with `agents`, only the load agents' parts (soak.names.AGENT_TAG), else none of them.
 
         Read in pages (keyset pagination), so a long run is never all in memory and
         the store's lock is not held while the caller works on a page.
@@ -184,6 +195,11 @@ class SqliteStore:
             "SELECT v.time_ns, s.id, v.field, s.measurement, s.tags, v.num, v.txt"
             " FROM samples v JOIN series s ON s.id = v.series_id WHERE " + where
         )
+        for point in self._pages(sql, args):
+            if is_agent_part(point.tags) == agents:
+                yield point
+
+    def _pages(self, sql: str, args: list[object]) -> Iterator[Point]:
         order = " ORDER BY v.time_ns, s.id, v.field LIMIT ?"
         after = " AND (v.time_ns, s.id, v.field) > (?, ?, ?)"
         current: tuple[int, int] | None = None
