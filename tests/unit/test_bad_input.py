@@ -149,6 +149,10 @@ CASES: list[tuple[str, Case, str]] = [
     ("allow-targets-not-cidr", _set("target.host", "10.1.2.3", "allow_targets", ["10.x/8"]),
      "not a CIDR in allow_targets: '10.x/8'"),
     ("port-in-use", _port_in_use, "target: port dns (127.0.0.1:"),
+    ("agents-count-zero", _set("load.agents", {"count": 0}),
+     "load.agents.count: Input should be greater than or equal to 1"),
+    ("agents-rate-too-small", _set("load.rate_qps", 0.001, "load.agents", {"count": 2}),
+     "load.agents: rate 0.001 q/s is too small for 2 agents"),
 ]  # fmt: skip
 
 # What only the command line takes (flags, a file to read): no scenario body to post.

@@ -240,3 +240,10 @@ def test_load_queries_read_the_total_or_each_agent_never_both(path: Path) -> Non
             total = "\"agent\" = ''" in query
             per_agent = "\"agent\" != ''" in query and '"agent"' in query.partition("GROUP BY")[2]
             assert total != per_agent, (panel["title"], query)
+
+
+def test_alert_rules_on_load_read_the_total() -> None:
+    load_rules = [q for q in g.alert_queries() if 'FROM "load"' in q.text]
+    assert load_rules
+    for q in load_rules:
+        assert "\"agent\" = ''" in q.text, q.where
