@@ -17,6 +17,7 @@ from soak.errors import EXIT_INTERNAL, SoakError
 COMMANDS = {
     "load": "soak.load_command:load_cmd",
     "agent": "soak.load_command:agent_cmd",
+    "sampler-agent": "soak.load_command:sampler_agent_cmd",
     "validate": "soak.validate:validate_cmd",
     "serve": "soak.service.commands:serve_cmd",
     "start": "soak.service.commands:start_cmd",

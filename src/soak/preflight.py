@@ -37,6 +37,7 @@ WORKER_MAX_QPS = {"udp": 250_000.0, "tcp": 100_000.0, "dot": 100_000.0, "doh": 1
 
 def check_scenario(scenario: Scenario) -> None:
     """Raise InputError (one line) for the first problem found; read-only."""
+    check_sampler_agent(scenario)
     if scenario.load is not None:
         check_agents(scenario.load)
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
@@ -70,6 +71,21 @@ def check_agents(load: LoadConfig) -> None:
     from soak.load.agents.run import check_engine
 
     check_engine(agents)
+
+
+def check_sampler_agent(scenario: Scenario) -> None:
+    """`samplers.agent` samples a target this machine does not start, on its engine."""
+    agent = scenario.samplers.agent
+    if agent is None:
+        return
+    if scenario.target.runtime != "external":
+        raise InputError(
+            "samplers.agent: only for a target on another node (`target.runtime: external`); "
+            f"a {scenario.target.runtime} target runs here and is sampled here"
+        )
+    from soak.load.agents.run import check_engine
+
+    check_engine(agent.engine_config())
 
 
 def refuse_agents(load: LoadConfig, who: str) -> None:

@@ -151,6 +151,8 @@ CASES: list[tuple[str, Case, str]] = [
     ("port-in-use", _port_in_use, "target: port dns (127.0.0.1:"),
     ("agents-count-zero", _set("load.agents", {"count": 0}),
      "load.agents.count: Input should be greater than or equal to 1"),
+    ("sampler-agent-local-target", _set("samplers.agent", {"engine": "local", "pid": 1}),
+     "samplers.agent: only for a target on another node (`target.runtime: external`)"),
     ("agents-rate-too-small", _set("load.rate_qps", 0.001, "load.agents", {"count": 2}),
      "load.agents: rate 0.001 q/s is too small for 2 agents"),
 ]  # fmt: skip

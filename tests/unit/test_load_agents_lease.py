@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from soak.load.agents.coordinator import Coordinator
+from soak.load.agents.coordinator import Coordinator, fleet_calls
 from soak.load.agents.lease import START_MARGIN_S, Fleet
 from soak.load.coordination import CoordinatorClient, CoordinatorRefused, CoordinatorUnreachable
 from soak.load.member import Lease, LeaseLost
@@ -155,7 +155,7 @@ def test_an_agent_keeps_its_lease_while_calls_get_through() -> None:
 
 def test_an_agent_and_its_coordinator_over_http() -> None:
     f = Fleet(1, {"all": 1.0}, 5.0)
-    coordinator = Coordinator(f, "sekrit", ("127.0.0.1", 0))
+    coordinator = Coordinator(fleet_calls(f), "sekrit", ("127.0.0.1", 0))
     coordinator.start()
     url = f"http://127.0.0.1:{coordinator.address[1]}"
     client = CoordinatorClient(url, "sekrit", 0)

@@ -91,15 +91,15 @@ class QueryClass(StrictModel):
 PLACEMENT = re.compile(r"^\s*[A-Za-z0-9_.\-/]+\s*(==|!=)\s*\S+\s*$")
 
 
-class AgentsConfig(StrictModel):
-    """Load agents: the rate split among `count` agents on an engine (docs/scale.md).
+class EngineAgentConfig(StrictModel):
+    """Agents on an engine that talk to the run's coordinator: load agents, and the
+    sampler agent of a target on another node (docs/scale.md).
 
     `placement` holds swarm-style constraints (`node.hostname==h`,
     `node.labels.KEY==VALUE`, `!=` too); Kubernetes takes the `==` ones as a
     nodeSelector. `namespace` is Kubernetes' only.
     """
 
-    count: int = Field(default=1, ge=1, le=256)
     engine: Literal["local", "swarm", "kubernetes"] = "local"
     image: str = "soak/agent:latest"
     placement: list[str] = Field(default_factory=list)
@@ -113,11 +113,17 @@ class AgentsConfig(StrictModel):
     start_timeout_s: float = Field(default=120.0, gt=0)  # until every agent has registered
 
     @model_validator(mode="after")
-    def _placement(self) -> AgentsConfig:
+    def _placement(self) -> EngineAgentConfig:
         for rule in self.placement:
             if not PLACEMENT.match(rule):
                 raise ValueError(f"placement {rule!r}: expected NAME==VALUE or NAME!=VALUE")
         return self
+
+
+class AgentsConfig(EngineAgentConfig):
+    """Load agents: the rate split among `count` agents on an engine."""
+
+    count: int = Field(default=1, ge=1, le=256)
 
 
 # A scenario (or `--rate`) that means "as fast as max_outstanding allows" says so.

@@ -4,6 +4,10 @@
     POST /v1/heartbeat {"agent": i, "windows": [...]}  -> Reply  (renews the lease)
     POST /v1/done      {"agent": i, "totals": {...}}   -> {}
 
+and for the sampler agent of a target on another node (soak.samplers.remote):
+
+    POST /v1/samples   {"agent": 0, "points": [...]}   -> SamplesReply (renews the lease)
+
 Every call carries the run's token (`Authorization: Bearer ...`; agents read it
 from SOAK_AGENT_TOKEN, never from argv). The Reply says when the run's load
 starts (one `start_at` for all agents, wall clock ns) and how long it lasts (every
@@ -24,6 +28,7 @@ from soak.errors import SoakError
 
 TOKEN_ENV = "SOAK_AGENT_TOKEN"
 REGISTER, HEARTBEAT, DONE = "/v1/register", "/v1/heartbeat", "/v1/done"
+SAMPLES = "/v1/samples"
 CALL_TIMEOUT_S = 2.0
 
 
@@ -56,6 +61,35 @@ class Reply:
         )
 
 
+@dataclass(frozen=True)
+class SamplesReply:
+    """The run's tick grid (origin_ns + k * interval_s; None until the run has started),
+    the lease, and whether to stop."""
+
+    origin_ns: int | None
+    interval_s: float
+    lease_s: float
+    stop: bool
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "origin_ns": self.origin_ns,
+            "interval_s": self.interval_s,
+            "lease_s": self.lease_s,
+            "stop": self.stop,
+        }
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> SamplesReply:
+        origin = data.get("origin_ns")
+        return cls(
+            origin_ns=None if origin is None else int(origin),
+            interval_s=float(data["interval_s"]),
+            lease_s=float(data["lease_s"]),
+            stop=bool(data["stop"]),
+        )
+
+
 class CoordinatorUnreachable(SoakError):
     """A call to the coordinator failed (refused, timed out, or an error status)."""
 
@@ -84,6 +118,9 @@ class CoordinatorClient:
 
     def done(self, totals: dict[str, Any]) -> None:
         self._post(DONE, {"totals": totals})
+
+    def samples(self, points: list[dict[str, Any]]) -> SamplesReply:
+        return SamplesReply.from_json_dict(self._post(SAMPLES, {"points": points}))
 
     def close(self) -> None:
         self._http.close()

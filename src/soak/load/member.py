@@ -50,8 +50,12 @@ class Lease:
         self.renewed_s = clock()
 
     def renew(self, reply: Reply) -> Reply:
-        self.lease_s, self.renewed_s = reply.lease_s, self.clock()
+        self.renew_s(reply.lease_s)
         return reply
+
+    def renew_s(self, lease_s: float) -> None:
+        """A call got through: the lease (as the coordinator now says it) starts again."""
+        self.lease_s, self.renewed_s = lease_s, self.clock()
 
     def check(self, why: CoordinatorUnreachable) -> None:
         silent_s = self.clock() - self.renewed_s

@@ -238,8 +238,11 @@ class LoadRunner:
     # ------------------------------------------------------------ stats
 
     def take_window(self) -> dict[str, dict[str, float]]:
+        """The stats since the last call; nothing before the load has begun."""
         now = time.monotonic()
         with self._lock:
+            if self._procs and now <= self._window_at:  # it begins at begin_at
+                return {}
             spare, self._spare = self._spare, None
             if spare is None:  # another take_window holds it
                 spare = MixStats(self.names, self._highest_us)
@@ -306,6 +309,9 @@ class LoadRunner:
                 continue
 
     def _account_rate(self, now: float) -> None:
+        """The asked rate integrated up to now (nothing before the load begins)."""
+        if now <= self._rate_changed_at:  # the workers wait for begin_at: nothing asked yet
+            return
         self._rate_integral += self._rate_qps * (now - self._rate_changed_at)
         self._rate_changed_at = now
 

@@ -6,6 +6,8 @@ replacement is invisible to them; the run's totals add up every runner's.
 
 from __future__ import annotations
 
+import time
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,9 @@ class LoadEvent:
 
 
 class SupervisedLoad:
-    start_lead_s = 0.0  # the workers start at once
+    # start() wants the run's origin at least this far ahead: the workers' interpreters
+    # start (0.1-0.3 s, more on a busy machine) and send their first query at the origin.
+    start_lead_s = 1.0
 
     def __init__(
         self,
@@ -56,10 +60,14 @@ class SupervisedLoad:
     def prepare(self, max_duration_s: float) -> None:
         """Nothing to prepare: the workers start in well under a tick."""
 
-    def start(self, rate_qps: float, remaining_s: float) -> None:
-        """Load at `rate_qps` for the run's `remaining_s` (and the margin)."""
+    def start(self, rate_qps: float, remaining_s: float, begin_at_ns: int | None = None) -> None:
+        """Load at `rate_qps` for the run's `remaining_s` (and the margin), from
+        `begin_at_ns` (wall clock: the run's origin) if given, else at once."""
         self.rate_qps = rate_qps
-        self.runner.start(rate_qps, remaining_s + LOAD_MARGIN_S)
+        begin_at_s = None
+        if begin_at_ns is not None:  # on the monotonic clock the workers wait on
+            begin_at_s = time.monotonic() + (begin_at_ns - time.time_ns()) / 1e9
+        self.runner.start(rate_qps, remaining_s + LOAD_MARGIN_S, begin_at_s=begin_at_s)
 
     def set_rate(self, rate_qps: float) -> None:
         self.rate_qps = rate_qps

@@ -15,6 +15,7 @@ from soak.points import Point, event_point
 from soak.runs.alerts import Alerter
 from soak.runs.context import RunContext
 from soak.runs.layout import spool_dir, with_embedded_store
+from soak.runs.sampleragent import RemoteSamplers
 from soak.samplers import TickRunner, build_samplers
 from soak.samplers.load import LoadSampler
 from soak.sinks import SinkSet, build_sinks
@@ -41,6 +42,7 @@ class RunParts:
         self.sinks: SinkSet | None = None
         self.load: SupervisedLoad | AgentsLoad | None = None
         self.tick_runner: TickRunner | None = None
+        self.remote_samplers: RemoteSamplers | None = None  # a target on another node
         self.alerter: Alerter | None = None
 
     def build_sinks(self) -> None:
@@ -81,6 +83,11 @@ class RunParts:
         samplers = build_samplers(
             sc.samplers, running, load_source=self.load, warmup_end_ns=warmup_end_ns
         )
+        if sc.samplers.agent is not None:
+            self.remote_samplers = RemoteSamplers(
+                sc.samplers, sc.target.name, self.run_id, origin_ns
+            )
+            samplers.append(self.remote_samplers)
         self.tick_runner = TickRunner(
             samplers,
             run_tags=self.run_tags,
@@ -126,6 +133,13 @@ class RunParts:
         """Ticks, alerts and load stop; a load that will not stop is an event."""
         if self.tick_runner is not None:
             self.tick_runner.close()
+        if self.remote_samplers is not None:
+            try:
+                last_tick_ns = self.tick_runner.last_tick_ns if self.tick_runner else None
+                points = self.remote_samplers.stop(last_tick_ns)
+                self.write([p.with_tags(self.run_tags) for p in points])
+            except Exception as exc:  # the run must still end; the fault is recorded
+                self.event("error", f"stopping the sampler agent: {exc}", 0.0)
         if self.alerter is not None and close_alerter:
             self.alerter.close()
         if self.load is not None:

@@ -100,12 +100,18 @@ class Run:
             )
             if self.parts.load is not None:  # load agents take seconds to register
                 self.parts.load.prepare(self.scenario.duration_s)
-            # Agents must hear start_at before it comes: the origin is at least that far on.
+            if self.parts.remote_samplers is not None:  # so does a sampler agent
+                self.parts.remote_samplers.prepare()
+            # The load must be ready to send when the origin comes (workers' interpreters
+            # started, agents told start_at): the origin is at least that far on.
             lead_ns = int(self.parts.load.start_lead_s * 1e9) if self.parts.load else 0
             origin_ns = _next_whole_second_ns(time.time_ns() + lead_ns)
             self.timeline = Timeline.of(self.scenario, origin_ns)
             if self.parts.load is not None:
-                self.parts.load.start(self.timeline.spans[0].rate_qps, self.scenario.duration_s)
+                rate_qps = self.timeline.spans[0].rate_qps
+                self.parts.load.start(rate_qps, self.scenario.duration_s, begin_at_ns=origin_ns)
+            if self.parts.remote_samplers is not None:
+                self.parts.remote_samplers.release()
         except BaseException as exc:
             self._abort(exc)
             raise
@@ -142,6 +148,8 @@ class Run:
         span = self.timeline.span_at(now_ns)
         if span is None:  # ended while the service was away
             return
+        if self.parts.remote_samplers is not None:  # a fresh agent, the old one swept
+            self.parts.remote_samplers.release()
         self.phase_index = span.index
         self.ctx.state.update_run(self.id, phase=span.name)
         if self.parts.load is not None:

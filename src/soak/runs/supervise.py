@@ -107,9 +107,10 @@ class Supervisor:
             self.parts.event("service_restarted", message, done + 1)
 
     def check_load(self, tick_ns: int, remaining_s: float) -> None:
-        """Dead load workers (a fresh engine for the rest of the run), load agents lost."""
-        load = self.parts.load
-        if load is None:
-            return
-        for e in load.check(remaining_s):
+        """Dead load workers (a fresh engine for the rest of the run), load agents lost,
+        the sampler agent lost."""
+        events = self.parts.load.check(remaining_s) if self.parts.load is not None else []
+        if self.parts.remote_samplers is not None:
+            events += self.parts.remote_samplers.check()
+        for e in events:
             self.parts.event(e.kind, e.message, e.value, tick_ns)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from soak.load.config import AgentsConfig, EngineAgentConfig
 from soak.units import DurationS, StrictModel
 
 
@@ -86,6 +87,34 @@ class FilesSamplerConfig(StrictModel):
     row_counts: list[RowCountConfig] = Field(default_factory=list)
 
 
+class SamplerAgentConfig(EngineAgentConfig):
+    """The node-local samplers (proc, smaps) of a target on another node, run there by one
+    agent on an engine, pinned by `placement` (docs/scale.md). Which process: exactly one
+    of `pid`, `pidfile` (read on that node) or `container` (its main process)."""
+
+    engine: Literal["local", "swarm", "kubernetes"] = "swarm"
+    pid: int | None = Field(default=None, ge=1)
+    pidfile: str | None = None
+    container: str | None = None
+
+    def engine_config(self) -> AgentsConfig:
+        """The engine's view of the one agent: what it runs, where."""
+        return AgentsConfig(
+            count=1,
+            engine=self.engine,
+            image=self.image,
+            placement=self.placement,
+            namespace=self.namespace,
+        )
+
+    @model_validator(mode="after")
+    def _one_way_to_find_it(self) -> SamplerAgentConfig:
+        given = [k for k in ("pid", "pidfile", "container") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of pid, pidfile, container")
+        return self
+
+
 class SamplersConfig(StrictModel):
     interval_s: DurationS = Field(default=60.0, ge=1.0)
     proc: ProcSamplerConfig = Field(default_factory=ProcSamplerConfig)
@@ -96,3 +125,4 @@ class SamplersConfig(StrictModel):
     dig: list[DigProbeConfig] = Field(default_factory=list)
     files: FilesSamplerConfig | None = None
     load: bool = True
+    agent: SamplerAgentConfig | None = None  # a target on another node: sampled there

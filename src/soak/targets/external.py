@@ -45,7 +45,7 @@ class ExternalRuntime(RuntimeBase):
             except (OSError, ValueError, IndexError) as exc:
                 raise TargetStartError(f"{self.name}: no PID in pidfile {path}: {exc}") from exc
         if self.cfg.container is not None:
-            return _container_pid(self.name, self.cfg.container)
+            return container_pid(self.name, self.cfg.container)
         return None
 
     def poll(self) -> ExitInfo | None:
@@ -72,7 +72,7 @@ class ExternalRuntime(RuntimeBase):
         return []
 
 
-def _container_pid(target: str, name: str) -> int | None:
+def container_pid(target: str, name: str) -> int | None:
     from soak.targets.docker_engine import engine
 
     try:

@@ -1,9 +1,11 @@
-"""The run's coordinator: soak.load.coordination's three calls served over HTTP.
+"""The run's coordinator: soak.load.coordination's calls served over HTTP.
 
 A small threaded HTTP server in the process that runs the soak (the service, or
-`soak start --foreground`), bound to `agents.listen` (loopback by default; agents
-on host networking on this machine reach it there). It only keeps the Fleet's
-bookkeeping, under one lock; verdicts stay with the run.
+`soak start --foreground`), bound to `listen_host:listen_port` (loopback by default;
+agents on host networking on this machine reach it there). It checks the run's
+token and hands each call to its bookkeeping (`fleet_calls`: the load agents' Fleet;
+the sampler agent's inbox), one call at a time under one lock; verdicts stay with
+the run.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import hmac
 import json
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -23,9 +26,30 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a heartbeat carries a few seconds of windows
 
 
+Calls = Callable[[str, dict[str, Any]], dict[str, Any]]  # (path, body) -> the answer
+
+
+def fleet_calls(fleet: Fleet) -> Calls:
+    """register, heartbeat and done, on the load agents' Fleet."""
+
+    def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        index = int(body["agent"])
+        if path == REGISTER:
+            return fleet.register(index).to_json_dict()
+        if path == HEARTBEAT:
+            windows = [AgentWindow.from_json_dict(w) for w in body.get("windows", [])]
+            return fleet.heartbeat(index, windows).to_json_dict()
+        if path == DONE:
+            fleet.finish(index, AgentTotals.from_json_dict(body["totals"]))
+            return {}
+        raise LookupError(path)
+
+    return call
+
+
 class Coordinator:
-    def __init__(self, fleet: Fleet, token: str, listen: tuple[str, int]) -> None:
-        self.fleet = fleet
+    def __init__(self, calls: Calls, token: str, listen: tuple[str, int]) -> None:
+        self.calls = calls
         self.lock = threading.Lock()
         self._token = token
         self._server = ThreadingHTTPServer(listen, _handler(self))
@@ -52,20 +76,11 @@ class Coordinator:
         return hmac.compare_digest(given.encode(), self._token.encode())
 
     def handle(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One call; KeyError for an unknown agent, ValueError for a bad body."""
+        """One call; LookupError for an unknown agent or call, ValueError for a bad body."""
         if "agent" not in body:
             raise ValueError("the body names no agent")
-        index = int(body["agent"])
         with self.lock:
-            if path == REGISTER:
-                return self.fleet.register(index).to_json_dict()
-            if path == HEARTBEAT:
-                windows = [AgentWindow.from_json_dict(w) for w in body.get("windows", [])]
-                return self.fleet.heartbeat(index, windows).to_json_dict()
-            if path == DONE:
-                self.fleet.finish(index, AgentTotals.from_json_dict(body["totals"]))
-                return {}
-        raise LookupError(path)
+            return self.calls(path, body)
 
 
 def _handler(coordinator: Coordinator) -> type[BaseHTTPRequestHandler]:

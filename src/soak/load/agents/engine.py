@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from soak.load.agents.spec import AgentSpec
+from soak.errors import SoakError
+from soak.load.agents.spec import ROLE, AgentSpec
 
 State = Literal["pending", "running", "complete", "failed"]
 DONE: tuple[State, ...] = ("complete", "failed")
@@ -38,8 +41,9 @@ class AgentEngine(Protocol):
 
     def remove(self) -> None: ...
 
-    def sweep(self, run_id: str) -> None:
-        """Remove what an earlier coordinator of this run left (it was SIGKILLed)."""
+    def sweep(self, run_id: str, role: str = ROLE) -> None:
+        """Remove the agents of `role` an earlier coordinator of this run left (it was
+        SIGKILLed)."""
         ...
 
 
@@ -65,3 +69,28 @@ class OneByOneEngine(ABC):
 
     @abstractmethod
     def remove(self) -> None: ...
+
+
+WAIT_S = 0.2
+
+
+def wait_for_agents(
+    engine: AgentEngine,
+    missing: Callable[[], list[str]],
+    timeout_s: float,
+    what: str,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Until missing() names no agent that has yet to call in; SoakError (the run does
+    not start) when an agent's task fails first or timeout_s passes."""
+    end = clock() + timeout_s
+    while True:
+        waiting = missing()
+        if not waiting:
+            return
+        failed = [s for s in engine.poll() if s.state == "failed"]
+        if failed:
+            raise SoakError(f"{what} {failed[0].index} failed: {failed[0].message}")
+        if clock() > end:
+            raise SoakError(f"{what} {', '.join(waiting)} did not call in within {timeout_s:g} s")
+        time.sleep(WAIT_S)

@@ -22,9 +22,8 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from soak.errors import SoakError
-from soak.load.agents.coordinator import Coordinator
-from soak.load.agents.engine import AgentEngine
+from soak.load.agents.coordinator import Coordinator, fleet_calls
+from soak.load.agents.engine import AgentEngine, wait_for_agents
 from soak.load.agents.lease import START_MARGIN_S, Fleet, Slot
 from soak.load.agents.spec import build_spec
 from soak.load.config import AgentsConfig, LoadConfig
@@ -91,7 +90,9 @@ class AgentsLoad:
         start()); raises with nothing left running."""
         fleet = Fleet(self.agents.count, class_shares(self.cfg), self.agents.lease_s)
         token = secrets.token_urlsafe(24)
-        coordinator = Coordinator(fleet, token, (self.agents.listen_host, self.agents.listen_port))
+        coordinator = Coordinator(
+            fleet_calls(fleet), token, (self.agents.listen_host, self.agents.listen_port)
+        )
         self._fleet, self._coordinator = fleet, coordinator
         coordinator.start()
         host = self.agents.advertise or self.agents.listen_host
@@ -114,8 +115,9 @@ class AgentsLoad:
             self._close()
             raise
 
-    def start(self, rate_qps: float, remaining_s: float) -> None:
-        """The agents' load from the run's origin (or at once, on a resumed run)."""
+    def start(self, rate_qps: float, remaining_s: float, begin_at_ns: int | None = None) -> None:
+        """The agents' load from the run's origin (`begin_at_ns`, or the run's own; on a
+        resumed run, a moment from now)."""
         if self._fleet is None:
             self.prepare(remaining_s)
         fleet, coordinator = self._fleet, self._coordinator
@@ -123,7 +125,7 @@ class AgentsLoad:
         self.rate_qps = rate_qps
         with coordinator.lock:
             fleet.set_rate(rate_qps)
-            origin_ns = self.run_started_ns()
+            origin_ns = begin_at_ns if begin_at_ns is not None else self.run_started_ns()
             end_ns = None
             if self.run_duration_s is not None:
                 end_ns = origin_ns + round(self.run_duration_s * 1e9)
@@ -132,21 +134,12 @@ class AgentsLoad:
     def _wait_registered(self) -> None:
         fleet, coordinator = self._fleet, self._coordinator
         assert fleet is not None and coordinator is not None
-        end = self.clock() + self.agents.start_timeout_s
-        while True:
+
+        def missing() -> list[str]:
             with coordinator.lock:
-                if fleet.all_registered:
-                    return
-                missing = [str(s.index) for s in fleet.slots if not s.registered]
-            failed = [s for s in self.engine.poll() if s.state == "failed"]
-            if failed:
-                raise SoakError(f"load agent {failed[0].index} failed: {failed[0].message}")
-            if self.clock() > end:
-                raise SoakError(
-                    f"load agents {', '.join(missing)} of {fleet.count} did not register "
-                    f"within {self.agents.start_timeout_s:g} s"
-                )
-            time.sleep(WAIT_S)
+                return [str(s.index) for s in fleet.slots if not s.registered]
+
+        wait_for_agents(self.engine, missing, self.agents.start_timeout_s, "load agent", self.clock)
 
     def set_rate(self, rate_qps: float) -> None:
         self.rate_qps = rate_qps

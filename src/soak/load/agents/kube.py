@@ -22,7 +22,7 @@ from kubernetes import client as k8s
 
 from soak.errors import InputError
 from soak.load.agents.engine import AgentState, State
-from soak.load.agents.spec import AgentSpec, object_name, run_id_ok
+from soak.load.agents.spec import ROLE, AgentSpec, object_name, run_id_ok
 from soak.load.runner import JOIN_GRACE_S
 
 INDEX_ENV = "JOB_COMPLETION_INDEX"
@@ -57,7 +57,7 @@ def build_job(spec: AgentSpec) -> Any:
     n = spec.count
     labels = {k.replace("soak.", "soak/"): v for k, v in spec.labels.items()}
     container = k8s.V1Container(
-        name="agent",
+        name=spec.role,
         image=spec.agents.image,
         image_pull_policy="IfNotPresent",
         args=spec.argv(f"${INDEX_ENV}/{n}"),  # the agent reads the index from its env
@@ -69,6 +69,7 @@ def build_job(spec: AgentSpec) -> Any:
         host_network=True,
         dns_policy="ClusterFirstWithHostNet",
         node_selector=node_selector(spec.agents.placement),
+        host_pid=spec.host_pid or None,
     )
     deadline_s = math.ceil(spec.duration_s + spec.timeout_s + JOIN_GRACE_S + START_MARGIN_S)
     job_spec = k8s.V1JobSpec(
@@ -156,10 +157,10 @@ class KubernetesEngine:
         )
         return str(text)
 
-    def sweep(self, run_id: str) -> None:
+    def sweep(self, run_id: str, role: str = ROLE) -> None:
         if self._batch is None or self._core is None:
             self._batch, self._core = default_apis()
-        self._job = object_name(run_id_ok(run_id))
+        self._job = object_name(run_id_ok(run_id), role=role)
         self.remove()
 
     def remove(self) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from soak.errors import SoakError
 from soak.load.agents.engine import AgentState, OneByOneEngine
-from soak.load.agents.spec import SEGMENT_ENV, AgentSpec
+from soak.load.agents.spec import ROLE, SEGMENT_ENV, AgentSpec
 
 STOP_GRACE_S = 5.0
 
@@ -72,7 +72,7 @@ class LocalEngine(OneByOneEngine):
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
-    def sweep(self, run_id: str) -> None:
+    def sweep(self, run_id: str, role: str = ROLE) -> None:
         """Nothing to remove: local agents of an earlier process stop when their lease ends."""
 
     def _stderr(self, index: int) -> str:

@@ -41,6 +41,15 @@ class AgentSpec:
     allow_targets: tuple[str, ...] = ()
     coordinator: str | None = None  # http://HOST:PORT of the run's coordinator, in a soak run
     token: str | None = None  # the run's token for it (travels in the environment)
+    # Another kind of agent on the same engines (the sampler agent): its role and name,
+    # its own `soak` arguments and environment, and what it needs of the node.
+    role: str = ROLE
+    command: tuple[str, ...] = ()  # `soak` arguments instead of `agent --segment ...`
+    extra_env: dict[str, str] = field(default_factory=dict)
+    mounts: tuple[str, ...] = ()  # swarm: SOURCE:TARGET:MODE bind mounts
+    user: str | None = None  # swarm: the container's user (default: the image's)
+    cap_add: tuple[str, ...] = ()  # swarm: capabilities beyond the default set
+    host_pid: bool = False  # kubernetes: the node's PID namespace
 
     @property
     def count(self) -> int:
@@ -48,13 +57,16 @@ class AgentSpec:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {LABEL_RUN: self.run_id, LABEL_ROLE: ROLE}
+        return {LABEL_RUN: self.run_id, LABEL_ROLE: self.role}
 
     def name(self, index: int | None = None) -> str:
-        return object_name(self.run_id, index)
+        return object_name(self.run_id, index, self.role)
 
     def argv(self, segment: str) -> list[str]:
         """`soak` arguments of one agent; segment is `i/N` or `$NAME/N`."""
+        if self.command:
+            coordinator = ["--coordinator", self.coordinator] if self.coordinator else []
+            return [*self.command, *coordinator]
         out = ["agent", "--segment", segment, "--server", self.server]
         out += ["--duration", f"{self.duration_s:g}", "--sink", self.sink]
         out += [a for k, v in sorted(self.tags.items()) for a in ("--tag", f"{k}={v}")]
@@ -65,12 +77,15 @@ class AgentSpec:
 
     def env(self) -> dict[str, str]:
         token = {TOKEN_ENV: self.token} if self.token is not None else {}
+        if self.command:
+            return {**self.extra_env, **token}
         return {LOAD_ENV: self.load_json, **token}
 
 
-def object_name(run_id: str, index: int | None = None) -> str:
-    """The engine object's name: soak-agent-RUN (-INDEX for one per agent)."""
-    base = f"soak-agent-{run_id}"
+def object_name(run_id: str, index: int | None = None, role: str = ROLE) -> str:
+    """The engine object's name: soak-agent-RUN (-INDEX for one per agent) for load
+    agents, soak-ROLE-RUN for another role's."""
+    base = f"soak-agent-{run_id}" if role == ROLE else f"soak-{role}-{run_id}"
     return base if index is None else f"{base}-{index}"
 
 

@@ -17,7 +17,14 @@ from docker.types import RestartPolicy, ServiceMode
 
 from soak.errors import InputError
 from soak.load.agents.engine import AgentState, OneByOneEngine, State
-from soak.load.agents.spec import LABEL_RUN, SEGMENT_ENV, AgentSpec, run_id_ok
+from soak.load.agents.spec import (
+    LABEL_ROLE,
+    LABEL_RUN,
+    ROLE,
+    SEGMENT_ENV,
+    AgentSpec,
+    run_id_ok,
+)
 from soak.targets.docker_engine import LABEL_OWNER, engine, owner_label
 
 # Task states (docker/swarmkit api TaskState) -> an agent's state.
@@ -55,6 +62,9 @@ def service_kwargs(spec: AgentSpec, index: int) -> dict[str, Any]:
         "mode": ServiceMode("replicated-job", replicas=1, concurrency=1),
         "restart_policy": RestartPolicy(condition="none"),
         "constraints": list(spec.agents.placement),
+        **({"mounts": list(spec.mounts)} if spec.mounts else {}),
+        **({"user": spec.user} if spec.user else {}),
+        **({"cap_add": list(spec.cap_add)} if spec.cap_add else {}),
     }
 
 
@@ -79,11 +89,12 @@ class SwarmEngine(OneByOneEngine):
         self._client = client
         self._services: list[Any] = []
         self._run_id: str | None = None
+        self._role = ROLE  # a run's load agents and its sampler agent are removed apart
 
     def _prepare(self, spec: AgentSpec) -> None:
         client = self._client = self._client or engine()
         self.check(spec.agents.image, client)
-        self._run_id = spec.run_id
+        self._run_id, self._role = spec.run_id, spec.role
 
     def _start_agent(self, spec: AgentSpec, index: int) -> None:
         kwargs = service_kwargs(spec, index)
@@ -101,13 +112,19 @@ class SwarmEngine(OneByOneEngine):
         return out
 
     def logs(self, index: int) -> str:
-        chunks = self._services[index].logs(stdout=True, stderr=False, follow=False)
-        return b"".join(chunks).decode("utf-8", errors="replace")
+        """The agent's stdout; empty when its service is gone (removed by someone else:
+        the agent then reported nothing, which the merge says)."""
+        try:
+            chunks = self._services[index].logs(stdout=True, stderr=False, follow=False)
+            return b"".join(chunks).decode("utf-8", errors="replace")
+        except docker.errors.NotFound:
+            return ""
 
     def remove(self) -> None:
         if self._client is None or self._run_id is None:
             return
-        found = self._client.services.list(filters={"label": f"{LABEL_RUN}={self._run_id}"})
+        labels = [f"{LABEL_RUN}={self._run_id}", f"{LABEL_ROLE}={self._role}"]
+        found = self._client.services.list(filters={"label": labels})
         for service in found:
             try:
                 service.remove()
@@ -115,9 +132,9 @@ class SwarmEngine(OneByOneEngine):
                 continue
         self._services = []
 
-    def sweep(self, run_id: str) -> None:
+    def sweep(self, run_id: str, role: str = ROLE) -> None:
         self._client = self._client or engine()
-        self._run_id = run_id_ok(run_id)
+        self._run_id, self._role = run_id_ok(run_id), role
         self.remove()
 
     @staticmethod
