@@ -26,16 +26,22 @@ alike; the tables give medians. CPU (user + system, seconds):
 - machine: /proc/stat busy time over the case, as a share of all cores.
 
     PYTHONPATH=src .venv/bin/python bench/agents_vs_dnsperf.py [--runs 3] [--duration 10]
-        [--rate 20000] [--counts 1,2,3] [--json out.json]
+        [--rates 20000,100000] [--counts 1,2,3] [--json out.json] [--summary out.json]
 
-Needs an active swarm on this engine (this bench never creates or leaves one)
-and the image soak/agent:latest (make agent-image). Every service it causes
-(soak.owner = this host and the `soak load` pid) is removed, also on error.
+One round with the defaults takes about 4 minutes (each fixed rate about 1.3
+of them). The local agents run this interpreter's `soak` (with
+PYTHONPATH=src, the tree's); it prints whether their UDP loop is the compiled
+one, as the image's is (a tree without the built _fastudp module measures the
+pure-Python loop instead). Needs an active swarm on this engine (this bench
+never creates or leaves one) and the image soak/agent:latest (make
+agent-image). Every service it causes (soak.owner = this host and the `soak
+load` pid) is removed, also on error.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -410,6 +416,19 @@ def flat_table(results: list[dict[str, Any]], counts: list[int]) -> None:
             print(f"| {n} | {name} | {' | '.join(cells)} |")
 
 
+def all_in_us(r: dict[str, Any]) -> float:
+    """Generator CPU per answer with the coordinator's and the docker daemons'."""
+    cpu = r["gen_cpu_s"] + r["coordinator_cpu_s"] + r["docker_cpu_s"]
+    return cpu / r["completed"] * 1e6
+
+
+def summary(results: list[dict[str, Any]], counts: list[int], rates: list[float]) -> None:
+    for rate in rates:
+        fixed_table(results, counts, rate)
+    flat_table(results, counts)
+    ratios(results, counts, rates)
+
+
 def ratios(results: list[dict[str, Any]], counts: list[int], rates: list[float]) -> None:
     print()
     for n in counts:
@@ -423,6 +442,11 @@ def ratios(results: list[dict[str, Any]], counts: list[int], rates: list[float])
         d_qps = med(dnsperf, lambda r: r["qps"])
         noise = (max(per_answer) - min(per_answer)) / l_us * 100
         cg = [r["cgroup_cpu_s"] / r["gen_cpu_s"] for r in swarm if r["gen_cpu_s"]]
+        all_in = med(swarm, all_in_us) / med(local, all_in_us)
+        paired = ", ".join(
+            f"{us_per_answer(a, 'gen_cpu_s') / us_per_answer(b, 'gen_cpu_s'):.2f}"
+            for a, b in zip(swarm, local, strict=True)
+        )
         print(
             f"N={n}: swarm/local CPU per answer: {s_us / l_us:.2f} (goal <= 1.05; local's runs "
             f"spread {noise:.0f}%); swarm/local q/s: {s_qps / l_qps:.2f}; "
@@ -430,6 +454,7 @@ def ratios(results: list[dict[str, Any]], counts: list[int], rates: list[float])
             f"local/dnsperf CPU per answer: {l_us / d_us:.2f}; "
             f"swarm cgroup/proc CPU: {statistics.median(cg):.3f}"
         )
+        print(f"  swarm/local by round: {paired}; with coordinator and docker: {all_in:.2f}")
     for rate in rates:
         errs = [abs(r["sent_qps"] - rate) / rate * 100 for r in results if r["rate"] == rate]
         worst = max(errs)
@@ -444,9 +469,13 @@ def main() -> None:
     ap.add_argument("--counts", default="1,2,3")
     ap.add_argument("--poll-s", type=float, default=0.05)
     ap.add_argument("--json", type=Path, help="write every run's figures here")
+    ap.add_argument("--summary", type=Path, help="only print the tables of a --json file")
     args = ap.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
     rates = [float(r) for r in args.rates.split(",")]
+    if args.summary:
+        summary(json.loads(args.summary.read_text()), counts, rates)
+        return
     failures: list[str] = []
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks run
     client = docker_client()
@@ -454,6 +483,8 @@ def main() -> None:
     if swarm != "active":
         raise SystemExit(f"this engine's swarm is {swarm!r}: this bench needs an active one")
     client.images.get(IMAGE)
+    loop = "compiled" if importlib.util.find_spec("soak.load._fastudp") else "Python (not built)"
+    print(f"local agents' UDP loop: {loop}")
     start = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     print(f"{start}, {os.cpu_count()} CPUs, load average at start: {load_average()}", flush=True)
     results: list[dict[str, Any]] = []
@@ -475,10 +506,7 @@ def main() -> None:
                     results.append(run_dnsperf(server.port, n, args, env))
                     show(i, results[-1])
     print(f"load average at end: {load_average()}")
-    for rate in rates:
-        fixed_table(results, counts, rate)
-    flat_table(results, counts)
-    ratios(results, counts, rates)
+    summary(results, counts, rates)
     print(f"cases failed and run again: {len(failures)}", *failures, sep="\n  ")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
