@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench bench-load \
-	bench-sinks bench-targets bench-service clean test-upgrades refdns demo-leak agent-image
+	bench-sinks bench-targets bench-service bench-agents clean test-upgrades refdns demo-leak agent-image
 
 $(BIN)/soak: pyproject.toml src/soak/load/_fastudp.c
 	$(PY) -m venv $(VENV)
@@ -72,6 +72,10 @@ bench-sinks: system-deps setup
 
 bench-targets: docker-ready setup
 	$(BIN)/python bench/targets_ready.py
+
+# Needs an active swarm on this engine (it never creates or leaves one).
+bench-agents: docker-ready setup agent-image
+	$(BIN)/python bench/agents_vs_dnsperf.py
 
 bench-service: system-deps setup
 	$(BIN)/python bench/service_soak.py --minutes 30

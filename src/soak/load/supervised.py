@@ -7,7 +7,6 @@ replacement is invisible to them; the run's totals add up every runner's.
 from __future__ import annotations
 
 import time
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
