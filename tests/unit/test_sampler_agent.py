@@ -4,6 +4,7 @@ fake coordinator client, the real proc sampler on this process)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -97,8 +98,11 @@ class FakeClient:
     """The coordinator as the agent sees it: a grid from the second call, stop after
     `stop_after` calls with points; `down` calls fail."""
 
-    def __init__(self, origin_ns: int, stop_after: int, down: set[int] | None = None) -> None:
+    def __init__(
+        self, origin_ns: int, stop_after: int, down: set[int] | None = None, interval_s: float = 2
+    ) -> None:
         self.origin_ns, self.stop_after, self.down = origin_ns, stop_after, down or set()
+        self.interval_s = interval_s
         self.calls: list[list[dict[str, Any]]] = []
 
     def samples(self, points: list[dict[str, Any]]) -> SamplesReply:
@@ -107,7 +111,7 @@ class FakeClient:
             raise CoordinatorUnreachable("down")
         sent = sum(1 for c in self.calls if c)
         origin = self.origin_ns if len(self.calls) > 1 else None
-        return SamplesReply(origin, 2.0, 5.0, stop=sent >= self.stop_after)
+        return SamplesReply(origin, self.interval_s, 5.0, stop=sent >= self.stop_after)
 
 
 class FakeClocks(Clocks):
@@ -132,11 +136,13 @@ def test_the_agent_samples_on_the_runs_grid_and_resends_what_did_not_get_through
         client,
         clocks=clocks,  # type: ignore[arg-type]
     )
-    assert ticks == 3
+    assert ticks == 2
     with_points = [c for c in client.calls if c]
-    # The first tick's call failed: its points went again with the second tick's.
+    # The first tick's call failed: its points went again with the next call, a heartbeat
+    # between ticks (2 s apart, the lease 5 s: the agent calls at least every 5/3 s).
     times = [[p["time_ns"] for p in call] for call in with_points]
-    assert times == [[102 * S], [102 * S, 104 * S], [106 * S]]
+    assert times == [[102 * S], [102 * S], [104 * S]]
+    assert [len(c) for c in client.calls] == [0, 0, 1, 1, 1]  # register, grid, ...
     assert all(p["measurement"] == "process" and p["fields"]["fds"] > 0 for p in with_points[0])
 
 
@@ -152,3 +158,29 @@ def test_the_agent_stops_by_itself_when_the_coordinator_is_gone_a_lease() -> Non
             clocks=clocks,
         )
     assert clocks.now_ns < 110 * S  # a 5-s lease: stopped within a few ticks of 2 s
+
+
+def test_between_ticks_longer_than_the_lease_the_agent_still_calls() -> None:
+    """60-s ticks, a 5-s lease: calls at most 5/3 s apart, so neither side times out."""
+    cfg = samplers_cfg(pid=os.getpid())
+    assert cfg.agent is not None
+    client = FakeClient(origin_ns=100 * S, stop_after=2, interval_s=60)
+    clocks = FakeClocks(wall_ns=100 * S + S // 3)
+    called_at: list[int] = []
+    samples = client.samples
+
+    def timed(points: list[dict[str, Any]]) -> SamplesReply:
+        called_at.append(clocks.now_ns)
+        return samples(points)
+
+    client.samples = timed  # type: ignore[method-assign]
+    target = NodeTarget(cfg.agent, "me", Path("/proc"))
+    ticks = run_sampler_agent(
+        node_samplers(cfg, target, Path("/proc")),
+        client,
+        clocks=clocks,  # type: ignore[arg-type]
+    )
+    assert ticks == 2  # at 160 s and 220 s
+    gaps_s = [(b - a) / S for a, b in itertools.pairwise(called_at)]
+    assert max(gaps_s) <= 5 / 3 + 1e-6, gaps_s
+    assert len(called_at) > 60
