@@ -229,6 +229,8 @@ class RemoteSamplers:
                 break
             time.sleep(WAIT_S)
         self._close()
+        if last_tick_ns is not None:  # a tick the agent sampled before it heard of the end
+            points = [p for p in points if p.time_ns <= last_tick_ns]
         return points
 
     def _close(self) -> None:
