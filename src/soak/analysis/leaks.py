@@ -23,13 +23,10 @@ slope is 0 and the p-value 1, and the verdict says `insufficient`.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right, insort
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from statistics import NormalDist
 
+from soak.analysis.trendfit import Trend, TrendFit
 from soak.points import Point
 from soak.windows import WindowMinima
 
@@ -45,9 +42,9 @@ _TAIL_MIN_WINDOWS = 3
 # it) and at most this share of the first part's slope.
 _TAIL_MAX_SHARE_OF_HEAD = 0.5
 _TAIL_CONFIDENCE_FACTOR = 0.1  # the tail's bound is at 1 - p_value_max / 10
-# The fit is O(n^2) in windows: a week of 10-min windows (1,008) is merged
-# into at most this many (minima of consecutive windows), so a verdict costs
-# about 0.1 s however long the run.
+# A fit from scratch is O(n^2) in windows and a new window costs O(n) in a kept
+# fit (soak.analysis.trendfit): a week of 10-min windows (1,008) is merged into
+# at most this many points (minima of consecutive windows).
 MAX_WINDOWS = 400
 
 
@@ -61,15 +58,6 @@ class LeakVerdict:
     threshold_per_hour: float
     # Slope of the last part (the tail judged for `levelling`); 0 when too short.
     recent_slope_per_hour: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Trend:
-    slope_per_s: float
-    s: int  # Mann-Kendall S: > 0 rising, < 0 falling
-    p_value: float
-    # Sen's one-sided upper confidence bound on the slope (at 1 - p_value_max).
-    slope_upper_per_s: float
 
 
 def window_minima(
@@ -88,34 +76,30 @@ def window_minima(
     return list(windows.complete())
 
 
+def group_size(windows: int) -> int:
+    """Consecutive windows merged into one fitted point: at most MAX_WINDOWS points."""
+    return max(1, math.ceil(windows / MAX_WINDOWS))
+
+
 def merge_windows(
     minima: Sequence[tuple[float, float]], max_windows: int
 ) -> list[tuple[float, float]]:
-    """At most max_windows: groups of k consecutive windows, each its mean time and minimum."""
+    """Groups of k consecutive windows (k as few as give at most max_windows), each its mean
+    time and minimum; the newest windows short of a group wait for it (so the groups, once
+    made, stay as they are and a fit can be kept up to date point by point)."""
     k = math.ceil(len(minima) / max_windows) if max_windows > 0 else 1
     if k <= 1:
         return list(minima)
-    groups = [minima[i : i + k] for i in range(0, len(minima), k)]
-    return [(sum(t for t, _ in g) / len(g), min(v for _, v in g)) for g in groups]
+    return [_merged(minima[i : i + k]) for i in range(0, len(minima) - k + 1, k)]
 
 
-def pairwise_slopes(xs: Sequence[float], ys: Sequence[float]) -> list[float]:
-    """The slopes of every pair with distinct x, sorted."""
-    slopes: list[float] = []
-    for i, (xi, yi) in enumerate(zip(xs, ys, strict=True)):
-        slopes += [
-            (yj - yi) / (xj - xi)
-            for xj, yj in zip(xs[i + 1 :], ys[i + 1 :], strict=True)
-            if xj != xi
-        ]
-    slopes.sort()
-    return slopes
+def _merged(group: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    return (sum(t for t, _ in group) / len(group), min(v for _, v in group))
 
 
 def theil_sen_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     """Median of the pairwise slopes (0 with fewer than two points)."""
-    slopes = pairwise_slopes(xs, ys)
-    return _median(slopes) if slopes else 0.0
+    return TrendFit(zip(xs, ys, strict=True)).trend(0.05).slope_per_s
 
 
 def mann_kendall(ys: Sequence[float]) -> tuple[int, float]:
@@ -124,60 +108,125 @@ def mann_kendall(ys: Sequence[float]) -> tuple[int, float]:
     Normal approximation with the continuity correction; ys in time order.
     All values tied (a flat fd count) gives S = 0 and p = 1.
     """
-    n = len(ys)
-    s = 0
-    earlier: list[float] = []  # sorted; each value counts the earlier ones below and above it
-    for y in ys:
-        s += bisect_left(earlier, y) - (len(earlier) - bisect_right(earlier, y))
-        insort(earlier, y)
-    ties = sum(t * (t - 1) * (2 * t + 5) for t in Counter(ys).values() if t > 1)
-    var = (n * (n - 1) * (2 * n + 5) - ties) / 18.0
-    if var <= 0 or s == 0:
-        return s, 1.0
-    z = (s - 1 if s > 0 else s + 1) / math.sqrt(var)
-    return s, min(1.0, math.erfc(abs(z) / math.sqrt(2.0)))
+    return TrendFit((float(i), y) for i, y in enumerate(ys)).mann_kendall()
 
 
 def trend(points: Sequence[tuple[float, float]], p_value_max: float) -> Trend:
     """Theil-Sen slope, Mann-Kendall S and p, and Sen's upper bound on the slope."""
-    xs = [p[0] for p in points]
-    ys = [p[1] for p in points]
-    s, p = mann_kendall(ys)
-    slopes = pairwise_slopes(xs, ys)
-    if not slopes:
-        return Trend(0.0, s, p, 0.0)
-    # Sen (1968): the bound is the slope ranked z * sd(S) / 2 above the median.
-    n = len(xs)
-    ties = sum(t * (t - 1) * (2 * t + 5) for t in Counter(ys).values() if t > 1)
-    sd_s = math.sqrt(max(0.0, (n * (n - 1) * (2 * n + 5) - ties) / 18.0))
-    z = NormalDist().inv_cdf(1.0 - p_value_max)
-    upper_rank = min(len(slopes) - 1, math.ceil((len(slopes) + z * sd_s) / 2.0))
-    return Trend(_median(slopes), s, p, slopes[upper_rank])
+    return TrendFit(points).trend(p_value_max)
 
 
 def _grows(t: Trend, threshold_per_hour: float, p_value_max: float) -> bool:
     return t.s > 0 and t.p_value < p_value_max and t.slope_per_s * 3600.0 > threshold_per_hour
 
 
-def _levelled(
-    minima: Sequence[tuple[float, float]], threshold_per_hour: float, p_value_max: float
-) -> tuple[bool, float]:
-    """(grew then flattened?, tail slope per hour)."""
-    n = len(minima)
-    tail_n = max(_TAIL_MIN_WINDOWS, round(n * _TAIL_SHARE))
-    if n - tail_n < _TAIL_MIN_WINDOWS:
-        return False, 0.0
-    head = trend(minima[:-tail_n], p_value_max)
-    # Calling a real leak `levelling` silences its alert: ask the tail for more confidence.
-    tail = trend(minima[-tail_n:], p_value_max * _TAIL_CONFIDENCE_FACTOR)
-    tail_per_h = tail.slope_per_s * 3600.0
-    if not _grows(head, threshold_per_hour, p_value_max):
-        return False, tail_per_h
-    flat = (
-        tail.slope_upper_per_s * 3600.0 < threshold_per_hour
-        and tail.slope_per_s <= _TAIL_MAX_SHARE_OF_HEAD * head.slope_per_s
-    )
-    return flat, tail_per_h
+def _tail_length(n: int) -> int:
+    return max(_TAIL_MIN_WINDOWS, round(n * _TAIL_SHARE))
+
+
+class LeakFit:
+    """The fits of one resource's window minima, kept up to date across passes.
+
+    Three fits: the whole run, the head and the tail (`levelling` compares them).
+    A pass that brings a new window (or completes a group of them, past
+    MAX_WINDOWS) adds one point to each, O(n); a pass that brings none gives the
+    verdict it gave. Windows that are not the previous ones plus new ones (a
+    closed window lowered, the group size grown) start the fits afresh.
+    """
+
+    def __init__(self) -> None:
+        self._given: tuple[object, LeakVerdict] | None = None
+        self._start(0)
+
+    def _start(self, group: int) -> None:
+        self._windows: tuple[tuple[float, float], ...] = ()
+        self._group = group
+        self._points = 0
+        self._whole = TrendFit()
+        self._head = TrendFit()
+        self._tail = TrendFit()  # the points after the head
+
+    def update(self, windows: Sequence[tuple[float, float]]) -> None:
+        """The complete windows' (midpoint s, minimum) in time order, all of them so far."""
+        if windows is self._windows:
+            return
+        windows = windows if isinstance(windows, tuple) else tuple(windows)
+        group, seen = group_size(len(windows)), len(self._windows)
+        if group != self._group or len(windows) < seen or windows[:seen] != self._windows:
+            self._start(group)
+        self._windows = windows
+        for start in range(self._points * group, len(windows) - group + 1, group):
+            self._append(_merged(windows[start : start + group]) if group > 1 else windows[start])
+
+    def verdict(
+        self, *, resource: str, threshold_per_hour: float, min_windows: int, p_value_max: float
+    ) -> LeakVerdict:
+        asked = (self._windows, resource, threshold_per_hour, min_windows, p_value_max)
+        if self._given is not None and self._given[0] == asked:
+            return self._given[1]
+        v = self._verdict(resource, threshold_per_hour, min_windows, p_value_max)
+        self._given = (asked, v)
+        return v
+
+    def _append(self, point: tuple[float, float]) -> None:
+        self._points += 1
+        self._whole.append(point)
+        self._tail.append(point)
+        while len(self._head) < self._points - _tail_length(self._points):
+            self._head.append(self._tail.pop_first())
+
+    def _verdict(
+        self, resource: str, threshold_per_hour: float, min_windows: int, p_value_max: float
+    ) -> LeakVerdict:
+        n = self._points
+        whole = self._whole.trend(p_value_max)
+        slope_per_h = whole.slope_per_s * 3600.0
+
+        def verdict(name: str, recent_per_h: float = 0.0) -> LeakVerdict:
+            return LeakVerdict(
+                resource, name, slope_per_h, whole.p_value, n, threshold_per_hour, recent_per_h
+            )
+
+        if n < min_windows:
+            return verdict("insufficient")
+        if len(self._head) < _TAIL_MIN_WINDOWS:
+            levelled, tail_per_h = False, 0.0
+        else:
+            levelled, tail_per_h = self._levelled(threshold_per_hour, p_value_max)
+        if levelled:
+            return verdict("levelling", tail_per_h)
+        if _grows(whole, threshold_per_hour, p_value_max):
+            return verdict("growing", tail_per_h)
+        return verdict("ok", tail_per_h)
+
+    def _levelled(self, threshold_per_hour: float, p_value_max: float) -> tuple[bool, float]:
+        """(grew then flattened?, tail slope per hour)."""
+        head = self._head.trend(p_value_max)
+        # Calling a real leak `levelling` silences its alert: ask the tail for more confidence.
+        tail = self._tail.trend(p_value_max * _TAIL_CONFIDENCE_FACTOR)
+        tail_per_h = tail.slope_per_s * 3600.0
+        if not _grows(head, threshold_per_hour, p_value_max):
+            return False, tail_per_h
+        flat = (
+            tail.slope_upper_per_s * 3600.0 < threshold_per_hour
+            and tail.slope_per_s <= _TAIL_MAX_SHARE_OF_HEAD * head.slope_per_s
+        )
+        return flat, tail_per_h
+
+
+class LeakFits:
+    """A LeakFit per series for a run's periodic passes; the newest `keep` are kept."""
+
+    def __init__(self, keep: int = 64) -> None:
+        self._keep = keep
+        self._fits: dict[Hashable, LeakFit] = {}
+
+    def fit(self, key: Hashable) -> LeakFit:
+        fit = self._fits.pop(key, None) or LeakFit()
+        self._fits[key] = fit  # the newest last
+        while len(self._fits) > self._keep:
+            del self._fits[next(iter(self._fits))]
+        return fit
 
 
 def leak_verdict(
@@ -200,38 +249,23 @@ def leak_verdict(
     )
 
 
-@lru_cache(maxsize=64)
 def leak_verdict_from_minima(
-    windows: tuple[tuple[float, float], ...],
+    windows: Sequence[tuple[float, float]],
     *,
     resource: str,
     threshold_per_hour: float,
     min_windows: int,
     p_value_max: float,
 ) -> LeakVerdict:
-    """The verdict from the complete windows' (midpoint s, minimum), in time order.
-
-    Remembered for the last few inputs: between two window ends a periodic pass
-    gives the same windows, and the fit is the only part that grows with a run.
-    """
-    minima = merge_windows(windows, MAX_WINDOWS)
-    n = len(minima)
-    whole = trend(minima, p_value_max) if n >= 2 else Trend(0.0, 0, 1.0, 0.0)
-    slope_per_h = whole.slope_per_s * 3600.0
-
-    def verdict(name: str, recent_per_h: float = 0.0) -> LeakVerdict:
-        return LeakVerdict(
-            resource, name, slope_per_h, whole.p_value, n, threshold_per_hour, recent_per_h
-        )
-
-    if n < min_windows:
-        return verdict("insufficient")
-    levelled, tail_per_h = _levelled(minima, threshold_per_hour, p_value_max)
-    if levelled:
-        return verdict("levelling", tail_per_h)
-    if _grows(whole, threshold_per_hour, p_value_max):
-        return verdict("growing", tail_per_h)
-    return verdict("ok", tail_per_h)
+    """The verdict from the complete windows' (midpoint s, minimum), in time order."""
+    fit = LeakFit()
+    fit.update(windows)
+    return fit.verdict(
+        resource=resource,
+        threshold_per_hour=threshold_per_hour,
+        min_windows=min_windows,
+        p_value_max=p_value_max,
+    )
 
 
 def leak_points(verdicts: Sequence[LeakVerdict], time_ns: int) -> list[Point]:
@@ -245,10 +279,3 @@ def leak_points(verdicts: Sequence[LeakVerdict], time_ns: int) -> list[Point]:
         )
         for v in verdicts
     ]
-
-
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    mid = n // 2
-    return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from soak.analysis.config import LeaksConfig
-from soak.analysis.leaks import LeakVerdict, leak_verdict_from_minima
+from soak.analysis.leaks import LeakFits, LeakVerdict
 
 # Where resource fields live (DESIGN.md "Time series"); any other name is looked up in both.
 RESOURCE_MEASUREMENTS = ("process", "runtime")
@@ -58,17 +58,27 @@ def resource_minima(
 
 
 def run_verdicts(
-    store: SeriesReader, soak_id: str, cfg: LeaksConfig, since_ns: int
+    store: SeriesReader,
+    soak_id: str,
+    cfg: LeaksConfig,
+    since_ns: int,
+    fits: LeakFits | None = None,
 ) -> list[LeakVerdict]:
-    """A verdict for every resource with a threshold that the run sampled at all."""
+    """A verdict for every resource with a threshold that the run sampled at all.
+
+    Periodic passes give the same `fits` each time: a pass then costs a new
+    window's points, not the run's (soak.analysis.leaks.LeakFit).
+    """
+    fits = fits if fits is not None else LeakFits()
     verdicts = []
     for resource, threshold in cfg.thresholds.items():
         minima = resource_minima(store, soak_id, resource, since_ns, cfg.window_s)
         if minima is None:
             continue
+        fit = fits.fit((soak_id, resource, since_ns, cfg.window_s))
+        fit.update(minima)  # the store's own tuple: the same object while nothing closed
         verdicts.append(
-            leak_verdict_from_minima(
-                minima,  # the store's own tuple: hashed once while it stays the same
+            fit.verdict(
                 resource=resource,
                 threshold_per_hour=threshold,
                 min_windows=cfg.min_windows,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from soak.analysis.leaks import LeakVerdict, leak_points
+from soak.analysis.leaks import LeakFits, LeakVerdict, leak_points
 from soak.analysis.verdicts import run_verdicts
 from soak.config import Scenario
 from soak.points import FieldValue, Point
@@ -36,6 +36,7 @@ class Ticker:
         self.last_tick_ns = last_tick_ns
         self.latest: dict[str, dict[str, FieldValue]] = {}  # "measurement[,tag=v]" -> fields
         self.verdicts: list[LeakVerdict] = []
+        self.leak_fits = LeakFits()  # kept across passes: a pass costs the new windows
 
     def tick(self, timeline: Timeline) -> None:
         """One sampler tick on the grid; a late tick is recorded as lag, not doubled."""
@@ -69,7 +70,9 @@ class Ticker:
             return
         store = sinks.store
         was_growing = {v.resource for v in self.verdicts if v.verdict == "growing"}
-        self.verdicts = run_verdicts(store, self.run_id, self.scenario.leaks, since_ns)
+        self.verdicts = run_verdicts(
+            store, self.run_id, self.scenario.leaks, since_ns, self.leak_fits
+        )
         points = leak_points(self.verdicts, now_ns)
         runner = self.parts.tick_runner
         for v in self.verdicts:
