@@ -1,8 +1,9 @@
 """Load agents (Docker Swarm and local) against dnsperf -T N: aggregate q/s, CPU per answer.
 
 One unbound (2 threads, local-data answers) on 127.0.0.1 for the whole bench
-and the six-line query file of bench/load_vs_dnsperf.py. For N in --counts,
-each of --runs rounds runs, one after the other:
+and the six-line query file of bench/load_vs_dnsperf.py (DEFAULT_QUERIES of
+tests/support/servers.py). For N in --counts, each of --runs rounds runs, one
+after the other:
 
 - fixed rate: `soak load --scenario` with N swarm agents, then N local agents,
   at --rate q/s in total: asked, achieved (the agents' sent / duration, summed),
@@ -61,20 +62,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.support.agents import agents_scenario  # noqa: E402
-from tests.support.servers import unbound  # noqa: E402
+from tests.support.servers import unbound, write_queries  # noqa: E402
 
 from soak.procfs import children, cpu_s, machine_cpu, read_cgroup, read_stat  # noqa: E402
 from soak.targets.docker_engine import LABEL_OWNER  # noqa: E402
 from soak.targets.docker_engine import engine as docker_client  # noqa: E402
 
-QUERIES = [
-    "www.example.test A",
-    "mail.example.test A",
-    "ns.example.test A",
-    "blocked.example.test A",
-    "www.example.test AAAA",
-    "example.test MX",
-]
 IMAGE = "soak/agent:latest"
 SOAK = str(Path(sys.executable).parent / "soak")
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
@@ -489,8 +482,7 @@ def main() -> None:
     print(f"{start}, {os.cpu_count()} CPUs, load average at start: {load_average()}", flush=True)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="soak-bench-agents-") as tmp:
-        qfile = Path(tmp) / "queries.txt"
-        qfile.write_text("\n".join(QUERIES) + "\n")
+        qfile = write_queries(Path(tmp))
         with unbound(Path(tmp), threads=2) as server:
             meters = Meters(server.pid, comm_pids({"dockerd", "containerd"}))
             env = {"qfile": qfile, "meters": meters, "client": client}

@@ -45,17 +45,10 @@ from tests.support.servers import (  # noqa: E402
     kresd,
     pdns_recursor,
     unbound,
+    write_queries,
 )
 from tests.support.tls import make_cert  # noqa: E402
 
-QUERIES = [
-    "www.example.test A",
-    "mail.example.test A",
-    "ns.example.test A",
-    "blocked.example.test A",
-    "www.example.test AAAA",
-    "example.test MX",
-]
 TICKS_S = os.sysconf("SC_CLK_TCK")
 SOAK = str(Path(sys.executable).parent / "soak")
 
@@ -197,8 +190,7 @@ def main() -> None:
     ap.add_argument("--skip-pacing", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
-        qfile = Path(tmp) / "queries.txt"
-        qfile.write_text("\n".join(QUERIES) + "\n")
+        qfile = write_queries(Path(tmp))
         pure = os.environ.get("SOAK_LOAD_PURE") == "1"
         print(f"{os.cpu_count()} CPUs, builtin UDP loop: {'Python' if pure else 'compiled'}")
         for name in args.servers.split(",") if not args.skip_speed else []:

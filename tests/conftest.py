@@ -4,11 +4,14 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 # tests/support is imported as `tests.support`; the repository root must be importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support.agents import AGENT_IMAGE, one_node_swarm, swarm_client
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +33,18 @@ def work() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="su-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+# The agent tests' Docker Swarm, per module as each module's tests share it. A module
+# with a `client` of its own (the service API's) has that one instead.
+@pytest.fixture(scope="module")
+def client() -> Any:
+    """A docker client with the agent image, or the test skipped saying what to run."""
+    return swarm_client(AGENT_IMAGE)
+
+
+@pytest.fixture(scope="module")
+def swarm(client: Any) -> Iterator[None]:
+    """This engine a swarm manager for the module (tests.support.agents.one_node_swarm)."""
+    with one_node_swarm(client):
+        yield

@@ -22,14 +22,12 @@ import yaml
 
 from tests.e2e.soakrun import last_json, soak_argv
 from tests.e2e.test_soak_agents import events
-from tests.support.agents import one_node_swarm, swarm_client
+from tests.support.agents import AGENT_IMAGE
 from tests.support.procs import children, cmdline
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
-
-IMAGE = "soak/agent:latest"
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +50,7 @@ def start(
         "samplers": {
             "interval_s": 1,
             "smaps": {"top_paths": 2},
-            "agent": {"engine": engine, "image": IMAGE, "pid": server.proc.pid, "lease_s": 3},
+            "agent": {"engine": engine, "image": AGENT_IMAGE, "pid": server.proc.pid, "lease_s": 3},
         },
         "load": {"rate_qps": 100, "mix": [{"name": "q", "queries": ["www.example.test A"]}]},
     }
@@ -126,20 +124,20 @@ def test_a_sampler_agent_killed_is_an_event(server: ServerProc, tmp_path: Path) 
 
 
 @pytest.mark.docker
-def test_a_swarm_sampler_agent_reads_the_nodes_proc(server: ServerProc, tmp_path: Path) -> None:
-    client = swarm_client(IMAGE)
-    with one_node_swarm(client):
-        before = {s.id for s in client.services.list()}
-        proc = start(tmp_path, server, "swarm", 10)
-        try:
-            out, err = proc.communicate(timeout=240)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            left = [s for s in client.services.list() if s.id not in before and "sampler" in s.name]
-            for service in left:
-                service.remove()
-        assert left == [], [s.name for s in left]
+def test_a_swarm_sampler_agent_reads_the_nodes_proc(
+    client: Any, server: ServerProc, swarm: None, tmp_path: Path
+) -> None:
+    before = {s.id for s in client.services.list()}
+    proc = start(tmp_path, server, "swarm", 10)
+    try:
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        left = [s for s in client.services.list() if s.id not in before and "sampler" in s.name]
+        for service in left:
+            service.remove()
+    assert left == [], [s.name for s in left]
     assert proc.returncode in (0, 1), err[-3000:]  # 1: a busy machine's generator fell behind
     status = last_json(out)
     assert_sampled_on_the_grid(tmp_path, status)

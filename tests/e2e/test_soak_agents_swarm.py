@@ -21,26 +21,14 @@ from soak.load.agents.spec import LABEL_ROLE, LABEL_RUN, ROLE
 from soak.load.agents.swarm import SwarmEngine
 from tests.e2e.soakrun import last_json, soak_argv
 from tests.e2e.test_soak_agents import agent_sums, events, sums
-from tests.support.agents import one_node_swarm, swarm_client
+from tests.support.agents import AGENT_IMAGE
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
-IMAGE = "soak/agent:latest"
 RATE_QPS = 600
 LEASE_S = 3
-
-
-@pytest.fixture(scope="module")
-def client() -> Any:
-    return swarm_client(IMAGE)
-
-
-@pytest.fixture(scope="module")
-def swarm(client: Any) -> Iterator[None]:
-    with one_node_swarm(client):
-        yield
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +74,7 @@ def start(tmp_path: Path, port: int, duration_s: int) -> subprocess.Popen[str]:
                 {"name": "hit", "weight": 3, "queries": ["www.example.test A"]},
                 {"name": "miss", "random": {"zone": "example.test"}},
             ],
-            "agents": {"count": 3, "engine": "swarm", "image": IMAGE, "lease_s": LEASE_S},
+            "agents": {"count": 3, "engine": "swarm", "image": AGENT_IMAGE, "lease_s": LEASE_S},
         },
     }
     path = tmp_path / "s.yaml"

@@ -29,26 +29,14 @@ from soak.load.agents.spec import LABEL_RUN
 from soak.load.agents.swarm import SwarmEngine
 from soak.load.config import LoadConfig
 from soak.targets.docker_engine import LABEL_OWNER
-from tests.support.agents import agents_scenario, one_node_swarm, swarm_client
+from tests.support.agents import AGENT_IMAGE, agents_scenario
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
-IMAGE = "soak/agent:latest"
 RATE_QPS = 600
 DURATION_S = 8.0
-
-
-@pytest.fixture(scope="module")
-def client() -> Any:
-    return swarm_client(IMAGE)
-
-
-@pytest.fixture(scope="module")
-def swarm(client: Any) -> Iterator[None]:
-    with one_node_swarm(client):
-        yield
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +57,7 @@ def run_id(client: Any, swarm: None) -> Iterator[str]:
         assert left == [], f"services left behind: {[s.name for s in left]}"
 
 
-def _cfg(image: str = IMAGE) -> LoadConfig:
+def _cfg(image: str = AGENT_IMAGE) -> LoadConfig:
     return LoadConfig.model_validate(
         {
             "rate_qps": RATE_QPS,
@@ -148,7 +136,7 @@ def _swarm_load(
 ) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
     """`soak load` in a subprocess with `count` swarm agents; (the process, the label filter of
     its services). Afterwards the process is gone and so are its services."""
-    agents = {"count": count, "engine": "swarm", "image": IMAGE}
+    agents = {"count": count, "engine": "swarm", "image": AGENT_IMAGE}
     load = {**_cfg().model_dump(mode="json", exclude_none=True), **load, "agents": agents}
     path = agents_scenario(tmp_path, name, server.port, load)
     argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{server.port}"]

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+AGENT_IMAGE = "soak/agent:latest"  # what `make agent-image` builds
+
 
 def agents_scenario(tmp_path: Path, name: str, port: int, load: dict[str, Any]) -> Path:
     """s.yaml in tmp_path: an external unbound on port, one steady phase as long as the load."""

@@ -182,6 +182,24 @@ DEFAULT_LOCAL_DATA = [
     'example.test. 3600 IN TXT \\"soak test zone\\"',
 ]
 
+# The benches' query file, read alike by dnsperf and `soak load` so that their
+# numbers compare: one query for each record of DEFAULT_LOCAL_DATA but the TXT.
+DEFAULT_QUERIES = [
+    "www.example.test A",
+    "mail.example.test A",
+    "ns.example.test A",
+    "blocked.example.test A",
+    "www.example.test AAAA",
+    "example.test MX",
+]
+
+
+def write_queries(folder: Path) -> Path:
+    """DEFAULT_QUERIES as a query file (one `NAME TYPE` a line) in `folder`."""
+    path = folder / "queries.txt"
+    path.write_text("\n".join(DEFAULT_QUERIES) + "\n")
+    return path
+
 
 def unbound_tls_conf(cert: Path, key: Path, dot: int, doh: int) -> str:
     """DoT on `dot` and DoH (HTTP/2, /dns-query) on `doh` (Debian's unbound has nghttp2)."""

@@ -8,8 +8,13 @@ from hdrh.histogram import HdrHistogram
 
 from soak.load.agents.coordinator import Coordinator, fleet_calls
 from soak.load.agents.lease import START_MARGIN_S, Fleet
-from soak.load.coordination import CoordinatorClient, CoordinatorRefused, CoordinatorUnreachable
-from soak.load.member import Lease, LeaseLost
+from soak.load.coordination import (
+    CoordinatorClient,
+    CoordinatorRefused,
+    CoordinatorUnreachable,
+    Lease,
+    LeaseLost,
+)
 from soak.load.merge import AgentTotals, AgentWindow, encode_histogram, sum_windows
 
 S = 1_000_000_000

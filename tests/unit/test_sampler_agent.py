@@ -15,8 +15,7 @@ from pydantic import ValidationError
 from soak.errors import InputError
 from soak.load.agents.kube import build_job
 from soak.load.agents.swarm import service_kwargs
-from soak.load.coordination import SAMPLES, CoordinatorUnreachable, SamplesReply
-from soak.load.member import Clocks, LeaseLost
+from soak.load.coordination import SAMPLES, Clocks, CoordinatorUnreachable, LeaseLost, SamplesReply
 from soak.points import Point
 from soak.preflight import check_sampler_agent
 from soak.runs.sampleragent import SamplerInbox, sampler_spec

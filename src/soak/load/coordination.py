@@ -14,13 +14,17 @@ starts (one `start_at` for all agents, wall clock ns) and how long it lasts (eve
 agent stops sending at the run's end by its own clock), the asked total rate
 (each agent sends its segment's share), the lease and whether to stop. An agent
 that cannot renew its lease for `lease_s` stops by itself: a coordinator that is
-gone (the service SIGKILLed) leaves no load running past the lease.
+gone (the service SIGKILLed) leaves no load running past the lease. Both kinds of
+agent keep it with Lease and wait for the run's start with wait_for_start; the
+sampler agent (soak.samplers, a layer that may import soak.load) takes them from here.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -60,6 +64,10 @@ class Reply:
             duration_s=None if data.get("duration_s") is None else float(data["duration_s"]),
         )
 
+    @property
+    def started(self) -> bool:
+        return self.start_at_ns is not None
+
 
 @dataclass(frozen=True)
 class SamplesReply:
@@ -88,6 +96,10 @@ class SamplesReply:
             lease_s=float(data["lease_s"]),
             stop=bool(data["stop"]),
         )
+
+    @property
+    def started(self) -> bool:
+        return self.origin_ns is not None
 
 
 class CoordinatorUnreachable(SoakError):
@@ -136,3 +148,63 @@ class CoordinatorClient:
             raise CoordinatorUnreachable(f"{path}: HTTP {response.status_code} {response.text}")
         data: dict[str, Any] = response.json()
         return data
+
+
+class LeaseLost(SoakError):
+    """The coordinator could not be reached for a whole lease: the agent stopped."""
+
+
+@dataclass
+class Clocks:
+    monotonic: Callable[[], float] = time.monotonic
+    wall_ns: Callable[[], int] = time.time_ns
+    sleep: Callable[[float], None] = time.sleep
+
+
+class Lease:
+    """When the last call got through, and whether the lease has run out since."""
+
+    def __init__(self, lease_s: float, clock: Callable[[], float]) -> None:
+        self.lease_s, self.clock = lease_s, clock
+        self.renewed_s = clock()
+
+    def renew(self, reply: Reply) -> Reply:
+        self.renew_s(reply.lease_s)
+        return reply
+
+    def renew_s(self, lease_s: float) -> None:
+        """A call got through: the lease (as the coordinator now says it) starts again."""
+        self.lease_s, self.renewed_s = lease_s, self.clock()
+
+    def check(self, why: CoordinatorUnreachable) -> None:
+        silent_s = self.clock() - self.renewed_s
+        if silent_s > self.lease_s:
+            raise LeaseLost(f"no answer from the coordinator for {silent_s:.1f} s ({why}): stopped")
+
+
+AnyReply = TypeVar("AnyReply", Reply, SamplesReply)
+
+
+def wait_for_start(
+    call: Callable[[], AnyReply],
+    lease_s: float,
+    clocks: Clocks,
+    deadline_s: float,
+    poll_s: float,
+) -> AnyReply:
+    """Call every `poll_s` until the reply says the run has started or is to stop: the
+    load agents' start_at and the sampler agent's tick grid are waited for alike. A
+    coordinator silent for a lease is LeaseLost; no start within `deadline_s`, an error."""
+    lease = Lease(lease_s, clocks.monotonic)
+    end = clocks.monotonic() + deadline_s
+    while True:
+        try:
+            reply = call()
+            lease.renew_s(reply.lease_s)
+            if reply.stop or reply.started:
+                return reply
+        except CoordinatorUnreachable as exc:
+            lease.check(exc)
+        if clocks.monotonic() > end:
+            raise SoakError(f"no start from the coordinator within {deadline_s:g} s")
+        clocks.sleep(poll_s)

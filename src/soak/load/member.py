@@ -10,18 +10,19 @@ agent stops, and its totals say what it sent).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from soak.errors import SoakError
 from soak.load.config import LoadConfig
 from soak.load.coordination import (
+    Clocks,
     CoordinatorClient,
     CoordinatorRefused,
     CoordinatorUnreachable,
+    Lease,
     Reply,
+    wait_for_start,
 )
 from soak.load.merge import AgentTotals, AgentWindow
 from soak.load.runner import LoadRunner
@@ -31,60 +32,22 @@ NS_PER_S = 1_000_000_000
 WAIT_POLL_S = 0.2  # how often an agent asks for start_at while the others register
 
 
-class LeaseLost(SoakError):
-    """The coordinator could not be reached for a whole lease: the agent stopped."""
-
-
-@dataclass
-class Clocks:
-    monotonic: Callable[[], float] = time.monotonic
-    wall_ns: Callable[[], int] = time.time_ns
-    sleep: Callable[[float], None] = time.sleep
-
-
-class Lease:
-    """When the last call got through, and whether the lease has run out since."""
-
-    def __init__(self, lease_s: float, clock: Callable[[], float]) -> None:
-        self.lease_s, self.clock = lease_s, clock
-        self.renewed_s = clock()
-
-    def renew(self, reply: Reply) -> Reply:
-        self.renew_s(reply.lease_s)
-        return reply
-
-    def renew_s(self, lease_s: float) -> None:
-        """A call got through: the lease (as the coordinator now says it) starts again."""
-        self.lease_s, self.renewed_s = lease_s, self.clock()
-
-    def check(self, why: CoordinatorUnreachable) -> None:
-        silent_s = self.clock() - self.renewed_s
-        if silent_s > self.lease_s:
-            raise LeaseLost(f"no answer from the coordinator for {silent_s:.1f} s ({why}): stopped")
-
-
 def share_qps(rate_qps: float, segment: Segment) -> float:
     return rate_share_mqps(rate_qps, segment) / MILLI
 
 
-def wait_for_start(
-    client: CoordinatorClient, lease_s: float, clocks: Clocks, deadline_s: float
-) -> Reply:
-    """Register, then ask until the run has a start_at (every agent registered)."""
-    lease = Lease(lease_s, clocks.monotonic)
-    end = clocks.monotonic() + deadline_s
+def _register_then_heartbeat(client: CoordinatorClient) -> Callable[[], Reply]:
+    """The calls while the agent waits for start_at: register until it got through, then
+    heartbeats without windows."""
     registered = False
-    while True:
-        try:
-            reply = lease.renew(client.heartbeat([]) if registered else client.register())
-            registered = True
-            if reply.stop or reply.start_at_ns is not None:
-                return reply
-        except CoordinatorUnreachable as exc:
-            lease.check(exc)
-        if clocks.monotonic() > end:
-            raise SoakError(f"no start_at from the coordinator within {deadline_s:g} s")
-        clocks.sleep(WAIT_POLL_S)
+
+    def call() -> Reply:
+        nonlocal registered
+        reply = client.heartbeat([]) if registered else client.register()
+        registered = True
+        return reply
+
+    return call
 
 
 def run_member(
@@ -104,7 +67,8 @@ def run_member(
     if cfg.seed is None:
         raise SoakError("the load config has no seed: the coordinator fixes one for all agents")
     mine = segment_config(cfg, segment, cfg.seed)
-    reply = wait_for_start(client, lease_s, clocks, max_duration_s)
+    call = _register_then_heartbeat(client)
+    reply = wait_for_start(call, lease_s, clocks, max_duration_s, WAIT_POLL_S)
     if reply.stop or reply.start_at_ns is None or (reply.duration_s or 1.0) <= 0:
         raise SoakError("the coordinator stopped the run before it started")
     start_at_ns = reply.start_at_ns

@@ -2,6 +2,10 @@
 
 The samplers read windows from this object, not from one LoadRunner, so a
 replacement is invisible to them; the run's totals add up every runner's.
+
+The face that every kind of a run's load has (this one, soak.load.agents.fleet's
+AgentsLoad) shares its parts from here: the events check() gives, the totals'
+fields, and the `load` points of a window.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from typing import Any
 
 from soak.load.config import LoadConfig
 from soak.load.runner import LoadRunner
+from soak.names import AGENT_TAG
+from soak.points import FieldValue, Point
 
 TOTAL_FIELDS = ("sent", "completed", "lost", "late", "unexpected")
 # Margin given to the engine beyond the run's end: the run's end job stops it first.
@@ -27,6 +33,32 @@ class LoadEvent:
     kind: str
     message: str
     value: float
+
+
+def _window_points(
+    measurement: str, window: dict[str, dict[str, float]], time_ns: int, tags: dict[str, str]
+) -> list[Point]:
+    points = []
+    for cls, stats in sorted(window.items(), key=lambda kv: (kv[0] != "all", kv[0])):
+        fields: dict[str, FieldValue] = {k: float(v) for k, v in stats.items()}
+        if fields:
+            points.append(Point(measurement, fields, time_ns, {**tags, "class": cls}))
+    return points
+
+
+def load_points(
+    window: dict[str, dict[str, float]],
+    agent_windows: dict[int, dict[str, dict[str, float]]],
+    time_ns: int,
+) -> list[Point]:
+    """A window's `load` points, per class and in total. Where load agents run, the same
+    seconds also go out per agent with the tag `agent` (soak.names.AGENT_TAG): the store
+    and the dashboards leave those out of every read of the run's total, so an agent's
+    part is never added to the total it is already in."""
+    points = _window_points("load", window, time_ns, {})
+    for agent, part in sorted(agent_windows.items()):
+        points += _window_points("load", part, time_ns, {AGENT_TAG: str(agent)})
+    return points
 
 
 class SupervisedLoad:
@@ -99,6 +131,10 @@ class SupervisedLoad:
 
     def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
         return {}  # one machine, no agents
+
+    def tail_points(self, time_ns: int) -> list[Point]:
+        """None: the workers' last part of a second is in the totals, not in the store."""
+        return []
 
     def totals(self, *, stddev: bool = True) -> dict[str, Any]:
         result = self.runner.totals(stddev=stddev)

@@ -17,7 +17,6 @@ from soak.runs.context import RunContext
 from soak.runs.layout import spool_dir, with_embedded_store
 from soak.runs.sampleragent import RemoteSamplers
 from soak.samplers import TickRunner, build_samplers
-from soak.samplers.load import LoadSampler
 from soak.sinks import SinkSet, build_sinks
 from soak.targets.base import Running
 from soak.targets.group import load_address
@@ -145,17 +144,10 @@ class RunParts:
         if self.load is not None:
             try:
                 self.load.stop()
-                self._write_agents_tail()
+                tail = self.load.tail_points(time.time_ns())
+                self.write([p.with_tags(self.run_tags) for p in tail])
             except Exception as exc:  # the run must still end; the fault is recorded
                 self.event("error", f"stopping the load: {exc}", 0.0)
-
-    def _write_agents_tail(self) -> None:
-        """Agents report each second about a second late and drain after the stop: those
-        last seconds come after the last tick and are written at the stop's time, so the
-        store's sums are the run's totals."""
-        if isinstance(self.load, AgentsLoad):
-            points = LoadSampler(self.load).sample(time.time_ns())
-            self.write([p.with_tags(self.run_tags) for p in points])
 
     def close_sinks(self) -> None:
         """Flushed and closed: whatever reads the store next sees every point."""

@@ -1,17 +1,13 @@
-"""The `load` sampler: the load engine's stats of the last interval, per class and in total.
-
-Where load agents run, the same seconds also go out per agent as `load` points
-with the tag `agent` (soak.names.AGENT_TAG): the store and the dashboards leave
-those out of every read of the run's total, so an agent's part is never added to
-the total it is already in.
+"""The `load` sampler: the load engine's stats of the last interval, per class and in total
+(and, where load agents run, per agent: soak.load.supervised.load_points).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from soak.names import AGENT_TAG
-from soak.points import FieldValue, Point
+from soak.load.supervised import load_points
+from soak.points import Point
 
 
 class LoadSource(Protocol):
@@ -24,17 +20,6 @@ class LoadSource(Protocol):
         ...
 
 
-def window_points(
-    measurement: str, window: dict[str, dict[str, float]], time_ns: int, tags: dict[str, str]
-) -> list[Point]:
-    points = []
-    for cls, stats in sorted(window.items(), key=lambda kv: (kv[0] != "all", kv[0])):
-        fields: dict[str, FieldValue] = {k: float(v) for k, v in stats.items()}
-        if fields:
-            points.append(Point(measurement, fields, time_ns, {**tags, "class": cls}))
-    return points
-
-
 class LoadSampler:
     name = "load"
 
@@ -42,7 +27,6 @@ class LoadSampler:
         self.source = source
 
     def sample(self, tick_time_ns: int) -> list[Point]:
-        points = window_points("load", self.source.take_window(), tick_time_ns, {})
-        for agent, window in sorted(self.source.take_agent_windows().items()):
-            points += window_points("load", window, tick_time_ns, {AGENT_TAG: str(agent)})
-        return points
+        return load_points(
+            self.source.take_window(), self.source.take_agent_windows(), tick_time_ns
+        )

@@ -21,10 +21,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from soak.errors import SoakError, TargetStartError
+from soak.errors import TargetStartError
 from soak.load.agent import point_from_json, point_json
-from soak.load.coordination import CoordinatorClient, CoordinatorUnreachable, SamplesReply
-from soak.load.member import Clocks, Lease
+from soak.load.coordination import (
+    Clocks,
+    CoordinatorClient,
+    CoordinatorUnreachable,
+    Lease,
+    SamplesReply,
+    wait_for_start,
+)
 from soak.points import Point
 from soak.samplers.base import Sampler
 from soak.samplers.config import SamplerAgentConfig, SamplersConfig
@@ -112,25 +118,6 @@ def sample_tick(samplers: list[Sampler], tick_ns: int) -> list[Point]:
     return points
 
 
-def wait_for_grid(
-    client: CoordinatorClient, lease_s: float, clocks: Clocks, deadline_s: float
-) -> SamplesReply:
-    """Register (an empty call) and ask until the run has an origin."""
-    lease = Lease(lease_s, clocks.monotonic)
-    end = clocks.monotonic() + deadline_s
-    while True:
-        try:
-            reply = client.samples([])
-            lease.renew_s(reply.lease_s)
-            if reply.stop or reply.origin_ns is not None:
-                return reply
-        except CoordinatorUnreachable as exc:
-            lease.check(exc)
-        if clocks.monotonic() > end:
-            raise SoakError(f"no tick grid from the coordinator within {deadline_s:g} s")
-        clocks.sleep(REGISTER_POLL_S)
-
-
 def next_tick(reply: SamplesReply, now_ns: int, last_tick_ns: int | None) -> int:
     """The grid's next tick from now on (now itself if it is one), after the last one."""
     assert reply.origin_ns is not None
@@ -153,7 +140,9 @@ def run_sampler_agent(
     ticks longer than a third of the lease it calls anyway (with any points not yet
     delivered), so that the lease holds both ways whatever the tick interval."""
     clocks = clocks or Clocks()
-    reply = wait_for_grid(client, lease_s, clocks, max_duration_s)
+    reply = wait_for_start(
+        lambda: client.samples([]), lease_s, clocks, max_duration_s, REGISTER_POLL_S
+    )
     lease = Lease(reply.lease_s, clocks.monotonic)
     unsent: list[dict[str, Any]] = []
 

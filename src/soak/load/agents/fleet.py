@@ -29,7 +29,8 @@ from soak.load.agents.spec import build_spec
 from soak.load.config import AgentsConfig, LoadConfig
 from soak.load.merge import SIGNIFICANT_DIGITS, latency_ms
 from soak.load.runner import JOIN_GRACE_S
-from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, LoadEvent
+from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, LoadEvent, load_points
+from soak.points import Point
 
 POLL_ENGINE_S = 5.0  # the engine's task states are asked this often (API calls per agent)
 WAIT_S = 0.2
@@ -198,6 +199,12 @@ class AgentsLoad:
         """Each agent's part of the seconds the last take_window() handed out."""
         out, self._per_agent = self._per_agent, {}
         return out
+
+    def tail_points(self, time_ns: int) -> list[Point]:
+        """After stop(): the seconds the agents reported after the last tick (each is
+        about a second late, and they drain after the stop), at `time_ns`, so that the
+        store's sums are the run's totals."""
+        return load_points(self.take_window(), self.take_agent_windows(), time_ns)
 
     def check(self, remaining_s: float) -> list[LoadEvent]:
         """Agents lost since the last check: a lease run out, or a task the engine ended."""
