@@ -156,7 +156,7 @@ def load_cmd(
     if cfg.duration_s is None or cfg.duration_s <= 0:
         raise InputError("--duration must be positive (e.g. 30 or 30s)")
     if cfg.agents is not None:
-        _run_agents(cfg, f"{host}:{port}", cfg.duration_s, base, allow_targets, as_json)
+        _run_agents(cfg, (host, port), cfg.duration_s, base, allow_targets, as_json)
         return
     result = run_load(
         cfg, (host, port), cfg.duration_s, cfg.rate_qps, base_dir=base, allow_targets=allow_targets
@@ -171,7 +171,7 @@ def load_cmd(
 
 def _run_agents(
     cfg: LoadConfig,
-    server: str,
+    server: tuple[str, int],
     duration_s: float,
     base: Path,
     allow_targets: tuple[str, ...],
@@ -198,7 +198,8 @@ def _run_agents(
         for note in run.notes:
             click.echo(f"  note: {note}")
     if merged.sent > 0 and merged.completed == 0:
-        raise CheckFailed(f"no answer from {server}: {merged.lost} of {merged.sent} lost")
+        where = f"{server[0]}:{server[1]}"
+        raise CheckFailed(f"no answer from {where}: {merged.lost} of {merged.sent} lost")
     if len(merged.agents) < (cfg.agents.count if cfg.agents else 1):
         raise CheckFailed("; ".join(run.notes) or "an agent reported nothing")
 

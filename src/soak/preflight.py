@@ -68,7 +68,7 @@ def check_agents(load: LoadConfig) -> None:
         raise InputError(
             f"load.agents: rate {load.rate_qps:g} q/s is too small for {agents.count} agents"
         )
-    from soak.load.agents.run import check_engine
+    from soak.load.agents.engines import check_engine
 
     check_engine(agents)
 
@@ -83,7 +83,7 @@ def check_sampler_agent(scenario: Scenario) -> None:
             "samplers.agent: only for a target on another node (`target.runtime: external`); "
             f"a {scenario.target.runtime} target runs here and is sampled here"
         )
-    from soak.load.agents.run import check_engine
+    from soak.load.agents.engines import check_engine
 
     check_engine(agent.engine_config())
 

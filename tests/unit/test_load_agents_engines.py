@@ -14,19 +14,16 @@ from typing import Any
 
 import pytest
 from docker.errors import ImageNotFound
-from hdrh.histogram import HdrHistogram
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from soak.errors import InputError, SoakError
+from soak.errors import InputError
 from soak.load.agent import LOAD_ENV
 from soak.load.agents.engine import AgentState
 from soak.load.agents.kube import KubernetesEngine, build_job, node_selector
-from soak.load.agents.run import parse_logs, run_agents, wait_done
 from soak.load.agents.spec import AgentSpec, build_spec
 from soak.load.agents.swarm import SwarmEngine, service_kwargs, task_state
 from soak.load.config import LoadConfig
-from soak.load.merge import AgentTotals
 
 
 def _cfg(engine: str = "swarm", count: int = 3, **agents: Any) -> LoadConfig:
@@ -234,84 +231,3 @@ def test_kubernetes_engine_calls() -> None:
     gone._batch.missing = True
     gone.start(spec)
     gone.remove()  # already deleted: fine
-
-
-class FakeEngine:
-    name = "fake"
-
-    def __init__(self, logs: list[str], fail_poll: bool = False) -> None:
-        self._logs = logs
-        self.fail_poll = fail_poll
-        self.removed = 0
-        self.polls = 0
-
-    def start(self, spec: AgentSpec) -> None:
-        pass
-
-    def poll(self) -> list[AgentState]:
-        self.polls += 1
-        if self.fail_poll:
-            raise SoakError("engine went away")
-        state = "running" if self.polls < 3 else "complete"
-        return [AgentState(i, state) for i in range(len(self._logs))]  # type: ignore[arg-type]
-
-    def logs(self, index: int) -> str:
-        return self._logs[index]
-
-    def remove(self) -> None:
-        self.removed += 1
-
-
-def _totals_line(agent: int, sent: int, lat_us: int) -> str:
-    hist = HdrHistogram(1, 3_000_000, 3)
-    hist.record_value(lat_us, sent)
-    t = AgentTotals(agent, sent, sent, 0, 0, 0, 200.0, 8.0, hist)
-    return json.dumps({"kind": "totals", **t.to_json_dict()})
-
-
-def test_run_agents_merges_and_removes() -> None:
-    point = {
-        "kind": "point",
-        "measurement": "load",
-        "tags": {"agent": "0", "class": "all"},
-        "fields": {"sent": 200},
-        "time_ns": 1,
-    }
-    logs = [json.dumps(point) + "\n" + _totals_line(0, 1600, 100), _totals_line(1, 1600, 900)]
-    engine = FakeEngine(logs)
-    run = run_agents(_cfg(count=2), _spec(count=2), engine, poll_s=0.0)
-    assert engine.removed == 1
-    assert run.merged.sent == 3200 and run.notes == []
-    assert len(run.points) == 1 and run.points[0].tags["agent"] == "0"
-    assert run.to_json_dict()["per_agent"][1]["sent"] == 1600
-
-
-def test_run_agents_removes_on_error_and_reports_missing_totals() -> None:
-    engine = FakeEngine(["", ""], fail_poll=True)
-    with pytest.raises(SoakError, match="went away"):
-        run_agents(_cfg(count=2), _spec(count=2), engine, poll_s=0.0)
-    assert engine.removed == 1
-    run = run_agents(
-        _cfg(count=2), _spec(count=2), FakeEngine([_totals_line(0, 10, 5), "oops"]), poll_s=0.0
-    )
-    assert run.notes == ["agent 1 of 2 reported no totals"]
-
-
-def test_wait_done_has_a_deadline() -> None:
-    now = [0.0]
-
-    def sleep(s: float) -> None:
-        now[0] += 1.0
-
-    class Stuck(FakeEngine):
-        def poll(self) -> list[AgentState]:
-            return [AgentState(0, "complete"), AgentState(1, "running")]
-
-    with pytest.raises(SoakError, match="agents 1 did not finish within 5 s"):
-        wait_done(Stuck([]), 5.0, 1.0, clock=lambda: now[0], sleep=sleep)
-
-
-def test_parse_logs_ignores_noise() -> None:
-    points, totals, errors = parse_logs("starting\n{bad\n" + _totals_line(2, 5, 10))
-    assert points == [] and totals is not None and totals.agent == 2
-    assert errors == ["unreadable line: {bad"]

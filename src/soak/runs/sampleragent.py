@@ -22,7 +22,7 @@ from typing import Any
 
 from soak.load.agents.coordinator import Coordinator
 from soak.load.agents.engine import AgentEngine, wait_for_agents
-from soak.load.agents.run import make_engine
+from soak.load.agents.engines import make_engine
 from soak.load.agents.spec import AgentSpec
 from soak.load.coordination import SAMPLES, SamplesReply
 from soak.load.supervised import LoadEvent

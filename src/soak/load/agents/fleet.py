@@ -24,10 +24,11 @@ from hdrh.histogram import HdrHistogram
 
 from soak.load.agents.coordinator import Coordinator, fleet_calls
 from soak.load.agents.engine import AgentEngine, wait_for_agents
+from soak.load.agents.engines import make_engine
 from soak.load.agents.lease import START_MARGIN_S, Fleet, Slot
 from soak.load.agents.spec import build_spec
 from soak.load.config import AgentsConfig, LoadConfig
-from soak.load.merge import SIGNIFICANT_DIGITS, latency_ms
+from soak.load.merge import SIGNIFICANT_DIGITS, AgentTotals, latency_ms
 from soak.load.runner import JOIN_GRACE_S
 from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, LoadEvent, load_points
 from soak.points import Point
@@ -63,8 +64,6 @@ class AgentsLoad:
         engine: AgentEngine | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        from soak.load.agents.run import make_engine
-
         self.cfg = cfg
         self.agents: AgentsConfig = cfg.agents or AgentsConfig()
         self.server = server
@@ -231,7 +230,20 @@ class AgentsLoad:
         message = f"agent {slot.index} of {count} lost at {since}: {slot.lost_why}"
         return LoadEvent("agent_lost", message, float(slot.index))
 
+    def finished(self) -> bool:
+        """Every agent has ended (its totals in) or is lost."""
+        fleet, coordinator = self._fleet, self._coordinator
+        if fleet is None or coordinator is None:
+            return True
+        with coordinator.lock:
+            return all(s.done or s.lost_why is not None for s in fleet.slots)
+
     # ------------------------------------------------------------ totals
+
+    def agent_totals(self) -> dict[int, AgentTotals]:
+        """The totals of the agents that ended well, by index."""
+        slots = self._fleet.slots if self._fleet is not None else []
+        return {s.index: s.totals for s in slots if s.totals is not None}
 
     def totals(self, *, stddev: bool = True) -> dict[str, Any]:
         """The run's totals from the seconds handed out, and each agent's own."""

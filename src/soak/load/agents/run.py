@@ -1,31 +1,38 @@
-"""Run a load config's agents on an engine, wait for them, merge what they report.
+"""`soak load` with `load.agents`: the agents run as a soak run's do, and their totals merge.
 
-The engine's objects are removed at the end, on error and on interrupt (the
-`finally` below); a run whose agents do not all finish by the deadline ends
-them. Waiting is on the agents' states, polled every `poll_s`.
+The same coordinator as a soak run's (soak.load.agents.fleet.AgentsLoad): the
+agents register, start together at one `start_at` and hold a lease, so a
+`soak load` killed leaves no agent sending past the lease. An agent lost (its
+lease run out, its task failed) is a note and the others finish. The engine's
+objects are removed at the end, on error and on SIGTERM; agents that have not
+all ended by the deadline are told to stop.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soak.errors import SoakError
-from soak.load.agent import point_from_json
 from soak.load.agents.engine import AgentEngine, AgentState
-from soak.load.agents.spec import AgentSpec, build_spec
+from soak.load.agents.engines import make_engine
+from soak.load.agents.lease import NS_PER_S
 from soak.load.config import AgentsConfig, LoadConfig
-from soak.load.merge import AgentTotals, MergedResult, merge_agents
+from soak.load.merge import MergedResult, merge_agents
 from soak.load.runner import JOIN_GRACE_S
-from soak.points import Point
+from soak.load.supervised import LoadEvent
+
+if TYPE_CHECKING:
+    from soak.load.agents.fleet import AgentsLoad
+
+AGENT_FIELDS = ("sent", "completed", "lost")
 
 
 class AgentsStopped(SoakError):
@@ -55,9 +62,11 @@ def stop_on_sigterm() -> Iterator[None]:
 @dataclass
 class AgentsRun:
     merged: MergedResult
-    states: list[AgentState]
-    points: list[Point] = field(default_factory=list)  # every agent's per-second points
+    states: list[AgentState]  # the engine's, at the end
     notes: list[str] = field(default_factory=list)
+    # Each agent's sent, completed and lost summed over the seconds it reported while it
+    # ran (its windows), to hold against its own totals.
+    windows: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -69,128 +78,63 @@ class AgentsRun:
         }
 
 
-def make_engine(agents: AgentsConfig) -> AgentEngine:
-    if agents.engine == "swarm":
-        from soak.load.agents.swarm import SwarmEngine
-
-        return SwarmEngine()
-    if agents.engine == "kubernetes":
-        from soak.load.agents.kube import KubernetesEngine
-
-        return KubernetesEngine(namespace=agents.namespace)
-    from soak.load.agents.local import LocalEngine
-
-    return LocalEngine()
-
-
-def check_engine(agents: AgentsConfig) -> None:
-    """The engine answers and has what the agents need; InputError (one line) if not."""
-    if agents.engine == "swarm":
-        from soak.load.agents.swarm import SwarmEngine
-
-        SwarmEngine.check(agents.image)
-    elif agents.engine == "kubernetes":
-        from soak.load.agents.kube import default_apis
-
-        default_apis()
-
-
-def parse_logs(text: str) -> tuple[list[Point], AgentTotals | None, list[str]]:
-    """An agent's JSON lines: its points, its totals (last line) and sink errors."""
-    points: list[Point] = []
-    totals: AgentTotals | None = None
-    errors: list[str] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            errors.append(f"unreadable line: {line[:80]}")
-            continue
-        kind = data.get("kind")
-        if kind == "point":
-            points.append(point_from_json(data))
-        elif kind == "totals":
-            totals = AgentTotals.from_json_dict(data)
-        elif kind == "sink_error":
-            errors.append(str(data.get("message")))
-    return points, totals, errors
-
-
-def wait_done(
-    engine: AgentEngine,
-    deadline_s: float,
-    poll_s: float,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> list[AgentState]:
-    end = clock() + deadline_s
-    while True:
-        states = engine.poll()
-        if states and all(s.done for s in states):
-            return states
-        if clock() > end:
-            waiting = [str(s.index) for s in states if not s.done]
-            raise SoakError(f"agents {', '.join(waiting)} did not finish within {deadline_s:g} s")
-        sleep(poll_s)
-
-
-def run_agents(
-    cfg: LoadConfig,
-    spec: AgentSpec,
-    engine: AgentEngine,
-    *,
-    start_timeout_s: float = 120.0,
-    poll_s: float = 0.5,
-) -> AgentsRun:
-    """Start spec's agents, wait for all of them, merge their totals; always remove."""
-    with stop_on_sigterm():
-        return _run(cfg, spec, engine, start_timeout_s, poll_s)
-
-
-def _run(
-    cfg: LoadConfig, spec: AgentSpec, engine: AgentEngine, start_timeout_s: float, poll_s: float
-) -> AgentsRun:
-    try:
-        engine.start(spec)  # raises with nothing started (bad engine, no image)
-        deadline_s = spec.duration_s + cfg.timeout_s + JOIN_GRACE_S + start_timeout_s
-        states = wait_done(engine, deadline_s, poll_s)
-        all_points: list[Point] = []
-        totals: list[AgentTotals] = []
-        notes: list[str] = []
-        for state in states:
-            points, agent_totals, errors = parse_logs(engine.logs(state.index))
-            all_points += points
-            notes += [f"agent {state.index}: {e}" for e in errors]
-            if state.state == "failed":
-                notes.append(f"agent {state.index} of {spec.count} failed: {state.message}")
-            if agent_totals is None:
-                notes.append(f"agent {state.index} of {spec.count} reported no totals")
-            else:
-                totals.append(agent_totals)
-    finally:
-        engine.remove()
-    merged = merge_agents(totals)
-    notes += merged.accounting_errors
-    return AgentsRun(merged, states, all_points, notes)
-
-
 def run_load_agents(
     cfg: LoadConfig,
-    server: str,
+    server: tuple[str, int],
     duration_s: float,
     *,
     base_dir: Path,
     allow_targets: tuple[str, ...] = (),
     run_id: str | None = None,
     engine: AgentEngine | None = None,
+    poll_s: float = 0.5,
 ) -> AgentsRun:
-    """`soak load` with `load.agents`: the spec, the engine, the run."""
+    """Start the agents, release them together, wait until each has ended or is lost,
+    merge their totals; the engine's objects always removed."""
+    from soak.load.agents.fleet import AgentsLoad
+
     agents = cfg.agents or AgentsConfig()
-    run_id = run_id or f"load-{secrets.token_hex(4)}"
-    spec = build_spec(
-        cfg, server, duration_s, run_id, base_dir=base_dir, allow_targets=allow_targets
+    origin_ns = [0]
+    load = AgentsLoad(
+        cfg,
+        server,
+        base_dir=base_dir,
+        run_id=run_id or f"load-{secrets.token_hex(4)}",
+        run_started_ns=lambda: origin_ns[0],
+        run_duration_s=duration_s,
+        allow_targets=allow_targets,
+        engine=engine or make_engine(agents),
     )
-    return run_agents(cfg, spec, engine or make_engine(agents))
+    with stop_on_sigterm():
+        try:
+            load.prepare(duration_s)  # raises with nothing left running
+            origin_ns[0] = time.time_ns() + round(load.start_lead_s * NS_PER_S)
+            load.start(cfg.rate_qps, duration_s, origin_ns[0])
+            limit_s = load.start_lead_s + duration_s + cfg.timeout_s + JOIN_GRACE_S
+            lost = _watch(load, limit_s + 2 * agents.lease_s, poll_s)
+            states = load.engine.poll()
+        finally:
+            load.stop()
+    ended = load.agent_totals()
+    notes = [event.message for event in lost]
+    lost_agents = {int(event.value) for event in lost}  # an agent_lost event's value
+    notes += [
+        f"agent {i} of {agents.count} reported no totals"
+        for i in range(agents.count)
+        if i not in ended and i not in lost_agents
+    ]
+    merged = merge_agents([ended[i] for i in sorted(ended)])
+    notes += merged.accounting_errors
+    windows = {row["agent"]: {k: row[k] for k in AGENT_FIELDS} for row in load.totals()["agents"]}
+    return AgentsRun(merged, states, notes, windows)
+
+
+def _watch(load: AgentsLoad, limit_s: float, poll_s: float) -> list[LoadEvent]:
+    """Until every agent has ended or is lost, or the limit: the agents lost."""
+    end_s = time.monotonic() + limit_s
+    lost: list[LoadEvent] = []
+    while not load.finished() and time.monotonic() < end_s:
+        time.sleep(poll_s)
+        load.take_window()  # hands the complete seconds out: the per-agent sums
+        lost += load.check(end_s - time.monotonic())
+    return lost
