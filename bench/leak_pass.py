@@ -67,6 +67,18 @@ def cpu_s(fn: Callable[[], object]) -> tuple[float, object]:
     return time.process_time() - started, result
 
 
+def kept_mib(fn: Callable[[], object]) -> float:
+    """What fn leaves allocated (traced allocations still live after it returns)."""
+    tracemalloc.start()
+    try:
+        kept = fn()
+        size = tracemalloc.get_traced_memory()[0]
+        del kept
+        return size / MiB
+    finally:
+        tracemalloc.stop()
+
+
 def peak_mib(fn: Callable[[], object]) -> float:
     tracemalloc.start()
     try:
@@ -110,6 +122,8 @@ def bench_store(hours: float) -> dict[str, float]:
         fits = LeakFits()  # the service's: kept across its passes
         run_verdicts(store, RUN_ID, cfg, START_NS, fits)
         out["refit_cpu_s"] = cpu_s(lambda: run_verdicts(store, RUN_ID, cfg, START_NS))[0]
+        fresh = LeakFits()  # the memory a run's kept fits hold
+        out["kept_mib"] = kept_mib(lambda: run_verdicts(store, RUN_ID, cfg, START_NS, fresh))
         passes = []
         for minute in range(MINUTES):
             append_minute(store, ticks + 60 * minute, ticks)
@@ -138,7 +152,7 @@ def main() -> None:
     head = (
         "store | full read CPU s | full read peak MiB | first pass CPU s | first peak MiB"
         " | refit CPU s | steady pass CPU s | window-end pass CPU s | mean of 30 CPU s"
-        " | steady peak MiB"
+        " | steady peak MiB | kept fits MiB"
     )
     print(head)
     for h, r in rows.items():
@@ -146,6 +160,7 @@ def main() -> None:
             f"{h:g} h | {r['full_cpu_s']:.3f} | {r['full_peak_mib']:.1f} | {r['first_cpu_s']:.3f}"
             f" | {r['first_peak_mib']:.1f} | {r['refit_cpu_s']:.4f} | {r['steady_cpu_s']:.4f}"
             f" | {r['window_end_cpu_s']:.4f} | {r['mean_cpu_s']:.4f} | {r['steady_peak_mib']:.2f}"
+            f" | {r['kept_mib']:.2f}"
         )
     if len(rows) > 1:
         lo, hi = rows[min(rows)], rows[max(rows)]

@@ -15,8 +15,10 @@ costs O(n) (its n slopes) and so does dropping the oldest (a sliding tail):
   margin of several points' worth of slopes on each side).
 
 Slopes are computed as (y_later - y_earlier) / (x_later - x_earlier) on every
-path, so the band holds the very floats the batch fit sorts and the results
-are the same, bit for bit.
+path, so the band holds the very floats a fit from scratch sorts and the
+results are the same, bit for bit. A zero slope is one shared object: a flat
+fd or thread count makes only zeros, and a week of them kept as separate
+floats would be 2.7 MiB per resource instead of 0.5.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ Pair = tuple[float, float]  # (x, y)
 # (a new point moves a rank by at most its slope count / 2), and at least the floor.
 _BAND_MARGIN_POINTS = 8
 _BAND_MARGIN_FLOOR = 256
+ZERO = 0.0  # every zero slope (a tie of two minima) is this object
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +140,7 @@ class TrendFit:
         insort(ys, y)
         self._count_tie(y, +1)
         if self._band.valid:
-            new = sorted([(y - yi) / (x - xi) for xi, yi in self._points if xi != x])
+            new = sorted([(y - yi) / (x - xi) or ZERO for xi, yi in self._points if xi != x])
             self._slopes += len(new)
             self._band.add(new)
         else:  # the first trend() makes the band from all pairs at once
@@ -151,7 +154,7 @@ class TrendFit:
         self._s -= (len(ys) - bisect_right(ys, y0)) - bisect_left(ys, y0)
         self._count_tie(y0, -1)
         if self._band.valid:
-            gone = sorted([(yj - y0) / (xj - x0) for xj, yj in self._points if xj != x0])
+            gone = sorted([(yj - y0) / (xj - x0) or ZERO for xj, yj in self._points if xj != x0])
             self._slopes -= len(gone)
             self._band.remove(gone)
         else:
@@ -206,7 +209,7 @@ class TrendFit:
         points = list(self._points)
         slopes: list[float] = []
         for i, (xi, yi) in enumerate(points):
-            slopes += [(yj - yi) / (xj - xi) for xj, yj in points[i + 1 :] if xj != xi]
+            slopes += [(yj - yi) / (xj - xi) or ZERO for xj, yj in points[i + 1 :] if xj != xi]
         slopes.sort()
         margin = max(_BAND_MARGIN_FLOOR, _BAND_MARGIN_POINTS * len(points))
         self._band.reset(slopes, first_rank, last_rank, margin)
