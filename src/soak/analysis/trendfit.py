@@ -92,8 +92,13 @@ class SlopeBand:
         i, j = self._split(slopes_sorted)
         self._below += i
         self._above += len(slopes_sorted) - j
-        for slope in slopes_sorted[i:j]:
-            insort(self._inside, slope)
+        inside = self._inside
+        for slope, same in _runs(slopes_sorted, i, j):
+            if same == 1:
+                insort(inside, slope)
+            else:  # one move for a run of ties (a flat count's zeros)
+                k = bisect_right(inside, slope)
+                inside[k:k] = [slope] * same
 
     def remove(self, slopes_sorted: list[float]) -> None:
         if not self.valid:
@@ -101,8 +106,10 @@ class SlopeBand:
         i, j = self._split(slopes_sorted)
         self._below -= i
         self._above -= len(slopes_sorted) - j
-        for slope in slopes_sorted[i:j]:
-            del self._inside[bisect_left(self._inside, slope)]
+        inside = self._inside
+        for slope, same in _runs(slopes_sorted, i, j):
+            k = bisect_left(inside, slope)
+            del inside[k : k + same]
 
     def at(self, rank: int) -> float | None:
         """The slope of this rank (0-based), or None when it is outside the band."""
@@ -111,6 +118,20 @@ class SlopeBand:
 
     def _split(self, slopes_sorted: list[float]) -> tuple[int, int]:
         return bisect_left(slopes_sorted, self._lo), bisect_right(slopes_sorted, self._hi)
+
+
+def _runs(values_sorted: list[float], start: int, end: int) -> list[tuple[float, int]]:
+    """(value, how many) of each run of equal values in values_sorted[start:end]."""
+    runs: list[tuple[float, int]] = []
+    k = start
+    while k < end:
+        value = values_sorted[k]
+        nxt = k + 1
+        if nxt < end and values_sorted[nxt] == value:
+            nxt = bisect_right(values_sorted, value, nxt, end)
+        runs.append((value, nxt - k))
+        k = nxt
+    return runs
 
 
 class TrendFit:
