@@ -112,7 +112,7 @@ def run_load_agents(
             load.start(cfg.rate_qps, duration_s, origin_ns[0])
             limit_s = load.start_lead_s + duration_s + cfg.timeout_s + JOIN_GRACE_S
             lost = _watch(load, limit_s + 2 * agents.lease_s, poll_s)
-            states = load.engine.poll()
+            states = _ended_states(load.engine, agents.lease_s + JOIN_GRACE_S, poll_s)
         finally:
             load.stop()
     ended = load.agent_totals()
@@ -138,3 +138,14 @@ def _watch(load: AgentsLoad, limit_s: float, poll_s: float) -> list[LoadEvent]:
         load.take_window()  # hands the complete seconds out: the per-agent sums
         lost += load.check(end_s - time.monotonic())
     return lost
+
+
+def _ended_states(engine: AgentEngine, limit_s: float, poll_s: float) -> list[AgentState]:
+    """The engine's states once every task has ended, or as they are at the limit: an
+    agent's totals reach the coordinator a moment before its process exits."""
+    end_s = time.monotonic() + limit_s
+    states = engine.poll()
+    while not all(s.done for s in states) and time.monotonic() < end_s:
+        time.sleep(poll_s)
+        states = engine.poll()
+    return states
