@@ -76,9 +76,9 @@ def window_minima(
     return list(windows.complete())
 
 
-def group_size(windows: int) -> int:
-    """Consecutive windows merged into one fitted point: at most MAX_WINDOWS points."""
-    return max(1, math.ceil(windows / MAX_WINDOWS))
+def group_size(windows: int, max_windows: int = MAX_WINDOWS) -> int:
+    """Consecutive windows merged into one fitted point: at most max_windows points."""
+    return max(1, math.ceil(windows / max_windows)) if max_windows > 0 else 1
 
 
 def merge_windows(
@@ -87,8 +87,8 @@ def merge_windows(
     """Groups of k consecutive windows (k as few as give at most max_windows), each its mean
     time and minimum; the newest windows short of a group wait for it (so the groups, once
     made, stay as they are and a fit can be kept up to date point by point)."""
-    k = math.ceil(len(minima) / max_windows) if max_windows > 0 else 1
-    if k <= 1:
+    k = group_size(len(minima), max_windows)
+    if k == 1:
         return list(minima)
     return [_merged(minima[i : i + k]) for i in range(0, len(minima) - k + 1, k)]
 

@@ -18,21 +18,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from soak.errors import SoakError
 from soak.load.agents.engine import AgentEngine, AgentState
 from soak.load.agents.engines import make_engine
+from soak.load.agents.fleet import AGENT_FIELDS, AgentsLoad
 from soak.load.agents.lease import NS_PER_S
 from soak.load.config import AgentsConfig, LoadConfig
 from soak.load.merge import MergedResult, merge_agents
 from soak.load.runner import JOIN_GRACE_S
 from soak.load.supervised import LoadEvent
-
-if TYPE_CHECKING:
-    from soak.load.agents.fleet import AgentsLoad
-
-AGENT_FIELDS = ("sent", "completed", "lost")
 
 
 class AgentsStopped(SoakError):
@@ -91,8 +87,6 @@ def run_load_agents(
 ) -> AgentsRun:
     """Start the agents, release them together, wait until each has ended or is lost,
     merge their totals; the engine's objects always removed."""
-    from soak.load.agents.fleet import AgentsLoad
-
     agents = cfg.agents or AgentsConfig()
     origin_ns = [0]
     load = AgentsLoad(
