@@ -31,6 +31,7 @@ from soak.load.member import run_member
 from soak.load.runner import run_load
 from soak.load.summary import format_summary
 from soak.netsafety import check_allowed, parse_host_port
+from soak.units import parse_rate_qps
 
 _FLAGS = {
     "rate_qps": "--rate",
@@ -48,11 +49,9 @@ def _rate(text: str | None) -> float | None:
     if text.strip().lower() == FLAT_OUT:
         return 0.0
     try:
-        rate = float(text)
-    except ValueError:
-        raise InputError(f"--rate: not a rate: {text!r} (q/s, or `max`)") from None
-    if rate < 0:
-        raise InputError(f"--rate must not be negative: {rate:g}")
+        rate = parse_rate_qps(text)
+    except ValueError as exc:
+        raise InputError(f"--rate: {exc}") from None
     if rate == 0:
         raise InputError(
             "--rate: 0 q/s sends nothing; for as fast as the server answers use --rate max"

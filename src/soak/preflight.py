@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from soak.config import Scenario
 from soak.errors import InputError
 from soak.load.config import LoadConfig
 from soak.netsafety import check_allowed
+from soak.placeholders import Placeholders, fill_services, render, services_named
 from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
 
 # What one load worker can send at most, by protocol: above the best this engine has
@@ -42,6 +45,7 @@ def check_scenario(scenario: Scenario) -> None:
         check_agents(scenario.load)
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
     check_targets([*scenario.services, scenario.target], scenario.base_dir, scenario.allow_targets)
+    check_placeholders(scenario)
 
 
 def check_targets(
@@ -184,3 +188,95 @@ def check_fixed_ports(target: TargetConfig) -> None:
                 f"{target.name}: port {name} ({target.host}:{spec.host}/{spec.protocol})"
                 " is already in use"
             )
+
+
+# ---------------------------------------------------------------- placeholders and port names
+
+# Stand-ins for what a start gives: only whether a placeholder can be filled is checked.
+_ANY_DIR = "/run-dir"
+_ANY_PORT = 1
+
+
+@dataclass(frozen=True)
+class _KnownService:
+    """A helper as `fill_services` sees it before it has started: its named ports."""
+
+    host: str
+    ports: Mapping[str, int]
+
+
+def check_placeholders(scenario: Scenario) -> None:
+    """Every `{...}` in every target's fields and files filled as its start would fill it
+    (an unknown port or service is the line a start would give), and every port a probe,
+    a setup call or a sampler names is one of the target's."""
+    helpers = {
+        s.name: _KnownService(s.host, dict.fromkeys(s.ports, _ANY_PORT)) for s in scenario.services
+    }
+    for helper in scenario.services:
+        _check_target_placeholders(helper, scenario.base_dir, services=None)
+    _check_target_placeholders(scenario.target, scenario.base_dir, services=helpers)
+    check_port_names(scenario)
+
+
+def _check_target_placeholders(
+    target: TargetConfig, base_dir: Path, services: Mapping[str, _KnownService] | None
+) -> None:
+    """`services` None: a helper, whose `{service.*}` placeholders nothing fills."""
+    from soak.targets.render import file_text
+
+    ports = dict.fromkeys(target.ports, _ANY_PORT)
+    values = Placeholders(run_dir=_ANY_DIR, host=target.host, ports=ports, data_dir=_ANY_DIR)
+    # A process target's own data_dir is where {data_dir} comes from: not known there.
+    own_dir = Placeholders(run_dir=_ANY_DIR, host=target.host, ports=ports)
+    texts = [(f"{target.name}.{where}", text) for where, text in _strings(target.model_dump())]
+    texts += [(f"file {spec.dest}", file_text(spec, base_dir)) for spec in target.files]
+    for where, text in texts:
+        if services is None and services_named(text):
+            raise InputError(
+                f"{where}: {{service.*}} placeholders are filled only in the target, "
+                f"not in the helper service {target.name!r}"
+            )
+        filled = fill_services(text, services or {}, where)
+        render(filled, own_dir if where == f"{target.name}.data_dir" else values, where)
+
+
+def _strings(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """(dotted path, text) of every string in a dumped config."""
+    if isinstance(node, str):
+        yield where, node
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _strings(item, f"{where}.{i}" if where else str(i))
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _strings(value, f"{where}.{key}" if where else str(key))
+
+
+def check_port_names(scenario: Scenario) -> None:
+    """A readiness probe, a condition, a setup call or a sampler that names a port the
+    target does not have would fail at every try; said here instead."""
+    for helper in scenario.services:
+        _check_named(_probe_ports(helper), helper)
+    target, samplers = scenario.target, scenario.samplers
+    named = _probe_ports(target) + [(f"setup.{i}", c.port) for i, c in enumerate(scenario.setup)]
+    if samplers.agent is None:  # a target on another node: sampled there, by its own ports
+        named += [(f"samplers.dig.{i}", d.port) for i, d in enumerate(samplers.dig)]
+        named += [(f"samplers.http.{i}", h.port) for i, h in enumerate(samplers.http)]
+        named += [("samplers.prom.port", samplers.prom.port)] if samplers.prom else []
+        named += [("samplers.pprof.port", samplers.pprof.port)] if samplers.pprof else []
+    _check_named(named, target)
+
+
+def _probe_ports(target: TargetConfig) -> list[tuple[str, str]]:
+    ready = target.ready
+    named = [(f"{target.name}.ready.probes.{i}", p.port) for i, p in enumerate(ready.probes)]
+    return named + [
+        (f"{target.name}.ready.conditions.{k}", p.port) for k, p in ready.conditions.items()
+    ]
+
+
+def _check_named(named: Iterable[tuple[str, str]], target: TargetConfig) -> None:
+    for where, port in named:
+        if port not in target.ports:
+            known = ", ".join(sorted(target.ports)) or "none"
+            raise InputError(f"{where}: {target.name} has no port {port!r} (named ports: {known})")

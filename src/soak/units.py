@@ -1,7 +1,8 @@
 """Shared config types: strict models, durations and byte sizes.
 
 Pure parsing, no I/O. Durations accept a number of seconds or "500ms", "30s",
-"2m", "24h", "7d"; sizes accept bytes or "64KiB", "5MiB", "1GB".
+"2m", "24h", "7d"; sizes accept bytes or "64KiB", "5MiB", "1GB"; rates accept
+queries per second or "1k", "2.5k", "1M", "2000 q/s", "50k qps".
 """
 
 from __future__ import annotations
@@ -30,11 +31,16 @@ _SIZE_UNIT: dict[str, float] = {
     "tib": 1024**4,
 }
 
+# k and M only: an `m` would read as milli as often as mega.
+_RATE_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([kKM]?)\s*(?:q/s|qps)?\s*$")
+_RATE_UNIT = {"": 1.0, "k": 1e3, "m": 1e6}
+
 
 # Upper bounds: a year-long soak is the longest anyone means; a value past them is a
 # typo (a unit forgotten, `.inf`), and would overflow the nanosecond clocks downstream.
 MAX_DURATION_S = 366 * 86400.0
 MAX_SIZE_BYTES = 1024**5  # 1 PiB
+MAX_RATE_QPS = 1e12  # far above any engine: the pre-flight weighs a rate against the workers
 
 
 class StrictModel(BaseModel):
@@ -101,6 +107,12 @@ _SIZE = _Quantity(
 )  # fmt: skip
 
 
+_RATE = _Quantity(
+    "rate", _RATE_RE, _RATE_UNIT, "", "2000, 1k, 2.5k, 1M, 2000 q/s, max",
+    MAX_RATE_QPS, "is more than any load engine sends",
+)  # fmt: skip
+
+
 def parse_duration_s(value: Any) -> float:
     """Seconds from a number or a string such as "90s", "2m", "24h"."""
     return _DURATION.parse(value)
@@ -111,5 +123,11 @@ def parse_size_bytes(value: Any) -> int:
     return int(_SIZE.parse(value))
 
 
+def parse_rate_qps(value: Any) -> float:
+    """Queries per second from a number or a string such as "1k", "2000 q/s", "1.5M qps"."""
+    return _RATE.parse(value)
+
+
 DurationS = Annotated[float, BeforeValidator(parse_duration_s)]
 SizeBytes = Annotated[int, BeforeValidator(parse_size_bytes)]
+RateQps = Annotated[float, BeforeValidator(parse_rate_qps)]

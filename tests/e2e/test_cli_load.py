@@ -92,7 +92,7 @@ def test_server_that_never_answers_is_all_lost_exit_1(qfile: Path) -> None:
     ("args", "text"),
     [
         (["--queries", "/nonexistent/q.txt"], "cannot read query file /nonexistent/q.txt"),
-        (["--rate", "-5"], "--rate must not be negative"),
+        (["--rate", "-5"], "--rate: rate must not be negative: '-5'"),
         (["--duration", "-3"], "duration"),
         (["--duration", "0"], "--duration must be positive"),
         (["--server", "127.0.0.1:70000"], "port out of range"),

@@ -23,15 +23,16 @@ from soak.config.bench import BenchConfig
 from soak.errors import CheckFailed, InputError
 from soak.preflight import refuse_agents
 from soak.runs.layout import BENCH_REPORTS, DataDir, bench_result_path
+from soak.units import parse_rate_qps
 
 
 def _parse_rates(text: str | None) -> list[float] | None:
     if text is None:
         return None
     try:
-        rates = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"--rates takes numbers separated by commas, got {text!r}") from None
+        rates = [parse_rate_qps(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise InputError(f"--rates takes rates separated by commas (1k,2k,4k): {exc}") from None
     if any(r <= 0 for r in rates):
         raise InputError("--rates must be positive")
     return rates

@@ -6,17 +6,17 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from soak.units import DurationS, StrictModel
+from soak.units import DurationS, RateQps, StrictModel
 
 
 class KneeConfig(StrictModel):
     """The saturation search: open-loop rates rising by `factor`, then bisection (dnsmark's DSD)."""
 
     enabled: bool = True
-    idle_rate_qps: float = Field(default=200.0, gt=0)  # the latency floor is read here
-    start_rate_qps: float = Field(default=2000.0, gt=0)
+    idle_rate_qps: RateQps = Field(default=200.0, gt=0)  # the latency floor is read here
+    start_rate_qps: RateQps = Field(default=2000.0, gt=0)
     factor: float = Field(default=2.0, gt=1.0)
-    max_rate_qps: float = Field(default=2_000_000.0, gt=0)
+    max_rate_qps: RateQps = Field(default=2_000_000.0, gt=0)
     step_s: DurationS = Field(default=5.0, gt=0)
     settle_s: DurationS = Field(default=1.0, ge=0)  # after a rate change, not measured
     # None: max(3 x floor, floor + 1 ms), dnsmark's automatic SLO on p50.
@@ -42,10 +42,10 @@ class BenchConfig(StrictModel):
     duration_s: DurationS = Field(default=20.0, gt=0)  # each measured run
     throwaway_s: DurationS = Field(default=10.0, ge=0)  # one run before them, not counted
     warm: bool = False  # keep the target running between classes instead of starting fresh
-    warm_rate_qps: float = Field(default=2000.0, gt=0)  # the warm pass: every name once
+    warm_rate_qps: RateQps = Field(default=2000.0, gt=0)  # the warm pass: every name once
     classes: list[str] | None = None  # None: every class of the mix, each alone
     mix: bool = True  # then the whole mix
-    rates_qps: list[float] = Field(default_factory=list)  # fixed rates (open loop)
+    rates_qps: list[RateQps] = Field(default_factory=list)  # fixed rates (open loop)
     fixed_duration_s: DurationS = Field(default=10.0, gt=0)
     # Runs of each fixed rate (in turns with B): `soak compare` judges p99 across runs,
     # so with one run a side the p99 is shown but not judged.
@@ -60,7 +60,7 @@ class BenchConfig(StrictModel):
     knee: KneeConfig = Field(default_factory=KneeConfig)
     # A cap for a shared machine: nothing is offered above it. Saturation runs open loop
     # at the cap instead of flat out, the knee search stops at it; None: no cap.
-    max_rate_qps: float | None = Field(default=None, gt=0)
+    max_rate_qps: RateQps | None = Field(default=None, gt=0)
     criteria: BenchCriteria = Field(default_factory=BenchCriteria)
 
     @model_validator(mode="after")

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_serializer, field_validator, model_validator
 
-from soak.units import DurationS, StrictModel
+from soak.units import DurationS, StrictModel, parse_rate_qps
 
 
 class Expect(StrictModel):
@@ -138,6 +138,8 @@ def rate_or_max(value: Any, info: ValidationInfo, where: str = "rate_qps") -> An
     input context and keep 0; their JSON says `max` (`rate_json`)."""
     if isinstance(value, str) and value.strip().lower() == FLAT_OUT:
         return 0.0
+    if isinstance(value, str):  # "1k", "2000 q/s": as durations and sizes take units
+        value = parse_rate_qps(value)
     if (info.context or {}).get("input") and isinstance(value, int | float) and value == 0:
         raise ValueError(
             f"0 q/s sends nothing; for as fast as the server answers write `{where}: max`"
