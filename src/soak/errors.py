@@ -35,6 +35,13 @@ class TargetStartError(SoakError):
     exit_code = EXIT_BAD_INPUT
 
 
+class RunError(SoakError):
+    """A run that ended `error` after the pre-flight: its target exited or never got
+    ready, or a fault ended it (docs/bad-input.md: exit 2, as a target that cannot start)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
 class CheckFailed(SoakError):
     """A check or a pass/fail criterion failed."""
 

@@ -8,6 +8,7 @@ import click
 
 from soak.config import is_upgrade_plan, load_scenario, read_yaml
 from soak.preflight import check_scenario
+from soak.words import counted
 
 
 @click.command("validate")
@@ -29,5 +30,5 @@ def validate_cmd(file: Path) -> None:
     check_scenario(scenario)
     click.echo(
         f"{file}: scenario {scenario.name!r} is valid "
-        f"({len(scenario.phases)} phases, {scenario.duration_s:.0f} s)"
+        f"({counted(len(scenario.phases), 'phase')}, {scenario.duration_s:.0f} s)"
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from soak.placeholders import Placeholders, render_known
-from soak.runs.reportinput import filled_argv
+from soak.runs.reportinput import filled_argv, shown_argv
 
 ARGV = [
     "./refdns",
@@ -45,3 +45,15 @@ def test_render_known_leaves_unknown_ports() -> None:
     assert render_known("{port.dns} {port.api} {data_dir} {host}", values) == (
         "53 {port.api} {data_dir} 127.0.0.1"
     )
+
+
+def test_a_long_argv_is_cut_between_arguments_never_inside_one() -> None:
+    argv = ["unbound", "-d", "-c", "/a/very/long/path/" + "x" * 60 + "/unbound.conf", "-v"] + [
+        f"--option-{i}=value-{i}" for i in range(20)
+    ]
+    shown = shown_argv(argv, max_chars=120)
+    kept, _, rest = shown.partition(" ... ")
+    assert len(kept) <= 120
+    assert kept.split() == argv[: len(kept.split())]  # whole arguments only
+    assert rest == f"({len(argv) - len(kept.split())} more arguments)"
+    assert shown_argv(["unbound", "-c", "a b.conf"]) == "unbound -c 'a b.conf'"

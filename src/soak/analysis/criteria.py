@@ -19,7 +19,9 @@ How each is judged (samples after the warm-up):
 - api_latency_ms[endpoint]: the slowest call.
 - querylog_dropped: the increase of the drop counter (counter resets, i.e.
   target restarts, are followed, not read as negative drops).
-A criterion with no samples to judge fails: a missing sample is evidence.
+A criterion with no samples to judge fails: a missing sample is evidence. A run
+whose target never started has no samples at all, and nothing to judge: each of its
+criteria is `not judged` (`never_judged`), with the reason.
 A criterion whose samples are too few to judge (a leak verdict over too few
 windows) is `not judged`: never a pass (`ok` False, `judged` False), never a failure.
 """
@@ -42,6 +44,7 @@ __all__ = [
     "Series",
     "evaluate_criteria",
     "failed",
+    "never_judged",
     "result_of",
     "run_data_from_store",
 ]
@@ -98,6 +101,16 @@ def evaluate_criteria(cfg: CriteriaConfig, data: RunData) -> list[CriterionResul
     if cfg.querylog_dropped_max is not None:
         results += _querylog_dropped(cfg.querylog_dropped_max, cfg.window_s, data)
     return results
+
+
+def never_judged(cfg: CriteriaConfig, reason: str, *, expect_load: bool) -> list[CriterionResult]:
+    """Every criterion the scenario sets, `not judged` for `reason` (a target that never
+    started): the same names and limits as a run with data would list."""
+    nothing = RunData(start_ns=0, end_ns=0, expect_load=expect_load)
+    return [
+        replace(c, ok=False, judged=False, value=None, message=reason)
+        for c in evaluate_criteria(cfg, nothing)
+    ]
 
 
 def failed(results: Sequence[CriterionResult]) -> list[CriterionResult]:

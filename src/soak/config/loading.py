@@ -69,10 +69,19 @@ def load_scenario(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Sc
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise InputError(f"--set takes key.path=value, got {item!r}")
-        set_path(data, key, yaml.safe_load(raw))
+        set_path(data, key, override_value(raw))
     scenario = validate_model(Scenario, data, str(path))
     scenario._base_dir = Path(path).resolve().parent
     return scenario
+
+
+def override_value(raw: str) -> Any:
+    """A `--set` value as YAML (`3`, `[a, b]`, `{all: 50}`); text that is not YAML, such
+    as `{run_dir}/x.conf` (a placeholder read as a flow mapping), is the text itself."""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
 
 
 def is_upgrade_plan(data: Any) -> bool:

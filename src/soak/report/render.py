@@ -197,5 +197,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     header, rows = event_rows(report)
     out += ["", f"## Events ({report['events_total']})", "", *_md_table(header, rows)]
     plots = ", ".join(p["title"] for p in report["plots"])
-    out += ["", f"Plots over time ({plots}) are in the HTML report.", ""]
+    if plots:  # a run with no samples (a target that never started) has none to point to
+        out += ["", f"Plots over time ({plots}) are in the HTML report."]
+    out += [""]
     return "\n".join(out)

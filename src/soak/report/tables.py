@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from soak.words import counted
+
 MiB = 1024**2
 
 Row = list[str]
@@ -36,9 +38,16 @@ def duration(seconds: Any) -> str:
     return f"{h} h {m:02d} min" if h else f"{m} min {sec:02d} s"
 
 
-def offset(seconds: Any) -> str:
-    s = max(0, round(seconds)) if isinstance(seconds, int | float) else 0
-    return f"+{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+def offset(seconds: Any, *, tenths: bool = False) -> str:
+    """+h:mm:ss from the run's start; `tenths`: a boundary that is not on a whole second
+    keeps its tenths (a 2.5-s warm-up ends at +0:00:02.5, not +0:00:02)."""
+    t = max(0.0, float(seconds)) if isinstance(seconds, int | float) else 0.0
+    s = int(t) if tenths else round(t)
+    text = f"+{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+    rest = round(t - s, 1) if tenths else 0.0
+    if rest >= 1.0:  # 2.97 s: +0:00:03, not +0:00:02.10
+        return offset(s + 1)
+    return text + f"{rest:.1f}".removeprefix("0") if rest > 0 else text
 
 
 def per_hour(resource: str, v: Any) -> str:
@@ -124,7 +133,8 @@ def accounting_note(report: dict[str, Any]) -> str:
     if judged <= 0:
         return "Every table counts every tick of the run (no warm-up)."
     return (
-        f"The warm-up (to {offset(judged)}) is shown in its own column; the criteria and the"
+        f"The warm-up (to {offset(judged, tenths=True)}) is shown in its own column;"
+        " the criteria and the"
         " per-class table count the ticks after it, so their sent, completed and lost are the"
         " sums of the other phases' columns."
     )
@@ -336,6 +346,8 @@ def headline(report: dict[str, Any]) -> str:
     passed = len(criteria) - len(failed) - len(not_judged)
     if failed:
         counts = f"{len(failed)} of {len(criteria)} criteria failed"
+    elif not_judged and not passed:
+        counts = f"{counted(len(not_judged), 'criterion')} not judged"
     elif not_judged:
         counts = f"{passed} pass, {len(not_judged)} not judged"
     else:
@@ -346,6 +358,8 @@ def headline(report: dict[str, Any]) -> str:
     parts = [counts] + (["growing: " + ", ".join(growing)] if growing else [])
     status = str(run.get("status") or "")
     planned = run.get("planned_s")
+    if status == "error" and "ready_s" not in report.get("startup", {}):
+        return "ERROR before the target got ready — nothing ran: " + "; ".join(parts)
     if status in ("stopped", "failed", "error") and not (status == "failed" and failed):
         ran = clock(run["duration_s"])
         of = f" of {clock(planned)}" if isinstance(planned, int | float) else ""

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import time
 from pathlib import Path
 from typing import Any
 
 from soak.analysis import CriterionResult, LeakVerdict, evaluate_criteria, run_data_from_store
+from soak.analysis.criteria import never_judged
 from soak.analysis.rundata import stored_verdicts
 from soak.config import Scenario
 from soak.errors import InputError
@@ -25,6 +27,7 @@ from soak.runs.state import EventRecord, RunRecord, StateStore
 from soak.sinks.sqlite import SqliteStore
 from soak.targets.base import Running
 from soak.targets.config import DockerTarget, ProcessTarget
+from soak.words import counted
 
 REPORT_MEDIA = {
     "html": "text/html; charset=utf-8",
@@ -61,6 +64,11 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
     if result is not None:
         criteria = [CriterionResult(**c) for c in result.get("criteria", [])]
         verdicts = [LeakVerdict(**v) for v in result.get("verdicts", [])]
+    elif record.ended_ns is not None and not any(e.kind == "ready" for e in events):
+        verdicts = []
+        criteria = never_judged(
+            scenario.criteria, NEVER_STARTED, expect_load=scenario.load is not None
+        )
     else:
         verdicts = stored_verdicts(store, record.id, scenario.leaks)
         data = run_data_from_store(
@@ -84,7 +92,7 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         phases=ran_phases(spans, now_ns, ended=record.ended_ns is not None),
         planned_s=(timeline.end_ns(spans) - origin_ns) / 1e9 if spans else None,
         startup=startup_figures(events),
-        detected_version=next((e.message for e in events if e.kind == "version"), None),
+        detected_version=reported_version(scenario, events),
         criteria=criteria,
         verdicts=verdicts,
         description=scenario.description,
@@ -92,6 +100,25 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         run_dir=record.run_dir,
         memory_limit_bytes=scenario.memory_limit_bytes,
     )
+
+
+# The criteria's detail for a run whose target never got ready: nothing ran to judge.
+NEVER_STARTED = "not judged: the target never got ready, so nothing ran to judge"
+
+
+def reported_version(scenario: Scenario, events: list[EventRecord]) -> str | None:
+    """The version the target reported; why there is none when the scenario asked for one
+    (the target never got ready, the command failed); None when it did not ask."""
+    said = next((e.message for e in events if e.kind == "version"), None)
+    asks = scenario.target.version_command or isinstance(scenario.target, DockerTarget)
+    if said is not None or not asks:
+        return said
+    if not any(e.kind == "ready" for e in events):
+        return "not read: the target never got ready (it is asked once the target is ready)"
+    failed = next(
+        (e.message for e in events if "could not read the target's version" in e.message), None
+    )
+    return f"not read: {failed}" if failed else "not read: the target said nothing"
 
 
 def ran_phases(spans: list[timeline.PhaseSpan], now_ns: int, *, ended: bool) -> list[PhaseSpan]:
@@ -124,9 +151,23 @@ def target_description(scenario: Scenario, target_state: dict[str, Any] | None =
         flags += ["a fresh named volume"] if t.volume is not None and not t.volume.name else []
         return f"docker {t.image} " + " ".join(flags)
     if isinstance(t, ProcessTarget):
-        argv = filled_argv(t.argv, target_state or {})
-        return f"process: {' '.join(argv)[:200]}"
+        return "process: " + shown_argv(filled_argv(t.argv, target_state or {}))
     return "external (already running)"
+
+
+# "Runs as" stays one line; the whole argv is in the scenario.
+ARGV_SHOWN_CHARS = 200
+
+
+def shown_argv(argv: list[str], max_chars: int = ARGV_SHOWN_CHARS) -> str:
+    """`argv` as a shell would take it, cut between arguments, never inside one."""
+    shown: list[str] = []
+    for i, arg in enumerate(argv):
+        quoted = shlex.quote(arg)
+        if shown and len(" ".join([*shown, quoted])) > max_chars:
+            return " ".join(shown) + f" ... ({counted(len(argv) - i, 'more argument')})"
+        shown.append(quoted)
+    return " ".join(shown)
 
 
 def filled_argv(argv: list[str], target_state: dict[str, Any]) -> list[str]:

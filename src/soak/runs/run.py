@@ -162,10 +162,16 @@ class Run:
         self.ending = True
         message = str(exc) if isinstance(exc, SoakError) else f"{type(exc).__name__}: {exc}"
         self.event("error", message, 0.0)
+        # Where the parts were (the target's ports): its report shows the command as run.
+        target_state = self.supervisor.target_state()
         self.parts.stop()
         self.targets.stop()
         self.ctx.state.update_run(
-            self.id, status=RunStatus.ERROR, message=message, ended_ns=time.time_ns()
+            self.id,
+            status=RunStatus.ERROR,
+            message=message,
+            ended_ns=time.time_ns(),
+            target_state=target_state,
         )
         self.outcome = Outcome(RunStatus.ERROR, message)
         self.finished.set()

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from soak.errors import CheckFailed, InputError, SoakError
+from soak.errors import CheckFailed, InputError, RunError
 from soak.runs.layout import DataDir, default_root
 from soak.runs.state import ACTIVE, RunStatus
 from soak.service.client import Client, connect, default_server
@@ -81,6 +81,11 @@ def serve_cmd(listen: str, data_dir: Path | None) -> None:
 @click.option("--duration", default=None, help="Scale every phase so the run lasts this long.")
 @click.option("--set", "overrides", multiple=True, help="key.path=value (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Submit, then wait for the run's end and exit as --foreground would (0, 1, 2).",
+)
 @server_option
 @data_dir_option
 def start_cmd(
@@ -89,6 +94,7 @@ def start_cmd(
     duration: str | None,
     overrides: tuple[str, ...],
     as_json: bool,
+    wait: bool,
     server: str | None,
     data_dir: Path | None,
 ) -> None:
@@ -114,22 +120,51 @@ def start_cmd(
         return
     with _client(server, data_dir) as client:
         result = client.submit(scenario)
+        if wait:
+            click.echo(f"soak: run {result['id']}: submitted; waiting for its end", err=True)
+            result = _wait_for_end(client, result["id"])
     if as_json:
         click.echo(json.dumps(result))
+    elif wait:
+        click.echo(f"{result['id']}")
+        click.echo(f"result: {result.get('status')}: {result.get('message')}")
     else:
         click.echo(result["id"])
+    if wait:
+        _exit_for(result, said=f"run {result['id']} ended {result.get('status')}")
 
 
-def _exit_for(status: dict[str, Any]) -> None:
+# How often `start --wait` asks the service; a run's end is seconds to days away.
+WAIT_POLL_S = 1.0
+
+
+def _wait_for_end(client: Client, run_id: str) -> dict[str, Any]:
+    """The run's status once it has ended (a final status, its result and reports written)."""
+    import time
+
+    while True:
+        status = client.status(run_id)
+        if status.get("status") not in ACTIVE:
+            return status
+        time.sleep(WAIT_POLL_S)
+
+
+def _exit_for(status: dict[str, Any], said: str | None = None) -> None:
+    """The exit code of an ended run, the same wherever it is read (`start --foreground`,
+    `start --wait`, `status RUN`): passed 0; failed 1; error 2 (a target that exited or
+    never got ready, as docs/bad-input.md says); stopped 130, never 0. An active run: 0.
+    `said`: the stderr line, when the run's message is printed already."""
     outcome = status.get("status")
-    if outcome == RunStatus.PASSED:
+    if outcome == RunStatus.PASSED or outcome in ACTIVE:
         return
     if outcome == RunStatus.FAILED:
-        raise CheckFailed(status.get("message") or "a criterion failed")
+        raise CheckFailed(said or status.get("message") or "a criterion failed")
     if outcome == RunStatus.STOPPED:
-        click.echo("soak: stopped before its end (the report covers what ran)", err=True)
+        click.echo(
+            f"soak: {said or 'stopped'} before its end (the report covers what ran)", err=True
+        )
         sys.exit(EXIT_INTERRUPTED)
-    raise SoakError(status.get("message") or f"run ended as {outcome}")
+    raise RunError(said or status.get("message") or f"run ended as {outcome}")
 
 
 # ---------------------------------------------------------------- status, list, stop
@@ -171,27 +206,28 @@ def status_cmd(
         result = _local_manager_status(data_dir, run_id)
     else:
         with _client(server, data_dir) as client:
-            if run_id is None:
-                result = [r for r in client.runs() if r["status"] in ACTIVE]
-            else:
-                result = client.status(run_id)
+            result = client.runs() if run_id is None else client.status(run_id)
+    if isinstance(result, list):  # the active runs; the others are `soak list`'s
+        ended = sum(1 for r in result if r["status"] not in ACTIVE)
+        result = [r for r in result if r["status"] in ACTIVE]
     if as_json:
         click.echo(json.dumps(result, indent=2))
-        return
-    if isinstance(result, list):
-        _print_runs(result)
-        return
-    for label, text in summary_rows(result):
-        click.echo(f"{label:>24}  {text}")
-    for line in verdict_lines(result) + criteria_lines(result):
-        click.echo(f"{'':>24}  {line}")
-    if result.get("message"):
-        click.echo(f"{'message':>24}  {result['message']}")
+    elif isinstance(result, list):
+        _print_runs(result, none=f"no active runs ({ended} ended: soak list shows them)")
+    else:
+        for label, text in summary_rows(result):
+            click.echo(f"{label:>24}  {text}")
+        for line in verdict_lines(result) + criteria_lines(result):
+            click.echo(f"{'':>24}  {line}")
+        if result.get("message"):
+            click.echo(f"{'message':>24}  {result['message']}")
+    if isinstance(result, dict):  # one run: the exit code says how it ended
+        _exit_for(result, said=f"run {result.get('id')} ended {result.get('status')}")
 
 
-def _print_runs(runs: list[dict[str, Any]]) -> None:
+def _print_runs(runs: list[dict[str, Any]], none: str = "no runs") -> None:
     if not runs:
-        click.echo("no runs")
+        click.echo(none)
         return
     for r in runs:
         click.echo(
