@@ -1,0 +1,105 @@
+"""What a pipeline reads of a run's outcome, against a real unbound: `soak start --wait`
+and `soak status RUN` exit as `soak start --foreground` does (0 passed, 1 failed, 2 a
+target that never got ready), and a target that never got ready is reported as such
+(every criterion `not judged`, the command as it was given, no plots to point to)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.soakrun import TOKEN, last_json, processes_under, run_soak, service, service_place
+from tests.support.servers import unbound_process_target
+
+pytestmark = pytest.mark.e2e
+
+UNBOUND_ARGV = ["unbound", "-d", "-c", "{run_dir}/unbound.conf"]
+# An option unbound does not know: it prints its usage and exits 1 before it is ready.
+NEVER_READY_ARGV = ["unbound", "-d", "-Z", "-c", "{run_dir}/unbound.conf", "-p", "{port.dns}"]
+
+
+def unbound_scenario(tmp: Path, argv: list[str], p99_ms: float = 1000.0) -> Path:
+    target = unbound_process_target() | {"argv": argv, "version_command": ["unbound", "-V"]}
+    scenario: dict[str, Any] = {
+        "name": "outcomes",
+        "target": target,
+        "load": {
+            "rate_qps": "200 q/s",
+            "mix": [{"name": "local", "queries": ["www.example.test A"]}],
+        },
+        "phases": [
+            {"name": "warm", "duration_s": "1.5s", "warmup": True},
+            {"name": "steady", "duration_s": "3s"},
+        ],
+        "samplers": {"interval_s": 1},
+        "criteria": {"lost_ratio_max": 0.5, "p99_ms_max": {"all": p99_ms}, "restarts_max": 0},
+    }
+    path = tmp / f"outcomes-{len(list(tmp.glob('outcomes-*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+def test_wait_and_status_exit_by_the_outcome(tmp_path: Path) -> None:
+    data, port, url = service_place(tmp_path)
+    env = {"SOAK_TOKEN": TOKEN}
+    cases = [
+        ("passed", 0, unbound_scenario(tmp_path, UNBOUND_ARGV)),
+        ("failed", 1, unbound_scenario(tmp_path, UNBOUND_ARGV, p99_ms=0.000001)),
+        ("error", 2, unbound_scenario(tmp_path, NEVER_READY_ARGV)),
+    ]
+    with service(data, port):
+        idle = run_soak("status", "--server", url, env=env)
+        assert idle.returncode == 0 and idle.stdout.strip().startswith("no active runs"), idle
+        for outcome, code, path in cases:
+            waited = run_soak("start", str(path), "--wait", "--server", url, env=env)
+            assert waited.returncode == code, (outcome, waited.stdout, waited.stderr[-2000:])
+            run_id, result_line = waited.stdout.strip().splitlines()[-2:]
+            assert result_line.startswith(f"result: {outcome}: "), waited.stdout
+            ended_line = f"soak: run {run_id} ended {outcome}"
+            assert waited.stderr.strip().endswith(ended_line) == (code != 0), waited.stderr
+            told = run_soak("status", run_id, "--server", url, env=env)
+            assert told.returncode == code, (outcome, told.stdout, told.stderr)
+            assert told.stderr.strip() == (ended_line if code else ""), told.stderr
+            as_json = run_soak("status", run_id, "--server", url, "--json", env=env)
+            assert json.loads(as_json.stdout)["status"] == outcome
+            assert as_json.returncode == code
+        ended = run_soak("status", "--server", url, env=env)
+        assert ended.stdout.strip() == "no active runs (3 ended: soak list shows them)"
+        assert ended.returncode == 0
+        # --json of `start --wait` is the ended run's status.
+        waited = run_soak("start", str(cases[0][2]), "--wait", "--json", "--server", url, env=env)
+        assert waited.returncode == 0 and last_json(waited.stdout)["status"] == "passed"
+    assert processes_under(data / "runs") == []
+
+
+def test_a_target_that_never_got_ready_is_reported_as_such(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    path = unbound_scenario(tmp_path, NEVER_READY_ARGV)
+    started = run_soak("start", str(path), "--foreground", "--data-dir", str(data))
+    assert started.returncode == 2, started.stderr
+    (run_id,) = [p.name for p in (data / "runs").iterdir()]
+    told = run_soak("status", run_id, "--data-dir", str(data))
+    assert told.returncode == 2 and told.stderr.strip() == f"soak: run {run_id} ended error"
+    md = run_soak("report", run_id, "--format", "md", "--data-dir", str(data))
+    assert md.returncode == 0, md.stderr
+    text = md.stdout
+    assert "**ERROR before the target got ready — nothing ran: 4 criteria not judged**" in text
+    criteria = [
+        ln
+        for ln in text.splitlines()
+        if ln.startswith(("| lost_ratio", "| p99", "| wrong", "| restarts"))
+    ]
+    assert len(criteria) == 4 and all("| not judged |" in ln for ln in criteria), criteria
+    assert "FAIL" not in text
+    assert "Plots over time" not in text
+    # The command as it was given: the port soak chose, the run directory.
+    runs_as = next(ln for ln in text.splitlines() if ln.startswith("| Runs as |"))
+    assert "{port.dns}" not in runs_as and "{run_dir}" not in runs_as, runs_as
+    assert f"{data}/runs/{run_id}/unbound.conf" in runs_as
+    # It was asked for (version_command), but only a ready target is asked.
+    assert "| Version reported | not read: the target never got ready" in text
+    assert processes_under(data / "runs") == []
