@@ -3,12 +3,17 @@
 A run is old when its newest sample is older than the given age; a run the
 state store lists as pending or running is never removed, however old its
 samples. Only the points go (SqliteStore.delete_run): the run's record in
-state.db and its directory (reports, logs) stay, so `soak list` still shows it.
+state.db and its directory (reports, logs) stay, so `soak list` still shows it,
+and a `pruned` event on it says when its points went (`soak compare` names it).
+
+A destructive command says what it is about to remove first, in words ("older
+than 1 minute: 10 runs, 42.0 MiB of points"); `--dry-run` says only that.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,8 +22,16 @@ import click
 from soak.errors import InputError
 from soak.sinks.sqlite import SqliteStore
 from soak.units import parse_duration_s
+from soak.words import counted, duration_words
 
 MiB = 1024**2
+
+
+@dataclass(frozen=True)
+class OldRun:
+    run_id: str
+    newest_ns: int  # its newest sample
+    samples: int
 
 
 def active_runs(state_db: Path) -> set[str]:
@@ -34,19 +47,38 @@ def active_runs(state_db: Path) -> set[str]:
         state.close()
 
 
-def prune_store(
-    store: SqliteStore, older_than_s: float, keep: set[str], now_ns: int
-) -> list[tuple[str, int, int]]:
-    """(run id, newest sample ns, samples removed) of each run removed, oldest first."""
+def old_runs(store: SqliteStore, older_than_s: float, keep: set[str], now_ns: int) -> list[OldRun]:
+    """The runs whose newest sample is older than `older_than_s`, oldest first; not `keep`."""
     before_ns = now_ns - round(older_than_s * 1e9)
-    old = sorted(
-        ((last_ns, soak) for soak, last_ns in store.last_sample_ns().items()),
-    )
-    return [
-        (soak, last_ns, store.delete_run(soak))
-        for last_ns, soak in old
-        if last_ns < before_ns and soak not in keep
-    ]
+    old = sorted((last_ns, soak) for soak, last_ns in store.last_sample_ns().items())
+    chosen = [(last_ns, soak) for last_ns, soak in old if last_ns < before_ns and soak not in keep]
+    counts = store.sample_counts() if chosen else {}
+    return [OldRun(soak, last_ns, counts.get(soak, 0)) for last_ns, soak in chosen]
+
+
+def share_bytes(store: SqliteStore, runs: list[OldRun]) -> float:
+    """About how much of the file the runs' samples fill: their share of all samples."""
+    total = sum(store.sample_counts().values()) if runs else 0
+    if not total:
+        return 0.0
+    return store.used_bytes() * sum(r.samples for r in runs) / total
+
+
+def record_pruned(state_db: Path, runs: list[OldRun], now_ns: int) -> None:
+    """A `pruned` event on each run state.db knows (a store of another directory's runs
+    has none here)."""
+    from soak.runs.state import PRUNED_EVENT, StateStore
+
+    if not runs or not state_db.exists():
+        return
+    state = StateStore(state_db)
+    try:
+        for run in runs:
+            if state.get_run(run.run_id) is not None:
+                message = f"points removed by soak prune ({run.samples:,} samples)"
+                state.add_event(run.run_id, now_ns, PRUNED_EVENT, message, float(run.samples))
+    finally:
+        state.close()
 
 
 @click.command("prune")
@@ -64,7 +96,10 @@ def prune_store(
     default=None,
     help="A point store other than the data directory's points.db.",
 )
-def prune_cmd(older_than: str, data_dir: Path | None, store_path: Path | None) -> None:
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+def prune_cmd(
+    older_than: str, data_dir: Path | None, store_path: Path | None, dry_run: bool
+) -> None:
     """Remove the points of runs whose newest sample is older than --older-than."""
     from soak.runs.layout import DataDir
 
@@ -79,16 +114,40 @@ def prune_cmd(older_than: str, data_dir: Path | None, store_path: Path | None) -
     if not path.exists():
         raise InputError(f"no point store at {path}")
     keep = active_runs(layout.state_db)
+    now_ns = time.time_ns()
     store = SqliteStore(path)
     try:
-        removed = prune_store(store, older_than_s, keep, time.time_ns())
+        runs = old_runs(store, older_than_s, keep, now_ns)
+        click.echo(_plan_line(runs, older_than_s, share_bytes(store, runs), path, keep, dry_run))
+        for run in runs:
+            newest = datetime.fromtimestamp(run.newest_ns / 1e9, UTC).isoformat(timespec="seconds")
+            said = "would remove" if dry_run else "removing"
+            click.echo(f"  {said} {run.run_id}: {run.samples:,} samples, newest {newest}")
+            if not dry_run:
+                store.delete_run(run.run_id)
         free = store.free_bytes()
     finally:
         store.close()
-    for soak, last_ns, samples in removed:
-        last = datetime.fromtimestamp(last_ns / 1e9, UTC).isoformat(timespec="seconds")
-        click.echo(f"removed {soak}: {samples} samples, newest {last}")
+    if dry_run:
+        return
+    record_pruned(layout.state_db, runs, now_ns)
     click.echo(
-        f"{len(removed)} run(s) removed from {path}; {free / MiB:.1f} MiB free inside it,"
+        f"{counted(len(runs), 'run')} removed from {path}; {free / MiB:.1f} MiB free inside it,"
         " reused by new points (the file does not shrink)"
+    )
+
+
+def _plan_line(
+    runs: list[OldRun], older_than_s: float, nbytes: float, path: Path, keep: set[str], dry: bool
+) -> str:
+    """ "older than 1 minute: 10 runs, 42.0 MiB of points (12,345 samples) from points.db"."""
+    what = f"older than {duration_words(older_than_s)}"
+    if not runs:
+        return f"{what}: no runs in {path}; nothing to remove"
+    kept = f"; {counted(len(keep), 'active run')} kept whatever their age" if keep else ""
+    verb = "would remove" if dry else "removing"
+    samples = sum(r.samples for r in runs)
+    return (
+        f"{verb} the points of the runs {what}: {counted(len(runs), 'run')}, about"
+        f" {nbytes / MiB:,.1f} MiB ({samples:,} samples) from {path}{kept}"
     )

@@ -14,3 +14,16 @@ def plural(count: float, noun: str) -> str:
 def counted(count: int, noun: str) -> str:
     """ "1 phase", "2 phases", "1,000 runs": the count with thousands separators."""
     return f"{count:,} {plural(count, noun)}"
+
+
+# (seconds, unit), the largest first.
+_AGE_UNITS = ((7 * 86400, "week"), (86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
+
+
+def duration_words(seconds: float) -> str:
+    """An age as a user wrote it: "1 minute", "30 days", "90 minutes", "2.5 seconds"; in
+    the largest unit it is a whole number of."""
+    for size_s, unit in _AGE_UNITS:
+        if seconds >= size_s and seconds % size_s == 0:
+            return counted(int(seconds // size_s), unit)
+    return f"{seconds:g} {plural(seconds, 'second')}"

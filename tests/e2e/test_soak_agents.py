@@ -157,7 +157,11 @@ def test_a_killed_agent_is_an_event_and_the_run_gets_two_thirds(
     assert re.fullmatch(r"agent 1 of 3 lost at \+0:00:\d\d: .+", lost), lost
     generator = next(c for c in status["criteria"] if c["name"] == "generator")
     assert not generator["ok"] and 0.6 < generator["value"] < 0.9, generator["message"]
-    assert "generator-bound" in status["message"]
+    # The cause is named, in the criterion's detail and the result line: the agent.
+    cause = lost.split(": ", 1)[0]
+    assert generator["message"].startswith(f"{cause}: the generator sent only")
+    assert status["message"].startswith(f"{cause}; "), status["message"]
+    assert "generator-bound" not in status["message"] + generator["message"]
 
 
 def test_a_sigkilled_soak_leaves_no_agent_past_the_lease(

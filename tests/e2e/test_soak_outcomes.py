@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.soakrun import TOKEN, last_json, processes_under, run_soak, service, service_place
+from tests.e2e.soakrun import (
+    TOKEN,
+    last_json,
+    processes_under,
+    run_soak,
+    service,
+    service_place,
+    wait_for,
+)
 from tests.support.servers import unbound_process_target
 
 pytestmark = pytest.mark.e2e
@@ -33,7 +41,7 @@ def unbound_scenario(tmp: Path, argv: list[str], p99_ms: float = 1000.0) -> Path
         },
         "phases": [
             {"name": "warm", "duration_s": "1.5s", "warmup": True},
-            {"name": "steady", "duration_s": "3s"},
+            {"name": "steady", "duration_s": "5s"},
         ],
         "samplers": {"interval_s": 1},
         "criteria": {"lost_ratio_max": 0.5, "p99_ms_max": {"all": p99_ms}, "restarts_max": 0},
@@ -103,3 +111,27 @@ def test_a_target_that_never_got_ready_is_reported_as_such(tmp_path: Path) -> No
     # It was asked for (version_command), but only a ready target is asked.
     assert "| Version reported | not read: the target never got ready" in text
     assert processes_under(data / "runs") == []
+
+
+def test_compare_after_prune_is_exit_2_with_the_reason(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    ran = run_soak(
+        "start", str(unbound_scenario(tmp_path, UNBOUND_ARGV)), "--foreground", "--json",
+        "--data-dir", str(data),
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    run_id = last_json(ran.stdout)["id"]
+    same = run_soak("compare", run_id, run_id, "--data-dir", str(data))
+    assert same.returncode == 0, same.stderr
+    prune = ["prune", "--older-than", "0.5s", "--data-dir", str(data)]
+
+    def old_enough() -> bool:
+        said = run_soak(*prune, "--dry-run").stdout
+        return said.startswith("would remove the points of the runs older than 0.5 seconds: 1 run")
+
+    wait_for(old_enough, 30.0, "the run's newest sample is older than 0.5 s")
+    assert run_soak(*prune).returncode == 0
+    after = run_soak("compare", run_id, run_id, "--data-dir", str(data))
+    assert after.returncode == 2, after.stdout
+    assert after.stderr.startswith(f"soak: {run_id}: its points were removed by soak prune (")
+    assert after.stdout == ""

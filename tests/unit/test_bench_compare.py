@@ -249,3 +249,55 @@ def test_leak_rows_and_thresholds() -> None:
     for bad in ("latency", "speed=3", "latency=x", "cpu=-1"):
         with pytest.raises(InputError):
             parse_thresholds((bad,))
+
+
+def _soak_run(data: Path, run_id: str, fields: dict[str, float]) -> None:
+    """A run's record in state.db and ten ticks of `process` points in points.db."""
+    from soak.config import Scenario
+    from soak.runs.state import StateStore
+
+    sc = Scenario.model_validate(
+        {
+            "name": run_id,
+            "target": {"runtime": "process", "argv": ["/bin/true"]},
+            "phases": [{"name": "steady", "duration_s": "10s"}],
+        }
+    )
+    state = StateStore(data / "state.db")
+    state.create_run(run_id, sc, data / "runs" / run_id)
+    state.update_run(run_id, status="passed", origin_ns=1_000 * 10**9)
+    state.close()
+    tags = {"soak": run_id, "scenario": run_id, "target": "target", "version": ""}
+    store = SqliteStore(data / "points.db")
+    store.write([Point("process", fields, (1_000 + i) * 10**9, tags) for i in range(10)])
+    store.close()
+
+
+def _compare(data: Path, *runs: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from soak.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["compare", *runs, "--data-dir", str(data)])
+    return int(exited.value.code or 0), capsys.readouterr().err.strip()
+
+
+def test_no_figure_in_common_or_points_pruned_is_exit_2_never_a_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from soak.cli import main
+
+    _soak_run(tmp_path, "fds-only", {"fds": 40.0})
+    _soak_run(tmp_path, "threads-only", {"threads": 4.0})
+    code, err = _compare(tmp_path, "fds-only", "threads-only", capsys=capsys)
+    assert code == 2
+    assert err == (
+        "soak: fds-only and threads-only have no figure in common (fds-only: fds;"
+        " threads-only: threads); nothing to compare"
+    )
+    with pytest.raises(SystemExit) as pruned:
+        main(["prune", "--older-than", "1h", "--data-dir", str(tmp_path)])
+    assert pruned.value.code in (0, None)
+    code, err = _compare(tmp_path, "fds-only", "fds-only", capsys=capsys)
+    assert code == 2
+    assert err.startswith("soak: fds-only: its points were removed by soak prune (")
+    assert err.endswith("); nothing to compare")

@@ -291,6 +291,20 @@ def test_a_generator_that_fell_behind_is_generator_bound() -> None:
     assert all(r.message.endswith("(generator-bound)") for r in by(results, "lost_ratio"))
 
 
+def test_a_lost_agent_is_named_as_the_cause_not_generator_bound() -> None:
+    data = load_run(n=120, lost={i: 30.0 for i in range(120)})
+    data.load["all"].rate_target = ticks([1000.0] * 120)
+    data.load["all"].rate_achieved = ticks([1000.0] * 11 + [500.0] * 109)
+    data.lost_agents = ["agent 1 of 2 lost at +0:00:11: no call for 6 s"]
+    results = evaluate_criteria(cfg(lost_ratio_max=0.01), data)
+    (gen,) = by(results, "generator")
+    assert not gen.ok
+    assert gen.message.startswith("agent 1 of 2 lost at +0:00:11: the generator sent only 54.")
+    assert "generator-bound" not in gen.message
+    lost = by(results, "lost_ratio")
+    assert all(r.message.endswith("(agent 1 of 2 lost at +0:00:11)") for r in lost)
+
+
 def test_a_generator_that_kept_up_is_ok_and_flat_out_is_not_judged() -> None:
     data = load_run(n=120)
     data.load["all"].rate_target = ticks([100.0] * 120)

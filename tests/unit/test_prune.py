@@ -64,7 +64,10 @@ def test_old_runs_go_running_and_recent_runs_stay(
 
     assert run_cli(["prune", "--older-than", "30d", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "removed old: 400 samples" in out and "1 run(s) removed" in out
+    first = out.splitlines()[0]
+    assert first.startswith("removing the points of the runs older than 30 days: 1 run, about ")
+    assert "(400 samples)" in first and first.endswith("; 1 active run kept whatever their age")
+    assert "  removing old: 400 samples, newest " in out and "1 run removed" in out
     assert sorted(store.last_sample_ns()) == ["old-but-running", "recent"]
     assert store.series("old", "process", "fds") == []
     assert len(store.series("recent", "process", "fds")[0][1]) == 100
@@ -80,7 +83,9 @@ def test_nothing_old_removes_nothing(tmp_path: Path, capsys: pytest.CaptureFixtu
     store = SqliteStore(tmp_path / "points.db")
     write_run(store, "recent", time.time_ns())
     assert run_cli(["prune", "--older-than", "12h", "--data-dir", str(tmp_path)]) == 0
-    assert "0 run(s) removed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith(f"older than 12 hours: no runs in {tmp_path / 'points.db'}; nothing")
+    assert "0 runs removed" in out
     assert list(store.last_sample_ns()) == ["recent"]
 
 
@@ -99,3 +104,33 @@ def test_no_store_is_one_line_and_exit_2(
 ) -> None:
     assert run_cli(["prune", "--older-than", "30d", "--data-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_dry_run_says_in_words_what_would_go_and_removes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`1m` is a minute, not a month: the words say so before anything goes."""
+    now_ns = time.time_ns()
+    store = SqliteStore(tmp_path / "points.db")
+    for i in range(10):
+        write_run(store, f"run-{i}", now_ns - (2 + i) * 60 * S)
+    write_run(store, "now", now_ns)
+    state = StateStore(tmp_path / "state.db")
+    for i in range(10):
+        record(state, f"run-{i}", "passed")
+    state.close()
+    argv = ["prune", "--older-than", "1m", "--data-dir", str(tmp_path)]
+    assert run_cli([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("would remove the points of the runs older than 1 minute: 10 runs,")
+    assert " MiB (4,000 samples) from " in out[0]
+    assert len(out) == 11 and all(ln.startswith("  would remove run-") for ln in out[1:])
+    assert len(store.last_sample_ns()) == 11  # nothing removed
+
+    assert run_cli(argv) == 0
+    assert sorted(store.last_sample_ns()) == ["now"]
+    state = StateStore(tmp_path / "state.db")
+    (pruned,) = [e for e in state.events("run-3") if e.kind == "pruned"]
+    assert pruned.message == "points removed by soak prune (400 samples)"
+    state.close()
+    store.close()

@@ -44,6 +44,7 @@ __all__ = [
     "Series",
     "evaluate_criteria",
     "failed",
+    "lost_agents_text",
     "never_judged",
     "result_of",
     "run_data_from_store",
@@ -84,7 +85,10 @@ def evaluate_criteria(cfg: CriteriaConfig, data: RunData) -> list[CriterionResul
         if cfg.lost_ratio_max is not None:
             lost = _lost_ratio(cfg, data)
             if generator and not generator[0].ok:  # the losses are partly the generator's
-                lost = [replace(c, message=f"{c.message} (generator-bound)") for c in lost]
+                cause = (
+                    lost_agents_text(data.lost_agents) if data.lost_agents else "generator-bound"
+                )
+                lost = [replace(c, message=f"{c.message} ({cause})") for c in lost]
             results += lost
         if cfg.wrong_answers_max is not None:
             results.append(_wrong_answers(cfg.wrong_answers_max, data))
@@ -153,11 +157,18 @@ def _generator(data: RunData) -> list[CriterionResult]:
     share = sent_qps / asked_qps
     ok = share >= GENERATOR_MIN_SHARE
     what = "the generator kept" if ok else "generator-bound: the generator sent only"
+    if not ok and data.lost_agents:  # the cause: the agents' share went with them
+        what = f"{lost_agents_text(data.lost_agents)}: the generator sent only"
     message = (
         f"{what} {share:.1%} of the asked rate (mean {sent_qps / len(pairs):,.0f}"
         f" of {asked_qps / len(pairs):,.0f} q/s), at least {GENERATOR_MIN_SHARE:.0%}"
     )
     return [CriterionResult("generator", ok, share, GENERATOR_MIN_SHARE, "run", message)]
+
+
+def lost_agents_text(lost: Sequence[str]) -> str:
+    """ "agent 1 of 2 lost at +0:00:11" (each event's reason left to the events)."""
+    return "; ".join(message.split(": ", 1)[0] for message in lost)
 
 
 def _lost_ratio(cfg: CriteriaConfig, data: RunData) -> list[CriterionResult]:

@@ -68,6 +68,9 @@ class RunData:
     restarts: int = 0
     verdicts: list[LeakVerdict] = field(default_factory=list)
     expect_load: bool = True  # False for a run without load: no load criteria judged
+    # Load agents lost during the run ("agent 1 of 2 lost at +0:00:11: ..."): the cause of
+    # a generator that fell short, named in its criterion.
+    lost_agents: list[str] = field(default_factory=list)
 
 
 class StoreReader(Protocol):

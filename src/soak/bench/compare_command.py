@@ -31,6 +31,10 @@ def parse_thresholds(items: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
+def _names(run: RunFigures) -> str:
+    return ", ".join(sorted(n for n, f in run.figures.items() if f.values)) or "none"
+
+
 def compare_runs(a: RunFigures, b: RunFigures, thresholds: dict[str, float]) -> Comparison:
     return compare_figures(a.id, a.figures, b.id, b.figures, thresholds, leak_rows(a, b))
 
@@ -75,6 +79,11 @@ def compare_cmd(
     if (run_a.bench is None) != (run_b.bench is None):
         raise InputError("compare a bench result with a bench result, a soak run with a soak run")
     cmp = compare_runs(run_a, run_b, chosen)
+    if not cmp.rows:  # a pipeline must not read "no figure worse" of nothing compared
+        raise InputError(
+            f"{run_a.id} and {run_b.id} have no figure in common"
+            f" ({run_a.id}: {_names(run_a)}; {run_b.id}: {_names(run_b)}); nothing to compare"
+        )
     click.echo(emit(cmp, run_a, run_b, as_json, out_dir), nl=False)
     if cmp.worse:
         raise CheckFailed(f"B is worse than A: {', '.join(cmp.worse)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ def _bench_paths(root: Path, bench_id: str) -> list[Path]:
 
 def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
     from soak.runs import timeline
-    from soak.runs.state import StateStore
+    from soak.runs.state import PRUNED_EVENT, StateStore
     from soak.sinks.sqlite import SqliteStore
 
     layout = DataDir(data_dir)
@@ -85,6 +86,7 @@ def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
     state = StateStore(layout.state_db)
     try:
         record = state.get_run(run_id)
+        pruned = [e for e in state.events(run_id) if e.kind == PRUNED_EVENT] if record else []
     finally:
         state.close()
     if record is None:
@@ -97,6 +99,17 @@ def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
         figures = _soak_figures(store, run_id, since_ns, sc.samplers.interval_s)
     finally:
         store.close()
+    if not figures:  # nothing to compare is not "no figure worse"
+        if pruned:
+            when = datetime.fromtimestamp(pruned[-1].time_ns / 1e9, UTC).isoformat(
+                timespec="seconds"
+            )
+            raise InputError(
+                f"{run_id}: its points were removed by soak prune ({when}); nothing to compare"
+            )
+        raise InputError(
+            f"{run_id}: no points stored for this run (status {record.status}); nothing to compare"
+        )
     result = read_result(record.run_dir) or {}
     leaks = {v["resource"]: v for v in result.get("verdicts", [])}
     label = f"{sc.target.name} {sc.target.version}".strip()

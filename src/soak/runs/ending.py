@@ -60,6 +60,7 @@ class RunEnd:
     load_totals: dict[str, Any]
     state: StateStore
     event: Callable[[str, str, float], None]  # kind, message, value: into the run's events
+    lost_agents: list[str] = field(default_factory=list)  # load agents lost, as their events say
 
 
 EndHook = Callable[[RunEnd], Outcome]

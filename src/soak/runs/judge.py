@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.analysis import evaluate_criteria, run_data_from_store
+from soak.analysis.criteria import lost_agents_text
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.layout import report_path, result_path
 from soak.runs.reportinput import render_all
@@ -56,7 +57,8 @@ def judge_and_report(end: RunEnd) -> Outcome:
                 str(c.get("name", "?")) for c in failed
             )
             if any(c.get("name") == "generator" for c in failed):
-                message = f"generator-bound; {message}"
+                cause = lost_agents_text(end.lost_agents) if end.lost_agents else "generator-bound"
+                message = f"{cause}; {message}"
         elif not_judged:
             message = (
                 f"completed; {len(criteria) - len(not_judged)} pass, {len(not_judged)} not"
@@ -88,6 +90,7 @@ def evaluate(end: RunEnd) -> list[Any]:
             leaks=end.scenario.leaks,
             expect_load=end.scenario.load is not None,
         )
+        data.lost_agents = list(end.lost_agents)
         return list(evaluate_criteria(end.scenario.criteria, data))
     finally:
         store.close()

@@ -272,6 +272,7 @@ class Run:
                 load_totals=self.load_totals,
                 state=self.ctx.state,
                 event=self.event,
+                lost_agents=list(self.supervisor.lost_agents),
             )
         )
 

@@ -35,6 +35,9 @@ class RunStatus(StrEnum):
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
 
+# The event `soak prune` leaves on a run whose points it removed (its record stays).
+PRUNED_EVENT = "pruned"
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,

@@ -50,6 +50,9 @@ class Supervisor:
         self.ctx = ctx
         self.restarts = restarts  # the target's, which criteria count
         self.helper_restarts: dict[str, int] = {}
+        # Load agents lost, as their events say ("agent 1 of 2 lost at +0:00:11: ..."):
+        # the cause the judge names when the generator fell short.
+        self.lost_agents: list[str] = []
         self._helpers_gone: set[str] = set()
         self._end = end
 
@@ -110,6 +113,7 @@ class Supervisor:
         """Dead load workers (a fresh engine for the rest of the run), load agents lost,
         the sampler agent lost."""
         events = self.parts.load.check(remaining_s) if self.parts.load is not None else []
+        self.lost_agents += [e.message for e in events if e.kind == "agent_lost"]
         if self.parts.remote_samplers is not None:
             events += self.parts.remote_samplers.check()
         for e in events:

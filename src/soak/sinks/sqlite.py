@@ -311,6 +311,23 @@ class SqliteStore:
                     del self._windows[kept]
         return removed
 
+    def sample_counts(self) -> dict[str, int]:
+        """Each run's number of samples (one count over the samples table)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT s.soak, COUNT(*) FROM samples v JOIN series s ON s.id = v.series_id"
+                " GROUP BY s.soak"
+            ).fetchall()
+        return {soak: int(count) for soak, count in rows}
+
+    def used_bytes(self) -> int:
+        """Bytes of the file's pages that hold data (its size less the free pages)."""
+        with self._lock:
+            pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+            free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+            size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        return (int(pages) - int(free)) * int(size)
+
     def free_bytes(self) -> int:
         """Bytes of free pages inside the file (left by deletions, reused by writes)."""
         with self._lock:
