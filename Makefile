@@ -8,13 +8,19 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 .PHONY: setup system-deps docker-ready lint typecheck test test-unit demo bench bench-load \
 	bench-sinks bench-targets bench-service bench-agents clean test-upgrades refdns demo-leak agent-image
 
+# The demo needs soak only; the tools of `make test` (pytest, ruff, mypy, import-linter)
+# come with `setup`. The venv's own pip installs both (no upgrade: it took seconds of a
+# first `make demo`).
 $(BIN)/soak: pyproject.toml src/soak/load/_fastudp.c
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(BIN)/pytest: $(BIN)/soak
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-setup: $(BIN)/soak
+setup: $(BIN)/pytest
 
 system-deps:
 	bash scripts/install-system-deps.sh
@@ -53,11 +59,17 @@ test-upgrades: setup docker-ready
 	bash scripts/build-test-images.sh upgrades
 	$(BIN)/pytest -q -m upgrades tests
 
-demo: system-deps setup refdns
+# Only what the demo uses is installed (scripts/install-system-deps.sh demo); demo.sh
+# builds refdns itself.
+demo:
+	bash scripts/install-system-deps.sh demo
+	$(MAKE) --no-print-directory $(BIN)/soak
 	bash scripts/demo.sh
 
 # The same with refdns -leak: `growing` verdicts and the alert in a local Alertmanager.
-demo-leak: system-deps setup refdns
+demo-leak:
+	bash scripts/install-system-deps.sh demo-leak
+	$(MAKE) --no-print-directory $(BIN)/soak
 	SOAK_DEMO_LEAK=1 bash scripts/demo.sh
 
 # Benchmarks print ratios against a named peer; figures go in docs/benchmarks.md.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make demo`: a two-minute soak of the reference Go DNS server (testbed/refdns, built by
+# `make demo`: a 90-second soak of the reference Go DNS server (testbed/refdns, built by
 # scripts/build-refdns.sh) forwarding to a dnsmasq upstream, with its SQLite query log on
 # (scenarios/refdns-demo.yaml): goroutines, heap, query-log rows and drops, API latency,
 # anonymous and file-backed RSS every second, leak verdicts on 10-s windows, the report.
@@ -8,12 +8,14 @@
 # goroutine holding 16 KiB per unique forwarded name) and a local Alertmanager as the
 # run's receiver; it ends with the `growing` verdicts and the alert Alertmanager holds.
 #
-# Everything runs on 127.0.0.1 and is stopped at the end. SOAK_DEMO_DIR moves the data.
+# Everything runs on 127.0.0.1 and is stopped at the end. Each demo keeps its data in a
+# directory of its own (printed at the start; SOAK_DEMO_DIR names one instead), and
+# summarises the run it started, by that run's id: two demos at once do not mix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SOAK=${SOAK:-.venv/bin/soak}
-DATA=${SOAK_DEMO_DIR:-/tmp/soak-demo}
+DATA=${SOAK_DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/soak-demo.XXXXXX")}
 SCENARIO=scenarios/refdns-demo.yaml
 LEAK=${SOAK_DEMO_LEAK:-0}
 mkdir -p "$DATA"
@@ -41,9 +43,11 @@ if [ "$LEAK" = 1 ]; then
   echo "demo: refdns with -leak; alerts go to the Alertmanager at $am_url"
 fi
 
-echo "demo: a two-minute soak of testbed/refdns; data in $DATA"
+echo "demo: a 90-second soak of testbed/refdns; data in $DATA"
+result=$(mktemp "${TMPDIR:-/tmp}/soak-demo-result.XXXXXX")
 set +e
-"$SOAK" start "$SCENARIO" --foreground --data-dir "$DATA" "${sets[@]}"
+# --json: the ended run's status (its id among it) on stdout; the live view is on stderr.
+"$SOAK" start "$SCENARIO" --foreground --json --data-dir "$DATA" "${sets[@]}" >"$result"
 rc=$?
 set -e
 # 0: every criterion passed; 1: the run completed and a criterion failed (the report
@@ -53,11 +57,12 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
   exit "$rc"
 fi
 
-run_id=$("$SOAK" list --data-dir "$DATA" --json | python3 -c \
-  'import json, sys; print(json.load(sys.stdin)[-1]["id"])')
+run_id=$(python3 -c 'import json, sys; t = open(sys.argv[1]).read(); print(json.loads(t[t.index("{"):])["id"])' "$result")
+rm -f "$result"
 echo
 echo "demo: summary of $run_id"
-"$SOAK" status "$run_id" --data-dir "$DATA"
+# It exits by the run's outcome (1 for a failed criterion): the demo says so below.
+"$SOAK" status "$run_id" --data-dir "$DATA" || true
 if [ -n "$am_url" ]; then
   echo
   echo "demo: what Alertmanager holds ($am_url/api/v2/alerts):"

@@ -3,7 +3,19 @@
 # use: the DNS servers under test, dnsperf, Docker, the time-series stores and the
 # alerting and browser tools the tests drive, and the Go toolchain and Go library
 # packages that build the reference target (scripts/build-refdns.sh). Idempotent; needs root.
+#
+# `install-system-deps.sh demo` (and `demo-leak`) installs only what `make demo` uses:
+# Python's venv and a C compiler (the compiled UDP loop), dnsmasq, and Go with the
+# library packages refdns builds from (demo-leak: Alertmanager too). On a fresh machine
+# the full list is most of a first `make demo`'s time: Docker, Chromium, the DNS servers
+# and the time-series stores are for `make test`.
 set -euo pipefail
+
+DEMO_PACKAGES=(
+  python3-venv gcc libc6-dev python3-dev dnsmasq-base
+  golang-go golang-github-miekg-dns-dev golang-github-prometheus-client-golang-dev
+  golang-github-mattn-go-sqlite3-dev libsqlite3-dev
+)
 
 PACKAGES=(
   python3-venv
@@ -16,6 +28,13 @@ PACKAGES=(
   golang-go golang-github-miekg-dns-dev golang-github-prometheus-client-golang-dev
   golang-github-mattn-go-sqlite3-dev libsqlite3-dev
 )
+
+case "${1:-all}" in
+  all) ;;
+  demo) PACKAGES=("${DEMO_PACKAGES[@]}") ;;
+  demo-leak) PACKAGES=("${DEMO_PACKAGES[@]}" prometheus-alertmanager) ;;
+  *) echo "install-system-deps: unknown set ${1} (all, demo, demo-leak)" >&2; exit 2 ;;
+esac
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -66,6 +66,7 @@ def test_submit_tick_report_stop(client: TestClient) -> None:
     stopping = client.post(f"/runs/{run_id}/stop", headers=AUTH)
     assert stopping.status_code == 202 and stopping.json()["stopping"]
     final = wait_status(client, run_id, lambda s: s["status"] == "stopped")
+    assert final["remaining_s"] is None  # stopped: nothing remains of it
     assert [e["kind"] for e in final["events"]][-1] == "stop"
     assert set(final["reports"]) == {"html", "json", "md"}
     assert final["criteria"]  # judged on what ran

@@ -301,3 +301,23 @@ def test_no_figure_in_common_or_points_pruned_is_exit_2_never_a_pass(
     assert code == 2
     assert err.startswith("soak: fds-only: its points were removed by soak prune (")
     assert err.endswith("); nothing to compare")
+
+
+def test_a_difference_below_the_floor_says_its_unit() -> None:
+    a = Figure("latency", "ms", [0.031, 0.032, 0.030])
+    b = Figure("latency", "ms", [0.034, 0.035, 0.033])
+    (row,) = compare_figures("A", {"p50 latency": a}, "B", {"p50 latency": b}).rows
+    assert (row.verdict, row.note) == ("same", "difference below 0.05 ms")
+
+
+def test_a_fixed_rate_p50_is_the_one_the_bench_itself_shows() -> None:
+    """The bench's table shows a fixed rate's p50 over all its queries (0.031 ms); the
+    compare table showed the median of its per-second p50s (0.034 ms). Both say 0.031 now;
+    the per-second values are still what the test compares."""
+    run = fixed_run(0.9, [0.9] * 10, p50=0.031)
+    run["windows"]["p50_ms"] = [0.05, 0.034, 0.034, 0.035, 0.033, 0.034, 0.034, 0.036, 0.034, 0.033]
+    figures = bench_figures(fixed_rate_result("a", [run]))
+    p50 = figures["zone @ 300 q/s p50"]
+    assert p50.shown == 0.031 and len(p50.values) == 9
+    (row,) = [r for r in compare_figures("a", figures, "b", figures).rows if r.name.endswith("p50")]
+    assert row.a == row.b == 0.031

@@ -80,3 +80,17 @@ def test_culprit_by_resource() -> None:
     assert culprit("rss_anon_bytes", mappings=maps) == "mapping heap [heap+anon]: +2.0 MiB RSS"
     assert culprit("fds", mappings=maps) is None
     assert culprit("heap_inuse_bytes") is None
+
+
+def test_goroutines_without_frames_are_not_an_empty_row() -> None:
+    """`19 @ 0x473421` (only goexit: goroutines starting or ending as the profile is taken)
+    has no function and no site: it is left out, not shown as `() 0 -> 19`."""
+    base = parse_profile("goroutine profile: total 1\n")
+    latest = parse_profile(
+        "goroutine profile: total 22\n19 @ 0x473421\n\n"
+        "3 @ 0x442276 0x473421\n"
+        "#\t0x442275\tmain.wait+0x24\t/src/refdns/server.go:10\n"
+    )
+    (grown,) = goroutine_stacks(base, latest)
+    assert grown.name == "main.wait" and grown.site.endswith("server.go:10")
+    assert (grown.start, grown.end) == (0, 3)

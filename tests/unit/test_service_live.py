@@ -64,6 +64,14 @@ def test_threads_without_runtime_and_missing_values_are_dashes() -> None:
     assert rows["elapsed / remaining"] == "- / -"
 
 
+def test_an_ended_run_shows_what_ran_of_what_was_planned_not_a_remainder() -> None:
+    stopped = {"id": "r", "status": "stopped", "ended": "2026-12-05T19:00:00+00:00",
+               "elapsed_s": 56.0, "duration_s": 120.0, "remaining_s": None}  # fmt: skip
+    rows = dict(summary_rows(stopped))
+    assert rows["ran / planned"] == "0:56 of 2:00"
+    assert "elapsed / remaining" not in rows
+
+
 def test_render_shows_verdicts_and_events() -> None:
     console = Console(record=True, width=120)
     console.print(render(STATUS))

@@ -188,7 +188,7 @@ def _lost_ratio(cfg: CriteriaConfig, data: RunData) -> list[CriterionResult]:
             run_ratio,
             limit,
             "run",
-            f"{lost:.0f} of {sent:.0f} queries lost ({run_ratio:.4%}), at most {limit:.4%}",
+            f"{lost:,.0f} of {sent:,.0f} queries lost ({run_ratio:.4%}), at most {limit:.4%}",
         )
     ]
     worst = worst_window(num, total.sent, _ns(cfg.window_s))
@@ -217,8 +217,8 @@ def _wrong_answers(limit: int, data: RunData) -> CriterionResult:
         for name, cs in sorted(data.load.items())
         if name != "all"
     }
-    where = ", ".join(f"{k} {v:.0f}" for k, v in per_class.items() if v)
-    msg = f"{count:.0f} wrong answer(s), at most {limit}" + (f" ({where})" if where else "")
+    where = ", ".join(f"{k} {v:,.0f}" for k, v in per_class.items() if v)
+    msg = f"{count:,.0f} wrong answer(s), at most {limit:,}" + (f" ({where})" if where else "")
     return CriterionResult("wrong_answers", count <= limit, count, limit, "run", msg)
 
 
@@ -331,14 +331,14 @@ def _querylog_dropped(limit: float, window_s: float, data: RunData) -> list[Crit
     total = sum(v for _, v in increments)
     out = [
         CriterionResult(
-            name, total <= limit, total, limit, "run", f"{total:.0f} dropped, at most {limit:g}"
+            name, total <= limit, total, limit, "run", f"{total:,.0f} dropped, at most {limit:,g}"
         )
     ]
     ones = [(t, 1.0) for t, _ in increments]
     worst = worst_window(increments, ones, _ns(window_s), ratio=False)
     if worst is not None:
         value, end_ns = worst
-        msg = f"worst {window_s:g} s window dropped {value:.0f}, at most {limit:g}"
+        msg = f"worst {window_s:g} s window dropped {value:,.0f}, at most {limit:,g}"
         out.append(
             CriterionResult(
                 name, value <= limit, value, limit, _window_name(window_s, end_ns, data), msg

@@ -79,8 +79,18 @@ def heap_stacks(base: Profile, latest: Profile, top: int = 10) -> list[Growth]:
 
 
 def goroutine_stacks(base: Profile, latest: Profile, top: int = 10) -> list[Growth]:
-    """Goroutine stacks whose count grew most (a parked goroutine per request: a leak)."""
-    return _diff(base.records, latest.records, _stack_key, lambda r: r.count, top)
+    """Goroutine stacks whose count grew most (a parked goroutine per request: a leak).
+
+    A goroutine without frames (`19 @ 0x473421`: only goexit) is one being created or
+    ending as the profile is taken: nowhere to point at, and not a parked one; left out
+    rather than shown as an empty row."""
+    return _diff(
+        [r for r in base.records if r.stack],
+        [r for r in latest.records if r.stack],
+        _stack_key,
+        lambda r: r.count,
+        top,
+    )
 
 
 def _stack_key(r: Record) -> str:

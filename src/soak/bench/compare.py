@@ -59,6 +59,10 @@ class Figure:
     kind: str  # a key of DEFAULT_THRESHOLDS_PCT
     unit: str
     values: list[float]
+    # The figure as its own result shows it, where that is not the values' median (a fixed
+    # rate's p50 over all its queries, against the per-second p50s the test compares):
+    # the table's A and B, so that they match each bench's own report.
+    shown: float | None = None
 
 
 Figures = dict[str, Figure]
@@ -93,10 +97,12 @@ def verdict_of(
     threshold_pct: float,
     p_adjusted: float | None = None,
     cv: tuple[float | None, float | None] = (None, None),
+    unit: str = "",
 ) -> tuple[str, str]:
-    """The verdict and a note, from the difference and its noise (see the module doc)."""
+    """The verdict and a note, from the difference and its noise (see the module doc).
+    `unit`: the figure's, in which ABS_MIN is read (the values are in it)."""
     if abs(b - a) < ABS_MIN.get(kind, 0.0):
-        return "same", f"difference below {ABS_MIN[kind]:g}"
+        return "same", f"difference below {ABS_MIN[kind]:g} {unit}".rstrip()
     if ci is None or p_adjusted is None:
         return "not judged", f"fewer than {MIN_VALUES} values a side"
     if abs(diff_pct) <= threshold_pct:
@@ -119,7 +125,8 @@ def verdict_of(
 
 def compare_figure(name: str, a: Figure, b: Figure, thresholds: dict[str, float]) -> Compared:
     """One figure, its p-value not yet corrected (compare_figures does that over all)."""
-    ma, mb = median(a.values), median(b.values)
+    ma = a.shown if a.shown is not None else median(a.values)
+    mb = b.shown if b.shown is not None else median(b.values)
     diff = rel_diff_pct(ma, mb)
     ci = p = None
     if len(a.values) >= MIN_VALUES and len(b.values) >= MIN_VALUES:
@@ -127,7 +134,7 @@ def compare_figure(name: str, a: Figure, b: Figure, thresholds: dict[str, float]
         p = welch_t_test(a.values, b.values)[1]
     threshold = thresholds.get(a.kind, DEFAULT_THRESHOLDS_PCT.get(a.kind, 10.0))
     cv = (coefficient_of_variation(a.values), coefficient_of_variation(b.values))
-    verdict, note = verdict_of(a.kind, ma, mb, diff, ci, threshold, p, cv)
+    verdict, note = verdict_of(a.kind, ma, mb, diff, ci, threshold, p, cv, a.unit)
     return Compared(
         name, a.kind, a.unit, ma, mb, diff, ci, p, threshold, verdict, len(a.values),
         len(b.values), note, p_adjusted=p, cv_a=cv[0], cv_b=cv[1],
@@ -137,8 +144,9 @@ def compare_figure(name: str, a: Figure, b: Figure, thresholds: dict[str, float]
 def _corrected(row: Compared, p_adjusted: float | None) -> Compared:
     cv = (row.cv_a, row.cv_b)
     verdict, note = verdict_of(
-        row.kind, row.a, row.b, row.diff_pct, row.ci_pct, row.threshold_pct, p_adjusted, cv
-    )
+        row.kind, row.a, row.b, row.diff_pct, row.ci_pct, row.threshold_pct, p_adjusted, cv,
+        row.unit,
+    )  # fmt: skip
     return replace(row, p_adjusted=p_adjusted, verdict=verdict, note=note)
 
 
@@ -253,7 +261,9 @@ def _fixed_figures(cls: str, runs: list[dict[str, Any]], out: Figures) -> None:
             windows = run.get("windows", {})
             p50 += _steady(windows.get("p50_ms")) or [run["latency_ms"].get("p50")]
             cpu += _steady(windows.get("target_cores")) or [run.get("target_cores")]
-        out[f"{at} p50"] = Figure("latency", "ms", _values(p50))
+        whole_run = _values([r["latency_ms"].get("p50") for r in same_rate])
+        shown = median(whole_run) if whole_run else None
+        out[f"{at} p50"] = Figure("latency", "ms", _values(p50), shown=shown)
         out[f"{at} p99"] = Figure(
             "tail", "ms", _values([r["latency_ms"].get("p99") for r in same_rate])
         )

@@ -80,7 +80,9 @@ def run_status(
         until_ns = record.ended_ns if record.ended_ns is not None else now_ns
         elapsed_s = max(0.0, (until_ns - record.origin_ns) / 1e9)
         status["elapsed_s"] = round(elapsed_s, 1)
-        status["remaining_s"] = round(max(0.0, duration_s - elapsed_s), 1)
+        # An ended run has nothing remaining, however early it ended (stopped, failed).
+        if record.ended_ns is None:
+            status["remaining_s"] = round(max(0.0, duration_s - elapsed_s), 1)
         if record.active:
             span = timeline.span_at(timeline.timeline(scenario, record.origin_ns), now_ns)
             status["rate_target_qps"] = span.rate_qps if span is not None else 0.0

@@ -52,13 +52,15 @@ def summary_rows(status: dict[str, Any]) -> list[tuple[str, str]]:
     rate = fmt_num(status.get("rate_achieved_qps", load.get("rate_achieved")), 0)
     target_rate = fmt_num(status.get("rate_target_qps", load.get("rate_target")), 0)
     lost_ratio = status.get("lost_ratio")
+    elapsed = fmt_duration(status.get("elapsed_s"))
+    if status.get("ended"):  # nothing remains of an ended run: what ran of what was planned
+        timing = ("ran / planned", f"{elapsed} of {fmt_duration(status.get('duration_s'))}")
+    else:
+        timing = ("elapsed / remaining", f"{elapsed} / {fmt_duration(status.get('remaining_s'))}")
     return [
         ("run", f"{status.get('id')} ({status.get('status')})"),
         ("phase", str(status.get("phase") or "-")),
-        (
-            "elapsed / remaining",
-            f"{fmt_duration(status.get('elapsed_s'))} / {fmt_duration(status.get('remaining_s'))}",
-        ),
+        timing,
         ("rate achieved / target", f"{rate} / {target_rate} q/s"),
         (
             "lost",
