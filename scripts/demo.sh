@@ -54,6 +54,7 @@ set -e
 # says which). Anything else means the soak itself did not run.
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
   echo "demo: the soak did not run (exit $rc)" >&2
+  rm -f "$result"
   exit "$rc"
 fi
 

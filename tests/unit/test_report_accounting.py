@@ -55,7 +55,7 @@ def test_criteria_count_the_phases_after_the_warm_up(tmp_path: Path) -> None:
     steady_sent = sum(sent_at(t) for t in range(WARM_S + 1, END_S + 1) if t not in GAP)
     assert steady["metrics"]["sent"] == steady_sent
     lost = next(c for c in report["criteria"] if c["name"] == "lost_ratio" and c["window"] == "run")
-    assert f"0 of {steady_sent:.0f} queries lost" in lost["message"]
+    assert f"0 of {steady_sent:,.0f} queries lost" in lost["message"]
     assert warm["metrics"]["sent"] == WARM_S * RATE
     # The phase's rate is what it sent over how long it ran: 15,000 in 30 s is 500 q/s.
     assert warm["metrics"]["rate_achieved_qps"] == RATE
