@@ -44,7 +44,12 @@ def unbound_scenario(tmp: Path, argv: list[str], p99_ms: float = 1000.0) -> Path
             {"name": "steady", "duration_s": "5s"},
         ],
         "samplers": {"interval_s": 1},
-        "criteria": {"lost_ratio_max": 0.5, "p99_ms_max": {"all": p99_ms}, "restarts_max": 0},
+        "criteria": {
+            "lost_ratio_max": 0.5,
+            "p99_ms_max": {"all": p99_ms},
+            "restarts_max": 0,
+            "window_s": "2s",
+        },
     }
     path = tmp / f"outcomes-{len(list(tmp.glob('outcomes-*.yaml')))}.yaml"
     path.write_text(yaml.safe_dump(scenario))
@@ -67,6 +72,8 @@ def test_wait_and_status_exit_by_the_outcome(tmp_path: Path) -> None:
             assert waited.returncode == code, (outcome, waited.stdout, waited.stderr[-2000:])
             run_id, result_line = waited.stdout.strip().splitlines()[-2:]
             assert result_line.startswith(f"result: {outcome}: "), waited.stdout
+            if outcome == "failed":  # over the run and in its worst window: one criterion
+                assert result_line == "result: failed: 1 criterion failed: p99_ms[all]"
             ended_line = f"soak: run {run_id} ended {outcome}"
             assert waited.stderr.strip().endswith(ended_line) == (code != 0), waited.stderr
             told = run_soak("status", run_id, "--server", url, env=env)

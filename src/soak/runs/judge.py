@@ -20,6 +20,7 @@ from soak.runs.layout import report_path, result_path
 from soak.runs.reportinput import render_all
 from soak.runs.state import RunStatus
 from soak.sinks.sqlite import SqliteStore
+from soak.words import counted
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,9 @@ def judge_and_report(end: RunEnd) -> Outcome:
         assert end.ending is Ending.COMPLETED
         status = RunStatus.FAILED if failed else RunStatus.PASSED
         if failed:
-            message = f"{len(failed)} criterion(s) failed: " + ", ".join(
-                str(c.get("name", "?")) for c in failed
-            )
+            # A criterion failed over the run and in its worst window is one criterion.
+            names = list(dict.fromkeys(str(c.get("name", "?")) for c in failed))
+            message = f"{counted(len(names), 'criterion')} failed: " + ", ".join(names)
             if any(c.get("name") == "generator" for c in failed):
                 cause = lost_agents_text(end.lost_agents) if end.lost_agents else "generator-bound"
                 message = f"{cause}; {message}"
