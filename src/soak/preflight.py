@@ -228,7 +228,8 @@ def _check_target_placeholders(
     values = Placeholders(run_dir=_ANY_DIR, host=target.host, ports=ports, data_dir=_ANY_DIR)
     # A process target's own data_dir is where {data_dir} comes from: not known there.
     own_dir = Placeholders(run_dir=_ANY_DIR, host=target.host, ports=ports)
-    texts = [(f"{target.name}.{where}", text) for where, text in _strings(target.model_dump())]
+    fields = target.model_dump(exclude={"files"})  # a file's text: below, as its start says it
+    texts = [(f"{target.name}.{where}", text) for where, text in _strings(fields)]
     texts += [(f"file {spec.dest}", file_text(spec, base_dir)) for spec in target.files]
     for where, text in texts:
         if services is None and services_named(text):
