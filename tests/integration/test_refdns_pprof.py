@@ -72,7 +72,7 @@ def test_the_diff_names_the_leak_and_profiles_outlive_the_target(tmp_path: Path)
         "main.(*server).leakName < main.(*server).forward"
     )
     said = culprit("goroutines", goroutines=stacks)
-    assert said is not None and "leakName.func1" in said and "+2000 goroutines" in said
+    assert said is not None and "leakName.func1" in said and "+2,000 goroutines" in said
 
 
 def test_no_token_and_a_wrong_path_are_one_event_each(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def test_culprit_by_resource() -> None:
     said = culprit("heap_inuse_bytes", heap=heap, goroutines=stacks, mappings=maps)
     assert said is not None and said.startswith("main.(*server).leakName (refdns/server.go:393): +")
     said = culprit("goroutines", heap=heap, goroutines=stacks)
-    assert said == "main.(*server).leakName.func1 (refdns/server.go:398): +2500 goroutines"
+    assert said == "main.(*server).leakName.func1 (refdns/server.go:398): +2,500 goroutines"
     assert culprit("rss_bytes", mappings=maps) == "mapping file /q.db: +50.0 MiB RSS"
     assert culprit("rss_anon_bytes", mappings=maps) == "mapping heap [heap+anon]: +2.0 MiB RSS"
     assert culprit("fds", mappings=maps) is None

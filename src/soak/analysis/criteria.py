@@ -302,9 +302,11 @@ def _leak(v: LeakVerdict) -> CriterionResult:
 
 
 def _per_hour(resource: str, value: float) -> str:
+    """Three figures, never an exponent: 45.6 MiB/h, 9.05 GiB/h, 357,120/h."""
     if resource.endswith("_bytes"):
-        return f"{value / 1024**2:.3g} MiB/h"
-    return f"{value:.3g}/h"
+        mib = value / 1024**2
+        return f"{mib / 1024:.3g} GiB/h" if abs(mib) >= 1024 else f"{mib:.3g} MiB/h"
+    return f"{value:,.0f}/h" if abs(value) >= 1000 else f"{value:.3g}/h"
 
 
 def _api_latency(endpoint: str, limit: float, data: RunData) -> CriterionResult:

@@ -174,7 +174,7 @@ def culprit(
         return f"{top.name} ({top.site}): +{_bytes(top.delta)} in use"
     if resource in GOROUTINE_RESOURCES and goroutines:
         top = goroutines[0]
-        return f"{top.name} ({top.site}): +{top.delta:.0f} goroutines"
+        return f"{top.name} ({top.site}): +{top.delta:,.0f} goroutines"
     if resource in MEMORY_RESOURCES and mappings:
         anon = resource in ("rss_anon_bytes", *HEAP_RESOURCES)
         wanted = [g for g in mappings if not anon or g.name.split(" ", 1)[0] in ("heap", "stack")]
