@@ -1,0 +1,84 @@
+"""Service mode: a target that daemonizes is named and stopped; a service sweeps what a
+dead run left, and keeps what it (or another service) will resume. Real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soak.procfs import pid_alive
+from soak.service.manager import RunManager
+from soak.targets.tree import MARK_ENV, Mark, marked
+from tests.support.api import AUTH, api_client, wait_status
+
+pytestmark = pytest.mark.integration
+
+DEAD_OWNER = 2**22 + 7  # above pid_max's default: no such process
+
+
+def ended(status: dict[str, Any]) -> bool:
+    return status["status"] not in ("pending", "running")
+
+
+def test_a_service_run_whose_target_daemonizes_says_so_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    argv = [
+        "dnsmasq", "--port={port.dns}", "--listen-address=127.0.0.1", "--bind-interfaces",
+        "--no-resolv", "--no-hosts", "--pid-file={data_dir}/dnsmasq.pid", "--user=root",
+    ]  # fmt: skip
+    scenario = {
+        "name": "daemon",
+        "target": {"runtime": "process", "name": "upstream", "argv": argv,
+                   "ports": {"dns": {"protocol": "both"}}},
+        "phases": [{"name": "steady", "duration_s": 60}],
+    }  # fmt: skip
+    with api_client(tmp_path / "data") as client:
+        r = client.post("/runs", json=scenario, headers=AUTH)
+        assert r.status_code == 201, r.text
+        run_id = r.json()["id"]
+        final = wait_status(client, run_id, ended, 30)
+    assert final["status"] == "error"
+    message = final["message"]
+    assert "upstream: dnsmasq forked into the background (pid " in message, message
+    assert "run it in the foreground (--no-daemon)" in message
+    pid = int(message.split("(pid ", 1)[1].split(")", 1)[0])
+    assert not pid_alive(pid)
+    assert [p for p, m in marked().items() if m.run_id == run_id] == []
+
+
+@contextmanager
+def marked_sleep(mark: Mark) -> Iterator[int]:
+    """A process carrying `mark`, in a session of its own (as a daemon would be)."""
+    proc = subprocess.Popen(
+        ["sleep", "300"], env={**os.environ, MARK_ENV: mark.text()}, start_new_session=True
+    )
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_serve_sweeps_dead_runs_processes_and_keeps_another_services(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    mine = Mark("svc-gone-1", "upstream", DEAD_OWNER, None, str(data))
+    theirs = Mark("svc-gone-2", "upstream", DEAD_OWNER, None, str(tmp_path / "theirs"))
+    with marked_sleep(mine) as left, marked_sleep(theirs) as kept:
+        manager = RunManager(data)
+        manager.start(resume=True)
+        try:
+            line = manager.leftovers
+        finally:
+            manager.shutdown()
+        assert line is not None and "upstream of run svc-gone-1" in line, line
+        assert f"pid {left}" in line and "svc-gone-2" not in line
+        # Killed (a zombie until the test reaps it): no longer a live process.
+        assert not pid_alive(left)
+        assert pid_alive(kept)  # another data directory's service will resume it
