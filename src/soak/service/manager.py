@@ -39,8 +39,7 @@ class UnknownRun(InputError):
 
 class RunManager:
     def __init__(self, data_dir: Path, *, registry: CollectorRegistry | None = None) -> None:
-        self.data_dir = DataDir(data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = DataDir(data_dir).create()
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = ServiceMetrics(self.registry)
         self.state = StateStore(self.data_dir.state_db)

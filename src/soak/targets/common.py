@@ -137,7 +137,11 @@ class RuntimeBase:
 
     def placeholders(self, ports: dict[str, int], data_dir: str | None) -> Placeholders:
         return Placeholders(
-            run_dir=str(self.run_dir), host=self.cfg.host, ports=ports, data_dir=data_dir
+            run_dir=str(self.run_dir),
+            host=self.cfg.host,
+            ports=ports,
+            data_dir=data_dir,
+            base_dir=self.base_dir,
         )
 
     def _require_running(self) -> Running:
@@ -194,14 +198,14 @@ class RuntimeBase:
 
     def _all_pass(self, probes: list[Probe], running: Running) -> tuple[bool, str]:
         for probe in probes:
-            outcome = readiness.check(probe, running, PROBE_TIMEOUT_S)
+            outcome = readiness.check(probe, running, PROBE_TIMEOUT_S, self.base_dir)
             if not outcome.ok:
                 return False, f"{readiness.describe(probe)}: {outcome.detail}"
         return True, "ready"
 
     def _check_conditions(self, pending: dict[str, Probe], running: Running) -> None:
         for name, probe in list(pending.items()):
-            if readiness.check(probe, running, PROBE_TIMEOUT_S).ok:
+            if readiness.check(probe, running, PROBE_TIMEOUT_S, self.base_dir).ok:
                 running.conditions_s[name] = time.monotonic() - running.started_monotonic_s
                 del pending[name]
 

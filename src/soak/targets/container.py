@@ -78,7 +78,9 @@ class DockerRuntime(RuntimeBase):
         ports = allocate_ports(self.name, self.spec.host_port_specs(host_net), self.cfg.host)
         data_dir = self.cfg.volume.mount if self.cfg.volume else None
         values = self.placeholders(ports, data_dir)
-        write_files(self.cfg.files, values, self.run_dir, self.base_dir)
+        # The container's user (often not root) reads them through a bind mount; the run
+        # directory around them is private.
+        write_files(self.cfg.files, values, self.run_dir, self.base_dir, default_mode=0o644)
         volume = self._ensure_volume()
         kwargs = self.spec.create_kwargs(values, ports, volume, host_net)
         self.running = self._new_running(

@@ -119,7 +119,8 @@ class TargetGroup:
             if warning not in self._warned:  # a restart repeats them; once is evidence
                 self._warned.add(warning)
                 self.on_event("warning", warning, 0.0)
-        for line in run_setup(self.setup, self.running, first_start=first_start):
+        calls = run_setup(self.setup, self.running, first_start=first_start, base_dir=self.base_dir)
+        for line in calls:
             self.on_event("setup", line, 0.0)
         return self.running
 
