@@ -8,6 +8,7 @@ from pathlib import Path
 
 from soak.procfs import parse_environ_value
 from soak.runs.leftovers import Swept, stale_agent_runs
+from soak.targets.base import ExitInfo
 from soak.targets.common import error_lines, quote_tail
 from soak.targets.tree import Mark, forked_message, is_leftover
 
@@ -83,6 +84,8 @@ def test_the_line_that_says_what_was_removed() -> None:
 
 
 def test_the_forked_message_names_the_option() -> None:
+    exited = ExitInfo(0, forked=forked_message("unbound", [7]))
+    assert exited.describe() == exited.forked and "(-d, or do-daemonize: no)" in exited.describe()
     assert forked_message("/usr/sbin/dnsmasq", [42]) == (
         "dnsmasq forked into the background (pid 42): run it in the foreground (--no-daemon)"
     )

@@ -165,8 +165,7 @@ class ProcessRuntime(RuntimeBase):
         if self.proc is not None:
             code = self.proc.poll()
             if code is not None:
-                self._exit = exit_info_from_returncode(code)
-                self.forked = self._settled_leftovers()
+                self._exit = self._forked_or(exit_info_from_returncode(code))
             return self._exit
         running = self.running
         if running is None or running.pid is None:
@@ -175,6 +174,16 @@ class ProcessRuntime(RuntimeBase):
         if not pid_alive(running.pid, running.pid_start_ticks):
             self._exit = ExitInfo(None)
         return self._exit
+
+    def _forked_or(self, info: ExitInfo) -> ExitInfo:
+        """`info`, or, when the main process exited 0 and left processes of the target
+        behind, the same marked as a fork into the background."""
+        if info.exit_code != 0:
+            return info
+        self.forked = self._settled_leftovers()
+        if not self.forked:
+            return info
+        return dataclasses.replace(info, forked=forked_message(self._binary, self.forked))
 
     def _settled_leftovers(self) -> list[int]:
         """The target's processes still alive after its main one exited: a daemon's. Its
@@ -189,9 +198,31 @@ class ProcessRuntime(RuntimeBase):
             found = again
         return found
 
+    def _on_ready(self, running: Running) -> None:
+        """A daemon can answer before its parent has exited: a process of the target in a
+        session of its own at this moment means a fork into the background, if the main
+        process then exits (one that stays keeps a helper of its own there: fine)."""
+        if self.proc is None or not self._in_other_sessions(running.pid):
+            return
+        try:
+            self.proc.wait(SETTLE_S)
+        except subprocess.TimeoutExpired:
+            return
+        info = self.poll()
+        assert info is not None
+        raise self.fail_start(self.early_exit_message(info))
+
+    def _in_other_sessions(self, leader: int | None) -> list[int]:
+        found = []
+        for pid in pids_of(self.run_id, self.name):
+            with contextlib.suppress(ProcessLookupError):
+                if pid != leader and os.getsid(pid) != leader:
+                    found.append(pid)
+        return found
+
     def early_exit_message(self, info: ExitInfo) -> str:
-        if self.forked and info.exit_code == 0:
-            return forked_message(self._binary, self.forked)
+        if info.forked is not None:
+            return info.forked
         return super().early_exit_message(info)
 
     def stop(self) -> ExitInfo | None:
