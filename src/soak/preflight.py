@@ -36,10 +36,14 @@ from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, Tar
 WORKER_MAX_QPS = {"udp": 250_000.0, "tcp": 100_000.0, "dot": 100_000.0, "doh": 100_000.0}
 
 
-def check_scenario(scenario: Scenario) -> None:
-    """Raise InputError (one line) for the first problem found; read-only."""
+def check_scenario(scenario: Scenario, *, secrets: bool = True) -> None:
+    """Raise InputError (one line) for the first problem found; read-only.
+
+    `secrets=False`: the secret references are not read here (a client submitting to a
+    service: they are the service's environment and files, which it checks itself)."""
     check_sampler_agent(scenario)
-    check_secrets(scenario)
+    if secrets:
+        check_secrets(scenario)
     if scenario.load is not None:
         check_agents(scenario.load)
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
@@ -136,16 +140,21 @@ def check_target_files(target: TargetConfig, base_dir: Path) -> None:
     from soak.targets.render import file_text
 
     for spec in target.files:
-        text = file_text(spec, base_dir)  # InputError if unreadable or not text
-        reveal(text, base_dir, f"{target.name}: file {spec.dest}")  # its secrets readable
+        file_text(spec, base_dir)  # InputError if unreadable or not text
 
 
 def check_secrets(scenario: Scenario) -> None:
     """Every secret reference (`{env.NAME}`, `{file:PATH}`) of the scenario can be read
     here: an unset variable or an unreadable file is one line and exit 2. The values are
     read and dropped; only the run's targets, probes and samplers use them."""
+    from soak.targets.render import file_text
+
     for where, text in _strings(scenario.model_dump(mode="json"), ""):
         reveal(text, scenario.base_dir, where.lstrip(".") or "scenario")
+    for target in [*scenario.services, scenario.target]:
+        for spec in target.files:
+            text = file_text(spec, scenario.base_dir)
+            reveal(text, scenario.base_dir, f"{target.name}: file {spec.dest}")
 
 
 def _strings(value: object, where: str) -> Iterator[tuple[str, str]]:

@@ -386,3 +386,15 @@ def test_an_upgrade_plan_gets_the_same_preflight(
     assert exited.value.code == 2, err
     assert err == ["soak: srv: binary not found on PATH: no-such-dns-server"], err
     assert not work.exists()  # no run directory, nothing started
+
+
+def test_a_client_leaves_the_secrets_to_the_service(tmp_path: Path) -> None:
+    """`soak start --server`: `{env.NAME}` is the service's environment, not the client's."""
+    sc = base_scenario()
+    write_base(tmp_path, sc)
+    sc["target"]["env"] = {"T": "{env.SOAK_TEST_NEVER_SET}"}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
+    scenario = load_scenario(tmp_path / "s.yaml")
+    check_scenario(scenario, secrets=False)
+    with pytest.raises(InputError, match="SOAK_TEST_NEVER_SET is not set"):
+        check_scenario(scenario)

@@ -107,7 +107,9 @@ def start_cmd(
         except ValueError as exc:
             raise InputError(f"--duration: {exc}") from exc
         scenario = scaled_scenario(scenario, total_s)
-    check_scenario(scenario)  # every file it names, its rates: before anything starts
+    # Every file it names, its rates: before anything starts. Secrets by reference are
+    # read where the run runs (a service checks its own environment again on POST /runs).
+    check_scenario(scenario, secrets=foreground)
     if foreground:
         from soak.service.foreground import run_foreground
 
