@@ -18,8 +18,10 @@ import pytest
 
 from soak.procfs import pid_alive
 from soak.service.manager import RunManager
+from soak.sinks.sqlite import SqliteStore
 from soak.targets.tree import MARK_ENV, Mark, marked
 from tests.support.api import AUTH, api_client, wait_status
+from tests.support.refdns import refdns_binary
 from tests.support.skips import docker_engine_fixture
 
 pytestmark = pytest.mark.integration
@@ -115,3 +117,49 @@ def test_a_foreground_start_removes_a_dead_runs_container_in_one_line(
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
+
+
+def test_a_token_by_reference_is_in_no_api_answer(tmp_path: Path, monkeypatch: Any) -> None:
+    """The service reads `{env.NAME}` from its own environment; its answers (status,
+    events, reports) and the data directory hold the reference only."""
+    binary = refdns_binary()
+    token = f"tok-{uuid.uuid4().hex}"
+    monkeypatch.setenv("SOAK_TEST_API_TOKEN", token)
+    auth = {"Authorization": "Bearer {env.SOAK_TEST_API_TOKEN}"}
+    scenario = {
+        "name": "secret",
+        "target": {
+            "runtime": "process", "name": "refdns",
+            "argv": [str(binary), "-dns=127.0.0.1:{port.dns}", "-api=127.0.0.1:{port.api}",
+                     "-data=" + str(tmp_path / "server-data")],
+            "env": {"REFDNS_TOKEN": "{env.SOAK_TEST_API_TOKEN}"},
+            "ports": {"dns": {"protocol": "both"}, "api": {}},
+            "ready": {"probes": [{"kind": "http", "port": "api", "path": "/stats/summary",
+                                  "headers": auth}]},
+        },
+        "phases": [{"name": "steady", "duration_s": 3}],
+        "samplers": {"interval_s": 1, "http": [
+            {"endpoint": "GET /stats/summary", "path": "/stats/summary", "port": "api",
+             "headers": auth}]},
+    }  # fmt: skip
+    data = tmp_path / "data"
+    with api_client(data) as client:
+        r = client.post("/runs", json=scenario, headers=AUTH)
+        assert r.status_code == 201, r.text
+        run_id = r.json()["id"]
+        final = wait_status(client, run_id, ended, 60)
+        answers = [r.text, client.get(f"/runs/{run_id}", headers=AUTH).text]
+        answers += [client.get("/runs", headers=AUTH).text]
+        for fmt in ("json", "md", "html"):
+            answers.append(client.get(f"/runs/{run_id}/report?format={fmt}", headers=AUTH).text)
+    assert final["status"] == "passed", final["message"]
+    store = SqliteStore(data / "points.db")  # the token worked: answered 200
+    try:
+        calls = store.series(run_id, "api", "status", {"endpoint": "GET /stats/summary"})
+    finally:
+        store.close()
+    assert calls and {v for _, v in calls[0][1]} == {200}, calls
+    assert not [a for a in answers if token in a]
+    assert [
+        str(p) for p in data.rglob("*") if p.is_file() and token.encode() in p.read_bytes()
+    ] == []
