@@ -153,7 +153,8 @@ class RuntimeBase:
         """Stops what was started and builds the one-line error quoting the log."""
         lines = self.start_log()
         self._abort()
-        return TargetStartError(f"{self.name}: {message}; {quote_tail(lines, self.log_path)}")
+        path = self.log_path if self.log_path.exists() else None  # an external target: none
+        return TargetStartError(f"{self.name}: {message}; {quote_tail(lines, path)}")
 
     def wait_ready(self) -> Running:
         """Until every probe passes and every named condition has been met once.
