@@ -23,10 +23,6 @@ KNOWN_WRONG: dict[tuple[str, str], str] = {
         " steps up by 10 MiB later (the GC's next heap goal): `growing` until three windows"
         " after each change show it flat"
     ),
-    ("refdns-sawtooth", "rss_anon_bytes"): (
-        "RSS steps up twice as the GC's heap goal grows (70.7 -> 73.5 -> 78.3 MiB): the whole"
-        " run's trend calls the steps growth"
-    ),
     ("refdns-startup", "heap_inuse_bytes"): (
         "start-up growth past the warm-up, then GC teeth of 65 recorded s (65 replayed min,"
         " longer than a 10-min window): a tooth still rising looks like the floor rising"

@@ -266,13 +266,14 @@ def _leak(v: LeakVerdict) -> CriterionResult:
         "ok": f"{v.resource} flat: {slope} (threshold {limit})",
     }
     judged = v.verdict != "insufficient"
+    said = messages.get(v.verdict, f"{v.resource}: {v.verdict}")
     return CriterionResult(
         f"leak[{v.resource}]",
         judged and v.verdict != "growing",
         v.slope_per_hour,
         v.threshold_per_hour,
         "run",
-        messages.get(v.verdict, f"{v.resource}: {v.verdict}"),
+        f"{said}; {v.note}" if v.note else said,  # why a rise was not `growing`
         judged=judged,
     )
 
