@@ -224,10 +224,38 @@ def _p99(cls: str, limit: float, window_s: float, data: RunData) -> list[Criteri
                 value,
                 limit,
                 _window_name(window_s, end_ns, data),
-                f"{cls}: worst {window_s:g} s window p99 {value:.3f} ms, at most {limit:g} ms",
+                f"{cls}: worst {window_s:g} s window p99 {value:.3f} ms, at most {limit:g} ms"
+                + machine_in_window(data, end_ns - _ns(window_s), end_ns),
             )
         )
     return out
+
+
+# A window in which the machine was this busy says more about the machine than about the
+# server (docs/analysis.md): all CPUs at least 90% busy on average, or some task waiting
+# for a CPU at least 50% of the time (PSI).
+SATURATED_BUSY_RATIO = 0.9
+SATURATED_CPU_PRESSURE_PCT = 50.0
+
+
+def machine_in_window(data: RunData, start_ns: int, end_ns: int) -> str:
+    """ "; machine: CPU busy 97%, CPU pressure 52% (saturated: ...)" over (start, end], or ""
+    without `host` points there."""
+    means = {}
+    for name, series in data.host.items():
+        values = [v for t, v in series if start_ns < t <= end_ns]
+        if values:
+            means[name] = sum(values) / len(values)
+    busy, pressure = means.get("cpu_busy_ratio"), means.get("cpu_pressure_pct")
+    said = [f"CPU busy {busy:.0%}" if busy is not None else ""]
+    said.append(f"CPU pressure {pressure:.0f}%" if pressure is not None else "")
+    if not any(said):
+        return ""
+    saturated = (busy is not None and busy >= SATURATED_BUSY_RATIO) or (
+        pressure is not None and pressure >= SATURATED_CPU_PRESSURE_PCT
+    )
+    mark = " (saturated: the window may say more about the machine than the server)"
+    return "; machine: " + ", ".join(s for s in said if s) + (mark if saturated else "")
 
 
 def latency_ticks(cs: ClassSeries) -> list[Tick]:

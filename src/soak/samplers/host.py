@@ -27,21 +27,6 @@ from pathlib import Path
 from soak import procfs
 from soak.points import FieldValue, Point, event_point
 
-# A window in which the machine was this busy says more about the machine than about
-# the server (docs/samplers-and-sinks.md): CPU busy at least 90%, or some task waiting
-# for a CPU at least 50% of the last 10 s.
-SATURATED_BUSY_RATIO = 0.9
-SATURATED_CPU_PRESSURE_PCT = 50.0
-
-
-def saturated(fields: dict[str, FieldValue]) -> bool:
-    """Was the machine saturated at this `host` point?"""
-    busy = fields.get("cpu_busy_ratio")
-    pressure = fields.get("cpu_pressure_pct")
-    return (isinstance(busy, float) and busy >= SATURATED_BUSY_RATIO) or (
-        isinstance(pressure, float) and pressure >= SATURATED_CPU_PRESSURE_PCT
-    )
-
 
 class HostSampler:
     name = "host"
