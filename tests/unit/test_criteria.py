@@ -322,3 +322,19 @@ def test_the_worst_latency_window_says_how_busy_the_machine_was() -> None:
     data.host = {}
     _run, window = by(evaluate_criteria(cfg(p99_ms_max={"cached": 5}), data), "p99_ms[cached]")
     assert "machine" not in window.message
+
+
+def test_ticks_of_a_busy_machine_can_be_left_out_of_the_latency_criteria() -> None:
+    data = load_run(p99={i: 20.0 for i in range(300, 303)})
+    data.load["cached"].p50_ms = ticks([10.0 if 300 <= i < 303 else 0.5 for i in range(600)])
+    data.host = {"cpu_busy_ratio": ticks([0.99 if 290 <= i < 310 else 0.3 for i in range(600)])}
+    judged = cfg(p99_ms_max={"cached": 5})
+    _run, window = by(evaluate_criteria(judged, data), "p99_ms[cached]")
+    assert not window.ok  # judged as before: the slow ticks are in
+    quiet = cfg(p99_ms_max={"cached": 5}, host_busy_max=0.95)
+    run, window = by(evaluate_criteria(quiet, data), "p99_ms[cached]")
+    assert run.ok and window.ok  # the slow ticks came while the machine was saturated
+    assert "20 tick(s) with the machine over 95% busy not judged" in run.message
+    data.host = {"cpu_busy_ratio": ticks([0.99] * 600)}
+    (only,) = by(evaluate_criteria(quiet, data), "p99_ms[cached]")
+    assert not only.judged and "not judged" in only.message

@@ -54,6 +54,9 @@ class CriteriaConfig(StrictModel):
     lost_ratio_max: float | None = 0.001
     wrong_answers_max: int | None = 0
     p99_ms_max: dict[str, float] = Field(default_factory=dict)  # class (or "all") -> ms
+    # Ticks in which the machine was busier than this share of all CPUs (the `host`
+    # sampler's cpu_busy_ratio) are left out of the latency criteria: not judged.
+    host_busy_max: float | None = Field(default=None, gt=0, le=1)
     restarts_max: int | None = 0
     leaks_ok: bool = True  # no verdict `growing` at the end
     api_latency_ms_max: dict[str, float] = Field(default_factory=dict)  # endpoint -> ms
