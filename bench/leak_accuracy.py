@@ -62,8 +62,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--detail", action="store_true", help="a row per labelled series too")
     ap.add_argument("--dir", type=Path, default=FIXTURES, help="the fixtures' folder")
+    ap.add_argument(
+        "--min-span-h", type=float, help="leaks.min_span_s, in replayed hours (default: none)"
+    )
     args = ap.parse_args()
-    cfg = LeaksConfig()
+    cfg = LeaksConfig(min_span_s=args.min_span_h * 3600 if args.min_span_h else None)
     rows: list[tuple[Fixture, Score]] = [
         (fx, s) for fx in fixtures(args.dir) for s in score(fx, cfg)
     ]

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from soak.analysis.changepoint import last_change, suffix_minima
-from soak.analysis.leaks import leak_verdict_from_minima
+from soak.analysis.leaks import LeakFit, leak_verdict_from_minima
 
 MiB = 1024**2
 WINDOW_S = 600.0
@@ -88,3 +88,19 @@ def test_a_leak_after_a_flat_start_is_growing_at_the_leak_rate() -> None:
     assert v.verdict == "growing"
     assert v.slope_per_hour == pytest.approx(12 * MiB, rel=0.1)  # 2 MiB a 10-min window
     assert v.note == "growing since a change of course"
+
+
+def test_no_verdict_before_the_minimum_span() -> None:
+    values = [100 * MiB + 2 * MiB * i for i in range(12)]  # 12 windows: 2 h
+    fit = LeakFit()
+    fit.update(series(values))
+    asked = {
+        "resource": "rss_anon_bytes",
+        "threshold_per_hour": 5 * MiB,
+        "min_windows": 6,
+        "p_value_max": 0.05,
+    }
+    assert fit.verdict(**asked).verdict == "growing"  # type: ignore[arg-type]
+    early = fit.verdict(**asked, min_span_s=3 * 3600)  # type: ignore[arg-type]
+    assert early.verdict == "insufficient" and "min_span_s" in early.note
+    assert fit.verdict(**asked, min_span_s=2 * 3600).verdict == "growing"  # type: ignore[arg-type]

@@ -28,6 +28,9 @@ def parse_rate_per_h(value: Any) -> float:
 class LeaksConfig(StrictModel):
     window_s: DurationS = 600.0  # the minimum of each window removes the GC sawtooth
     min_windows: int = Field(default=6, ge=3)
+    # No verdict before the judged windows span this long (None: min_windows windows are
+    # enough): start-up growth that outlasts the warm-up is then past before any judgement.
+    min_span_s: DurationS | None = None
     p_value: float = Field(default=0.05, gt=0, lt=1)
     interval_s: DurationS = 60.0  # how often verdicts are computed
     # field name (of process/runtime) -> growth threshold per hour

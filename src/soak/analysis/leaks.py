@@ -22,6 +22,7 @@ slope is 0 and the p-value 1, and the verdict says `insufficient`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -165,14 +166,32 @@ class LeakFit:
             self._append(_merged(windows[start : start + group]) if group > 1 else windows[start])
 
     def verdict(
-        self, *, resource: str, threshold_per_hour: float, min_windows: int, p_value_max: float
+        self,
+        *,
+        resource: str,
+        threshold_per_hour: float,
+        min_windows: int,
+        p_value_max: float,
+        min_span_s: float = 0.0,
     ) -> LeakVerdict:
-        asked = (self._windows, resource, threshold_per_hour, min_windows, p_value_max)
+        """`min_span_s`: no verdict (`insufficient`) before the windows span that long."""
+        asked = (self._windows, resource, threshold_per_hour, min_windows, p_value_max, min_span_s)
         if self._given is not None and self._given[0] == asked:
             return self._given[1]
         v = self._verdict(resource, threshold_per_hour, min_windows, p_value_max)
+        if v.verdict != "insufficient" and self._span_s() < min_span_s:
+            short = "not judged yet: the windows span less than leaks.min_span_s"
+            v = dataclasses.replace(v, verdict="insufficient", note=short)
         self._given = (asked, v)
         return v
+
+    def _span_s(self) -> float:
+        """From the first window's start to the last one's end (midpoints and their step)."""
+        w = self._windows
+        if len(w) < 2:
+            return 0.0
+        step = w[1][0] - w[0][0]
+        return w[-1][0] - w[0][0] + step
 
     def _append(self, point: tuple[float, float]) -> None:
         self._points += 1

@@ -82,6 +82,7 @@ def run_verdicts(
                 resource=resource,
                 threshold_per_hour=threshold,
                 min_windows=cfg.min_windows,
+                min_span_s=cfg.min_span_s or 0.0,
                 p_value_max=cfg.p_value,
             )
         )
