@@ -5,9 +5,11 @@
     .venv/bin/python bench/record_leak_corpus.py --jobs 3 --out /tmp/corpus
 
 Each case is a real soak run (`soak start --foreground`) of testbed/refdns started with
-one `-shape` (testbed/refdns/shapes.go) or none, forwarding to a dnsmasq upstream under a
-steady cached/local/blocked mix, sampled every second: anonymous RSS, fds and threads
-from /proc, goroutines and heap in use from its /metrics. The run's samples are then read
+one `-shape` (testbed/refdns/shapes.go) or none, or of a real server (Debian's unbound,
+kresd, pdns-recursor, dnsmasq), forwarding to a dnsmasq upstream under a steady
+cached/local/blocked mix (plus unique names where a cache is to fill), sampled every
+second: anonymous RSS, fds and threads from /proc, and for refdns goroutines and heap in
+use from its /metrics. The run's samples are then read
 back from its store and written as a fixture with the case's label
 (tests/support/leakcorpus.py owns the format and the time scale).
 
@@ -268,6 +270,23 @@ REAL = [
         ),
     ),
 ]
+REAL.append(
+    Case("dnsmasq-cache-cap", [],
+         {**flat("rss_anon_bytes", shape="cache-cap"), **flat("fds", "threads")}, miss_weight=9,
+         target={
+             "runtime": "process",
+             "name": "dnsmasq",
+             "version": "debian",
+             "argv": ["dnsmasq", "--no-daemon", "--port={port.dns}", "--listen-address=127.0.0.1",
+                      "--bind-interfaces", "--no-resolv", "--no-hosts", "--cache-size=5000",
+                      "--server=127.0.0.1#{service.upstream.port.dns}",
+                      "--pid-file={data_dir}/dnsmasq-target.pid", "--user=root"],
+             "ports": {"dns": {"protocol": "both"}},
+             "ready": {"probes": [{"kind": "dns", "name": "www.example.com",
+                                   "answer": "192.0.2.1"}], "timeout_s": "20s"},
+             "on_exit": "fail",
+         }),
+)
 CASES += REAL
 
 
@@ -395,7 +414,8 @@ def record(case: Case, out: Path, warmup_s: float, steady_s: float) -> Path:
 
 def source(case: Case) -> str:
     if case.target is not None:
-        conf = case.target["files"][0]["content"]  # type: ignore[index]
+        files = case.target.get("files")
+        conf = files[0]["content"] if files else " ".join(case.target["argv"])  # type: ignore[index]
         said = f"{case.target['name']} (Debian's), config: {conf.strip()}"
     else:
         said = f"refdns {' '.join(case.args) or '(no shape)'}"
