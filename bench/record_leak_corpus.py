@@ -271,21 +271,36 @@ REAL = [
     ),
 ]
 REAL.append(
-    Case("dnsmasq-cache-cap", [],
-         {**flat("rss_anon_bytes", shape="cache-cap"), **flat("fds", "threads")}, miss_weight=9,
-         target={
-             "runtime": "process",
-             "name": "dnsmasq",
-             "version": "debian",
-             "argv": ["dnsmasq", "--no-daemon", "--port={port.dns}", "--listen-address=127.0.0.1",
-                      "--bind-interfaces", "--no-resolv", "--no-hosts", "--cache-size=5000",
-                      "--server=127.0.0.1#{service.upstream.port.dns}",
-                      "--pid-file={data_dir}/dnsmasq-target.pid", "--user=root"],
-             "ports": {"dns": {"protocol": "both"}},
-             "ready": {"probes": [{"kind": "dns", "name": "www.example.com",
-                                   "answer": "192.0.2.1"}], "timeout_s": "20s"},
-             "on_exit": "fail",
-         }),
+    Case(
+        "dnsmasq-cache-cap",
+        [],
+        {**flat("rss_anon_bytes", shape="cache-cap"), **flat("fds", "threads")},
+        miss_weight=9,
+        target={
+            "runtime": "process",
+            "name": "dnsmasq",
+            "version": "debian",
+            "argv": [
+                "dnsmasq",
+                "--no-daemon",
+                "--port={port.dns}",
+                "--listen-address=127.0.0.1",
+                "--bind-interfaces",
+                "--no-resolv",
+                "--no-hosts",
+                "--cache-size=5000",
+                "--server=127.0.0.1#{service.upstream.port.dns}",
+                "--pid-file={data_dir}/dnsmasq-target.pid",
+                "--user=root",
+            ],
+            "ports": {"dns": {"protocol": "both"}},
+            "ready": {
+                "probes": [{"kind": "dns", "name": "www.example.com", "answer": "192.0.2.1"}],
+                "timeout_s": "20s",
+            },
+            "on_exit": "fail",
+        },
+    ),
 )
 CASES += REAL
 
