@@ -66,7 +66,8 @@ def main() -> int:
         "--min-span-h", type=float, help="leaks.min_span_s, in replayed hours (default: none)"
     )
     args = ap.parse_args()
-    cfg = LeaksConfig(min_span_s=args.min_span_h * 3600 if args.min_span_h else None)
+    span = {"min_span_s": args.min_span_h * 3600} if args.min_span_h else {}
+    cfg = LeaksConfig(**span)
     rows: list[tuple[Fixture, Score]] = [
         (fx, s) for fx in fixtures(args.dir) for s in score(fx, cfg)
     ]
