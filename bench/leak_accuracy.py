@@ -65,11 +65,16 @@ def main() -> int:
     ap.add_argument(
         "--min-span-h", type=float, help="leaks.min_span_s, in replayed hours (default: none)"
     )
+    ap.add_argument(
+        "--declared-caps",
+        action="store_true",
+        help="judge with the leaks.caps a fixture declares (its cache's memory)",
+    )
     args = ap.parse_args()
     span = {"min_span_s": args.min_span_h * 3600} if args.min_span_h else {}
     cfg = LeaksConfig(**span)
     rows: list[tuple[Fixture, Score]] = [
-        (fx, s) for fx in fixtures(args.dir) for s in score(fx, cfg)
+        (fx, s) for fx in fixtures(args.dir) for s in score(fx, cfg, args.declared_caps)
     ]
     if not rows:
         print("leak_accuracy: no fixtures in tests/fixtures/leaks", file=sys.stderr)

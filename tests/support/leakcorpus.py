@@ -67,6 +67,9 @@ class Fixture:
     warmup_s: float  # the recording's warm-up, recorded seconds
     series: dict[str, list[float | None]]
     labels: dict[str, Label]
+    # What an operator would declare in `leaks.caps` (a cache's memory): used when the
+    # scorer is asked to (bench/leak_accuracy.py --declared-caps), not by default.
+    caps: dict[str, float] = field(default_factory=dict)
 
     @property
     def recorded_s(self) -> float:
@@ -83,6 +86,7 @@ def load(path: Path) -> Fixture:
         warmup_s=float(raw["warmup_s"]),
         series={k: list(v) for k, v in raw["series"].items()},
         labels={k: Label(**v) for k, v in raw["labels"].items()},
+        caps={k: float(v) for k, v in raw.get("caps", {}).items()},
     )
 
 
@@ -94,6 +98,7 @@ def save(fx: Fixture, path: Path) -> None:
         "tick_s": fx.tick_s,
         "time_scale": fx.time_scale,
         "warmup_s": fx.warmup_s,
+        **({"caps": fx.caps} if fx.caps else {}),
         "labels": {
             k: {
                 "kind": v.kind,
@@ -212,8 +217,10 @@ class Score:
         return self.false_alarms > 0 or (self.must_detect and not self.detected)
 
 
-def score(fx: Fixture, cfg: LeaksConfig | None = None) -> list[Score]:
+def score(fx: Fixture, cfg: LeaksConfig | None = None, declared_caps: bool = False) -> list[Score]:
     cfg = cfg or LeaksConfig()
+    if declared_caps and fx.caps:
+        cfg = cfg.model_copy(update={"caps": {**cfg.caps, **fx.caps}})
     scores = {
         r: Score(fx.name, r, label, cfg.thresholds.get(r, 0.0), fx.time_scale)
         for r, label in fx.labels.items()

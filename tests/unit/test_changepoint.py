@@ -3,12 +3,14 @@ they do to a `growing` verdict (soak.analysis.leaks.LeakFit)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 
 from soak.analysis.changepoint import last_change, suffix_minima
-from soak.analysis.leaks import LeakFit, leak_verdict_from_minima
+from soak.analysis.config import LeaksConfig
+from soak.analysis.leaks import LeakFit, leak_verdict_from_minima, toward_cap
 
 MiB = 1024**2
 WINDOW_S = 600.0
@@ -104,3 +106,21 @@ def test_no_verdict_before_the_minimum_span() -> None:
     early = fit.verdict(**asked, min_span_s=3 * 3600)  # type: ignore[arg-type]
     assert early.verdict == "insufficient" and "min_span_s" in early.note
     assert fit.verdict(**asked, min_span_s=2 * 3600).verdict == "growing"  # type: ignore[arg-type]
+
+
+def test_growth_under_a_declared_cap_is_levelling_with_when_it_gets_there() -> None:
+    v = verdict([100 * MiB + 2 * MiB * i for i in range(12)])  # 12 MiB/h
+    assert v.verdict == "growing"
+    under = toward_cap(v, current=122 * MiB, cap=146 * MiB)
+    assert under.verdict == "levelling"
+    assert under.note == "rising toward its declared cap 146 MiB: reaches it in 2 h 0 min"
+    assert toward_cap(v, current=150 * MiB, cap=146 * MiB) is v  # past the cap: growing
+    ok = dataclasses.replace(v, verdict="ok")
+    assert toward_cap(ok, current=1.0, cap=146 * MiB) is ok
+
+
+def test_caps_are_sizes_or_counts() -> None:
+    assert LeaksConfig(caps={"rss_anon_bytes": "40MiB", "fds": 100}).caps == {
+        "rss_anon_bytes": 40 * MiB,
+        "fds": 100.0,
+    }

@@ -13,7 +13,8 @@ KiB = 1024
 # Cases today's analysis gets wrong, each with the reason (docs/benchmarks.md has the numbers).
 _FILLING = (
     "a cache still filling for minutes after the warm-up rises like a leak above the threshold"
-    " until it reaches its cap: only a declared cap could tell them apart (not done)"
+    " until it reaches its cap: without its declared cap (leaks.caps, the test below) nothing"
+    " tells them apart"
 )
 KNOWN_WRONG: dict[tuple[str, str], str] = {
     ("refdns-cache-cap", "rss_anon_bytes"): _FILLING,
@@ -89,3 +90,13 @@ def test_the_scorer_times_a_detection_from_the_onset(tmp_path: Path) -> None:
     assert s.detection_delay_s is not None and s.detection_delay_s > 0
     assert s.final == "growing"
     assert s.true_per_hour == pytest.approx(200 * KiB * 60)
+
+
+@pytest.mark.parametrize("fx", [fx for fx in fixtures() if fx.caps], ids=lambda fx: fx.name)
+def test_a_cache_filling_past_the_warm_up_under_its_declared_cap_is_levelling(
+    fx: Fixture,
+) -> None:
+    for s in score(fx, declared_caps=True):
+        assert s.false_alarms == 0, (s.resource, s.verdicts)
+        if s.resource in fx.caps:
+            assert "levelling" in s.verdicts

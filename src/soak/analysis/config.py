@@ -44,6 +44,17 @@ class LeaksConfig(StrictModel):
         }
     )
 
+    # field name -> the level it is expected to grow to (a cache's size; "512MiB" or a
+    # count): growth below it is `levelling`, with when it gets there.
+    caps: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("caps", mode="before")
+    @classmethod
+    def _sizes(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: float(parse_size_bytes(v)) for k, v in value.items()}
+        return value
+
     @field_validator("thresholds", mode="before")
     @classmethod
     def _rates(cls, value: Any) -> Any:

@@ -355,6 +355,33 @@ def leak_verdict_from_minima(
     )
 
 
+def toward_cap(v: LeakVerdict, current: float, cap: float) -> LeakVerdict:
+    """A `growing` verdict of a resource still under its declared cap (`leaks.caps`: a
+    cache's size, say) is `levelling`, with when the cap is reached at this slope; at or
+    above the cap it stays `growing` (the growth is then more than was declared)."""
+    if v.verdict != "growing" or current >= cap or v.slope_per_hour <= 0:
+        return v
+    hours = (cap - current) / v.slope_per_hour
+    note = (
+        f"rising toward its declared cap {_amount(v.resource, cap)}: reaches it in {_hours(hours)}"
+    )
+    return dataclasses.replace(v, verdict="levelling", note=note)
+
+
+def _amount(resource: str, value: float) -> str:
+    return f"{value / 1024**2:.4g} MiB" if resource.endswith("_bytes") else f"{value:.4g}"
+
+
+def _hours(hours: float) -> str:
+    """ "3 d 4 h", "5 h 10 min", "12 min"."""
+    minutes = round(hours * 60)
+    days, minutes = divmod(minutes, 24 * 60)
+    h, m = divmod(minutes, 60)
+    if days:
+        return f"{days} d {h} h"
+    return f"{h} h {m} min" if h else f"{m} min"
+
+
 def leak_points(verdicts: Sequence[LeakVerdict], time_ns: int) -> list[Point]:
     """`leak` points (tag `resource`; fields slope_per_hour, p_value, verdict)."""
     return [
