@@ -16,6 +16,12 @@ hour and the trend is significant; `levelling` when the first part grew that
 way but the last part is flat (memory that settles: "it will stabilise");
 `insufficient` with fewer than `min_windows` windows; `ok` otherwise.
 
+A whole-run rise is checked before it is called `growing`: `levelling` when the series
+is flat since its last change of course (start-up growth ended, a cache is full), `ok`
+when the floor it keeps falling back to does not rise (GC teeth longer than a window);
+`levelling` too while a resource is under its declared cap (`leaks.caps`, toward_cap).
+The verdict's `note` says which.
+
 Every number in a verdict is finite (no NaN): with fewer than two windows the
 slope is 0 and the p-value 1, and the verdict says `insufficient`.
 """
@@ -244,10 +250,10 @@ class LeakFit:
     def _checked_growth(
         self, threshold_per_hour: float, min_windows: int, p_value_max: float
     ) -> tuple[str, float | None, float | None, str, float | None]:
-        """(verdict, slope per s or None for the whole run's, recent slope per s or None for
-        the tail's, note, change time) of a run
-        whose whole trend grows: its last change of course and its floor may say otherwise
-        (soak.analysis.changepoint). Fits from scratch: only passes that would alert pay."""
+        """Of a run whose whole trend grows, what its last change of course and its floor
+        say (soak.analysis.changepoint): (verdict, slope per s or None for the whole run's,
+        recent slope per s or None for the tail's, note, change time). Fits from scratch:
+        only passes that would alert pay."""
         points = self._fitted
         whole = self._whole.trend(p_value_max)
         k = last_change(points)
