@@ -20,13 +20,12 @@ import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from soak.config import Scenario
 from soak.errors import InputError
 from soak.load.config import LoadConfig
 from soak.netsafety import check_allowed
-from soak.placeholders import Placeholders, fill_services, render, services_named
+from soak.placeholders import Placeholders, fill_services, reveal, services_named, substitute
 from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
 
 # What one load worker can send at most, by protocol: above the best this engine has
@@ -38,9 +37,14 @@ from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, Tar
 WORKER_MAX_QPS = {"udp": 250_000.0, "tcp": 100_000.0, "dot": 100_000.0, "doh": 100_000.0}
 
 
-def check_scenario(scenario: Scenario) -> None:
-    """Raise InputError (one line) for the first problem found; read-only."""
+def check_scenario(scenario: Scenario, *, secrets: bool = True) -> None:
+    """Raise InputError (one line) for the first problem found; read-only.
+
+    `secrets=False`: the secret references are not read here (a client submitting to a
+    service: they are the service's environment and files, which it checks itself)."""
     check_sampler_agent(scenario)
+    if secrets:
+        check_secrets(scenario)
     if scenario.load is not None:
         check_agents(scenario.load)
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
@@ -141,6 +145,32 @@ def check_target_files(target: TargetConfig, base_dir: Path) -> None:
         file_text(spec, base_dir)  # InputError if unreadable or not text
 
 
+def check_secrets(scenario: Scenario) -> None:
+    """Every secret reference (`{env.NAME}`, `{file:PATH}`) of the scenario can be read
+    here: an unset variable or an unreadable file is one line and exit 2. The values are
+    read and dropped; only the run's targets, probes and samplers use them."""
+    from soak.targets.render import file_text
+
+    for where, text in _strings(scenario.model_dump(mode="json"), ""):
+        reveal(text, scenario.base_dir, where.lstrip(".") or "scenario")
+    for target in [*scenario.services, scenario.target]:
+        for spec in target.files:
+            text = file_text(spec, scenario.base_dir)
+            reveal(text, scenario.base_dir, f"{target.name}: file {spec.dest}")
+
+
+def _strings(value: object, where: str) -> Iterator[tuple[str, str]]:
+    """(field path, text) of every string in a dumped model."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{where}.{i}")
+
+
 def check_binary(target: ProcessTarget, base_dir: Path) -> None:
     """argv[0] on PATH (the target's own PATH if it sets one) or at its path; a name
     with a placeholder is left to the start."""
@@ -229,7 +259,7 @@ def _check_target_placeholders(
     # A process target's own data_dir is where {data_dir} comes from: not known there.
     own_dir = Placeholders(run_dir=_ANY_DIR, host=target.host, ports=ports)
     fields = target.model_dump(exclude={"files"})  # a file's text: below, as its start says it
-    texts = [(f"{target.name}.{where}", text) for where, text in _strings(fields)]
+    texts = [(f"{target.name}{where}", text) for where, text in _strings(fields, "")]
     texts += [(f"file {spec.dest}", file_text(spec, base_dir)) for spec in target.files]
     for where, text in texts:
         if services is None and services_named(text):
@@ -238,19 +268,13 @@ def _check_target_placeholders(
                 f"not in the helper service {target.name!r}"
             )
         filled = fill_services(text, services or {}, where)
-        render(filled, own_dir if where == f"{target.name}.data_dir" else values, where)
+        _fill_own(filled, own_dir if where == f"{target.name}.data_dir" else values, where)
 
 
-def _strings(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
-    """(dotted path, text) of every string in a dumped config."""
-    if isinstance(node, str):
-        yield where, node
-    elif isinstance(node, list):
-        for i, item in enumerate(node):
-            yield from _strings(item, f"{where}.{i}" if where else str(i))
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            yield from _strings(value, f"{where}.{key}" if where else str(key))
+def _fill_own(text: str, values: Placeholders, where: str) -> str:
+    """`text` with the target's own placeholders filled as `render` fills them (an unknown
+    port is its InputError); secrets are left as written: check_secrets reads those."""
+    return substitute(text, lambda service, key: None if service else values.value(key, where))
 
 
 def check_port_names(scenario: Scenario) -> None:
