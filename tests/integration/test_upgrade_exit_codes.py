@@ -8,10 +8,15 @@ A version stopped by soak is reported "stopped", not "killed by signal 15".
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -82,7 +87,7 @@ def test_a_plan_whose_versions_work_passes_and_says_stopped(tmp_path: Path) -> N
     proc, _ = upgrade(tmp_path, OLD, SERVE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     stops = [ln.split(None, 1)[1] for ln in proc.stdout.splitlines() if " stopped" in ln]
-    assert stops == ["stopped", "stopped"], proc.stdout
+    assert [re.sub(r" in \d+\.\d\d s$", "", s) for s in stops] == ["stopped", "stopped"], stops
     assert "signal" not in proc.stdout
 
 
@@ -112,7 +117,8 @@ def test_a_new_binary_that_is_not_there_is_a_plan_that_cannot_run(tmp_path: Path
     assert proc.returncode == 2, proc.stdout + proc.stderr
     # The pre-flight names it before anything starts: one line, no version was run.
     assert proc.stderr == "soak: toy: binary not found on PATH: no-such-dns-server\n"
-    assert not junit.exists()
+    # CI still gets a report: the reason as an error case, the planned check skipped.
+    assert_cannot_run_report(junit, "toy: binary not found on PATH: no-such-dns-server")
 
 
 def test_the_pre_flight_checks_a_binary_named_by_a_var_as_the_runner_would_run_it(
@@ -124,4 +130,115 @@ def test_the_pre_flight_checks_a_binary_named_by_a_var_as_the_runner_would_run_i
     proc, junit = upgrade(*args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr == "soak: toy: binary not found on PATH: no-such-dns-server\n"
-    assert not junit.exists()
+    assert_cannot_run_report(junit, "toy: binary not found on PATH: no-such-dns-server")
+
+
+def assert_cannot_run_report(junit: Path, reason: str) -> None:
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("errors"), suite.get("skipped")) == ("2", "1", "1")
+    error = cases(junit)["plan can run"].find("error")
+    assert error is not None and error.get("message") == reason
+    assert cases(junit)["ready"].find("skipped") is not None
+
+
+def test_sigterm_during_populate_stops_the_server_and_reports(tmp_path: Path) -> None:
+    """What a CI cancel sends: exit 143, the server process gone, the run directory
+    removed, the JUnit with the interruption as an error case and the check skipped."""
+    plan = {
+        "name": "toy",
+        "old": version(OLD, "1"),
+        "new": version(SERVE, "2"),
+        "populate": [{"kind": "command", "argv": ["sleep", "30"]}],
+        "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    junit, work = tmp_path / "junit.xml", tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "soak.cli", "upgrade", str(path), "--junit", str(junit),
+         "--work-dir", str(work)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    server_pid = 0
+    for line in proc.stdout:
+        if m := re.match(r"old +ready in .* \(pid (\d+);", line):
+            server_pid = int(m.group(1))
+            break
+    assert server_pid
+    sleeper = wait_for_child(proc.pid, "sleep")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out + err
+    assert not pid_alive(server_pid) and not pid_alive(sleeper)
+    assert list(work.iterdir()) == []
+    error = cases(junit)["interrupted"].find("error")
+    assert error is not None and error.get("message", "").startswith("SIGTERM during populate:")
+    assert cases(junit)["ready"].find("skipped") is not None
+
+
+def wait_for_child(parent: int, name: str, timeout_s: float = 30.0) -> int:
+    """The pid of `parent`'s child process called `name`, once it runs."""
+    deadline_s = time.monotonic() + timeout_s
+    while time.monotonic() < deadline_s:
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError):
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                comm = stat.read_text().split("(", 1)[1].rsplit(")", 1)[0]
+                if int(fields[1]) == parent and comm == name:
+                    return int(stat.parent.name)
+        time.sleep(0.05)
+    raise AssertionError(f"no child {name} of {parent}")
+
+
+def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_failed_migration_quotes_stderr_and_every_planned_case_is_reported(
+    tmp_path: Path,
+) -> None:
+    """stdout's progress line is the last line printed, stderr's reason is quoted; the
+    output lines are in the case (the run directory goes without --keep); the
+    rollback's checks are reported skipped, not dropped."""
+    script = "echo converting; echo 'boom: schema v9 unknown' >&2; echo converting more; exit 3"
+    plan = {
+        "name": "toy",
+        "old": version(OLD, "1"),
+        "new": version(SERVE, "2"),
+        "migrate": {"command": ["sh", "-c", script]},
+        "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
+        "rollback": {"checks": [{"name": "back", "kind": "ready_within", "within_s": "10s"}]},
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    junit, report, work = tmp_path / "junit.xml", tmp_path / "r.json", tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "soak.cli", "upgrade", str(path), "--junit", str(junit),
+         "--json", str(report), "--work-dir", str(work)],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert list(work.iterdir()) == []
+    failure = cases(junit)["migrate"].find("failure")
+    assert failure is not None
+    assert failure.get("message", "").endswith("sh exited with 3: boom: schema v9 unknown")
+    body = failure.text or ""
+    assert "stderr: boom: schema v9 unknown" in body and "stdout: converting more" in body
+    assert {n: c.find("skipped") is not None for n, c in cases(junit).items()} == {
+        "migrate": False,
+        "ready": True,
+        "rollback: back": True,
+    }
+    run = json.loads(report.read_text())["runs"][0]
+    assert "stderr: boom: schema v9 unknown" in run["checks"][0]["output"]

@@ -3,22 +3,26 @@
 data -> start old -> ready -> populate -> snapshot -> stop old -> migrate ->
 start new -> ready (time recorded) -> checks -> stop new -> clean up.
 
-Whatever happens, every started version is stopped and (unless `keep`) the run
-directory and a volume made for the run are removed. A populate, snapshot or
-migrate step that fails ends the run with a failed pseudo-check named after it
-(exit 1), and so does the new version failing on the old data (it exits or never
-gets ready: `new version starts`, with its log lines) or the old one on the
-rollback. A plan that cannot run ends it with `start_error` (exit 2): a version
-that cannot be launched at all (image or binary missing, port taken), or the old
-version failing on the plan's own data.
+Whatever happens, every started version is stopped, every container of the run is
+removed (found again by its labels: one created in the moment of a SIGINT too) and
+(unless `keep`) the run directory and a volume made for the run are removed. A
+populate, snapshot or migrate step that fails ends the run with a failed case named
+after it (exit 1), and so does the new version failing on the old data (it exits or
+never gets ready: `new version starts`, with its log lines) or the old one on the
+rollback. A plan that cannot run ends it with `start_error` (exit 2, an error case):
+a version that cannot be launched at all (image or binary missing, port taken), or
+the old version failing on the plan's own data. SIGINT or SIGTERM (Interrupted)
+ends it with an error case `interrupted` (exit 130 or 143). Every planned case is
+reported every time (cases.py), the ones not reached as skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tarfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,12 +31,21 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from soak.errors import TargetStartError
-from soak.targets import build_target
-from soak.targets.base import Target
-from soak.targets.config import DockerTarget, ProcessTarget, TargetConfig
+from soak.targets import build_target, readiness
+from soak.targets.base import Running, Target
+from soak.targets.config import DnsProbe, DockerTarget, ProcessTarget, TargetConfig
 from soak.upgrade import actions, docker_data
 from soak.upgrade.actions import StepFailed, Version
-from soak.upgrade.checks import CheckContext, CheckResult, run_checks, skipped
+from soak.upgrade.cases import (
+    PROBE_KIND,
+    ROLLBACK_PREFIX,
+    CaseBook,
+    Section,
+    exact_probes,
+    planned_cases,
+    probe_case_name,
+)
+from soak.upgrade.checks import CheckContext, CheckResult, run_checks
 from soak.upgrade.config import (
     ApiStep,
     CommandStep,
@@ -42,6 +55,7 @@ from soak.upgrade.config import (
     Rollback,
     UpgradePlan,
 )
+from soak.upgrade.interrupt import Interrupted
 from soak.upgrade.migrate import MigrateWhere, run_migrate
 from soak.upgrade.result import StepRecord, UpgradeResult, describe_step
 from soak.upgrade.snapshot import Snapshot
@@ -51,19 +65,30 @@ from soak.upgrade.template import Values
 Show = Callable[[str, str], None]  # phase, text
 
 
+OWNER_FILE = "soak-upgrade.owner"  # host:pid of the run's soak process, in its run dir
+LOG_TAIL_SEP = "; last log lines: "  # how soak.targets folds a log tail into its error
+QUOTED_LOG_LINES = 3  # of a version's log in a one-line error (the case has them all)
+
+
 class VersionFailed(TargetStartError):
     """A version that was launched and then exited or never got ready, with its log."""
 
-    def __init__(self, message: str, log_lines: list[str]) -> None:
+    def __init__(self, side: str, message: str, log_lines: list[str]) -> None:
         super().__init__(message)
+        self.side = side
         self.log_lines = log_lines
 
+    def one_line(self) -> str:
+        """The reason with the last log lines folded in, for stderr."""
+        tail = [ln.strip()[:200] for ln in self.log_lines[-QUOTED_LOG_LINES:]]
+        return str(self) + (LOG_TAIL_SEP + " | ".join(tail) if tail else "")
 
-def _log_block(values: Values, lines: list[str] | None) -> str:
-    """The version's last log lines, one a line, for the failed case's body."""
+
+def _block(values: Values, title: str, lines: list[str] | None) -> str:
+    """Lines for a case's body, one a line, under a title."""
     if not lines:
         return ""
-    return "\nlast log lines:\n" + "\n".join(values.redact(ln.rstrip()) for ln in lines)
+    return f"{title}:\n" + "\n".join(values.redact(ln.rstrip()) for ln in lines)
 
 
 class UpgradeRunner:
@@ -88,35 +113,78 @@ class UpgradeRunner:
         self._made_volume = False
         self._load: SwapLoadRun | None = None
         self._old_ports: dict[str, int] = {}
+        self._live: dict[str, Target] = {}  # side -> a target started and not yet stopped
+        self._phase_now = "data"  # what the run was doing, for an interruption
+        self._start_s = time.monotonic()
+        self.cases = CaseBook(planned_cases(plan))
         self.result = UpgradeResult(
             plan.name, run_id, run_dir, keep, datetime.now(UTC).isoformat(timespec="seconds")
         )
 
     # ---------------------------------------------------------------- output
 
-    def show(self, phase: str, text: str, ok: bool = True, duration_ms: float = 0.0) -> None:
+    def show(
+        self,
+        phase: str,
+        text: str,
+        ok: bool = True,
+        duration_ms: float = 0.0,
+        started_s: float | None = None,
+    ) -> None:
+        """A step as it happened; `started_s` (monotonic) when it began, default now."""
         text = self.values.redact(text)
-        self.result.steps.append(StepRecord(phase, text, ok, duration_ms))
+        began = time.monotonic() - duration_ms / 1000.0 if started_s is None else started_s
+        offset_s = max(0.0, began - self._start_s)
+        self.result.steps.append(StepRecord(phase, text, ok, duration_ms, offset_s))
         self._show(phase, text)
+
+    @contextlib.contextmanager
+    def _in(self, phase: str) -> Iterator[None]:
+        """The run is in `phase`; an interruption going through is told so (the
+        innermost phase names it: a stop in a `finally` does not hide what it ended)."""
+        self._phase_now = phase
+        try:
+            yield
+        except Interrupted as exc:
+            exc.phase = exc.phase or phase
+            raise
 
     # ---------------------------------------------------------------- the run
 
     def run(self) -> UpgradeResult:
-        start_s = time.monotonic()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        """The run to its end; an Interrupted (SIGINT, SIGTERM) stops it where it is,
+        and the clean-up runs to its end either way."""
+        self._start_s = time.monotonic()
         try:
-            self._run_phases()
+            try:
+                self._prepare_run_dir()
+                self._run_phases()
+            except Interrupted as exc:
+                self._interrupted(exc)
         finally:
-            if self._load is not None and self._load.running:  # a run that ended early
-                self._finish_load(settle_s=0.0)
-            self._clean_up()
-            self.result.duration_s = time.monotonic() - start_s
+            try:
+                self._tear_down()
+            except Interrupted as exc:  # arrived during the clean-up: it starts again
+                self._interrupted(exc)
+                self._tear_down()
+            self.result.checks = self.cases.assemble()
+            self.result.duration_s = time.monotonic() - self._start_s
         return self.result
+
+    def _prepare_run_dir(self) -> None:
+        """The run directory, with its owner: a later run removes it if this process
+        was killed outright (unless it is kept)."""
+        from soak.targets.docker_engine import owner_label
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        owner = owner_label() + (" keep" if self.keep else "")
+        (self.run_dir / OWNER_FILE).write_text(owner + "\n")
 
     def _run_phases(self) -> None:
         snapshot = Snapshot.of(self.plan.snapshot, self.plan.base_dir)
         try:
-            self._prepare_data()
+            with self._in("data"):
+                self._prepare_data()
             old = self._start("old", self.plan.old)
             try:
                 self._populate(old.version)
@@ -126,59 +194,95 @@ class UpgradeRunner:
             finally:
                 if self._load is not None:
                     self._load.mark_stop()
-                self._stop("old", old.target)
+                self._stop("old")
             if self.plan.migrate is not None:
                 self._phase("migrate", self._migrate)
             new = self._start("new", self.plan.new)
             try:
                 if self._load is not None:
                     self._finish_load()
+                self._probe_cases("new", new, "")
                 ctx = CheckContext(
                     self.values, new.version, snapshot, self.plan.base_dir, self.result.swap
                 )
-                self.result.checks = run_checks(self.plan.checks, ctx, self._on_check)
+                with self._in("checks"):
+                    run_checks(self.plan.checks, ctx, self._on_check)
             finally:
-                self._stop("new", new.target)
+                self._stop("new")
             if self.plan.rollback is not None:
-                self.result.checks += self._rollback(self.plan.rollback, snapshot)
+                self._rollback(self.plan.rollback, snapshot)
         except StepFailed as exc:
-            self._abort_checks(str(exc).split(":", 1)[0], str(exc))
-        except VersionFailed as exc:  # the new version on the old data: the upgrade fails
-            self._abort_checks("new version starts", str(exc), exc.log_lines)
+            name = str(exc).split(":", 1)[0]
+            self._abort_checks(
+                name, str(exc), _block(self.values, "last output lines", exc.output_lines)
+            )
+        except VersionFailed as exc:
+            output = _block(self.values, "last log lines", exc.log_lines)
+            if exc.side == "new":  # the new version on the old data: the upgrade fails
+                self._abort_checks("new version starts", str(exc), output, exc.one_line())
+            else:  # the old version on the plan's own data: the plan cannot run
+                self._cannot_run(f"{exc.side} version starts", exc.one_line(), str(exc), output)
         except TargetStartError as exc:
-            message = self.result.start_error = self.values.redact(str(exc))
+            message = str(exc)
             sides = ("old", "new")
             name = next((f"{s} version starts" for s in sides if message.startswith(s)), "data")
-            self._abort_checks(name, message)
+            self._cannot_run(name, message, message)
 
     def _phase(self, phase: str, action: Callable[[], str]) -> None:
         start_s = time.monotonic()
         try:
-            text = action()
+            with self._in(phase):
+                text = action()
         except StepFailed as exc:
             ms = (time.monotonic() - start_s) * 1000.0
-            self.show(phase, f"FAILED: {exc}", ok=False, duration_ms=ms)
-            raise StepFailed(f"{phase}: {exc}") from exc
-        self.show(phase, text, duration_ms=(time.monotonic() - start_s) * 1000.0)
+            self.show(phase, f"FAILED: {exc}", ok=False, duration_ms=ms, started_s=start_s)
+            raise StepFailed(f"{phase}: {exc}", exc.output_lines) from exc
+        ms = (time.monotonic() - start_s) * 1000.0
+        self.show(phase, text, duration_ms=ms, started_s=start_s)
 
-    def _abort_checks(self, name: str, reason: str, log_lines: list[str] | None = None) -> None:
-        """The checks were not reached: one failed case for the cause, the rest skipped."""
+    def _abort_checks(self, name: str, reason: str, output: str = "", shown: str = "") -> None:
+        """The checks were not reached: one failed case for the cause, the rest skipped;
+        `shown` on the terminal (default the reason)."""
         reason = self.values.redact(reason)
-        got = reason + _log_block(self.values, log_lines)
-        cause = CheckResult(name, "setup", "fail", 0.0, "the run to reach its checks", got)
-        self.result.checks = [cause] + [
-            skipped(c, f"not run: {name} failed") for c in self.plan.checks
-        ]
+        cause = CheckResult(name, "setup", "fail", 0.0, "the run to reach its checks", reason)
+        cause.output = output
+        self.cases.cause("upgrade", cause, f"not run: {name} failed")
+        self.show("abort", shown or reason, ok=False)
+
+    def _cannot_run(self, name: str, one_line: str, reason: str, output: str = "") -> None:
+        """The plan cannot run (exit 2): an error case, every other case skipped."""
+        self.result.start_error = self.values.redact(one_line)
+        reason = self.values.redact(reason)
+        cause = CheckResult(name, "setup", "error", 0.0, "the plan to run", reason)
+        cause.output = output
+        self.cases.cause("upgrade", cause, f"not run: {name} failed")
+        self.show("abort", one_line, ok=False)
+
+    def _interrupted(self, exc: Interrupted) -> None:
+        """An error case saying where the signal came; what did not run is skipped."""
+        if self.result.interrupted is not None:
+            return
+        self.result.interrupted = exc.signal_name
+        where = exc.phase or self._phase_now
+        reason = f"{exc.signal_name} during {where}: the run was stopped and cleaned up"
+        section: Section = "rollback" if where.startswith("rollback") else "upgrade"
+        cause = CheckResult("interrupted", "interrupt", "error", 0.0, "the run to end", reason)
+        self.cases.causes[section].append(cause)
+        self.cases.stop_all(f"not run: interrupted by {exc.signal_name}")
         self.show("abort", reason, ok=False)
 
     def _on_check(self, index: int, result: CheckResult, phase: str = "check") -> None:
         checks = self.plan.rollback.checks if phase == "rollback" and self.plan.rollback else []
         total = len(checks or self.plan.checks)
-        word = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}[result.status]
+        if phase == "rollback":
+            result = replace(result, name=ROLLBACK_PREFIX + result.name)
+        self.cases.record(result)
+        word = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERROR"}[result.status]
         detail = "" if result.status == "pass" else f" - {result.message}"
+        shown = result.name.removeprefix(ROLLBACK_PREFIX)
         self.show(
             phase,
-            f"{index + 1}/{total} {word} {result.name}{detail}",
+            f"{index + 1}/{total} {word} {shown}{detail}",
             ok=result.status != "fail",
             duration_ms=result.duration_ms,
         )
@@ -194,10 +298,10 @@ class UpgradeRunner:
             mount = self.plan.old.volume.mount if self.plan.old.volume else "/data"
             if data.archive:
                 docker_data.extract_into_volume(
-                    self.plan.resolve_path(data.archive), self.volume, image, mount
+                    self.plan.resolve_path(data.archive), self.volume, image, mount, self.run_id
                 )
             if data.owner:
-                docker_data.chown_volume(self.volume, image, mount, data.owner)
+                docker_data.chown_volume(self.volume, image, mount, data.owner, self.run_id)
             what = "fresh" if self._made_volume else "existing"
             self.show("data", f"{what} volume {self.volume}" + self._archive_words())
             return
@@ -218,6 +322,7 @@ class UpgradeRunner:
     class Started:
         target: Target
         version: Version
+        cfg: TargetConfig  # as rendered, with the plan's readiness probes
 
     def _target_cfg(self, side: str, cfg: TargetConfig) -> TargetConfig:
         raw: dict[str, Any] = self.values.render(cfg.model_dump(by_alias=True, exclude_unset=True))
@@ -234,28 +339,37 @@ class UpgradeRunner:
         return adapter.validate_python(raw)
 
     def _start(self, side: str, cfg: TargetConfig) -> Started:
+        with self._in(f"{side} start"):
+            return self._start_version(side, cfg)
+
+    def _start_version(self, side: str, cfg: TargetConfig) -> Started:
         rendered = self._target_cfg(side, cfg)
         label = f"{rendered.name} {rendered.version}".strip()
         self.show(side, f"starting {label}")
+        start_s = time.monotonic()
         target = build_target(
-            rendered,
+            _answers_enough(rendered) if side != "old" else rendered,
             run_dir=self.run_dir / side,
             run_id=f"{self.run_id}-{side}",
             base_dir=self.plan.base_dir,
             volume_name=self.volume,
             allow_targets=self.plan.allow_targets,
+            labels={docker_data.LABEL_UPGRADE: self.run_id},
         )
+        self._live[side] = target  # before start: an interruption in start() stops it too
         try:
             target.start()
         except TargetStartError as exc:  # never launched: the plan cannot run
+            self._live.pop(side, None)
             raise TargetStartError(f"{side} version ({label}) cannot start: {exc}") from exc
         try:
             running = target.wait_ready()
         except TargetStartError as exc:  # launched, then exited or never got ready
-            message = f"{side} version ({label}) cannot start: {exc}"
-            if side == "old":  # on the plan's own data: the plan cannot run
-                raise TargetStartError(message) from exc
-            raise VersionFailed(message, target.log_tail()) from exc
+            self._live.pop(side, None)
+            reason = str(exc).partition(LOG_TAIL_SEP)[0]
+            raise VersionFailed(
+                side, f"{side} version ({label}) cannot start: {reason}", target.log_tail()
+            ) from exc
         ready_s = running.ready_after_s
         if side == "old":
             self.result.old_ready_s = ready_s
@@ -266,20 +380,59 @@ class UpgradeRunner:
             self.result.rollback_ready_s = ready_s
         ports = ", ".join(f"{k} {running.host}:{v}" for k, v in running.ports.items())
         who = f"pid {running.pid}" if running.pid else f"container {running.container_id}"
-        self.show(side, f"ready in {ready_s or 0:.2f} s ({who}; {ports})")
+        ms = (time.monotonic() - start_s) * 1000.0
+        self.show(
+            side,
+            f"ready in {ready_s or 0:.2f} s ({who}; {ports})",
+            duration_ms=ms,
+            started_s=start_s,
+        )
         env = dict(getattr(rendered, "env", {}) or {})
         data_dir = self.data_dir  # docker: the volume's mount point inside the container
         if isinstance(rendered, DockerTarget) and rendered.volume is not None:
             data_dir = Path(rendered.volume.mount)
         version = Version(side, running, data_dir, env, list(self.plan.allow_targets))
-        return self.Started(target, version)
+        return self.Started(target, version, rendered)
 
-    def _stop(self, side: str, target: Target) -> None:
-        info = target.stop()
+    def _stop(self, side: str) -> None:
+        target = self._live.get(side)
+        if target is None:
+            return
+        start_s = time.monotonic()
+        with self._in(f"{side} stop"):
+            info = target.stop()
+        self._live.pop(side, None)
+        took = f" in {time.monotonic() - start_s:.2f} s"
+        ms = (time.monotonic() - start_s) * 1000.0
         if info is None or info.requested:
-            self.show(side, info.describe() if info else "stopped")
+            text = (info.describe() if info else "stopped") + took
         else:  # it had ended by itself before soak asked
-            self.show(side, f"stopped (it had already {info.describe()})")
+            text = f"stopped{took} (it had already {info.describe()})"
+        self.show(side, text, duration_ms=ms, started_s=start_s)
+
+    def _probe_cases(self, side: str, started: Started, prefix: str) -> None:
+        """The exact answers the plan's readiness probes ask for, as cases: the version
+        is ready when it answers; what it answers is a verdict, not a start failure."""
+        cfg = started.cfg
+        with self._in("rollback checks" if prefix else "checks"):
+            self._probe_each(exact_probes(cfg), started, prefix)
+
+    def _probe_each(self, probes: list[DnsProbe], started: Started, prefix: str) -> None:
+        cfg = started.cfg
+        for probe in probes:
+            result = _probe_result(
+                prefix + probe_case_name(probe), probe, started.version.running, cfg
+            )
+            self.cases.record(result)
+            word = "PASS" if result.status == "pass" else "FAIL"
+            detail = "" if result.status == "pass" else f" - {result.message}"
+            phase = "rollback" if prefix else "check"
+            self.show(
+                phase,
+                f"{word} {result.name.removeprefix(prefix)}{detail}",
+                ok=result.status == "pass",
+                duration_ms=result.duration_ms,
+            )
 
     # ---------------------------------------------------------------- load through the swap
 
@@ -292,7 +445,8 @@ class UpgradeRunner:
 
     def _finish_load(self, settle_s: float | None = None) -> None:
         assert self._load is not None
-        stats = self.result.swap = self._load.finish(settle_s)
+        with self._in("load"):
+            stats = self.result.swap = self._load.finish(settle_s)
         self.show("load", "stopped: " + stats.describe())
 
     # ---------------------------------------------------------------- populate, migrate
@@ -328,46 +482,61 @@ class UpgradeRunner:
 
     # ---------------------------------------------------------------- rollback
 
-    def _rollback(self, rollback: Rollback, snapshot: Snapshot) -> list[CheckResult]:
+    def _rollback(self, rollback: Rollback, snapshot: Snapshot) -> None:
         """The old version again on the new one's data; its checks named `rollback: ...`.
 
         A down-migration that fails or an old version that refuses to start is the
         answer to "can we go back?": a failed check saying so, the rest skipped; the
         new version's results stand."""
 
-        def named(results: list[CheckResult]) -> list[CheckResult]:
-            return [replace(r, name=f"rollback: {r.name}") for r in results]
-
-        def refused(name: str, expected: str, why: str) -> list[CheckResult]:
+        def refused(name: str, expected: str, why: str, output: str = "") -> None:
             why = self.values.redact(why)
             self.show("rollback", f"FAILED: {why}", ok=False)
-            cause = CheckResult(f"rollback: {name}", "setup", "fail", 0.0, expected, why)
-            rest = [skipped(c, f"not run: {name} failed") for c in rollback.checks]
-            return [cause, *named(rest)]
+            cause = CheckResult(ROLLBACK_PREFIX + name, "setup", "fail", 0.0, expected, why)
+            cause.output = output
+            self.cases.cause("rollback", cause, f"not run: {name} failed")
 
         if rollback.migrate is not None:
             down = rollback.migrate
             try:
                 self._phase("rollback", lambda: self._migrate(down, "rollback-migrate.log"))
             except StepFailed as exc:
-                return refused("migrate", "the down-migration to succeed", str(exc))
+                output = _block(self.values, "last output lines", exc.output_lines)
+                return refused("migrate", "the down-migration to succeed", str(exc), output)
         try:
             started = self._start("rollback", rollback.old or self.plan.old)
         except TargetStartError as exc:  # launched or not: the way back is closed
-            lines = exc.log_lines if isinstance(exc, VersionFailed) else []
-            why = str(exc) + _log_block(self.values, lines)
-            return refused("old version starts", "the old version to start on the new data", why)
+            log = exc.log_lines if isinstance(exc, VersionFailed) else []
+            output = _block(self.values, "last log lines", log)
+            expected = "the old version to start on the new data"
+            return refused("old version starts", expected, str(exc), output)
         try:
+            self._probe_cases("rollback", started, ROLLBACK_PREFIX)
             ctx = CheckContext(self.values, started.version, snapshot, self.plan.base_dir)
 
             def on_result(index: int, result: CheckResult) -> None:
                 self._on_check(index, result, "rollback")
 
-            return named(run_checks(rollback.checks, ctx, on_result))
+            with self._in("rollback checks"):
+                run_checks(rollback.checks, ctx, on_result)
         finally:
-            self._stop("rollback", started.target)
+            self._stop("rollback")
 
     # ---------------------------------------------------------------- clean up
+
+    def _tear_down(self) -> None:
+        """Everything the run made goes, whatever it was doing: the load, every version
+        still running, every container of the run (by its label), then the volume and
+        the run directory unless kept. Safe to run twice."""
+        if self._load is not None and self._load.running:  # a run that ended early
+            self._finish_load(settle_s=0.0)
+        for side in list(self._live):
+            self._stop(side)
+        if isinstance(self.plan.old, DockerTarget):
+            removed = docker_data.remove_run(self.run_id, keep_volumes=self.keep)
+            if removed:
+                self.show("cleanup", f"removed {removed} container(s) or volume(s) of the run")
+        self._clean_up()
 
     def _clean_up(self) -> None:
         if self.keep:
@@ -381,3 +550,38 @@ class UpgradeRunner:
         self.show(
             "cleanup", f"removed {self.run_dir}" + (" (some files remain)" if leftover else "")
         )
+
+
+def _answers_enough(cfg: TargetConfig) -> TargetConfig:
+    """The version's spec with its DNS readiness probes asking for any answer: a new
+    version that answers has started; what it answers is judged by the probe's case."""
+    probes = [
+        p.model_copy(update={"rcode": None, "answer": None}) if isinstance(p, DnsProbe) else p
+        for p in cfg.ready.probes
+    ]
+    ready = cfg.ready.model_copy(update={"probes": probes})
+    return cfg.model_copy(update={"ready": ready})
+
+
+def _probe_result(name: str, probe: DnsProbe, running: Running, cfg: TargetConfig) -> CheckResult:
+    """The probe tried until it passes or the version's readiness timeout (from its
+    start) has passed; the last attempt's answer is the verdict."""
+    start_s = time.monotonic()
+    deadline_s = running.started_monotonic_s + cfg.ready.timeout_s
+    attempts = 0
+    while True:
+        attempts += 1
+        outcome = readiness.check(probe, running, timeout_s=1.0)
+        if outcome.ok or time.monotonic() >= deadline_s:
+            break
+        time.sleep(cfg.ready.interval_s)
+    want = readiness.describe(probe).rpartition(" -> ")[2]
+    return CheckResult(
+        name,
+        PROBE_KIND,
+        "pass" if outcome.ok else "fail",
+        (time.monotonic() - start_s) * 1000.0,
+        want,
+        outcome.detail,
+        attempts,
+    )
