@@ -191,3 +191,41 @@ def test_validate_accepts_the_shipped_plan(archive: Path) -> None:
         assert proc.returncode == 2 and "data.archive" in proc.stderr
     else:
         assert proc.returncode == 0 and "upgrade plan 'pdns-auth-upgrade' is valid" in proc.stdout
+
+
+def matrix_plan(tmp_path: Path) -> Path:
+    """A matrix of two old versions (process plans: `true` stands for the server); the
+    second entry's binary is not there."""
+    side = {"runtime": "process", "argv": ["{{server}}"], "ports": {"dns": {}}}
+    plan = {
+        "name": "mx",
+        "vars": {"server": "true"},
+        "matrix": {"old": {"a": {"vars.server": "true"}, "b": {"vars.server": "no-such-server"}}},
+        "old": side,
+        "new": {**side, "argv": ["true"]},
+        "checks": [{"name": "ready", "kind": "ready_within", "within_s": 10}],
+    }
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+def test_validate_checks_every_matrix_entry_and_names_it(tmp_path: Path) -> None:
+    plan = matrix_plan(tmp_path)
+    proc = soak("validate", plan, timeout_s=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "mx[old b]: " in proc.stderr and "no-such-server" in proc.stderr
+    assert "mx[old a]" not in proc.stderr  # the good entry is not blamed
+    # --old and --set as CI would run it: only entry a, or b's binary set right
+    ok = soak("validate", plan, "--old", "a", timeout_s=60)
+    assert ok.returncode == 0 and "1 matrix entry valid: 'mx[old a]'" in ok.stdout, ok.stderr
+    fixed = soak("validate", plan, "--set", "vars.server=sh", timeout_s=60)  # after entries
+    both = "2 matrix entries valid: 'mx[old a]', 'mx[old b]'"
+    assert fixed.returncode == 0 and both in fixed.stdout, fixed.stderr
+    # `soak upgrade` refuses it the same way, with a JUnit that names the entry
+    junit = tmp_path / "junit.xml"
+    up = soak("upgrade", plan, "--junit", junit, timeout_s=60)
+    assert up.returncode == 2 and up.stdout == ""
+    suites = {s.get("name"): s for s in ET.parse(junit).getroot().iter("testsuite")}
+    assert (suites["mx[old b]"].get("errors"), suites["mx[old a]"].get("errors")) == ("1", "0")
+    assert suites["mx[old a]"].get("skipped") == "1"

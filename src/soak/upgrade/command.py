@@ -265,8 +265,9 @@ def preflight_problems(plans: list[UpgradePlan]) -> dict[str, str]:
     for plan in plans:
         try:
             preflight_plan(plan)
-        except InputError as exc:
-            problems[plan.name] = f"{plan.name}: {exc}" if len(plans) > 1 else str(exc)
+        except InputError as exc:  # a matrix entry's problem names the entry
+            named = plan.matrix is not None or len(plans) > 1
+            problems[plan.name] = f"{plan.name}: {exc}" if named else str(exc)
     return problems
 
 

@@ -203,8 +203,14 @@ def load_plan(
     if problems:
         raise InputError(f"{where}: " + f"\n{where}: ".join(problems))
     if matrix_entry is None and plan.matrix is not None:
+        entry_problems = []  # every entry checked, each named, not only the first bad one
         for label in plan.matrix.old:
-            load_plan(path, overrides, env, matrix_entry=label)
+            try:
+                load_plan(path, overrides, env, matrix_entry=label)
+            except InputError as exc:
+                entry_problems.append(str(exc))
+        if entry_problems:
+            raise InputError("\n".join(entry_problems))
     return plan
 
 
