@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -56,6 +57,8 @@ def upgrade(
     new: str,
     new_argv: list[str] | None = None,
     plan_vars: dict[str, str] | None = None,
+    old_port: int | None = None,
+    populate: list[dict[str, object]] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     plan = {
         "name": "toy",
@@ -63,7 +66,10 @@ def upgrade(
         "new": version(new, "2", new_argv),
         "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
         "vars": plan_vars or {},
+        "populate": populate or [],
     }
+    if old_port is not None:  # a fixed host port for the old version
+        plan["old"]["ports"] = {"api": {"host": old_port}}  # type: ignore[index]
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
     junit = tmp_path / "junit.xml"
@@ -105,10 +111,37 @@ def test_the_new_version_failing_on_the_old_data_is_a_failed_check(tmp_path: Pat
 def test_the_old_version_failing_on_its_own_data_is_a_plan_that_cannot_run(
     tmp_path: Path,
 ) -> None:
-    proc, _ = upgrade(tmp_path, "echo cannot open data >&2; exit 1", SERVE)
+    proc, junit = upgrade(tmp_path, "echo cannot open data >&2; exit 1", SERVE)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "old version (toy 1) cannot start" in proc.stderr
     assert "cannot open data" in proc.stderr
+    # the report CI reads: the reason as an error case (its log in the body), the check skipped
+    error = cases(junit)["old version starts"].find("error")
+    assert error is not None and "old version (toy 1) cannot start" in error.get("message", "")
+    assert "\ncannot open data" in (error.text or "")
+    assert cases(junit)["ready"].find("skipped") is not None
+
+
+def test_a_taken_port_is_a_plan_that_cannot_run_with_a_report(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc, junit = upgrade(tmp_path, OLD, SERVE, old_port=port)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert str(port) in proc.stderr and proc.stdout == ""
+    error = cases(junit)["plan can run"].find("error")
+    assert error is not None and str(port) in error.get("message", "")
+    assert cases(junit)["ready"].find("skipped") is not None
+
+
+def test_populate_lines_show_the_values_filled_in(tmp_path: Path) -> None:
+    plan_vars = {"greeting": "hello-from-vars"}
+    populate = [{"kind": "command", "argv": ["echo", "{{greeting}}", "{port.api}"]}]
+    proc, _ = upgrade(tmp_path, OLD, SERVE, None, plan_vars, populate=populate)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("populate "))
+    assert "command echo hello-from-vars " in line and "{{" not in line and "{port" not in line
 
 
 def test_a_new_binary_that_is_not_there_is_a_plan_that_cannot_run(tmp_path: Path) -> None:
@@ -170,6 +203,7 @@ def test_sigterm_during_populate_stops_the_server_and_reports(tmp_path: Path) ->
             break
     assert server_pid
     sleeper = wait_for_child(proc.pid, "sleep")
+    wait_blocked(proc.pid)  # soak reading the step's output, not still launching it
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, out + err
@@ -192,6 +226,14 @@ def wait_for_child(parent: int, name: str, timeout_s: float = 30.0) -> int:
                     return int(stat.parent.name)
         time.sleep(0.05)
     raise AssertionError(f"no child {name} of {parent}")
+
+
+def wait_blocked(pid: int, timeout_s: float = 30.0) -> None:
+    """Until the process's main thread sleeps in poll() (waiting on a child's output)."""
+    deadline_s = time.monotonic() + timeout_s
+    while "poll" not in Path(f"/proc/{pid}/wchan").read_text():
+        assert time.monotonic() < deadline_s, "soak never waited on the step"
+        time.sleep(0.02)
 
 
 def pid_alive(pid: int) -> bool:

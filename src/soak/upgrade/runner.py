@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from soak.errors import TargetStartError
+from soak.errors import InputError, TargetStartError
 from soak.targets import build_target, readiness
 from soak.targets.base import Running, Target
 from soak.targets.config import DnsProbe, DockerTarget, ProcessTarget, TargetConfig
@@ -457,13 +457,22 @@ class UpgradeRunner:
             count = f"{i + 1}/{total}"
 
             def action(step: PopulateStep = step, count: str = count) -> str:
-                return f"{count} {describe_step(step)} -> {self._run_step(step, version)}"
+                what = self._filled(describe_step(step), version)
+                return f"{count} {what} -> {self._run_step(step, version)}"
 
             try:
                 self._phase("populate", action)
             except StepFailed as exc:
                 detail = str(exc).removeprefix("populate: ")
                 raise StepFailed(f"populate {count}: {detail}") from exc
+
+    def _filled(self, text: str, version: Version) -> str:
+        """`{{name}}` and `{port.NAME}`-style placeholders filled, as the step sends them
+        (a name that cannot be filled yet stays as written)."""
+        try:
+            return str(actions.render(self.values, version, text))
+        except InputError:
+            return text
 
     def _run_step(self, step: PopulateStep, version: Version) -> str:
         if isinstance(step, ApiStep):
