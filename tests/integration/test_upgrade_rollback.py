@@ -43,10 +43,11 @@ def test_rollback_checks_run_on_the_data_the_new_version_wrote(
 ) -> None:
     result = run(archive, tmp_path, {"checks": ROLLBACK_CHECKS})
     names = [c.name for c in result.checks]
-    assert names[-3:] == [
+    assert names[-4:] == [
         "rollback: ready",
         "rollback: www A as before",
         "rollback: zone made by new",
+        "rollback: answers as its ready probe expects: dns example.test/SOA on port dns -> NOERROR",
     ]
     assert [c.status for c in result.checks] == ["pass"] * len(names), result.checks
     assert result.exit_code == 0

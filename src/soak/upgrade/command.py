@@ -21,7 +21,7 @@ import click
 from pydantic import TypeAdapter
 
 from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
-from soak.targets.config import DockerTarget, TargetConfig
+from soak.targets.config import TargetConfig
 from soak.upgrade.cases import planned_cases
 from soak.upgrade.checks import CheckResult
 from soak.upgrade.config import UpgradePlan, load_matrix
@@ -275,7 +275,7 @@ def remove_leftovers(plans: list[UpgradePlan], base: Path) -> None:
     """What earlier runs killed outright left (their soak process is gone): containers
     and volumes by their labels, run directories by their owner file."""
     removed = remove_stale_dirs(base)
-    if any(isinstance(plan.old, DockerTarget) for plan in plans):
+    if any(plan.uses_docker for plan in plans):
         from soak.upgrade import docker_data
 
         removed += docker_data.remove_stale_runs()

@@ -86,11 +86,20 @@ def extract_into_volume(archive: Path, volume: str, image: str, mount: str, run_
         helper.remove(force=True)
 
 
+def data_mount(target: str, source: str) -> Any:
+    """The plan's data at `target` in a container: a named volume, or (a plan with a
+    process version too) a host directory, bind-mounted."""
+    from docker.types import Mount
+
+    kind = "bind" if source.startswith("/") else "volume"
+    return Mount(target=target, source=source, type=kind)
+
+
 def chown_volume(volume: str, image: str, mount: str, owner: str, run_id: str) -> None:
     """`chown -R owner mount` as root in a one-shot container of `image`, so that user
-    and group names mean what they mean in the image."""
+    and group names mean what they mean in the image; `volume`: a volume's name or
+    a host directory."""
     import docker.errors
-    from docker.types import Mount
 
     client = _engine()
     try:
@@ -99,7 +108,7 @@ def chown_volume(volume: str, image: str, mount: str, owner: str, run_id: str) -
             entrypoint=["chown", "-R", owner, mount],
             user="0:0",
             remove=True,
-            mounts=[Mount(target=mount, source=volume, type="volume")],
+            mounts=[data_mount(mount, volume)],
             labels=run_labels(run_id, "-data"),
         )
     except docker.errors.DockerException as exc:
@@ -115,10 +124,9 @@ def run_one_shot(
     run_id: str,
     part: str,
 ) -> tuple[int, str, str]:
-    """Runs `command` in a fresh container (named RUN_ID + part) with the data volume;
-    (exit code, stdout, stderr)."""
+    """Runs `command` in a fresh container (named RUN_ID + part) with the data volume
+    (or host directory); (exit code, stdout, stderr)."""
     import docker.errors
-    from docker.types import Mount
 
     client = _engine()
     try:
@@ -129,7 +137,7 @@ def run_one_shot(
             environment=env,
             user=spec.user,
             name=run_id + part,
-            mounts=[Mount(target=spec.mount, source=volume, type="volume")],
+            mounts=[data_mount(spec.mount, volume)],
             labels=run_labels(run_id, part),
         )
     except docker.errors.DockerException as exc:

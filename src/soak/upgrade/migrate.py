@@ -55,7 +55,7 @@ def run_migrate(migrate: Migrate, values: Values, where: MigrateWhere, log_name:
         placeholders["data_dir"] = str(where.data_dir)
     log_path = where.run_dir / log_name
     if migrate.container is not None:
-        assert where.volume is not None
+        source = where.volume or str(where.data_dir)  # a volume, or the host directory
         command = [
             fill_placeholders(a, placeholders) for a in values.render(migrate.container.command)
         ]
@@ -63,7 +63,7 @@ def run_migrate(migrate: Migrate, values: Values, where: MigrateWhere, log_name:
         code, stdout, stderr = docker_data.run_one_shot(
             container,
             command,
-            where.volume,
+            source,
             values.render(migrate.env),
             migrate.timeout_s,
             where.run_id,

@@ -291,7 +291,8 @@ class UpgradeRunner:
 
     def _prepare_data(self) -> None:
         data = self.plan.data
-        if isinstance(self.plan.old, DockerTarget):
+        if not self.plan.data_on_host:  # every version a docker one: a named volume
+            assert isinstance(self.plan.old, DockerTarget)
             self.volume = data.volume or f"soak-upgrade-{self.run_id}"
             self._made_volume = docker_data.ensure_volume(self.volume, self.run_id)
             image = self.values.render(self.plan.old.image)  # may be a {{var}}
@@ -310,6 +311,11 @@ class UpgradeRunner:
         if data.archive:
             with tarfile.open(self.plan.resolve_path(data.archive)) as tar:
                 tar.extractall(self.data_dir, filter="data")
+        old = self.plan.old
+        if data.owner and isinstance(old, DockerTarget) and old.volume is not None:
+            image = self.values.render(old.image)  # the owner's names as the image has them
+            owner, mount, run_id = data.owner, old.volume.mount, self.run_id
+            docker_data.chown_volume(str(self.data_dir), image, mount, owner, run_id)
         self.show("data", f"{self.data_dir}" + self._archive_words())
 
     def _archive_words(self) -> str:
@@ -335,6 +341,11 @@ class UpgradeRunner:
             raw["data_dir"] = str(self.data_dir)
         if isinstance(cfg, DockerTarget) and cfg.volume is None:
             raise TargetStartError(f"{side}: a docker version needs `volume:` for its data")
+        if isinstance(cfg, DockerTarget) and cfg.volume is not None and self.data_dir:
+            # A plan with a process version too: the host directory at the volume's mount.
+            mount = {"source": str(self.data_dir), "target": cfg.volume.mount}
+            raw["mounts"] = [*raw.get("mounts", []), mount]
+            raw["volume"] = None
         adapter: TypeAdapter[TargetConfig] = TypeAdapter(TargetConfig)
         return adapter.validate_python(raw)
 
@@ -389,8 +400,8 @@ class UpgradeRunner:
         )
         env = dict(getattr(rendered, "env", {}) or {})
         data_dir = self.data_dir  # docker: the volume's mount point inside the container
-        if isinstance(rendered, DockerTarget) and rendered.volume is not None:
-            data_dir = Path(rendered.volume.mount)
+        if isinstance(cfg, DockerTarget) and cfg.volume is not None:
+            data_dir = Path(cfg.volume.mount)
         version = Version(side, running, data_dir, env, list(self.plan.allow_targets))
         return self.Started(target, version, rendered)
 
@@ -541,7 +552,7 @@ class UpgradeRunner:
             self._finish_load(settle_s=0.0)
         for side in list(self._live):
             self._stop(side)
-        if isinstance(self.plan.old, DockerTarget):
+        if self.plan.uses_docker:
             removed = docker_data.remove_run(self.run_id, keep_volumes=self.keep)
             if removed:
                 self.show("cleanup", f"removed {removed} container(s) or volume(s) of the run")
