@@ -212,3 +212,39 @@ def test_a_killed_run_is_cleaned_up_by_the_next_one(
     assert "leftover(s) of earlier runs that were killed" in again.stdout
     assert leftovers(engine, run_id) == ([], [])
     assert list(work.iterdir()) == []
+
+
+def session_members(sid: int) -> list[int]:
+    """Processes of session `sid` (soak started in its own: every process it made)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid and fields[0] != "Z":
+                pids.append(int(stat.parent.name))
+    return pids
+
+
+def test_ctrl_c_to_the_whole_group_during_the_swap_load(
+    engine: Any, tmp_path: Path, work: Path
+) -> None:
+    """A terminal's Ctrl-C reaches every process of the group, the load's workers too:
+    exit 130, no worker, container, volume or directory left, no traceback."""
+    plan = docker_plan(tmp_path)
+    load = "load={rate_qps: 200, mix: [{name: www, queries: [www.example.test A]}]}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "soak.cli", "upgrade", str(plan), "--work-dir", str(work),
+         "--set", load, "--junit", str(tmp_path / "junit.xml")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")}, start_new_session=True,
+    )  # fmt: skip
+    run_id, lines = wait_for_line(proc, "load      started")
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
+    output = "\n".join(lines) + stdout + stderr
+    assert proc.returncode == 130, output
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    wait_until(lambda: session_members(proc.pid) == [], timeout_s=10)
+    assert leftovers(engine, run_id) == ([], [])
+    assert list(work.iterdir()) == []
+    assert junit_cases(tmp_path / "junit.xml")["interrupted"].find("error") is not None

@@ -64,3 +64,19 @@ def trap_signals() -> Iterator[SignalTrap]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def children_ignore_sigint() -> Iterator[None]:
+    """Processes started in the block ignore SIGINT (the disposition is inherited, and
+    Python keeps an ignored SIGINT): a terminal's Ctrl-C reaches the whole process
+    group, and the load's workers would die with a traceback each, while the run stops
+    them itself. A SIGINT in this short moment is ignored by soak too; SIGTERM is not."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
