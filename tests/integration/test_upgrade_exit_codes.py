@@ -284,3 +284,39 @@ def test_a_failed_migration_quotes_stderr_and_every_planned_case_is_reported(
     }
     run = json.loads(report.read_text())["runs"][0]
     assert "stderr: boom: schema v9 unknown" in run["checks"][0]["output"]
+
+
+def test_sigterm_in_the_first_pair_of_a_matrix_reports_the_second_as_not_run(
+    tmp_path: Path,
+) -> None:
+    plan = {
+        "name": "toy",
+        "matrix": {"old": {"a": {"old.version": "1a"}, "b": {"old.version": "1b"}}},
+        "old": version(OLD, "1"),
+        "new": version(SERVE, "2"),
+        "populate": [{"kind": "command", "argv": ["sleep", "30"]}],
+        "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    junit, report, work = tmp_path / "junit.xml", tmp_path / "r.json", tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "soak.cli", "upgrade", str(path), "--junit", str(junit),
+         "--json", str(report), "--work-dir", str(work)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )  # fmt: skip
+    wait_for_child(proc.pid, "sleep")
+    wait_blocked(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out + err
+    assert "matrix: 2 pairs, exit 143: toy[old a]: interrupted (SIGTERM)" in out
+    suites = {s.get("name"): s for s in ET.parse(junit).getroot().iter("testsuite")}
+    assert (suites["toy[old a]"].get("errors"), suites["toy[old a]"].get("skipped")) == ("1", "1")
+    second = suites["toy[old b]"].find("testcase/skipped")
+    assert second is not None and second.get("message") == "not run: interrupted by SIGTERM"
+    data = json.loads(report.read_text())
+    assert (data["matrix"], data["interrupted"], len(data["runs"])) == (True, "SIGTERM", 2)
+    assert list(work.iterdir()) == []

@@ -213,6 +213,9 @@ def raise_for(results: list[UpgradeResult]) -> None:
     interrupted = next((r.interrupted for r in results if r.interrupted), None)
     if interrupted is not None:
         raise RunInterrupted(Interrupted(signal.Signals[interrupted].value))
+    internal = [r.internal_error for r in results if r.internal_error is not None]
+    if internal:  # reported in the JUnit case with its traceback
+        raise SoakError("internal error: " + "; ".join(internal))
     start_errors = [r.start_error for r in results if r.start_error is not None]
     if start_errors:
         raise TargetStartError("; ".join(start_errors))

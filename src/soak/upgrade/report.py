@@ -34,6 +34,8 @@ def summary_line(result: UpgradeResult) -> str:
 def verdict_word(result: UpgradeResult) -> str:
     if result.interrupted is not None:
         return f"interrupted ({result.interrupted})"
+    if result.internal_error is not None:
+        return "internal error"
     if result.start_error is not None:
         return "cannot run"
     return "pass" if result.exit_code == 0 else "FAIL"
@@ -53,7 +55,10 @@ def combined_exit_code(results: list[UpgradeResult]) -> int:
     interrupted = [c for c in codes if c > 128]
     if interrupted:
         return interrupted[0]
-    return 2 if 2 in codes else max(codes, default=0)
+    for code in (3, 2):  # an internal error, then a pair that could not run
+        if code in codes:
+            return code
+    return max(codes, default=0)
 
 
 def _ms_words(duration_ms: float) -> str:
@@ -195,6 +200,7 @@ def to_json(result: UpgradeResult) -> dict[str, Any]:
         "rollback_ready_s": _rounded(result.rollback_ready_s),
         "start_error": result.start_error,
         "interrupted": result.interrupted,
+        "internal_error": result.internal_error,
         "swap": result.swap.to_json() if result.swap is not None else None,
         "run_dir": str(result.run_dir) if result.keep else None,
         "checks": [

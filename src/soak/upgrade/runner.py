@@ -22,6 +22,7 @@ import contextlib
 import shutil
 import tarfile
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -153,7 +154,8 @@ class UpgradeRunner:
 
     def run(self) -> UpgradeResult:
         """The run to its end; an Interrupted (SIGINT, SIGTERM) stops it where it is,
-        and the clean-up runs to its end either way."""
+        and the clean-up runs to its end either way. Whatever ends it is in the result
+        (the reports are written from it), an unexpected error too (exit 3)."""
         self._start_s = time.monotonic()
         try:
             try:
@@ -161,6 +163,10 @@ class UpgradeRunner:
                 self._run_phases()
             except Interrupted as exc:
                 self._interrupted(exc)
+            except InputError as exc:  # found only when running, e.g. a port a step names
+                self._cannot_run("plan can run", str(exc), str(exc))
+            except Exception as exc:  # a fault of soak or the engine: reported, exit 3
+                self._internal_error(exc)
         finally:
             try:
                 self._tear_down()
@@ -257,6 +263,14 @@ class UpgradeRunner:
         cause.output = output
         self.cases.cause("upgrade", cause, f"not run: {name} failed")
         self.show("abort", one_line, ok=False)
+
+    def _internal_error(self, exc: Exception) -> None:
+        message = self.values.redact(f"{type(exc).__name__}: {exc}")
+        self.result.internal_error = message
+        cause = CheckResult("internal error", "internal", "error", 0.0, "the run to end", message)
+        cause.output = self.values.redact("".join(traceback.format_exception(exc)))
+        self.cases.cause("upgrade", cause, "not run: internal error")
+        self.show("abort", f"internal error: {message}", ok=False)
 
     def _interrupted(self, exc: Interrupted) -> None:
         """An error case saying where the signal came; what did not run is skipped."""
@@ -548,6 +562,10 @@ class UpgradeRunner:
         """Everything the run made goes, whatever it was doing: the load, every version
         still running, every container of the run (by its label), then the volume and
         the run directory unless kept. Safe to run twice."""
+        with self._in("cleanup"):
+            self._tear_down_parts()
+
+    def _tear_down_parts(self) -> None:
         if self._load is not None and self._load.running:  # a run that ended early
             self._finish_load(settle_s=0.0)
         for side in list(self._live):
