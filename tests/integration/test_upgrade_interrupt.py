@@ -248,3 +248,39 @@ def test_ctrl_c_to_the_whole_group_during_the_swap_load(
     assert leftovers(engine, run_id) == ([], [])
     assert list(work.iterdir()) == []
     assert junit_cases(tmp_path / "junit.xml")["interrupted"].find("error") is not None
+
+
+def test_sigterm_with_keep_keeps_the_directory_and_volume_not_the_containers(
+    engine: Any, tmp_path: Path, work: Path
+) -> None:
+    proc = start(docker_plan(tmp_path), work, tmp_path, "--keep")
+    run_id, _ = wait_for_line(proc, STEPS["populate"])
+    wait_until(lambda: sleeping(engine, run_id, SLEEPING["populate"]))
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
+    try:
+        assert proc.returncode == 143, stdout + stderr
+        containers, volumes = leftovers(engine, run_id)
+        assert containers == [] and volumes == [f"soak-upgrade-{run_id}"]
+        kept = list(work.iterdir())
+        assert len(kept) == 1 and (kept[0] / "old" / "unbound.conf").is_file()
+    finally:
+        engine.volumes.get(f"soak-upgrade-{run_id}").remove(force=True)
+
+
+def test_a_failed_migration_container_quotes_its_stderr(
+    engine: Any, tmp_path: Path, work: Path
+) -> None:
+    script = "echo converting; echo 'boom: schema v9 unknown' >&2; echo converting more; exit 3"
+    migrate = (
+        f"migrate={{container: {{image: {IMAGE}, entrypoint: [sh, -c], "
+        f'command: ["{script}"], mount: {MOUNT}}}}}'
+    )
+    proc = start(docker_plan(tmp_path), work, tmp_path, "--set", migrate, "--set", "populate=[]")
+    stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 1, stdout + stderr
+    failure = junit_cases(tmp_path / "junit.xml")["migrate"].find("failure")
+    assert failure is not None
+    assert failure.get("message", "").endswith("exited with 3: boom: schema v9 unknown")
+    assert "stderr: boom: schema v9 unknown\nstdout: converting" in (failure.text or "")
+    assert list(work.iterdir()) == []  # the log went with the run directory; the case has it
