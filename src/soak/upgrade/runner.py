@@ -32,13 +32,12 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from soak.errors import InputError, TargetStartError
-from soak.targets import build_target, readiness
-from soak.targets.base import Running, Target
+from soak.targets import build_target
+from soak.targets.base import Target
 from soak.targets.config import DnsProbe, DockerTarget, ProcessTarget, TargetConfig
 from soak.upgrade import actions, docker_data
 from soak.upgrade.actions import StepFailed, Version
 from soak.upgrade.cases import (
-    PROBE_KIND,
     ROLLBACK_PREFIX,
     CaseBook,
     Section,
@@ -62,34 +61,18 @@ from soak.upgrade.result import StepRecord, UpgradeResult, describe_step
 from soak.upgrade.snapshot import Snapshot
 from soak.upgrade.swap import SwapLoadRun
 from soak.upgrade.template import Values
+from soak.upgrade.versions import (
+    LOG_TAIL_SEP,
+    VersionFailed,
+    answers_enough,
+    output_block,
+    probe_result,
+)
 
 Show = Callable[[str, str], None]  # phase, text
 
 
 OWNER_FILE = "soak-upgrade.owner"  # host:pid of the run's soak process, in its run dir
-LOG_TAIL_SEP = "; last log lines: "  # how soak.targets folds a log tail into its error
-QUOTED_LOG_LINES = 3  # of a version's log in a one-line error (the case has them all)
-
-
-class VersionFailed(TargetStartError):
-    """A version that was launched and then exited or never got ready, with its log."""
-
-    def __init__(self, side: str, message: str, log_lines: list[str]) -> None:
-        super().__init__(message)
-        self.side = side
-        self.log_lines = log_lines
-
-    def one_line(self) -> str:
-        """The reason with the last log lines folded in, for stderr."""
-        tail = [ln.strip()[:200] for ln in self.log_lines[-QUOTED_LOG_LINES:]]
-        return str(self) + (LOG_TAIL_SEP + " | ".join(tail) if tail else "")
-
-
-def _block(values: Values, title: str, lines: list[str] | None) -> str:
-    """Lines for a case's body, one a line, under a title."""
-    if not lines:
-        return ""
-    return f"{title}:\n" + "\n".join(values.redact(ln.rstrip()) for ln in lines)
 
 
 class UpgradeRunner:
@@ -220,10 +203,10 @@ class UpgradeRunner:
         except StepFailed as exc:
             name = str(exc).split(":", 1)[0]
             self._abort_checks(
-                name, str(exc), _block(self.values, "last output lines", exc.output_lines)
+                name, str(exc), output_block(self.values, "last output lines", exc.output_lines)
             )
         except VersionFailed as exc:
-            output = _block(self.values, "last log lines", exc.log_lines)
+            output = output_block(self.values, "last log lines", exc.log_lines)
             if exc.side == "new":  # the new version on the old data: the upgrade fails
                 self._abort_checks("new version starts", str(exc), output, exc.one_line())
             else:  # the old version on the plan's own data: the plan cannot run
@@ -373,7 +356,7 @@ class UpgradeRunner:
         self.show(side, f"starting {label}")
         start_s = time.monotonic()
         target = build_target(
-            _answers_enough(rendered) if side != "old" else rendered,
+            answers_enough(rendered) if side != "old" else rendered,
             run_dir=self.run_dir / side,
             run_id=f"{self.run_id}-{side}",
             base_dir=self.plan.base_dir,
@@ -445,7 +428,7 @@ class UpgradeRunner:
     def _probe_each(self, probes: list[DnsProbe], started: Started, prefix: str) -> None:
         cfg = started.cfg
         for probe in probes:
-            result = _probe_result(
+            result = probe_result(
                 prefix + probe_case_name(probe), probe, started.version.running, cfg
             )
             self.cases.record(result)
@@ -535,13 +518,13 @@ class UpgradeRunner:
             try:
                 self._phase("rollback", lambda: self._migrate(down, "rollback-migrate.log"))
             except StepFailed as exc:
-                output = _block(self.values, "last output lines", exc.output_lines)
+                output = output_block(self.values, "last output lines", exc.output_lines)
                 return refused("migrate", "the down-migration to succeed", str(exc), output)
         try:
             started = self._start("rollback", rollback.old or self.plan.old)
         except TargetStartError as exc:  # launched or not: the way back is closed
             log = exc.log_lines if isinstance(exc, VersionFailed) else []
-            output = _block(self.values, "last log lines", log)
+            output = output_block(self.values, "last log lines", log)
             expected = "the old version to start on the new data"
             return refused("old version starts", expected, str(exc), output)
         try:
@@ -588,38 +571,3 @@ class UpgradeRunner:
         self.show(
             "cleanup", f"removed {self.run_dir}" + (" (some files remain)" if leftover else "")
         )
-
-
-def _answers_enough(cfg: TargetConfig) -> TargetConfig:
-    """The version's spec with its DNS readiness probes asking for any answer: a new
-    version that answers has started; what it answers is judged by the probe's case."""
-    probes = [
-        p.model_copy(update={"rcode": None, "answer": None}) if isinstance(p, DnsProbe) else p
-        for p in cfg.ready.probes
-    ]
-    ready = cfg.ready.model_copy(update={"probes": probes})
-    return cfg.model_copy(update={"ready": ready})
-
-
-def _probe_result(name: str, probe: DnsProbe, running: Running, cfg: TargetConfig) -> CheckResult:
-    """The probe tried until it passes or the version's readiness timeout (from its
-    start) has passed; the last attempt's answer is the verdict."""
-    start_s = time.monotonic()
-    deadline_s = running.started_monotonic_s + cfg.ready.timeout_s
-    attempts = 0
-    while True:
-        attempts += 1
-        outcome = readiness.check(probe, running, timeout_s=1.0)
-        if outcome.ok or time.monotonic() >= deadline_s:
-            break
-        time.sleep(cfg.ready.interval_s)
-    want = readiness.describe(probe).rpartition(" -> ")[2]
-    return CheckResult(
-        name,
-        PROBE_KIND,
-        "pass" if outcome.ok else "fail",
-        (time.monotonic() - start_s) * 1000.0,
-        want,
-        outcome.detail,
-        attempts,
-    )
