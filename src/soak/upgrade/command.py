@@ -139,6 +139,10 @@ def upgrade_cmd(
                 result.interrupted = result.interrupted or exc.signal_name
             reports.write(results)
             raise RunInterrupted(exc) from None
+        except Exception:  # a fault between the runs (a sink, the engine): what is known
+            if reports.results:
+                reports.write(reports.results)
+            raise
     reports.write(results)
     raise_for(results)
 
@@ -147,7 +151,7 @@ class RunInterrupted(SoakError):
     """SIGINT or SIGTERM: what the run made is removed, the reports say so."""
 
     def __init__(self, exc: Interrupted) -> None:
-        super().__init__(f"{exc}; what the run made is removed (see the reports)")
+        super().__init__(f"{exc}; the run was stopped and cleaned up (see the reports)")
         self.exit_code = exc.exit_code
 
 
