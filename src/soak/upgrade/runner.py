@@ -287,6 +287,13 @@ class UpgradeRunner:
     # ---------------------------------------------------------------- data
 
     def _prepare_data(self) -> None:
+        start_s = time.monotonic()
+        text = self._make_data()
+        ms = (time.monotonic() - start_s) * 1000.0
+        self.show("data", text, duration_ms=ms, started_s=start_s)
+
+    def _make_data(self) -> str:
+        """The plan's data made (a volume, or a directory here); what was made."""
         data = self.plan.data
         if not self.plan.data_on_host:  # every version a docker one: a named volume
             assert isinstance(self.plan.old, DockerTarget)
@@ -301,8 +308,7 @@ class UpgradeRunner:
             if data.owner:
                 docker_data.chown_volume(self.volume, image, mount, data.owner, self.run_id)
             what = "fresh" if self._made_volume else "existing"
-            self.show("data", f"{what} volume {self.volume}" + self._archive_words())
-            return
+            return f"{what} volume {self.volume}" + self._archive_words()
         self.data_dir = self.run_dir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if data.archive:
@@ -313,7 +319,7 @@ class UpgradeRunner:
             image = self.values.render(old.image)  # the owner's names as the image has them
             owner, mount, run_id = data.owner, old.volume.mount, self.run_id
             docker_data.chown_volume(str(self.data_dir), image, mount, owner, run_id)
-        self.show("data", f"{self.data_dir}" + self._archive_words())
+        return f"{self.data_dir}" + self._archive_words()
 
     def _archive_words(self) -> str:
         archive = self.plan.data.archive
