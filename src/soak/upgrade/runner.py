@@ -19,6 +19,7 @@ reported every time (cases.py), the ones not reached as skipped.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import tarfile
 import time
@@ -555,15 +556,28 @@ class UpgradeRunner:
             self._tear_down_parts()
 
     def _tear_down_parts(self) -> None:
+        """Each part tried whatever the one before did: a fault is shown and recorded
+        (exit 3), and the rest still goes."""
         if self._load is not None and self._load.running:  # a run that ended early
-            self._finish_load(settle_s=0.0)
+            self._cleanup_part("the load", lambda: self._finish_load(settle_s=0.0))
         for side in list(self._live):
-            self._stop(side)
+            self._cleanup_part(f"the {side} version", functools.partial(self._stop, side))
         if self.plan.uses_docker:
-            removed = docker_data.remove_run(self.run_id, keep_volumes=self.keep)
-            if removed:
-                self.show("cleanup", f"removed {removed} container(s) or volume(s) of the run")
+            self._cleanup_part("the run's containers", self._remove_containers)
         self._clean_up()
+
+    def _remove_containers(self) -> None:
+        removed = docker_data.remove_run(self.run_id, keep_volumes=self.keep)
+        if removed:
+            self.show("cleanup", f"removed {removed} container(s) or volume(s) of the run")
+
+    def _cleanup_part(self, what: str, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception as exc:  # the next part must still run
+            self.show("cleanup", f"FAILED to stop or remove {what}: {exc}", ok=False)
+            if self.result.internal_error is None:
+                self._internal_error(exc)
 
     def _clean_up(self) -> None:
         if self.keep:
