@@ -320,3 +320,39 @@ def test_sigterm_in_the_first_pair_of_a_matrix_reports_the_second_as_not_run(
     data = json.loads(report.read_text())
     assert (data["matrix"], data["interrupted"], len(data["runs"])) == (True, "SIGTERM", 2)
     assert list(work.iterdir()) == []
+
+
+def test_a_killed_process_plan_is_cleaned_up_by_the_next_run(tmp_path: Path) -> None:
+    """SIGKILL leaves the old server and the populate command running in the run
+    directory; the next run kills them (they work in that directory) and removes it."""
+    plan = {
+        "name": "toy",
+        "old": version(OLD, "1"),
+        "new": version(SERVE, "2"),
+        "populate": [{"kind": "command", "argv": ["sleep", "60"]}],
+        "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = [sys.executable, "-m", "soak.cli", "upgrade", str(path), "--work-dir", str(work)]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    assert proc.stdout is not None
+    server_pid = next(
+        int(m.group(1))
+        for line in proc.stdout
+        if (m := re.match(r"old +ready in .* \(pid (\d+);", line))
+    )
+    sleeper = wait_for_child(proc.pid, "sleep")
+    proc.kill()
+    proc.wait(timeout=30)
+    assert pid_alive(server_pid) and pid_alive(sleeper)  # what a killed run leaves
+    plan["populate"] = []
+    path.write_text(yaml.safe_dump(plan))
+    again = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "leftover(s) of earlier runs that were killed" in again.stdout
+    assert not pid_alive(server_pid) and not pid_alive(sleeper)
+    assert list(work.iterdir()) == []

@@ -26,6 +26,7 @@ from soak.upgrade.cases import planned_cases
 from soak.upgrade.checks import CheckResult
 from soak.upgrade.config import UpgradePlan, load_matrix
 from soak.upgrade.interrupt import Interrupted, trap_signals
+from soak.upgrade.leftovers import RUN_DIR_PREFIX, remove_leftovers
 from soak.upgrade.report import (
     check_points,
     junit_suites,
@@ -36,12 +37,11 @@ from soak.upgrade.report import (
     write_json,
     write_text,
 )
-from soak.upgrade.runner import OWNER_FILE, UpgradeResult, UpgradeRunner
+from soak.upgrade.runner import UpgradeResult, UpgradeRunner
 from soak.upgrade.template import Values
 
 # An upgrade plan's sqlite sink without a `path` writes here, in the current directory.
 DEFAULT_SQLITE_NAME = "soak-upgrade.db"
-RUN_DIR_PREFIX = "soak-upgrade-"  # run directories under --work-dir (default: the temp dir)
 
 
 def new_run_id(plan_name: str) -> tuple[str, str]:
@@ -276,33 +276,6 @@ def preflight_problems(plans: list[UpgradePlan]) -> dict[str, str]:
             named = plan.matrix is not None or len(plans) > 1
             problems[plan.name] = f"{plan.name}: {exc}" if named else str(exc)
     return problems
-
-
-def remove_leftovers(plans: list[UpgradePlan], base: Path) -> None:
-    """What earlier runs killed outright left (their soak process is gone): containers
-    and volumes by their labels, run directories by their owner file."""
-    removed = remove_stale_dirs(base)
-    if any(plan.uses_docker for plan in plans):
-        from soak.upgrade import docker_data
-
-        removed += docker_data.remove_stale_runs()
-    if removed:
-        click.echo(f"cleanup   removed {removed} leftover(s) of earlier runs that were killed")
-
-
-def remove_stale_dirs(base: Path) -> int:
-    from soak.targets.cleanup import owner_gone
-
-    removed = 0
-    for owner_file in base.glob(f"{RUN_DIR_PREFIX}*/{OWNER_FILE}"):
-        try:
-            owner, _, kept = owner_file.read_text().strip().partition(" ")
-        except OSError:
-            continue
-        if kept != "keep" and owner_gone(owner):
-            shutil.rmtree(owner_file.parent, ignore_errors=True)
-            removed += 1
-    return removed
 
 
 def preflight_plan(plan: UpgradePlan) -> None:

@@ -57,6 +57,7 @@ from soak.upgrade.config import (
     UpgradePlan,
 )
 from soak.upgrade.interrupt import Interrupted
+from soak.upgrade.leftovers import OWNER_FILE
 from soak.upgrade.migrate import MigrateWhere, run_migrate
 from soak.upgrade.result import StepRecord, UpgradeResult, describe_step
 from soak.upgrade.snapshot import Snapshot
@@ -71,9 +72,6 @@ from soak.upgrade.versions import (
 )
 
 Show = Callable[[str, str], None]  # phase, text
-
-
-OWNER_FILE = "soak-upgrade.owner"  # host:pid of the run's soak process, in its run dir
 
 
 class UpgradeRunner:
