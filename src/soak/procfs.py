@@ -298,6 +298,33 @@ def process_tree(pid: int, root: Path = PROC_ROOT) -> list[int]:
     return children_of(parent_pids(root), pid)
 
 
+def parse_environ_value(data: bytes, name: str) -> str | None:
+    """One variable of /proc/<pid>/environ (NUL-separated NAME=value), or None."""
+    prefix = name.encode() + b"="
+    for entry in data.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode(errors="replace")
+    return None
+
+
+def environ_values(name: str, root: Path = PROC_ROOT) -> dict[int, str]:
+    """pid -> the value of environment variable `name`, for every process that has it and
+    whose environment may be read (its own user's, or every one for root). Zombies and
+    processes that exit meanwhile are left out."""
+    found: dict[int, str] = {}
+    for entry in os.scandir(root):
+        if not entry.name.isdigit():
+            continue
+        try:
+            data = (root / entry.name / "environ").read_bytes()
+        except OSError:
+            continue
+        value = parse_environ_value(data, name) if data else None
+        if value is not None:
+            found[int(entry.name)] = value
+    return found
+
+
 # ---------------------------------------------------------------- CPU
 
 

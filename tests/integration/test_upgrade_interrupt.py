@@ -209,7 +209,7 @@ def test_a_killed_run_is_cleaned_up_by_the_next_one(
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )  # fmt: skip
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "leftover(s) of earlier runs that were killed" in again.stdout
+    assert "removed what dead runs left" in again.stdout
     assert leftovers(engine, run_id) == ([], [])
     assert list(work.iterdir()) == []
 

@@ -23,12 +23,14 @@ def build_samplers(
     proc_root: Path = Path("/proc"),
     http_client: httpx.Client | None = None,
     warmup_end_ns: Callable[[], int] | None = None,
+    base_dir: Path | None = None,
 ) -> list[Sampler]:
     """The samplers the config asks for; bad config (an unset token variable) is InputError.
 
     target() gives the current Running at each tick (pid, ports and data_dir
     change when the target restarts); while it gives None, the `target`
     sampler records an event point every tick and the others record nothing.
+    `base_dir`: where a header's relative `{file:PATH}` is (the scenario's directory).
     Each API call and each dig probe is a sampler of its own (`http GET /x`,
     `dig name/A`).
     """
@@ -51,13 +53,21 @@ def build_samplers(
         samplers.append(PromSampler(cfg.prom, target, client=http_client))
     if cfg.pprof is not None:
         samplers.append(
-            PprofSampler(cfg.pprof, target, client=http_client, warmup_end_ns=warmup_end_ns)
+            PprofSampler(
+                cfg.pprof,
+                target,
+                client=http_client,
+                warmup_end_ns=warmup_end_ns,
+                base_dir=base_dir,
+            )
         )
     # One sampler per API call and per probe: each has its own deadline in the tick,
     # so a slow endpoint costs its own sample only.
     for call in cfg.http:
         name = f"http {endpoint_name(call)}"
-        samplers.append(HttpSampler([call], target, client=http_client, name=name))
+        samplers.append(
+            HttpSampler([call], target, client=http_client, name=name, base_dir=base_dir)
+        )
     for probe in cfg.dig:
         samplers.append(DigSampler([probe], target, name=f"dig {probe_name(probe)}"))
     if cfg.files is not None:

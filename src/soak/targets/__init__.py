@@ -37,6 +37,7 @@ def build_target(
     base_dir: Path,
     volume_name: str | None = None,
     allow_targets: Sequence[str] = (),
+    resumable_in: Path | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> Target:
     """The runtime for a target config; nothing is started yet.
@@ -44,12 +45,16 @@ def build_target(
     `volume_name` (docker) mounts that named volume instead of a fresh one: the
     upgrade runner runs the old and the new version on the same data.
     Probes go only to loopback unless `allow_targets` names the target's network.
+    `resumable_in` (a service's data directory): a process target outlives this soak
+    process, for the service to resume; by default it dies with it.
     `labels` (docker) are put on the container beside the run's own, so that a caller
     finds everything of its kind again (the upgrade runner: a killed run's leftovers).
     """
     check_allowed(cfg.host, tuple(allow_targets))
     if isinstance(cfg, ProcessTarget):
-        return ProcessRuntime(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
+        return ProcessRuntime(
+            cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir, resumable_in=resumable_in
+        )
     if isinstance(cfg, DockerTarget):
         from soak.targets.container import DockerRuntime  # the docker SDK only when needed
 

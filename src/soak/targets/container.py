@@ -19,7 +19,7 @@ import docker.errors
 from soak.errors import InputError, TargetStartError
 from soak.procfs import children, start_ticks
 from soak.targets.base import ExitInfo, Running
-from soak.targets.common import LOG_TAIL_LINES, RuntimeBase
+from soak.targets.common import LOG_TAIL_LINES, START_LOG_LINES, RuntimeBase
 from soak.targets.config import DockerTarget
 from soak.targets.docker_engine import (
     LABEL_TARGET,
@@ -80,7 +80,9 @@ class DockerRuntime(RuntimeBase):
         ports = allocate_ports(self.name, self.spec.host_port_specs(host_net), self.cfg.host)
         data_dir = self.cfg.volume.mount if self.cfg.volume else None
         values = self.placeholders(ports, data_dir)
-        write_files(self.cfg.files, values, self.run_dir, self.base_dir)
+        # The container's user (often not root) reads them through a bind mount; the run
+        # directory around them is private.
+        write_files(self.cfg.files, values, self.run_dir, self.base_dir, default_mode=0o644)
         volume = self._ensure_volume()
         kwargs = self.spec.create_kwargs(values, ports, volume, host_net)
         self.running = self._new_running(
@@ -184,6 +186,10 @@ class DockerRuntime(RuntimeBase):
             return super().log_tail(lines)
         text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
         return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+
+    def start_log(self) -> list[str]:
+        """The container's own output (a restart is a fresh container: only its start)."""
+        return self.log_tail(START_LOG_LINES)
 
     def stats_fields(self) -> dict[str, float]:
         """The `process` fields the engine's stats API gives (slow, about 1 s): the

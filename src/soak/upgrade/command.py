@@ -192,7 +192,8 @@ def gate(
         reports.write(results)
         raise InputError("; ".join(problems.values()))
     base = work_dir if work_dir is not None else Path(tempfile.gettempdir())
-    remove_leftovers(plans, base)
+    if any(plan.uses_docker or plan.data_on_host for plan in plans):
+        remove_leftovers(base)
     reports.results = [not_run(plan, None, {}, "not run: not reached yet") for plan in plans]
     for i, plan in enumerate(plans):
         result = reports.results[i] = run_one(plan, keep, base)

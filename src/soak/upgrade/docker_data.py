@@ -5,7 +5,8 @@ Everything an upgrade run makes in the engine (the versions' containers, helper 
 migration containers, a volume made for the run) carries `soak.upgrade=RUN_ID` beside
 the run labels of soak.targets (`soak.run`, `soak.owner`). A run removes its own by
 that label at its end, whatever it was doing when it was stopped, and the next run
-removes what a run killed outright (SIGKILL) left: the ones whose owner is gone. A
+removes what a run killed outright (SIGKILL) left through soak.runs.leftovers, as it
+does every dead run's (their `soak.owner` is gone). A
 volume the plan names and that already exists is never labelled, so never removed.
 The docker SDK is imported only here and only when a plan needs it.
 """
@@ -163,22 +164,10 @@ def remove_run(run_id: str, *, keep_volumes: bool) -> int:
     """Every container of the upgrade run `run_id` (and its volumes unless kept), by the
     label; whatever the run's own stops did not reach (a container created in the moment
     the run was stopped). Returns how many were removed."""
-    return _remove_labelled(f"{LABEL_UPGRADE}={run_id}", keep_volumes, lambda labels: True)
+    return _remove_labelled(f"{LABEL_UPGRADE}={run_id}", keep_volumes)
 
 
-def remove_stale_runs() -> int:
-    """What earlier upgrade runs left whose soak process is gone from this host (killed
-    outright: SIGKILL, a lost machine); nothing of a live run, nothing of other commands."""
-    from soak.targets.cleanup import owner_gone
-    from soak.targets.docker_engine import LABEL_OWNER
-
-    def gone(labels: dict[str, str]) -> bool:
-        return owner_gone(labels.get(LABEL_OWNER))
-
-    return _remove_labelled(LABEL_UPGRADE, False, gone)
-
-
-def _remove_labelled(label_filter: str, keep_volumes: bool, stale: Any) -> int:
+def _remove_labelled(label_filter: str, keep_volumes: bool) -> int:
     """Containers first (a volume in use cannot go), then volumes; each `soak.run` found
     goes through soak.targets' label clean-up."""
     from soak.targets import cleanup_stale
@@ -191,5 +180,5 @@ def _remove_labelled(label_filter: str, keep_volumes: bool, stale: Any) -> int:
     finally:
         client.close()
     found = [c.labels for c in containers] + [v.attrs.get("Labels") or {} for v in volumes]
-    runs = dict.fromkeys(lb[LABEL_RUN] for lb in found if LABEL_RUN in lb and stale(lb))
+    runs = dict.fromkeys(lb[LABEL_RUN] for lb in found if LABEL_RUN in lb)
     return sum(cleanup_stale(run) for run in runs)

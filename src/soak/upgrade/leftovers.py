@@ -1,11 +1,13 @@
 """What earlier upgrade runs left because their soak process was killed outright
 (SIGKILL, a lost runner): found and removed when the next run starts.
 
-A run's containers and volumes carry `soak.upgrade=RUN_ID` and `soak.owner`
-(docker_data.py); its run directory has an owner file (host:pid, and `keep` for
-`--keep`); a process version, and a host command it ran, work in that directory (their
-working directory is the plan's data directory in it). Only what belongs to a soak
-process that is gone from this host goes, and nothing of a `--keep` run's directory.
+A run's containers and volumes carry `soak.run` and `soak.owner` (and
+`soak.upgrade=RUN_ID`, docker_data.py), its process versions soak.targets' mark: the
+sweep of soak.runs.leftovers finds them as it finds every dead run's. Its run
+directory has an owner file (host:pid, and `keep` for `--keep`); a host command of a
+step works in it (in the plan's data directory there) and is found by that. Only what
+belongs to a soak process that is gone from this host goes, and nothing of a `--keep`
+run's directory.
 """
 
 from __future__ import annotations
@@ -19,22 +21,23 @@ from pathlib import Path
 import click
 
 from soak.procfs import pids_working_in
-from soak.upgrade.config import UpgradePlan
 
 OWNER_FILE = "soak-upgrade.owner"  # host:pid of the run's soak process, in its run dir
 RUN_DIR_PREFIX = "soak-upgrade-"  # run directories under --work-dir (default: the temp dir)
 
 
-def remove_leftovers(plans: list[UpgradePlan], base: Path) -> None:
-    """Containers and volumes by their labels, run directories under `base` by their
-    owner file, with the processes still working in them."""
-    removed = remove_stale_dirs(base)
-    if any(plan.uses_docker for plan in plans):
-        from soak.upgrade import docker_data
+def remove_leftovers(base: Path) -> None:
+    """What dead runs left (soak.runs.leftovers: marked processes, labelled containers
+    and volumes, agents' services), then run directories under `base` by their owner
+    file, with the processes still working in them (a host command of a step)."""
+    from soak.runs.leftovers import sweep_leftovers
 
-        removed += docker_data.remove_stale_runs()
+    line = sweep_leftovers().line()
+    if line:
+        click.echo(f"cleanup   {line}")
+    removed = remove_stale_dirs(base)
     if removed:
-        click.echo(f"cleanup   removed {removed} leftover(s) of earlier runs that were killed")
+        click.echo(f"cleanup   removed {removed} run director(ies) or process(es) of killed runs")
 
 
 def remove_stale_dirs(base: Path) -> int:

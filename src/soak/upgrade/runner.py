@@ -64,11 +64,11 @@ from soak.upgrade.snapshot import Snapshot
 from soak.upgrade.swap import SwapLoadRun
 from soak.upgrade.template import Values
 from soak.upgrade.versions import (
-    LOG_TAIL_SEP,
     VersionFailed,
     answers_enough,
     output_block,
     probe_result,
+    reason_of,
 )
 
 Show = Callable[[str, str], None]  # phase, text
@@ -379,10 +379,9 @@ class UpgradeRunner:
             running = target.wait_ready()
         except TargetStartError as exc:  # launched, then exited or never got ready
             self._live.pop(side, None)
-            reason = str(exc).partition(LOG_TAIL_SEP)[0]
-            raise VersionFailed(
-                side, f"{side} version ({label}) cannot start: {reason}", target.log_tail()
-            ) from exc
+            what = f"{side} version ({label}) cannot start: "
+            reason, full = what + reason_of(str(exc)), what + str(exc)
+            raise VersionFailed(side, reason, target.log_tail(), full) from exc
         ready_s = running.ready_after_s
         if side == "old":
             self.result.old_ready_s = ready_s

@@ -13,22 +13,29 @@ from soak.upgrade.cases import PROBE_KIND
 from soak.upgrade.checks import CheckResult
 from soak.upgrade.template import Values
 
-LOG_TAIL_SEP = "; last log lines: "  # how soak.targets folds a log tail into its error
-QUOTED_LOG_LINES = 3  # of a version's log in a one-line error (the case has them all)
+# How soak.targets folds a start log into its one-line error (quote_tail): the case's
+# message is the reason before it; the log lines go into the case's body, once.
+LOG_QUOTES = ("; log lines that look like errors: ", "; last log lines: ", "; its log is empty")
+
+
+def reason_of(start_error: str) -> str:
+    """A target's start error without the log lines folded into it."""
+    cut = min((i for q in LOG_QUOTES if (i := start_error.find(q)) >= 0), default=-1)
+    return start_error if cut < 0 else start_error[:cut]
 
 
 class VersionFailed(TargetStartError):
-    """A version that was launched and then exited or never got ready, with its log."""
+    """A version that was launched and then exited or never got ready, with its log;
+    `full`: the one-line error with the log folded in, for the terminal and stderr."""
 
-    def __init__(self, side: str, message: str, log_lines: list[str]) -> None:
+    def __init__(self, side: str, message: str, log_lines: list[str], full: str) -> None:
         super().__init__(message)
         self.side = side
         self.log_lines = log_lines
+        self.full = full
 
     def one_line(self) -> str:
-        """The reason with the last log lines folded in, for stderr."""
-        tail = [ln.strip()[:200] for ln in self.log_lines[-QUOTED_LOG_LINES:]]
-        return str(self) + (LOG_TAIL_SEP + " | ".join(tail) if tail else "")
+        return self.full
 
 
 def output_block(values: Values, title: str, lines: list[str] | None) -> str:
