@@ -192,8 +192,7 @@ def gate(
         reports.write(results)
         raise InputError("; ".join(problems.values()))
     base = work_dir if work_dir is not None else Path(tempfile.gettempdir())
-    if any(plan.uses_docker or plan.data_on_host for plan in plans):
-        remove_leftovers(base)
+    remove_leftovers(base)  # what runs killed outright left: before this one makes its own
     reports.results = [not_run(plan, None, {}, "not run: not reached yet") for plan in plans]
     for i, plan in enumerate(plans):
         result = reports.results[i] = run_one(plan, keep, base)
