@@ -37,6 +37,7 @@ def build_samplers(
     from soak.samplers.api import HttpSampler, endpoint_name
     from soak.samplers.dig import DigSampler, probe_name
     from soak.samplers.files import FilesSampler
+    from soak.samplers.host import HostSampler
     from soak.samplers.load import LoadSampler, LoadSource
     from soak.samplers.pprof import PprofSampler
     from soak.samplers.proc import ProcSampler
@@ -72,9 +73,21 @@ def build_samplers(
         samplers.append(DigSampler([probe], target, name=f"dig {probe_name(probe)}"))
     if cfg.files is not None:
         samplers.append(FilesSampler(cfg.files, target))
+    if cfg.host:
+        samplers.append(
+            HostSampler(generator_pids=lambda: _worker_pids(load_source), proc_root=proc_root)
+        )
     if cfg.load and load_source is not None:
         if not callable(getattr(load_source, "take_window", None)):
             raise TypeError(f"load_source {load_source!r} has no take_window()")
         source: LoadSource = load_source  # type: ignore[assignment]
         samplers.append(LoadSampler(source))
     return samplers
+
+
+def _worker_pids(load_source: object | None) -> list[int]:
+    """The local load engine's worker processes (SupervisedLoad's runner); none for agents
+    (their CPU is on their own nodes) or without load."""
+    runner = getattr(load_source, "runner", None)
+    pids = getattr(runner, "pids", None)
+    return list(pids) if isinstance(pids, list) else []
