@@ -417,3 +417,20 @@ def cpu_cores(
     if elapsed_s <= 0:
         return None
     return max(0.0, now_cpu_s - prev_cpu_s) / elapsed_s
+
+
+def pids_working_in(directory: Path, root: Path = PROC_ROOT) -> list[int]:
+    """Processes whose working directory is `directory` or below it (what a run whose
+    soak process was killed left running in its run directory)."""
+    prefix = str(directory.resolve())
+    pids = []
+    for entry in os.scandir(root):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"{entry.path}/cwd")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if cwd == prefix or cwd.startswith(prefix + "/"):
+            pids.append(int(entry.name))
+    return pids

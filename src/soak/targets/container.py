@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +48,13 @@ class DockerRuntime(RuntimeBase):
         run_id: str,
         base_dir: Path,
         volume_name: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
         if volume_name is not None and cfg.volume is None:
             raise InputError(f"{cfg.name}: a volume name is given but the target has no `volume`")
         self.volume_name = volume_name
-        self.spec = ContainerSpec(cfg, run_id, base_dir)
+        self.spec = ContainerSpec(cfg, run_id, base_dir, dict(labels or {}))
         self.container: Any = None
         self._client: Any = None
         self._created_volume: str | None = None  # removed again if the start fails
