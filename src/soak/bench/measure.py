@@ -130,8 +130,7 @@ def measure_builtin(
         "target_cores": [],
     }
     completed = sent = 0
-    seconds = 0.0  # reported worker time in the measured windows, per worker
-    workers = setup.cfg.workers
+    seconds = 0.0  # grid seconds of the windows closed in the measured steps
     try:
         _sleep_until(time.monotonic() + ramp_s)
         runner.take_window()
@@ -141,14 +140,14 @@ def measure_builtin(
         prev = before
         for i in range(max(1, math.ceil(duration_s / step_s))):
             _sleep_until(before.at_s + min((i + 1) * step_s, duration_s))
-            w = runner.take_window()["all"]
+            w = runner.take_window().get("all", {})
             # the server's CPU second by second too: samples for `soak compare`
             now = CpuSnapshot.take(target_pid)
             if (busy := prev.until(now).target_cores) is not None:
                 windows["target_cores"].append(busy)
             prev = now
-            window_s = runner.last_window_worker_s / workers
-            if window_s <= 0:  # no worker reported in this window (they report once a second)
+            window_s = runner.last_window_s  # the grid seconds whose windows closed
+            if not w or window_s <= 0:  # no window closed in this step
                 continue
             completed += int(w["completed"])
             sent += int(w["sent"])
@@ -226,9 +225,9 @@ class KneeStepper:
         self.runner.take_window()
         before = CpuSnapshot.take(self.target_pid, self.generator)
         _sleep_until(before.at_s + step_s)
-        w = self.runner.take_window()["all"]
+        w = self.runner.take_window().get("all", {"sent": 0, "completed": 0})
         cpu = before.until(CpuSnapshot.take(self.target_pid, self.generator))
-        seconds = self.runner.last_window_worker_s / self.workers or cpu.elapsed_s
+        seconds = self.runner.last_window_s or cpu.elapsed_s
         return Step(
             offered_qps=rate_qps,
             sent_qps=w["sent"] / seconds,
