@@ -22,6 +22,7 @@ from tests.e2e.soakrun import (
     status,
     wait_for,
 )
+from tests.support.ledger import assert_figures_agree
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
@@ -39,6 +40,9 @@ def test_demo_scenario_soak_samples_verdicts_report(tmp_path: Path) -> None:
     )  # fmt: skip
     run_id = status["id"]
     assert status["lost_ratio"] < 0.001
+    # One ledger: phases, classes, result.json, criteria and the store agree, to the query.
+    ledger = assert_figures_agree(data, run_id)
+    assert status["load_totals"]["sent"] == ledger["sent"]
     # Samples landed, on the 1-s grid, with the run's tags.
     store = SqliteStore(data / "points.db")
     try:

@@ -139,7 +139,11 @@ class Cadence:
             # what was due before the stop (and within the schedule) is due, the rest not
             self.send_end_ns = min(self.send_end_ns, now)
             self.end_sending(sent_total)
-        pacer.set_rate(control.rate_qps(), sent_total, now)
+        at_ns = control.rate_at_ns
+        if at_ns is not None and pacer.rate_qps > 0 and now - at_ns < INTERVAL_NS:
+            pacer.set_rate_at(control.rate_qps(), at_ns)
+        else:
+            pacer.set_rate(control.rate_qps(), sent_total, now)
         behind = pacer.behind(sent_total, min(now, self.send_end_ns - 1)) if self.sending else 0
         if behind:
             self.skip_range(sent_total, sent_total + behind)

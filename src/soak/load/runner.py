@@ -129,6 +129,7 @@ class LoadRunner:
         self._merger = Merger(len(self.names), range(cfg.workers))
         self.ledger: list[Window] = []  # the closed windows not yet taken by a reader
         self.keep_ledger = False
+        self._scratch: MixStats | None = None  # window_fields' (one reader: the sampler)
         # The longest silence of any one worker (no reply within the timeout) and when
         # it ended, on the monotonic clock: a swap under load reports it.
         self._max_gap_ns = 0
@@ -143,10 +144,15 @@ class LoadRunner:
     # ------------------------------------------------------------ lifecycle
 
     def start(
-        self, rate_qps: float, max_duration_s: float, begin_at_s: float | None = None
+        self,
+        rate_qps: float,
+        max_duration_s: float,
+        begin_at_s: float | None = None,
+        send_s: float | None = None,
     ) -> None:
         """Workers started now; they send from begin_at_s (time.monotonic) if given, so
-        that the interpreters' start-up does not eat into the first second."""
+        that the interpreters' start-up does not eat into the first second, for `send_s`
+        (the run's remaining seconds: its last window ends with it) or max_duration_s."""
         if rate_qps < 0 or max_duration_s <= 0:
             raise InputError("rate must be >= 0 and max duration > 0")
         if self._procs:
@@ -166,7 +172,7 @@ class LoadRunner:
                 schedule=self.schedule,
                 start_offset=index * 7919,
                 max_outstanding=self.cfg.max_outstanding,
-                duration_s=max_duration_s,
+                duration_s=min(send_s, max_duration_s) if send_s else max_duration_s,
                 max_duration_s=max_duration_s,
                 rate_qps=rate_qps / workers,
                 track_gaps=self.track_gaps,
@@ -194,12 +200,18 @@ class LoadRunner:
         self._reader = threading.Thread(target=self._read, name="load-stats", daemon=True)
         self._reader.start()
 
-    def set_rate(self, rate_qps: float) -> None:
+    def set_rate(self, rate_qps: float, at_s: float | None = None) -> None:
+        """The new rate, from `at_s` (time.monotonic: a phase's start) if given, else at
+        once."""
         if rate_qps < 0:
             raise InputError(f"rate must not be negative: {rate_qps}")
         with self._lock:
             self._rate_qps = rate_qps
-        self._send_all(("rate", rate_qps / max(1, len(self._ctrls))))
+        share = rate_qps / max(1, len(self._ctrls))
+        if at_s is None:
+            self._send_all(("rate", share))
+        else:
+            self._send_all(("rate", share, int(at_s * 1e9)))
 
     def alive(self) -> bool:
         return bool(self._procs) and not self._errors and all(p.poll() is None for p in self._procs)
@@ -269,6 +281,16 @@ class LoadRunner:
             result = result_from(self._total, "builtin", seconds, self._rate_qps, stddev=stddev)
         result.notes.extend(self._errors)
         return result
+
+    def window_fields(self, window: Window) -> dict[str, dict[str, float]]:
+        """One closed window's `load` fields, per class and `all` (its rates over 1 s)."""
+        scratch = self._scratch
+        if scratch is None:
+            scratch = self._scratch = MixStats(self.names, self._highest_us)
+        scratch.reset()
+        scratch.add_window(window)
+        fields: dict[str, dict[str, float]] = scratch.fields()
+        return fields
 
     def take_ledger(self) -> list[Window]:
         """The closed windows since the last call (kept only with keep_ledger)."""

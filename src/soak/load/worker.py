@@ -67,13 +67,16 @@ class WorkerSpec:
 class Control:
     """What the parent can change while a worker runs: its rate share and a stop flag.
 
-    Messages arrive on a pipe: ("rate", q/s) or ("stop",). The loop calls
-    poll() a few times a second; a closed pipe (the parent died) means stop.
+    Messages arrive on a pipe: ("rate", q/s), ("rate", q/s, at_ns) (the new rate's
+    schedule starts at `at_ns`, monotonic: a phase's start, so that each phase is due
+    exactly its rate x seconds) or ("stop",). The loop calls poll() a few times a
+    second; a closed pipe (the parent died) means stop.
     """
 
     def __init__(self, conn: Connection, rate_qps: float) -> None:
         self.conn = conn
         self._rate_qps = rate_qps
+        self.rate_at_ns: int | None = None  # when the last rate took effect, if said
         self._stop = False
 
     def poll(self) -> None:
@@ -82,6 +85,7 @@ class Control:
                 msg = self.conn.recv()
                 if msg[0] == "rate":
                     self._rate_qps = float(msg[1])
+                    self.rate_at_ns = int(msg[2]) if len(msg) > 2 else None
                 elif msg[0] == "stop":
                     self._stop = True
         except (EOFError, OSError):
@@ -322,6 +326,7 @@ class Pacer:
         self.base_ns = start_ns
         self.base_k = 0
         self.phase = phase
+        self.worker_phase = phase
 
     def due(self, now_ns: int) -> int:
         """How many queries should have left by now (counted from the start)."""
@@ -342,6 +347,16 @@ class Pacer:
         self.base_k = sent
         self.phase = 0.0  # the new base is a deadline already
         self.rate_qps = rate_qps
+
+    def set_rate_at(self, rate_qps: float, at_ns: int) -> None:
+        """The new rate's schedule from `at_ns` on (with this worker's phase): the old
+        one's queries due before it stay due, the new one's are due from it."""
+        if rate_qps == self.rate_qps:
+            return
+        self.base_k = self.due(at_ns - 1)
+        self.base_ns = at_ns
+        self.rate_qps = rate_qps
+        self.phase = self.worker_phase if rate_qps > 0 else 0.0
 
     def behind(self, sent: int, now_ns: int) -> int:
         """How many due queries lie beyond MAX_BACKLOG_S of backlog (to be dropped)."""

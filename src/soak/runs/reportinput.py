@@ -36,12 +36,19 @@ REPORT_MEDIA = {
 def render_all(points_path: Path, state: StateStore, record: RunRecord) -> dict[str, str]:
     """The three renderings of one run's report."""
     from soak.report import build_report, render_html, render_json, render_markdown
+    from soak.report.audit import ACCOUNTING_EVENT, audit
 
     store = SqliteStore(points_path)
     try:
         report = build_report(store, report_input(record, state, store))
+        result = read_result(record.run_dir) or {}
+        disagree = audit(store, record.id, report, result.get("load_totals"))
     finally:
         store.close()
+    report["accounting"] = disagree
+    if disagree and record.ended_ns is not None:  # an ended run's figures are final
+        for line in disagree:
+            state.add_event(record.id, record.ended_ns, ACCOUNTING_EVENT, line, 0.0)
     return {
         "html": render_html(report),
         "json": render_json(report),

@@ -189,7 +189,7 @@ class Run:
             span = self.timeline.spans[index]
             self.phase_index = index
             if self.parts.load is not None and index > 0:
-                self.parts.load.set_rate(span.rate_qps)
+                self.parts.load.set_rate(span.rate_qps, at_ns=span.start_ns)
             self.event(
                 "phase", f"phase {span.name} ({span.rate_qps:g} q/s)", float(index), span.start_ns
             )

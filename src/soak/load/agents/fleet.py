@@ -141,7 +141,8 @@ class AgentsLoad:
 
         wait_for_agents(self.engine, missing, self.agents.start_timeout_s, "load agent", self.clock)
 
-    def set_rate(self, rate_qps: float) -> None:
+    def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
+        """The new rate (agents take it at once: `at_ns` is not passed on yet)."""
         self.rate_qps = rate_qps
         if self._fleet is not None and self._coordinator is not None:
             with self._coordinator.lock:
@@ -198,6 +199,10 @@ class AgentsLoad:
         """Each agent's part of the seconds the last take_window() handed out."""
         out, self._per_agent = self._per_agent, {}
         return out
+
+    def take_points(self, time_ns: int) -> list[Point]:
+        """The seconds every agent has reported since the last call, at `time_ns`."""
+        return load_points(self.take_window(), self.take_agent_windows(), time_ns)
 
     def tail_points(self, time_ns: int) -> list[Point]:
         """After stop(): the seconds the agents reported after the last tick (each is
