@@ -41,7 +41,9 @@ def assert_figures_agree(
     assert report.get("accounting", []) == [] and events == [], events
     assert sums.windows > 0, "no load windows stored"
     counts = sums.counts
-    assert counts["completed"] <= counts["sent"] <= counts["due"]
-    if kept_up:
-        assert counts["sent"] == counts["due"], counts
+    assert counts["completed"] <= counts["sent"]
+    if counts["due"]:  # one-second windows (load agents still store ticks without `due`)
+        assert counts["sent"] <= counts["due"]
+        if kept_up:
+            assert counts["sent"] == counts["due"], counts
     return counts

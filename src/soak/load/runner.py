@@ -254,6 +254,7 @@ class LoadRunner:
         with self._lock:
             if self._window.seconds == 0:
                 self.last_window_s = 0.0
+                self.last_window_hist, self.last_window_hists = None, {}
                 return {}
             spare, self._spare = self._spare, None
             if spare is None:  # another take_window holds it

@@ -103,6 +103,7 @@ class SupervisedLoad:
         self._prior = dict.fromkeys(TOTAL_FIELDS, 0)
         self._prior_seconds = 0.0
         self.grid_ns = 0  # wall time of the current runner's second 0 (on the run's grid)
+        self.end_ns = 0  # wall time its sending ends (the run's end)
         # Closed windows of a runner replaced or stopped, not yet handed out as points.
         self._pending: list[tuple[int, dict[str, dict[str, float]]]] = []
 
@@ -114,16 +115,24 @@ class SupervisedLoad:
     def prepare(self, max_duration_s: float) -> None:
         """Nothing to prepare: the workers start in well under a tick."""
 
-    def start(self, rate_qps: float, remaining_s: float, begin_at_ns: int | None = None) -> None:
+    def start(
+        self,
+        rate_qps: float,
+        remaining_s: float,
+        begin_at_ns: int | None = None,
+        end_ns: int | None = None,
+    ) -> None:
         """Load at `rate_qps` for the run's `remaining_s` (and the margin), from
-        `begin_at_ns` (wall clock: the run's origin) if given, else at once."""
+        `begin_at_ns` (wall clock: the run's origin) if given, else from the next whole
+        second, until `end_ns` (wall clock: the run's end) if given."""
         self.rate_qps = rate_qps
-        send_s = remaining_s  # from the origin: sending ends with the run
+        now_ns = time.time_ns()
         if begin_at_ns is None:
-            now_ns = time.time_ns()
             begin_at_ns = next_whole_second_ns(now_ns + int(self.start_lead_s * 1e9))
-            send_s = remaining_s - (begin_at_ns - now_ns) / 1e9
-        self.grid_ns = begin_at_ns
+        if end_ns is None:
+            end_ns = now_ns + round(remaining_s * 1e9)
+        send_s = (end_ns - begin_at_ns) / 1e9  # sending ends with the run
+        self.grid_ns, self.end_ns = begin_at_ns, end_ns
         # on the monotonic clock the workers wait on
         begin_at_s = time.monotonic() + (begin_at_ns - time.time_ns()) / 1e9
         self.runner.keep_ledger = True
@@ -156,7 +165,7 @@ class SupervisedLoad:
         self._keep_windows(old)  # its last windows are the run's too
         why = "; ".join(old.errors) or "a worker exited"
         self.runner = self._new_runner()
-        self.start(self.rate_qps, remaining_s)
+        self.start(self.rate_qps, remaining_s, end_ns=self.end_ns or None)
         self.restarts += 1
         return why
 
@@ -175,7 +184,8 @@ class SupervisedLoad:
         """The runner's closed windows, as (the end of their second, fields): stamped like a
         tick, whose sample covers the interval that ends at its time."""
         for window in runner.take_ledger():
-            at_ns = self.grid_ns + (window.second + 1) * NS_PER_S
+            # a last window cut by the end is stamped at the end: inside the run
+            at_ns = min(self.grid_ns + (window.second + 1) * NS_PER_S, self.end_ns)
             self._pending.append((at_ns, runner.window_fields(window)))
 
     def take_points(self, time_ns: int) -> list[Point]:

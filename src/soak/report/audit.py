@@ -23,6 +23,8 @@ from soak.analysis.rundata import StoreReader
 from soak.points import Point
 
 COUNTS = ("due", "sent", "completed", "lost")
+# What result.json's load_totals takes from the ledger (ledger_totals).
+TOTALS = (*COUNTS, "skipped", "late", "abandoned", "wrong_answers")
 ACCOUNTING_EVENT = "accounting"
 
 
@@ -30,14 +32,14 @@ ACCOUNTING_EVENT = "accounting"
 class LedgerSums:
     """The ledger's counts over some seconds."""
 
-    counts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0.0))
+    counts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TOTALS, 0.0))
     windows: int = 0
     problems: list[str] = field(default_factory=list)
 
     def add(self, p: Point) -> None:
         f = p.fields
         self.windows += 1
-        for name in COUNTS:
+        for name in TOTALS:
             value = f.get(name, 0.0)
             self.counts[name] += float(value) if isinstance(value, int | float) else 0.0
         self._check(p)
@@ -72,9 +74,26 @@ def ledger_sums(store: StoreReader, run_id: str, since_ns: int | None = None) ->
     return sums
 
 
+def ledger_totals(store: StoreReader, run_id: str, totals: Mapping[str, Any]) -> dict[str, Any]:
+    """result.json's load_totals: the engine's own (latency, restarts) with every count
+    and the seconds taken from the ledger, so that they are its sums by construction
+    (a service restart mid-run, say, leaves the engine with only its own part)."""
+    sums = ledger_sums(store, run_id)
+    if sums.windows == 0:
+        return dict(totals)
+    out = dict(totals)
+    for name, value in sums.counts.items():
+        if name in COUNTS or value:
+            out[name] = int(value)
+    if "due" in totals:  # one-second windows (agents' points are ticks, not windows)
+        out["seconds"] = sums.windows
+    return out
+
+
 def _differ(what: str, got: Mapping[str, Any], ledger: Mapping[str, float]) -> list[str]:
     out = []
-    for name, want in ledger.items():
+    for name in COUNTS:
+        want = ledger[name]
         value = got.get(name)
         if value is None:
             continue  # a table without that figure says nothing about it
@@ -127,8 +146,9 @@ def audit(
     if judged is not None and "all" in classes:
         out += _differ("classes `all`", classes["all"], judged.counts)
     agents = report.get("agents") or []
-    if judged is not None and agents:
-        out += _differ("agents (summed)", _summed(agents), judged.counts)
+    if judged is not None and agents:  # an agent lost is in no row: its due is not either
+        sums = {k: v for k, v in _summed(agents).items() if k != "due"}
+        out += _differ("agents (summed)", sums, judged.counts)
     if load_totals:
         out += _differ("result.json load_totals", load_totals, whole.counts)
     for c in report.get("criteria", []):
