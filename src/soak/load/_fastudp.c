@@ -259,7 +259,7 @@ static long long send_queries(Engine *e, long long n, long long now) {
         for (; k < want; k++) {
             int slot = take_slot(e, now);
             if (slot < 0) { stop = 1; break; }
-            long long second = second_of_query(e, e->sent_total + done + k, now);
+            long long second = second_of_query(e, e->sent_total + k, now) /* sent_total counts earlier chunks */;
             long long base = second == e->cur_second ? base_of(e, second) : -1;
             if (base < 0) { /* a new second (or the last one was taken) */
                 base = open_second(e, second);

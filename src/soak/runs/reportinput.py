@@ -200,6 +200,35 @@ def report_text(data_dir: DataDir, state: StateStore, record: RunRecord, fmt: st
     return texts[fmt]
 
 
+def local_audit(data_dir: DataDir, run_id: str) -> list[str]:
+    """`soak audit RUN --data-dir DIR`: the run's report built again from its store and
+    checked against its ledger (soak.report.audit); each disagreement of an ended run
+    is recorded as an `accounting` event. The disagreements, empty when none."""
+    if not data_dir.state_db.exists():
+        raise InputError(f"no soak state in {data_dir.root}")
+    state = StateStore(data_dir.state_db)
+    try:
+        record = state.get_run(run_id)
+        if record is None:
+            raise InputError(f"no run {run_id!r} in {data_dir.root}")
+        from soak.report import build_report
+        from soak.report.audit import ACCOUNTING_EVENT, audit
+
+        store = SqliteStore(data_dir.points_path(record.scenario, record.run_dir))
+        try:
+            report = build_report(store, report_input(record, state, store))
+            result = read_result(record.run_dir) or {}
+            found = audit(store, record.id, report, result.get("load_totals"))
+        finally:
+            store.close()
+        if record.ended_ns is not None:
+            for line in found:
+                state.add_event(record.id, time.time_ns(), ACCOUNTING_EVENT, line, 0.0)
+        return found
+    finally:
+        state.close()
+
+
 def local_report_text(data_dir: DataDir, run_id: str, fmt: str) -> str:
     """`soak report RUN --data-dir DIR`: no service needed."""
     if not data_dir.state_db.exists():
