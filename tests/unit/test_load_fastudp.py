@@ -110,3 +110,34 @@ def response(query: bytes, rcode: int) -> bytes:
     r = dns.message.make_response(dns.message.from_wire(query))
     r.set_rcode(rcode)
     return r.to_wire()
+
+
+def test_the_compiled_loop_counts_each_query_of_a_batch_in_the_second_it_was_due() -> None:
+    """Behind schedule the loop sends in batches of 64 (chunks of 16): each query still
+    counts in its own due second. 1,000 q/s from 0.99 s ago: queries 0-999 are due in
+    second 0, the rest in second 1."""
+    from soak.load._fastudp import Engine
+
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # never read: drops the surplus
+    sink.bind(("127.0.0.1", 0))
+    ours = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    ours.setblocking(False)
+    ours.connect(sink.getsockname())
+    question = wire.question(dns.name.from_text("a.test").to_wire(), 1)
+    now = time.monotonic_ns()
+    origin = now - 990_000_000
+    engine = Engine(
+        [ours.fileno()], [[question]], [None], [None], [0], 0, [0], 10**9, 10**6, 512, 0, 8,
+        origin,
+    )  # fmt: skip
+    try:
+        sent, _, _ = engine.run(now + 30_000_000, now + 10**10, 1000.0, origin, 0, 0.0, True)
+        assert sent > 1000  # due by now: 991 and more
+        engine.sweep(True)  # nothing answers: every query lost, every window closed
+        windows = engine.take(1 << 62)[0]
+        per_second = {second: classes[0][0] for second, _, classes in windows}
+        assert per_second == {0: 1000, 1: sent - 1000}
+    finally:
+        del engine
+        ours.close()
+        sink.close()

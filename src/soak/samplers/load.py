@@ -17,6 +17,10 @@ class LoadSource(Protocol):
 
 class LoadSampler:
     name = "load"
+    # Its points are the run's ledger (closed windows taken out of the engine, each
+    # stamped with its own second): a result after the tick's deadline is written with
+    # the next tick, never dropped (soak.samplers.tick).
+    keep_late = True
 
     def __init__(self, source: LoadSource) -> None:
         self.source = source
