@@ -53,7 +53,13 @@ def cli() -> None:
     """Soak, load and upgrade tests for DNS servers."""
 
 
+PRIVATE_UMASK = 0o077  # the data directory's files and directories: 0600 and 0700
+
+
 def main(argv: list[str] | None = None) -> Any:
+    # What soak writes (state, points, reports, logs, rendered configs) is its user's only;
+    # a target it starts inherits this too.
+    os.umask(PRIVATE_UMASK)
     try:
         return cli.main(args=argv, prog_name="soak", standalone_mode=True)
     except SoakError as exc:

@@ -100,6 +100,20 @@ SERIES: dict[str, Series] = {
         # of upgrade events.
         Series("event", ("kind", "sink", "sampler", "plan"), ("message", "value")),
         Series("upgrade_check", ("plan", "check"), ("ok", "duration_ms", "message")),
+        Series(
+            "host",
+            (),
+            (
+                "cpu_busy_ratio",
+                "cpu_iowait_ratio",
+                "cpu_steal_ratio",
+                "load1",
+                "cpus",
+                "cpu_pressure_pct",
+                "memory_pressure_pct",
+                "generator_cpu_cores",
+            ),
+        ),
     )
 }
 

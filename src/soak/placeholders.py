@@ -10,34 +10,110 @@ Three users, one syntax: a target fills its own placeholders and an unknown port
 is an InputError (`render`); a report or an upgrade fills what it knows and
 leaves the rest as written (`render_known`, `fill`); a run fills its helper
 services' placeholders first and leaves the target's own (`fill_services`).
+
+Secrets are given by reference: `{env.NAME}` (a variable of the environment of the
+soak process that runs the run: the service's, in service mode) and `{file:PATH}`
+(a file's text without its final newline; a relative PATH is relative to the
+scenario's directory). Only the moment of use reveals them (`render` for a target's
+argv, env and files; `reveal` for headers and bodies sent to it); everything that is
+kept or shown (the scenario in the state, reports, events, the API) holds the
+reference as written.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from soak.errors import InputError
 
 PLACEHOLDER_RE = re.compile(
-    r"\{(?:service\.(?P<service>[A-Za-z0-9_-]+)\.)?"
-    r"(?P<key>data_dir|run_dir|host|port\.[A-Za-z0-9_.-]+)\}"
+    r"\{(?:(?:service\.(?P<service>[A-Za-z0-9_-]+)\.)?"
+    r"(?P<key>data_dir|run_dir|host|port\.[A-Za-z0-9_.-]+)"
+    r"|env\.(?P<env>[A-Za-z_][A-Za-z0-9_]*)|file:(?P<file>[^{}\s]+))\}"
 )
 
 # (service or None, key) -> the text to put in, or None to leave the placeholder as written
 Lookup = Callable[[str | None, str], str | None]
+# the secret's reference -> its value (or None to leave it as written)
+SecretLookup = Callable[[re.Match[str]], str | None]
 
 
-def substitute(text: str, lookup: Lookup) -> str:
-    """`text` with every placeholder that `lookup` gives a value for replaced."""
+def _as_written(m: re.Match[str]) -> str | None:
+    return None
+
+
+def substitute(text: str, lookup: Lookup, secret: SecretLookup = _as_written) -> str:
+    """`text` with every placeholder that `lookup` (a secret: `secret`) gives a value for
+    replaced; by default secrets stay as written."""
 
     def value(m: re.Match[str]) -> str:
-        found = lookup(m.group("service"), m.group("key"))
+        key = m.group("key")
+        found = secret(m) if key is None else lookup(m.group("service"), key)
         return m.group(0) if found is None else found
 
     return PLACEHOLDER_RE.sub(value, text)
+
+
+# ---------------------------------------------------------------- secrets, by reference
+
+
+def _secret_value(
+    m: re.Match[str], base_dir: Path | None, environ: Mapping[str, str], where: str
+) -> str:
+    name = m.group("env")
+    if name is not None:
+        if name not in environ:
+            raise InputError(f"{where}: {{env.{name}}}: environment variable {name} is not set")
+        return environ[name]
+    path = Path(m.group("file")).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    try:
+        return path.read_text(encoding="utf-8").removesuffix("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        ref = m.group(0)
+        raise InputError(f"{where}: {ref}: cannot read {path}: {reason}") from None
+
+
+def reveal(
+    text: str,
+    base_dir: Path | None = None,
+    where: str = "scenario",
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """`text` with its secret references (`{env.NAME}`, `{file:PATH}`) replaced by their
+    values; other placeholders stay. A variable not set or a file not readable is an
+    InputError. The result is for sending, never for keeping."""
+    env = os.environ if environ is None else environ
+    return substitute(
+        text, lambda service, key: None, lambda m: _secret_value(m, base_dir, env, where)
+    )
+
+
+def reveal_map(items: Mapping[str, str], base_dir: Path | None, where: str) -> dict[str, str]:
+    return {key: reveal(value, base_dir, f"{where}.{key}") for key, value in items.items()}
+
+
+def reveal_json(value: Any, base_dir: Path | None, where: str) -> Any:
+    """Every string of a JSON-like value (a request body) revealed."""
+    if isinstance(value, str):
+        return reveal(value, base_dir, where)
+    if isinstance(value, dict):
+        return {k: reveal_json(v, base_dir, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [reveal_json(v, base_dir, where) for v in value]
+    return value
+
+
+def secret_references(text: str) -> list[str]:
+    """The secret references in `text`, as written."""
+    return [m.group(0) for m in PLACEHOLDER_RE.finditer(text) if m.group("key") is None]
 
 
 def services_named(text: str) -> set[str]:
@@ -54,6 +130,7 @@ class Placeholders:
     host: str
     ports: dict[str, int] = field(default_factory=dict)
     data_dir: str | None = None  # None: not known (yet), {data_dir} is an error
+    base_dir: Path | None = None  # where a relative {file:PATH} is
 
     def value(self, key: str, where: str) -> str:
         if key.startswith("port."):
@@ -70,9 +147,14 @@ class Placeholders:
 
 
 def render(text: str, values: Placeholders, where: str = "target") -> str:
-    """`text` with every target placeholder filled; an unknown port name is an InputError.
+    """`text` with every target placeholder and secret filled (for the target to use: never
+    kept); an unknown port name, an unset variable, an unreadable file are InputErrors.
     Service placeholders are left as written."""
-    return substitute(text, lambda service, key: None if service else values.value(key, where))
+    return substitute(
+        text,
+        lambda service, key: None if service else values.value(key, where),
+        lambda m: _secret_value(m, values.base_dir, os.environ, where),
+    )
 
 
 def render_known(text: str, values: Placeholders) -> str:

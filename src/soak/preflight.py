@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from soak.config import Scenario
 from soak.errors import InputError
 from soak.load.config import LoadConfig
 from soak.netsafety import check_allowed
+from soak.placeholders import reveal
 from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
 
 # What one load worker can send at most, by protocol: above the best this engine has
@@ -35,9 +36,14 @@ from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, Tar
 WORKER_MAX_QPS = {"udp": 250_000.0, "tcp": 100_000.0, "dot": 100_000.0, "doh": 100_000.0}
 
 
-def check_scenario(scenario: Scenario) -> None:
-    """Raise InputError (one line) for the first problem found; read-only."""
+def check_scenario(scenario: Scenario, *, secrets: bool = True) -> None:
+    """Raise InputError (one line) for the first problem found; read-only.
+
+    `secrets=False`: the secret references are not read here (a client submitting to a
+    service: they are the service's environment and files, which it checks itself)."""
     check_sampler_agent(scenario)
+    if secrets:
+        check_secrets(scenario)
     if scenario.load is not None:
         check_agents(scenario.load)
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
@@ -135,6 +141,32 @@ def check_target_files(target: TargetConfig, base_dir: Path) -> None:
 
     for spec in target.files:
         file_text(spec, base_dir)  # InputError if unreadable or not text
+
+
+def check_secrets(scenario: Scenario) -> None:
+    """Every secret reference (`{env.NAME}`, `{file:PATH}`) of the scenario can be read
+    here: an unset variable or an unreadable file is one line and exit 2. The values are
+    read and dropped; only the run's targets, probes and samplers use them."""
+    from soak.targets.render import file_text
+
+    for where, text in _strings(scenario.model_dump(mode="json"), ""):
+        reveal(text, scenario.base_dir, where.lstrip(".") or "scenario")
+    for target in [*scenario.services, scenario.target]:
+        for spec in target.files:
+            text = file_text(spec, scenario.base_dir)
+            reveal(text, scenario.base_dir, f"{target.name}: file {spec.dest}")
+
+
+def _strings(value: object, where: str) -> Iterator[tuple[str, str]]:
+    """(field path, text) of every string in a dumped model."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{where}.{i}")
 
 
 def check_binary(target: ProcessTarget, base_dir: Path) -> None:

@@ -132,10 +132,15 @@ def parse_fd_limit(text: str) -> int | None:
 
 @dataclass(frozen=True)
 class MachineCpu:
-    """CPU seconds of the whole machine since boot, summed over its CPUs."""
+    """CPU seconds of the whole machine since boot, summed over its CPUs.
+
+    Busy is everything but idle and iowait; steal (time a hypervisor gave another
+    guest) counts as busy, and is also given apart."""
 
     busy_s: float
     total_s: float
+    iowait_s: float = 0.0
+    steal_s: float = 0.0
 
 
 def parse_machine_stat(text: str) -> MachineCpu:
@@ -146,8 +151,33 @@ def parse_machine_stat(text: str) -> MachineCpu:
     ticks = [int(v) for v in first[1:9]]
     idle = ticks[3] + ticks[4]
     return MachineCpu(
-        busy_s=(sum(ticks) - idle) / CLOCK_TICKS_PER_S, total_s=sum(ticks) / CLOCK_TICKS_PER_S
+        busy_s=(sum(ticks) - idle) / CLOCK_TICKS_PER_S,
+        total_s=sum(ticks) / CLOCK_TICKS_PER_S,
+        iowait_s=ticks[4] / CLOCK_TICKS_PER_S,
+        steal_s=ticks[7] / CLOCK_TICKS_PER_S,
     )
+
+
+def parse_loadavg(text: str) -> tuple[float, float, float]:
+    """/proc/loadavg: the 1-, 5- and 15-minute load averages."""
+    parts = text.split()
+    if len(parts) < 3:
+        raise ValueError(f"not a /proc/loadavg: {text[:80]!r}")
+    return float(parts[0]), float(parts[1]), float(parts[2])
+
+
+def parse_pressure(text: str) -> dict[str, float]:
+    """/proc/pressure/{cpu,memory,io}: `some_avg10`, `full_avg10`, ... (percent of time)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        kind, *pairs = line.split()
+        for pair in pairs:
+            key, _, value = pair.partition("=")
+            if key.startswith("avg"):
+                out[f"{kind}_{key}"] = float(value)
+    if not out:
+        raise ValueError(f"not a pressure file: {text[:80]!r}")
+    return out
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
@@ -298,6 +328,33 @@ def process_tree(pid: int, root: Path = PROC_ROOT) -> list[int]:
     return children_of(parent_pids(root), pid)
 
 
+def parse_environ_value(data: bytes, name: str) -> str | None:
+    """One variable of /proc/<pid>/environ (NUL-separated NAME=value), or None."""
+    prefix = name.encode() + b"="
+    for entry in data.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode(errors="replace")
+    return None
+
+
+def environ_values(name: str, root: Path = PROC_ROOT) -> dict[int, str]:
+    """pid -> the value of environment variable `name`, for every process that has it and
+    whose environment may be read (its own user's, or every one for root). Zombies and
+    processes that exit meanwhile are left out."""
+    found: dict[int, str] = {}
+    for entry in os.scandir(root):
+        if not entry.name.isdigit():
+            continue
+        try:
+            data = (root / entry.name / "environ").read_bytes()
+        except OSError:
+            continue
+        value = parse_environ_value(data, name) if data else None
+        if value is not None:
+            found[int(entry.name)] = value
+    return found
+
+
 # ---------------------------------------------------------------- CPU
 
 
@@ -334,6 +391,16 @@ def tree_threads(pid: int | None, root: Path = PROC_ROOT) -> int | None:
     return total or None
 
 
+def read_loadavg(root: Path = PROC_ROOT) -> tuple[float, float, float]:
+    return parse_loadavg((root / "loadavg").read_text())
+
+
+def read_pressure(resource: str, root: Path = PROC_ROOT) -> dict[str, float]:
+    """PSI of `cpu`, `memory` or `io`; OSError where the kernel has none (before 4.20, or
+    psi=0)."""
+    return parse_pressure((root / "pressure" / resource).read_text())
+
+
 def machine_cpu(root: Path = PROC_ROOT) -> MachineCpu | None:
     """The machine's CPU seconds so far (None when /proc/stat cannot be read)."""
     try:
@@ -350,3 +417,20 @@ def cpu_cores(
     if elapsed_s <= 0:
         return None
     return max(0.0, now_cpu_s - prev_cpu_s) / elapsed_s
+
+
+def pids_working_in(directory: Path, root: Path = PROC_ROOT) -> list[int]:
+    """Processes whose working directory is `directory` or below it (what a run whose
+    soak process was killed left running in its run directory)."""
+    prefix = str(directory.resolve())
+    pids = []
+    for entry in os.scandir(root):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"{entry.path}/cwd")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if cwd == prefix or cwd.startswith(prefix + "/"):
+            pids.append(int(entry.name))
+    return pids

@@ -7,24 +7,48 @@ from pathlib import Path
 import click
 
 from soak.config import is_upgrade_plan, load_scenario, read_yaml
+from soak.errors import InputError
 from soak.preflight import check_scenario
 
 
 @click.command("validate")
 @click.argument("file", type=click.Path(path_type=Path))
-def validate_cmd(file: Path) -> None:
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY.PATH=VALUE",
+    help="An upgrade plan: override a value, as `soak upgrade --set` does.",
+)
+@click.option(
+    "--old",
+    "olds",
+    multiple=True,
+    metavar="LABEL",
+    help="An upgrade plan: only these matrix entries, as `soak upgrade --old` does.",
+)
+def validate_cmd(file: Path, overrides: tuple[str, ...], olds: tuple[str, ...]) -> None:
     """Check a scenario or an upgrade plan without starting anything: the same
     pre-flight as `soak start` and `soak upgrade` (files, binaries, images, rates,
-    addresses, fixed ports)."""
+    addresses, fixed ports). For a plan, `--set` and `--old` make it the exact
+    command CI will run; every matrix entry is checked and named."""
     if is_upgrade_plan(read_yaml(file)):
-        from soak.upgrade.command import preflight_plan
+        from soak.upgrade.command import preflight_problems
         from soak.upgrade.config import load_matrix
 
-        plans = load_matrix(file)
-        for plan in plans:
-            preflight_plan(plan)
-        click.echo(f"{file}: upgrade plan {plans[0].name!r} is valid")
+        plans = load_matrix(file, overrides, olds)
+        problems = preflight_problems(plans)
+        if problems:
+            raise InputError("\n".join(problems.values()))
+        if plans[0].matrix is None:
+            click.echo(f"{file}: upgrade plan {plans[0].name!r} is valid")
+        else:
+            names = ", ".join(repr(plan.name) for plan in plans)
+            entries = "entry" if len(plans) == 1 else "entries"
+            click.echo(f"{file}: upgrade plan, {len(plans)} matrix {entries} valid: {names}")
         return
+    if overrides or olds:
+        raise InputError(f"{file}: --set and --old are for upgrade plans; this is a scenario")
     scenario = load_scenario(file)
     check_scenario(scenario)
     click.echo(

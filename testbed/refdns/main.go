@@ -40,6 +40,7 @@ type options struct {
 	migrate         bool
 	leak            bool
 	upstreamTimeout time.Duration
+	shape           shapeOptions
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -64,6 +65,14 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.format, "format", 2, "on-disk format to write: 2 (current) or 1 (the old release)")
 	fs.BoolVar(&o.migrate, "migrate", true, "migrate a format-1 data directory at start (false: the bug upgrade tests must catch)")
 	fs.BoolVar(&o.leak, "leak", false, "leak on purpose: a parked goroutine holding 16 KiB per unique forwarded name")
+	fs.StringVar(&o.shape.name, "shape", "", "a resource shape on purpose (shapes.go): startup, leak, goroutines, fds, sawtooth, batch")
+	fs.IntVar(&o.shape.mib, "shape-mib", 64, "MiB of a startup, sawtooth or batch shape")
+	fs.Float64Var(&o.shape.kibPerS, "shape-kib-per-s", 64, "KiB/s held (leak) or made garbage (sawtooth)")
+	fs.Float64Var(&o.shape.perS, "shape-per-s", 1, "goroutines or fds a second (goroutines, fds)")
+	fs.DurationVar(&o.shape.onset, "shape-onset", 0, "when a leak shape starts, from the server's start")
+	fs.DurationVar(&o.shape.hold, "shape-for", 60*time.Second, "how long start-up growth lasts, or a batch is held")
+	fs.DurationVar(&o.shape.every, "shape-every", 60*time.Second, "a batch's period")
+	fs.DurationVar(&o.shape.stepTime, "shape-step", 100*time.Millisecond, "how often a shape moves")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -72,6 +81,12 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.cacheEntries < 1 || o.queueLen < 1 || o.batchRows < 1 {
 		return nil, fmt.Errorf("-cache-entries, -querylog-queue and -querylog-batch must be positive")
+	}
+	if o.shape.stepTime <= 0 {
+		return nil, fmt.Errorf("-shape-step must be positive")
+	}
+	if err := o.shape.validate(); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -116,6 +131,7 @@ func run(o *options) error {
 	api := &http.Server{Addr: o.apiAddr, Handler: newAPI(srv, store, qlog, m, token), ReadHeaderTimeout: 5 * time.Second}
 	go func() { errc <- api.ListenAndServe() }()
 	qlog.start()
+	startShape(o.shape)
 	go srv.loadBlocklist()
 	log.Printf("refdns: format %d, dns %s, api %s, data %s, upstream %q, leak %v",
 		o.format, o.dnsAddr, o.apiAddr, o.dataDir, o.upstream, o.leak)

@@ -71,17 +71,24 @@ def test_passing_plan_exit_0_with_junit_and_json(archive: Path, tmp_path: Path, 
     sinks = f"sinks=[{{kind: sqlite, path: {points_db}}}]"
     proc = upgrade(archive, work, "--set", sinks, "--junit", junit, "--json", result_json)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert table_counts(proc.stdout) == (17, 17, 0, 0)
-    assert junit_counts(junit) == (17, 0, 0)
+    assert table_counts(proc.stdout) == (18, 18, 0, 0)
+    assert junit_counts(junit) == (18, 0, 0)
     data = json.loads(result_json.read_text())
-    assert (data["passed"], data["total"], data["exit_code"]) == (17, 17, 0)
-    assert data["new_ready_s"] < 10
+    assert (data["passed"], data["total"], data["exit_code"]) == (18, 18, 0)
+    assert data["matrix"] is False and len(data["runs"]) == 1
+    assert data["runs"][0]["new_ready_s"] < 10
+    # every step says when it began and how long it took (the stop too)
+    steps = data["runs"][0]["steps"]
+    assert [s["start_s"] for s in steps] == sorted(s["start_s"] for s in steps)
+    stops = [s for s in steps if s["phase"] == "old" and s["text"].startswith("stopped in ")]
+    assert len(stops) == 1 and stops[0]["duration_ms"] > 0
     # the results as points, as the upgrade dashboard reads them
     store = SqliteStore(points_db)
-    checks = list(store.points(data["run_id"], "upgrade_check"))
-    assert len(checks) == 17 and all(p.fields["ok"] == 1 for p in checks)
+    run_id = data["runs"][0]["run_id"]
+    checks = list(store.points(run_id, "upgrade_check"))
+    assert len(checks) == 18 and all(p.fields["ok"] == 1 for p in checks)
     assert {p.tags["plan"] for p in checks} == {"pdns-auth-upgrade"}
-    ready = list(store.points(data["run_id"], "event"))
+    ready = list(store.points(run_id, "event"))
     assert sorted(p.tags["version"] for p in ready) == [
         "4.7 on the 4.3.1 schema",
         "4.7 on the migrated schema",
@@ -105,7 +112,7 @@ def test_without_migration_exit_1_and_junit_counts_like_the_table(
     proc = upgrade(archive, work, "--set", "migrate=null", "--junit", junit)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     passed, total, failed, skipped = table_counts(proc.stdout)
-    assert (passed, total, failed, skipped) == (11, 17, 3, 3)
+    assert (passed, total, failed, skipped) == (12, 18, 3, 3)
     assert junit_counts(junit) == (total, failed, skipped)
     root = ET.parse(junit).getroot()
     failures = {
@@ -118,7 +125,7 @@ def test_without_migration_exit_1_and_junit_counts_like_the_table(
     assert post.get("message") == "expected status 201; got status 500: Internal Server Error"
     skipped_cases = [c.get("name") for c in root.iter("testcase") if c.find("skipped") is not None]
     assert skipped_cases == ["records unchanged (API)", "record PATCHed", "PATCHed record resolves"]
-    assert "soak: 11 of 17 checks pass (3 failed, 3 skipped)" in proc.stderr
+    assert "soak: 12 of 18 checks pass (3 failed, 3 skipped)" in proc.stderr
 
 
 def write_plan(tmp_path: Path, checks: list[object]) -> Path:
@@ -166,12 +173,15 @@ def test_a_new_version_that_cannot_start_on_the_old_data_exits_1_with_its_log(
     # The upgrade failing is the gate's answer (1), not a plan that cannot run (2).
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "new version" in proc.stdout and "fatal: schema version 9 unknown" in proc.stdout
-    assert "1 failed, 17 skipped" in proc.stderr
-    assert junit_counts(junit) == (18, 1, 17)  # the start failure, then every check skipped
+    assert "1 failed, 18 skipped" in proc.stderr
+    assert junit_counts(junit) == (19, 1, 18)  # the start failure, then every case skipped
     first = ET.parse(junit).getroot().find("testsuite/testcase")
     assert first is not None and first.get("name") == "new version starts"
     failure = first.find("failure")
     assert failure is not None and "\nfatal: schema version 9 unknown" in (failure.text or "")
+    # the log lines once, in the body; the message is the reason alone
+    assert "fatal" not in failure.get("message", "")
+    assert (failure.text or "").count("fatal: schema version 9 unknown") == 1
     assert list(work.iterdir()) == []
 
 
@@ -181,3 +191,41 @@ def test_validate_accepts_the_shipped_plan(archive: Path) -> None:
         assert proc.returncode == 2 and "data.archive" in proc.stderr
     else:
         assert proc.returncode == 0 and "upgrade plan 'pdns-auth-upgrade' is valid" in proc.stdout
+
+
+def matrix_plan(tmp_path: Path) -> Path:
+    """A matrix of two old versions (process plans: `true` stands for the server); the
+    second entry's binary is not there."""
+    side = {"runtime": "process", "argv": ["{{server}}"], "ports": {"dns": {}}}
+    plan = {
+        "name": "mx",
+        "vars": {"server": "true"},
+        "matrix": {"old": {"a": {"vars.server": "true"}, "b": {"vars.server": "no-such-server"}}},
+        "old": side,
+        "new": {**side, "argv": ["true"]},
+        "checks": [{"name": "ready", "kind": "ready_within", "within_s": 10}],
+    }
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+def test_validate_checks_every_matrix_entry_and_names_it(tmp_path: Path) -> None:
+    plan = matrix_plan(tmp_path)
+    proc = soak("validate", plan, timeout_s=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "mx[old b]: " in proc.stderr and "no-such-server" in proc.stderr
+    assert "mx[old a]" not in proc.stderr  # the good entry is not blamed
+    # --old and --set as CI would run it: only entry a, or b's binary set right
+    ok = soak("validate", plan, "--old", "a", timeout_s=60)
+    assert ok.returncode == 0 and "1 matrix entry valid: 'mx[old a]'" in ok.stdout, ok.stderr
+    fixed = soak("validate", plan, "--set", "vars.server=sh", timeout_s=60)  # after entries
+    both = "2 matrix entries valid: 'mx[old a]', 'mx[old b]'"
+    assert fixed.returncode == 0 and both in fixed.stdout, fixed.stderr
+    # `soak upgrade` refuses it the same way, with a JUnit that names the entry
+    junit = tmp_path / "junit.xml"
+    up = soak("upgrade", plan, "--junit", junit, timeout_s=60)
+    assert up.returncode == 2 and up.stdout == ""
+    suites = {s.get("name"): s for s in ET.parse(junit).getroot().iter("testsuite")}
+    assert (suites["mx[old b]"].get("errors"), suites["mx[old a]"].get("errors")) == ("1", "0")
+    assert suites["mx[old a]"].get("skipped") == "1"

@@ -70,7 +70,9 @@ def upgrade(tmp_path: Path, *sets: str) -> tuple[int, dict[str, Any]]:
     out = tmp_path / f"upgrade-{len(sets)}.json"
     proc = run_soak("upgrade", str(PLAN), "--json", str(out), *sets, timeout_s=180.0)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    result: dict[str, Any] = json.loads(out.read_text())
+    report: dict[str, Any] = json.loads(out.read_text())
+    assert report["matrix"] is False and len(report["runs"]) == 1  # one shape, one run
+    result: dict[str, Any] = report["runs"][0]
     return proc.returncode, result
 
 

@@ -29,7 +29,7 @@ def test_docker_plan_passes_and_leaves_nothing(archive: Path, work: Path) -> Non
     result = run(archive, work, run_id)
     failed = [(c.name, c.message) for c in result.checks if c.status != "pass"]
     assert failed == []
-    assert len(result.checks) == 18 and result.exit_code == 0
+    assert len(result.checks) == 19 and result.exit_code == 0  # 18 checks, the probe's answer
     steps = [f"{s.phase} {s.text}" for s in result.steps]
     assert any(s.startswith("migrate container soak-test/pdns-auth") for s in steps)
     assert docker_leftovers(run_id) == ([], [])

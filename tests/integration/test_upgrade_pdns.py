@@ -39,7 +39,7 @@ def test_with_the_migration_every_check_passes(archive: Path, tmp_path: Path) ->
     result, lines = run(archive, tmp_path)
     failed = [(c.name, c.message) for c in result.checks if c.status != "pass"]
     assert failed == []
-    assert len(result.checks) == 17 and result.exit_code == 0
+    assert len(result.checks) == 18 and result.exit_code == 0
     assert result.new_ready_s is not None and result.new_ready_s < 10
     # the archive is only read; nothing of the run is left
     assert hashlib.sha256(archive.read_bytes()).hexdigest() == digest
@@ -67,7 +67,7 @@ def test_without_the_migration_api_writes_fail_with_500(archive: Path, tmp_path:
     # what the old schema still does, it does after the "upgrade" too
     for name in ("zone list unchanged (API)", "www A unchanged (dig)", "old API key accepted"):
         assert checks[name][0] == "pass", checks[name]
-    assert (result.count("pass"), result.count("fail"), result.count("skip")) == (11, 3, 3)
+    assert (result.count("pass"), result.count("fail"), result.count("skip")) == (12, 3, 3)
     assert result.exit_code == 1
 
 
@@ -92,6 +92,6 @@ def test_a_failing_populate_step_stops_the_run(archive: Path, tmp_path: Path) ->
     assert (first.name, first.status) == ("populate 2/5", "fail")
     assert "expected status 418; got 200" in first.got
     assert all(c.status == "skip" for c in result.checks[1:])
-    assert len(result.checks) == 18 and result.exit_code == 1
+    assert len(result.checks) == 19 and result.exit_code == 1
     assert not (tmp_path / "run").exists()
     assert processes_mentioning(str(tmp_path / "run")) == []

@@ -120,6 +120,14 @@ CASES: list[tuple[str, Case, str]] = [
     ("query-file-empty", _file("q.txt", b"# nothing\n\n"), "q.txt: no queries"),
     ("template-missing", _remove("x.conf.in"), "cannot read template"),
     ("template-not-utf8", _file("x.conf.in", b"\xc3\x28\n"), "x.conf.in: not UTF-8 text"),
+    ("secret-env-unset", _set("services.0.env", {"T": "{env.SOAK_TEST_NEVER_SET}"}),
+     "services.0.env.T: {env.SOAK_TEST_NEVER_SET}: environment variable SOAK_TEST_NEVER_SET"
+     " is not set"),
+    ("secret-file-missing", _set("target.ready", {"probes": [
+        {"kind": "http", "port": "dns", "headers": {"X-API-Key": "{file:no-token}"}}]}),
+     "target.ready.probes.0.headers.X-API-Key: {file:no-token}: cannot read"),
+    ("secret-in-template", _file("x.conf.in", b"key={env.SOAK_TEST_NEVER_SET}\n"),
+     "target: file x.conf: {env.SOAK_TEST_NEVER_SET}: environment variable"),
     ("rate-above-engine", _set("load.rate_qps", 1_000_000_000),
      "load.rate_qps: 1,000,000,000 q/s is more than 1 load worker(s) can send over UDP"),
     ("phase-rate-above-engine", _set("phases.0.rate_qps", 500_000, "load.workers", 1),
@@ -378,3 +386,15 @@ def test_an_upgrade_plan_gets_the_same_preflight(
     assert exited.value.code == 2, err
     assert err == ["soak: srv: binary not found on PATH: no-such-dns-server"], err
     assert not work.exists()  # no run directory, nothing started
+
+
+def test_a_client_leaves_the_secrets_to_the_service(tmp_path: Path) -> None:
+    """`soak start --server`: `{env.NAME}` is the service's environment, not the client's."""
+    sc = base_scenario()
+    write_base(tmp_path, sc)
+    sc["target"]["env"] = {"T": "{env.SOAK_TEST_NEVER_SET}"}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
+    scenario = load_scenario(tmp_path / "s.yaml")
+    check_scenario(scenario, secrets=False)
+    with pytest.raises(InputError, match="SOAK_TEST_NEVER_SET is not set"):
+        check_scenario(scenario)

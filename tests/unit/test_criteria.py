@@ -206,6 +206,7 @@ def test_run_data_from_a_real_store(tmp_path: Path) -> None:
             fields = {"sent": 100.0, "completed": 99.0, "lost": 1.0, "lat_p99_ms": 2.0}
             points.append(Point("load", fields, t, {**tags, "class": cls}))
         points.append(Point("runtime", {"querylog_dropped_total": float(i // 10)}, t, tags))
+        points.append(Point("host", {"cpu_busy_ratio": 0.5, "load1": 1.0}, t, tags))
         points.append(
             Point("api", {"latency_ms": 5.0 + i}, t, {**tags, "endpoint": "GET /stats/summary"})
         )
@@ -231,6 +232,7 @@ def test_run_data_from_a_real_store(tmp_path: Path) -> None:
     assert [v.verdict for v in data.verdicts] == ["growing"]  # the latest leak point
     assert data.querylog_dropped_total[0] == (T0 + 60 * S, 6.0)
     assert data.end_ns == T0 + 119 * S
+    assert data.host["cpu_busy_ratio"][0] == (T0 + 61 * S, 0.5) and "load1" not in data.host
     results = evaluate_criteria(cfg(lost_ratio_max=0.001, querylog_dropped_max=0), data)
     assert {r.name for r in failed(results)} == {
         "lost_ratio",
@@ -301,3 +303,38 @@ def test_a_generator_that_kept_up_is_ok_and_flat_out_is_not_judged() -> None:
     assert "(generator-bound)" not in by(evaluate_criteria(cfg(), data), "lost_ratio")[0].message
     data.load["all"].rate_target = ticks([0.0] * 120)  # rate 0: as fast as it can
     assert by(evaluate_criteria(cfg(), data), "generator") == []
+
+
+def test_the_worst_latency_window_says_how_busy_the_machine_was() -> None:
+    data = load_run(p99={i: 20.0 for i in range(300, 303)})
+    data.load["cached"].p50_ms = ticks([10.0 if 300 <= i < 303 else 0.5 for i in range(600)])
+    # The machine saturated from 200 s to 320 s (another job), quiet otherwise.
+    data.host = {
+        "cpu_busy_ratio": ticks([0.98 if 200 <= i < 320 else 0.2 for i in range(600)]),
+        "cpu_pressure_pct": ticks([60.0 if 200 <= i < 320 else 1.0 for i in range(600)]),
+    }
+    _run, window = by(evaluate_criteria(cfg(p99_ms_max={"cached": 5}), data), "p99_ms[cached]")
+    assert "machine: CPU busy" in window.message and "(saturated" in window.message
+    data.host = {"cpu_busy_ratio": ticks([0.2] * 600), "cpu_pressure_pct": ticks([1.0] * 600)}
+    _run, window = by(evaluate_criteria(cfg(p99_ms_max={"cached": 5}), data), "p99_ms[cached]")
+    assert "machine: CPU busy 20%, CPU pressure 1%" in window.message
+    assert "saturated" not in window.message
+    data.host = {}
+    _run, window = by(evaluate_criteria(cfg(p99_ms_max={"cached": 5}), data), "p99_ms[cached]")
+    assert "machine" not in window.message
+
+
+def test_ticks_of_a_busy_machine_can_be_left_out_of_the_latency_criteria() -> None:
+    data = load_run(p99={i: 20.0 for i in range(300, 303)})
+    data.load["cached"].p50_ms = ticks([10.0 if 300 <= i < 303 else 0.5 for i in range(600)])
+    data.host = {"cpu_busy_ratio": ticks([0.99 if 290 <= i < 310 else 0.3 for i in range(600)])}
+    judged = cfg(p99_ms_max={"cached": 5})
+    _run, window = by(evaluate_criteria(judged, data), "p99_ms[cached]")
+    assert not window.ok  # judged as before: the slow ticks are in
+    quiet = cfg(p99_ms_max={"cached": 5}, host_busy_max=0.95)
+    run, window = by(evaluate_criteria(quiet, data), "p99_ms[cached]")
+    assert run.ok and window.ok  # the slow ticks came while the machine was saturated
+    assert "20 tick(s) with the machine over 95% busy not judged" in run.message
+    data.host = {"cpu_busy_ratio": ticks([0.99] * 600)}
+    (only,) = by(evaluate_criteria(quiet, data), "p99_ms[cached]")
+    assert not only.judged and "not judged" in only.message

@@ -1,5 +1,5 @@
 """The Grafana dashboards and alert rules: well formed, resolvable, and naming only
-measurements, tags and fields the project writes (DESIGN.md "Time series")."""
+measurements, tags and fields the project writes (docs/architecture.md "Time series")."""
 
 from __future__ import annotations
 
@@ -169,13 +169,13 @@ def test_expand_renders_like_grafana() -> None:
     assert g.time_filter(1_500_000_000, 2_000_000_001) == "time >= 1500ms and time <= 2001ms"
 
 
-DESIGN = g.ROOT / "docs" / "architecture.md"  # the repository's own copy of the table
+ARCHITECTURE = g.ROOT / "docs" / "architecture.md"
 
 
 def _design_table() -> dict[str, tuple[list[str], list[str]]]:
-    """measurement -> (extra tags, fields) from the "Time series" table."""
+    """measurement -> (extra tags, fields) from docs/architecture.md's "Time series" table."""
     rows = {}
-    for line in DESIGN.read_text().splitlines():
+    for line in ARCHITECTURE.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 3 or not cells[0].startswith("`"):
             continue

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from soak.errors import InputError
@@ -11,6 +14,9 @@ from soak.placeholders import (
     fill_services,
     render,
     render_known,
+    reveal,
+    reveal_json,
+    secret_references,
     services_named,
 )
 from soak.targets.base import Running
@@ -68,3 +74,30 @@ def test_services_named() -> None:
     text = "{service.a.host} {service.b-2.port.x} {port.dns} {service.a.c.host}"
     assert services_named(text) == {"a", "b-2"}
     assert services_named('{"json": {service}}') == set()
+
+
+# ---------------------------------------------------------------- secrets, by reference
+
+
+def test_secrets_are_revealed_only_where_used(tmp_path: Path, monkeypatch: Any) -> None:
+    (tmp_path / "token").write_text("from-a-file\n")
+    monkeypatch.setenv("SOAK_UNIT_TOKEN", "from-the-env")
+    text = "Bearer {env.SOAK_UNIT_TOKEN}; {file:token}; {port.dns}; {env}"
+    assert reveal(text, tmp_path) == "Bearer from-the-env; from-a-file; {port.dns}; {env}"
+    values = Placeholders(run_dir="/r", host="h", ports={"dns": 53}, base_dir=tmp_path)
+    assert render(text, values) == "Bearer from-the-env; from-a-file; 53; {env}"
+    # What is kept or shown holds the reference as written.
+    assert render_known(text, values) == "Bearer {env.SOAK_UNIT_TOKEN}; {file:token}; 53; {env}"
+    assert fill(text, {"port.dns": "53"}).startswith("Bearer {env.SOAK_UNIT_TOKEN}; {file:")
+    assert fill_services(text, {}, "x") == text
+    assert secret_references(text) == ["{env.SOAK_UNIT_TOKEN}", "{file:token}"]
+    body = {"a": ["{env.SOAK_UNIT_TOKEN}", 1], "b": None}
+    assert reveal_json(body, tmp_path, "body") == {"a": ["from-the-env", 1], "b": None}
+
+
+def test_a_secret_that_cannot_be_read_is_bad_input(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("SOAK_UNIT_UNSET", raising=False)
+    with pytest.raises(InputError, match=r"^h\.x: \{env\.SOAK_UNIT_UNSET\}: environment "):
+        reveal("{env.SOAK_UNIT_UNSET}", tmp_path, "h.x")
+    with pytest.raises(InputError, match=r"\{file:nope\}: cannot read .*/nope: No such file"):
+        reveal("{file:nope}", tmp_path)

@@ -161,8 +161,23 @@ def test_build_samplers_from_config() -> None:
         }
     )
     names = [s.name for s in build_samplers(cfg, lambda: None, load_source=Source())]
-    assert names == ["target", "proc", "prom", "http GET /x", "dig a.test/A", "files", "load"]
-    assert [s.name for s in build_samplers(SamplersConfig(), lambda: None)] == ["target", "proc"]
+    assert names == [
+        "target",
+        "proc",
+        "prom",
+        "http GET /x",
+        "dig a.test/A",
+        "files",
+        "host",
+        "load",
+    ]
+    assert [s.name for s in build_samplers(SamplersConfig(), lambda: None)] == [
+        "target",
+        "proc",
+        "host",
+    ]
+    quiet = SamplersConfig(host=False)
+    assert [s.name for s in build_samplers(quiet, lambda: None)] == ["target", "proc"]
     with pytest.raises(InputError):
         bad = SamplersConfig.model_validate({"prom": {"map": {"x": "avg(y)"}}})
         build_samplers(bad, lambda: None)

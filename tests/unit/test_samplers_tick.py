@@ -284,4 +284,11 @@ def test_every_api_call_and_probe_is_a_sampler_of_its_own() -> None:
         }
     )
     names = [s.name for s in build_samplers(cfg, lambda: None)]
-    assert names == ["target", "http GET /a", "http bee", "dig x.test/A", "dig y.test/AAAA"]
+    assert names == [
+        "target",
+        "http GET /a",
+        "http bee",
+        "dig x.test/A",
+        "dig y.test/AAAA",
+        "host",
+    ]

@@ -13,7 +13,16 @@ from soak.targets.base import Running
 from soak.upgrade.actions import Version
 from soak.upgrade.checks import CheckContext, CheckResult, run_checks
 from soak.upgrade.config import Check
-from soak.upgrade.report import check_points, junit_xml, summary_line, table, to_json
+from soak.upgrade.report import (
+    check_points,
+    junit_xml,
+    matrix_line,
+    report_json,
+    summary_line,
+    table,
+    to_json,
+)
+from soak.upgrade.result import StepRecord
 from soak.upgrade.runner import UpgradeResult
 from soak.upgrade.snapshot import Snapshot
 from soak.upgrade.template import Values
@@ -150,3 +159,42 @@ def test_exit_codes() -> None:
     assert result.exit_code == 0
     result.start_error = "new version cannot start"
     assert result.exit_code == 2
+    result.internal_error = "APIError: 409"
+    assert result.exit_code == 3
+    result.interrupted = "SIGTERM"  # a cancel wins: CI shows it as cancelled
+    assert result.exit_code == 143
+
+
+def test_junit_for_a_pipeline_classname_errors_rounding_steps() -> None:
+    result = sample_result()
+    result.plan = "unbound-to-1.26[old 1.13]"
+    result.new_ready_s = 1.234567
+    error = CheckResult("interrupted", "interrupt", "error", 0.0, "the run to end", "SIGTERM")
+    error.output = "last log lines:\n" + "x" * 3000
+    result.checks.insert(0, error)
+    result.steps = [StepRecord("old", "stopped in 0.52 s", True, 520.0, 12.3456)]
+    suite = ET.fromstring(junit_xml(result)).find("testsuite")
+    assert suite is not None and suite.get("errors") == "1"
+    case = suite.find("testcase")
+    assert case is not None and case.get("classname") == "upgrade unbound-to-1_26[old 1_13]"
+    element = case.find("error")
+    assert element is not None and element.get("message") == "SIGTERM"  # short: the reason
+    assert (element.text or "").count("x" * 3000) == 1  # the long output once, in the body
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["new_ready_s"] == "1.235"
+    out = suite.find("system-out")
+    assert out is not None and out.text == "+12.346s old: stopped in 0.52 s (520 ms)"
+    assert table(result).endswith("(1 failed, 1 skipped, 1 error)")
+
+
+def test_one_json_shape_and_the_matrix_line() -> None:
+    one, two = sample_result(), sample_result()
+    two.plan, two.checks = "pdns[old 2]", two.checks[:1]
+    single = report_json([one], matrix=False)
+    assert set(single) == set(report_json([one, two], matrix=True))
+    assert (single["matrix"], single["exit_code"], len(single["runs"])) == (False, 1, 1)
+    both = report_json([one, two], matrix=True)
+    assert (both["passed"], both["failed"], both["total"], both["exit_code"]) == (2, 1, 4, 1)
+    assert matrix_line([one, two]) == (
+        "matrix: 2 pairs, exit 1: pdns: FAIL, 1 of 3 pass; pdns[old 2]: pass, 1 of 1 pass"
+    )

@@ -184,8 +184,13 @@ def test_docker_versions_need_a_volume(tmp_path: Path) -> None:
     docker = {"runtime": "docker", "image": "x:1", "ports": {"dns": {"container": 53}}}
     with pytest.raises(InputError, match=r"old\.volume: a docker version needs"):
         load_plan(write_plan(tmp_path, old=docker, new={**docker, "volume": {"mount": "/d"}}))
-    with pytest.raises(InputError, match="the same runtime"):
-        load_plan(write_plan(tmp_path, new={**docker, "volume": {"mount": "/d"}}), env={})
+    # An old process and a new image (or the other way round) share a host directory;
+    # a named volume cannot be shared with a process.
+    mixed = load_plan(write_plan(tmp_path, new={**docker, "volume": {"mount": "/d"}}), env={})
+    assert mixed.data_on_host and mixed.uses_docker
+    with pytest.raises(InputError, match=r"data\.volume: a named volume needs docker versions"):
+        path = write_plan(tmp_path, new={**docker, "volume": {"mount": "/d"}}, data={"volume": "v"})
+        load_plan(path, env={})
 
 
 LOAD = {"rate_qps": 500, "mix": [{"name": "www", "queries": ["www.example.test A"]}]}

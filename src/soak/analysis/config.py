@@ -28,6 +28,9 @@ def parse_rate_per_h(value: Any) -> float:
 class LeaksConfig(StrictModel):
     window_s: DurationS = 600.0  # the minimum of each window removes the GC sawtooth
     min_windows: int = Field(default=6, ge=3)
+    # No verdict before the judged windows span this long (None: min_windows windows are
+    # enough): start-up growth that outlasts the warm-up is then past before any judgement.
+    min_span_s: DurationS | None = None
     p_value: float = Field(default=0.05, gt=0, lt=1)
     interval_s: DurationS = 60.0  # how often verdicts are computed
     # field name (of process/runtime) -> growth threshold per hour
@@ -40,6 +43,17 @@ class LeaksConfig(StrictModel):
             "threads": 1.0,
         }
     )
+
+    # field name -> the level it is expected to grow to (a cache's size; "512MiB" or a
+    # count): growth below it is `levelling`, with when it gets there.
+    caps: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("caps", mode="before")
+    @classmethod
+    def _sizes(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: float(parse_size_bytes(v)) for k, v in value.items()}
+        return value
 
     @field_validator("thresholds", mode="before")
     @classmethod
@@ -54,6 +68,9 @@ class CriteriaConfig(StrictModel):
     lost_ratio_max: float | None = 0.001
     wrong_answers_max: int | None = 0
     p99_ms_max: dict[str, float] = Field(default_factory=dict)  # class (or "all") -> ms
+    # Ticks in which the machine was busier than this share of all CPUs (the `host`
+    # sampler's cpu_busy_ratio) are left out of the latency criteria: not judged.
+    host_busy_max: float | None = Field(default=None, gt=0, le=1)
     restarts_max: int | None = 0
     leaks_ok: bool = True  # no verdict `growing` at the end
     api_latency_ms_max: dict[str, float] = Field(default_factory=dict)  # endpoint -> ms

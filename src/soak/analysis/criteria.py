@@ -86,7 +86,7 @@ def evaluate_criteria(cfg: CriteriaConfig, data: RunData) -> list[CriterionResul
         if cfg.wrong_answers_max is not None:
             results.append(_wrong_answers(cfg.wrong_answers_max, data))
         for cls, limit in cfg.p99_ms_max.items():
-            results += _p99(cls, limit, cfg.window_s, data)
+            results += _p99(cls, limit, cfg.window_s, data, cfg.host_busy_max)
     if cfg.restarts_max is not None:
         ok = data.restarts <= cfg.restarts_max
         msg = f"{data.restarts} target restart(s), at most {cfg.restarts_max} allowed"
@@ -217,13 +217,24 @@ def _wrong_answers(limit: int, data: RunData) -> CriterionResult:
     return CriterionResult("wrong_answers", count <= limit, count, limit, "run", msg)
 
 
-def _p99(cls: str, limit: float, window_s: float, data: RunData) -> list[CriterionResult]:
+def _p99(
+    cls: str, limit: float, window_s: float, data: RunData, host_busy_max: float | None = None
+) -> list[CriterionResult]:
     name = f"p99_ms[{cls}]"
     cs = data.load.get(cls)
     ticks = latency_ticks(cs) if cs is not None else []
+    ticks, busy_ticks = _without_busy_ticks(ticks, data, host_busy_max)
+    if busy_ticks and not ticks:
+        message = f"{cls}: not judged: the machine was over {host_busy_max:.0%} busy throughout"
+        return [CriterionResult(name, True, None, limit, "run", message, judged=False)]
     run_p99, worst = window_quantiles(ticks, 0.99, _ns(window_s))
     if run_p99 is None:
         return [_missing(name, limit, f"no latency samples for class {cls!r}")]
+    left_out = (
+        f" ({busy_ticks} tick(s) with the machine over {host_busy_max:.0%} busy not judged)"
+        if busy_ticks
+        else ""
+    )
     out = [
         CriterionResult(
             name,
@@ -231,7 +242,7 @@ def _p99(cls: str, limit: float, window_s: float, data: RunData) -> list[Criteri
             run_p99,
             limit,
             "run",
-            f"{cls}: p99 {run_p99:.3f} ms over the run, at most {limit:g} ms",
+            f"{cls}: p99 {run_p99:.3f} ms over the run, at most {limit:g} ms{left_out}",
         )
     ]
     if worst is not None:
@@ -243,10 +254,50 @@ def _p99(cls: str, limit: float, window_s: float, data: RunData) -> list[Criteri
                 value,
                 limit,
                 _window_name(window_s, end_ns, data),
-                f"{cls}: worst {window_s:g} s window p99 {value:.3f} ms, at most {limit:g} ms",
+                f"{cls}: worst {window_s:g} s window p99 {value:.3f} ms, at most {limit:g} ms"
+                + machine_in_window(data, end_ns - _ns(window_s), end_ns),
             )
         )
     return out
+
+
+# A window in which the machine was this busy says more about the machine than about the
+# server (docs/analysis.md): all CPUs at least 90% busy on average, or some task waiting
+# for a CPU at least 50% of the time (PSI).
+SATURATED_BUSY_RATIO = 0.9
+SATURATED_CPU_PRESSURE_PCT = 50.0
+
+
+def machine_in_window(data: RunData, start_ns: int, end_ns: int) -> str:
+    """ "; machine: CPU busy 97%, CPU pressure 52% (saturated: ...)" over (start, end], or ""
+    without `host` points there."""
+    means = {}
+    for name, series in data.host.items():
+        values = [v for t, v in series if start_ns < t <= end_ns]
+        if values:
+            means[name] = sum(values) / len(values)
+    busy, pressure = means.get("cpu_busy_ratio"), means.get("cpu_pressure_pct")
+    said = [f"CPU busy {busy:.0%}" if busy is not None else ""]
+    said.append(f"CPU pressure {pressure:.0f}%" if pressure is not None else "")
+    if not any(said):
+        return ""
+    saturated = (busy is not None and busy >= SATURATED_BUSY_RATIO) or (
+        pressure is not None and pressure >= SATURATED_CPU_PRESSURE_PCT
+    )
+    mark = " (saturated: the window may say more about the machine than the server)"
+    return "; machine: " + ", ".join(s for s in said if s) + (mark if saturated else "")
+
+
+def _without_busy_ticks(
+    ticks: list[Tick], data: RunData, host_busy_max: float | None
+) -> tuple[list[Tick], int]:
+    """The ticks whose machine was at most `host_busy_max` busy (`criteria.host_busy_max`;
+    a tick without a `host` point is kept), and how many were left out."""
+    busy = dict(data.host.get("cpu_busy_ratio", []))
+    if host_busy_max is None or not busy:
+        return ticks, 0
+    kept = [t for t in ticks if busy.get(t.time_ns, 0.0) <= host_busy_max]
+    return kept, len(ticks) - len(kept)
 
 
 def latency_ticks(cs: ClassSeries) -> list[Tick]:
@@ -285,13 +336,14 @@ def _leak(v: LeakVerdict) -> CriterionResult:
         "ok": f"{v.resource} flat: {slope} (threshold {limit})",
     }
     judged = v.verdict != "insufficient"
+    said = messages.get(v.verdict, f"{v.resource}: {v.verdict}")
     return CriterionResult(
         f"leak[{v.resource}]",
         judged and v.verdict != "growing",
         v.slope_per_hour,
         v.threshold_per_hour,
         "run",
-        messages.get(v.verdict, f"{v.resource}: {v.verdict}"),
+        f"{said}; {v.note}" if v.note else said,  # why a rise was not `growing`
         judged=judged,
     )
 

@@ -16,16 +16,24 @@ hour and the trend is significant; `levelling` when the first part grew that
 way but the last part is flat (memory that settles: "it will stabilise");
 `insufficient` with fewer than `min_windows` windows; `ok` otherwise.
 
+A whole-run rise is checked before it is called `growing`: `levelling` when the series
+is flat since its last change of course (start-up growth ended, a cache is full), `ok`
+when the floor it keeps falling back to does not rise (GC teeth longer than a window);
+`levelling` too while a resource is under its declared cap (`leaks.caps`, toward_cap).
+The verdict's `note` says which.
+
 Every number in a verdict is finite (no NaN): with fewer than two windows the
 slope is 0 and the p-value 1, and the verdict says `insufficient`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from soak.analysis.changepoint import last_change, suffix_minima
 from soak.analysis.trendfit import Trend, TrendFit
 from soak.points import Point
 from soak.windows import WindowMinima
@@ -58,6 +66,10 @@ class LeakVerdict:
     threshold_per_hour: float
     # Slope of the last part (the tail judged for `levelling`); 0 when too short.
     recent_slope_per_hour: float = 0.0
+    # Why a whole-run rise was not called `growing`, or what a `growing` slope is of
+    # (soak.analysis.changepoint): "" when the whole run's trend said it all.
+    note: str = ""
+    change_at_s: float | None = None  # the last change of course (window midpoint, epoch s)
 
 
 def window_minima(
@@ -142,6 +154,7 @@ class LeakFit:
         self._windows: tuple[tuple[float, float], ...] = ()
         self._group = group
         self._points = 0
+        self._fitted: list[tuple[float, float]] = []  # the points of the whole fit
         self._whole = TrendFit()
         self._head = TrendFit()
         self._tail = TrendFit()  # the points after the head
@@ -159,17 +172,36 @@ class LeakFit:
             self._append(_merged(windows[start : start + group]) if group > 1 else windows[start])
 
     def verdict(
-        self, *, resource: str, threshold_per_hour: float, min_windows: int, p_value_max: float
+        self,
+        *,
+        resource: str,
+        threshold_per_hour: float,
+        min_windows: int,
+        p_value_max: float,
+        min_span_s: float = 0.0,
     ) -> LeakVerdict:
-        asked = (self._windows, resource, threshold_per_hour, min_windows, p_value_max)
+        """`min_span_s`: no verdict (`insufficient`) before the windows span that long."""
+        asked = (self._windows, resource, threshold_per_hour, min_windows, p_value_max, min_span_s)
         if self._given is not None and self._given[0] == asked:
             return self._given[1]
         v = self._verdict(resource, threshold_per_hour, min_windows, p_value_max)
+        if v.verdict != "insufficient" and self._span_s() < min_span_s:
+            short = "not judged yet: the windows span less than leaks.min_span_s"
+            v = dataclasses.replace(v, verdict="insufficient", note=short)
         self._given = (asked, v)
         return v
 
+    def _span_s(self) -> float:
+        """From the first window's start to the last one's end (midpoints and their step)."""
+        w = self._windows
+        if len(w) < 2:
+            return 0.0
+        step = w[1][0] - w[0][0]
+        return w[-1][0] - w[0][0] + step
+
     def _append(self, point: tuple[float, float]) -> None:
         self._points += 1
+        self._fitted.append(point)
         self._whole.append(point)
         self._tail.append(point)
         while len(self._head) < self._points - _tail_length(self._points):
@@ -187,6 +219,22 @@ class LeakFit:
                 resource, name, slope_per_h, whole.p_value, n, threshold_per_hour, recent_per_h
             )
 
+        def checked(recent_per_h: float) -> LeakVerdict:
+            name, slope, recent, note, at = self._checked_growth(
+                threshold_per_hour, min_windows, p_value_max
+            )
+            return LeakVerdict(
+                resource,
+                name,
+                slope * 3600.0 if slope is not None else slope_per_h,
+                whole.p_value,
+                n,
+                threshold_per_hour,
+                recent * 3600.0 if recent is not None else recent_per_h,
+                note,
+                at,
+            )
+
         if n < min_windows:
             return verdict("insufficient")
         if len(self._head) < _TAIL_MIN_WINDOWS:
@@ -196,8 +244,53 @@ class LeakFit:
         if levelled:
             return verdict("levelling", tail_per_h)
         if _grows(whole, threshold_per_hour, p_value_max):
-            return verdict("growing", tail_per_h)
+            return checked(tail_per_h)
         return verdict("ok", tail_per_h)
+
+    def _checked_growth(
+        self, threshold_per_hour: float, min_windows: int, p_value_max: float
+    ) -> tuple[str, float | None, float | None, str, float | None]:
+        """Of a run whose whole trend grows, what its last change of course and its floor
+        say (soak.analysis.changepoint): (verdict, slope per s or None for the whole run's,
+        recent slope per s or None for the tail's, note, change time). Fits from scratch:
+        only passes that would alert pay."""
+        points = self._fitted
+        whole = self._whole.trend(p_value_max)
+        k = last_change(points)
+        at = points[k][0] if k is not None else None
+        slope: float | None = None
+        note = ""
+        if k is not None:
+            before = TrendFit(points[:k]).trend(p_value_max)
+            # As the `levelling` tail: flat with more confidence than the trend asks, and
+            # at most half the rise before it (or the whole run's, after a step up).
+            after = TrendFit(points[k:]).trend(p_value_max * _TAIL_CONFIDENCE_FACTOR)
+            rise_per_s = max(before.slope_per_s, whole.slope_per_s)
+            flat = (
+                after.slope_upper_per_s * 3600.0 < threshold_per_hour
+                and after.slope_per_s <= _TAIL_MAX_SHARE_OF_HEAD * rise_per_s
+            )
+            if flat:
+                note = "grew until a change of course, flat since"
+                return "levelling", None, after.slope_per_s, note, at
+            # Flat, then rising (a leak's onset): the slope is the rise's, not diluted by
+            # the flat part. A rise that only changed pace keeps the whole run's slope.
+            rose = _grows(after, threshold_per_hour, p_value_max) and len(points) - k >= min_windows
+            if rose and not _grows(before, threshold_per_hour, p_value_max):
+                slope, note = after.slope_per_s, "growing since a change of course"
+        if not self._floor_grows(threshold_per_hour, min_windows, p_value_max):
+            note = "the floor it falls back to does not rise (a sawtooth)"
+            return "ok", None, None, note, at
+        return "growing", slope, None, note, at
+
+    def _floor_grows(self, threshold_per_hour: float, min_windows: int, p_value_max: float) -> bool:
+        """Does the floor rise, since its own last change of course (start-up growth under
+        the teeth ends) when enough windows follow that change?"""
+        floor = suffix_minima(self._fitted)
+        k = last_change(floor)
+        if k is not None and len(floor) - k >= min_windows:
+            floor = floor[k:]
+        return _grows(TrendFit(floor).trend(p_value_max), threshold_per_hour, p_value_max)
 
     def _levelled(self, threshold_per_hour: float, p_value_max: float) -> tuple[bool, float]:
         """(grew then flattened?, tail slope per hour)."""
@@ -266,6 +359,33 @@ def leak_verdict_from_minima(
         min_windows=min_windows,
         p_value_max=p_value_max,
     )
+
+
+def toward_cap(v: LeakVerdict, current: float, cap: float) -> LeakVerdict:
+    """A `growing` verdict of a resource still under its declared cap (`leaks.caps`: a
+    cache's size, say) is `levelling`, with when the cap is reached at this slope; at or
+    above the cap it stays `growing` (the growth is then more than was declared)."""
+    if v.verdict != "growing" or current >= cap or v.slope_per_hour <= 0:
+        return v
+    hours = (cap - current) / v.slope_per_hour
+    note = (
+        f"rising toward its declared cap {_amount(v.resource, cap)}: reaches it in {_hours(hours)}"
+    )
+    return dataclasses.replace(v, verdict="levelling", note=note)
+
+
+def _amount(resource: str, value: float) -> str:
+    return f"{value / 1024**2:.4g} MiB" if resource.endswith("_bytes") else f"{value:.4g}"
+
+
+def _hours(hours: float) -> str:
+    """ "3 d 4 h", "5 h 10 min", "12 min"."""
+    minutes = round(hours * 60)
+    days, minutes = divmod(minutes, 24 * 60)
+    h, m = divmod(minutes, 60)
+    if days:
+        return f"{days} d {h} h"
+    return f"{h} h {m} min" if h else f"{m} min"
 
 
 def leak_points(verdicts: Sequence[LeakVerdict], time_ns: int) -> list[Point]:

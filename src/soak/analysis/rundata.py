@@ -70,6 +70,8 @@ class RunData:
     restarts: int = 0
     verdicts: list[LeakVerdict] = field(default_factory=list)
     expect_load: bool = True  # False for a run without load: no load criteria judged
+    # The machine (the `host` measurement): field -> series, for the latency criteria's detail.
+    host: dict[str, Series] = field(default_factory=dict)
 
 
 class StoreReader(Protocol):
@@ -88,6 +90,9 @@ class StoreReader(Protocol):
         *,
         agents: bool = False,
     ) -> Iterator[Point]: ...
+
+
+HOST_FIELDS = ("cpu_busy_ratio", "cpu_pressure_pct")  # what a latency window's detail says
 
 
 def numeric(samples: list[tuple[int, StoredValue]], since_ns: int) -> Series:
@@ -178,6 +183,11 @@ def run_data_from_store(
     )
     ends = [s[-1][0] for cs in load.values() for s in vars(cs).values() if s]
     ends += [s[-1][0] for s in api.values() if s] + ([dropped[-1][0]] if dropped else [])
+    host = {
+        f: numeric(found[0][1], since_ns)
+        for f in HOST_FIELDS
+        if (found := store.series(soak_id, "host", f))
+    }
     return RunData(
         start_ns=exclude_before_ns,
         end_ns=max(ends, default=exclude_before_ns),
@@ -188,4 +198,5 @@ def run_data_from_store(
         restarts=restarts,
         verdicts=verdicts if verdicts is not None else stored_verdicts(store, soak_id, leaks),
         expect_load=expect_load,
+        host=host,
     )

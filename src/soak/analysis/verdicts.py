@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from soak.analysis.config import LeaksConfig
-from soak.analysis.leaks import LeakFits, LeakVerdict
+from soak.analysis.leaks import LeakFits, LeakVerdict, toward_cap
 
 # Where resource fields live (DESIGN.md "Time series"); any other name is looked up in both.
 RESOURCE_MEASUREMENTS = ("process", "runtime")
@@ -77,12 +77,13 @@ def run_verdicts(
             continue
         fit = fits.fit((soak_id, resource, since_ns, cfg.window_s))
         fit.update(minima)  # the store's own tuple: the same object while nothing closed
-        verdicts.append(
-            fit.verdict(
-                resource=resource,
-                threshold_per_hour=threshold,
-                min_windows=cfg.min_windows,
-                p_value_max=cfg.p_value,
-            )
+        v = fit.verdict(
+            resource=resource,
+            threshold_per_hour=threshold,
+            min_windows=cfg.min_windows,
+            min_span_s=cfg.min_span_s or 0.0,
+            p_value_max=cfg.p_value,
         )
+        cap = cfg.caps.get(resource)
+        verdicts.append(toward_cap(v, minima[-1][1], cap) if cap and minima else v)
     return verdicts

@@ -76,6 +76,19 @@ PLOTS: tuple[PlotSpec, ...] = (
             LineSpec("p99", "load", "lat_p99_ms", split_by="class", exclude=("all",)),
         ),
     ),
+    # Under latency: a slow window on a saturated machine is the machine's as much as the
+    # server's (soak.samplers.host).
+    PlotSpec(
+        "machine",
+        "The machine: CPU busy, iowait and steal",
+        "% of all CPUs",
+        (
+            LineSpec("busy", "host", "cpu_busy_ratio"),
+            LineSpec("iowait", "host", "cpu_iowait_ratio"),
+            LineSpec("steal", "host", "cpu_steal_ratio"),
+        ),
+        scale=0.01,
+    ),
     PlotSpec(
         "lost",
         "Lost, late and wrong answers",

@@ -9,6 +9,10 @@ DATA_DIR/
   runs/<id>/          one run: result.json, report.html|json|md, spool/, target logs
   bench/<id>/         `soak bench` results (bench.json, bench.md, bench.html)
 ```
+
+It is its user's only: the directory 0700 (made so, or tightened, by `make_private`),
+and the `soak` command writes with umask 077 (`soak.cli.PRIVATE_UMASK`), so the state, points,
+spool, run directories, reports, logs and profiles are 0600/0700 too.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from typing import Any
 
 from soak.config import Scenario
 from soak.sinks.config import SinkConfig, SqliteSinkConfig
+
+PRIVATE_DIR_MODE = 0o700
 
 STATE_DB = "state.db"
 POINTS_DB = "points.db"
@@ -45,6 +51,16 @@ def default_root() -> Path:
     return Path(base) / "soak"
 
 
+def make_private(root: Path) -> Path:
+    """`root` made 0700, or tightened to it when it is ours and others could read it: it
+    holds scenarios, reports, target logs and rendered configs."""
+    root.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    st = root.stat()
+    if st.st_mode & 0o077 and st.st_uid == os.getuid():
+        root.chmod(PRIVATE_DIR_MODE)
+    return root
+
+
 @dataclass(frozen=True)
 class DataDir:
     """A data directory's paths; nothing is created until a caller writes."""
@@ -54,6 +70,11 @@ class DataDir:
     @classmethod
     def default(cls, root: Path | None = None) -> DataDir:
         return cls(root if root is not None else default_root())
+
+    def create(self) -> DataDir:
+        """The directory made, private (see make_private)."""
+        make_private(self.root)
+        return self
 
     @property
     def state_db(self) -> Path:

@@ -80,7 +80,11 @@ class RunParts:
                 allow_targets=tuple(sc.allow_targets),
             )
         samplers = build_samplers(
-            sc.samplers, running, load_source=self.load, warmup_end_ns=warmup_end_ns
+            sc.samplers,
+            running,
+            load_source=self.load,
+            warmup_end_ns=warmup_end_ns,
+            base_dir=sc.base_dir,
         )
         if sc.samplers.agent is not None:
             self.remote_samplers = RemoteSamplers(

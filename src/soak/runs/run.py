@@ -15,6 +15,7 @@ import contextlib
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from soak.config import Scenario
@@ -33,7 +34,9 @@ from soak.targets.group import OnEvent, TargetGroup
 log = logging.getLogger(__name__)
 
 
-def _group(record: RunRecord, on_event: OnEvent) -> TargetGroup:
+def _group(record: RunRecord, on_event: OnEvent, data_dir: Path) -> TargetGroup:
+    """A service's run outlives a service restart (it is resumed); a foreground run's
+    processes die with its command."""
     sc = record.scenario
     return TargetGroup(
         sc.target,
@@ -44,6 +47,7 @@ def _group(record: RunRecord, on_event: OnEvent) -> TargetGroup:
         base_dir=sc.base_dir,
         allow_targets=tuple(sc.allow_targets),
         on_event=on_event,
+        resumable_in=None if record.foreground else data_dir,
     )
 
 
@@ -60,7 +64,7 @@ class Run:
         run_tags = {"soak": self.id, "scenario": self.scenario.name}
         run_tags |= {"target": tgt.name, "version": tgt.version}
         self.parts = RunParts(self.id, self.scenario, self.run_dir, ctx, run_tags)
-        self.targets = _group(record, self.parts.event)
+        self.targets = _group(record, self.parts.event, ctx.data_dir.root)
         self.supervisor = Supervisor(
             self.id,
             self.scenario,
@@ -334,7 +338,7 @@ def reap(record: RunRecord, ctx: RunContext, reason: str) -> None:
     def event(kind: str, message: str, value: float = 0.0) -> None:
         ctx.state.add_event(record.id, time.time_ns(), kind, message, float(value))
 
-    targets = _group(record, event)
+    targets = _group(record, event, ctx.data_dir.root)
     try:
         targets.attach(record.target_state or {})
     except SoakError as exc:

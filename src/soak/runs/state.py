@@ -8,6 +8,7 @@ the last tick, the target's state for re-attaching, the status and the phase.
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import sqlite3
@@ -131,6 +132,9 @@ class StateStore:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Created 0600 before SQLite opens it (its -wal and -shm files take its mode): the
+        # state holds every run's scenario.
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         self.path = path
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0)

@@ -64,6 +64,9 @@ class Supervisor:
             return
         value = info.signal if info.signal is not None else (info.exit_code or 0)
         self.parts.event("exited", f"target {info.describe()}", float(value), now_ns)
+        if info.forked is not None:  # set up to daemonize: a restart would do it again
+            self._end(Ending.ERROR, f"target {info.forked}")
+            return
         cfg = self.scenario.target
         if cfg.on_exit == "restart" and self.restarts < cfg.max_restarts:
             try:

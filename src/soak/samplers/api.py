@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
 from soak.errors import InputError
+from soak.placeholders import reveal
 from soak.points import Point, event_point
 from soak.probes import http_request
 from soak.samplers.base import ItemsSampler
@@ -19,9 +21,15 @@ def endpoint_name(call: HttpCallConfig) -> str:
     return call.endpoint or f"{call.method.upper()} {call.path}"
 
 
-def call_headers(call: HttpCallConfig, environ: dict[str, str]) -> dict[str, str]:
-    """The call's headers with its token (read once, when the sampler is built)."""
-    headers = dict(call.headers)
+def call_headers(
+    call: HttpCallConfig, environ: dict[str, str], base_dir: Path | None = None
+) -> dict[str, str]:
+    """The call's headers with its token and their secrets (`{env.NAME}`, `{file:PATH}`)
+    revealed (read once, when the sampler is built; kept in memory only)."""
+    where = f"samplers.http {endpoint_name(call)}"
+    headers = {
+        k: reveal(v, base_dir, f"{where}.headers.{k}", environ) for k, v in call.headers.items()
+    }
     if call.token_env is not None:
         token = environ.get(call.token_env)
         if token is None:
@@ -46,11 +54,12 @@ class HttpSampler(ItemsSampler[_Call]):
         client: httpx.Client | None = None,
         environ: dict[str, str] | None = None,
         name: str = "http",
+        base_dir: Path | None = None,
     ) -> None:
         self.name = name
         env = dict(os.environ) if environ is None else environ
         # (call, its endpoint name, its headers with the token)
-        self.items = [(c, endpoint_name(c), call_headers(c, env)) for c in calls]
+        self.items = [(c, endpoint_name(c), call_headers(c, env, base_dir)) for c in calls]
         self.target = target
         self.client = client
 

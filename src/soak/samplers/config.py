@@ -125,4 +125,5 @@ class SamplersConfig(StrictModel):
     dig: list[DigProbeConfig] = Field(default_factory=list)
     files: FilesSamplerConfig | None = None
     load: bool = True
+    host: bool = True  # the machine's CPU, load and pressure, and the generator's CPU
     agent: SamplerAgentConfig | None = None  # a target on another node: sampled there

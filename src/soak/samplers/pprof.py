@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
@@ -44,6 +45,7 @@ class PprofSampler(TargetSectionSampler[PprofSamplerConfig]):
         environ: dict[str, str] | None = None,
         warmup_end_ns: Callable[[], int] | None = None,
         background: bool = True,
+        base_dir: Path | None = None,
     ) -> None:
         super().__init__(cfg, target)
         self.client = client
@@ -54,7 +56,8 @@ class PprofSampler(TargetSectionSampler[PprofSamplerConfig]):
             token_env=cfg.token_env,
             token_header=cfg.token_header,
         )
-        self.headers = call_headers(auth, dict(os.environ) if environ is None else environ)
+        environ = dict(os.environ) if environ is None else environ
+        self.headers = call_headers(auth, environ, base_dir)
         self.warmup_end_ns = warmup_end_ns
         self.last_capture_ns: int | None = None
         self.warmup_captured = False

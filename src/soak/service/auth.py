@@ -24,7 +24,7 @@ def server_token(data_dir: Path) -> str:
     path = token_path(data_dir)
     if path.exists():
         return _read(path)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    DataDir(data_dir).create()
     token = secrets.token_urlsafe(32)
     # O_EXCL and the mode at creation: the token is never readable by others, not even briefly.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

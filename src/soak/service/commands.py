@@ -58,6 +58,8 @@ def serve_cmd(listen: str, data_dir: Path | None) -> None:
     token = server_token(ddir)
     resumed = manager.start()
     click.echo(f"soak: serving on http://{host}:{port} (data {ddir})", err=True)
+    if manager.leftovers is not None:
+        click.echo(f"soak: {manager.leftovers}", err=True)
     for run_id in resumed:
         click.echo(f"soak: resumed {run_id}", err=True)
     config = uvicorn.Config(
@@ -105,7 +107,9 @@ def start_cmd(
         except ValueError as exc:
             raise InputError(f"--duration: {exc}") from exc
         scenario = scaled_scenario(scenario, total_s)
-    check_scenario(scenario)  # every file it names, its rates: before anything starts
+    # Every file it names, its rates: before anything starts. Secrets by reference are
+    # read where the run runs (a service checks its own environment again on POST /runs).
+    check_scenario(scenario, secrets=foreground)
     if foreground:
         from soak.service.foreground import run_foreground
 

@@ -21,6 +21,7 @@ from soak.errors import InputError, SoakError
 from soak.runs.context import RunContext
 from soak.runs.judge import judge_and_report
 from soak.runs.layout import DataDir
+from soak.runs.leftovers import sweep_leftovers
 from soak.runs.reserve import make_reserve
 from soak.runs.run import Run, reap
 from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore, new_run_id
@@ -38,8 +39,7 @@ class UnknownRun(InputError):
 
 class RunManager:
     def __init__(self, data_dir: Path, *, registry: CollectorRegistry | None = None) -> None:
-        self.data_dir = DataDir(data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = DataDir(data_dir).create()
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = ServiceMetrics(self.registry)
         self.state = StateStore(self.data_dir.state_db)
@@ -54,6 +54,7 @@ class RunManager:
         )
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
+        self.leftovers: str | None = None  # what start() removed, in one line
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -62,7 +63,16 @@ class RunManager:
         make_reserve(self.data_dir)  # space to record a run's end if the disk fills
         self.scheduler.start()
         self.reap_abandoned()
+        self.leftovers = self.sweep(resuming=resume)
         return self.resume_all() if resume else []
+
+    def sweep(self, *, resuming: bool) -> str | None:
+        """Remove what dead runs left (processes, containers, swarm services); the line
+        that says so, or None. Kept: the service runs of this data directory that a
+        service resumes (this one, when `resuming`, or a later one)."""
+        statuses = (RunStatus.RUNNING,) if resuming else ACTIVE
+        keep = [r.id for r in self.state.list_runs(statuses) if not r.foreground]
+        return sweep_leftovers(self.data_dir.root, keep).line()
 
     def reap_abandoned(self) -> list[str]:
         """Foreground runs whose command died (SIGKILL): their targets are stopped."""
@@ -131,6 +141,10 @@ class RunManager:
             self.runs[run.id] = run
 
         def start() -> None:
+            line = self.sweep(resuming=False)
+            if line is not None:  # said in the service's log and in the run's events
+                log.warning("%s", line)
+                self.state.add_event(run.id, time.time_ns(), "cleanup", line, 0.0)
             try:
                 self.launch(run)
             except BaseException as exc:  # recorded by the run as its `error` status

@@ -11,7 +11,7 @@ Runtimes: `docker` (DockerRuntime), `process` (ProcessRuntime), `external`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from soak.netsafety import check_allowed
@@ -37,21 +37,34 @@ def build_target(
     base_dir: Path,
     volume_name: str | None = None,
     allow_targets: Sequence[str] = (),
+    resumable_in: Path | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Target:
     """The runtime for a target config; nothing is started yet.
 
     `volume_name` (docker) mounts that named volume instead of a fresh one: the
     upgrade runner runs the old and the new version on the same data.
     Probes go only to loopback unless `allow_targets` names the target's network.
+    `resumable_in` (a service's data directory): a process target outlives this soak
+    process, for the service to resume; by default it dies with it.
+    `labels` (docker) are put on the container beside the run's own, so that a caller
+    finds everything of its kind again (the upgrade runner: a killed run's leftovers).
     """
     check_allowed(cfg.host, tuple(allow_targets))
     if isinstance(cfg, ProcessTarget):
-        return ProcessRuntime(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
+        return ProcessRuntime(
+            cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir, resumable_in=resumable_in
+        )
     if isinstance(cfg, DockerTarget):
         from soak.targets.container import DockerRuntime  # the docker SDK only when needed
 
         return DockerRuntime(
-            cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir, volume_name=volume_name
+            cfg,
+            run_dir=run_dir,
+            run_id=run_id,
+            base_dir=base_dir,
+            volume_name=volume_name,
+            labels=labels,
         )
     assert isinstance(cfg, ExternalTarget)
     return ExternalRuntime(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)

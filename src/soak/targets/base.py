@@ -16,8 +16,13 @@ class ExitInfo:
     signal: int | None = None
     oom_killed: bool = False
     requested: bool = False  # soak asked it to stop (SIGTERM, then SIGKILL after the timeout)
+    # It exited 0 and left its server running in the background: what happened, and what
+    # to change ("dnsmasq forked into the background (pid N): run it in the foreground ...")
+    forked: str | None = None
 
     def describe(self) -> str:
+        if self.forked is not None:
+            return self.forked
         if self.oom_killed:
             return "OOM-killed"
         if self.requested:

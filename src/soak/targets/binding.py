@@ -9,12 +9,13 @@ placeholders (`{port.dns}`, `{data_dir}`) are left for the target to fill.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from soak.errors import InputError, TargetStartError
-from soak.placeholders import fill_services, services_named
+from soak.placeholders import fill_services, reveal_json, reveal_map, services_named
 from soak.targets.base import Running
 from soak.targets.config import SetupCall, TargetConfig
 
@@ -48,6 +49,7 @@ def run_setup(
     *,
     first_start: bool,
     client: httpx.Client | None = None,
+    base_dir: Path | None = None,
 ) -> list[str]:
     """Send the setup calls to a ready target; one line per call; TargetStartError if one fails."""
     lines = []
@@ -57,14 +59,16 @@ def run_setup(
         for i, call in enumerate(calls):
             if not first_start and not call.every_start:
                 continue
-            lines.append(_one_call(http, call, running, f"setup.{i}"))
+            lines.append(_one_call(http, call, running, f"setup.{i}", base_dir))
     finally:
         if own:
             http.close()
     return lines
 
 
-def _one_call(http: httpx.Client, call: SetupCall, running: Running, where: str) -> str:
+def _one_call(
+    http: httpx.Client, call: SetupCall, running: Running, where: str, base_dir: Path | None
+) -> str:
     if call.port not in running.ports:
         raise InputError(f"{where}: the target has no port {call.port!r}")
     host, port = running.address(call.port)
@@ -74,8 +78,8 @@ def _one_call(http: httpx.Client, call: SetupCall, running: Running, where: str)
         response = http.request(
             call.method,
             url,
-            headers=call.headers,
-            json=call.body,
+            headers=reveal_map(call.headers, base_dir, f"{where}.headers"),
+            json=reveal_json(call.body, base_dir, f"{where}.body"),
             timeout=call.timeout_s,
         )
     except httpx.HTTPError as exc:

@@ -61,7 +61,9 @@ class RenderedFile(StrictModel):
     dest: str  # relative to the run directory
     template: Path | None = None
     content: str | None = None
-    mode: int = 0o644
+    # None: 0600 for a process target (its run directory is private, so are its
+    # files); 0644 for a docker target, whose container user reads it through a mount.
+    mode: int | None = None
 
 
 class TargetBase(StrictModel):

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import docker.errors
 from soak.errors import InputError, TargetStartError
 from soak.procfs import children, start_ticks
 from soak.targets.base import ExitInfo, Running
-from soak.targets.common import LOG_TAIL_LINES, RuntimeBase
+from soak.targets.common import LOG_TAIL_LINES, START_LOG_LINES, RuntimeBase
 from soak.targets.config import DockerTarget
 from soak.targets.docker_engine import (
     LABEL_TARGET,
@@ -47,12 +48,13 @@ class DockerRuntime(RuntimeBase):
         run_id: str,
         base_dir: Path,
         volume_name: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
         if volume_name is not None and cfg.volume is None:
             raise InputError(f"{cfg.name}: a volume name is given but the target has no `volume`")
         self.volume_name = volume_name
-        self.spec = ContainerSpec(cfg, run_id, base_dir)
+        self.spec = ContainerSpec(cfg, run_id, base_dir, dict(labels or {}))
         self.container: Any = None
         self._client: Any = None
         self._created_volume: str | None = None  # removed again if the start fails
@@ -78,7 +80,9 @@ class DockerRuntime(RuntimeBase):
         ports = allocate_ports(self.name, self.spec.host_port_specs(host_net), self.cfg.host)
         data_dir = self.cfg.volume.mount if self.cfg.volume else None
         values = self.placeholders(ports, data_dir)
-        write_files(self.cfg.files, values, self.run_dir, self.base_dir)
+        # The container's user (often not root) reads them through a bind mount; the run
+        # directory around them is private.
+        write_files(self.cfg.files, values, self.run_dir, self.base_dir, default_mode=0o644)
         volume = self._ensure_volume()
         kwargs = self.spec.create_kwargs(values, ports, volume, host_net)
         self.running = self._new_running(
@@ -182,6 +186,10 @@ class DockerRuntime(RuntimeBase):
             return super().log_tail(lines)
         text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
         return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+
+    def start_log(self) -> list[str]:
+        """The container's own output (a restart is a fresh container: only its start)."""
+        return self.log_tail(START_LOG_LINES)
 
     def stats_fields(self) -> dict[str, float]:
         """The `process` fields the engine's stats API gives (slow, about 1 s): the

@@ -5,7 +5,7 @@ Pure: no engine is asked, so the spec is tested without one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ class ContainerSpec:
     cfg: DockerTarget
     run_id: str
     base_dir: Path  # the scenario's directory: relative mount sources start there
+    extra_labels: dict[str, str] = field(default_factory=dict)  # the caller's, beside the run's
 
     def host_port_specs(self, host_net: bool) -> dict[str, PortSpec]:
         """With host networking the port inside is the host port, unless one is given."""
@@ -60,7 +61,7 @@ class ContainerSpec:
             "name": resource_name(self.run_id, cfg.name),
             "command": render_all(cfg.command, values, "command") if cfg.command else None,
             "environment": render_map(cfg.environment, values, f"{cfg.name}.environment"),
-            "labels": run_labels(self.run_id, cfg.name),
+            "labels": {**self.extra_labels, **run_labels(self.run_id, cfg.name)},
             "mounts": mounts,
             "read_only": cfg.read_only,
             "tmpfs": {path: "" for path in cfg.tmpfs},

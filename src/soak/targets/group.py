@@ -49,8 +49,11 @@ class TargetGroup:
         base_dir: Path,
         allow_targets: Sequence[str] = (),
         on_event: OnEvent = _ignore,
+        resumable_in: Path | None = None,
     ) -> None:
+        """`resumable_in`: see build_target (a service's runs outlive a service restart)."""
         self.target_cfg = target
+        self.resumable_in = resumable_in
         self.helper_cfgs = {cfg.name: cfg for cfg in helpers}
         self.setup = list(setup)
         self.run_dir = run_dir
@@ -70,6 +73,7 @@ class TargetGroup:
             run_id=self.run_id,
             base_dir=self.base_dir,
             allow_targets=self.allow_targets,
+            resumable_in=self.resumable_in,
         )
 
     def _bound_target(self) -> Target:
@@ -115,7 +119,8 @@ class TargetGroup:
             if warning not in self._warned:  # a restart repeats them; once is evidence
                 self._warned.add(warning)
                 self.on_event("warning", warning, 0.0)
-        for line in run_setup(self.setup, self.running, first_start=first_start):
+        calls = run_setup(self.setup, self.running, first_start=first_start, base_dir=self.base_dir)
+        for line in calls:
             self.on_event("setup", line, 0.0)
         return self.running
 

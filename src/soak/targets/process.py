@@ -1,4 +1,10 @@
-"""The `process` runtime: a local binary in its own session, logs to a file."""
+"""The `process` runtime: a local binary in its own session, logs to a file.
+
+Its whole process tree is its own (targets/tree.py): every process carries the target's
+mark, so children that fork into the background are found and stopped with it. A
+foreground run's target dies with the soak process (a parent-death signal); a service's
+run outlives a service restart, which resumes it.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +26,18 @@ from soak.targets.common import RuntimeBase, safe_name
 from soak.targets.config import ProcessTarget
 from soak.targets.ports import allocate_ports
 from soak.targets.render import resolve, write_files
+from soak.targets.tree import (
+    KILL_WAIT_S,
+    MARK_ENV,
+    die_with_parent,
+    forked_message,
+    kill_all,
+    own_mark,
+    pids_of,
+)
 
-KILL_WAIT_S = 5.0  # after SIGKILL the kernel needs only a moment
+SETTLE_S = 1.0  # a daemon forks twice: how long its middle process may take to go
+SETTLE_STEP_S = 0.05
 
 
 def group_alive(pgid: int) -> bool:
@@ -44,10 +60,23 @@ class ProcessRuntime(RuntimeBase):
     runtime = "process"
     cfg: ProcessTarget
 
-    def __init__(self, cfg: ProcessTarget, *, run_dir: Path, run_id: str, base_dir: Path) -> None:
+    def __init__(
+        self,
+        cfg: ProcessTarget,
+        *,
+        run_dir: Path,
+        run_id: str,
+        base_dir: Path,
+        resumable_in: Path | None = None,
+    ) -> None:
+        """`resumable_in`: the data directory of a service that resumes the run after a
+        restart; None (a foreground run, bench, upgrade): the target dies with soak."""
         super().__init__(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
+        self.resumable_in = resumable_in
         self.proc: subprocess.Popen[bytes] | None = None
         self._exit: ExitInfo | None = None
+        self._binary = cfg.argv[0] if cfg.argv else self.name
+        self.forked: list[int] = []  # what stayed when the main process exited
 
     # ---------------------------------------------------------------- start
 
@@ -73,6 +102,7 @@ class ProcessRuntime(RuntimeBase):
     def _env(self, values: Any) -> dict[str, str]:
         env = dict(os.environ)
         env.update(render_map(self.cfg.env, values, f"{self.name}.env"))
+        env[MARK_ENV] = own_mark(self.run_id, self.name, self.resumable_in).text()
         return env
 
     def start(self) -> Running:
@@ -104,6 +134,10 @@ class ProcessRuntime(RuntimeBase):
     def _spawn(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
         running = self._require_running()
         self._exit = None
+        self.forked = []
+        self._binary = argv[0]
+        self.mark_log_start()
+        preexec = None if self.resumable_in is not None else die_with_parent(os.getpid())
         with open(self.log_path, "ab") as log_file:  # appends across restarts
             try:
                 self.proc = subprocess.Popen(
@@ -114,6 +148,7 @@ class ProcessRuntime(RuntimeBase):
                     cwd=cwd,
                     env=env,
                     start_new_session=True,  # own process group; survives a service restart
+                    preexec_fn=preexec,
                 )
             except OSError as exc:
                 self.running = None
@@ -130,7 +165,7 @@ class ProcessRuntime(RuntimeBase):
         if self.proc is not None:
             code = self.proc.poll()
             if code is not None:
-                self._exit = exit_info_from_returncode(code)
+                self._exit = self._forked_or(exit_info_from_returncode(code))
             return self._exit
         running = self.running
         if running is None or running.pid is None:
@@ -139,6 +174,56 @@ class ProcessRuntime(RuntimeBase):
         if not pid_alive(running.pid, running.pid_start_ticks):
             self._exit = ExitInfo(None)
         return self._exit
+
+    def _forked_or(self, info: ExitInfo) -> ExitInfo:
+        """`info`, or, when the main process exited 0 and left processes of the target
+        behind, the same marked as a fork into the background."""
+        if info.exit_code != 0:
+            return info
+        self.forked = self._settled_leftovers()
+        if not self.forked:
+            return info
+        return dataclasses.replace(info, forked=forked_message(self._binary, self.forked))
+
+    def _settled_leftovers(self) -> list[int]:
+        """The target's processes still alive after its main one exited: a daemon's. Its
+        middle process goes a moment later, so the set is read until it holds still."""
+        found = pids_of(self.run_id, self.name)
+        deadline_s = time.monotonic() + SETTLE_S
+        while found and time.monotonic() < deadline_s:
+            time.sleep(SETTLE_STEP_S)
+            again = pids_of(self.run_id, self.name)
+            if again == found:
+                break
+            found = again
+        return found
+
+    def _on_ready(self, running: Running) -> None:
+        """A daemon can answer before its parent has exited: a process of the target in a
+        session of its own at this moment means a fork into the background, if the main
+        process then exits (one that stays keeps a helper of its own there: fine)."""
+        if self.proc is None or not self._in_other_sessions(running.pid):
+            return
+        try:
+            self.proc.wait(SETTLE_S)
+        except subprocess.TimeoutExpired:
+            return
+        info = self.poll()
+        assert info is not None
+        raise self.fail_start(self.early_exit_message(info))
+
+    def _in_other_sessions(self, leader: int | None) -> list[int]:
+        found = []
+        for pid in pids_of(self.run_id, self.name):
+            with contextlib.suppress(ProcessLookupError):
+                if pid != leader and os.getsid(pid) != leader:
+                    found.append(pid)
+        return found
+
+    def early_exit_message(self, info: ExitInfo) -> str:
+        if info.forked is not None:
+            return info.forked
+        return super().early_exit_message(info)
 
     def stop(self) -> ExitInfo | None:
         """SIGTERM to the process group, SIGKILL after stop_timeout_s; no process left."""
@@ -158,10 +243,18 @@ class ProcessRuntime(RuntimeBase):
             deadline_s = time.monotonic() + KILL_WAIT_S
             while group_alive(pgid) and time.monotonic() < deadline_s:
                 time.sleep(0.02)
+        self._kill_marked()
         info = self.poll()
         if requested and info is not None:
             self._exit = info = dataclasses.replace(info, requested=True)
         return info
+
+    def _kill_marked(self) -> None:
+        """Whatever carries the target's mark (a daemon in a session of its own): killed
+        until none is left, as a process that is forking may add one meanwhile."""
+        deadline_s = time.monotonic() + KILL_WAIT_S
+        while (pids := pids_of(self.run_id, self.name)) and time.monotonic() < deadline_s:
+            kill_all(pids)
 
     def _signal_group(self, pgid: int, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):

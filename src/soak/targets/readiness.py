@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from soak.placeholders import reveal_map
 from soak.probes import dns_query, http_request, tcp_connect
 from soak.targets.base import Running
 from soak.targets.config import DnsProbe, HttpProbe, PortSpec, Probe, TcpProbe
@@ -28,15 +30,19 @@ def describe(probe: Probe) -> str:
     return f"tcp port {probe.port}"
 
 
-def check(probe: Probe, running: Running, timeout_s: float) -> ProbeOutcome:
-    """One attempt; never raises for network faults."""
+def check(
+    probe: Probe, running: Running, timeout_s: float, base_dir: Path | None = None
+) -> ProbeOutcome:
+    """One attempt; never raises for network faults. Header secrets are revealed here
+    (`base_dir`: where a relative `{file:PATH}` is)."""
     if probe.port not in running.ports:
         known = ", ".join(sorted(running.ports)) or "none"
         return ProbeOutcome(False, f"probe names port {probe.port!r}; named ports: {known}")
     host, port = running.address(probe.port)
     if isinstance(probe, HttpProbe):
         url = f"http://{_url_host(host)}:{port}{probe.path}"
-        http = http_request(probe.method, url, headers=probe.headers, timeout_s=timeout_s)
+        headers = reveal_map(probe.headers, base_dir, f"ready probe {url} headers")
+        http = http_request(probe.method, url, headers=headers, timeout_s=timeout_s)
         if http.status == probe.status:
             return ProbeOutcome(True, f"HTTP {http.status}")
         return ProbeOutcome(False, f"{url}: {http.error or f'HTTP {http.status}'}")

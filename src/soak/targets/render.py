@@ -5,6 +5,7 @@ The placeholders themselves (`{data_dir}`, `{port.<name>}`, ...) are soak.placeh
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from soak.errors import InputError, not_utf8
@@ -42,16 +43,29 @@ def file_dest(spec: RenderedFile, run_dir: Path) -> Path:
     return dest
 
 
+PRIVATE_MODE = 0o600
+
+
 def write_files(
-    files: list[RenderedFile], values: Placeholders, run_dir: Path, base_dir: Path
+    files: list[RenderedFile],
+    values: Placeholders,
+    run_dir: Path,
+    base_dir: Path,
+    default_mode: int = PRIVATE_MODE,
 ) -> list[Path]:
-    """Renders every file spec into the run directory; returns the paths written."""
+    """Renders every file spec into the run directory; returns the paths written. A file
+    may hold a revealed secret: it is created with its final mode, never readable by
+    others even for a moment (unless its spec says so)."""
     written = []
     for spec in files:
         dest = file_dest(spec, run_dir)
         text = render(file_text(spec, base_dir), values, f"file {spec.dest}")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(text)
-        dest.chmod(spec.mode)
+        mode = default_mode if spec.mode is None else spec.mode
+        dest.unlink(missing_ok=True)  # a restart renders again: the mode at creation
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & PRIVATE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        dest.chmod(mode)
         written.append(dest)
     return written

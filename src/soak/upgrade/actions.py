@@ -39,9 +39,14 @@ MAX_QUERY_FILE_LINES = 1_000_000  # bounded memory for "N queries from a file"
 
 
 class StepFailed(SoakError):
-    """A populate, snapshot or migrate step that did not do what the plan says."""
+    """A populate, snapshot or migrate step that did not do what the plan says;
+    `output_lines`: the last lines it printed (stderr's first), for the failed case."""
 
     exit_code = 1
+
+    def __init__(self, message: str, output_lines: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.output_lines = output_lines or []
 
 
 @dataclass

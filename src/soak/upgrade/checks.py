@@ -54,7 +54,8 @@ from soak.upgrade.snapshot import Snapshot
 from soak.upgrade.swap import SwapStats
 from soak.upgrade.template import Values
 
-Status = Literal["pass", "fail", "skip"]
+# "error": the run could not reach a verdict (it could not start, it was interrupted).
+Status = Literal["pass", "fail", "skip", "error"]
 
 
 @dataclass
@@ -67,10 +68,13 @@ class CheckResult:
     got: str = ""
     attempts: int = 0
     details: list[dict[str, Any]] | None = None  # a corpus check's every difference
+    # Lines that tell why (a version's last log lines, a migration's output), titled:
+    # the body of the JUnit case, never its one-line message.
+    output: str = ""
 
     @property
     def message(self) -> str:
-        if self.status == "skip":
+        if self.status in ("skip", "error"):
             return self.got
         return f"expected {self.expected}; got {self.got}"
 
@@ -181,8 +185,8 @@ def run_check(check: Check, ctx: CheckContext, sleep: Callable[[float], None]) -
     )
 
 
-def skipped(check: Check, reason: str) -> CheckResult:
-    return CheckResult(check.name, check.kind, "skip", 0.0, got=reason)
+def skipped(check: Check, reason: str, name: str | None = None) -> CheckResult:
+    return CheckResult(name or check.name, check.kind, "skip", 0.0, got=reason)
 
 
 def run_checks(

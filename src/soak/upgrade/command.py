@@ -8,10 +8,10 @@ failing on its own data).
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
+import signal
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -20,16 +20,20 @@ from pathlib import Path
 import click
 from pydantic import TypeAdapter
 
-from soak.errors import CheckFailed, InputError, TargetStartError
+from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
 from soak.targets.config import TargetConfig
+from soak.upgrade.cases import planned_cases
+from soak.upgrade.checks import CheckResult
 from soak.upgrade.config import UpgradePlan, load_matrix
+from soak.upgrade.interrupt import Interrupted, trap_signals
+from soak.upgrade.leftovers import RUN_DIR_PREFIX, remove_leftovers
 from soak.upgrade.report import (
     check_points,
     junit_suites,
+    matrix_line,
     ready_points,
     summary_line,
     table,
-    to_json,
     write_json,
     write_text,
 )
@@ -46,7 +50,7 @@ def new_run_id(plan_name: str) -> tuple[str, str]:
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     token = secrets.token_hex(2)
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan_name)[:40]
-    return f"{safe}-{stamp}-{token}", f"soak-upgrade-{stamp}-{token}"
+    return f"{safe}-{stamp}-{token}", f"{RUN_DIR_PREFIX}{stamp}-{token}"
 
 
 def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
@@ -123,18 +127,99 @@ def upgrade_cmd(
 ) -> None:
     """Start the old version on the plan's data, populate, stop, migrate, start the new
     version on the same data and run the checklist; with a `matrix:`, once per old
-    version (one JUnit testsuite each)."""
-    plans = load_matrix(plan_file, overrides, olds)  # a bad plan: exit 2, nothing started
-    for plan in plans:
-        preflight_plan(plan)
-    results = [run_one(plan, keep, work_dir) for plan in plans]
-    if junit_path is not None:
-        write_text(junit_path, junit_suites(results))
-    if json_path is not None:
-        if len(results) == 1:
-            write_json(json_path, results[0])
-        else:
-            write_text(json_path, json.dumps(matrix_json(results), indent=2) + "\n")
+    version (one JUnit testsuite each). SIGINT or SIGTERM at any moment stops the run,
+    removes what it made and writes the reports so far (exit 130 or 143)."""
+    reports = Reports(junit_path, json_path)
+    with trap_signals():
+        try:
+            results = gate(plan_file, overrides, olds, keep, work_dir, reports)
+        except Interrupted as exc:  # before or after the runs: nothing of theirs is left
+            results = reports.results or [cannot_run(plan_file.stem, interrupted_case(exc))]
+            for result in results:
+                result.interrupted = result.interrupted or exc.signal_name
+            reports.write(results)
+            raise RunInterrupted(exc) from None
+        except Exception:  # a fault between the runs (a sink, the engine): what is known
+            if reports.results:
+                reports.write(reports.results)
+            raise
+    reports.write(results)
+    raise_for(results)
+
+
+class RunInterrupted(SoakError):
+    """SIGINT or SIGTERM: what the run made is removed, the reports say so."""
+
+    def __init__(self, exc: Interrupted) -> None:
+        super().__init__(f"{exc}; the run was stopped and cleaned up (see the reports)")
+        self.exit_code = exc.exit_code
+
+
+class Reports:
+    """Where `--junit` and `--json` go; `results` so far (written on an interruption)."""
+
+    def __init__(self, junit_path: Path | None, json_path: Path | None) -> None:
+        self.junit_path = junit_path
+        self.json_path = json_path
+        self.results: list[UpgradeResult] = []
+        self.matrix = False
+
+    def write(self, results: list[UpgradeResult]) -> None:
+        if self.junit_path is not None:
+            write_text(self.junit_path, junit_suites(results))
+        if self.json_path is not None:
+            write_json(self.json_path, results, self.matrix)
+
+
+def gate(
+    plan_file: Path,
+    overrides: tuple[str, ...],
+    olds: tuple[str, ...],
+    keep: bool,
+    work_dir: Path | None,
+    reports: Reports,
+) -> list[UpgradeResult]:
+    """Every selected pair run in order; a plan that cannot run (exit 2) is reported too."""
+    try:
+        plans = load_matrix(plan_file, overrides, olds)
+    except InputError as exc:  # a bad plan: one error case, nothing started
+        reports.write([cannot_run(plan_file.stem, error_case("plan is valid", str(exc)))])
+        raise
+    reports.matrix = len(plans) > 1 or plans[0].matrix is not None
+    problems = preflight_problems(plans)
+    if problems:
+        results = [not_run(plan, problems.get(plan.name), problems) for plan in plans]
+        reports.write(results)
+        raise InputError("; ".join(problems.values()))
+    base = work_dir if work_dir is not None else Path(tempfile.gettempdir())
+    remove_leftovers(base)  # what runs killed outright left: before this one makes its own
+    reports.results = [not_run(plan, None, {}, "not run: not reached yet") for plan in plans]
+    for i, plan in enumerate(plans):
+        result = reports.results[i] = run_one(plan, keep, base)
+        click.echo("")
+        click.echo(table(result))
+        if result.interrupted is None:  # a cancelled run writes nowhere else
+            sink_warning = write_sinks(plan, result)
+            if sink_warning:
+                click.echo(f"soak: {sink_warning}", err=True)
+        if result.interrupted is not None:
+            reason = f"not run: interrupted by {result.interrupted}"
+            for j in range(i + 1, len(plans)):
+                reports.results[j] = not_run(plans[j], None, {}, reason)
+                reports.results[j].interrupted = result.interrupted
+            break
+    if len(plans) > 1:
+        click.echo(matrix_line(reports.results))
+    return reports.results
+
+
+def raise_for(results: list[UpgradeResult]) -> None:
+    interrupted = next((r.interrupted for r in results if r.interrupted), None)
+    if interrupted is not None:
+        raise RunInterrupted(Interrupted(signal.Signals[interrupted].value))
+    internal = [r.internal_error for r in results if r.internal_error is not None]
+    if internal:  # reported in the JUnit case with its traceback
+        raise SoakError("internal error: " + "; ".join(internal))
     start_errors = [r.start_error for r in results if r.start_error is not None]
     if start_errors:
         raise TargetStartError("; ".join(start_errors))
@@ -143,6 +228,54 @@ def upgrade_cmd(
         raise CheckFailed(summary_line(failed[0]))
     if failed:  # a matrix: which pairs
         raise CheckFailed("; ".join(f"{r.plan}: {summary_line(r)}" for r in failed))
+
+
+def error_case(name: str, reason: str) -> CheckResult:
+    return CheckResult(name, "setup", "error", 0.0, "the plan to run", reason)
+
+
+def interrupted_case(exc: Interrupted) -> CheckResult:
+    reason = f"{exc.signal_name} before the run started: nothing was left running"
+    return CheckResult("interrupted", "interrupt", "error", 0.0, "the run to end", reason)
+
+
+def cannot_run(name: str, cause: CheckResult) -> UpgradeResult:
+    """The report of a plan that did not run: its one error case."""
+    result = UpgradeResult(name, "", Path(), False, datetime.now(UTC).isoformat(timespec="seconds"))
+    result.checks = [cause]
+    result.start_error = cause.got
+    return result
+
+
+def not_run(
+    plan: UpgradePlan, problem: str | None, problems: dict[str, str], reason: str = ""
+) -> UpgradeResult:
+    """A plan's report when it did not run: its own problem as an error case (exit 2),
+    every planned case skipped (why: its problem, another pair's, or `reason`)."""
+    if problem is not None:
+        result = cannot_run(plan.name, error_case("plan can run", problem))
+    else:
+        result = UpgradeResult(
+            plan.name, "", Path(), False, datetime.now(UTC).isoformat(timespec="seconds")
+        )
+    if not reason:
+        reason = "not run: " + ("it cannot run" if problem else f"{', '.join(problems)} cannot run")
+    result.checks += [
+        CheckResult(c.name, c.kind, "skip", 0.0, got=reason) for c in planned_cases(plan)
+    ]
+    return result
+
+
+def preflight_problems(plans: list[UpgradePlan]) -> dict[str, str]:
+    """Each plan's pre-flight problem (an image, a binary, a fixed port), by plan name."""
+    problems: dict[str, str] = {}
+    for plan in plans:
+        try:
+            preflight_plan(plan)
+        except InputError as exc:  # a matrix entry's problem names the entry
+            named = plan.matrix is not None or len(plans) > 1
+            problems[plan.name] = f"{plan.name}: {exc}" if named else str(exc)
+    return problems
 
 
 def preflight_plan(plan: UpgradePlan) -> None:
@@ -162,10 +295,9 @@ def preflight_plan(plan: UpgradePlan) -> None:
     check_targets(targets, plan.base_dir, plan.allow_targets)
 
 
-def run_one(plan: UpgradePlan, keep: bool, work_dir: Path | None) -> UpgradeResult:
-    """One old/new pair: the steps as they happen, then the table; points to sinks."""
+def run_one(plan: UpgradePlan, keep: bool, base: Path) -> UpgradeResult:
+    """One old/new pair, its steps shown as they happen."""
     run_id, dir_name = new_run_id(plan.name)
-    base = work_dir if work_dir is not None else Path(tempfile.gettempdir())
     run_dir = (base / dir_name).resolve()
 
     def show(phase: str, text: str) -> None:
@@ -175,21 +307,4 @@ def run_one(plan: UpgradePlan, keep: bool, work_dir: Path | None) -> UpgradeResu
     runner = UpgradeRunner(
         plan, run_dir=run_dir, run_id=run_id, keep=keep, env=dict(os.environ), show=show
     )
-    result = runner.run()
-    click.echo("")
-    click.echo(table(result))
-    sink_warning = write_sinks(plan, result)
-    if sink_warning:
-        click.echo(f"soak: {sink_warning}", err=True)
-    return result
-
-
-def matrix_json(results: list[UpgradeResult]) -> dict[str, object]:
-    codes = [r.exit_code for r in results]
-    exit_code = 2 if 2 in codes else max(codes)
-    return {
-        "matrix": True,
-        "exit_code": exit_code,
-        "ok": exit_code == 0,
-        "runs": [to_json(r) for r in results],
-    }
+    return runner.run()

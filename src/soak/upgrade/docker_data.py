@@ -1,8 +1,14 @@
-"""Data of docker plans: the named volume, an archive put into it, a one-shot migration.
+"""Data of docker plans: the named volume, an archive put into it, a one-shot migration;
+and what a run made, found again by its labels.
 
-Volumes made for a run carry the run's labels, so `cleanup_stale` finds them if
-the run is killed; a volume the plan names and that already exists is never
-removed. The docker SDK is imported only here and only when a plan needs it.
+Everything an upgrade run makes in the engine (the versions' containers, helper and
+migration containers, a volume made for the run) carries `soak.upgrade=RUN_ID` beside
+the run labels of soak.targets (`soak.run`, `soak.owner`). A run removes its own by
+that label at its end, whatever it was doing when it was stopped, and the next run
+removes what a run killed outright (SIGKILL) left through soak.runs.leftovers, as it
+does every dead run's (their `soak.owner` is gone). A
+volume the plan names and that already exists is never labelled, so never removed.
+The docker SDK is imported only here and only when a plan needs it.
 """
 
 from __future__ import annotations
@@ -22,10 +28,15 @@ def _engine() -> Any:
     return engine()
 
 
-def _labels(run_id: str) -> dict[str, str]:
+LABEL_UPGRADE = "soak.upgrade"  # the upgrade run's id, on everything the run makes
+
+
+def run_labels(run_id: str, part: str = "") -> dict[str, str]:
+    """Labels of what the upgrade run `run_id` makes; `part` ("-migrate", ...) tells
+    its containers apart in `soak.run`."""
     from soak.targets.docker_engine import LABEL_OWNER, LABEL_RUN, owner_label
 
-    return {LABEL_RUN: run_id, LABEL_OWNER: owner_label()}
+    return {LABEL_RUN: run_id + part, LABEL_OWNER: owner_label(), LABEL_UPGRADE: run_id}
 
 
 def ensure_volume(name: str, run_id: str) -> bool:
@@ -37,7 +48,7 @@ def ensure_volume(name: str, run_id: str) -> bool:
         client.volumes.get(name)
         return False
     except docker.errors.NotFound:
-        client.volumes.create(name=name, labels=_labels(run_id))
+        client.volumes.create(name=name, labels=run_labels(run_id))
         return True
 
 
@@ -48,7 +59,7 @@ def remove_volume(name: str) -> None:
         _engine().volumes.get(name).remove(force=True)
 
 
-def extract_into_volume(archive: Path, volume: str, image: str, mount: str) -> None:
+def extract_into_volume(archive: Path, volume: str, image: str, mount: str, run_id: str) -> None:
     """The archive's members put into the volume through a created, never started,
     container of `image` (the engine unpacks tar, tar.gz, bz2 and xz); the archive is
     only read."""
@@ -62,7 +73,10 @@ def extract_into_volume(archive: Path, volume: str, image: str, mount: str) -> N
     client = _engine()
     try:
         helper = client.containers.create(
-            image, command=["true"], mounts=[Mount(target=mount, source=volume, type="volume")]
+            image,
+            command=["true"],
+            mounts=[Mount(target=mount, source=volume, type="volume")],
+            labels=run_labels(run_id, "-data"),
         )
     except docker.errors.DockerException as exc:
         raise TargetStartError(f"cannot create a helper container of {image}: {exc}") from exc
@@ -73,11 +87,20 @@ def extract_into_volume(archive: Path, volume: str, image: str, mount: str) -> N
         helper.remove(force=True)
 
 
-def chown_volume(volume: str, image: str, mount: str, owner: str) -> None:
-    """`chown -R owner mount` as root in a one-shot container of `image`, so that user
-    and group names mean what they mean in the image."""
-    import docker.errors
+def data_mount(target: str, source: str) -> Any:
+    """The plan's data at `target` in a container: a named volume, or (a plan with a
+    process version too) a host directory, bind-mounted."""
     from docker.types import Mount
+
+    kind = "bind" if source.startswith("/") else "volume"
+    return Mount(target=target, source=source, type=kind)
+
+
+def chown_volume(volume: str, image: str, mount: str, owner: str, run_id: str) -> None:
+    """`chown -R owner mount` as root in a one-shot container of `image`, so that user
+    and group names mean what they mean in the image; `volume`: a volume's name or
+    a host directory."""
+    import docker.errors
 
     client = _engine()
     try:
@@ -86,7 +109,8 @@ def chown_volume(volume: str, image: str, mount: str, owner: str) -> None:
             entrypoint=["chown", "-R", owner, mount],
             user="0:0",
             remove=True,
-            mounts=[Mount(target=mount, source=volume, type="volume")],
+            mounts=[data_mount(mount, volume)],
+            labels=run_labels(run_id, "-data"),
         )
     except docker.errors.DockerException as exc:
         raise TargetStartError(f"cannot chown the data volume to {owner}: {exc}") from exc
@@ -98,11 +122,12 @@ def run_one_shot(
     volume: str,
     env: dict[str, str],
     timeout_s: float,
-    name: str,
-) -> tuple[int, str]:
-    """Runs `command` in a fresh container with the data volume; (exit code, output)."""
+    run_id: str,
+    part: str,
+) -> tuple[int, str, str]:
+    """Runs `command` in a fresh container (named RUN_ID + part) with the data volume
+    (or host directory); (exit code, stdout, stderr)."""
     import docker.errors
-    from docker.types import Mount
 
     client = _engine()
     try:
@@ -112,9 +137,9 @@ def run_one_shot(
             command=command,
             environment=env,
             user=spec.user,
-            name=name,
-            mounts=[Mount(target=spec.mount, source=volume, type="volume")],
-            labels=_labels(name),
+            name=run_id + part,
+            mounts=[data_mount(spec.mount, volume)],
+            labels=run_labels(run_id, part),
         )
     except docker.errors.DockerException as exc:
         raise StepFailed(f"cannot create the migration container: {exc}") from exc
@@ -124,8 +149,36 @@ def run_one_shot(
             status = container.wait(timeout=timeout_s)
         except Exception as exc:  # requests' ReadTimeout: the engine did not answer in time
             raise StepFailed(f"migration container did not finish in {timeout_s:g} s") from exc
-        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
-        return int(status.get("StatusCode", -1)), output
+        stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
+        return int(status.get("StatusCode", -1)), stdout, stderr
     finally:
         with contextlib.suppress(docker.errors.DockerException):
             container.remove(force=True)
+
+
+# ---------------------------------------------------------------- what a run left
+
+
+def remove_run(run_id: str, *, keep_volumes: bool) -> int:
+    """Every container of the upgrade run `run_id` (and its volumes unless kept), by the
+    label; whatever the run's own stops did not reach (a container created in the moment
+    the run was stopped). Returns how many were removed."""
+    return _remove_labelled(f"{LABEL_UPGRADE}={run_id}", keep_volumes)
+
+
+def _remove_labelled(label_filter: str, keep_volumes: bool) -> int:
+    """Containers first (a volume in use cannot go), then volumes; each `soak.run` found
+    goes through soak.targets' label clean-up."""
+    from soak.targets import cleanup_stale
+    from soak.targets.docker_engine import LABEL_RUN
+
+    client = _engine()
+    try:
+        containers = client.containers.list(all=True, filters={"label": label_filter})
+        volumes = [] if keep_volumes else client.volumes.list(filters={"label": label_filter})
+    finally:
+        client.close()
+    found = [c.labels for c in containers] + [v.attrs.get("Labels") or {} for v in volumes]
+    runs = dict.fromkeys(lb[LABEL_RUN] for lb in found if LABEL_RUN in lb)
+    return sum(cleanup_stale(run) for run in runs)

@@ -14,18 +14,51 @@ from pathlib import Path
 from typing import Any
 
 from soak.points import Point, event_point
-from soak.upgrade.runner import UpgradeResult
+from soak.upgrade.checks import CheckResult
+from soak.upgrade.result import StepRecord, UpgradeResult
 
 _XML_ILLEGAL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
-_WORD = {"pass": "pass", "fail": "FAIL", "skip": "skip"}
+_WORD = {"pass": "pass", "fail": "FAIL", "skip": "skip", "error": "ERROR"}
 
 
 def summary_line(result: UpgradeResult) -> str:
     passed, total = result.count("pass"), len(result.checks)
+    errors = result.count("error")
+    also = f", {errors} error{'s' if errors != 1 else ''}" if errors else ""
     return (
         f"{passed} of {total} checks pass "
-        f"({result.count('fail')} failed, {result.count('skip')} skipped)"
+        f"({result.count('fail')} failed, {result.count('skip')} skipped{also})"
     )
+
+
+def verdict_word(result: UpgradeResult) -> str:
+    if result.interrupted is not None:
+        return f"interrupted ({result.interrupted})"
+    if result.internal_error is not None:
+        return "internal error"
+    if result.start_error is not None:
+        return "cannot run"
+    return "pass" if result.exit_code == 0 else "FAIL"
+
+
+def matrix_line(results: list[UpgradeResult]) -> str:
+    """One line for a matrix: each pair's verdict and counts, then the exit code."""
+    pairs = "; ".join(
+        f"{r.plan}: {verdict_word(r)}, {r.count('pass')} of {len(r.checks)} pass" for r in results
+    )
+    return f"matrix: {len(results)} pairs, exit {combined_exit_code(results)}: {pairs}"
+
+
+def combined_exit_code(results: list[UpgradeResult]) -> int:
+    """An interruption wins, then a pair that could not run (2), then a failure (1)."""
+    codes = [r.exit_code for r in results]
+    interrupted = [c for c in codes if c > 128]
+    if interrupted:
+        return interrupted[0]
+    for code in (3, 2):  # an internal error, then a pair that could not run
+        if code in codes:
+            return code
+    return max(codes, default=0)
 
 
 def _ms_words(duration_ms: float) -> str:
@@ -41,6 +74,7 @@ def table(result: UpgradeResult) -> str:
         )
         if check.status != "pass":
             rows.append(f"{'':>23}{check.message}")
+            rows += [f"{'':>25}{line}" for line in check.output.splitlines()]
     rows.append(summary_line(result))
     return "\n".join(rows)
 
@@ -64,7 +98,7 @@ def junit_suites(results: list[UpgradeResult]) -> str:
         name="soak upgrade",
         tests=str(sum(len(r.checks) for r in results)),
         failures=str(sum(r.count("fail") for r in results)),
-        errors="0",
+        errors=str(sum(r.count("error") for r in results)),
         skipped=str(sum(r.count("skip") for r in results)),
         time=f"{sum(r.duration_s for r in results):.3f}",
     )
@@ -83,7 +117,7 @@ def _junit_suite(suites: ET.Element, result: UpgradeResult) -> None:
         name=result.plan,
         tests=str(total),
         failures=str(failures),
-        errors="0",
+        errors=str(result.count("error")),
         skipped=str(skipped),
         time=time_s,
         timestamp=result.started_at,
@@ -92,38 +126,63 @@ def _junit_suite(suites: ET.Element, result: UpgradeResult) -> None:
     props = ET.SubElement(suite, "properties")
     for name, value in (
         ("run_id", result.run_id),
-        ("old_ready_s", result.old_ready_s),
-        ("new_ready_s", result.new_ready_s),
-        ("rollback_ready_s", result.rollback_ready_s),
+        ("old_ready_s", _rounded(result.old_ready_s)),
+        ("new_ready_s", _rounded(result.new_ready_s)),
+        ("rollback_ready_s", _rounded(result.rollback_ready_s)),
         ("swap_lost", result.swap.lost if result.swap else None),
-        ("swap_longest_gap_s", round(result.swap.longest_gap_s, 4) if result.swap else None),
+        ("swap_longest_gap_s", _rounded(result.swap.longest_gap_s) if result.swap else None),
+        ("interrupted", result.interrupted),
     ):
-        if value is None and name.startswith(("swap_", "rollback_")):
+        if value is None and name.startswith(("swap_", "rollback_", "interrupted")):
             continue
         ET.SubElement(props, "property", name=name, value="" if value is None else str(value))
     for check in result.checks:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname=f"upgrade.{result.plan}",
-            name=_xml_text(check.name),
-            time=f"{check.duration_ms / 1000:.3f}",
-        )
-        if check.status == "fail":
-            failure = ET.SubElement(
-                case, "failure", message=_xml_text(check.message), type=check.kind
-            )
-            failure.text = _xml_text(f"expected: {check.expected}\ngot: {check.got}")
-        elif check.status == "skip":
-            ET.SubElement(case, "skipped", message=_xml_text(check.message))
+        _junit_case(suite, result.plan, check)
     out = ET.SubElement(suite, "system-out")
-    out.text = _xml_text("\n".join(f"{s.phase}: {s.text}" for s in result.steps))
+    out.text = _xml_text("\n".join(step_line(s) for s in result.steps))
+
+
+def junit_classname(plan: str) -> str:
+    """The plan's name without dots: CI tools (Jenkins) read the part after the last dot
+    as the class and the rest as a package, and versions are full of dots."""
+    return "upgrade " + plan.replace(".", "_")
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def step_line(step: StepRecord) -> str:
+    """`+12.345s phase: text (1.23 s)`: when the step began from the run's start, and
+    how long it took when it took time."""
+    took = f" ({_ms_words(step.duration_ms)})" if step.duration_ms > 0 else ""
+    return f"+{step.start_s:.3f}s {step.phase}: {step.text}{took}"
+
+
+def _junit_case(suite: ET.Element, plan: str, check: CheckResult) -> None:
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname=junit_classname(plan),
+        name=_xml_text(check.name),
+        time=f"{check.duration_ms / 1000:.3f}",
+    )
+    body = f"expected: {check.expected}\ngot: {check.got}"
+    if check.output:
+        body += "\n" + check.output
+    if check.status in ("fail", "error"):
+        tag = "failure" if check.status == "fail" else "error"
+        element = ET.SubElement(case, tag, message=_xml_text(check.message), type=check.kind)
+        element.text = _xml_text(body)
+    elif check.status == "skip":
+        ET.SubElement(case, "skipped", message=_xml_text(check.message))
 
 
 # ---------------------------------------------------------------- JSON
 
 
 def to_json(result: UpgradeResult) -> dict[str, Any]:
+    """One run (one old/new pair)."""
     return {
         "plan": result.plan,
         "run_id": result.run_id,
@@ -134,11 +193,14 @@ def to_json(result: UpgradeResult) -> dict[str, Any]:
         "passed": result.count("pass"),
         "failed": result.count("fail"),
         "skipped": result.count("skip"),
+        "errors": result.count("error"),
         "total": len(result.checks),
-        "old_ready_s": result.old_ready_s,
-        "new_ready_s": result.new_ready_s,
-        "rollback_ready_s": result.rollback_ready_s,
+        "old_ready_s": _rounded(result.old_ready_s),
+        "new_ready_s": _rounded(result.new_ready_s),
+        "rollback_ready_s": _rounded(result.rollback_ready_s),
         "start_error": result.start_error,
+        "interrupted": result.interrupted,
+        "internal_error": result.internal_error,
         "swap": result.swap.to_json() if result.swap is not None else None,
         "run_dir": str(result.run_dir) if result.keep else None,
         "checks": [
@@ -151,14 +213,43 @@ def to_json(result: UpgradeResult) -> dict[str, Any]:
                 "expected": c.expected,
                 "got": c.got,
                 "message": "" if c.status == "pass" else c.message,
+                "output": c.output,
                 **({"differences": c.details} if c.details is not None else {}),
             }
             for c in result.checks
         ],
         "steps": [
-            {"phase": s.phase, "text": s.text, "ok": s.ok, "duration_ms": round(s.duration_ms, 3)}
+            {
+                "phase": s.phase,
+                "text": s.text,
+                "ok": s.ok,
+                "start_s": round(s.start_s, 3),
+                "duration_ms": round(s.duration_ms, 3),
+            }
             for s in result.steps
         ],
+    }
+
+
+def report_json(results: list[UpgradeResult], matrix: bool) -> dict[str, Any]:
+    """The one shape of `--json`, one pair or several: the totals, then each run."""
+    code = combined_exit_code(results)
+    return {
+        "matrix": matrix,
+        "exit_code": code,
+        "ok": code == 0,
+        "interrupted": next((r.interrupted for r in results if r.interrupted), None),
+        **{
+            key: sum(r.count(status) for r in results)
+            for key, status in (
+                ("passed", "pass"),
+                ("failed", "fail"),
+                ("skipped", "skip"),
+                ("errors", "error"),
+            )
+        },
+        "total": sum(len(r.checks) for r in results),
+        "runs": [to_json(r) for r in results],
     }
 
 
@@ -167,8 +258,8 @@ def write_text(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def write_json(path: Path, result: UpgradeResult) -> None:
-    write_text(path, json.dumps(to_json(result), indent=2) + "\n")
+def write_json(path: Path, results: list[UpgradeResult], matrix: bool) -> None:
+    write_text(path, json.dumps(report_json(results, matrix), indent=2) + "\n")
 
 
 # ---------------------------------------------------------------- points

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from soak.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from soak.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, EXIT_OK
 from soak.upgrade.checks import CheckResult
 from soak.upgrade.config import ApiStep, CommandStep, DnsStep, PopulateStep
 from soak.upgrade.swap import SwapStats
@@ -17,6 +18,7 @@ class StepRecord:
     text: str
     ok: bool = True
     duration_ms: float = 0.0
+    start_s: float = 0.0  # when the step began, from the start of the run
 
 
 @dataclass
@@ -37,12 +39,18 @@ class UpgradeResult:
     # failed check instead (exit 1).
     start_error: str | None = None
     swap: SwapStats | None = None  # what the plan's `load:` saw through the swap
+    interrupted: str | None = None  # the signal that stopped the run (SIGINT, SIGTERM)
+    internal_error: str | None = None  # a fault of soak or the engine (exit 3)
 
     def count(self, status: str) -> int:
         return sum(1 for c in self.checks if c.status == status)
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted is not None:  # as a shell reports it: 128 + the signal
+            return 128 + signal.Signals[self.interrupted].value
+        if self.internal_error is not None:
+            return EXIT_INTERNAL
         if self.start_error is not None:
             return EXIT_BAD_INPUT
         return EXIT_OK if self.checks and self.count("pass") == len(self.checks) else EXIT_FAILED

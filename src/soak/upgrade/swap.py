@@ -17,6 +17,7 @@ from soak.load.config import LoadConfig
 from soak.load.runner import LoadRunner
 from soak.upgrade.actions import StepFailed, Version
 from soak.upgrade.config import SwapLoad
+from soak.upgrade.interrupt import children_ignore_sigint
 
 WARMUP_TIMEOUT_S = 10.0
 
@@ -100,7 +101,8 @@ class SwapLoadRun:
             allow_targets=self.allow_targets,
             track_gaps=True,
         )
-        runner.start(cfg.rate_qps, cfg.max_duration_s)
+        with children_ignore_sigint():
+            runner.start(cfg.rate_qps, cfg.max_duration_s)
         self._runner = runner
         self._started_s = time.monotonic()
         flowing_s = self._wait_flowing(runner)

@@ -80,14 +80,7 @@ def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
         for i, check in enumerate(plan.rollback.checks):
             if isinstance(check, SwapCheck):
                 problems.append(f"rollback.checks.{i}: no load runs through a rollback")
-        rb_old = plan.rollback.old
-        if rb_old is not None and rb_old.runtime != plan.old.runtime:
-            problems.append("rollback.old.runtime: it shares the data, so the same runtime")
-        if (
-            plan.rollback.migrate
-            and plan.rollback.migrate.container
-            and plan.old.runtime != "docker"
-        ):
+        if plan.rollback.migrate and plan.rollback.migrate.container and not plan.uses_docker:
             problems.append("rollback.migrate.container: a one-shot container needs docker targets")
     for i, item in enumerate(plan.snapshot):
         if isinstance(item, CorpusSnapshot) and not plan.resolve_path(item.file).is_file():
@@ -106,15 +99,13 @@ def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
             problems.append(f"{side}.volume: a docker version needs `volume: {{mount: PATH}}`")
         if getattr(getattr(plan, side), "data_dir", None):
             problems.append(f"{side}.data_dir: the plan's `data:` decides the data directory")
-    if plan.old.runtime != plan.new.runtime:
-        problems.append("new.runtime: old and new share data, so they need the same runtime")
     if plan.data.archive:
         problems += _archive_problems(plan.resolve_path(plan.data.archive))
     if plan.data.owner and plan.old.runtime != "docker":
-        problems.append("data.owner: docker plans only (process data belongs to the user)")
-    if plan.data.volume and plan.old.runtime != "docker":
-        problems.append("data.volume: a named volume needs docker targets")
-    if plan.migrate and plan.migrate.container and plan.old.runtime != "docker":
+        problems.append("data.owner: an old docker version only (its image names the owner)")
+    if plan.data.volume and plan.data_on_host:
+        problems.append("data.volume: a named volume needs docker versions only")
+    if plan.migrate and plan.migrate.container and not plan.uses_docker:
         problems.append("migrate.container: a one-shot container needs docker targets")
     known = set(plan.vars) | plan.saved_names()
     for name in sorted(referenced_names(plan.model_dump(mode="json", by_alias=True))):
@@ -203,8 +194,14 @@ def load_plan(
     if problems:
         raise InputError(f"{where}: " + f"\n{where}: ".join(problems))
     if matrix_entry is None and plan.matrix is not None:
+        entry_problems = []  # every entry checked, each named, not only the first bad one
         for label in plan.matrix.old:
-            load_plan(path, overrides, env, matrix_entry=label)
+            try:
+                load_plan(path, overrides, env, matrix_entry=label)
+            except InputError as exc:
+                entry_problems.append(str(exc))
+        if entry_problems:
+            raise InputError("\n".join(entry_problems))
     return plan
 
 

@@ -238,6 +238,22 @@ class UpgradePlan(FileModel):
     def source(self) -> str:
         return self._source
 
+    def versions(self) -> list[TargetConfig]:
+        """Every version the plan starts: old, new and a rollback's own old."""
+        back = [self.rollback.old] if self.rollback and self.rollback.old else []
+        return [self.old, self.new, *back]
+
+    @property
+    def data_on_host(self) -> bool:
+        """The data is a directory on this host (bind-mounted into a docker version at
+        its `volume.mount`) unless every version is a docker one (a named volume): a
+        locally built binary runs on the data an old released image wrote."""
+        return any(v.runtime != "docker" for v in self.versions())
+
+    @property
+    def uses_docker(self) -> bool:
+        return any(v.runtime == "docker" for v in self.versions())
+
     def saved_names(self) -> set[str]:
         names: set[str] = set()
         for step in self.populate:

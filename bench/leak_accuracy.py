@@ -1,0 +1,133 @@
+"""How right the leak verdicts are on the labelled corpus (tests/fixtures/leaks).
+
+    .venv/bin/python bench/leak_accuracy.py             # every fixture, a table per shape
+    .venv/bin/python bench/leak_accuracy.py --detail    # and every labelled series
+
+Every fixture is replayed through the run's real leak pass, pass by pass as a run sees
+it (tests/support/leakcorpus.py: the samples written tick by tick to a SqliteStore,
+`run_verdicts` with the fits kept across passes, default leaks config, the recording's
+clock stretched by its time scale). Per labelled series:
+
+- false alarms: passes after the judged start (the warm-up's end and `min_windows`
+  windows) whose verdict is `growing` on a `healthy` series, counted per pass;
+- a leak is detected at its first `growing` pass; the delay is from its onset, in
+  replayed hours; `shortest` is what an ideal observer of the same window minima
+  needs: the leak must have risen by the spread of the flat part's window minima
+  before it (its noise) and two windows must have closed after the onset (a slope
+  needs two points), whichever is later;
+- slope error: the last pass's slope against the true rate;
+- levelling and not-judged (`insufficient`) passes.
+
+Exit 1 when any healthy series had a false alarm or any leak at or above its
+threshold was never `growing`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support
+
+from tests.support.leakcorpus import FIXTURES, Fixture, Score, fixtures, score
+
+from soak.analysis.config import LeaksConfig
+from soak.analysis.leaks import window_minima
+
+
+def shortest_detection_h(fx: Fixture, s: Score, cfg: LeaksConfig) -> float | None:
+    """Onset to the earliest point an ideal observer could call the leak (replayed hours)."""
+    if s.label.kind != "leak" or s.label.rate_per_s <= 0:
+        return None
+    values = fx.series[s.resource]
+    flat = [
+        (i * fx.tick_s * fx.time_scale, float(v))
+        for i, v in enumerate(values)
+        if v is not None and fx.warmup_s <= i * fx.tick_s < s.label.onset_s
+    ]
+    minima = [m for _, m in window_minima([t for t, _ in flat], [v for _, v in flat], cfg.window_s)]
+    noise = max(minima) - min(minima) if len(minima) >= 2 else 0.0
+    rise_s = noise / s.label.rate_per_s * fx.time_scale  # replayed seconds
+    return max(rise_s, 2 * cfg.window_s) / 3600.0
+
+
+def fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--detail", action="store_true", help="a row per labelled series too")
+    ap.add_argument("--dir", type=Path, default=FIXTURES, help="the fixtures' folder")
+    ap.add_argument(
+        "--min-span-h", type=float, help="leaks.min_span_s, in replayed hours (default: none)"
+    )
+    ap.add_argument(
+        "--declared-caps",
+        action="store_true",
+        help="judge with the leaks.caps a fixture declares (its cache's memory)",
+    )
+    args = ap.parse_args()
+    span = {"min_span_s": args.min_span_h * 3600} if args.min_span_h else {}
+    cfg = LeaksConfig(**span)
+    rows: list[tuple[Fixture, Score]] = [
+        (fx, s) for fx in fixtures(args.dir) for s in score(fx, cfg, args.declared_caps)
+    ]
+    if not rows:
+        print("leak_accuracy: no fixtures in tests/fixtures/leaks", file=sys.stderr)
+        return 2
+    by_shape: dict[str, list[tuple[Fixture, Score]]] = defaultdict(list)
+    for fx, s in rows:
+        by_shape[f"{s.label.kind} {s.label.shape}"].append((fx, s))
+    print(
+        "shape | series | judged passes | false alarms (passes) | series with a false alarm"
+        " | leaks >= threshold detected | median onset -> growing h | median shortest h"
+        " | median slope error | levelling passes | not judged passes"
+    )
+    print("|---" * 11 + "|")
+    for shape, group in sorted(by_shape.items()):
+        scores = [s for _, s in group]
+        must = [s for s in scores if s.must_detect]
+        delays = [
+            s.detection_delay_s * fx.time_scale / 3600
+            for fx, s in group
+            if s.detection_delay_s is not None
+        ]
+        shortest = [h for fx, s in group if s.detected and (h := shortest_detection_h(fx, s, cfg))]
+        errors = [s.slope_error for s in scores if s.slope_error is not None]
+        print(
+            f"{shape} | {len(scores)} | {sum(s.judged_passes for s in scores)}"
+            f" | {sum(s.false_alarms for s in scores)} | {sum(s.false_alarms > 0 for s in scores)}"
+            f" | {sum(s.detected for s in must)}/{len(must)}"
+            f" | {fmt(statistics.median(delays) if delays else None)}"
+            f" | {fmt(statistics.median(shortest) if shortest else None)}"
+            f" | {fmt(statistics.median(errors) if errors else None, '+.0%')}"
+            f" | {sum(s.levelling_passes for s in scores)}"
+            f" | {sum(s.insufficient_passes for s in scores)}"
+        )
+    if args.detail:
+        print()
+        print(
+            "fixture | resource | label | true /h | threshold /h | final | final slope /h"
+            " | first growing h | false alarms"
+        )
+        print("|---" * 9 + "|")
+        for fx, s in rows:
+            first = None if s.first_growing_s is None else s.first_growing_s * fx.time_scale / 3600
+            print(
+                f"{fx.name} | {s.resource} | {s.label.kind} {s.label.shape} | {s.true_per_hour:.4g}"
+                f" | {s.threshold_per_hour:.4g} | {s.final} | {s.final_slope_per_hour:.4g}"
+                f" | {fmt(first)} | {s.false_alarms}"
+            )
+    failed = [s for _, s in rows if s.failed]
+    for s in failed:
+        why = f"{s.false_alarms} false alarm passes" if s.false_alarms else "leak never growing"
+        print(f"FAILED {s.fixture} {s.resource}: {why}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,493 @@
+"""Records the labelled leak corpus (tests/fixtures/leaks/*.json) with soak itself.
+
+    .venv/bin/python bench/record_leak_corpus.py                      # every case, 6 min each
+    .venv/bin/python bench/record_leak_corpus.py --only leak-slow-above --steady-s 1200
+    .venv/bin/python bench/record_leak_corpus.py --jobs 3 --out /tmp/corpus
+
+Each case is a real soak run (`soak start --foreground`) of testbed/refdns started with
+one `-shape` (testbed/refdns/shapes.go) or none, or of a real server (Debian's unbound,
+kresd, pdns-recursor, dnsmasq), forwarding to a dnsmasq upstream under a steady
+cached/local/blocked mix (plus unique names where a cache is to fill), sampled every
+second: anonymous RSS, fds and threads from /proc, and for refdns goroutines and heap in
+use from its /metrics. The run's samples are then read
+back from its store and written as a fixture with the case's label
+(tests/support/leakcorpus.py owns the format and the time scale).
+
+Rates are chosen against the default thresholds at the corpus's time scale (60: a
+recorded second stands for a minute, so 5 MiB/h is 5 MiB per recorded minute). The
+leak's onset is given from the server's start; the fixture's onset is from the first
+tick, which comes within a tick of the start (the ready probes take well under a second).
+`--steady-s` records longer; `--jobs` runs cases side by side (each takes about a tenth
+of a core at the default 200 q/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support
+
+from tests.support.leakcorpus import FIXTURES, MEASUREMENT, Fixture, Label, save
+
+from soak.analysis.config import LeaksConfig
+from soak.sinks.sqlite import SqliteStore
+
+ROOT = Path(__file__).resolve().parent.parent
+SOAK = ROOT / ".venv" / "bin" / "soak"
+REFDNS = ROOT / "build" / "refdns" / "refdns"
+QUERIES = ROOT / "scenarios" / "queries"
+TIME_SCALE = 60.0
+KiB = 1024
+MiB = 1024**2
+TOKEN = "soak-corpus-token"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: list[str]  # refdns flags beyond listen addresses, data and upstream
+    labels: dict[str, Label]
+    miss_weight: int = 0  # unique names a second share of the mix: the answer cache fills
+    env: dict[str, str] = field(default_factory=dict)
+    target: dict[str, object] | None = None  # a real server; None: testbed/refdns
+
+
+def flat(*resources: str, shape: str = "flat") -> dict[str, Label]:
+    return {r: Label("healthy", shape) for r in resources}
+
+
+def leak(rate_per_s: float, onset_s: float, *resources: str) -> dict[str, Label]:
+    """A Go process's RSS grows by more than what it holds (the GC's headroom is
+    proportional to the live heap): its rate is a lower bound (Label.rate_exact)."""
+    return {
+        r: Label("leak", "linear", rate_per_s, onset_s, rate_exact=r != "rss_anon_bytes")
+        for r in resources
+    }
+
+
+ALL = ("rss_anon_bytes", "heap_inuse_bytes", "fds", "goroutines", "threads")
+ONSET_S = 120.0  # a minute into the judged part (after the 60-s warm-up): flat first
+
+# At scale 60 the default thresholds are, per recorded second: 5 MiB/h -> 85.3 KiB/s,
+# 10 goroutines/h -> 0.167/s, 1 fd/h -> 0.0167/s.
+CASES = [
+    Case("refdns-flat", [], flat(*ALL)),
+    Case(
+        "refdns-startup",
+        ["-shape=startup", "-shape-mib=48", "-shape-for=100s"],
+        {
+            **flat("rss_anon_bytes", "heap_inuse_bytes", shape="startup"),
+            **flat("fds", "goroutines", "threads"),
+        },
+    ),
+    Case(
+        "refdns-cache-cap",
+        ["-cache-entries=25000"],  # fills for minutes after the warm-up: a hard case
+        {
+            **flat("rss_anon_bytes", "heap_inuse_bytes", shape="cache-fill-past-warmup"),
+            **flat("fds", "goroutines", "threads"),
+        },
+        miss_weight=9,
+    ),
+    Case(
+        "refdns-cache-small",
+        ["-cache-entries=4000"],
+        {
+            **flat("rss_anon_bytes", "heap_inuse_bytes", shape="cache-cap"),
+            **flat("fds", "goroutines", "threads"),
+        },
+        miss_weight=9,
+    ),
+    Case(
+        "refdns-leak-below",
+        ["-shape=leak", "-shape-kib-per-s=40", f"-shape-onset={ONSET_S:g}s"],
+        {
+            **leak(40 * KiB, ONSET_S, "rss_anon_bytes", "heap_inuse_bytes"),
+            **flat("fds", "goroutines", "threads"),
+        },
+    ),
+    Case(
+        "refdns-leak-above",
+        ["-shape=leak", "-shape-kib-per-s=136", f"-shape-onset={ONSET_S:g}s"],
+        {
+            **leak(136 * KiB, ONSET_S, "rss_anon_bytes", "heap_inuse_bytes"),
+            **flat("fds", "threads"),
+        },
+    ),
+    Case(
+        "refdns-goroutine-leak",
+        ["-shape=goroutines", "-shape-per-s=0.5", f"-shape-onset={ONSET_S:g}s"],
+        {**leak(0.5, ONSET_S, "goroutines"), **flat("fds", "threads")},
+    ),
+    Case(
+        "refdns-fd-leak",
+        ["-shape=fds", "-shape-per-s=0.05", f"-shape-onset={ONSET_S:g}s"],
+        {**leak(0.05, ONSET_S, "fds"), **flat("goroutines", "threads")},
+    ),
+    Case(
+        "refdns-sawtooth",
+        ["-shape=sawtooth", "-shape-mib=32", "-shape-kib-per-s=8192"],
+        {
+            **flat("rss_anon_bytes", "heap_inuse_bytes", shape="sawtooth"),
+            **flat("fds", "goroutines", "threads"),
+        },
+    ),
+    Case(
+        "refdns-batch",
+        ["-shape=batch", "-shape-mib=64", "-shape-every=45s", "-shape-for=8s"],
+        {
+            **flat("rss_anon_bytes", "heap_inuse_bytes", shape="batch"),
+            **flat("fds", "goroutines", "threads"),
+        },
+    ),
+]
+
+
+PROC = ("rss_anon_bytes", "fds", "threads")  # what /proc gives of a server without /metrics
+UPSTREAM = "127.0.0.1@{service.upstream.port.dns}"
+
+
+def process_target(name: str, argv: list[str], conf: str, conf_name: str) -> dict[str, object]:
+    """A real server as a process on a port soak picks, its config written into the run."""
+    return {
+        "runtime": "process",
+        "name": name,
+        "version": "debian",
+        "argv": argv,
+        "ports": {"dns": {"protocol": "both"}},
+        "files": [{"dest": conf_name, "content": conf}],
+        "ready": {
+            "probes": [{"kind": "dns", "name": "www.example.com", "answer": "192.0.2.1"}],
+            "timeout_s": "20s",
+        },
+        "on_exit": "fail",
+    }
+
+
+UNBOUND_CONF = """server:
+    do-daemonize: no
+    username: ""
+    chroot: ""
+    directory: ""
+    pidfile: ""
+    use-syslog: no
+    logfile: ""
+    verbosity: 0
+    interface: 127.0.0.1@{port.dns}
+    port: {port.dns}
+    num-threads: 1
+    do-ip6: no
+    access-control: 127.0.0.0/8 allow
+    do-not-query-localhost: no
+    msg-cache-size: 4m
+    rrset-cache-size: 8m
+forward-zone:
+    name: "."
+    forward-addr: 127.0.0.1@{service.upstream.port.dns}
+remote-control:
+    control-enable: no
+"""
+
+KRESD_CONF = """net.listen('127.0.0.1', {port.dns}, { kind = 'dns' })
+net.ipv6 = false
+cache.open(4 * MB, 'lmdb://{data_dir}/cache')
+policy.add(policy.all(policy.STUB('127.0.0.1@{service.upstream.port.dns}')))
+"""
+
+RECURSOR_CONF = """local-address=127.0.0.1
+local-port={port.dns}
+forward-zones-recurse=.=127.0.0.1:{service.upstream.port.dns}
+hint-file=no
+security-poll-suffix=
+dnssec=process-no-validate
+daemon=no
+write-pid=no
+socket-dir={run_dir}
+threads=1
+quiet=yes
+setuid=
+setgid=
+max-cache-entries={entries}
+max-packetcache-entries={entries}
+"""
+
+REAL = [
+    Case(
+        "unbound-flat",
+        [],
+        flat(*PROC),
+        target=process_target(
+            "unbound",
+            ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
+            UNBOUND_CONF,
+            "unbound.conf",
+        ),
+    ),
+    Case(
+        "knot-resolver-cache-cap",
+        [],
+        {**flat("rss_anon_bytes", shape="cache-cap"), **flat("fds", "threads")},
+        miss_weight=9,
+        target=process_target(
+            "kresd",
+            ["kresd", "-n", "-q", "-c", "{run_dir}/kresd.conf", "{data_dir}"],
+            KRESD_CONF,
+            "kresd.conf",
+        ),
+    ),
+    # Fills for minutes after the warm-up (20,000 entries): a hard case.
+    Case(
+        "pdns-recursor-cache-cap",
+        [],
+        {**flat("rss_anon_bytes", shape="cache-fill-past-warmup"), **flat("fds", "threads")},
+        miss_weight=9,
+        target=process_target(
+            "pdns-recursor",
+            ["pdns_recursor", "--config-dir={run_dir}"],
+            RECURSOR_CONF.replace("{entries}", "20000"),
+            "recursor.conf",
+        ),
+    ),
+    Case(
+        "pdns-recursor-small-cache",
+        [],
+        {**flat("rss_anon_bytes", shape="cache-cap"), **flat("fds", "threads")},
+        miss_weight=9,
+        target=process_target(
+            "pdns-recursor",
+            ["pdns_recursor", "--config-dir={run_dir}"],
+            RECURSOR_CONF.replace("{entries}", "3000"),
+            "recursor.conf",
+        ),
+    ),
+]
+REAL.append(
+    Case(
+        "dnsmasq-cache-cap",
+        [],
+        # dnsmasq allocates its whole cache at start: the RSS is flat while it fills.
+        flat("rss_anon_bytes", "fds", "threads"),
+        miss_weight=9,
+        target={
+            "runtime": "process",
+            "name": "dnsmasq",
+            "version": "debian",
+            "argv": [
+                "dnsmasq",
+                "--no-daemon",
+                "--port={port.dns}",
+                "--listen-address=127.0.0.1",
+                "--bind-interfaces",
+                "--no-resolv",
+                "--no-hosts",
+                "--cache-size=5000",
+                "--server=127.0.0.1#{service.upstream.port.dns}",
+                "--pid-file={data_dir}/dnsmasq-target.pid",
+                "--user=root",
+            ],
+            "ports": {"dns": {"protocol": "both"}},
+            "ready": {
+                "probes": [{"kind": "dns", "name": "www.example.com", "answer": "192.0.2.1"}],
+                "timeout_s": "20s",
+            },
+            "on_exit": "fail",
+        },
+    ),
+)
+CASES += REAL
+
+
+def scaled_leaks() -> dict[str, object]:
+    """The default leaks config at the corpus's time scale: the run's own verdicts agree
+    with the replay's (which stretches the clock instead)."""
+    d = LeaksConfig()
+    return {
+        "window_s": f"{d.window_s / TIME_SCALE:g}s",
+        "interval_s": f"{max(1.0, d.interval_s / TIME_SCALE):g}s",
+        "min_windows": d.min_windows,
+        "thresholds": {k: v * TIME_SCALE for k, v in d.thresholds.items()},
+    }
+
+
+REFDNS_PROM = {
+    "port": "api",
+    "path": "/metrics",
+    "map": {"goroutines": "go_goroutines", "heap_inuse_bytes": "go_memstats_heap_inuse_bytes"},
+}
+
+
+def scenario(case: Case, warmup_s: float, steady_s: float) -> dict[str, object]:
+    mix: list[dict[str, object]] = [
+        {"name": "cached", "weight": 5, "file": str(QUERIES / "cached.txt")},
+        {"name": "local", "weight": 2, "file": str(QUERIES / "local.txt")},
+        {"name": "blocked", "weight": 2, "file": str(QUERIES / "blocked.txt")},
+    ]
+    if case.miss_weight:
+        mix.append({"name": "miss", "weight": case.miss_weight, "random": {"zone": "miss.example"}})
+    return {
+        "name": f"corpus-{case.name}",
+        "description": f"leak corpus: {case.name}",
+        "services": [
+            {
+                "runtime": "process",
+                "name": "upstream",
+                "version": "dnsmasq",
+                "argv": [
+                    "dnsmasq",
+                    "--no-daemon",
+                    "--port={port.dns}",
+                    "--listen-address=127.0.0.1",
+                    "--bind-interfaces",
+                    "--no-resolv",
+                    "--no-hosts",
+                    "--cache-size=0",
+                    "--address=/#/192.0.2.1",
+                    "--local-ttl=3600",
+                    "--pid-file={data_dir}/dnsmasq.pid",
+                    "--user=root",
+                ],
+                "ports": {"dns": {"protocol": "both"}},
+            }
+        ],
+        "target": case.target
+        or {
+            "runtime": "process",
+            "name": "refdns",
+            "version": case.name,
+            "argv": [
+                str(REFDNS),
+                "-dns=127.0.0.1:{port.dns}",
+                "-api=127.0.0.1:{port.api}",
+                "-data={data_dir}",
+                "-upstream=127.0.0.1:{service.upstream.port.dns}",
+                "-querylog-max-rows=20000",
+                *case.args,
+            ],
+            "env": {"REFDNS_TOKEN": TOKEN, "MALLOC_ARENA_MAX": "2", **case.env},
+            "ports": {"dns": {"protocol": "both"}, "api": {}},
+            "ready": {
+                "probes": [{"kind": "http", "port": "api", "path": "/healthz/ready"}],
+                "timeout_s": "20s",
+            },
+            "on_exit": "fail",
+        },
+        "load": {"rate_qps": 200, "workers": 1, "flows": 16, "timeout_s": "2s", "mix": mix},
+        "phases": [
+            {"name": "warmup", "duration_s": f"{warmup_s:g}s", "warmup": True},
+            {"name": "steady", "duration_s": f"{steady_s:g}s"},
+        ],
+        "samplers": {"interval_s": "1s", **({} if case.target else {"prom": REFDNS_PROM})},
+        "leaks": scaled_leaks(),
+        "criteria": {"p99_ms_max": {}, "lost_ratio_max": 0.01},
+    }
+
+
+def record(case: Case, out: Path, warmup_s: float, steady_s: float) -> Path:
+    with tempfile.TemporaryDirectory(prefix="lc-") as tmp:  # short: unix socket paths
+        data = Path(tmp)
+        path = data / "scenario.yaml"
+        path.write_text(yaml.safe_dump(scenario(case, warmup_s, steady_s), sort_keys=False))
+        done = subprocess.run(
+            [str(SOAK), "start", str(path), "--foreground", "--data-dir", str(data)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"{case.name}: soak exited {done.returncode}: {done.stderr[-2000:]}")
+        runs = json.loads(
+            subprocess.run(
+                [str(SOAK), "list", "--data-dir", str(data), "--json"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        run_id = runs[-1]["id"]
+        series = read_series(data / "points.db", run_id)
+    fx = Fixture(
+        name=case.name,
+        source=source(case) + (f", {case.miss_weight}/18 unique names" if case.miss_weight else ""),
+        tick_s=1.0,
+        time_scale=TIME_SCALE,
+        warmup_s=warmup_s,
+        series=series,
+        labels={r: lab for r, lab in case.labels.items() if r in series},
+    )
+    target = out / f"{case.name}.json"
+    save(fx, target)
+    return target
+
+
+def source(case: Case) -> str:
+    if case.target is not None:
+        files = case.target.get("files")
+        conf = files[0]["content"] if files else " ".join(case.target["argv"])  # type: ignore[index]
+        said = f"{case.target['name']} (Debian's), config: {conf.strip()}"
+    else:
+        said = f"refdns {' '.join(case.args) or '(no shape)'}"
+    miss = f", {case.miss_weight}/18 of them unique names" if case.miss_weight else ""
+    return f"{said}; 200 q/s{miss}"
+
+
+def read_series(db: Path, run_id: str) -> dict[str, list[float | None]]:
+    """Each resource as one value a tick from the run's first tick (null: no sample)."""
+    store = SqliteStore(db)
+    try:
+        raw = {}
+        for resource, measurement in MEASUREMENT.items():
+            found = store.series(run_id, measurement, resource)
+            if found:
+                raw[resource] = [(t, float(v)) for t, v in found[0][1]]  # type: ignore[arg-type]
+    finally:
+        store.close()
+    t0 = min(s[0][0] for s in raw.values() if s)
+    out: dict[str, list[float | None]] = {}
+    for resource, samples in raw.items():
+        values: list[float | None] = [None] * (round((samples[-1][0] - t0) / 1e9) + 1)
+        for t, v in samples:
+            values[round((t - t0) / 1e9)] = int(v) if v.is_integer() else v
+        out[resource] = values
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", help="case names (default: all)")
+    ap.add_argument("--warmup-s", type=float, default=60.0)
+    ap.add_argument("--steady-s", type=float, default=300.0)
+    ap.add_argument("--jobs", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=FIXTURES)
+    args = ap.parse_args()
+    names = {c.name for c in CASES}
+    unknown = set(args.only or []) - names
+    if unknown:
+        print(f"record_leak_corpus: unknown case(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    cases = [c for c in CASES if not args.only or c.name in args.only]
+    args.out.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = {
+            c.name: pool.submit(record, c, args.out, args.warmup_s, args.steady_s) for c in cases
+        }
+        failed = 0
+        for name, fut in futures.items():
+            try:
+                print(f"{name}: {fut.result()}")
+            except Exception as e:  # one case failing is reported, the rest go on
+                print(f"{name}: FAILED {e}", file=sys.stderr)
+                failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""SIGINT and SIGTERM during `soak upgrade`: the run stops where it is, cleans up, reports.
+
+The first signal raises Interrupted in the main thread, wherever it is (a container
+being created, a readiness wait, a check). Interrupted is a BaseException, so no
+`except Exception` on the way swallows it. Later signals only say that the clean-up
+is under way: the clean-up after a cancel must run to its end, or it leaves the
+containers behind that it exists to remove (a CI system sends SIGKILL if it is not
+patient enough; a later run removes those leftovers by their labels).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """The run was told to stop by a signal; the exit code is 128 + its number."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.phase: str | None = None  # the innermost step it went through, named there
+        super().__init__(f"interrupted by {self.signal_name}")
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class SignalTrap:
+    """Which signal arrived first (None: none yet)."""
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+
+    def handler(self, signum: int, frame: Any) -> None:
+        if self.first is None:
+            self.first = signum
+            raise Interrupted(signum)
+        sys.stderr.write(f"soak: {signal.Signals(signum).name}: still cleaning up\n")
+
+
+@contextlib.contextmanager
+def trap_signals() -> Iterator[SignalTrap]:
+    """SIGINT and SIGTERM raise Interrupted once while the block runs (main thread only:
+    elsewhere Python delivers no signal, and the trap is a no-op)."""
+    trap = SignalTrap()
+    if threading.current_thread() is not threading.main_thread():
+        yield trap
+        return
+    previous = {sig: signal.signal(sig, trap.handler) for sig in SIGNALS}
+    try:
+        yield trap
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def children_ignore_sigint() -> Iterator[None]:
+    """Processes started in the block ignore SIGINT (the disposition is inherited, and
+    Python keeps an ignored SIGINT): a terminal's Ctrl-C reaches the whole process
+    group, and the load's workers would die with a traceback each, while the run stops
+    them itself. A SIGINT in this short moment is ignored by soak too; SIGTERM is not."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
