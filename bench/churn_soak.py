@@ -85,7 +85,7 @@ def main() -> None:
             samples = []
             while time.monotonic() - start < duration_s:
                 time.sleep(args.every_s)
-                w = runner.take_window()["all"]
+                w = runner.take_window().get("all", {})  # {} when no window closed
                 n = fds(server.pid)
                 samples.append(n)
                 print(
@@ -93,8 +93,8 @@ def main() -> None:
                     f"RSS {rss_kib(server.pid) / 1024:.1f} MiB, opened "
                     f"{w.get('connections_opened', 0):.0f}, errors "
                     f"{w.get('connection_errors', 0):.0f}, hung up "
-                    f"{w.get('connections_hung_up', 0):.0f}, sent {w['sent']:.0f}, lost "
-                    f"{w['lost']:.0f}, abandoned {w.get('abandoned', 0):.0f}, handshake p50 "
+                    f"{w.get('connections_hung_up', 0):.0f}, sent {w.get('sent', 0):.0f}, lost "
+                    f"{w.get('lost', 0):.0f}, abandoned {w.get('abandoned', 0):.0f}, handshake p50 "
                     f"{w.get('handshake_p50_ms', '-')} p99 {w.get('handshake_p99_ms', '-')} ms, "
                     f"load average {os.getloadavg()[0]:.2f}",
                     flush=True,

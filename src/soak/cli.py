@@ -25,6 +25,7 @@ COMMANDS = {
     "list": "soak.service.commands:list_cmd",
     "stop": "soak.service.commands:stop_cmd",
     "report": "soak.service.commands:report_cmd",
+    "audit": "soak.service.commands:audit_cmd",
     "prune": "soak.prune:prune_cmd",
     "upgrade": "soak.upgrade.command:upgrade_cmd",
     "bench": "soak.bench.command:bench_cmd",

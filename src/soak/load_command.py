@@ -165,7 +165,10 @@ def load_cmd(
     else:
         click.echo(format_summary(result, f"{host}:{port}"), nl=False)
     if result.sent > 0 and result.completed == 0:
-        raise CheckFailed(f"no answer from {host}:{port}: {result.lost} of {result.sent} lost")
+        cause = " (connection refused: nothing listens there)" if result.refused else ""
+        raise CheckFailed(
+            f"no answer from {host}:{port}: {result.lost} of {result.sent} lost{cause}"
+        )
 
 
 def _run_agents(

@@ -1,4 +1,4 @@
-"""The time-series names of DESIGN.md ("Time series") as data.
+"""The time-series names of docs/architecture.md ("Time series") as data.
 
 Sinks, reports, the Grafana dashboards and their tests check names against
 this table, so a panel or a report that asks for a field the project never
@@ -42,10 +42,13 @@ def is_agent_part(tags: dict[str, str]) -> bool:
 _LATENCY = tuple(f"lat_{q}_ms" for q in ("min", "avg", "p50", "p95", "p99", "p999", "max"))
 
 _LOAD_FIELDS = (
+    "due",
     "sent",
+    "skipped",
     "completed",
     "lost",
     "late",
+    "refused",
     "rate_target",
     "rate_achieved",
     *_LATENCY,

@@ -48,10 +48,14 @@ def test_json_against_unbound(server: ServerProc, qfile: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     d = json.loads(proc.stdout)
     assert set(d) == {
-        "engine", "duration_s", "target_rate", "achieved_rate", "qps", "sent", "completed",
-        "lost", "late", "rcodes", "latency_ms", "generator_bound", "classes",
+        "engine", "duration_s", "due", "skipped", "refused", "target_rate", "achieved_rate",
+        "qps", "sent", "completed", "lost", "late", "rcodes", "latency_ms", "generator_bound",
+        "classes",
     }  # fmt: skip
+    # the schedule is exact: 500 q/s for 2 s is 1,000 due, and a generator keeping up sends all
+    assert d["due"] == 1000 and d["skipped"] == 0 and d["refused"] == 0
     assert d["sent"] == 1000 and d["completed"] == 1000 and d["rcodes"] == {"NOERROR": 1000}
+    assert sum(c["due"] for c in d["classes"].values()) == 1000
     assert d["achieved_rate"] == 500.0 and d["generator_bound"] is False
 
 
@@ -85,7 +89,9 @@ def test_server_that_never_answers_is_all_lost_exit_1(qfile: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     assert "Queries lost:         100 (100.00%)" in proc.stdout
-    assert "no answer from" in proc.stderr
+    # the cause is said: the port refused them (ICMP), not a generator that fell behind
+    assert "connection refused" in proc.stdout and "GENERATOR BOUND" not in proc.stdout
+    assert "no answer from" in proc.stderr and "connection refused" in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import pytest
 
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, last_json, run_soak
+from tests.support.ledger import assert_figures_agree
 from tests.support.skips import docker_engine_fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
@@ -40,6 +41,7 @@ def test_template_soaks_the_hardened_image_as_it_stands(engine: Any, tmp_path: P
     st = last_json(proc.stdout)
     run_id = st["id"]
     assert st["status"] in ("passed", "failed") and "completed" in str(st["events"])
+    assert_figures_agree(data, run_id)
     store = SqliteStore(data / "points.db")
     try:
 

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.e2e.soakrun import last_json, soak_argv
+from tests.support.ledger import assert_figures_agree
 from tests.support.procs import children, cmdline
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for
@@ -136,6 +137,7 @@ def test_three_agents_merged_by_time_into_the_run(server: ServerProc, tmp_path: 
     assert all_row["sent"] == total
     assert [a["agent"] for a in report["agents"]] == ["0", "1", "2"]
     assert sum(a["sent"] for a in report["agents"]) == total
+    assert_figures_agree(tmp_path / "data", status["id"], kept_up=False)
 
 
 def test_a_killed_agent_is_an_event_and_the_run_gets_two_thirds(
@@ -162,6 +164,9 @@ def test_a_killed_agent_is_an_event_and_the_run_gets_two_thirds(
     assert generator["message"].startswith(f"{cause}: the generator sent only")
     assert status["message"].startswith(f"{cause}; "), status["message"]
     assert "generator-bound" not in status["message"] + generator["message"]
+    # the lost agent's share is due and skipped from the second it was lost
+    ledger = assert_figures_agree(tmp_path / "data", status["id"], kept_up=False)
+    assert ledger["sent"] / ledger["due"] == pytest.approx(generator["value"], abs=0.01)
 
 
 def test_a_sigkilled_soak_leaves_no_agent_past_the_lease(

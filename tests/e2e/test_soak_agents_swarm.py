@@ -22,6 +22,7 @@ from soak.load.agents.swarm import SwarmEngine
 from tests.e2e.soakrun import last_json, soak_argv
 from tests.e2e.test_soak_agents import agent_sums, events, sums
 from tests.support.agents import AGENT_IMAGE
+from tests.support.ledger import assert_figures_agree
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for
 
@@ -119,6 +120,7 @@ def test_three_swarm_agents_reach_the_asked_total(
     assert totals["agents_lost"] == 0
     for row in totals["agents"]:
         assert row["sent"] == row["completed"] + row["lost"], row  # nothing abandoned here
+    assert_figures_agree(tmp_path / "data", status["id"])
 
 
 def test_a_killed_agent_container_is_an_event_and_the_verdict_says_so(
@@ -141,6 +143,7 @@ def test_a_killed_agent_container_is_an_event_and_the_verdict_says_so(
     generator = next(c for c in status["criteria"] if c["name"] == "generator")
     assert not generator["ok"] and 0.6 < generator["value"] < 0.9, generator["message"]
     assert "generator-bound" in status["message"]
+    assert_figures_agree(tmp_path / "data", status["id"], kept_up=False)
 
 
 def test_a_sigkilled_soak_leaves_no_agent_running_past_the_lease(

@@ -11,6 +11,7 @@ import pytest
 
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, soak_passes
+from tests.support.ledger import assert_figures_agree
 from tests.support.skips import docker_engine_fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
@@ -32,6 +33,7 @@ def test_docker_soak_samples_the_container_and_leaves_nothing(engine: Any, tmp_p
         "--set", "criteria.leaks_ok=false",
     )  # fmt: skip
     run_id = status["id"]
+    assert_figures_agree(data, run_id)
 
     store = SqliteStore(data / "points.db")
     try:

@@ -22,6 +22,7 @@ from tests.e2e.soakrun import (
     status,
     wait_for,
 )
+from tests.support.ledger import assert_figures_agree
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
@@ -39,6 +40,27 @@ def test_demo_scenario_soak_samples_verdicts_report(tmp_path: Path) -> None:
     )  # fmt: skip
     run_id = status["id"]
     assert status["lost_ratio"] < 0.001
+    # One ledger: phases, classes, result.json, criteria and the store agree, to the query.
+    ledger = assert_figures_agree(data, run_id)
+    assert status["load_totals"]["sent"] == ledger["sent"]
+    audited = run_soak("audit", run_id, "--data-dir", str(data))
+    assert audited.returncode == 0 and "every load figure agrees" in audited.stdout
+    # A result.json that says otherwise (a stale copy, a bug) is a disagreement: exit 1,
+    # the figure named, and an `accounting` event in the run.
+    result_file = data / "runs" / run_id / "result.json"
+    doc = json.loads(result_file.read_text())
+    doc["load_totals"]["sent"] += 1
+    result_file.write_text(json.dumps(doc))
+    audited = run_soak("audit", run_id, "--data-dir", str(data))
+    assert audited.returncode == 1, audited.stderr
+    want = (
+        f"result.json load_totals: sent {ledger['sent'] + 1:,.0f} != ledger {ledger['sent']:,.0f}"
+    )
+    assert want in audited.stdout
+    listed = run_soak("status", run_id, "--data-dir", str(data), "--json")
+    assert any(e["kind"] == "accounting" for e in json.loads(listed.stdout)["events"])
+    doc["load_totals"]["sent"] -= 1
+    result_file.write_text(json.dumps(doc))
     # Samples landed, on the 1-s grid, with the run's tags.
     store = SqliteStore(data / "points.db")
     try:

@@ -26,6 +26,7 @@ from soak.samplers.promexpr import parse_expr, parse_samples
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, last_json, processes_under, soak_argv
 from tests.support.alertmanager import alertmanager, am_alerts
+from tests.support.ledger import assert_figures_agree
 from tests.support.refdns import refdns_binary
 from tests.support.servers import free_port
 
@@ -150,6 +151,7 @@ def test_healthy_refdns_agrees_with_its_metrics_and_passes(tmp_path: Path) -> No
     assert verdicts["heap_inuse_bytes"] in ("ok", "levelling")
     assert runtime_series(data, st["id"], "querylog_dropped_total")[-1] == 0
     assert rc == 0 and st["status"] == "passed", st["message"]
+    assert_figures_agree(data, st["id"])
     assert processes_under(data / "runs" / st["id"]) == []
     plots = json.loads(Path(st["reports"]["json"]).read_text())["plots"]
     assert {"heap", "tasks", "memory", "drops", "rows", "api"} <= {p["id"] for p in plots}

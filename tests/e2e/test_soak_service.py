@@ -26,6 +26,7 @@ from tests.e2e.soakrun import (
     status,
     wait_for,
 )
+from tests.support.ledger import assert_figures_agree
 from tests.support.procs import children, cmdline
 from tests.support.servers import free_port
 
@@ -103,6 +104,9 @@ def test_kill_target_and_restart_service_mid_run(tmp_path: Path) -> None:
         listed = run_soak("list", "--json", "--server", url, env=env)
         assert [r["id"] for r in json.loads(listed.stdout)] == [run_id]
     assert processes_under(data / "runs" / run_id) == []
+    # A target killed and the service away for seconds: the figures still agree (the
+    # queries in flight at the kill are lost, not dropped).
+    assert_figures_agree(data, run_id, kept_up=False)
 
 
 def test_service_sigkilled_mid_run_resumes_every_tick_once(tmp_path: Path) -> None:

@@ -189,3 +189,30 @@ def test_flat_out_answers_everything(server: ServerProc, udp_loop: str, tmp_path
     # half the questions are www (NOERROR), half x.test (NXDOMAIN), alternating
     assert set(d["rcodes"]) == {"NOERROR", "NXDOMAIN"}
     assert abs(d["rcodes"]["NOERROR"] - d["rcodes"]["NXDOMAIN"]) <= 1
+
+
+@pytest.mark.parametrize("protocol", ["udp", "tcp"])
+def test_every_window_is_due_exactly_its_seconds_share(
+    server: ServerProc, protocol: str, udp_loop: str, tmp_path: Path
+) -> None:
+    """Two workers at 3,000 q/s for 3 s: every grid second is due 3,000 queries, to the
+    query (the workers interleave; each query counts in the second it was due, also in
+    the compiled loop's batches of 64), and every window keeps its invariants."""
+    if protocol == "tcp" and udp_loop == "python":
+        pytest.skip("one TCP loop")
+    cfg = LoadConfig.model_validate(
+        {"mix": MIX, "protocol": protocol, "workers": 2, "flows": 2, "timeout_s": 1}
+    )
+    runner = LoadRunner(cfg, ("127.0.0.1", server.port), base_dir=tmp_path)
+    runner.keep_ledger = True
+    runner.start(3000, 3.0)
+    try:
+        assert runner.wait(30.0)
+    finally:
+        result = runner.stop()
+    windows = runner.take_ledger()
+    assert [w.second for w in windows] == [0, 1, 2]
+    for w in windows:
+        assert w.problems() == []
+        assert w.total().due == 3000, (w.second, w.total().due)
+    assert result.due == result.sent == 9000 and result.completed <= result.sent

@@ -12,7 +12,7 @@ import pytest
 from soak.load.cadence import Cadence
 from soak.load.config import LoadConfig
 from soak.load.queries import build_classes, mix_schedule
-from soak.load.stats import ClassInterval, Interval
+from soak.load.stats import Interval
 from soak.load.worker import CONTROL_NS, Control, WorkerSpec
 
 S = 1_000_000_000  # ns
@@ -42,10 +42,24 @@ class Taker:
 
     def __init__(self) -> None:
         self.calls: list[tuple[float, float, int, int]] = []
+        self.cursors: list[int] = []
 
-    def __call__(self, interval_s: float, rate: float, backlog: int, skipped: int) -> Interval:
+    def __call__(
+        self, interval_s: float, rate: float, backlog: int, skipped: int, cursor: int
+    ) -> Interval:
         self.calls.append((interval_s, rate, backlog, skipped))
-        return Interval(0, interval_s, rate, backlog, skipped, [ClassInterval()])
+        self.cursors.append(cursor)
+        return Interval(0, interval_s, rate, backlog, skipped)
+
+
+class Skips:
+    """The loop's side of skipped queries: (second, n) as the cadence counts them."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def __call__(self, second: int, n: int) -> None:
+        self.calls.append((second, n))
 
 
 def spec(duration_s: float = 10.0, max_duration_s: float = 60.0, rate: float = 100.0) -> WorkerSpec:
@@ -81,7 +95,8 @@ def cadence(
 ) -> tuple[Cadence, Clock, Outbox, Taker]:
     clock, out, take = Clock(), Outbox(), Taker()
     sp = spec(**kw)
-    return Cadence(sp, Control(pipe[1], sp.rate_qps), out, clock), clock, out, take
+    cad = Cadence(sp, Control(pipe[1], sp.rate_qps), out, Skips(), clock)
+    return cad, clock, out, take
 
 
 def test_intervals_follow_the_one_second_grid(pipe: tuple[Connection, Connection]) -> None:
@@ -170,6 +185,9 @@ def test_a_backlog_beyond_a_second_is_skipped_and_reported_once(
     cad.tick(T0 + 3 * S, 0, take)  # 301 due, none sent: 201 dropped, 1 s (100) left
     cad.tick(T0 + 4 * S, 100, take)
     assert take.calls == [(3.0, 100.0, 100, 201), (1.0, 100.0, 100, 0)]
+    # each dropped query counts in the second it was due: 0-99 in 0, 100-199 in 1, 200 in 2
+    assert isinstance(cad.skip, Skips) and cad.skip.calls == [(0, 100), (1, 100), (2, 1)]
+    assert take.cursors == [2, 3]  # seconds below the next query's have all left
 
 
 def test_finish_drains_then_sends_the_final_interval(
@@ -179,7 +197,7 @@ def test_finish_drains_then_sends_the_final_interval(
     cad.tick(T0 + S, 100, take)
     drained: list[tuple[int, int]] = []
     clock.now = T0 + S + 300 * MS
-    cad.finish(take, lambda now, end: drained.append((now, end)))
+    cad.finish(take, lambda now, end: drained.append((now, end)), 100)
     assert drained == [(T0 + S + 300 * MS, T0 + S)]  # a silence counts up to the end
     assert [iv.final for iv in out.sent] == [False, True]
     assert take.calls[-1] == (0.3, 0.0, 0, 0)

@@ -74,7 +74,10 @@ def test_abandoned_query_is_neither_answered_nor_lost() -> None:
         slots.append((slot, t))
     book.abandon(slots[0][0], slots[0][1])
     book.abandon(slots[1][0], 999)  # not the query sent at 2000: left alone
-    iv = book.interval(1.0, 0.0, 0, 0)
-    (ci,) = iv.classes
-    assert (ci.sent, ci.abandoned, ci.lost, ci.completed) == (2, 1, 0, 0)
+    assert book.interval(1.0, 0.0, 0, 0, 1).windows == []  # one query still in flight
     assert book.outstanding == 1
+    book.sweep(10**10)  # the other times out
+    [window] = book.interval(1.0, 0.0, 0, 0, 1).windows
+    (ci,) = window.classes
+    assert (ci.sent, ci.abandoned, ci.lost, ci.completed) == (2, 1, 1, 0)
+    assert window.problems() == []

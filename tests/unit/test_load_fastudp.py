@@ -59,12 +59,14 @@ def test_the_compiled_loop_reads_and_writes_the_wire_as_wire_py_does() -> None:
 
     n = len(questions)
     engine = Engine(
-        [ours.fileno()], [questions], [None], [check], [0], 0, [0], 5 * 10**9, n, 512, 0
+        [ours.fileno()], [questions], [None], [check], [0], 0, [0], 5 * 10**9, n, 512, 0, 8, 0
     )
     try:
         start = time.monotonic_ns()
         engine.begin(start)
-        sent, outstanding, _ = engine.run(start + 50_000_000, start + 10**10, 0.0, start, 0, True)
+        sent, outstanding, _ = engine.run(
+            start + 50_000_000, start + 10**10, 0.0, start, 0, 0.0, True
+        )
         assert (sent, outstanding) == (n, n)
         queries = [theirs.recv(512) for _ in range(n)]
         assert queries == [wire.query(q, i) for i, q in enumerate(questions)]
@@ -84,13 +86,20 @@ def test_the_compiled_loop_reads_and_writes_the_wire_as_wire_py_does() -> None:
         for packet in stray + replies:
             theirs.send(packet)
         now = time.monotonic_ns()
-        _, outstanding, _ = engine.run(now + 10**9, now, 0.0, now, n, False)
+        _, outstanding, _ = engine.run(now + 10**9, now, 0.0, now, n, 0.0, False)
         assert outstanding == 0
-        sent_c, completed, lost, late, wrong, rcodes, _, unexpected, errors = engine.take()[:9]
-        assert (sent_c, completed, lost, late, unexpected, errors) == ([n], [n], [0], [0], 3, 0)
-        assert rcodes == [dict(Counter(wire.rcode(r) for r in replies))] == [{0: 1, 3: 1, 5: 1}]
+        windows, closed_below, unexpected, errors = engine.take(1 << 62)[:4]
+        assert (len(windows), unexpected, errors) == (1, 3, 0)
+        # flat out, the window is the second of sending (the origin was 0: boot time)
+        second, _refused, [(sent_c, completed, lost, late, wrong, skipped, rcodes, lat)] = windows[
+            0
+        ]
+        assert closed_below == second + 1
+        assert (sent_c, completed, lost, late, skipped) == (n, n, 0, 0, 0)
+        assert sum(lat.values()) == n
+        assert rcodes == dict(Counter(wire.rcode(r) for r in replies)) == {0: 1, 3: 1, 5: 1}
         assert seen == [(r, len(q)) for r, q in zip(replies, questions, strict=True)]
-        assert wrong == [sum(wire.wrong_answer(r, qlen, {0}) for r, qlen in seen)] == [2]
+        assert wrong == sum(wire.wrong_answer(r, qlen, {0}) for r, qlen in seen) == 2
     finally:
         del engine
         ours.close()
@@ -101,3 +110,34 @@ def response(query: bytes, rcode: int) -> bytes:
     r = dns.message.make_response(dns.message.from_wire(query))
     r.set_rcode(rcode)
     return r.to_wire()
+
+
+def test_the_compiled_loop_counts_each_query_of_a_batch_in_the_second_it_was_due() -> None:
+    """Behind schedule the loop sends in batches of 64 (chunks of 16): each query still
+    counts in its own due second. 1,000 q/s from 0.99 s ago: queries 0-999 are due in
+    second 0, the rest in second 1."""
+    from soak.load._fastudp import Engine
+
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # never read: drops the surplus
+    sink.bind(("127.0.0.1", 0))
+    ours = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    ours.setblocking(False)
+    ours.connect(sink.getsockname())
+    question = wire.question(dns.name.from_text("a.test").to_wire(), 1)
+    now = time.monotonic_ns()
+    origin = now - 990_000_000
+    engine = Engine(
+        [ours.fileno()], [[question]], [None], [None], [0], 0, [0], 10**9, 10**6, 512, 0, 8,
+        origin,
+    )  # fmt: skip
+    try:
+        sent, _, _ = engine.run(now + 30_000_000, now + 10**10, 1000.0, origin, 0, 0.0, True)
+        assert sent > 1000  # due by now: 991 and more
+        engine.sweep(True)  # nothing answers: every query lost, every window closed
+        windows = engine.take(1 << 62)[0]
+        per_second = {second: classes[0][0] for second, _, classes in windows}
+        assert per_second == {0: 1000, 1: sent - 1000}
+    finally:
+        del engine
+        ours.close()
+        sink.close()

@@ -9,11 +9,10 @@ import dns.rrset
 import pytest
 
 from soak.load.config import LoadConfig
+from soak.load.ledger import CLOSE_ALL, ClassWindow, Window
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import (
-    ClassInterval,
     ClassStats,
-    Interval,
     LoadResult,
     MixStats,
     is_generator_bound,
@@ -42,6 +41,11 @@ def reply_to(query_wire: bytes, *answers: str, rcode: int = 0) -> bytes:
     return r.to_wire()
 
 
+def counts(book: Book, name: str) -> list[int]:
+    """A counter of the open window of second 0, per class (the queries here are due in it)."""
+    return getattr(book.win, name)[: book.nc]
+
+
 def sent(book: Book, now: int) -> bytes:
     slot = book.take_slot(now)
     c, q = book.next_query()
@@ -54,15 +58,15 @@ def test_completed_lost_late() -> None:
     q1, q2, q3 = sent(book, T0), sent(book, T0), sent(book, T0)
     book.reply(reply_to(q1), T0 + 250_000)  # 250 µs
     book.sweep(T0 + 999 * MS)
-    assert book.lost == [0] and book.outstanding == 2
+    assert counts(book, "lost") == [0] and book.outstanding == 2
     book.sweep(T0 + 1001 * MS)
-    assert book.lost == [2] and book.outstanding == 0
+    assert counts(book, "lost") == [2] and book.outstanding == 0
     book.reply(reply_to(q2), T0 + 1500 * MS)  # after the timeout: late, not a sample
     book.reply(reply_to(q2), T0 + 1500 * MS)  # a duplicate matches nothing any more
-    assert book.late == [1] and book.unexpected == 1
-    assert book.completed == [1] and book.lat == {250: 1}
-    assert book.sent == [3]
-    assert book.sent[0] == book.completed[0] + book.lost[0]
+    assert counts(book, "late") == [1] and book.unexpected == 1
+    assert counts(book, "completed") == [1] and book.win.lats[0] == {250: 1}
+    assert counts(book, "sent") == [3]
+    assert counts(book, "sent")[0] == counts(book, "completed")[0] + counts(book, "lost")[0]
     del q3
 
 
@@ -70,7 +74,11 @@ def test_reply_past_timeout_before_the_sweep_is_lost_and_late() -> None:
     book = Book(spec([{"name": "a", "queries": ["www.example.test"]}], timeout_s=1.0))
     q = sent(book, T0)
     book.reply(reply_to(q), T0 + 1200 * MS)
-    assert book.completed == [0] and book.lost == [1] and book.late == [1]
+    assert (
+        counts(book, "completed") == [0]
+        and counts(book, "lost") == [1]
+        and counts(book, "late") == [1]
+    )
 
 
 def test_reply_with_other_question_is_unexpected() -> None:
@@ -80,7 +88,7 @@ def test_reply_with_other_question_is_unexpected() -> None:
     other.id = (q[0] << 8) | q[1]
     book.reply(dns.message.make_response(other).to_wire(), T0 + MS)
     book.reply(b"\x00\x01", T0 + MS)
-    assert book.unexpected == 2 and book.completed == [0] and book.outstanding == 1
+    assert book.unexpected == 2 and counts(book, "completed") == [0] and book.outstanding == 1
 
 
 def test_rcodes_and_wrong_answers() -> None:
@@ -97,11 +105,13 @@ def test_rcodes_and_wrong_answers() -> None:
     book.reply(reply_to(b2, "192.0.2.1"), T0 + MS)
     book.reply(reply_to(a1), T0 + MS)
     book.reply(reply_to(a2, rcode=3), T0 + MS)
-    assert book.wrong == [1, 1]
-    iv = book.interval(1.0, 100.0, 0, 0)
-    assert iv.classes[1].rcodes == {0: 1, 3: 1}
-    assert iv.classes[0].lat_us == {1000: 2}
-    assert book.sent == [0, 0]  # reset after the interval
+    assert counts(book, "wrong") == [1, 1]
+    iv = book.interval(1.0, 100.0, 0, 0, CLOSE_ALL)
+    [window] = iv.windows
+    assert window.classes[1].rcodes == {0: 1, 3: 1}
+    assert window.classes[0].lat_us == {1000: 2}
+    assert window.problems() == []
+    assert counts(book, "sent") == [0, 0]  # the window left with the interval
 
 
 def test_is_wrong_when_no_address() -> None:
@@ -137,21 +147,22 @@ def test_pacer_rate_change_rebases_without_burst_or_gap() -> None:
 def test_pacer_flat_out_and_backlog_cap() -> None:
     assert Pacer(0.0, 0).due(10**12) == 0
     p = Pacer(1000.0, 0)
-    dropped = p.skip_to(sent=0, now_ns=5000 * MS)
+    dropped = p.behind(sent=0, now_ns=5000 * MS)
     assert dropped == 5001 - 1000
+    p.skip(dropped)
     assert p.due(5000 * MS) == 1000
 
 
-def interval(lat_us: dict[int, int], sent: int, completed: int) -> Interval:
-    ci = ClassInterval(sent=sent, completed=completed, lost=sent - completed, lat_us=lat_us)
-    ci.rcodes = {0: completed}
-    return Interval(0, 1.0, 100.0, 0, 0, [ci])
+def window(lat_us: dict[int, int], sent: int, completed: int, second: int = 0) -> Window:
+    cw = ClassWindow(due=sent, sent=sent, completed=completed, lost=sent - completed, lat_us=lat_us)
+    cw.rcodes = {0: completed}
+    return Window(second, [cw])
 
 
 def test_histograms_merge_not_average() -> None:
     stats = MixStats(["a"], highest_us=2_000_000)
-    stats.add(interval({100: 99}, 99, 99))  # a fast worker
-    stats.add(interval({10_000: 1}, 2, 1))  # a slow one: 1 of 100 samples at 10 ms
+    stats.add_window(window({100: 99}, 99, 99))  # a fast worker
+    stats.add_window(window({10_000: 1}, 2, 1))  # a slow one: 1 of 100 samples at 10 ms
     lat = stats.all.latency_ms()
     assert lat["p50"] == pytest.approx(0.1, rel=0.01)
     assert lat["p99"] == pytest.approx(0.1, rel=0.01)
@@ -163,13 +174,15 @@ def test_histograms_merge_not_average() -> None:
 
 def test_window_fields_have_the_design_names() -> None:
     stats = MixStats(["a", "b"], highest_us=2_000_000)
-    iv = interval({100: 10}, 10, 10)
-    iv.classes.append(ClassInterval())
-    stats.add(iv)
-    fields = stats.fields(2.0, 300.0, [2.0, 1.0])
+    w = window({100: 10}, 10, 10)
+    w.classes.append(ClassWindow(due=5, skipped=5))
+    stats.add_window(w)
+    stats.add_window(Window(1, [ClassWindow(), ClassWindow()]))
+    fields = stats.fields()
     assert set(fields) == {"a", "b", "all"}
     a = fields["a"]
-    assert a["rate_target"] == 200.0 and a["rate_achieved"] == 5.0
+    assert a["rate_target"] == 5.0 and a["rate_achieved"] == 5.0  # 10 over 2 s
+    assert fields["all"]["due"] == 15 and fields["all"]["skipped"] == 5
     assert a["rcode_noerror"] == 10 and a["lat_p999_ms"] == 0.1
     for key in ("sent", "completed", "lost", "late", "wrong_answers", "lat_min_ms", "lat_max_ms"):
         assert key in a
@@ -178,13 +191,13 @@ def test_window_fields_have_the_design_names() -> None:
 
 def test_a_reset_window_reports_like_a_fresh_one() -> None:
     used = MixStats(["a"], highest_us=2_000_000)
-    used.add(interval({10_000: 5, 50: 3}, 8, 8))
+    used.add_window(window({10_000: 5, 50: 3}, 8, 8))
     used.reset()
     fresh = MixStats(["a"], highest_us=2_000_000)
-    assert used.fields(1.0, 100.0, [1.0]) == fresh.fields(1.0, 100.0, [1.0])
+    assert used.fields() == fresh.fields()
     for stats in (used, fresh):
-        stats.add(interval({100: 10}, 10, 10))
-    assert used.fields(1.0, 100.0, [1.0]) == fresh.fields(1.0, 100.0, [1.0])
+        stats.add_window(window({100: 10}, 10, 10))
+    assert used.fields() == fresh.fields()
     assert used.all.latency_ms() == fresh.all.latency_ms()  # stddev included
     assert used.all.latency_ms()["max"] == 0.1  # nothing left of the 10 ms samples
 
@@ -192,7 +205,7 @@ def test_a_reset_window_reports_like_a_fresh_one() -> None:
 def test_window_latency_skips_stddev_the_summary_keeps_it() -> None:
     stats = ClassStats(highest_us=2_000_000)
     assert "stddev" not in stats.latency_ms(stddev=False)
-    stats.add(ClassInterval(sent=2, completed=2, lat_us={100: 1, 300: 1}))
+    stats.add(ClassWindow(sent=2, completed=2, lat_us={100: 1, 300: 1}))
     assert "stddev" not in stats.latency_ms(stddev=False)
     assert stats.latency_ms()["stddev"] == pytest.approx(0.1, rel=0.01)
     assert stats.summary()["latency_ms"]["stddev"] == pytest.approx(0.1, rel=0.01)
@@ -200,18 +213,19 @@ def test_window_latency_skips_stddev_the_summary_keeps_it() -> None:
 
 def test_latency_above_the_range_is_clamped() -> None:
     stats = ClassStats(highest_us=1000)
-    stats.add(ClassInterval(sent=1, completed=1, lat_us={5000: 1}))
+    stats.add(ClassWindow(sent=1, completed=1, lat_us={5000: 1}))
     assert stats.latency_ms()["p99"] == pytest.approx(1.0, rel=0.01)
 
 
 def test_result_json_keys() -> None:
     stats = MixStats(["a"], highest_us=2_000_000)
-    stats.add(interval({100: 10}, 10, 10))
+    stats.add_window(window({100: 10}, 10, 10))
     result = result_from(stats, "builtin", 1.0, 10.0)
     assert isinstance(result, LoadResult)
     d = result.to_json_dict()
     assert list(d) == [
-        "engine", "duration_s", "target_rate", "achieved_rate", "qps", "sent", "completed",
+        "engine", "duration_s", "due", "skipped", "refused", "target_rate", "achieved_rate",
+        "qps", "sent", "completed",
         "lost", "late", "rcodes", "latency_ms", "generator_bound", "classes",
     ]  # fmt: skip
     assert list(d["latency_ms"]) == ["min", "avg", "p50", "p95", "p99", "p999", "max", "stddev"]
@@ -232,9 +246,9 @@ def test_longest_silence_between_answers_goes_into_the_interval() -> None:
     book.answered(15_000_000)
     book.answered(1_215_000_000)  # a 1.2 s silence ended here
     book.answered(1_220_000_000)
-    iv = book.interval(1.0, 500.0, 0, 0)
+    iv = book.interval(1.0, 500.0, 0, 0, 0)
     assert iv.max_gap_ns == 1_200_000_000 and iv.max_gap_end_ns == 1_215_000_000
     # The next interval starts afresh; a silence still going on counts at the end.
     book.silence_until(4_220_000_000)
-    iv = book.interval(1.0, 0.0, 0, 0)
+    iv = book.interval(1.0, 0.0, 0, 0, 0)
     assert iv.max_gap_ns == 3_000_000_000 and iv.max_gap_end_ns == 4_220_000_000

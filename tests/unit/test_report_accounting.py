@@ -9,6 +9,7 @@ from soak.analysis.criteria import evaluate_criteria
 from soak.analysis.rundata import run_data_from_store
 from soak.points import Point
 from soak.report import PhaseSpan, render_html, render_markdown
+from soak.report.audit import audit
 from soak.sinks.sqlite import SqliteStore
 from tests.support.reports import T0, S, build, report_input, tags
 
@@ -80,3 +81,60 @@ def test_missing_ticks_are_drawn_as_a_gap(tmp_path: Path) -> None:
     html = render_html(report)
     path = next(ln for ln in html.splitlines() if 'data-series="achieved"' in ln)
     assert path.count("M") == 2  # two segments: before and after the gap
+
+
+def write_ledger(store: SqliteStore, seconds: int, *, broken_at: int | None = None) -> None:
+    """One-second windows of the ledger at RATE; `broken_at`: a window that says it
+    completed more than it sent."""
+    points = []
+    for t_s in range(1, seconds + 1):
+        completed = RATE + 5 if t_s == broken_at else RATE
+        fields = {"due": RATE, "sent": RATE, "skipped": 0.0, "completed": completed}
+        fields |= {"lost": 0.0, "rate_target": RATE, "rate_achieved": RATE}
+        points.append(Point("load", fields, T0 + t_s * S, {**TAGS, "class": "all"}))
+    store.write(points)
+
+
+def ledger_report(tmp_path: Path, broken_at: int | None = None) -> tuple[SqliteStore, dict]:  # type: ignore[type-arg]
+    store = SqliteStore(tmp_path / "points.db")
+    write_ledger(store, END_S, broken_at=broken_at)
+    warm_end = T0 + WARM_S * S
+    data = run_data_from_store(store, RUN, warm_end, run_start_ns=T0)
+    criteria = evaluate_criteria(CriteriaConfig(lost_ratio_max=0.01), data)
+    phases = [
+        PhaseSpan("warmup", T0, warm_end, True),
+        PhaseSpan("steady", warm_end, T0 + END_S * S),
+    ]
+    report = build(store, report_input(RUN, END_S, phases, criteria=criteria))  # closes it
+    return SqliteStore(tmp_path / "points.db"), report
+
+
+def test_the_audit_finds_every_table_in_agreement_with_the_ledger(tmp_path: Path) -> None:
+    store, report = ledger_report(tmp_path)
+    totals = {"due": END_S * RATE, "sent": END_S * RATE, "completed": END_S * RATE, "lost": 0}
+    try:
+        assert audit(store, RUN, report, totals) == []
+    finally:
+        store.close()
+    warm, steady = report["phases"]
+    assert warm["metrics"]["due"] + steady["metrics"]["due"] == END_S * RATE
+    assert steady["metrics"]["rate_achieved_qps"] == steady["metrics"]["rate_target_qps"] == RATE
+    (gen,) = [c for c in report["criteria"] if c["name"] == "generator"]
+    assert gen["value"] == 1.0  # sent over due: never above 1
+
+
+def test_the_audit_names_each_figure_that_disagrees(tmp_path: Path) -> None:
+    store, report = ledger_report(tmp_path, broken_at=40)
+    report["classes"][0]["sent"] += 1  # a table that counted one query twice
+    totals = {"sent": END_S * RATE - 7, "completed": END_S * RATE + 5}  # a stale result.json
+    try:
+        found = audit(store, RUN, report, totals)
+    finally:
+        store.close()
+    assert any(line.startswith(f"window at {T0 + 40 * S}: completed + lost") for line in found)
+    assert "completed 75,005 above sent" in found
+    assert "classes `all`: sent 60,001 != ledger 60,000" in found
+    assert "result.json load_totals: sent 74,993 != ledger 75,000" in found
+    assert not any(line.startswith("phases") for line in found)  # the phases agree
+    report["accounting"] = found
+    assert "- classes `all`: sent 60,001 != ledger 60,000" in render_markdown(report)

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from soak.errors import InputError
+from soak.load.supervised import load_points
 from soak.points import Point
 from soak.probes import DnsResult
 from soak.samplers import build_samplers
@@ -82,15 +83,13 @@ def test_files_without_data_dir_is_a_failure_but_not_running_is_nothing() -> Non
 
 def test_load_sampler_stamps_each_class_all_first() -> None:
     class Source:
-        def take_window(self) -> dict[str, dict[str, float]]:
-            return {
+        def take_points(self, time_ns: int) -> list[Point]:
+            window = {
                 "miss": {"sent": 10.0, "lat_p99_ms": 3.5},
                 "all": {"sent": 30.0, "rcode_noerror": 29.0},
                 "cached": {"sent": 20.0},
             }
-
-        def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
-            return {}
+            return load_points(window, {}, time_ns)
 
     points = LoadSampler(Source()).sample(99)
     assert [p.tags["class"] for p in points] == ["all", "cached", "miss"]
@@ -99,11 +98,9 @@ def test_load_sampler_stamps_each_class_all_first() -> None:
 
 def test_load_sampler_writes_each_agents_part_apart_from_the_total() -> None:
     class Agents:
-        def take_window(self) -> dict[str, dict[str, float]]:
-            return {"all": {"sent": 30.0}}
-
-        def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
-            return {1: {"all": {"sent": 14.0}}, 0: {"all": {"sent": 16.0}}}
+        def take_points(self, time_ns: int) -> list[Point]:
+            agents = {1: {"all": {"sent": 14.0}}, 0: {"all": {"sent": 16.0}}}
+            return load_points({"all": {"sent": 30.0}}, agents, time_ns)
 
     points = LoadSampler(Agents()).sample(7)
     assert [(p.measurement, p.tags) for p in points] == [

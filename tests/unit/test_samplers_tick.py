@@ -114,6 +114,33 @@ def test_a_stuck_sampler_times_out_and_is_not_started_twice() -> None:
     assert runner.errors["stuck"] == 2
 
 
+def test_a_late_sampler_that_keeps_its_points_has_them_written_with_the_next_tick() -> None:
+    """The load's points are the run's ledger: a result after the deadline is not lost."""
+
+    class SlowLedger(Stuck):
+        name = "load"
+        keep_late = True
+
+        def sample(self, tick_time_ns: int) -> list[Point]:
+            self.release.wait(timeout=30)
+            return [Point("load", {"due": 1000.0}, tick_time_ns - S, {"class": "all"})]
+
+    slow = SlowLedger()
+    runner = TickRunner([slow, Fixed("a")], run_tags=RUN, timeout_s=0.2)
+    first = runner.run_tick(S)
+    (event,) = [p for p in first if p.measurement == "event"]
+    assert event.tags["kind"] == "sampler_timeout"
+    assert "its points follow with the next tick" in str(event.fields["message"])
+    slow.release.set()
+    wait_until = time.monotonic() + 10
+    while not runner._late_points and time.monotonic() < wait_until:  # the late result
+        time.sleep(0.01)
+    second = runner.run_tick(2 * S)
+    runner.close()
+    late = [p for p in second if p.measurement == "load" and p.time_ns == 0]
+    assert len(late) == 1 and late[0].fields["due"] == 1000.0 and late[0].tags["soak"] == "r1"
+
+
 def test_load_rates_reach_the_service_metrics() -> None:
     class Load:
         name = "load"

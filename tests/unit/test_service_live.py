@@ -49,18 +49,31 @@ STATUS = {
 def test_summary_rows_pick_goroutines_when_present() -> None:
     rows = dict(summary_rows(STATUS))
     assert rows["elapsed / remaining"] == "1:02:05 / 0:59"
-    assert rows["rate achieved / target"] == "299 / 300 q/s"
-    assert rows["p99"] == "2.50 ms"
-    assert rows["RSS (anon)"] == "31.0 MiB (12.0 MiB)"
+    assert rows["rate achieved / target (last second)"] == "299 / 300 q/s"
+    assert rows["p99 (last second)"] == "2.50 ms"
+    assert rows["RSS"] == "31.0 MiB" and rows["RSS (anon)"] == "12.0 MiB"
     assert rows["goroutines"] == "113"
     assert "threads" not in rows
     assert rows["lost"] == "3 (0.0100%)"
 
 
+def test_an_ended_run_shows_whole_run_figures_labelled_as_such() -> None:
+    ended = {
+        **STATUS,
+        "status": "passed",
+        "ended": "2026-12-05T19:40:24+00:00",
+        "load_totals": {"due": 6000, "sent": 5994, "seconds": 20.0},
+        "p99_whole_run_ms": 6.35,
+    }
+    rows = dict(summary_rows(ended))
+    assert rows["rate achieved / target (whole run)"] == "300 / 300 q/s"  # 299.7 of 300
+    assert rows["p99 (whole run)"] == "6.35 ms"  # the run's, not the last second's 2.50
+
+
 def test_threads_without_runtime_and_missing_values_are_dashes() -> None:
     rows = dict(summary_rows({"id": "r", "status": "pending"}))
     assert rows["threads"] == "-"
-    assert rows["p99"] == "-"
+    assert rows["p99 (last second)"] == "-"
     assert rows["elapsed / remaining"] == "- / -"
 
 
@@ -110,8 +123,8 @@ def test_progress_line_is_one_plain_line_and_none_before_the_first_tick() -> Non
     assert progress_line({"id": "r1", "elapsed_s": 2.0, "latest": {}}) is None
     line = progress_line(STATUS)
     assert line == (
-        "soak: r1: +1:02:05 (0:59 left), phase steady, rate 299 of 300 q/s,"
-        " lost 3 (0.0100%), p99 2.50 ms, restarts 1"
+        "soak: r1: +1:02:05 (0:59 left), phase steady, lost 3 (0.0100%),"
+        " last second: rate 299 of 300 q/s, p99 2.50 ms, restarts 1"
     )
 
 

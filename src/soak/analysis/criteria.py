@@ -132,7 +132,7 @@ def _total_class(data: RunData) -> ClassSeries | None:
     if not data.load:
         return None
     out = ClassSeries()
-    for name in ("sent", "completed", "lost", "wrong_answers"):
+    for name in ("due", "sent", "completed", "lost", "wrong_answers"):
         acc: dict[int, float] = {}
         for cs in data.load.values():
             for t, v in getattr(cs, name):
@@ -148,6 +148,8 @@ def _generator(data: RunData) -> list[CriterionResult]:
     total = data.load.get("all")
     if total is None:
         return []
+    if total.due:
+        return _generator_of_windows(total, data.lost_agents)
     achieved = dict(total.rate_achieved)
     pairs = [(r, achieved[t]) for t, r in total.rate_target[1:] if t in achieved and r > 0]
     asked_qps = sum(r for r, _ in pairs)
@@ -169,6 +171,25 @@ def _generator(data: RunData) -> list[CriterionResult]:
 def lost_agents_text(lost: Sequence[str]) -> str:
     """ "agent 1 of 2 lost at +0:00:11" (each event's reason left to the events)."""
     return "; ".join(message.split(": ", 1)[0] for message in lost)
+
+
+def _generator_of_windows(total: ClassSeries, lost_agents: Sequence[str]) -> list[CriterionResult]:
+    """Sent over due, summed over the ledger's windows: an open-loop generator cannot send
+    more than was due, so the share is never above 1."""
+    due = sum(v for _, v in total.due)
+    if due <= 0:
+        return []  # flat out (rate 0) asks for nothing in particular
+    sent = sum(v for _, v in total.sent)
+    share = sent / due
+    ok = share >= GENERATOR_MIN_SHARE
+    what = "the generator kept" if ok else "generator-bound: the generator sent only"
+    if not ok and lost_agents:  # the cause: the agents' share went with them
+        what = f"{lost_agents_text(lost_agents)}: the generator sent only"
+    message = (
+        f"{what} {share:.1%} of the due queries ({sent:,.0f} of {due:,.0f} sent),"
+        f" at least {GENERATOR_MIN_SHARE:.0%}"
+    )
+    return [CriterionResult("generator", ok, share, GENERATOR_MIN_SHARE, "run", message)]
 
 
 def _lost_ratio(cfg: CriteriaConfig, data: RunData) -> list[CriterionResult]:

@@ -22,6 +22,7 @@ StoredValue = float | str
 
 RESTART_EVENT_KIND = "restarted"
 LOAD_FIELDS = {
+    "due": "due",
     "sent": "sent",
     "completed": "completed",
     "lost": "lost",
@@ -41,6 +42,7 @@ LOAD_FIELDS = {
 class ClassSeries:
     """The `load` fields of one class (or `all`), one sample per tick (per-tick counts)."""
 
+    due: Series = field(default_factory=list)  # the schedule's queries (the ledger's windows)
     sent: Series = field(default_factory=list)
     completed: Series = field(default_factory=list)
     lost: Series = field(default_factory=list)

@@ -20,10 +20,16 @@ from soak.bench.cpu import CpuSnapshot, CpuUse, children_cpu_s, processes_cpu
 from soak.bench.knee import Step
 from soak.bench.limits import Limit, cpu_us_per_query
 from soak.load.config import LoadConfig
+from soak.load.ledger import Window, empty_window
 from soak.load.runner import LoadRunner
 from soak.load.stats import LoadResult
 
 WINDOW_S = 1.0
+# Knee steps: the workers' interpreters start within this, then send from the grid's
+# second 0; a window leaves its worker at the once-a-second report after its last
+# answer (or timeout), so a step waits up to the timeout and this for its windows.
+START_LEAD_S = 0.5
+WINDOW_WAIT_S = 2.5
 CounterReader = Callable[[], dict[str, float]]
 
 
@@ -130,8 +136,7 @@ def measure_builtin(
         "target_cores": [],
     }
     completed = sent = 0
-    seconds = 0.0  # reported worker time in the measured windows, per worker
-    workers = setup.cfg.workers
+    seconds = 0.0  # grid seconds of the windows closed in the measured steps
     try:
         _sleep_until(time.monotonic() + ramp_s)
         runner.take_window()
@@ -141,14 +146,14 @@ def measure_builtin(
         prev = before
         for i in range(max(1, math.ceil(duration_s / step_s))):
             _sleep_until(before.at_s + min((i + 1) * step_s, duration_s))
-            w = runner.take_window()["all"]
+            w = runner.take_window().get("all", {})
             # the server's CPU second by second too: samples for `soak compare`
             now = CpuSnapshot.take(target_pid)
             if (busy := prev.until(now).target_cores) is not None:
                 windows["target_cores"].append(busy)
             prev = now
-            window_s = runner.last_window_worker_s / workers
-            if window_s <= 0:  # no worker reported in this window (they report once a second)
+            window_s = runner.last_window_s  # the grid seconds whose windows closed
+            if not w or window_s <= 0:  # no window closed in this step
                 continue
             completed += int(w["completed"])
             sent += int(w["sent"])
@@ -208,36 +213,61 @@ class KneeStepper:
 
     def __init__(self, setup: MeasureSetup, *, max_duration_s: float) -> None:
         self.runner = setup.runner()
+        self.runner.keep_ledger = True  # a step is the windows due in its seconds
         self.target_pid = setup.target_pid
         self.generator = processes_cpu(lambda: self.runner.pids)
         self.workers = setup.cfg.workers
+        self.timeout_s = setup.cfg.timeout_s
         self.max_duration_s = max_duration_s
         self.started = False
+        self.origin_s = 0.0  # time.monotonic() of the grid's second 0
 
     def step(self, rate_qps: float, step_s: float, settle_s: float) -> Step:
+        """The new rate from a whole second of the grid on; measured are the windows due
+        in the whole seconds after `settle_s`, `step_s` of them (at least one)."""
+        now_s = time.monotonic()
         if not self.started:
-            self.runner.start(rate_qps, self.max_duration_s)
+            self.origin_s = now_s + START_LEAD_S
+            self.runner.start(rate_qps, self.max_duration_s, begin_at_s=self.origin_s)
             self.started = True
+            change = 0
         else:
-            self.runner.set_rate(rate_qps)
-        # Workers report once a second: the interval that straddles the rate change
-        # must arrive before the window that is measured begins.
-        _sleep_until(time.monotonic() + max(settle_s, 1.1))
-        self.runner.take_window()
+            change = math.ceil(now_s - self.origin_s + 0.05)
+            self.runner.set_rate(rate_qps, at_s=self.origin_s + change)
+        first = change + math.ceil(settle_s)
+        last = first + max(1, math.ceil(step_s))  # exclusive
+        _sleep_until(self.origin_s + first)
         before = CpuSnapshot.take(self.target_pid, self.generator)
-        _sleep_until(before.at_s + step_s)
-        w = self.runner.take_window()["all"]
+        _sleep_until(self.origin_s + last)
         cpu = before.until(CpuSnapshot.take(self.target_pid, self.generator))
-        seconds = self.runner.last_window_worker_s / self.workers or cpu.elapsed_s
+        window = self._windows(first, last)
+        fields = self.runner.window_fields(window)["all"]
+        seconds = last - first
         return Step(
             offered_qps=rate_qps,
-            sent_qps=w["sent"] / seconds,
-            answered_qps=w["completed"] / seconds,
-            p50_ms=w.get("lat_p50_ms"),
-            p99_ms=w.get("lat_p99_ms"),
+            sent_qps=fields["sent"] / seconds,
+            answered_qps=fields["completed"] / seconds,
+            p50_ms=fields.get("lat_p50_ms"),
+            p99_ms=fields.get("lat_p99_ms"),
             target_cores=cpu.target_cores,
             generator_cores=cpu.generator_cores,
         )
+
+    def _windows(self, first: int, last: int) -> Window:
+        """The windows due in seconds [first, last), added up, once each has closed (its
+        queries answered or timed out); windows of other seconds are let go."""
+        total = empty_window(first, len(self.runner.names))
+        seen: set[int] = set()
+        deadline_s = self.origin_s + last + self.timeout_s + WINDOW_WAIT_S
+        while len(seen) < last - first and time.monotonic() < deadline_s:
+            for w in self.runner.take_ledger():
+                if first <= w.second < last:
+                    seen.add(w.second)
+                    w.second = first  # added into one window of the step's seconds
+                    total.add(w)
+            if len(seen) < last - first:
+                time.sleep(0.05)
+        return total
 
     def recover(self, rate_qps: float, pause_s: float) -> None:
         if self.started:

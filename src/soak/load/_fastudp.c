@@ -12,7 +12,10 @@
  *
  * The bookkeeping is Book's in worker.py, slot for slot: a slot's time is > 0
  * while outstanding, negated once timed out (so a late reply is recognised),
- * and 0 once answered.
+ * and 0 once answered. Counts go to the window of the grid second each query
+ * was due in (soak.load.ledger.OpenWindows, the same layout of slots: second s
+ * in slot s & wmask, closed by force when its slot is wanted again), and
+ * take(cursor_second) hands back the windows closed by then.
  *
  * The wire format is wire.py's, the one reference: QUERY_AFTER_ID is
  * wire.HEADER[2:], and set_id, message_id, reply_rcode and echoes below are
@@ -24,6 +27,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -41,6 +45,9 @@
  * resolution at 3 significant digits); values are capped at 2^32 - 1 us. */
 #define EXACT 2048
 #define NBUCKETS (EXACT + 21 * 1024)
+/* Counters of one class in one window: sent, completed, lost, late, wrong, skipped,
+ * then 16 rcodes. */
+enum { SENT, COMPLETED, LOST, LATE, WRONG, SKIPPED, RCODES, NCOUNT = RCODES + 16 };
 
 typedef struct {
     PyObject_HEAD
@@ -61,10 +68,21 @@ typedef struct {
     long long seq, tail, outstanding, sent_total, next_sweep;
     long long ring_t[RING];
     int ring_c[RING];
+    long long ring_w[RING]; /* the grid second each query was due in */
     PyObject *ring_q[RING];
-    /* counters of the current interval */
-    long long *sent, *completed, *lost, *late, *wrong, *rcodes; /* rcodes: nc * 16 */
-    long long *lat;                                             /* nc * NBUCKETS */
+    /* the open windows: nw slots of nc classes of NCOUNT counters and NBUCKETS buckets */
+    int nw;
+    long long wmask, origin_ns, closed_below, cur_second;
+    long long *wsec;   /* the second each slot holds, -1: none */
+    long long *cnt;    /* ((slot * nc) + c) * NCOUNT + field */
+    long long *lat;    /* ((slot * nc) + c) * NBUCKETS + bucket */
+    long long *wrefused; /* per slot: ICMP errors seen while it was being sent */
+    PyObject *forced;  /* windows closed by force, not yet taken (a list) */
+    /* the pacing of the current run() call: query k is due at base + (k - base_k) / rate */
+    double rate;
+    long long base_ns, base_k;
+    double phase;
+    /* counts of the current interval */
     long long unexpected, refused;
     /* Silences between replies (a service swap under load), as Book.answered: the
      * last answer and the longest gap of the interval, updated once per wake. */
@@ -114,9 +132,70 @@ static inline unsigned long long value_of(int b) {
 
 /* Query k of the schedule is due at base + (k - base_k) / rate; this is how
  * many should have left by now (Pacer.due). */
-static inline long long due_by(long long now, double rate, long long base_ns, long long base_k) {
+static inline long long due_by(long long now, double rate, long long base_ns, long long base_k,
+                               double phase) {
     if (rate <= 0 || now < base_ns) return base_k;
-    return base_k + (long long)((double)(now - base_ns) * rate / 1e9) + 1;
+    return base_k + (long long)floor((double)(now - base_ns) * rate / 1e9 - phase) + 1;
+}
+
+/* When query k is due (Pacer.deadline_ns). */
+static inline long long deadline_of(Engine *e, long long k) {
+    return e->base_ns + (long long)ceil(((double)(k - e->base_k) + e->phase) * 1e9 / e->rate);
+}
+
+static PyObject *window_of(Engine *e, int slot);
+
+/* The index of a second's class-0 counters if it is open, else -1. */
+static inline long long base_of(Engine *e, long long second) {
+    long long slot = second & e->wmask;
+    return e->wsec[slot] == second ? slot * e->nc : -1;
+}
+
+static inline void lose(Engine *e, int slot) {
+    long long base = base_of(e, e->ring_w[slot]);
+    if (base >= 0) e->cnt[(base + e->ring_c[slot]) * NCOUNT + LOST]++;
+}
+
+static long long inflight(Engine *e, long long slot) {
+    long long n = 0;
+    for (int c = 0; c < e->nc; c++) {
+        long long *v = e->cnt + (slot * e->nc + c) * NCOUNT;
+        n += v[SENT] - v[COMPLETED] - v[LOST];
+    }
+    return n;
+}
+
+/* Open `second` (no earlier than closed_below); an older second still in its slot is
+ * closed by force, its queries in flight lost. Returns its class-0 index, or -1 with
+ * an exception set. */
+static long long open_second(Engine *e, long long second) {
+    if (second < e->closed_below) second = e->closed_below;
+    long long slot = second & e->wmask;
+    if (e->wsec[slot] != second) {
+        if (e->wsec[slot] >= 0) {
+            for (int c = 0; c < e->nc; c++) {
+                long long *v = e->cnt + (slot * e->nc + c) * NCOUNT;
+                v[LOST] += v[SENT] - v[COMPLETED] - v[LOST];
+            }
+            PyObject *w = window_of(e, (int)slot);
+            if (w == NULL || PyList_Append(e->forced, w) < 0) {
+                Py_XDECREF(w);
+                return -1;
+            }
+            Py_DECREF(w);
+        }
+        e->wsec[slot] = second;
+    }
+    return slot * e->nc;
+}
+
+/* The grid second query k is due in (flat out: now's). */
+static inline long long second_of_query(Engine *e, long long k, long long now) {
+    long long due = now;
+    if (e->rate > 0 && k >= e->base_k)
+        due = deadline_of(e, k);
+    long long d = due - e->origin_ns;
+    return d >= 0 ? d / 1000000000LL : -((-d + 999999999LL) / 1000000000LL);
 }
 
 static int take_slot(Engine *e, long long now) {
@@ -126,7 +205,7 @@ static int take_slot(Engine *e, long long now) {
         long long t = e->ring_t[slot];
         if (t <= 0) return slot;
         if (now - t > e->timeout_ns) { /* a straggler past its timeout: lost, reused */
-            e->lost[e->ring_c[slot]]++;
+            lose(e, slot);
             e->outstanding--;
             e->ring_t[slot] = 0;
             return slot;
@@ -142,7 +221,7 @@ static void sweep(Engine *e, long long now, int everything) {
         long long t = e->ring_t[slot];
         if (t > 0) {
             if (t > limit && !everything) break;
-            e->lost[e->ring_c[slot]]++;
+            lose(e, slot);
             e->outstanding--;
             e->ring_t[slot] = -t;
         }
@@ -173,12 +252,25 @@ static long long send_queries(Engine *e, long long n, long long now) {
     struct mmsghdr msgs[CHUNK];
     PyObject *qs[CHUNK];
     int slots[CHUNK], cls[CHUNK];
+    long long secs[CHUNK], bases[CHUNK];
     long long done = 0;
     while (done < n) {
         int k = 0, want = (int)(n - done < CHUNK ? n - done : CHUNK), stop = 0;
         for (; k < want; k++) {
             int slot = take_slot(e, now);
             if (slot < 0) { stop = 1; break; }
+            long long second = second_of_query(e, e->sent_total + k, now) /* sent_total counts earlier chunks */;
+            long long base = second == e->cur_second ? base_of(e, second) : -1;
+            if (base < 0) { /* a new second (or the last one was taken) */
+                base = open_second(e, second);
+                if (base < 0) {
+                    for (int j = 0; j < k; j++) Py_DECREF(qs[j]);
+                    return -1;
+                }
+                e->cur_second = e->wsec[base / e->nc];
+            }
+            secs[k] = e->cur_second;
+            bases[k] = base;
             PyObject *q = next_question(e, &cls[k]);
             if (q == NULL) {
                 for (int j = 0; j < k; j++) Py_DECREF(qs[j]);
@@ -229,10 +321,11 @@ static long long send_queries(Engine *e, long long n, long long now) {
                 int slot = slots[j], c = cls[j];
                 e->ring_t[slot] = t;
                 e->ring_c[slot] = c;
+                e->ring_w[slot] = secs[j];
                 PyObject *old = e->ring_q[slot];
                 e->ring_q[slot] = qs[j]; /* the ring keeps the reference */
                 Py_XDECREF(old);
-                e->sent[c]++;
+                e->cnt[(bases[j] + c) * NCOUNT + SENT]++;
             } else {
                 Py_DECREF(qs[j]); /* its slot stays free (time 0) */
             }
@@ -257,17 +350,23 @@ static int on_reply(Engine *e, const unsigned char *data, size_t len, long long 
         return 0;
     }
     int c = e->ring_c[slot];
+    long long base = base_of(e, e->ring_w[slot]);
     e->ring_t[slot] = 0;
-    if (t < 0 || now - t > e->timeout_ns) {
-        if (t > 0) { e->lost[c]++; e->outstanding--; }
-        e->late[c]++;
+    if (t < 0 || now - t > e->timeout_ns || base < 0) {
+        if (t > 0) {
+            if (base >= 0) e->cnt[(base + c) * NCOUNT + LOST]++;
+            e->outstanding--;
+        }
+        if (base < 0) base = base_of(e, e->cur_second);
+        if (base >= 0) e->cnt[(base + c) * NCOUNT + LATE]++;
         return 0;
     }
+    long long *v = e->cnt + (base + c) * NCOUNT;
     e->outstanding--;
-    e->completed[c]++;
+    v[COMPLETED]++;
     e->completed_total++;
-    e->lat[(size_t)c * NBUCKETS + bucket_of((unsigned long long)((now - t) / 1000))]++;
-    e->rcodes[c * 16 + reply_rcode(data)]++;
+    e->lat[(size_t)(base + c) * NBUCKETS + bucket_of((unsigned long long)((now - t) / 1000))]++;
+    v[RCODES + reply_rcode(data)]++;
     if (e->checks[c] != NULL) {
         PyObject *b = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)len);
         if (b == NULL) return -1;
@@ -277,7 +376,7 @@ static int on_reply(Engine *e, const unsigned char *data, size_t len, long long 
         int wrong = PyObject_IsTrue(r);
         Py_DECREF(r);
         if (wrong < 0) return -1;
-        e->wrong[c] += wrong;
+        v[WRONG] += wrong;
     }
     return 0;
 }
@@ -308,7 +407,7 @@ static int read_replies(Engine *e, int fd) {
     }
 }
 
-/* run(until_ns, send_end_ns, rate_qps, base_ns, base_k, sending)
+/* run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending)
  *   -> (sent_total, outstanding, sending)
  * Runs the loop until until_ns, or until sending is over and nothing is
  * outstanding. `sending` comes back False once every query due before
@@ -317,19 +416,25 @@ static PyObject *Engine_run(Engine *e, PyObject *args) {
     long long until, send_end, base_ns, base_k;
     double rate;
     int sending;
-    if (!PyArg_ParseTuple(args, "LLdLLp", &until, &send_end, &rate, &base_ns, &base_k, &sending))
+    double phase;
+    if (!PyArg_ParseTuple(args, "LLdLLdp", &until, &send_end, &rate, &base_ns, &base_k, &phase,
+                          &sending))
         return NULL;
+    e->phase = phase;
+    e->rate = rate;
+    e->base_ns = base_ns;
+    e->base_k = base_k;
     struct epoll_event evs[MAX_EVENTS];
     for (;;) {
         long long now = mono_ns();
-        if (sending && now >= send_end && e->sent_total >= due_by(send_end - 1, rate, base_ns, base_k))
+        if (sending && now >= send_end && e->sent_total >= due_by(send_end - 1, rate, base_ns, base_k, phase))
             sending = 0;
         if (!sending && e->outstanding <= 0) break;
         if (now >= until) break;
         long long timeout_ns = 10000000LL, n = 0;
         if (sending) {
             if (rate > 0) {
-                long long due = due_by(now < send_end ? now : send_end - 1, rate, base_ns, base_k) -
+                long long due = due_by(now < send_end ? now : send_end - 1, rate, base_ns, base_k, phase) -
                                 e->sent_total;
                 if (due > SEND_BATCH) {
                     n = SEND_BATCH;
@@ -340,7 +445,7 @@ static PyObject *Engine_run(Engine *e, PyObject *args) {
                 } else if (rate >= 1000) {
                     timeout_ns = 500000; /* epoll rounds up to its 1 ms */
                 } else {
-                    long long next = base_ns + (long long)((double)(e->sent_total - base_k) * 1e9 / rate);
+                    long long next = deadline_of(e, e->sent_total);
                     timeout_ns = next - now;
                     if (timeout_ns < 0) timeout_ns = 0;
                     if (timeout_ns > 10000000LL) timeout_ns = 10000000LL;
@@ -399,17 +504,6 @@ static PyObject *Engine_silence_until(Engine *e, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-static PyObject *list_of(long long *v, int n) {
-    PyObject *out = PyList_New(n);
-    if (out == NULL) return NULL;
-    for (int i = 0; i < n; i++) {
-        PyObject *x = PyLong_FromLongLong(v[i]);
-        if (x == NULL) { Py_DECREF(out); return NULL; }
-        PyList_SET_ITEM(out, i, x);
-    }
-    return out;
-}
-
 static int put_count(PyObject *d, unsigned long long key, long long n) {
     PyObject *k = PyLong_FromUnsignedLongLong(key), *v = PyLong_FromLongLong(n);
     int r = (k && v) ? PyDict_SetItem(d, k, v) : -1;
@@ -418,49 +512,89 @@ static int put_count(PyObject *d, unsigned long long key, long long n) {
     return r;
 }
 
-/* Per class: {rcode: n} and {latency us: n} of the non-empty ones. */
-static PyObject *dicts_of(Engine *e, int latency) {
-    PyObject *out = PyList_New(e->nc);
-    if (out == NULL) return NULL;
+/* The window in `slot`, emptied: (second, refused, [per class: (sent, completed, lost,
+ * late, wrong, skipped, {rcode: n}, {latency us: n})]). */
+static PyObject *window_of(Engine *e, int slot) {
+    PyObject *classes = PyList_New(e->nc);
+    if (classes == NULL) return NULL;
     for (int c = 0; c < e->nc; c++) {
-        PyObject *d = PyDict_New();
-        if (d == NULL) { Py_DECREF(out); return NULL; }
-        PyList_SET_ITEM(out, c, d);
-        long long *v = latency ? e->lat + (size_t)c * NBUCKETS : e->rcodes + c * 16;
-        int nb = latency ? NBUCKETS : 16;
-        for (int b = 0; b < nb; b++) {
-            if (v[b] && put_count(d, latency ? value_of(b) : (unsigned long long)b, v[b]) < 0) {
-                Py_DECREF(out);
-                return NULL;
-            }
+        size_t i = (size_t)slot * e->nc + c;
+        long long *v = e->cnt + i * NCOUNT, *lat = e->lat + i * NBUCKETS;
+        PyObject *rc = PyDict_New(), *lt = PyDict_New();
+        int bad = rc == NULL || lt == NULL;
+        for (int r = 0; r < 16 && !bad; r++)
+            if (v[RCODES + r] && put_count(rc, (unsigned long long)r, v[RCODES + r]) < 0) bad = 1;
+        if (!bad && v[COMPLETED]) {
+            for (int b = 0; b < NBUCKETS; b++)
+                if (lat[b] && put_count(lt, value_of(b), lat[b]) < 0) { bad = 1; break; }
         }
+        PyObject *t = bad ? NULL
+                          : Py_BuildValue("LLLLLLOO", v[SENT], v[COMPLETED], v[LOST], v[LATE],
+                                          v[WRONG], v[SKIPPED], rc, lt);
+        Py_XDECREF(rc);
+        Py_XDECREF(lt);
+        if (t == NULL) { Py_DECREF(classes); return NULL; }
+        PyList_SET_ITEM(classes, c, t);
+        if (v[COMPLETED]) memset(lat, 0, NBUCKETS * sizeof(long long));
+        memset(v, 0, NCOUNT * sizeof(long long));
     }
+    PyObject *out = Py_BuildValue("LLN", e->wsec[slot], e->wrefused[slot], classes);
+    e->wrefused[slot] = 0;
+    e->wsec[slot] = -1;
     return out;
 }
 
-static void reset_counts(Engine *e) {
-    size_t nc = (size_t)e->nc;
-    memset(e->sent, 0, nc * 5 * sizeof(long long)); /* sent .. wrong are one block */
-    memset(e->rcodes, 0, nc * 16 * sizeof(long long));
-    memset(e->lat, 0, nc * NBUCKETS * sizeof(long long));
-    e->unexpected = e->refused = 0;
-    e->max_gap_ns = e->max_gap_end_ns = 0;
+/* skip(second, n): n queries due in `second` never leave; the mix schedule moves past
+ * them (their classes are the schedule's). */
+static PyObject *Engine_skip(Engine *e, PyObject *args) {
+    long long second, n;
+    if (!PyArg_ParseTuple(args, "LL", &second, &n)) return NULL;
+    long long base = open_second(e, second);
+    if (base < 0) return NULL;
+    for (long long i = 0; i < n; i++) {
+        e->cnt[(base + e->schedule[e->sched_i]) * NCOUNT + SKIPPED]++;
+        if (++e->sched_i == e->slen) e->sched_i = 0;
+    }
+    Py_RETURN_NONE;
 }
 
-/* take() -> (sent, completed, lost, late, wrong, rcodes, latency_us, unexpected, socket_errors,
- *           max_gap_ns, max_gap_end_ns)
- * for the interval since the last call; the counters start again from 0. */
-static PyObject *Engine_take(Engine *e, PyObject *Py_UNUSED(ignored)) {
-    int nc = e->nc;
-    PyObject *rc = dicts_of(e, 0), *lat = dicts_of(e, 1);
-    PyObject *out = NULL;
-    if (rc && lat)
-        out = Py_BuildValue("NNNNNOOLLLL", list_of(e->sent, nc), list_of(e->completed, nc),
-                            list_of(e->lost, nc), list_of(e->late, nc), list_of(e->wrong, nc), rc,
-                            lat, e->unexpected, e->refused, e->max_gap_ns, e->max_gap_end_ns);
-    Py_XDECREF(rc);
-    Py_XDECREF(lat);
-    if (out != NULL) reset_counts(e);
+/* take(cursor_second) -> (windows, closed_below, unexpected, socket_errors, max_gap_ns,
+ *                         max_gap_end_ns)
+ * windows: those forced out since the last call, then every second below cursor_second
+ * (the due second of the next query to leave) with nothing in flight, in order; the
+ * interval's counts start again from 0. */
+static PyObject *Engine_take(Engine *e, PyObject *arg) {
+    long long cursor = PyLong_AsLongLong(arg);
+    if (cursor == -1 && PyErr_Occurred()) return NULL;
+    long long cur = base_of(e, e->cur_second);
+    if (cur >= 0) e->wrefused[cur / e->nc] += e->refused;
+    PyObject *windows = e->forced;
+    e->forced = PyList_New(0);
+    if (e->forced == NULL) { e->forced = windows; return NULL; }
+    long long second = e->closed_below;
+    long long newest = second;
+    for (int i = 0; i < e->nw; i++)
+        if (e->wsec[i] + 1 > newest) newest = e->wsec[i] + 1;
+    if (cursor > newest) cursor = newest;
+    for (; second < cursor; second++) {
+        long long slot = second & e->wmask;
+        if (e->wsec[slot] != second) continue; /* nothing was due in it */
+        if (inflight(e, slot)) break;
+        PyObject *w = window_of(e, (int)slot);
+        if (w == NULL || PyList_Append(windows, w) < 0) {
+            Py_XDECREF(w);
+            Py_DECREF(windows);
+            return NULL;
+        }
+        Py_DECREF(w);
+    }
+    if (second > e->closed_below) e->closed_below = second;
+    PyObject *out = Py_BuildValue("NLLLLL", windows, e->closed_below, e->unexpected, e->refused,
+                                  e->max_gap_ns, e->max_gap_end_ns);
+    if (out != NULL) {
+        e->unexpected = e->refused = 0;
+        e->max_gap_ns = e->max_gap_end_ns = 0;
+    }
     return out;
 }
 
@@ -478,8 +612,11 @@ static void Engine_dealloc(Engine *e) {
     PyMem_Free(e->pos);
     PyMem_Free(e->schedule);
     PyMem_Free(e->fds);
-    PyMem_Free(e->sent);
+    PyMem_Free(e->cnt);
     PyMem_Free(e->lat);
+    PyMem_Free(e->wsec);
+    PyMem_Free(e->wrefused);
+    Py_XDECREF(e->forced);
     PyMem_Free(e->rbuf);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -491,19 +628,24 @@ static PyObject *optional(PyObject *x) {
 }
 
 /* Engine(fds, questions, randoms, checks, schedule, sched_i, pos, timeout_ns,
- *        max_outstanding, recv_bytes, first_flow)
+ *        max_outstanding, recv_bytes, first_flow, window_slots, origin_ns)
  * questions[c] is a list of question bytes (None for a random class), randoms[c]
  * a callable giving fresh question bytes (or None), checks[c] a callable
  * (reply, question_len) -> wrong (or None: no expectation). */
 static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
     PyObject *fds, *questions, *randoms, *checks, *schedule, *pos;
     Py_ssize_t sched_i, recv_bytes, first_flow;
-    long long timeout_ns, max_outstanding;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!nO!LLnn", &PyList_Type, &fds, &PyList_Type, &questions,
-                          &PyList_Type, &randoms, &PyList_Type, &checks, &PyList_Type, &schedule,
-                          &sched_i, &PyList_Type, &pos, &timeout_ns, &max_outstanding, &recv_bytes,
-                          &first_flow))
+    long long timeout_ns, max_outstanding, origin_ns;
+    int nw;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!nO!LLnniL", &PyList_Type, &fds, &PyList_Type,
+                          &questions, &PyList_Type, &randoms, &PyList_Type, &checks, &PyList_Type,
+                          &schedule, &sched_i, &PyList_Type, &pos, &timeout_ns, &max_outstanding,
+                          &recv_bytes, &first_flow, &nw, &origin_ns))
         return NULL;
+    if (nw < 2 || (nw & (nw - 1))) {
+        PyErr_SetString(PyExc_ValueError, "Engine: window slots must be a power of two");
+        return NULL;
+    }
     Py_ssize_t nflows = PyList_GET_SIZE(fds), nc = PyList_GET_SIZE(questions);
     Py_ssize_t slen = PyList_GET_SIZE(schedule);
     if (nflows < 1 || nc < 1 || slen < 1 || PyList_GET_SIZE(randoms) != nc ||
@@ -530,19 +672,22 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     e->pos = PyMem_Calloc((size_t)nc, sizeof(Py_ssize_t));
     e->schedule = PyMem_Calloc((size_t)slen, sizeof(int));
     e->fds = PyMem_Calloc((size_t)nflows, sizeof(int));
-    e->sent = PyMem_Calloc((size_t)nc * (5 + 16), sizeof(long long));
-    e->lat = PyMem_Calloc((size_t)nc * NBUCKETS, sizeof(long long));
+    e->nw = nw;
+    e->wmask = nw - 1;
+    e->origin_ns = origin_ns;
+    e->cnt = PyMem_Calloc((size_t)nw * nc * NCOUNT, sizeof(long long));
+    e->lat = PyMem_Calloc((size_t)nw * nc * NBUCKETS, sizeof(long long));
+    e->wsec = PyMem_Calloc((size_t)nw, sizeof(long long));
+    e->wrefused = PyMem_Calloc((size_t)nw, sizeof(long long));
+    e->forced = PyList_New(0);
     e->rbuf = PyMem_Malloc((size_t)RECV_BATCH * e->recv_bytes);
     if (!e->questions || !e->randoms || !e->checks || !e->pos || !e->schedule || !e->fds ||
-        !e->sent || !e->lat || !e->rbuf) {
+        !e->cnt || !e->lat || !e->wsec || !e->wrefused || !e->forced || !e->rbuf) {
         Py_DECREF(e);
         return PyErr_NoMemory();
     }
-    e->completed = e->sent + nc;
-    e->lost = e->sent + 2 * nc;
-    e->late = e->sent + 3 * nc;
-    e->wrong = e->sent + 4 * nc;
-    e->rcodes = e->sent + 5 * nc;
+    for (int i = 0; i < nw; i++) e->wsec[i] = -1;
+    e->cur_second = -1;
     for (Py_ssize_t c = 0; c < nc; c++) {
         PyObject *q = PyList_GET_ITEM(questions, c), *r = PyList_GET_ITEM(randoms, c);
         e->randoms[c] = optional(r);
@@ -600,13 +745,15 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
 
 static PyMethodDef Engine_methods[] = {
     {"run", (PyCFunction)Engine_run, METH_VARARGS,
-     "run(until_ns, send_end_ns, rate_qps, base_ns, base_k, sending) -> (sent_total, "
+     "run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending) -> (sent_total, "
      "outstanding, sending)"},
     {"sweep", (PyCFunction)Engine_sweep, METH_VARARGS,
      "sweep(everything=False) -> outstanding: count queries past their timeout as lost"},
-    {"take", (PyCFunction)Engine_take, METH_NOARGS,
-     "take() -> (sent, completed, lost, late, wrong, rcodes, latency_us, unexpected, "
-     "socket_errors, max_gap_ns, max_gap_end_ns); resets the counters"},
+    {"take", (PyCFunction)Engine_take, METH_O,
+     "take(cursor_second) -> (windows, closed_below, unexpected, socket_errors, max_gap_ns, "
+     "max_gap_end_ns): the windows closed by now; resets the interval's counts"},
+    {"skip", (PyCFunction)Engine_skip, METH_VARARGS,
+     "skip(second, n): n queries due in `second` never leave (counted skipped)"},
     {"begin", (PyCFunction)Engine_begin, METH_O, "begin(start_ns): silences count from here"},
     {"silence_until", (PyCFunction)Engine_silence_until, METH_O,
      "silence_until(end_ns): a silence still going on at the end counts up to end_ns"},

@@ -196,6 +196,9 @@ def tag_agent(points: list[Point], agent: int) -> list[Point]:
 # Fields of a `load` window that add up across agents and seconds; rcode_* too.
 ADDITIVE_FIELDS = frozenset(
     {
+        "due",
+        "skipped",
+        "refused",
         "sent",
         "completed",
         "lost",

@@ -26,9 +26,10 @@ import soak
 from soak.errors import InputError, SoakError
 from soak.load.config import ConnectionPolicy, LoadConfig
 from soak.load.conn import Policy, TlsSpec
+from soak.load.ledger import Merger, Window
 from soak.load.merge import decode_histogram, encode_histogram
 from soak.load.queries import build_classes, mix_schedule
-from soak.load.stats import Interval, LoadResult, MixStats, is_generator_bound, result_from
+from soak.load.stats import Interval, LoadResult, MixStats, result_from
 from soak.load.worker import WorkerSpec
 from soak.netsafety import check_allowed
 
@@ -123,17 +124,16 @@ class LoadRunner:
         self._stopped_at: float | None = None
         self._max_duration_s = 0.0
         self._window_at = 0.0
-        self._rate_integral = 0.0  # q/s x s since the last window
-        self._rate_changed_at = 0.0
         self._result: LoadResult | None = None
+        # The workers' closed windows merged by grid second; every count comes from them.
+        self._merger = Merger(len(self.names), range(cfg.workers))
+        self.ledger: list[Window] = []  # the closed windows not yet taken by a reader
+        self.keep_ledger = False
+        self._scratch: MixStats | None = None  # window_fields' (one reader: the sampler)
         # The longest silence of any one worker (no reply within the timeout) and when
         # it ended, on the monotonic clock: a swap under load reports it.
         self._max_gap_ns = 0
         self._max_gap_end_ns = 0
-        # Worker-seconds of the intervals folded into the current window: workers report
-        # once a second, so a window's rates are its counts over these, not over wall time.
-        self._window_worker_s = 0.0
-        self.last_window_worker_s = 0.0
         # Load agents ship each window's latency histograms (per class and `all`) to be
         # merged: percentiles of several agents are read from their added histograms.
         self.keep_window_hist = False
@@ -144,10 +144,15 @@ class LoadRunner:
     # ------------------------------------------------------------ lifecycle
 
     def start(
-        self, rate_qps: float, max_duration_s: float, begin_at_s: float | None = None
+        self,
+        rate_qps: float,
+        max_duration_s: float,
+        begin_at_s: float | None = None,
+        send_s: float | None = None,
     ) -> None:
         """Workers started now; they send from begin_at_s (time.monotonic) if given, so
-        that the interpreters' start-up does not eat into the first second."""
+        that the interpreters' start-up does not eat into the first second, for `send_s`
+        (the run's remaining seconds: its last window ends with it) or max_duration_s."""
         if rate_qps < 0 or max_duration_s <= 0:
             raise InputError("rate must be >= 0 and max duration > 0")
         if self._procs:
@@ -157,6 +162,7 @@ class LoadRunner:
         for index in range(workers):
             spec = WorkerSpec(
                 index=index,
+                phase=index / workers,
                 host=self.host,
                 port=self.port,
                 protocol=self.cfg.protocol,
@@ -166,7 +172,7 @@ class LoadRunner:
                 schedule=self.schedule,
                 start_offset=index * 7919,
                 max_outstanding=self.cfg.max_outstanding,
-                duration_s=max_duration_s,
+                duration_s=min(send_s, max_duration_s) if send_s else max_duration_s,
                 max_duration_s=max_duration_s,
                 rate_qps=rate_qps / workers,
                 track_gaps=self.track_gaps,
@@ -188,19 +194,24 @@ class LoadRunner:
             except OSError as exc:  # it died while starting: alive() is False from now on
                 self._errors.append(f"worker {spec.index} did not start: {exc}")
         now = max(time.monotonic(), begin_at_s or 0.0)
-        self._started_at = self._window_at = self._rate_changed_at = now
+        self._started_at = self._window_at = now
         self._rate_qps = rate_qps
         self._max_duration_s = max_duration_s
         self._reader = threading.Thread(target=self._read, name="load-stats", daemon=True)
         self._reader.start()
 
-    def set_rate(self, rate_qps: float) -> None:
+    def set_rate(self, rate_qps: float, at_s: float | None = None) -> None:
+        """The new rate, from `at_s` (time.monotonic: a phase's start) if given, else at
+        once."""
         if rate_qps < 0:
             raise InputError(f"rate must not be negative: {rate_qps}")
         with self._lock:
-            self._account_rate(time.monotonic())
             self._rate_qps = rate_qps
-        self._send_all(("rate", rate_qps / max(1, len(self._ctrls))))
+        share = rate_qps / max(1, len(self._ctrls))
+        if at_s is None:
+            self._send_all(("rate", share))
+        else:
+            self._send_all(("rate", share, int(at_s * 1e9)))
 
     def alive(self) -> bool:
         return bool(self._procs) and not self._errors and all(p.poll() is None for p in self._procs)
@@ -238,22 +249,19 @@ class LoadRunner:
     # ------------------------------------------------------------ stats
 
     def take_window(self) -> dict[str, dict[str, float]]:
-        """The stats since the last call; nothing before the load has begun."""
-        now = time.monotonic()
+        """The `load` fields of the windows closed since the last call (nothing when none
+        closed: a tick's load is the windows that closed for it)."""
         with self._lock:
-            if self._procs and now <= self._window_at:  # it begins at begin_at
+            if self._window.seconds == 0:
+                self.last_window_s = 0.0
+                self.last_window_hist, self.last_window_hists = None, {}
                 return {}
             spare, self._spare = self._spare, None
             if spare is None:  # another take_window holds it
                 spare = MixStats(self.names, self._highest_us)
             window, self._window = self._window, spare
-            self.last_window_worker_s, self._window_worker_s = self._window_worker_s, 0.0
-            self._account_rate(now)
-            window_s = now - self._window_at
-            rate_target = self._rate_integral / window_s if window_s > 0 else self._rate_qps
-            self._window_at, self._rate_integral = now, 0.0
-        fields: dict[str, dict[str, float]] = window.fields(window_s, rate_target, self.weights)
-        self.last_window_s = window_s
+        fields: dict[str, dict[str, float]] = window.fields()
+        self.last_window_s = float(window.seconds)
         if self.keep_window_hist:
             self.last_window_hists = {
                 name: encode_histogram(stats.hist)
@@ -268,15 +276,28 @@ class LoadRunner:
         return fields
 
     def totals(self, *, stddev: bool = True) -> LoadResult:
+        """The sums of the closed windows so far (all of them once stopped)."""
         with self._lock:
-            end = self._stopped_at if self._stopped_at is not None else time.monotonic()
-            send_s = min(end - self._started_at, self._max_duration_s) if self._procs else 0.0
-            result = result_from(self._total, "builtin", send_s, self._rate_qps, stddev=stddev)
-        result.generator_bound = is_generator_bound(
-            self._rate_qps, result.sent, send_s, self._total.skipped
-        )
+            seconds = float(self._total.seconds)
+            result = result_from(self._total, "builtin", seconds, self._rate_qps, stddev=stddev)
         result.notes.extend(self._errors)
         return result
+
+    def window_fields(self, window: Window) -> dict[str, dict[str, float]]:
+        """One closed window's `load` fields, per class and `all` (its rates over 1 s)."""
+        scratch = self._scratch
+        if scratch is None:
+            scratch = self._scratch = MixStats(self.names, self._highest_us)
+        scratch.reset()
+        scratch.add_window(window)
+        fields: dict[str, dict[str, float]] = scratch.fields()
+        return fields
+
+    def take_ledger(self) -> list[Window]:
+        """The closed windows since the last call (kept only with keep_ledger)."""
+        with self._lock:
+            out, self.ledger = self.ledger, []
+        return out
 
     def latency_histogram(self) -> HdrHistogram:
         """A copy of the run's latency histogram so far (all classes, µs)."""
@@ -308,13 +329,6 @@ class LoadRunner:
             except OSError:  # that worker has gone; alive() and stop() report it
                 continue
 
-    def _account_rate(self, now: float) -> None:
-        """The asked rate integrated up to now (nothing before the load begins)."""
-        if now <= self._rate_changed_at:  # the workers wait for begin_at: nothing asked yet
-            return
-        self._rate_integral += self._rate_qps * (now - self._rate_changed_at)
-        self._rate_changed_at = now
-
     def _read(self) -> None:
         conns = list(self._conns)
         while conns:
@@ -324,11 +338,17 @@ class LoadRunner:
                     msg = conn.recv()
                 except (EOFError, OSError):
                     conns.remove(conn)
+                    with self._lock:  # a worker gone holds no second back
+                        self._merger.end(self._conns.index(conn))
+                        self._add_closed()
                     continue
                 if isinstance(msg, Interval):
                     with self._lock:
+                        self._merger.add(msg.worker, msg.windows, msg.closed_below)
+                        if msg.final:
+                            self._merger.end(msg.worker)
+                        self._add_closed()
                         self._window.add(msg)
-                        self._window_worker_s += msg.interval_s
                         self._total.add(msg)
                         if msg.max_gap_ns > self._max_gap_ns:
                             self._max_gap_ns, self._max_gap_end_ns = (
@@ -337,6 +357,14 @@ class LoadRunner:
                             )
                 else:
                     self._errors.append(str(msg[1]))
+
+    def _add_closed(self) -> None:
+        """The seconds every worker has closed, into the tick's stats and the totals."""
+        for window in self._merger.take_closed():
+            self._window.add_window(window)
+            self._total.add_window(window)
+            if self.keep_ledger:
+                self.ledger.append(window)
 
 
 def run_load(
@@ -366,7 +394,5 @@ def run_load(
         result = runner.stop()
     if runner.errors:
         raise SoakError("; ".join(runner.errors))
-    # Workers each sent for duration_s from their own start.
-    result.duration_s = duration_s
-    result.generator_bound = is_generator_bound(rate_qps, result.sent, duration_s, result.skipped)
+    result.duration_s = duration_s  # the schedule's seconds (the windows may add a part one)
     return result

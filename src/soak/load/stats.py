@@ -9,9 +9,10 @@ Accounting follows dnsperf: every query sent ends as completed (a reply
 within the timeout) or lost; a reply after the timeout is counted as `late`
 and is never a latency sample. Over TCP, DoT and DoH a client that hangs up
 on purpose (connection.hangup_fraction) ends its queries still in flight as
-`abandoned`, neither answered nor lost. Counts are by event time, so within
-one window sent != completed + lost + abandoned; over a whole run that has
-drained, it is.
+`abandoned`, neither answered nor lost. Counts come from closed windows of the
+run's grid (soak.load.ledger), each query in the second it was due, so every
+window, and so every sum of windows, has sent == completed + lost + abandoned
+and due == sent + skipped.
 """
 
 from __future__ import annotations
@@ -23,23 +24,10 @@ from typing import Any
 import dns.rcode
 from hdrh.histogram import HdrHistogram
 
+from soak.load.ledger import ClassWindow, Window
+
 HANDSHAKE_HIGHEST_US = 10_000_000
 PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
-
-
-@dataclass
-class ClassInterval:
-    """One class's counts over one interval of one worker (picklable, plain types)."""
-
-    sent: int = 0
-    completed: int = 0
-    lost: int = 0
-    late: int = 0
-    wrong: int = 0
-    unexpected: int = 0  # replies that match no outstanding query
-    rcodes: dict[int, int] = field(default_factory=dict)
-    lat_us: dict[int, int] = field(default_factory=dict)
-    abandoned: int = 0  # in flight on a connection the client hung up on purpose
 
 
 @dataclass
@@ -60,7 +48,11 @@ class Interval:
     rate_target_qps: float  # this worker's share during the interval
     backlog: int  # queries due but not yet sent at the end of the interval
     skipped: int  # queries dropped from the schedule: the generator fell > 1 s behind
-    classes: list[ClassInterval]
+    # The worker's windows closed in this interval (soak.load.ledger), and the grid
+    # second below which every window of the worker has now been handed out.
+    windows: list[Window] = field(default_factory=list)
+    closed_below: int = 0
+    unexpected: int = 0  # replies that match no outstanding query
     final: bool = False
     socket_errors: int = 0  # ICMP unreachable and similar, seen on send or receive
     # The longest silence (no reply within the timeout) of this worker that ended in
@@ -83,7 +75,7 @@ class ClassStats:
     def __init__(self, highest_us: int) -> None:
         self.highest_us = max(highest_us, 2)
         self.sent = self.completed = self.lost = self.late = self.wrong = self.unexpected = 0
-        self.abandoned = 0
+        self.abandoned = self.due = self.skipped = self.refused = 0
         self.rcodes: dict[int, int] = {}
         self.hist = HdrHistogram(1, self.highest_us, 3)
         self.sum_us = 0
@@ -93,20 +85,22 @@ class ClassStats:
     def reset(self) -> None:
         """Empty again, keeping the histogram's counts array (reused, not reallocated)."""
         self.sent = self.completed = self.lost = self.late = self.wrong = self.unexpected = 0
-        self.abandoned = 0
+        self.abandoned = self.due = self.skipped = self.refused = 0
         self.rcodes = {}
         self.hist.reset()
         self.sum_us = 0
         self.min_us = sys.maxsize
         self.max_us = 0
 
-    def add(self, ci: ClassInterval) -> None:
+    def add(self, ci: ClassWindow) -> None:
+        self.due += ci.due
         self.sent += ci.sent
+        self.skipped += ci.skipped
         self.completed += ci.completed
         self.lost += ci.lost
         self.late += ci.late
         self.wrong += ci.wrong
-        self.unexpected += ci.unexpected
+        self.refused += ci.refused
         self.abandoned += ci.abandoned
         for code, n in ci.rcodes.items():
             self.rcodes[code] = self.rcodes.get(code, 0) + n
@@ -149,7 +143,9 @@ class ClassStats:
 
     def summary(self, *, stddev: bool = True) -> dict[str, Any]:
         out = {
+            "due": self.due,
             "sent": self.sent,
+            "skipped": self.skipped,
             "completed": self.completed,
             "lost": self.lost,
             "late": self.late,
@@ -161,17 +157,22 @@ class ClassStats:
             out["abandoned"] = self.abandoned
         return out
 
-    def fields(self, window_s: float, rate_target_qps: float) -> dict[str, float]:
-        """The DESIGN `load` measurement's fields for this window."""
+    def fields(self, window_s: float) -> dict[str, float]:
+        """The `load` measurement's fields of closed windows covering `window_s` grid
+        seconds: counts are their sums, rates those over the seconds."""
         out: dict[str, float] = {
+            "due": self.due,
             "sent": self.sent,
+            "skipped": self.skipped,
             "completed": self.completed,
             "lost": self.lost,
             "late": self.late,
-            "rate_target": rate_target_qps,
+            "rate_target": self.due / window_s if window_s > 0 else 0.0,
             "rate_achieved": self.sent / window_s if window_s > 0 else 0.0,
             "wrong_answers": self.wrong,
         }
+        if self.refused:
+            out["refused"] = self.refused
         if self.abandoned:
             out["abandoned"] = self.abandoned
         lat = self.latency_ms(stddev=False)
@@ -191,7 +192,8 @@ class MixStats:
         self.names = list(class_names)
         self.classes = [ClassStats(highest_us) for _ in class_names]
         self.all = ClassStats(highest_us)
-        self.rate_target_s = 0.0  # sum over intervals of rate x seconds
+        self.seconds = 0  # grid seconds whose windows were added
+        self.unexpected = 0
         self.backlog_max = 0
         self.skipped = 0
         self.socket_errors = 0
@@ -202,19 +204,26 @@ class MixStats:
     def reset(self) -> None:
         for stats in (*self.classes, self.all, self.handshake):
             stats.reset()
-        self.rate_target_s = 0.0
+        self.seconds = 0
+        self.unexpected = 0
         self.backlog_max = 0
         self.skipped = 0
         self.socket_errors = 0
         self.conn = Connections()
 
-    def add(self, iv: Interval) -> None:
-        for stats, ci in zip(self.classes, iv.classes, strict=True):
+    def add_window(self, window: Window) -> None:
+        """A closed window of the run's grid (all sources merged)."""
+        for stats, ci in zip(self.classes, window.classes, strict=True):
             stats.add(ci)
             self.all.add(ci)
-        self.rate_target_s += iv.rate_target_qps * iv.interval_s
+        self.seconds += 1
+
+    def add(self, iv: Interval) -> None:
+        """A worker's interval: what is not counted per window (its windows go through
+        a ledger.Merger and add_window)."""
         self.backlog_max = max(self.backlog_max, iv.backlog)
-        self.skipped += iv.skipped
+        self.skipped += iv.skipped  # dropped because the generator fell behind
+        self.unexpected += iv.unexpected
         self.socket_errors += iv.socket_errors
         if iv.connections is not None:
             self.streams = True
@@ -236,13 +245,14 @@ class MixStats:
             "handshake_ms": self.handshake.latency_ms(stddev=False),
         }
 
-    def fields(self, window_s: float, rate_target_qps: float, weights: list[float]) -> Any:
-        total_w = sum(weights)
+    def fields(self) -> Any:
+        """The `load` fields of the windows added, per class and `all`."""
+        seconds = self.seconds
         out = {
-            name: stats.fields(window_s, rate_target_qps * w / total_w)
-            for name, stats, w in zip(self.names, self.classes, weights, strict=True)
+            name: stats.fields(seconds)
+            for name, stats in zip(self.names, self.classes, strict=True)
         }
-        out["all"] = self.all.fields(window_s, rate_target_qps)
+        out["all"] = self.all.fields(seconds)
         if self.streams:
             out["all"]["connections_opened"] = self.conn.opened
             out["all"]["connection_errors"] = self.conn.errors
@@ -276,6 +286,8 @@ class LoadResult:
     notes: list[str] = field(default_factory=list)
     connections: dict[str, Any] | None = None  # TCP, DoT, DoH: see MixStats.connections
     abandoned: int = 0  # queries in flight on connections hung up on purpose (streams)
+    due: int = 0  # the schedule's queries (sent + never sent)
+    refused: int = 0  # ICMP errors (connection refused) met; their queries are lost
 
     @property
     def achieved_rate(self) -> float:
@@ -289,6 +301,9 @@ class LoadResult:
         return {
             "engine": self.engine,
             "duration_s": round(self.duration_s, 3),
+            "due": self.due,
+            "skipped": self.skipped,
+            "refused": self.refused,
             "target_rate": self.target_rate,
             "achieved_rate": round(self.achieved_rate, 2),
             "qps": round(self.qps, 2),
@@ -312,6 +327,14 @@ def is_generator_bound(target_rate: float, sent: int, duration_s: float, skipped
     return skipped > 0 or sent < 0.995 * target_rate * duration_s - 1
 
 
+def refused_note(refused: int, lost: int) -> str:
+    """The cause of losses when the target's port refused them (ICMP port unreachable)."""
+    return (
+        f"{refused} ICMP errors (connection refused: nothing listening on the port);"
+        f" the {lost} queries without an answer are counted lost"
+    )
+
+
 def result_from(
     stats: MixStats, engine: str, duration_s: float, target_rate: float, *, stddev: bool = True
 ) -> LoadResult:
@@ -319,12 +342,13 @@ def result_from(
     in Python, about 0.2 s per histogram."""
     total = stats.all
     notes = []
-    if total.unexpected:
-        notes.append(f"{total.unexpected} replies matched no outstanding query (ignored)")
+    if stats.unexpected:
+        notes.append(f"{stats.unexpected} replies matched no outstanding query (ignored)")
     if stats.socket_errors:
-        notes.append(f"{stats.socket_errors} socket errors (ICMP unreachable: nothing listening?)")
+        notes.append(refused_note(stats.socket_errors, total.lost))
     if stats.skipped:
         notes.append(f"{stats.skipped} due queries dropped: the generator fell > 1 s behind")
+    behind = stats.skipped > 0 or (target_rate > 0 and total.sent < 0.995 * total.due)
     return LoadResult(
         engine=engine,
         duration_s=duration_s,
@@ -335,13 +359,15 @@ def result_from(
         late=total.late,
         rcodes=total.rcode_counts(),
         latency_ms=total.latency_ms(stddev=stddev),
-        generator_bound=is_generator_bound(target_rate, total.sent, duration_s, stats.skipped),
+        generator_bound=behind,
         classes={
             n: s.summary(stddev=stddev) for n, s in zip(stats.names, stats.classes, strict=True)
         },
-        skipped=stats.skipped,
-        unexpected=total.unexpected,
+        skipped=total.skipped,
+        unexpected=stats.unexpected,
         notes=notes,
         connections=stats.connections(),
         abandoned=total.abandoned,
+        due=total.due,
+        refused=stats.socket_errors,
     )

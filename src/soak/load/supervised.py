@@ -17,11 +17,24 @@ from pathlib import Path
 from typing import Any
 
 from soak.load.config import LoadConfig
+from soak.load.ledger import NS_PER_S
 from soak.load.runner import LoadRunner
 from soak.names import AGENT_TAG
 from soak.points import FieldValue, Point
 
-TOTAL_FIELDS = ("sent", "completed", "lost", "late", "unexpected")
+TOTAL_FIELDS = ("due", "sent", "skipped", "completed", "lost", "late", "unexpected")
+# Fields that count queries over the interval, not over windows: they ride on the
+# `all` point of the newest window a tick hands out.
+INTERVAL_FIELDS = (
+    "connections_opened",
+    "connection_errors",
+    "tls_resumed",
+    "connections_hung_up",
+    "handshake_p50_ms",
+    "handshake_p95_ms",
+    "handshake_p99_ms",
+    "handshake_max_ms",
+)
 # Margin given to the engine beyond the run's end: the run's end job stops it first.
 LOAD_MARGIN_S = 30.0
 
@@ -61,6 +74,12 @@ def load_points(
     return points
 
 
+def next_whole_second_ns(time_ns: int) -> int:
+    """The run's grid is whole wall seconds: a load started without an origin begins at the
+    next one, so that its windows lie on the grid."""
+    return -(-time_ns // NS_PER_S) * NS_PER_S
+
+
 class SupervisedLoad:
     # start() wants the run's origin at least this far ahead: the workers' interpreters
     # start (0.1-0.3 s, more on a busy machine) and send their first query at the origin.
@@ -82,6 +101,11 @@ class SupervisedLoad:
         self.rate_qps = 0.0
         self.restarts = 0
         self._prior = dict.fromkeys(TOTAL_FIELDS, 0)
+        self._prior_seconds = 0.0
+        self.grid_ns = 0  # wall time of the current runner's second 0 (on the run's grid)
+        self.end_ns = 0  # wall time its sending ends (the run's end)
+        # Closed windows of a runner replaced or stopped, not yet handed out as points.
+        self._pending: list[tuple[int, dict[str, dict[str, float]]]] = []
 
     def _new_runner(self) -> LoadRunner:
         return LoadRunner(
@@ -91,18 +115,40 @@ class SupervisedLoad:
     def prepare(self, max_duration_s: float) -> None:
         """Nothing to prepare: the workers start in well under a tick."""
 
-    def start(self, rate_qps: float, remaining_s: float, begin_at_ns: int | None = None) -> None:
+    def start(
+        self,
+        rate_qps: float,
+        remaining_s: float,
+        begin_at_ns: int | None = None,
+        end_ns: int | None = None,
+    ) -> None:
         """Load at `rate_qps` for the run's `remaining_s` (and the margin), from
-        `begin_at_ns` (wall clock: the run's origin) if given, else at once."""
+        `begin_at_ns` (wall clock: the run's origin) if given, else from the next whole
+        second, until `end_ns` (wall clock: the run's end) if given."""
         self.rate_qps = rate_qps
-        begin_at_s = None
-        if begin_at_ns is not None:  # on the monotonic clock the workers wait on
-            begin_at_s = time.monotonic() + (begin_at_ns - time.time_ns()) / 1e9
-        self.runner.start(rate_qps, remaining_s + LOAD_MARGIN_S, begin_at_s=begin_at_s)
+        now_ns = time.time_ns()
+        if begin_at_ns is None:
+            begin_at_ns = next_whole_second_ns(now_ns + int(self.start_lead_s * 1e9))
+        if end_ns is None:
+            end_ns = now_ns + round(remaining_s * 1e9)
+        send_s = (end_ns - begin_at_ns) / 1e9  # sending ends with the run
+        self.grid_ns, self.end_ns = begin_at_ns, end_ns
+        # on the monotonic clock the workers wait on
+        begin_at_s = time.monotonic() + (begin_at_ns - time.time_ns()) / 1e9
+        self.runner.keep_ledger = True
+        # Sending ends with the run (its last window with its last second); the margin
+        # only bounds a load the run's end failed to stop.
+        self.runner.start(
+            rate_qps, remaining_s + LOAD_MARGIN_S, begin_at_s=begin_at_s, send_s=send_s
+        )
 
-    def set_rate(self, rate_qps: float) -> None:
+    def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
+        """The new rate from `at_ns` (wall clock: a phase's start) if given, else at once."""
         self.rate_qps = rate_qps
-        self.runner.set_rate(rate_qps)
+        at_s = None
+        if at_ns is not None:  # on the monotonic clock the workers pace on
+            at_s = time.monotonic() + (at_ns - time.time_ns()) / 1e9
+        self.runner.set_rate(rate_qps, at_s)
 
     def take_window(self) -> dict[str, dict[str, float]]:
         return self.runner.take_window()
@@ -115,9 +161,11 @@ class SupervisedLoad:
         result = old.stop()
         for name in TOTAL_FIELDS:
             self._prior[name] += int(getattr(result, name, 0) or 0)
+        self._prior_seconds += result.duration_s
+        self._keep_windows(old)  # its last windows are the run's too
         why = "; ".join(old.errors) or "a worker exited"
         self.runner = self._new_runner()
-        self.runner.start(self.rate_qps, remaining_s + LOAD_MARGIN_S)
+        self.start(self.rate_qps, remaining_s, end_ns=self.end_ns or None)
         self.restarts += 1
         return why
 
@@ -132,9 +180,35 @@ class SupervisedLoad:
     def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
         return {}  # one machine, no agents
 
+    def _keep_windows(self, runner: LoadRunner) -> None:
+        """The runner's closed windows, as (the end of their second, fields): stamped like a
+        tick, whose sample covers the interval that ends at its time."""
+        for window in runner.take_ledger():
+            # a last window cut by the end is stamped at the end: inside the run
+            at_ns = min(self.grid_ns + (window.second + 1) * NS_PER_S, self.end_ns)
+            self._pending.append((at_ns, runner.window_fields(window)))
+
+    def take_points(self, time_ns: int) -> list[Point]:
+        """The `load` points of the windows closed since the last call, each at the end of
+        its own second of the run's grid (the run's ledger: the store holds every closed
+        window once, so any sum over a time range is the sum of the windows due in it)."""
+        self._keep_windows(self.runner)
+        pending, self._pending = self._pending, []
+        points: list[Point] = []
+        for at_ns, fields in pending:
+            points += _window_points("load", fields, at_ns, {})
+        interval = self.runner.take_window().get("all", {})
+        extra = {k: float(v) for k, v in interval.items() if k in INTERVAL_FIELDS}
+        if extra and points:
+            newest = max(
+                (p for p in points if p.tags.get("class") == "all"), key=lambda p: p.time_ns
+            )
+            newest.fields.update(extra)
+        return points
+
     def tail_points(self, time_ns: int) -> list[Point]:
-        """None: the workers' last part of a second is in the totals, not in the store."""
-        return []
+        """After stop(): the windows that closed as the workers drained."""
+        return self.take_points(time_ns)
 
     def totals(self, *, stddev: bool = True) -> dict[str, Any]:
         result = self.runner.totals(stddev=stddev)
@@ -142,6 +216,7 @@ class SupervisedLoad:
             name: self._prior[name] + int(getattr(result, name, 0) or 0) for name in TOTAL_FIELDS
         }
         totals["latency_ms"] = dict(result.latency_ms)
+        totals["seconds"] = self._prior_seconds + result.duration_s  # the windows' seconds
         totals["load_restarts"] = self.restarts
         return totals
 

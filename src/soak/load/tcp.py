@@ -101,7 +101,7 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     cursor = [0] * len(pools)  # per class: where its round robin stands
     ep = select.epoll()
     by_fd: dict[int, StreamFlow] = {}
-    cad = Cadence(spec, control, conn)
+    cad = Cadence(spec, control, conn, book.skip)
     start = book.last_answer_ns = cad.start_ns
 
     def reopen(f: StreamFlow, now: int) -> None:
@@ -203,6 +203,7 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     slot = book.take_slot(now)
                     if slot < 0:
                         break
+                    book.at_second(cad.second_of_query(sent_total, now))
                     c, q = book.next_query()
                     up = pick(c, now)
                     if up is not None:  # else: due while no connection is up: it is lost
@@ -250,7 +251,7 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                 next_sweep = now + SWEEP_NS
             if now >= cad.wake_ns:
                 cad.tick(now, sent_total, book.interval)
-        cad.finish(book.interval, book.drain)
+        cad.finish(book.interval, book.drain, sent_total)
     finally:
         ep.close()
         for f in fl.all():

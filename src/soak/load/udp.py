@@ -80,7 +80,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     set_id, reply_id, echoes, rcode = wire.set_id, wire.message_id, wire.echoes, wire.rcode
     query_buffer, header_len = wire.query_buffer, wire.HEADER_LEN
 
-    cad = Cadence(spec, control, conn)
+    cad = Cadence(spec, control, conn, book.skip)
     start = book.last_answer_ns = cad.start_ns
     pacer = cad.pacer
     next_sweep = start + SWEEP_NS
@@ -89,9 +89,14 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     outstanding = 0  # a local copy of book.outstanding, synced around Book calls
     seq = 0
     completed_total = 0
-    # Counters are re-read from book after each interval reset.
-    sent, completed, lost, late, wrong = book.sent, book.completed, book.lost, book.late, book.wrong
-    rcodes, lat = book.rcodes, book.lat
+    # The open windows' counters (soak.load.ledger.OpenWindows), indexed by the window's
+    # base + class; each query's due second sits in ring_w beside its send time.
+    win = book.win
+    wsent, wcompleted, wlost, wlate, wwrong = win.sent, win.completed, win.lost, win.late, win.wrong
+    wrcodes, wlats, wseconds, wmask = win.rcodes, win.lats, win.seconds, win.mask
+    ring_w = book.ring_w
+    next_k = -1  # the first query due after the current second (-1: look it up)
+    cur_s = wb = 0
     try:
         while True:
             now = mono()
@@ -119,6 +124,11 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                         n = SEND_BATCH
                     timeout = 0 if n > 0 else 0.01
                 for _ in range(n):
+                    if sent_total >= next_k:  # the queries from here on are due a second later
+                        cur_s = cad.second_of_query(sent_total, now)
+                        book.at_second(cur_s)
+                        wb = book.base
+                        next_k = cad.boundary_k(cur_s) if rate > 0 else sent_total + SEND_BATCH
                     c = schedule[si]
                     si += 1
                     if si == slen:
@@ -140,6 +150,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                         slot = book.take_slot(now)
                         seq, outstanding = book.seq, book.outstanding
                         if slot < 0:
+                            si = si - 1 if si else slen - 1  # this query leaves next time
                             break
                     else:
                         seq += 1
@@ -151,11 +162,12 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                         book.socket_errors += 1
                         try:
                             sends[flow](w)
-                        except OSError:
+                        except OSError:  # refused again: it is sent, and will be lost
                             book.socket_errors += 1
                     except BlockingIOError:
                         # The socket buffer is full: the query is due but cannot leave.
                         seq -= 1
+                        si = si - 1 if si else slen - 1
                         break
                     flow += 1
                     if flow == nflows:
@@ -163,7 +175,8 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     ring_t[slot] = t
                     ring_c[slot] = c
                     ring_q[slot] = q
-                    sent[c] += 1
+                    ring_w[slot] = cur_s
+                    wsent[wb + c] += 1
                     sent_total += 1
                     outstanding += 1
             # ---- read replies: one recv per ready socket per wake
@@ -187,21 +200,26 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                         book.unexpected += 1
                         continue
                     c = ring_c[slot]
+                    ws = ring_w[slot]
+                    base = (ws & wmask) * nc if wseconds[ws & wmask] == ws else -1
                     ring_t[slot] = 0
-                    if t < 0 or now - t > timeout_ns:
+                    if t < 0 or now - t > timeout_ns or base < 0:
                         if t > 0:
-                            lost[c] += 1
+                            if base >= 0:
+                                wlost[base + c] += 1
                             outstanding -= 1
-                        late[c] += 1
+                        wlate[(base if base >= 0 else wb) + c] += 1
                         continue
                     outstanding -= 1
-                    completed[c] += 1
                     completed_total += 1
+                    i = base + c
+                    wcompleted[i] += 1
+                    lat = wlats[ws & wmask]
                     key = ((now - t) // 1000) * nc + c
                     lat[key] = lat.get(key, 0) + 1
-                    rcodes[rcode(data) * nc + c] += 1
+                    wrcodes[i * 16 + rcode(data)] += 1
                     if checks[c] and is_wrong(classes[c], data, len(q)):
-                        wrong[c] += 1
+                        wwrong[i] += 1
                 if completed_total != answered:
                     book.answered(now)
             # ---- housekeeping, a few times a second
@@ -210,11 +228,13 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                 book.sweep(now)
                 outstanding = book.outstanding
                 next_sweep = now + SWEEP_NS
-            if now >= cad.wake_ns and cad.tick(now, sent_total, book.interval):
-                sent, completed, lost = book.sent, book.completed, book.lost
-                late, wrong, rcodes, lat = book.late, book.wrong, book.rcodes, book.lat
-        book.seq, book.outstanding = seq, outstanding
-        cad.finish(book.interval, book.drain)
+            if now >= cad.wake_ns:
+                book.sched_i = si  # a skip moves the schedule on
+                cad.tick(now, sent_total, book.interval)
+                si = book.sched_i
+                next_k = -1  # the pacer may have moved: look the second up again
+        book.seq, book.outstanding, book.sched_i = seq, outstanding, si
+        cad.finish(book.interval, book.drain, sent_total)
     finally:
         ep.close()
         for s in socks:

@@ -17,9 +17,10 @@ from typing import Any
 
 from soak.load import wire
 from soak.load.cadence import Cadence
-from soak.load.stats import ClassInterval, Interval
+from soak.load.ledger import ClassWindow, Window
+from soak.load.stats import Interval
 from soak.load.udp import open_flows
-from soak.load.worker import Control, WorkerSpec, monotonic_ns
+from soak.load.worker import Control, WorkerSpec, monotonic_ns, window_slots
 
 _fast: Any
 try:
@@ -32,7 +33,7 @@ def available() -> bool:
     return _fast is not None
 
 
-def make_engine(spec: WorkerSpec, fds: list[int]) -> Any:
+def make_engine(spec: WorkerSpec, fds: list[int], origin_ns: int) -> Any:
     classes = spec.classes
     questions = [list(cq.questions) if cq.random is None else None for cq in classes]
     randoms = [cq.random.next_question if cq.random is not None else None for cq in classes]
@@ -55,7 +56,31 @@ def make_engine(spec: WorkerSpec, fds: list[int]) -> Any:
         spec.max_outstanding,
         spec.recv_bytes,
         spec.index,
+        window_slots(spec.timeout_s),
+        origin_ns,
     )
+
+
+def window_from(raw: tuple[Any, ...]) -> Window:
+    """A window as Engine.take hands it back (see _fastudp.c, window_of)."""
+    second, refused, classes = raw
+    out = []
+    for sent, completed, lost, late, wrong, skipped, rcodes, lat_us in classes:
+        out.append(
+            ClassWindow(
+                due=sent + skipped,
+                sent=sent,
+                skipped=skipped,
+                completed=completed,
+                lost=lost,
+                late=late,
+                wrong=wrong,
+                rcodes=rcodes,
+                lat_us=lat_us,
+            )
+        )
+    out[0].refused = refused
+    return Window(second, out)
 
 
 def interval_of(
@@ -66,37 +91,40 @@ def interval_of(
     backlog: int,
     skipped: int,
 ) -> Interval:
-    sent, completed, lost, late, wrong, rcodes, lat_us, unexpected, socket_errors = counts[:9]
-    classes = [
-        ClassInterval(sent[c], completed[c], lost[c], late[c], wrong[c], 0, rcodes[c], lat_us[c])
-        for c in range(len(spec.classes))
-    ]
-    classes[0].unexpected = unexpected
-    iv = Interval(spec.index, interval_s, rate, backlog, skipped, classes)
+    windows, closed_below, unexpected, socket_errors, max_gap_ns, max_gap_end_ns = counts
+    iv = Interval(spec.index, interval_s, rate, backlog, skipped)
+    iv.windows = [window_from(w) for w in windows]
+    iv.closed_below = closed_below
+    iv.unexpected = unexpected
     iv.socket_errors = socket_errors
-    iv.max_gap_ns, iv.max_gap_end_ns = counts[9], counts[10]
+    iv.max_gap_ns, iv.max_gap_end_ns = max_gap_ns, max_gap_end_ns
     return iv
 
 
 def run_udp_fast(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     socks = open_flows(spec)
     try:
-        engine = make_engine(spec, [s.fileno() for s in socks])
-        run_engine(engine, spec, control, conn)
+        run_engine(spec, [s.fileno() for s in socks], control, conn)
     finally:
         for s in socks:
             s.close()
 
 
-def run_engine(engine: Any, spec: WorkerSpec, control: Control, conn: Connection) -> None:
+def run_engine(spec: WorkerSpec, fds: list[int], control: Control, conn: Connection) -> None:
     """Engine.run until the next thing the cadence has to do, then the cadence."""
+    engine: Any = None
+
+    def skip(second: int, n: int) -> None:
+        engine.skip(second, n)
+
+    cad = Cadence(spec, control, conn, skip)
+    engine = make_engine(spec, fds, cad.origin_ns)
     run, take_counts = engine.run, engine.take
-    cad = Cadence(spec, control, conn)
     pacer = cad.pacer
     engine.begin(cad.start_ns)
 
-    def take(interval_s: float, rate: float, backlog: int, skipped: int) -> Interval:
-        return interval_of(take_counts(), spec, interval_s, rate, backlog, skipped)
+    def take(interval_s: float, rate: float, backlog: int, skipped: int, cursor: int) -> Interval:
+        return interval_of(take_counts(cursor), spec, interval_s, rate, backlog, skipped)
 
     def drain(now: int, silence_end_ns: int) -> None:
         engine.sweep(True)
@@ -110,7 +138,8 @@ def run_engine(engine: Any, spec: WorkerSpec, control: Control, conn: Connection
             pacer.rate_qps,
             pacer.base_ns,
             pacer.base_k,
+            pacer.phase,
             cad.sending,
         )
         cad.tick(monotonic_ns(), sent_total, take)
-    cad.finish(take, drain)
+    cad.finish(take, drain, sent_total)

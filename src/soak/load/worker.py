@@ -12,12 +12,14 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
+from math import ceil, floor
 from multiprocessing.connection import Connection
 from typing import Any
 
 from soak.load import wire
+from soak.load.ledger import OpenWindows, schedule_counts
 from soak.load.queries import ClassQueries
-from soak.load.stats import ClassInterval, Connections, Interval
+from soak.load.stats import Connections, Interval
 from soak.load.wire import HEADER_LEN, echoes, message_id, rcode
 
 RING = 65536
@@ -46,6 +48,9 @@ class WorkerSpec:
     max_duration_s: float
     rate_qps: float = 0.0  # this worker's share at the start
     begin_at_ns: int = 0  # CLOCK_MONOTONIC: the first query not before (0: at once)
+    # Worker i of n has phase i / n (Pacer): its query k is due at (i + n k) / R, so that
+    # n workers together are due exactly R per second.
+    phase: float = 0.0
     # Replies to queries without EDNS fit in 512 bytes; a large recv buffer costs a
     # big allocation per datagram (measured: ~5% of the loop's CPU at 65,535).
     recv_bytes: int = 4096
@@ -62,13 +67,16 @@ class WorkerSpec:
 class Control:
     """What the parent can change while a worker runs: its rate share and a stop flag.
 
-    Messages arrive on a pipe: ("rate", q/s) or ("stop",). The loop calls
-    poll() a few times a second; a closed pipe (the parent died) means stop.
+    Messages arrive on a pipe: ("rate", q/s), ("rate", q/s, at_ns) (the new rate's
+    schedule starts at `at_ns`, monotonic: a phase's start, so that each phase is due
+    exactly its rate x seconds) or ("stop",). The loop calls poll() a few times a
+    second; a closed pipe (the parent died) means stop.
     """
 
     def __init__(self, conn: Connection, rate_qps: float) -> None:
         self.conn = conn
         self._rate_qps = rate_qps
+        self.rate_at_ns: int | None = None  # when the last rate took effect, if said
         self._stop = False
 
     def poll(self) -> None:
@@ -77,6 +85,7 @@ class Control:
                 msg = self.conn.recv()
                 if msg[0] == "rate":
                     self._rate_qps = float(msg[1])
+                    self.rate_at_ns = int(msg[2]) if len(msg) > 2 else None
                 elif msg[0] == "stop":
                     self._stop = True
         except (EOFError, OSError):
@@ -98,8 +107,17 @@ def is_wrong(cq: ClassQueries, data: bytes, question_len: int) -> bool:
     return wire.wrong_answer(data, question_len, cq.expect_rcodes, cq.expect_addresses)
 
 
+def window_slots(timeout_s: float) -> int:
+    """How many seconds a worker keeps open (a power of two): a window lives until its
+    last query has left (up to MAX_BACKLOG_S late) and has been answered or timed out."""
+    need = int(timeout_s + MAX_BACKLOG_S) + 4
+    return 1 << max(3, (need - 1).bit_length())
+
+
 class Book:
-    """Counters of the current interval and the id ring (used by the TCP loop)."""
+    """The id ring and the open windows of a worker (used by the TCP loop; the UDP
+    loops do the same inline). A query counts in the window of the second it was
+    due (soak.load.ledger): the loop says which with `at_second` before sending."""
 
     def __init__(self, spec: WorkerSpec) -> None:
         self.spec = spec
@@ -108,9 +126,13 @@ class Book:
         self.ring_t = [0] * RING
         self.ring_c = [0] * RING
         self.ring_q: list[bytes] = [b""] * RING
+        self.ring_w = [0] * RING  # the grid second each query was due in
         self.seq = 0
         self.tail = 0
         self.outstanding = 0
+        self.win = OpenWindows(self.nc, window_slots(spec.timeout_s))
+        self.second = 0  # the due second of the queries being sent
+        self.base = self.win.open(0)  # its counters' index
         self.reset()
         self.pos = [spec.start_offset % max(1, len(c.questions)) for c in spec.classes]
         # Silences between replies (a service swap under load): the last answer and
@@ -121,36 +143,37 @@ class Book:
         self.sched_i = spec.start_offset % len(spec.schedule)
 
     def reset(self) -> None:
-        nc = self.nc
-        self.sent = [0] * nc
-        self.completed = [0] * nc
-        self.lost = [0] * nc
-        self.late = [0] * nc
-        self.wrong = [0] * nc
-        self.abandoned = [0] * nc
         self.unexpected = 0
         self.socket_errors = 0  # ICMP unreachable and similar (UDP)
-        self.rcodes = [0] * (16 * nc)
-        self.lat: dict[int, int] = {}
         # stream transports: connections opened, failed, TLS sessions resumed, setup times
         self.conn_opened = self.conn_errors = self.conn_resumed = self.conn_hung_up = 0
         self.handshake_us: dict[int, int] = {}
 
-    def interval(self, interval_s: float, rate: float, backlog: int, skipped: int) -> Interval:
-        nc = self.nc
-        classes = []
-        for c in range(nc):
-            ci = ClassInterval(
-                self.sent[c], self.completed[c], self.lost[c], self.late[c], self.wrong[c]
-            )
-            ci.rcodes = {r: self.rcodes[r * nc + c] for r in range(16) if self.rcodes[r * nc + c]}
-            ci.abandoned = self.abandoned[c]
-            classes.append(ci)
-        for key, n in self.lat.items():
-            us, c = divmod(key, nc)
-            classes[c].lat_us[us] = n
-        classes[0].unexpected = self.unexpected
-        iv = Interval(self.spec.index, interval_s, rate, backlog, skipped, classes)
+    def at_second(self, second: int) -> None:
+        """The queries sent from now on were due in `second`."""
+        if second != self.second:
+            self.second = second
+            self.base = self.win.open(second)
+
+    def skip(self, second: int, n: int) -> None:
+        """`n` queries due in `second` never leave: the schedule moves past them."""
+        spec = self.spec
+        base = self.win.open(second)
+        counts = schedule_counts(spec.schedule, self.sched_i, n, self.nc)
+        for c, k in enumerate(counts):
+            self.win.skipped[base + c] += k
+        self.sched_i = (self.sched_i + n) % len(spec.schedule)
+
+    def interval(
+        self, interval_s: float, rate: float, backlog: int, skipped: int, cursor_second: int
+    ) -> Interval:
+        """The windows closed by now (every second before `cursor_second` with nothing in
+        flight) and the interval's other counts; those start again from 0."""
+        self.win.refused[self.base // self.nc] += self.socket_errors
+        iv = Interval(self.spec.index, interval_s, rate, backlog, skipped)
+        iv.windows = self.win.close(cursor_second)
+        iv.closed_below = self.win.closed_below
+        iv.unexpected = self.unexpected
         iv.socket_errors = self.socket_errors
         iv.max_gap_ns, iv.max_gap_end_ns = self.max_gap_ns, self.max_gap_end_ns
         self.max_gap_ns = self.max_gap_end_ns = 0
@@ -193,6 +216,13 @@ class Book:
         self.pos[c] = (p + 1) % len(cq.questions)
         return c, cq.questions[p]
 
+    def lose(self, slot: int) -> None:
+        """The query in `slot` timed out: lost in its window (unless that window was
+        closed by force, which counted it lost already)."""
+        base = self.win.base_of(self.ring_w[slot])
+        if base >= 0:
+            self.win.lost[base + self.ring_c[slot]] += 1
+
     def take_slot(self, now: int) -> int:
         """A free id (skipping the rare straggler still outstanding); -1 if none is free."""
         for _ in range(16):
@@ -202,7 +232,8 @@ class Book:
             if t <= 0:
                 return slot
             if now - t > self.timeout_ns:
-                self.lost[self.ring_c[slot]] += 1
+                self.lose(slot)
+                self.ring_t[slot] = 0
                 self.outstanding -= 1
                 return slot
         return -1
@@ -211,7 +242,8 @@ class Book:
         self.ring_t[slot] = now
         self.ring_c[slot] = c
         self.ring_q[slot] = question
-        self.sent[c] += 1
+        self.ring_w[slot] = self.second
+        self.win.sent[self.base + c] += 1
         self.outstanding += 1
 
     def abandon(self, slot: int, sent_ns: int) -> None:
@@ -221,7 +253,9 @@ class Book:
             return
         self.ring_t[slot] = 0
         self.outstanding -= 1
-        self.abandoned[self.ring_c[slot]] += 1
+        base = self.win.base_of(self.ring_w[slot])
+        if base >= 0:
+            self.win.abandoned[base + self.ring_c[slot]] += 1
 
     def reply(self, data: bytes, now: int) -> None:
         if len(data) < HEADER_LEN:
@@ -234,30 +268,33 @@ class Book:
             self.unexpected += 1
             return
         c = self.ring_c[slot]
-        if t < 0 or now - t > self.timeout_ns:
-            if t > 0:
-                self.lost[c] += 1
-                self.outstanding -= 1
-            self.late[c] += 1
-            self.ring_t[slot] = 0
-            return
+        win = self.win
+        base = win.base_of(self.ring_w[slot])
         self.ring_t[slot] = 0
+        if t < 0 or now - t > self.timeout_ns or base < 0:
+            if t > 0:
+                self.lose(slot)
+                self.outstanding -= 1
+            win.late[(base if base >= 0 else self.base) + c] += 1
+            return
         self.outstanding -= 1
-        self.completed[c] += 1
+        i = base + c
+        win.completed[i] += 1
         self.answered(now)
+        lat = win.lats[base // self.nc]
         key = ((now - t) // 1000) * self.nc + c
-        self.lat[key] = self.lat.get(key, 0) + 1
-        self.rcodes[rcode(data) * self.nc + c] += 1
+        lat[key] = lat.get(key, 0) + 1
+        win.rcodes[i * 16 + rcode(data)] += 1
         cq = self.spec.classes[c]
         if (cq.expect_rcodes is not None or cq.expect_addresses is not None) and is_wrong(
             cq, data, len(q)
         ):
-            self.wrong[c] += 1
+            win.wrong[i] += 1
 
     def sweep(self, now: int, everything: bool = False) -> None:
         """Count queries past their timeout as lost, oldest first."""
         limit = now - self.timeout_ns
-        ring_t, ring_c, lost = self.ring_t, self.ring_c, self.lost
+        ring_t = self.ring_t
         tail, seq = self.tail, self.seq  # locals: this walks every query once
         expired = 0
         while tail < seq:
@@ -266,7 +303,7 @@ class Book:
             if t > 0:
                 if t > limit and not everything:
                     break
-                lost[ring_c[slot]] += 1
+                self.lose(slot)
                 expired += 1
                 ring_t[slot] = -t
             tail += 1
@@ -275,25 +312,30 @@ class Book:
 
 
 class Pacer:
-    """Absolute deadlines on the monotonic clock: query k is due at base + k / rate.
+    """Absolute deadlines on the monotonic clock: query k is due at
+    base + (k + phase) / rate, rounded up to the nanosecond.
 
+    `phase` (a fraction of one query's period) interleaves the workers: worker i of
+    n has phase i / n, so that together they are due at exactly every 1 / (n x rate).
     A rate change re-bases at the next deadline of the old schedule, so a phase
     change neither bursts nor pauses. Rate 0 means no schedule (flat out).
     """
 
-    def __init__(self, rate_qps: float, start_ns: int) -> None:
+    def __init__(self, rate_qps: float, start_ns: int, phase: float = 0.0) -> None:
         self.rate_qps = rate_qps
         self.base_ns = start_ns
         self.base_k = 0
+        self.phase = phase
+        self.worker_phase = phase
 
     def due(self, now_ns: int) -> int:
         """How many queries should have left by now (counted from the start)."""
         if self.rate_qps <= 0 or now_ns < self.base_ns:
             return self.base_k
-        return self.base_k + int((now_ns - self.base_ns) * self.rate_qps / 1e9) + 1
+        return self.base_k + floor((now_ns - self.base_ns) * self.rate_qps / 1e9 - self.phase) + 1
 
     def deadline_ns(self, k: int) -> int:
-        return self.base_ns + int((k - self.base_k) * 1e9 / self.rate_qps)
+        return self.base_ns + ceil((k - self.base_k + self.phase) * 1e9 / self.rate_qps)
 
     def set_rate(self, rate_qps: float, sent: int, now_ns: int) -> None:
         if rate_qps == self.rate_qps:
@@ -303,17 +345,30 @@ class Pacer:
         else:
             self.base_ns = now_ns
         self.base_k = sent
+        self.phase = 0.0  # the new base is a deadline already
         self.rate_qps = rate_qps
 
-    def skip_to(self, sent: int, now_ns: int) -> int:
-        """Drop the part of the backlog beyond MAX_BACKLOG_S; returns how many were dropped."""
+    def set_rate_at(self, rate_qps: float, at_ns: int) -> None:
+        """The new rate's schedule from `at_ns` on (with this worker's phase): the old
+        one's queries due before it stay due, the new one's are due from it."""
+        if rate_qps == self.rate_qps:
+            return
+        self.base_k = self.due(at_ns - 1)
+        self.base_ns = at_ns
+        self.rate_qps = rate_qps
+        self.phase = self.worker_phase if rate_qps > 0 else 0.0
+
+    def behind(self, sent: int, now_ns: int) -> int:
+        """How many due queries lie beyond MAX_BACKLOG_S of backlog (to be dropped)."""
         due = self.due(now_ns)
         limit = int(self.rate_qps * MAX_BACKLOG_S)
         if self.rate_qps <= 0 or due - sent <= limit:
             return 0
-        dropped = due - sent - limit
+        return due - sent - limit
+
+    def skip(self, dropped: int) -> None:
+        """The next `dropped` queries never leave: the schedule moves past them."""
         self.base_k -= dropped
-        return dropped
 
 
 monotonic_ns = time.monotonic_ns  # bound once: no wrapper call per query

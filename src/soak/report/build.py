@@ -91,7 +91,10 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         row["end"] = iso(span_end_ns)
         row["duration_s"] = max(0.0, (span_end_ns - span.start_ns) / 1e9)
         sent = row["metrics"].get("sent")
-        if isinstance(sent, int | float) and row["duration_s"] > 0:
+        achieved = row["metrics"].get("rate_achieved_qps")
+        # Runs stored before the ledger: their points are ticks, so sent over the duration.
+        before_ledger = not isinstance(row["metrics"].get("due"), int | float) or achieved is None
+        if before_ledger and isinstance(sent, int | float) and row["duration_s"] > 0:
             row["metrics"]["rate_achieved_qps"] = sent / row["duration_s"]
     events = _events(store, inp)
     verdicts = [_finite(dataclasses.asdict(v)) for v in inp.verdicts]

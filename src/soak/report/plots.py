@@ -159,8 +159,11 @@ PLOTS: tuple[PlotSpec, ...] = (
 )
 
 PHASE_METRICS: tuple[PhaseMetric, ...] = (
+    # Load points are the ledger's one-second windows: a phase's rates are its windows'
+    # sums over its windows' seconds, i.e. the mean of their per-second rates.
     PhaseMetric("rate_target_qps", "load", "rate_target", "mean", ALL),
-    # The achieved rate is the phase's sent over its duration (build.py), not a mean.
+    PhaseMetric("rate_achieved_qps", "load", "rate_achieved", "mean", ALL),
+    PhaseMetric("due", "load", "due", "sum", ALL),
     PhaseMetric("sent", "load", "sent", "sum", ALL),
     PhaseMetric("completed", "load", "completed", "sum", ALL),
     PhaseMetric("lost", "load", "lost", "sum", ALL),

@@ -181,6 +181,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     if report["startup"]:
         out += ["", "## Start-up", "", *_md_table(["", ""], startup_rows(report))]
     out += ["", "## Phases", "", accounting_note(report), "", *_md_table(*phase_table(report))]
+    if report.get("accounting"):  # the audit found figures that disagree (soak.report.audit)
+        out += ["", "**Load figures that disagree with the run's ledger:**", ""]
+        out += [f"- {line}" for line in report["accounting"]]
     if report.get("classes"):
         out += ["", "## Classes", "", *_md_table(*class_rows(report))]
     if report.get("agents"):

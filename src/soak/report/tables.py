@@ -97,6 +97,7 @@ def _p99(v: Any) -> str:
 PHASE_ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("Rate target, q/s", lambda m: num(m.get("rate_target_qps"), 4)),
     ("Rate achieved, q/s", lambda m: num(m.get("rate_achieved_qps"), 4)),
+    ("Queries due", lambda m: num(m.get("due"))),
     ("Queries sent", lambda m: num(m.get("sent"))),
     ("Completed", lambda m: num(m.get("completed"))),
     ("Lost", _lost),

@@ -15,6 +15,7 @@ from typing import Any
 
 from soak.analysis import evaluate_criteria, run_data_from_store
 from soak.analysis.criteria import lost_agents_text
+from soak.report.audit import ledger_totals
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.layout import report_path, result_path
 from soak.runs.reportinput import render_all
@@ -98,6 +99,13 @@ def evaluate(end: RunEnd) -> list[Any]:
 
 
 def write_result(end: RunEnd, outcome: Outcome) -> None:
+    load_totals = end.load_totals
+    if load_totals:
+        store = SqliteStore(end.points_path)
+        try:
+            load_totals = ledger_totals(store, end.run_id, load_totals)
+        finally:
+            store.close()
     result = {
         "id": end.run_id,
         "status": outcome.status.value,
@@ -106,7 +114,7 @@ def write_result(end: RunEnd, outcome: Outcome) -> None:
         "criteria": outcome.criteria,
         "verdicts": [as_dict(v) for v in end.verdicts],
         "restarts": end.restarts,
-        "load_totals": end.load_totals,
+        "load_totals": load_totals,
     }
     end.run_dir.mkdir(parents=True, exist_ok=True)
     result_path(end.run_dir).write_text(json.dumps(result, indent=2, default=str) + "\n")

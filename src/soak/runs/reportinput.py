@@ -39,12 +39,19 @@ REPORT_MEDIA = {
 def render_all(points_path: Path, state: StateStore, record: RunRecord) -> dict[str, str]:
     """The three renderings of one run's report."""
     from soak.report import build_report, render_html, render_json, render_markdown
+    from soak.report.audit import ACCOUNTING_EVENT, audit
 
     store = SqliteStore(points_path)
     try:
         report = build_report(store, report_input(record, state, store))
+        result = read_result(record.run_dir) or {}
+        disagree = audit(store, record.id, report, result.get("load_totals"))
     finally:
         store.close()
+    report["accounting"] = disagree
+    if disagree and record.ended_ns is not None:  # an ended run's figures are final
+        for line in disagree:
+            state.add_event(record.id, record.ended_ns, ACCOUNTING_EVENT, line, 0.0)
     return {
         "html": render_html(report),
         "json": render_json(report),
@@ -232,6 +239,35 @@ def report_text(data_dir: DataDir, state: StateStore, record: RunRecord, fmt: st
         return path.read_text()
     texts = render_all(data_dir.points_path(record.scenario, record.run_dir), state, record)
     return texts[fmt]
+
+
+def local_audit(data_dir: DataDir, run_id: str) -> list[str]:
+    """`soak audit RUN --data-dir DIR`: the run's report built again from its store and
+    checked against its ledger (soak.report.audit); each disagreement of an ended run
+    is recorded as an `accounting` event. The disagreements, empty when none."""
+    if not data_dir.state_db.exists():
+        raise InputError(f"no soak state in {data_dir.root}")
+    state = StateStore(data_dir.state_db)
+    try:
+        record = state.get_run(run_id)
+        if record is None:
+            raise InputError(f"no run {run_id!r} in {data_dir.root}")
+        from soak.report import build_report
+        from soak.report.audit import ACCOUNTING_EVENT, audit
+
+        store = SqliteStore(data_dir.points_path(record.scenario, record.run_dir))
+        try:
+            report = build_report(store, report_input(record, state, store))
+            result = read_result(record.run_dir) or {}
+            found = audit(store, record.id, report, result.get("load_totals"))
+        finally:
+            store.close()
+        if record.ended_ns is not None:
+            for line in found:
+                state.add_event(record.id, time.time_ns(), ACCOUNTING_EVENT, line, 0.0)
+        return found
+    finally:
+        state.close()
 
 
 def local_report_text(data_dir: DataDir, run_id: str, fmt: str) -> str:

@@ -113,7 +113,12 @@ class Run:
             self.timeline = Timeline.of(self.scenario, origin_ns)
             if self.parts.load is not None:
                 rate_qps = self.timeline.spans[0].rate_qps
-                self.parts.load.start(rate_qps, self.scenario.duration_s, begin_at_ns=origin_ns)
+                self.parts.load.start(
+                    rate_qps,
+                    self.scenario.duration_s,
+                    begin_at_ns=origin_ns,
+                    end_ns=self.timeline.end_ns,
+                )
             if self.parts.remote_samplers is not None:
                 self.parts.remote_samplers.release()
         except BaseException as exc:
@@ -157,7 +162,11 @@ class Run:
         self.phase_index = span.index
         self.ctx.state.update_run(self.id, phase=span.name)
         if self.parts.load is not None:
-            self.parts.load.start(span.rate_qps, (self.timeline.end_ns - now_ns) / NS_PER_S)
+            self.parts.load.start(
+                span.rate_qps,
+                (self.timeline.end_ns - now_ns) / NS_PER_S,
+                end_ns=self.timeline.end_ns,
+            )
         if not self.ending:
             self.supervisor.check_target()
 
@@ -199,7 +208,7 @@ class Run:
             span = self.timeline.spans[index]
             self.phase_index = index
             if self.parts.load is not None and index > 0:
-                self.parts.load.set_rate(span.rate_qps)
+                self.parts.load.set_rate(span.rate_qps, at_ns=span.start_ns)
             self.event(
                 "phase", f"phase {span.name} ({span.rate_qps:g} q/s)", float(index), span.start_ns
             )

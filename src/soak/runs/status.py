@@ -164,8 +164,10 @@ def _live(live: LiveFigures) -> dict[str, Any]:
 def _lost(totals: dict[str, Any]) -> dict[str, Any]:
     sent = float(totals.get("sent", 0) or 0)
     lost = float(totals.get("lost", 0) or 0)
+    latency = totals.get("latency_ms") or {}
     return {
         "load_totals": {k: v for k, v in totals.items() if isinstance(v, int | float)},
         "lost": lost,
         "lost_ratio": lost / sent if sent else 0.0,
+        "p99_whole_run_ms": latency.get("p99"),
     }

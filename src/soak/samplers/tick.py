@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
+import threading
 import time
 from collections.abc import Callable
 
@@ -97,6 +98,11 @@ class TickRunner:
         )
         # sampler index -> (its unfinished run, the tick it was started for)
         self._busy: dict[int, tuple[cf.Future[Outcome], int]] = {}
+        # Points of samplers whose points must never be lost (`keep_late`: the load's
+        # ledger windows, each stamped with its own second) that came after their
+        # tick's deadline: they go out with the next tick.
+        self._late_points: list[Point] = []
+        self._late_lock = threading.Lock()
 
     def _deadline_after_tick_s(self, sampler: Sampler) -> float:
         own = getattr(sampler, "deadline_s", None)
@@ -137,8 +143,12 @@ class TickRunner:
                 cf.wait([future], timeout=remaining_s)
         for i, future, budget_s in started:
             name = self.samplers[i].name
-            by_sampler[i] = self._collect(name, future, budget_s, lag_s, tick_time_ns)
+            keep = bool(getattr(self.samplers[i], "keep_late", False))
+            by_sampler[i] = self._collect(name, future, budget_s, lag_s, tick_time_ns, keep)
         points = [p for sampler_points in by_sampler for p in sampler_points]
+        with self._late_lock:
+            points += self._late_points
+            self._late_points = []
         self.last_tick_s = lag_s + (self.clock() - start_s)
         self.last_tick_ns = tick_time_ns
         if self.interval_s is not None and self.last_tick_s > self.interval_s:
@@ -165,13 +175,20 @@ class TickRunner:
         )
 
     def _collect(
-        self, name: str, future: cf.Future[Outcome], budget_s: float, lag_s: float, tick_ns: int
+        self,
+        name: str,
+        future: cf.Future[Outcome],
+        budget_s: float,
+        lag_s: float,
+        tick_ns: int,
+        keep: bool = False,
     ) -> list[Point]:
         if not future.done():
-            future.add_done_callback(lambda f: self._observe_late(name, f))
+            future.add_done_callback(lambda f: self._observe_late(name, f, keep))
+            fate = "its points follow with the next tick" if keep else "this sample is lost"
             message = (
                 f"no result {lag_s + budget_s:.2f} s after the tick's time (its deadline;"
-                f" started {lag_s:.2f} s late): this sample is lost"
+                f" started {lag_s:.2f} s late): {fate}"
             )
             return [self._failed(name, message, tick_ns, "sampler_timeout")]
         got, duration_s, error = future.result()
@@ -183,11 +200,15 @@ class TickRunner:
             return [self._failed(name, message, tick_ns, count_metric=False), *got]
         return got
 
-    def _observe_late(self, name: str, future: cf.Future[Outcome]) -> None:
-        """A sampler that finished after its deadline: its duration still counts."""
+    def _observe_late(self, name: str, future: cf.Future[Outcome], keep: bool = False) -> None:
+        """A sampler that finished after its deadline: its duration still counts, and the
+        points of one that keeps them (`keep_late`) go out with the next tick."""
         if future.cancelled():
             return
-        _, duration_s, _ = future.result()
+        got, duration_s, _ = future.result()
+        if keep and got:
+            with self._late_lock:
+                self._late_points += got
         self.last_durations_s[name] = duration_s
         if self.metrics is not None:
             self.metrics.sampler_duration.labels(name).observe(duration_s)

@@ -39,18 +39,38 @@ def fmt_num(value: Any, digits: int = 0, suffix: str = "") -> str:
     return f"{value:,.{digits}f}{suffix}"
 
 
+def load_figures(status: dict[str, Any]) -> tuple[str, Any, Any, Any]:
+    """(scope, achieved q/s, target q/s, p99 ms) of the load: an ended run's whole-run
+    figures from its ledger's totals, else the last closed second's."""
+    totals = status.get("load_totals") or {}
+    seconds = totals.get("seconds")
+    if status.get("ended") and isinstance(seconds, int | float) and seconds > 0:
+        return (
+            "whole run",
+            totals.get("sent", 0) / seconds,
+            totals.get("due", 0) / seconds,
+            status.get("p99_whole_run_ms"),
+        )
+    load = status.get("latest", {}).get("load,class=all", {})
+    return (
+        "last second",
+        status.get("rate_achieved_qps", load.get("rate_achieved")),
+        status.get("rate_target_qps", load.get("rate_target")),
+        load.get("lat_p99_ms"),
+    )
+
+
 def summary_rows(status: dict[str, Any]) -> list[tuple[str, str]]:
     """The figures of the view as (label, text); also what `soak status` prints."""
     latest = status.get("latest", {})
     proc = latest.get("process", {})
     runtime = latest.get("runtime", {})
-    load = latest.get("load,class=all", {})
     threads = runtime.get("goroutines")
     threads_label = "goroutines" if threads is not None else "threads"
     if threads is None:
         threads = proc.get("threads")
-    rate = fmt_num(status.get("rate_achieved_qps", load.get("rate_achieved")), 0)
-    target_rate = fmt_num(status.get("rate_target_qps", load.get("rate_target")), 0)
+    scope, achieved, target, p99 = load_figures(status)
+    rate, target_rate = fmt_num(achieved, 0), fmt_num(target, 0)
     lost_ratio = status.get("lost_ratio")
     elapsed = fmt_duration(status.get("elapsed_s"))
     if status.get("ended"):  # nothing remains of an ended run: what ran of what was planned
@@ -61,17 +81,15 @@ def summary_rows(status: dict[str, Any]) -> list[tuple[str, str]]:
         ("run", f"{status.get('id')} ({status.get('status')})"),
         ("phase", str(status.get("phase") or "-")),
         timing,
-        ("rate achieved / target", f"{rate} / {target_rate} q/s"),
+        (f"rate achieved / target ({scope})", f"{rate} / {target_rate} q/s"),
         (
             "lost",
             f"{fmt_num(status.get('lost'))}"
             + (f" ({lost_ratio:.4%})" if isinstance(lost_ratio, float) else ""),
         ),
-        ("p99", fmt_num(load.get("lat_p99_ms"), 2, " ms")),
-        (
-            "RSS (anon)",
-            f"{fmt_bytes(proc.get('rss_bytes'))} ({fmt_bytes(proc.get('rss_anon_bytes'))})",
-        ),
+        (f"p99 ({scope})", fmt_num(p99, 2, " ms")),
+        ("RSS", fmt_bytes(proc.get("rss_bytes"))),
+        ("RSS (anon)", fmt_bytes(proc.get("rss_anon_bytes"))),
         ("fds", fmt_num(proc.get("fds"))),
         (threads_label, fmt_num(threads)),
         ("restarts", str(status.get("restarts", 0))),
@@ -139,8 +157,7 @@ def progress_line(status: dict[str, Any]) -> str | None:
     """One plain progress line for a log (no terminal): no table, nothing to wrap. None
     before the first tick, when there is nothing measured to say."""
     elapsed = status.get("elapsed_s")
-    load = status.get("latest", {}).get("load,class=all", {})
-    achieved = status.get("rate_achieved_qps", load.get("rate_achieved"))
+    scope, achieved, target, p99 = load_figures(status)
     if not elapsed or (achieved is None and not status.get("latest")):
         return None
     parts = [
@@ -149,17 +166,16 @@ def progress_line(status: dict[str, Any]) -> str | None:
         f"phase {status.get('phase') or '-'}",
     ]
     if achieved is not None:
-        target = status.get("rate_target_qps", load.get("rate_target"))
-        rate = f"rate {fmt_num(achieved)}"
-        if isinstance(target, int | float) and target > 0:
-            rate += f" of {fmt_num(target)}"
-        parts.append(rate + " q/s")
         lost_ratio = status.get("lost_ratio")
         lost = f"lost {fmt_num(status.get('lost'))}"
         if isinstance(lost_ratio, float):
             lost += f" ({lost_ratio:.4%})"
         parts.append(lost)
-        parts.append(f"p99 {fmt_num(load.get('lat_p99_ms'), 2, ' ms')}")
+        rate = f"{scope}: rate {fmt_num(achieved)}"
+        if isinstance(target, int | float) and target > 0:
+            rate += f" of {fmt_num(target)}"
+        parts.append(rate + " q/s")
+        parts.append(f"p99 {fmt_num(p99, 2, ' ms')}")
     restarts = status.get("restarts", 0)
     if restarts:
         parts.append(f"restarts {restarts}")

@@ -36,6 +36,8 @@ class SwapStats:
     gap_end_after_stop_s: float | None
     rcodes: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    due: int = 0  # the schedule's queries: sent + skipped (soak.load.ledger)
+    refused: int = 0  # ICMP errors (connection refused) met while the port was closed
 
     def describe(self) -> str:
         where = (
@@ -43,9 +45,10 @@ class SwapStats:
             if self.gap_end_after_stop_s is not None
             else ""
         )
+        refused = f" (the port refused {self.refused} times)" if self.refused else ""
         return (
             f"{self.sent} sent at {self.rate_qps:g} q/s over {self.duration_s:.1f} s, "
-            f"{self.completed} answered, {self.lost} lost, "
+            f"{self.completed} answered, {self.lost} lost{refused}, "
             f"longest gap without answers {self.longest_gap_s:.3f} s{where}"
         )
 
@@ -53,10 +56,12 @@ class SwapStats:
         return {
             "rate_qps": self.rate_qps,
             "duration_s": round(self.duration_s, 3),
+            "due": self.due,
             "sent": self.sent,
             "completed": self.completed,
             "lost": self.lost,
             "late": self.late,
+            "refused": self.refused,
             "longest_gap_s": round(self.longest_gap_s, 4),
             "gap_end_after_stop_s": None
             if self.gap_end_after_stop_s is None
@@ -153,5 +158,7 @@ class SwapLoadRun:
             gap_end_after_stop_s=after,
             rcodes=dict(result.rcodes),
             notes=list(result.notes),
+            due=result.due,
+            refused=result.refused,
         )
         return self.stats

@@ -82,6 +82,7 @@ class AgentsLoad:
         self._hist: HdrHistogram | None = None
         self._engine_polled_s = 0.0
         self._tail: dict[str, dict[str, float]] = {}  # the seconds stop() took
+        self._end_ns: int | None = None  # the run's end, once started (wall clock)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -115,9 +116,16 @@ class AgentsLoad:
             self._close()
             raise
 
-    def start(self, rate_qps: float, remaining_s: float, begin_at_ns: int | None = None) -> None:
+    def start(
+        self,
+        rate_qps: float,
+        remaining_s: float,
+        begin_at_ns: int | None = None,
+        end_ns: int | None = None,
+    ) -> None:
         """The agents' load from the run's origin (`begin_at_ns`, or the run's own; on a
-        resumed run, a moment from now)."""
+        resumed run, a moment from now); they stop by the run's duration (`end_ns` is
+        the run's end as the local load takes it, not passed on yet)."""
         if self._fleet is None:
             self.prepare(remaining_s)
         fleet, coordinator = self._fleet, self._coordinator
@@ -129,6 +137,7 @@ class AgentsLoad:
             end_ns = None
             if self.run_duration_s is not None:
                 end_ns = origin_ns + round(self.run_duration_s * 1e9)
+            self._end_ns = end_ns
             fleet.release(origin_ns, end_ns)
 
     def _wait_registered(self) -> None:
@@ -141,7 +150,8 @@ class AgentsLoad:
 
         wait_for_agents(self.engine, missing, self.agents.start_timeout_s, "load agent", self.clock)
 
-    def set_rate(self, rate_qps: float) -> None:
+    def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
+        """The new rate (agents take it at once: `at_ns` is not passed on yet)."""
         self.rate_qps = rate_qps
         if self._fleet is not None and self._coordinator is not None:
             with self._coordinator.lock:
@@ -199,10 +209,16 @@ class AgentsLoad:
         out, self._per_agent = self._per_agent, {}
         return out
 
+    def take_points(self, time_ns: int) -> list[Point]:
+        """The seconds every agent has reported since the last call, at `time_ns`."""
+        return load_points(self.take_window(), self.take_agent_windows(), time_ns)
+
     def tail_points(self, time_ns: int) -> list[Point]:
         """After stop(): the seconds the agents reported after the last tick (each is
         about a second late, and they drain after the stop), at `time_ns`, so that the
         store's sums are the run's totals."""
+        if self._end_ns is not None:  # within the run: its last phase owns them
+            time_ns = min(time_ns, self._end_ns)
         return load_points(self.take_window(), self.take_agent_windows(), time_ns)
 
     def check(self, remaining_s: float) -> list[LoadEvent]:

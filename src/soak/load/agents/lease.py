@@ -150,6 +150,7 @@ class Fleet:
         self._late = []
         span_s = 0.0
         asked_qps_s = 0.0
+        lost_due = 0.0  # the lost agents' shares of these seconds: due, never sent
         for stamp in sorted(self._pending):
             got = self._pending[stamp]
             if not active <= got.keys() and stamp > cutoff_ns:
@@ -159,6 +160,7 @@ class Fleet:
             second_s = max(w.window_s for w in got.values())
             span_s += second_s
             asked_qps_s += self.asked_at(stamp) * second_s
+            lost_due += self.asked_at(stamp) * second_s * self.lost_share(stamp)
             windows += got.values()
         while len(self._rates) > 1 and self._rates[1][0] <= self._emitted_to_ns:
             self._rates.pop(0)  # bounded: only the rates the seconds still to come need
@@ -171,7 +173,20 @@ class Fleet:
         for index in sorted({w.agent for w in windows}):
             mine = [w for w in windows if w.agent == index]
             per_agent[index] = sum_windows(mine, sum(w.window_s for w in mine))
-        return Taken(sum_windows(windows, span_s, shares), per_agent, span_s)
+        merged = sum_windows(windows, span_s, shares)
+        if lost_due >= 0.5:
+            for cls, fields in merged.items():
+                share = 1.0 if cls == "all" else self.class_shares.get(cls, 0.0)
+                if "due" in fields:
+                    fields["due"] += round(lost_due * share)
+                    fields["skipped"] = fields.get("skipped", 0.0) + round(lost_due * share)
+        return Taken(merged, per_agent, span_s)
+
+    def lost_share(self, stamp_ns: int) -> float:
+        """The part of the rate that agents lost before `stamp_ns` carried (equal shares:
+        soak.load.segments splits the rate to the milli-q/s)."""
+        lost = sum(1 for s in self.slots if s.lost_at_ns is not None and s.lost_at_ns < stamp_ns)
+        return lost / len(self.slots) if self.slots else 0.0
 
     def asked_at(self, time_ns: int) -> float:
         """The asked total rate in force at time_ns (the first one before any change)."""

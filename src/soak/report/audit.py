@@ -1,0 +1,158 @@
+"""The audit of a run's load figures: every table against the ledger.
+
+The ledger is the run's stored `load` points of class `all` (one per closed
+one-second window of the run's grid; where load agents run, their merged
+seconds). Every figure a report prints about the load is a sum over it, so
+each must equal the ledger's sum over the same seconds: the phases (warm-up
+included) add up to the ledger, the classes table's `all` row to the ledger
+after the warm-up, the agents table to the same, `result.json`'s
+`load_totals` to the whole ledger, and the `generator` criterion is sent over
+due (never above 1). Each window keeps `completed + lost + abandoned == sent`
+and `sent + skipped == due`. A disagreement is a line of text; the run records
+each as an `accounting` event (soak.runs.judge) and the report shows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from soak.analysis.rundata import StoreReader
+from soak.points import Point
+
+COUNTS = ("due", "sent", "completed", "lost")
+# What result.json's load_totals takes from the ledger (ledger_totals).
+TOTALS = (*COUNTS, "skipped", "late", "abandoned", "wrong_answers")
+ACCOUNTING_EVENT = "accounting"
+
+
+@dataclass
+class LedgerSums:
+    """The ledger's counts over some seconds."""
+
+    counts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TOTALS, 0.0))
+    windows: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, p: Point) -> None:
+        f = p.fields
+        self.windows += 1
+        for name in TOTALS:
+            value = f.get(name, 0.0)
+            self.counts[name] += float(value) if isinstance(value, int | float) else 0.0
+        self._check(p)
+
+    def _check(self, p: Point) -> None:
+        """A window's own invariants (windows stored before the ledger had no `due`)."""
+
+        def n(name: str) -> float:
+            value = p.fields.get(name, 0.0)
+            return float(value) if isinstance(value, int | float) else 0.0
+
+        if "due" not in p.fields:
+            return
+        ended = n("completed") + n("lost") + n("abandoned")
+        if ended != n("sent"):
+            self.problems.append(
+                f"window at {p.time_ns}: completed + lost + abandoned {ended:g}"
+                f" != sent {n('sent'):g}"
+            )
+        if n("sent") + n("skipped") != n("due"):
+            self.problems.append(
+                f"window at {p.time_ns}: sent {n('sent'):g} + skipped {n('skipped'):g}"
+                f" != due {n('due'):g}"
+            )
+
+
+def ledger_sums(store: StoreReader, run_id: str, since_ns: int | None = None) -> LedgerSums:
+    sums = LedgerSums()
+    for p in store.points(run_id, "load", since_ns):
+        if p.tags.get("class") == "all":
+            sums.add(p)
+    return sums
+
+
+def ledger_totals(store: StoreReader, run_id: str, totals: Mapping[str, Any]) -> dict[str, Any]:
+    """result.json's load_totals: the engine's own (latency, restarts) with every count
+    and the seconds taken from the ledger, so that they are its sums by construction
+    (a service restart mid-run, say, leaves the engine with only its own part)."""
+    sums = ledger_sums(store, run_id)
+    if sums.windows == 0:
+        return dict(totals)
+    out = dict(totals)
+    for name, value in sums.counts.items():
+        if name in COUNTS or value:
+            out[name] = int(value)
+    if "due" in totals:  # one-second windows (agents' points are ticks, not windows)
+        out["seconds"] = sums.windows
+    return out
+
+
+def _differ(what: str, got: Mapping[str, Any], ledger: Mapping[str, float]) -> list[str]:
+    out = []
+    for name in COUNTS:
+        want = ledger[name]
+        value = got.get(name)
+        if value is None:
+            continue  # a table without that figure says nothing about it
+        if abs(float(value) - want) > 0.5:
+            out.append(f"{what}: {name} {float(value):,.0f} != ledger {want:,.0f}")
+    return out
+
+
+def _summed(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for row in rows:
+        for name in COUNTS:
+            value = row.get(name)
+            if isinstance(value, int | float):
+                out[name] = out.get(name, 0.0) + float(value)
+    return out
+
+
+def judged_since_ns(report: Mapping[str, Any]) -> int | None:
+    """The first window time the classes and agents tables count (after the warm-up),
+    from the report's own run section (soak.analysis.rundata.judged_from_ns)."""
+    judged_s = report.get("judged_from_s")
+    started = report.get("run", {}).get("started")
+    if not isinstance(judged_s, int | float) or not isinstance(started, str):
+        return None
+    started_ns = round(datetime.fromisoformat(started).timestamp()) * 1_000_000_000
+    since_ns = started_ns + round(judged_s * 1e9)
+    return since_ns + 1 if judged_s > 0 else since_ns
+
+
+def audit(
+    store: StoreReader,
+    run_id: str,
+    report: Mapping[str, Any],
+    load_totals: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Every disagreement between the report's load figures (and `load_totals`) and the
+    ledger; empty when they all agree."""
+    whole = ledger_sums(store, run_id)
+    if whole.windows == 0:
+        return []  # a run without load
+    out = list(whole.problems)
+    if whole.counts["completed"] > whole.counts["sent"]:
+        out.append(f"completed {whole.counts['completed']:,.0f} above sent")
+    phases = [row.get("metrics", {}) for row in report.get("phases", [])]
+    out += _differ("phases (summed)", _summed(phases), whole.counts)
+    since_ns = judged_since_ns(report)
+    judged = ledger_sums(store, run_id, since_ns) if since_ns is not None else None
+    classes = {row.get("class"): row for row in report.get("classes", [])}
+    if judged is not None and "all" in classes:
+        out += _differ("classes `all`", classes["all"], judged.counts)
+    agents = report.get("agents") or []
+    if judged is not None and agents:  # an agent lost is in no row: its due is not either
+        sums = {k: v for k, v in _summed(agents).items() if k != "due"}
+        out += _differ("agents (summed)", sums, judged.counts)
+    if load_totals:
+        out += _differ("result.json load_totals", load_totals, whole.counts)
+    for c in report.get("criteria", []):
+        value = c.get("value")
+        if c.get("name") == "generator" and isinstance(value, int | float) and value > 1.0:
+            out.append(f"generator criterion {value:.4f} above 1 (sent over due)")
+    return out

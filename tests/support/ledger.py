@@ -1,0 +1,49 @@
+"""One check for every e2e soak run: a run's load figures agree with its ledger.
+
+`assert_figures_agree(data_dir, run_id)` reads what a user would read (the run's
+report.json and result.json) and the run's store, and fails with every figure
+that disagrees (soak.report.audit), plus the run's own `accounting` events.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from soak.report.audit import ACCOUNTING_EVENT, audit, ledger_sums
+from soak.runs.layout import DataDir
+from soak.runs.state import StateStore
+from soak.sinks.sqlite import SqliteStore
+
+
+def assert_figures_agree(
+    data_dir: Path, run_id: str, *, points: Path | None = None, kept_up: bool = True
+) -> dict[str, float]:
+    """The run's report and result agree with its ledger; its windows keep their
+    invariants; with `kept_up`, everything due was sent. Returns the ledger's sums."""
+    dd = DataDir(data_dir)
+    run_dir = dd.run_dir(run_id)
+    report: dict[str, Any] = json.loads((run_dir / "report.json").read_text())
+    result: dict[str, Any] = json.loads((run_dir / "result.json").read_text())
+    store = SqliteStore(points or dd.points_db)
+    try:
+        disagree = audit(store, run_id, report, result.get("load_totals"))
+        sums = ledger_sums(store, run_id)
+    finally:
+        store.close()
+    state = StateStore(dd.state_db)
+    try:
+        events = [e for e in state.events(run_id) if e.kind == ACCOUNTING_EVENT]
+    finally:
+        state.close()
+    assert disagree == [], disagree
+    assert report.get("accounting", []) == [] and events == [], events
+    assert sums.windows > 0, "no load windows stored"
+    counts = sums.counts
+    assert counts["completed"] <= counts["sent"]
+    if counts["due"]:  # one-second windows (load agents still store ticks without `due`)
+        assert counts["sent"] <= counts["due"]
+        if kept_up:
+            assert counts["sent"] == counts["due"], counts
+    return counts
