@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from soak.analysis.changepoint import last_change, suffix_minima
+from soak.analysis.changepoint import changes, last_change, suffix_minima
 from soak.analysis.config import LeaksConfig
 from soak.analysis.leaks import LeakFit, decelerating, leak_verdict_from_minima, toward_cap
 
@@ -157,3 +157,27 @@ def test_a_steady_noisy_leak_is_never_decelerating(seed: int) -> None:
 def test_an_accelerating_rise_is_not_decelerating() -> None:
     values = [100 * MiB + 0.05 * MiB * i * i for i in range(30)]
     assert decelerating(series(values), 5 * MiB, 0.05) is None
+
+
+def test_a_leak_after_start_up_growth_is_not_slowing() -> None:
+    # Start-up growth (+5 MiB a window for 6), then a leak of 1 MiB a window (6 MiB/h):
+    # one corner, not a curve. While the leak's part is short the whole run looks like
+    # slowing (judged whole, 60 of these 200 were `levelling`; with the leak's part cut
+    # in two by noise and any slower piece taken for a curve, 2), and `levelling` would
+    # silence the leak.
+    startup = [100 * MiB + 5 * MiB * i for i in range(6)]
+    wrong = []
+    for leak_windows in range(6, 16):
+        leak = [125 * MiB + 1 * MiB * j for j in range(1, leak_windows + 1)]
+        for seed in range(20):
+            v = verdict(noisy(startup + leak, seed, sd=0.05 * MiB))
+            if v.verdict != "growing":
+                wrong.append((leak_windows, seed, v.verdict, v.note))
+    assert wrong == []
+
+
+def test_a_smooth_concave_rise_is_cut_into_slowing_pieces() -> None:
+    values = series(noisy(settle(24, 80 * MiB, 10.0), 6, sd=0.05 * MiB))
+    cuts = changes(values)
+    assert len(cuts) >= 2 and len(values) - cuts[-1] < 12
+    assert verdict([y for _, y in values]).verdict == "levelling"
