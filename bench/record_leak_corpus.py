@@ -89,6 +89,19 @@ CASES = [
             **flat("fds", "goroutines", "threads"),
         },
     ),
+    # Decelerating: 96 MiB x (1 - e^(-t / 150 s)) held: 32 MiB at the warm-up's end, rising
+    # at 5.2 x the threshold then, 1.05 x at 300 s and 0.7 x at the end. GOGC=5: a GC every
+    # few seconds, so the window minima follow what is held (at the default 100 the teeth
+    # are a minute long, longer than a window, and RSS follows their peaks: a staircase).
+    Case(
+        "refdns-settle",
+        ["-shape=settle", "-shape-mib=96", "-shape-for=150s"],
+        {
+            **flat("rss_anon_bytes", "heap_inuse_bytes", shape="settle"),
+            **flat("fds", "goroutines", "threads"),
+        },
+        env={"GOGC": "5"},
+    ),
     Case(
         "refdns-cache-cap",
         ["-cache-entries=25000"],  # fills for minutes after the warm-up: a hard case
@@ -270,6 +283,32 @@ REAL = [
         ),
     ),
 ]
+# Authoritative for the mix's zones (every name answered from the zone, the rest REFUSED):
+# its memory grows at start (zone load, the first queries' buffers) and then stays flat.
+NAMED_CONF = """options {
+    directory "{data_dir}";
+    pid-file none;
+    session-keyfile "{data_dir}/session.key";
+    listen-on port {port.dns} { 127.0.0.1; };
+    listen-on-v6 { none; };
+    recursion no;
+    notify no;
+    dnssec-validation no;
+};
+controls { };
+logging { category default { null; }; };
+"""
+NAMED_ZONES = ("example.com", "example.net", "example.org", "home.arpa", "blocked.example")
+NAMED_CONF += "".join(
+    f'zone "{z}" {{ type primary; file "{{run_dir}}/{z}.zone"; }};\n' for z in NAMED_ZONES
+)
+ZONE = """$TTL 3600
+@ IN SOA ns.invalid. hostmaster.invalid. 1 3600 600 86400 3600
+@ IN NS ns.invalid.
+@ IN A 192.0.2.1
+* IN A 192.0.2.1
+"""
+
 REAL.append(
     Case(
         "dnsmasq-cache-cap",
@@ -300,6 +339,25 @@ REAL.append(
                 "timeout_s": "20s",
             },
             "on_exit": "fail",
+        },
+    ),
+)
+REAL.append(
+    Case(
+        "bind9-auth",
+        [],
+        {**flat("rss_anon_bytes", shape="startup"), **flat("fds", "threads")},
+        target={
+            **process_target(
+                "named",
+                ["named", "-g", "-n", "1", "-c", "{run_dir}/named.conf"],
+                NAMED_CONF,
+                "named.conf",
+            ),
+            "files": [
+                {"dest": "named.conf", "content": NAMED_CONF},
+                *({"dest": f"{z}.zone", "content": ZONE} for z in NAMED_ZONES),
+            ],
         },
     ),
 )

@@ -6,6 +6,8 @@ package main
 // really allocating, parking or opening, beside its normal work.
 //
 //	startup     -shape-mib over -shape-for from the start, then held flat
+//	settle      toward -shape-mib, decelerating: mib x (1 - e^(-t / -shape-for)), a
+//	            resource that levels off slowly (concave, no corner)
 //	leak        from -shape-onset on, -shape-kib-per-s held for good
 //	goroutines  from -shape-onset on, -shape-per-s goroutines parked for good
 //	fds         from -shape-onset on, -shape-per-s descriptors of /dev/null kept open
@@ -17,6 +19,7 @@ package main
 import (
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -35,11 +38,11 @@ type shapeOptions struct {
 }
 
 var shapeNames = map[string]bool{"": true, "startup": true, "leak": true, "goroutines": true,
-	"fds": true, "sawtooth": true, "batch": true}
+	"fds": true, "sawtooth": true, "batch": true, "settle": true}
 
 func (o *shapeOptions) validate() error {
 	if !shapeNames[o.name] {
-		return fmt.Errorf("-shape %q is not one of startup, leak, goroutines, fds, sawtooth, batch", o.name)
+		return fmt.Errorf("-shape %q is not one of startup, settle, leak, goroutines, fds, sawtooth, batch", o.name)
 	}
 	if o.mib < 0 || o.kibPerS < 0 || o.perS < 0 || o.onset < 0 || o.hold < 0 || o.every < 0 {
 		return fmt.Errorf("-shape-* values must not be negative")
@@ -47,8 +50,8 @@ func (o *shapeOptions) validate() error {
 	if o.name == "batch" && (o.every <= 0 || o.hold >= o.every) {
 		return fmt.Errorf("-shape batch wants -shape-every > -shape-for > 0")
 	}
-	if o.name == "startup" && o.hold <= 0 {
-		return fmt.Errorf("-shape startup wants -shape-for > 0 (how long the growth lasts)")
+	if (o.name == "startup" || o.name == "settle") && o.hold <= 0 {
+		return fmt.Errorf("-shape %s wants -shape-for > 0 (how long the growth lasts)", o.name)
 	}
 	return nil
 }
@@ -103,6 +106,8 @@ func (s *shaper) step(elapsed time.Duration) {
 			share = 1
 		}
 		s.growTo(share * float64(o.mib<<10))
+	case "settle":
+		s.growTo(float64(o.mib<<10) * (1 - math.Exp(-elapsed.Seconds()/o.hold.Seconds())))
 	case "leak":
 		if sinceOnset > 0 {
 			s.growTo(sinceOnset * o.kibPerS)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from soak.analysis.criteria import SATURATED_BUSY_RATIO
 from soak.names import SERIES
 from tests.support import grafana as g
 
@@ -246,3 +247,28 @@ def test_alert_rules_on_load_read_the_total() -> None:
     assert load_rules
     for q in load_rules:
         assert "\"agent\" = ''" in q.text, q.where
+
+
+def test_the_machines_load_sits_under_the_latency_panel() -> None:
+    """A reader tells a slow server from a busy machine at a glance: the `host` panel
+    shares the latency panel's column and starts where it ends, on the saturation line
+    the report marks (criteria.SATURATED_BUSY_RATIO)."""
+    panels = list(g.all_panels(g.load_dashboard(g.GRAFANA / "dashboards" / "soak.json")))
+
+    def reading(measurement: str, field: str) -> dict[str, Any]:
+        (found,) = [
+            p
+            for p in panels
+            if any(
+                f'FROM "{measurement}"' in t.get("query", "") and f'"{field}"' in t["query"]
+                for t in p.get("targets", [])
+            )
+        ]
+        return found
+
+    latency, machine = reading("load", "lat_p99_ms"), reading("host", "cpu_busy_ratio")
+    lat, host = latency["gridPos"], machine["gridPos"]
+    assert (host["x"], host["w"]) == (lat["x"], lat["w"])
+    assert host["y"] == lat["y"] + lat["h"]
+    steps = machine["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps if s["value"] is not None] == [SATURATED_BUSY_RATIO]

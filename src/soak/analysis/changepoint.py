@@ -81,13 +81,20 @@ def _best_split(sums: _Sums, start: int, end: int) -> int | None:
     return None
 
 
+def changes(points: Sequence[Pair]) -> list[int]:
+    """Indexes of the first point after each change of course, in order."""
+    sums = _Sums(points)
+    start, found = 0, []
+    while (k := _best_split(sums, start, len(points))) is not None:
+        found.append(k)
+        start = k
+    return found
+
+
 def last_change(points: Sequence[Pair]) -> int | None:
     """Index of the first point after the series' last change of course, or None."""
-    sums = _Sums(points)
-    start, found = 0, None
-    while (k := _best_split(sums, start, len(points))) is not None:
-        found = start = k
-    return found
+    found = changes(points)
+    return found[-1] if found else None
 
 
 def suffix_minima(points: Sequence[Pair]) -> list[Pair]:
