@@ -24,6 +24,7 @@ from soak.load.agents.kube import KubernetesEngine, build_job, node_selector
 from soak.load.agents.spec import AgentSpec, build_spec
 from soak.load.agents.swarm import SwarmEngine, service_kwargs, task_state
 from soak.load.config import LoadConfig
+from soak.targets.cleanup import is_stale
 
 
 def _cfg(engine: str = "swarm", count: int = 3, **agents: Any) -> LoadConfig:
@@ -78,6 +79,9 @@ def test_swarm_service_per_agent_with_its_segment() -> None:
         assert k["mode"] == {"ReplicatedJob": {"TotalCompletions": 1, "MaxConcurrent": 1}}
         assert k["constraints"] == ["node.labels.load==yes", "node.role!=manager"]
         assert k["labels"]["soak.run"] == "r1" and k["labels"]["soak.role"] == "load-agent"
+        # the task's containers name their owner too, so no other soak's sweep takes them
+        assert k["container_labels"]["soak.owner"] == k["labels"]["soak.owner"]
+        assert not is_stale(k["container_labels"], None, ())
         assert "{{" not in json.dumps(k["args"]) + json.dumps(k["env"])  # no .Task.Slot
 
 

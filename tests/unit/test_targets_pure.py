@@ -102,6 +102,11 @@ def test_cleanup_rules() -> None:
     assert not is_stale(labels, None, ())
     assert not is_stale({"soak.run": "r1"}, None, ("r1",))
     assert not is_stale({}, None, ())
+    # A swarm task's container is its service's, whoever made it: never swept as a container
+    task = {"soak.run": "r1", "com.docker.swarm.service.id": "abc"}
+    assert is_stale({"soak.run": "r1"}, None, ())  # no owner: judged abandoned
+    assert not is_stale(task, None, ())
+    assert not is_stale(task, "r1", ())
 
 
 def test_tail_and_quote(tmp_path: Path) -> None:

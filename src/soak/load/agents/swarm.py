@@ -56,7 +56,9 @@ def service_kwargs(spec: AgentSpec, index: int) -> dict[str, Any]:
         "args": spec.argv(segment),  # the image's entrypoint is `soak`
         "name": spec.name(index),
         "labels": {**spec.labels, LABEL_OWNER: owner_label()},
-        "container_labels": spec.labels,
+        # The owner on the task's containers too: a sweep by another soak command judges
+        # a container by its own labels, and one without an owner would look abandoned.
+        "container_labels": {**spec.labels, LABEL_OWNER: owner_label()},
         "env": [f"{k}={v}" for k, v in env.items()],
         "networks": ["host"],
         "mode": ServiceMode("replicated-job", replicas=1, concurrency=1),
