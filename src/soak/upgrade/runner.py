@@ -42,7 +42,9 @@ from soak.upgrade.cases import (
     ROLLBACK_PREFIX,
     CaseBook,
     Section,
+    cannot_run_case,
     exact_probes,
+    interrupted_case,
     planned_cases,
     probe_case_name,
 )
@@ -244,7 +246,7 @@ class UpgradeRunner:
         """The plan cannot run (exit 2): an error case, every other case skipped."""
         self.result.start_error = self.values.redact(one_line)
         reason = self.values.redact(reason)
-        cause = CheckResult(name, "setup", "error", 0.0, "the plan to run", reason)
+        cause = cannot_run_case(name, reason)
         cause.output = output
         self.cases.cause("upgrade", cause, f"not run: {name} failed")
         self.show("abort", one_line, ok=False)
@@ -265,7 +267,7 @@ class UpgradeRunner:
         where = exc.phase or self._phase_now
         reason = f"{exc.signal_name} during {where}: the run was stopped and cleaned up"
         section: Section = "rollback" if where.startswith("rollback") else "upgrade"
-        cause = CheckResult("interrupted", "interrupt", "error", 0.0, "the run to end", reason)
+        cause = interrupted_case(reason)
         self.cases.causes[section].append(cause)
         self.cases.stop_all(f"not run: interrupted by {exc.signal_name}")
         self.show("abort", reason, ok=False)
