@@ -203,7 +203,7 @@ def gate(
             sink_warning = write_sinks(plan, result)
             if sink_warning:
                 click.echo(f"soak: {sink_warning}", err=True)
-        if result.interrupted is not None:
+        else:
             reason = f"not run: interrupted by {result.interrupted}"
             for j in range(i + 1, len(plans)):
                 reports.results[j] = not_run(plans[j], None, {}, reason)
@@ -231,9 +231,14 @@ def raise_for(results: list[UpgradeResult]) -> None:
         raise CheckFailed("; ".join(f"{r.plan}: {summary_line(r)}" for r in failed))
 
 
+def _unstarted(name: str) -> UpgradeResult:
+    """The result of a plan that never started: no run id, no run directory."""
+    return UpgradeResult(name, "", Path(), False, datetime.now(UTC).isoformat(timespec="seconds"))
+
+
 def cannot_run(name: str, cause: CheckResult) -> UpgradeResult:
     """The report of a plan that did not run: its one error case."""
-    result = UpgradeResult(name, "", Path(), False, datetime.now(UTC).isoformat(timespec="seconds"))
+    result = _unstarted(name)
     result.checks = [cause]
     result.start_error = cause.got
     return result
@@ -247,9 +252,7 @@ def not_run(
     if problem is not None:
         result = cannot_run(plan.name, cannot_run_case("plan can run", problem))
     else:
-        result = UpgradeResult(
-            plan.name, "", Path(), False, datetime.now(UTC).isoformat(timespec="seconds")
-        )
+        result = _unstarted(plan.name)
     if not reason:
         reason = "not run: " + ("it cannot run" if problem else f"{', '.join(problems)} cannot run")
     result.checks += [case.skipped(reason) for case in planned_cases(plan)]
