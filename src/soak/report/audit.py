@@ -37,19 +37,16 @@ class LedgerSums:
     problems: list[str] = field(default_factory=list)
 
     def add(self, p: Point) -> None:
-        f = p.fields
         self.windows += 1
         for name in TOTALS:
-            value = f.get(name, 0.0)
-            self.counts[name] += float(value) if isinstance(value, int | float) else 0.0
+            self.counts[name] += _count(p, name)
         self._check(p)
 
     def _check(self, p: Point) -> None:
         """A window's own invariants (windows stored before the ledger had no `due`)."""
 
         def n(name: str) -> float:
-            value = p.fields.get(name, 0.0)
-            return float(value) if isinstance(value, int | float) else 0.0
+            return _count(p, name)
 
         if "due" not in p.fields:
             return
@@ -64,6 +61,12 @@ class LedgerSums:
                 f"window at {p.time_ns}: sent {n('sent'):g} + skipped {n('skipped'):g}"
                 f" != due {n('due'):g}"
             )
+
+
+def _count(p: Point, name: str) -> float:
+    """A window's count `name`; 0 where it has none (or not a number)."""
+    value = p.fields.get(name, 0.0)
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def ledger_sums(store: StoreReader, run_id: str) -> LedgerSums:
