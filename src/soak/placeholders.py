@@ -146,14 +146,17 @@ class Placeholders:
         return self.run_dir if key == "run_dir" else self.host
 
 
-def render(text: str, values: Placeholders, where: str = "target") -> str:
+def render(text: str, values: Placeholders, where: str = "target", secrets: bool = True) -> str:
     """`text` with every target placeholder and secret filled (for the target to use: never
     kept); an unknown port name, an unset variable, an unreadable file are InputErrors.
-    Service placeholders are left as written."""
+    Service placeholders are left as written; `secrets=False`, secrets too (a pre-flight
+    that checks only whether the rest can be filled)."""
+
+    def secret(m: re.Match[str]) -> str | None:
+        return _secret_value(m, values.base_dir, os.environ, where) if secrets else None
+
     return substitute(
-        text,
-        lambda service, key: None if service else values.value(key, where),
-        lambda m: _secret_value(m, values.base_dir, os.environ, where),
+        text, lambda service, key: None if service else values.value(key, where), secret
     )
 
 

@@ -25,7 +25,7 @@ from soak.config import Scenario
 from soak.errors import InputError
 from soak.load.config import LoadConfig
 from soak.netsafety import check_allowed
-from soak.placeholders import Placeholders, fill_services, reveal, services_named, substitute
+from soak.placeholders import Placeholders, fill_services, render, reveal, services_named
 from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
 
 # What one load worker can send at most, by protocol: above the best this engine has
@@ -268,13 +268,9 @@ def _check_target_placeholders(
                 f"not in the helper service {target.name!r}"
             )
         filled = fill_services(text, services or {}, where)
-        _fill_own(filled, own_dir if where == f"{target.name}.data_dir" else values, where)
-
-
-def _fill_own(text: str, values: Placeholders, where: str) -> str:
-    """`text` with the target's own placeholders filled as `render` fills them (an unknown
-    port is its InputError); secrets are left as written: check_secrets reads those."""
-    return substitute(text, lambda service, key: None if service else values.value(key, where))
+        # Secrets left as written: check_secrets reads those (and only where they are read).
+        own = own_dir if where == f"{target.name}.data_dir" else values
+        render(filled, own, where, secrets=False)
 
 
 def check_port_names(scenario: Scenario) -> None:

@@ -19,6 +19,7 @@ a process that is gone, unless it says it gives None.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -288,15 +289,22 @@ def pid_alive(pid: int, expected_start_ticks: int | None = None, root: Path = PR
 # ---------------------------------------------------------------- process trees
 
 
+def all_pids(root: Path = PROC_ROOT) -> Iterator[int]:
+    """Every process's pid under `root`, as /proc lists them (the one walk of /proc: a
+    caller reads what it needs of each and leaves out one that exited meanwhile)."""
+    for entry in os.scandir(root):
+        if entry.name.isdigit():
+            yield int(entry.name)
+
+
 def parent_pids(root: Path = PROC_ROOT) -> dict[int, int]:
     """pid -> ppid of every process (one that exits while /proc is read is left out)."""
     ppids: dict[int, int] = {}
-    for entry in os.scandir(root):
-        if entry.name.isdigit():
-            try:
-                ppids[int(entry.name)] = read_stat(int(entry.name), root).ppid
-            except (OSError, ValueError):
-                continue
+    for pid in all_pids(root):
+        try:
+            ppids[pid] = read_stat(pid, root).ppid
+        except (OSError, ValueError):
+            continue
     return ppids
 
 
@@ -342,16 +350,14 @@ def environ_values(name: str, root: Path = PROC_ROOT) -> dict[int, str]:
     whose environment may be read (its own user's, or every one for root). Zombies and
     processes that exit meanwhile are left out."""
     found: dict[int, str] = {}
-    for entry in os.scandir(root):
-        if not entry.name.isdigit():
-            continue
+    for pid in all_pids(root):
         try:
-            data = (root / entry.name / "environ").read_bytes()
+            data = (root / str(pid) / "environ").read_bytes()
         except OSError:
             continue
         value = parse_environ_value(data, name) if data else None
         if value is not None:
-            found[int(entry.name)] = value
+            found[pid] = value
     return found
 
 
@@ -424,13 +430,11 @@ def pids_working_in(directory: Path, root: Path = PROC_ROOT) -> list[int]:
     soak process was killed left running in its run directory)."""
     prefix = str(directory.resolve())
     pids = []
-    for entry in os.scandir(root):
-        if not entry.name.isdigit():
-            continue
+    for pid in all_pids(root):
         try:
-            cwd = os.readlink(f"{entry.path}/cwd")
+            cwd = os.readlink(root / str(pid) / "cwd")
         except OSError:  # gone meanwhile, or not ours to read
             continue
         if cwd == prefix or cwd.startswith(prefix + "/"):
-            pids.append(int(entry.name))
+            pids.append(pid)
     return pids

@@ -47,21 +47,25 @@ def active_runs(state_db: Path) -> set[str]:
         state.close()
 
 
-def old_runs(store: SqliteStore, older_than_s: float, keep: set[str], now_ns: int) -> list[OldRun]:
-    """The runs whose newest sample is older than `older_than_s`, oldest first; not `keep`."""
+def old_runs(
+    store: SqliteStore, older_than_s: float, keep: set[str], now_ns: int
+) -> tuple[list[OldRun], int]:
+    """The runs whose newest sample is older than `older_than_s`, oldest first; not `keep`.
+    With them, the samples of every run in the store: one count over the samples table
+    gives both (a scan of the whole file, so none when no run is old; then 0)."""
     before_ns = now_ns - round(older_than_s * 1e9)
     old = sorted((last_ns, soak) for soak, last_ns in store.last_sample_ns().items())
     chosen = [(last_ns, soak) for last_ns, soak in old if last_ns < before_ns and soak not in keep]
     counts = store.sample_counts() if chosen else {}
-    return [OldRun(soak, last_ns, counts.get(soak, 0)) for last_ns, soak in chosen]
+    runs = [OldRun(soak, last_ns, counts.get(soak, 0)) for last_ns, soak in chosen]
+    return runs, sum(counts.values())
 
 
-def share_bytes(store: SqliteStore, runs: list[OldRun]) -> float:
+def share_bytes(store: SqliteStore, runs: list[OldRun], all_samples: int) -> float:
     """About how much of the file the runs' samples fill: their share of all samples."""
-    total = sum(store.sample_counts().values()) if runs else 0
-    if not total:
+    if not all_samples:
         return 0.0
-    return store.used_bytes() * sum(r.samples for r in runs) / total
+    return store.used_bytes() * sum(r.samples for r in runs) / all_samples
 
 
 def record_pruned(state_db: Path, runs: list[OldRun], now_ns: int) -> None:
@@ -117,8 +121,9 @@ def prune_cmd(
     now_ns = time.time_ns()
     store = SqliteStore(path)
     try:
-        runs = old_runs(store, older_than_s, keep, now_ns)
-        click.echo(_plan_line(runs, older_than_s, share_bytes(store, runs), path, keep, dry_run))
+        runs, all_samples = old_runs(store, older_than_s, keep, now_ns)
+        nbytes = share_bytes(store, runs, all_samples)
+        click.echo(_plan_line(runs, older_than_s, nbytes, path, keep, dry_run))
         for run in runs:
             newest = datetime.fromtimestamp(run.newest_ns / 1e9, UTC).isoformat(timespec="seconds")
             said = "would remove" if dry_run else "removing"

@@ -9,7 +9,7 @@ import click
 from soak.config import is_upgrade_plan, load_scenario, read_yaml
 from soak.errors import InputError
 from soak.preflight import check_scenario
-from soak.words import counted
+from soak.words import counted, plural
 
 
 @click.command("validate")
@@ -45,7 +45,7 @@ def validate_cmd(file: Path, overrides: tuple[str, ...], olds: tuple[str, ...]) 
             click.echo(f"{file}: upgrade plan {plans[0].name!r} is valid")
         else:
             names = ", ".join(repr(plan.name) for plan in plans)
-            entries = "entry" if len(plans) == 1 else "entries"
+            entries = plural(len(plans), "entry")
             click.echo(f"{file}: upgrade plan, {len(plans)} matrix {entries} valid: {names}")
         return
     if overrides or olds:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # Nouns whose plural is not the noun and an s.
-_IRREGULAR = {"criterion": "criteria"}
+_IRREGULAR = {"criterion": "criteria", "entry": "entries"}
 
 
 def plural(count: float, noun: str) -> str:

@@ -44,6 +44,7 @@ __all__ = [
     "Series",
     "evaluate_criteria",
     "failed",
+    "generator_cause",
     "lost_agents_text",
     "never_judged",
     "result_of",
@@ -85,9 +86,7 @@ def evaluate_criteria(cfg: CriteriaConfig, data: RunData) -> list[CriterionResul
         if cfg.lost_ratio_max is not None:
             lost = _lost_ratio(cfg, data)
             if generator and not generator[0].ok:  # the losses are partly the generator's
-                cause = (
-                    lost_agents_text(data.lost_agents) if data.lost_agents else "generator-bound"
-                )
+                cause = generator_cause(data.lost_agents)
                 lost = [replace(c, message=f"{c.message} ({cause})") for c in lost]
             results += lost
         if cfg.wrong_answers_max is not None:
@@ -156,16 +155,28 @@ def _generator(data: RunData) -> list[CriterionResult]:
     if asked_qps <= 0:
         return []  # flat out (rate 0) asks for nothing in particular
     sent_qps = sum(a for _, a in pairs)
-    share = sent_qps / asked_qps
-    ok = share >= GENERATOR_MIN_SHARE
-    what = "the generator kept" if ok else "generator-bound: the generator sent only"
-    if not ok and data.lost_agents:  # the cause: the agents' share went with them
-        what = f"{lost_agents_text(data.lost_agents)}: the generator sent only"
-    message = (
-        f"{what} {share:.1%} of the asked rate (mean {sent_qps / len(pairs):,.0f}"
-        f" of {asked_qps / len(pairs):,.0f} q/s), at least {GENERATOR_MIN_SHARE:.0%}"
+    of_what = (
+        f"the asked rate (mean {sent_qps / len(pairs):,.0f} of {asked_qps / len(pairs):,.0f} q/s)"
     )
+    return _generator_result(sent_qps / asked_qps, of_what, data.lost_agents)
+
+
+def _generator_result(
+    share: float, of_what: str, lost_agents: Sequence[str]
+) -> list[CriterionResult]:
+    """The `generator` criterion: `share` of `of_what` sent, at least GENERATOR_MIN_SHARE."""
+    ok = share >= GENERATOR_MIN_SHARE
+    what = (
+        "the generator kept" if ok else f"{generator_cause(lost_agents)}: the generator sent only"
+    )
+    message = f"{what} {share:.1%} of {of_what}, at least {GENERATOR_MIN_SHARE:.0%}"
     return [CriterionResult("generator", ok, share, GENERATOR_MIN_SHARE, "run", message)]
+
+
+def generator_cause(lost_agents: Sequence[str]) -> str:
+    """Why the generator fell behind, as a failure names it: the agents lost (their share
+    went with them), else "generator-bound"."""
+    return lost_agents_text(lost_agents) if lost_agents else "generator-bound"
 
 
 def lost_agents_text(lost: Sequence[str]) -> str:
@@ -180,16 +191,8 @@ def _generator_of_windows(total: ClassSeries, lost_agents: Sequence[str]) -> lis
     if due <= 0:
         return []  # flat out (rate 0) asks for nothing in particular
     sent = sum(v for _, v in total.sent)
-    share = sent / due
-    ok = share >= GENERATOR_MIN_SHARE
-    what = "the generator kept" if ok else "generator-bound: the generator sent only"
-    if not ok and lost_agents:  # the cause: the agents' share went with them
-        what = f"{lost_agents_text(lost_agents)}: the generator sent only"
-    message = (
-        f"{what} {share:.1%} of the due queries ({sent:,.0f} of {due:,.0f} sent),"
-        f" at least {GENERATOR_MIN_SHARE:.0%}"
-    )
-    return [CriterionResult("generator", ok, share, GENERATOR_MIN_SHARE, "run", message)]
+    of_what = f"the due queries ({sent:,.0f} of {due:,.0f} sent)"
+    return _generator_result(sent / due, of_what, lost_agents)
 
 
 def _lost_ratio(cfg: CriteriaConfig, data: RunData) -> list[CriterionResult]:

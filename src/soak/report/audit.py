@@ -37,19 +37,16 @@ class LedgerSums:
     problems: list[str] = field(default_factory=list)
 
     def add(self, p: Point) -> None:
-        f = p.fields
         self.windows += 1
         for name in TOTALS:
-            value = f.get(name, 0.0)
-            self.counts[name] += float(value) if isinstance(value, int | float) else 0.0
+            self.counts[name] += _count(p, name)
         self._check(p)
 
     def _check(self, p: Point) -> None:
         """A window's own invariants (windows stored before the ledger had no `due`)."""
 
         def n(name: str) -> float:
-            value = p.fields.get(name, 0.0)
-            return float(value) if isinstance(value, int | float) else 0.0
+            return _count(p, name)
 
         if "due" not in p.fields:
             return
@@ -66,12 +63,31 @@ class LedgerSums:
             )
 
 
-def ledger_sums(store: StoreReader, run_id: str, since_ns: int | None = None) -> LedgerSums:
-    sums = LedgerSums()
-    for p in store.points(run_id, "load", since_ns):
-        if p.tags.get("class") == "all":
-            sums.add(p)
-    return sums
+def _count(p: Point, name: str) -> float:
+    """A window's count `name`; 0 where it has none (or not a number)."""
+    value = p.fields.get(name, 0.0)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def ledger_sums(store: StoreReader, run_id: str) -> LedgerSums:
+    """The ledger over the whole run."""
+    return ledger_split(store, run_id, None)[0]
+
+
+def ledger_split(
+    store: StoreReader, run_id: str, since_ns: int | None
+) -> tuple[LedgerSums, LedgerSums | None]:
+    """The ledger over the whole run and from `since_ns` on (None without it), in one read
+    of the run's load points: a days-long run has a window a second."""
+    whole = LedgerSums()
+    since = LedgerSums() if since_ns is not None else None
+    for p in store.points(run_id, "load"):
+        if p.tags.get("class") != "all":
+            continue
+        whole.add(p)
+        if since is not None and since_ns is not None and p.time_ns >= since_ns:
+            since.add(p)
+    return whole, since
 
 
 def ledger_totals(store: StoreReader, run_id: str, totals: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,7 +148,8 @@ def audit(
 ) -> list[str]:
     """Every disagreement between the report's load figures (and `load_totals`) and the
     ledger; empty when they all agree."""
-    whole = ledger_sums(store, run_id)
+    since_ns = judged_since_ns(report)
+    whole, judged = ledger_split(store, run_id, since_ns)
     if whole.windows == 0:
         return []  # a run without load
     out = list(whole.problems)
@@ -140,8 +157,6 @@ def audit(
         out.append(f"completed {whole.counts['completed']:,.0f} above sent")
     phases = [row.get("metrics", {}) for row in report.get("phases", [])]
     out += _differ("phases (summed)", _summed(phases), whole.counts)
-    since_ns = judged_since_ns(report)
-    judged = ledger_sums(store, run_id, since_ns) if since_ns is not None else None
     classes = {row.get("class"): row for row in report.get("classes", [])}
     if judged is not None and "all" in classes:
         out += _differ("classes `all`", classes["all"], judged.counts)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.analysis import evaluate_criteria, run_data_from_store
-from soak.analysis.criteria import lost_agents_text
+from soak.analysis.criteria import generator_cause
 from soak.report.audit import ledger_totals
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.layout import report_path, result_path
@@ -59,7 +59,7 @@ def judge_and_report(end: RunEnd) -> Outcome:
             names = list(dict.fromkeys(str(c.get("name", "?")) for c in failed))
             message = f"{counted(len(names), 'criterion')} failed: " + ", ".join(names)
             if any(c.get("name") == "generator" for c in failed):
-                cause = lost_agents_text(end.lost_agents) if end.lost_agents else "generator-bound"
+                cause = generator_cause(end.lost_agents)
                 message = f"{cause}; {message}"
         elif not_judged:
             message = (

@@ -11,6 +11,7 @@ import contextlib
 import json
 import shlex
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +39,10 @@ REPORT_MEDIA = {
 
 def render_all(points_path: Path, state: StateStore, record: RunRecord) -> dict[str, str]:
     """The three renderings of one run's report."""
-    from soak.report import build_report, render_html, render_json, render_markdown
-    from soak.report.audit import ACCOUNTING_EVENT, audit
+    from soak.report import render_html, render_json, render_markdown
+    from soak.report.audit import ACCOUNTING_EVENT
 
-    store = SqliteStore(points_path)
-    try:
-        report = build_report(store, report_input(record, state, store))
-        result = read_result(record.run_dir) or {}
-        disagree = audit(store, record.id, report, result.get("load_totals"))
-    finally:
-        store.close()
+    report, disagree = audited_report(points_path, state, record)
     report["accounting"] = disagree
     if disagree and record.ended_ns is not None:  # an ended run's figures are final
         for line in disagree:
@@ -57,6 +52,23 @@ def render_all(points_path: Path, state: StateStore, record: RunRecord) -> dict[
         "json": render_json(report),
         "md": render_markdown(report),
     }
+
+
+def audited_report(
+    points_path: Path, state: StateStore, record: RunRecord
+) -> tuple[dict[str, Any], list[str]]:
+    """The run's report built from its store, and what of its load figures disagrees
+    with its ledger and result.json (soak.report.audit)."""
+    from soak.report import build_report
+    from soak.report.audit import audit
+
+    store = SqliteStore(points_path)
+    try:
+        report = build_report(store, report_input(record, state, store))
+        result = read_result(record.run_dir) or {}
+        return report, audit(store, record.id, report, result.get("load_totals"))
+    finally:
+        store.close()
 
 
 def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> ReportInput:
@@ -245,33 +257,27 @@ def local_audit(data_dir: DataDir, run_id: str) -> list[str]:
     """`soak audit RUN --data-dir DIR`: the run's report built again from its store and
     checked against its ledger (soak.report.audit); each disagreement of an ended run
     is recorded as an `accounting` event. The disagreements, empty when none."""
-    if not data_dir.state_db.exists():
-        raise InputError(f"no soak state in {data_dir.root}")
-    state = StateStore(data_dir.state_db)
-    try:
-        record = state.get_run(run_id)
-        if record is None:
-            raise InputError(f"no run {run_id!r} in {data_dir.root}")
-        from soak.report import build_report
-        from soak.report.audit import ACCOUNTING_EVENT, audit
+    from soak.report.audit import ACCOUNTING_EVENT
 
-        store = SqliteStore(data_dir.points_path(record.scenario, record.run_dir))
-        try:
-            report = build_report(store, report_input(record, state, store))
-            result = read_result(record.run_dir) or {}
-            found = audit(store, record.id, report, result.get("load_totals"))
-        finally:
-            store.close()
+    with _local_run(data_dir, run_id) as (state, record):
+        points_path = data_dir.points_path(record.scenario, record.run_dir)
+        _, found = audited_report(points_path, state, record)
         if record.ended_ns is not None:
             for line in found:
                 state.add_event(record.id, time.time_ns(), ACCOUNTING_EVENT, line, 0.0)
         return found
-    finally:
-        state.close()
 
 
 def local_report_text(data_dir: DataDir, run_id: str, fmt: str) -> str:
     """`soak report RUN --data-dir DIR`: no service needed."""
+    with _local_run(data_dir, run_id) as (state, record):
+        return report_text(data_dir, state, record, fmt)
+
+
+@contextlib.contextmanager
+def _local_run(data_dir: DataDir, run_id: str) -> Iterator[tuple[StateStore, RunRecord]]:
+    """The state store of `data_dir`, open, and the run's record in it; InputError when
+    either is not there."""
     if not data_dir.state_db.exists():
         raise InputError(f"no soak state in {data_dir.root}")
     state = StateStore(data_dir.state_db)
@@ -279,7 +285,7 @@ def local_report_text(data_dir: DataDir, run_id: str, fmt: str) -> str:
         record = state.get_run(run_id)
         if record is None:
             raise InputError(f"no run {run_id!r} in {data_dir.root}")
-        return report_text(data_dir, state, record, fmt)
+        yield state, record
     finally:
         state.close()
 

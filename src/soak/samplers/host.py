@@ -48,24 +48,25 @@ class HostSampler:
     def sample(self, tick_time_ns: int) -> list[Point]:
         fields: dict[str, FieldValue] = {"cpus": self.cpus}
         fields.update(self._cpu_shares())
-        missing: list[str] = []
+        missing: dict[str, str] = {}  # file -> why it could not be read
         try:
             fields["load1"] = procfs.read_loadavg(self.proc_root)[0]
         except (OSError, ValueError) as e:
-            missing.append(f"loadavg: {e}")
+            missing["loadavg"] = str(e)
         for resource, field in (("cpu", "cpu_pressure_pct"), ("memory", "memory_pressure_pct")):
             try:
                 fields[field] = procfs.read_pressure(resource, self.proc_root)["some_avg10"]
             except (OSError, ValueError, KeyError) as e:
-                missing.append(f"pressure/{resource}: {e!r}")
+                missing[f"pressure/{resource}"] = repr(e)
         generator = self._generator_cores()
         if generator is not None:
             fields["generator_cpu_cores"] = generator
         points = [Point("host", fields, tick_time_ns)]
         # Said once per file, not every tick: a kernel without PSI stays without it.
-        for said in (m for m in missing if m.split(":")[0] not in self._told):
-            self._told.add(said.split(":")[0])
-            points.append(event_point("host_unreadable", said, tick_time_ns))
+        for file, why in missing.items():
+            if file not in self._told:
+                self._told.add(file)
+                points.append(event_point("host_unreadable", f"{file}: {why}", tick_time_ns))
         return points
 
     def _cpu_shares(self) -> dict[str, FieldValue]:

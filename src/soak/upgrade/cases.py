@@ -32,6 +32,19 @@ class Planned:
     check: Check | None = None  # None: a readiness probe's exact answer
     probe: DnsProbe | None = None
 
+    def skipped(self, reason: str) -> CheckResult:
+        return CheckResult(self.name, self.kind, "skip", 0.0, got=reason)
+
+
+def cannot_run_case(name: str, reason: str) -> CheckResult:
+    """The error case of a plan that cannot run (exit 2): what `name` says failed."""
+    return CheckResult(name, "setup", "error", 0.0, "the plan to run", reason)
+
+
+def interrupted_case(reason: str) -> CheckResult:
+    """The error case of a run ended by SIGINT or SIGTERM."""
+    return CheckResult("interrupted", "interrupt", "error", 0.0, "the run to end", reason)
+
 
 def exact_probes(cfg: TargetConfig) -> list[DnsProbe]:
     """DNS readiness probes that ask for more than an answer (an rcode, a record)."""
@@ -97,5 +110,5 @@ class CaseBook:
             reason = self.not_run.get(section, "not run")
             for case in (p for p in self.planned if p.section == section):
                 result = self.ran.get(case.name)
-                out.append(result or CheckResult(case.name, case.kind, "skip", 0.0, got=reason))
+                out.append(result or case.skipped(reason))
         return out

@@ -22,7 +22,7 @@ from pydantic import TypeAdapter
 
 from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
 from soak.targets.config import TargetConfig
-from soak.upgrade.cases import planned_cases
+from soak.upgrade.cases import cannot_run_case, interrupted_case, planned_cases
 from soak.upgrade.checks import CheckResult
 from soak.upgrade.config import UpgradePlan, load_matrix
 from soak.upgrade.interrupt import Interrupted, trap_signals
@@ -134,7 +134,8 @@ def upgrade_cmd(
         try:
             results = gate(plan_file, overrides, olds, keep, work_dir, reports)
         except Interrupted as exc:  # before or after the runs: nothing of theirs is left
-            results = reports.results or [cannot_run(plan_file.stem, interrupted_case(exc))]
+            reason = f"{exc.signal_name} before the run started: nothing was left running"
+            results = reports.results or [cannot_run(plan_file.stem, interrupted_case(reason))]
             for result in results:
                 result.interrupted = result.interrupted or exc.signal_name
             reports.write(results)
@@ -183,7 +184,7 @@ def gate(
     try:
         plans = load_matrix(plan_file, overrides, olds)
     except InputError as exc:  # a bad plan: one error case, nothing started
-        reports.write([cannot_run(plan_file.stem, error_case("plan is valid", str(exc)))])
+        reports.write([cannot_run(plan_file.stem, cannot_run_case("plan is valid", str(exc)))])
         raise
     reports.matrix = len(plans) > 1 or plans[0].matrix is not None
     problems = preflight_problems(plans)
@@ -202,7 +203,7 @@ def gate(
             sink_warning = write_sinks(plan, result)
             if sink_warning:
                 click.echo(f"soak: {sink_warning}", err=True)
-        if result.interrupted is not None:
+        else:
             reason = f"not run: interrupted by {result.interrupted}"
             for j in range(i + 1, len(plans)):
                 reports.results[j] = not_run(plans[j], None, {}, reason)
@@ -230,18 +231,14 @@ def raise_for(results: list[UpgradeResult]) -> None:
         raise CheckFailed("; ".join(f"{r.plan}: {summary_line(r)}" for r in failed))
 
 
-def error_case(name: str, reason: str) -> CheckResult:
-    return CheckResult(name, "setup", "error", 0.0, "the plan to run", reason)
-
-
-def interrupted_case(exc: Interrupted) -> CheckResult:
-    reason = f"{exc.signal_name} before the run started: nothing was left running"
-    return CheckResult("interrupted", "interrupt", "error", 0.0, "the run to end", reason)
+def _unstarted(name: str) -> UpgradeResult:
+    """The result of a plan that never started: no run id, no run directory."""
+    return UpgradeResult(name, "", Path(), False, datetime.now(UTC).isoformat(timespec="seconds"))
 
 
 def cannot_run(name: str, cause: CheckResult) -> UpgradeResult:
     """The report of a plan that did not run: its one error case."""
-    result = UpgradeResult(name, "", Path(), False, datetime.now(UTC).isoformat(timespec="seconds"))
+    result = _unstarted(name)
     result.checks = [cause]
     result.start_error = cause.got
     return result
@@ -253,16 +250,12 @@ def not_run(
     """A plan's report when it did not run: its own problem as an error case (exit 2),
     every planned case skipped (why: its problem, another pair's, or `reason`)."""
     if problem is not None:
-        result = cannot_run(plan.name, error_case("plan can run", problem))
+        result = cannot_run(plan.name, cannot_run_case("plan can run", problem))
     else:
-        result = UpgradeResult(
-            plan.name, "", Path(), False, datetime.now(UTC).isoformat(timespec="seconds")
-        )
+        result = _unstarted(plan.name)
     if not reason:
         reason = "not run: " + ("it cannot run" if problem else f"{', '.join(problems)} cannot run")
-    result.checks += [
-        CheckResult(c.name, c.kind, "skip", 0.0, got=reason) for c in planned_cases(plan)
-    ]
+    result.checks += [case.skipped(reason) for case in planned_cases(plan)]
     return result
 
 

@@ -64,7 +64,6 @@ def extract_into_volume(archive: Path, volume: str, image: str, mount: str, run_
     container of `image` (the engine unpacks tar, tar.gz, bz2 and xz); the archive is
     only read."""
     import docker.errors
-    from docker.types import Mount
 
     try:
         data = archive.read_bytes()
@@ -75,7 +74,7 @@ def extract_into_volume(archive: Path, volume: str, image: str, mount: str, run_
         helper = client.containers.create(
             image,
             command=["true"],
-            mounts=[Mount(target=mount, source=volume, type="volume")],
+            mounts=[data_mount(mount, volume)],
             labels=run_labels(run_id, "-data"),
         )
     except docker.errors.DockerException as exc:

@@ -16,6 +16,7 @@ from typing import Any
 from soak.points import Point, event_point
 from soak.upgrade.checks import CheckResult
 from soak.upgrade.result import StepRecord, UpgradeResult
+from soak.words import plural
 
 _XML_ILLEGAL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _WORD = {"pass": "pass", "fail": "FAIL", "skip": "skip", "error": "ERROR"}
@@ -24,7 +25,7 @@ _WORD = {"pass": "pass", "fail": "FAIL", "skip": "skip", "error": "ERROR"}
 def summary_line(result: UpgradeResult) -> str:
     passed, total = result.count("pass"), len(result.checks)
     errors = result.count("error")
-    also = f", {errors} error{'s' if errors != 1 else ''}" if errors else ""
+    also = f", {errors} {plural(errors, 'error')}" if errors else ""
     return (
         f"{passed} of {total} checks pass "
         f"({result.count('fail')} failed, {result.count('skip')} skipped{also})"

@@ -35,14 +35,16 @@ from pydantic import TypeAdapter
 from soak.errors import InputError, TargetStartError
 from soak.targets import build_target
 from soak.targets.base import Target
-from soak.targets.config import DnsProbe, DockerTarget, ProcessTarget, TargetConfig
+from soak.targets.config import DockerTarget, ProcessTarget, TargetConfig
 from soak.upgrade import actions, docker_data
 from soak.upgrade.actions import StepFailed, Version
 from soak.upgrade.cases import (
     ROLLBACK_PREFIX,
     CaseBook,
     Section,
+    cannot_run_case,
     exact_probes,
+    interrupted_case,
     planned_cases,
     probe_case_name,
 )
@@ -121,6 +123,11 @@ class UpgradeRunner:
         self.result.steps.append(StepRecord(phase, text, ok, duration_ms, offset_s))
         self._show(phase, text)
 
+    def _show_since(self, phase: str, text: str, start_s: float, ok: bool = True) -> None:
+        """A step that began at `start_s` (monotonic) and ends now."""
+        ms = (time.monotonic() - start_s) * 1000.0
+        self.show(phase, text, ok=ok, duration_ms=ms, started_s=start_s)
+
     @contextlib.contextmanager
     def _in(self, phase: str) -> Iterator[None]:
         """The run is in `phase`; an interruption going through is told so (the
@@ -189,7 +196,7 @@ class UpgradeRunner:
             try:
                 if self._load is not None:
                     self._finish_load()
-                self._probe_cases("new", new, "")
+                self._probe_cases(new, "")
                 ctx = CheckContext(
                     self.values, new.version, snapshot, self.plan.base_dir, self.result.swap
                 )
@@ -222,11 +229,9 @@ class UpgradeRunner:
             with self._in(phase):
                 text = action()
         except StepFailed as exc:
-            ms = (time.monotonic() - start_s) * 1000.0
-            self.show(phase, f"FAILED: {exc}", ok=False, duration_ms=ms, started_s=start_s)
+            self._show_since(phase, f"FAILED: {exc}", start_s, ok=False)
             raise StepFailed(f"{phase}: {exc}", exc.output_lines) from exc
-        ms = (time.monotonic() - start_s) * 1000.0
-        self.show(phase, text, duration_ms=ms, started_s=start_s)
+        self._show_since(phase, text, start_s)
 
     def _abort_checks(self, name: str, reason: str, output: str = "", shown: str = "") -> None:
         """The checks were not reached: one failed case for the cause, the rest skipped;
@@ -241,7 +246,7 @@ class UpgradeRunner:
         """The plan cannot run (exit 2): an error case, every other case skipped."""
         self.result.start_error = self.values.redact(one_line)
         reason = self.values.redact(reason)
-        cause = CheckResult(name, "setup", "error", 0.0, "the plan to run", reason)
+        cause = cannot_run_case(name, reason)
         cause.output = output
         self.cases.cause("upgrade", cause, f"not run: {name} failed")
         self.show("abort", one_line, ok=False)
@@ -262,7 +267,7 @@ class UpgradeRunner:
         where = exc.phase or self._phase_now
         reason = f"{exc.signal_name} during {where}: the run was stopped and cleaned up"
         section: Section = "rollback" if where.startswith("rollback") else "upgrade"
-        cause = CheckResult("interrupted", "interrupt", "error", 0.0, "the run to end", reason)
+        cause = interrupted_case(reason)
         self.cases.causes[section].append(cause)
         self.cases.stop_all(f"not run: interrupted by {exc.signal_name}")
         self.show("abort", reason, ok=False)
@@ -287,9 +292,7 @@ class UpgradeRunner:
 
     def _prepare_data(self) -> None:
         start_s = time.monotonic()
-        text = self._make_data()
-        ms = (time.monotonic() - start_s) * 1000.0
-        self.show("data", text, duration_ms=ms, started_s=start_s)
+        self._show_since("data", self._make_data(), start_s)
 
     def _make_data(self) -> str:
         """The plan's data made (a volume, or a directory here); what was made."""
@@ -392,13 +395,7 @@ class UpgradeRunner:
             self.result.rollback_ready_s = ready_s
         ports = ", ".join(f"{k} {running.host}:{v}" for k, v in running.ports.items())
         who = f"pid {running.pid}" if running.pid else f"container {running.container_id}"
-        ms = (time.monotonic() - start_s) * 1000.0
-        self.show(
-            side,
-            f"ready in {ready_s or 0:.2f} s ({who}; {ports})",
-            duration_ms=ms,
-            started_s=start_s,
-        )
+        self._show_since(side, f"ready in {ready_s or 0:.2f} s ({who}; {ports})", start_s)
         env = dict(getattr(rendered, "env", {}) or {})
         data_dir = self.data_dir  # docker: the volume's mount point inside the container
         if isinstance(cfg, DockerTarget) and cfg.volume is not None:
@@ -414,37 +411,31 @@ class UpgradeRunner:
         with self._in(f"{side} stop"):
             info = target.stop()
         self._live.pop(side, None)
-        took = f" in {time.monotonic() - start_s:.2f} s"
-        ms = (time.monotonic() - start_s) * 1000.0
+        took_s = time.monotonic() - start_s  # one reading: the line and the record agree
+        took = f" in {took_s:.2f} s"
         if info is None or info.requested:
             text = (info.describe() if info else "stopped") + took
         else:  # it had ended by itself before soak asked
             text = f"stopped{took} (it had already {info.describe()})"
-        self.show(side, text, duration_ms=ms, started_s=start_s)
+        self.show(side, text, duration_ms=took_s * 1000.0, started_s=start_s)
 
-    def _probe_cases(self, side: str, started: Started, prefix: str) -> None:
+    def _probe_cases(self, started: Started, prefix: str) -> None:
         """The exact answers the plan's readiness probes ask for, as cases: the version
         is ready when it answers; what it answers is a verdict, not a start failure."""
-        cfg = started.cfg
+        running, cfg = started.version.running, started.cfg
+        phase = "rollback" if prefix else "check"
         with self._in("rollback checks" if prefix else "checks"):
-            self._probe_each(exact_probes(cfg), started, prefix)
-
-    def _probe_each(self, probes: list[DnsProbe], started: Started, prefix: str) -> None:
-        cfg = started.cfg
-        for probe in probes:
-            result = probe_result(
-                prefix + probe_case_name(probe), probe, started.version.running, cfg
-            )
-            self.cases.record(result)
-            word = "PASS" if result.status == "pass" else "FAIL"
-            detail = "" if result.status == "pass" else f" - {result.message}"
-            phase = "rollback" if prefix else "check"
-            self.show(
-                phase,
-                f"{word} {result.name.removeprefix(prefix)}{detail}",
-                ok=result.status == "pass",
-                duration_ms=result.duration_ms,
-            )
+            for probe in exact_probes(cfg):
+                result = probe_result(prefix + probe_case_name(probe), probe, running, cfg)
+                self.cases.record(result)
+                word = "PASS" if result.status == "pass" else "FAIL"
+                detail = "" if result.status == "pass" else f" - {result.message}"
+                self.show(
+                    phase,
+                    f"{word} {result.name.removeprefix(prefix)}{detail}",
+                    ok=result.status == "pass",
+                    duration_ms=result.duration_ms,
+                )
 
     # ---------------------------------------------------------------- load through the swap
 
@@ -532,7 +523,7 @@ class UpgradeRunner:
             expected = "the old version to start on the new data"
             return refused("old version starts", expected, str(exc), output)
         try:
-            self._probe_cases("rollback", started, ROLLBACK_PREFIX)
+            self._probe_cases(started, ROLLBACK_PREFIX)
             ctx = CheckContext(self.values, started.version, snapshot, self.plan.base_dir)
 
             def on_result(index: int, result: CheckResult) -> None:
