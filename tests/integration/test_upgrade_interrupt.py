@@ -133,8 +133,10 @@ def wait_for_line(proc: subprocess.Popen[str], prefix: str) -> tuple[str, list[s
 
 
 def run_id_of(lines: list[str]) -> str:
-    first = lines[0]  # soak upgrade NAME (run RUN_ID)
-    return first.rsplit("(run ", 1)[1].rstrip(")")
+    """From the header `soak upgrade NAME (run RUN_ID)`; a line of the leftovers sweep
+    (what an earlier, killed run left) may come before it."""
+    header = next(line for line in lines if line.startswith("soak upgrade "))
+    return header.rsplit("(run ", 1)[1].rstrip(")")
 
 
 def leftovers(engine: Any, run_id: str) -> tuple[list[str], list[str]]:
