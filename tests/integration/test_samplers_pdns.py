@@ -232,9 +232,14 @@ def test_a_full_tick_and_a_stopped_target(pdns: ServerProc) -> None:
         files=FilesSamplerConfig(paths=["pdns.sqlite3"]),
     )
     points = one_tick(cfg, pdns, 120 * S)
-    assert {p.measurement for p in points} == {"process", "runtime", "api", "dig", "files"}
+    # host: the machine's own load, on by default beside every latency
+    measurements = {"process", "runtime", "api", "dig", "files", "host"}
+    assert {p.measurement for p in points} == measurements
     assert all(p.time_ns == 120 * S and p.tags["soak"] == "it" for p in points)
     runner = TickRunner(build_samplers(cfg, lambda: None), run_tags=RUN)
-    (event,) = runner.run_tick(180 * S)
+    stopped = runner.run_tick(180 * S)
     runner.close()
+    # the target's samplers give one event; the machine is sampled whatever the target does
+    (event,) = [p for p in stopped if p.measurement != "host"]
     assert event.tags["kind"] == "target_not_running" and event.time_ns == 180 * S
+    assert {p.measurement for p in stopped} == {"event", "host"}
