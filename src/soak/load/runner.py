@@ -30,7 +30,7 @@ from soak.load.ledger import Merger, Window
 from soak.load.merge import decode_histogram, encode_histogram
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import Interval, LoadResult, MixStats, result_from
-from soak.load.worker import WorkerSpec
+from soak.load.worker import WorkerSpec, worker_phase
 from soak.netsafety import check_allowed
 
 JOIN_GRACE_S = 5.0
@@ -90,7 +90,12 @@ class LoadRunner:
         base_dir: Path,
         allow_targets: Sequence[str] = (),
         track_gaps: bool = False,
+        phase: float = 0.0,
     ) -> None:
+        """`phase` (0 <= phase < 1): this runner's place among several that carry one
+        schedule together (load agent i of n has i / n), as a fraction of one query's
+        period of each of its workers: with equal shares their queries interleave, so
+        that together they are due exactly rate x seconds."""
         if cfg.engine != "builtin":
             raise InputError("LoadRunner runs the builtin engine; dnsperf runs via `soak load`")
         host, port = server
@@ -100,6 +105,7 @@ class LoadRunner:
         self.host = check_allowed(host, tuple(allow_targets))
         self.port = port
         self.track_gaps = track_gaps  # run the Python UDP loop (a swap under load)
+        self.phase = phase
         seed = cfg.seed if cfg.seed is not None else int(time.time())
         self.classes = build_classes(cfg.mix, base_dir, seed)
         self.names = [c.name for c in self.classes]
@@ -162,7 +168,7 @@ class LoadRunner:
         for index in range(workers):
             spec = WorkerSpec(
                 index=index,
-                phase=index / workers,
+                phase=worker_phase(index, workers, self.phase),
                 host=self.host,
                 port=self.port,
                 protocol=self.cfg.protocol,
@@ -292,6 +298,19 @@ class LoadRunner:
         scratch.add_window(window)
         fields: dict[str, dict[str, float]] = scratch.fields()
         return fields
+
+    def window_hists(self) -> dict[str, str]:
+        """The latency histograms (per class and `all`, encoded) of the window the last
+        window_fields() read: a load agent ships them to be added by grid second."""
+        scratch = self._scratch
+        if scratch is None:
+            return {}
+        out = {
+            name: encode_histogram(stats.hist)
+            for name, stats in zip(self.names, scratch.classes, strict=True)
+        }
+        out["all"] = encode_histogram(scratch.all.hist)
+        return out
 
     def take_ledger(self) -> list[Window]:
         """The closed windows since the last call (kept only with keep_ledger)."""
