@@ -25,7 +25,7 @@ from hdrh.histogram import HdrHistogram
 from soak.load.agents.coordinator import Coordinator, fleet_calls
 from soak.load.agents.engine import AgentEngine, wait_for_agents
 from soak.load.agents.engines import make_engine
-from soak.load.agents.lease import START_MARGIN_S, Fleet, Slot, Taken
+from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken
 from soak.load.agents.spec import build_spec
 from soak.load.config import AgentsConfig, LoadConfig
 from soak.load.merge import SIGNIFICANT_DIGITS, AgentTotals, latency_ms
@@ -81,7 +81,7 @@ class AgentsLoad:
         self._agent_counts: dict[int, dict[str, float]] = {}  # the seconds handed out
         self._hist: HdrHistogram | None = None
         self._engine_polled_s = 0.0
-        self._tail: list[Taken] = []  # the seconds stop() took
+        self._tail: list[Second] = []  # the seconds stop() took
         self._end_ns: int | None = None  # the run's end, once started (wall clock)
 
     # ------------------------------------------------------------ lifecycle
@@ -175,7 +175,8 @@ class AgentsLoad:
                 if not any(s.active for s in fleet.slots):
                     break
             time.sleep(WAIT_S)
-        self._tail = self._take_merged()
+        with coordinator.lock:
+            self._tail = fleet.take_seconds()
         self._close()
 
     def _close(self) -> None:
@@ -201,17 +202,21 @@ class AgentsLoad:
         self._per_agent = taken.per_agent
         return taken.merged
 
-    def _take_merged(self) -> list[Taken]:
+    def _take_merged(self, end_ns: int | None) -> list[Taken]:
         """The seconds every agent has reported since the last call, one merged window
-        each; after stop(), once, the last ones."""
-        if self._fleet is None or self._coordinator is None:
-            tail, self._tail = self._tail, []
-            return tail
-        with self._coordinator.lock:
-            seconds = self._fleet.take_merged()
-        for taken in seconds:
+        each (none after `end_ns`); after stop(), once, the last ones."""
+        fleet = self._fleet
+        if fleet is None:
+            return []
+        if self._coordinator is None:
+            seconds, self._tail = self._tail, []
+        else:
+            with self._coordinator.lock:
+                seconds = fleet.take_seconds()
+        out = fleet.merged(seconds, end_ns)
+        for taken in out:
             self._count(taken)
-        return seconds
+        return out
 
     def _count(self, taken: Taken) -> None:
         """Seconds handed out: into the run's totals and each agent's."""
@@ -229,23 +234,22 @@ class AgentsLoad:
         out, self._per_agent = self._per_agent, {}
         return out
 
-    def take_points(self, time_ns: int) -> list[Point]:
+    def take_points(self, time_ns: int, end_ns: int | None = None) -> list[Point]:
         """The run's ledger: each second every agent has reported since the last call,
         merged (counts and histograms added), as `load` points at the end of its own
         second of the run's grid (a last second cut by the run's end, at the end), with
         each agent's part of it tagged `agent`."""
+        ends = [e for e in (self._end_ns, end_ns) if e is not None]
         points: list[Point] = []
-        for taken in self._take_merged():
-            at_ns = taken.stamp_ns
-            if self._end_ns is not None:
-                at_ns = min(at_ns, self._end_ns)
-            points += load_points(taken.merged, taken.per_agent, at_ns)
+        for taken in self._take_merged(min(ends) if ends else None):
+            points += load_points(taken.merged, taken.per_agent, taken.stamp_ns)
         return points
 
     def tail_points(self, time_ns: int) -> list[Point]:
         """After stop(): the seconds the agents reported after the last tick (they close
-        as the queries in flight are answered or time out)."""
-        return self.take_points(time_ns)
+        as the queries in flight are answered or time out), none stamped after `time_ns`
+        (the run's end: a run stopped early ends there)."""
+        return self.take_points(time_ns, end_ns=time_ns)
 
     def check(self, remaining_s: float) -> list[LoadEvent]:
         """Agents lost since the last check: a lease run out, or a task the engine ended."""

@@ -169,12 +169,26 @@ class Fleet:
         lost_due = sum(one.missing_due for one in seconds)
         return self._summed(windows, span_s, asked_qps, lost_due, seconds[-1].stamp_ns)
 
-    def take_merged(self) -> list[Taken]:
+    def take_merged(self, end_ns: int | None = None) -> list[Taken]:
         """The complete seconds since the last take, each merged by itself (counts and
         histograms added), in order: the run's ledger, one window per grid second."""
-        out = []
-        for one in self.take_seconds():
+        return self.merged(self.take_seconds(), end_ns)
+
+    def merged(self, seconds: list[Second], end_ns: int | None = None) -> list[Taken]:
+        """Each second merged by itself; those ending after `end_ns` (the run's end: the
+        drain of a run stopped early) merged into one at `end_ns`, so that no two are
+        stored at the same time."""
+        out, after = [], []
+        for one in seconds:
+            if end_ns is not None and one.stamp_ns > end_ns:
+                after.append(one)
+                continue
             out.append(self._summed(one.windows, 1.0, one.asked_qps, one.missing_due, one.stamp_ns))
+        if after and end_ns is not None:
+            windows = [w for one in after for w in one.windows]
+            asked = sum(one.asked_qps for one in after) / len(after)
+            missing = sum(one.missing_due for one in after)
+            out.append(self._summed(windows, float(len(after)), asked, missing, end_ns))
         return out
 
     def take_seconds(self) -> list[Second]:
