@@ -292,7 +292,10 @@ class AgentsLoad:
         return {s.index: s.totals for s in slots if s.totals is not None}
 
     def totals(self, *, stddev: bool = True) -> dict[str, Any]:
-        """The run's totals from the seconds handed out, and each agent's own."""
+        """The run's totals from the seconds handed out, and each agent's own (the seconds
+        stop() took count too: `soak load` stores no points, so nobody took them)."""
+        if self._tail:
+            self._take_merged(self._end_ns)
         out: dict[str, Any] = {k: int(v) for k, v in self._totals.items()}
         out["load_restarts"] = 0
         agents = []
