@@ -242,7 +242,7 @@ class Fleet:
             mine = [w for w in windows if w.agent == index]
             per_agent[index] = sum_windows(mine, span_s)
         merged = sum_windows(windows, span_s, shares)
-        if not merged:  # no agent reported the second at all: the missing agents' due
+        if not merged and lost_due >= 0.5:  # no agent reported it: the lost agents' due
             merged = {"all": {"sent": 0.0, "completed": 0.0, "lost": 0.0, "due": 0.0,
                               "skipped": 0.0, "rate_achieved": 0.0,
                               "rate_target": asked_qps}}  # fmt: skip
