@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 from soak.load.config import LoadConfig
 from soak.load.runner import LoadRunner, run_load
 from tests.support.servers import ServerProc, dnsmasq_upstream, pdns_recursor, unbound
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -99,6 +102,33 @@ def test_runner_windows_rate_change_and_stop(
     d = result.to_json_dict()
     check_accounting(d)
     assert d["lost"] == 0 and d["sent"] >= first["all"]["sent"] + second["all"]["sent"]
+
+
+def test_a_killed_worker_s_seconds_are_closed_and_kept(server: ServerProc, tmp_path: Path) -> None:
+    """A worker SIGKILLed mid-run: the seconds it had not closed are closed for it and
+    kept (its part due and skipped), so the run's windows are still due exactly rate x
+    seconds, each second once, every invariant kept."""
+    cfg = LoadConfig(flows=4, workers=2, timeout_s=0.5, mix=MIX)
+    runner = LoadRunner(cfg, ("127.0.0.1", server.port), base_dir=tmp_path)
+    runner.keep_ledger = True
+    runner.start(400.0, max_duration_s=4.0, begin_at_s=time.monotonic() + 0.5)
+    try:
+        wait_for(lambda: runner.totals().completed > 0, 10, "the first second closed")
+        os.kill(runner.pids[1], signal.SIGKILL)
+        wait_for(lambda: not runner.alive(), 10, "the worker is gone")
+        runner.wait(10.0)  # the other one ends with the schedule
+    finally:
+        result = runner.stop()
+    windows = runner.take_ledger()
+    assert [w.second for w in windows] == [0, 1, 2, 3]
+    for w in windows:
+        assert w.problems() == []
+    due = sum(w.total().due for w in windows)
+    skipped = sum(w.total().skipped for w in windows)
+    assert due == 1600 == result.due  # nothing dropped
+    assert 0 < skipped < 800  # the killed worker's part after it went
+    assert windows[-1].total().skipped == 200  # its whole share of the last second
+    assert result.completed + result.lost == result.sent
 
 
 def test_server_stopped_mid_run_gives_lost_queries(udp_loop: str, tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def assert_figures_agree(
     assert sums.windows > 0, "no load windows stored"
     counts = sums.counts
     assert counts["completed"] <= counts["sent"]
-    if counts["due"]:  # one-second windows (load agents still store ticks without `due`)
+    if counts["due"]:  # one-second windows (the load agents' merged by grid second too)
         assert counts["sent"] <= counts["due"]
         if kept_up:
             assert counts["sent"] == counts["due"], counts

@@ -232,6 +232,24 @@ def test_soak_run_figures_from_the_point_store(tmp_path: Path) -> None:
     assert figures["RssAnon"].values == [2.0] * 5 and figures["fds"].values == [40.0] * 5
 
 
+def test_soak_run_figures_read_the_ledger_s_one_second_windows(tmp_path: Path) -> None:
+    """With 2-s ticks the ledger still stores one window a second: answered q/s is a
+    window's count over its one second, and the window ending at the warm-up's end is
+    the warm-up's."""
+    store = SqliteStore(tmp_path / "points.db")
+    tags = {"soak": "r1", "scenario": "s", "target": "t", "version": "1", "class": "all"}
+    t0 = 1_000_000_000_000
+    points = [
+        Point("load", {"due": 500.0, "sent": 500.0, "completed": 500.0 + i}, t0 + i * 10**9, tags)
+        for i in range(1, 11)
+    ]
+    store.write(points)
+    store.flush()
+    figures = _soak_figures(store, "r1", t0 + 5 * 10**9, interval_s=2.0)
+    store.close()
+    assert figures["answered q/s"].values == [506.0, 507.0, 508.0, 509.0, 510.0]
+
+
 def test_leak_rows_and_thresholds() -> None:
     from soak.bench.inputs import RunFigures
 

@@ -145,7 +145,10 @@ def test_windows_after_their_second_was_handed_out_still_count() -> None:
     clock.advance(3.0)  # the second is older than the lease: handed out without agent 1
     assert f.take().merged["all"]["sent"] == 10
     f.heartbeat(1, [window(1, T0 + S, 7, [100])])
-    assert f.take().merged["all"]["sent"] == 7
+    assert f.take().merged == {}  # held: a second already stored is not written again
+    f.heartbeat(0, [window(0, T0 + 2 * S, 5, [100])])
+    f.heartbeat(1, [window(1, T0 + 2 * S, 5, [100])])
+    assert f.take().merged["all"]["sent"] == 17  # with the next second handed out
 
 
 def test_an_agent_keeps_its_lease_while_calls_get_through() -> None:
@@ -183,3 +186,35 @@ def test_an_agent_and_its_coordinator_over_http() -> None:
         coordinator.close()
     with pytest.raises(CoordinatorUnreachable):
         CoordinatorClient(url, "sekrit", 0).register()
+
+
+def due_window(agent: int, stamp_ns: int, sent: int) -> AgentWindow:
+    w = window(agent, stamp_ns, sent, [100] * sent)
+    w.fields["all"] |= {"due": float(sent), "skipped": 0.0}
+    return w
+
+
+def test_each_second_is_merged_by_itself_and_a_lost_agent_is_due_its_share() -> None:
+    clock = Clock()
+    f = fleet_of(2, clock)
+    f.set_rate(200.0)
+    f.heartbeat(0, [due_window(0, T0 + S, 100), due_window(0, T0 + 2 * S, 100)])
+    f.heartbeat(1, [due_window(1, T0 + S, 100)])
+    f.mark_lost(1, "exit -9")  # its second 2 never comes
+    seconds = f.take_merged()
+    assert [t.stamp_ns for t in seconds] == [T0 + S, T0 + 2 * S]  # one window a second
+    first, second = (t.merged["all"] for t in seconds)
+    assert (first["due"], first["sent"], first["skipped"]) == (200, 200, 0)
+    assert (second["due"], second["sent"], second["skipped"]) == (200, 100, 100)
+    assert seconds[1].per_agent.keys() == {0}
+
+
+def test_seconds_after_the_run_end_are_stored_as_one_at_the_end() -> None:
+    """A run stopped early: the drain's seconds go to its end, one point, none lost."""
+    clock = Clock()
+    f = fleet_of(1, clock)
+    f.set_rate(100.0)
+    f.heartbeat(0, [due_window(0, T0 + k * S, 100) for k in (1, 2, 3)])
+    seconds = f.take_merged(end_ns=T0 + S + S // 2)
+    assert [t.stamp_ns for t in seconds] == [T0 + S, T0 + S + S // 2]
+    assert [t.merged["all"]["due"] for t in seconds] == [100, 200]

@@ -28,9 +28,10 @@ from soak.load.ledger import (
     sum_windows,
 )
 from soak.load.queries import build_classes, mix_schedule
+from soak.load.segments import Segment, agent_phase, rate_share_qps
 from soak.load.stats import Interval
 from soak.load.wire import HEADER
-from soak.load.worker import Book, Control, WorkerSpec
+from soak.load.worker import Book, Control, WorkerSpec, worker_phase
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -65,7 +66,12 @@ class Done:
 
 
 def worker_spec(
-    rate: float, duration_s: int, timeout_s: float, index: int = 0, workers: int = 1
+    rate: float,
+    duration_s: int,
+    timeout_s: float,
+    index: int = 0,
+    workers: int = 1,
+    offset: float = 0.0,
 ) -> WorkerSpec:
     mix = [{"name": "a", "queries": ["a.test"], "weight": 3}, {"name": "b", "queries": ["b.test"]}]
     classes = build_classes(LoadConfig(mix=mix).mix, Path(), 1)
@@ -74,7 +80,7 @@ def worker_spec(
         mix_schedule([c.weight for c in classes]), 0, 60_000, duration_s, duration_s + 10,
         rate / workers,
     )  # fmt: skip
-    spec.phase = index / workers
+    spec.phase = worker_phase(index, workers, offset)
     spec.begin_at_ns = T0
     return spec
 
@@ -215,6 +221,56 @@ def test_workers_merged_by_grid_second_are_due_exactly_rate_times_seconds(
     assert t.completed == sum(r.answered for r in runs)
     per_second = [w.total().due for w in merged]
     assert max(per_second) - min(per_second) <= 1  # rate per second, to the query
+
+
+def merged_by_second(sources: list[list[Interval]]) -> list[Window]:
+    """Sources' intervals merged by grid second, arriving interleaved as pipes (or
+    heartbeats) deliver them."""
+    merger = Merger(2, range(len(sources)))
+    merged: list[Window] = []
+    for step in range(max(len(ivs) for ivs in sources)):
+        for index, ivs in enumerate(sources):
+            if step < len(ivs):
+                iv = ivs[step]
+                merger.add(index, iv.windows, iv.closed_below)
+                if iv.final:
+                    merger.end(index)
+        merged += merger.take_closed()
+    return merged
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rate=st.integers(1, 300),
+    agents=st.integers(2, 4),
+    workers=st.lists(st.integers(1, 2), min_size=4, max_size=4),
+    duration_s=st.integers(1, 3),
+    lats=latencies,
+)
+def test_agents_interleaved_are_due_exactly_rate_times_seconds(
+    rate: int, agents: int, workers: list[int], duration_s: int, lats: list[int | None]
+) -> None:
+    """Each agent carries its segment's share with its place in the period (agent_phase),
+    with its own number of workers: their windows added by grid second are due exactly
+    rate x seconds, as one machine's."""
+    runs: list[Done] = []
+    for a in range(agents):
+        segment = Segment(a, agents)
+        share = rate_share_qps(rate, segment)
+        offset = agent_phase(segment)
+        runs += [
+            simulate(worker_spec(share, duration_s, 0.5, i, workers[a], offset), lats)
+            for i in range(workers[a])
+        ]
+    merged = merged_by_second([r.intervals for r in runs])
+    assert [w.second for w in merged] == list(range(len(merged)))
+    for w in merged:
+        assert w.problems() == []
+    t = total(merged)
+    assert t.due == rate * duration_s  # not up to agents - 1 more
+    assert t.sent == sum(r.sent for r in runs)
+    per_second = [w.total().due for w in merged]
+    assert max(per_second) - min(per_second) <= 1
 
 
 def test_a_window_closes_only_once_its_last_query_has_an_end() -> None:

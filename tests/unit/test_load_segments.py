@@ -9,7 +9,7 @@ import pytest
 from soak.errors import InputError
 from soak.load.config import LoadConfig
 from soak.load.queries import build_classes
-from soak.load.segments import MILLI, Segment, all_segments, segment_config
+from soak.load.segments import Segment, all_segments, segment_config
 
 
 def _cfg(**kw: object) -> LoadConfig:
@@ -28,16 +28,12 @@ def _cfg(**kw: object) -> LoadConfig:
 
 @pytest.mark.parametrize("rate", [600, 1000, 1, 7, 999.999, 12345.678, 0.5])
 @pytest.mark.parametrize("count", [1, 2, 3, 4, 7])
-def test_rate_shares_sum_exactly(rate: float, count: int) -> None:
+def test_rate_shares_are_equal_parts(rate: float, count: int) -> None:
+    """Equal parts interleave exactly (test_load_ledger: due exactly rate x seconds)."""
     cfg = _cfg(rate_qps=rate)
-    if round(rate * MILLI) < count:
-        with pytest.raises(InputError, match="too small"):
-            segment_config(cfg, Segment(0, count), seed=1)
-        return
     parts = [segment_config(cfg, s, seed=1) for s in all_segments(count)]
-    assert sum(round(p.rate_qps * MILLI) for p in parts) == round(rate * MILLI)
-    shares = [round(p.rate_qps * MILLI) for p in parts]
-    assert max(shares) - min(shares) <= 1
+    assert {p.rate_qps for p in parts} == {rate / count}
+    assert sum(p.rate_qps for p in parts) == pytest.approx(rate)
 
 
 def test_flows_and_workers_split_and_config_valid() -> None:

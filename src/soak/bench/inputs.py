@@ -117,17 +117,26 @@ def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
 
 
 def _soak_figures(store: Any, run_id: str, since_ns: int, interval_s: float) -> Figures:
+    """Per-window values after the warm-up. A run's `load` points are its ledger: one
+    closed one-second window each (with `due`), stored at the end of its second, so the
+    window stored at the warm-up's end is the warm-up's, and a window's rate is its
+    count over its one second, whatever the tick. Runs stored before the ledger (no
+    `due`) have a point per tick: its count over the tick."""
     out: Figures = {}
     all_class = {"class": "all"}
+    windows = bool(store.series(run_id, "load", "due", all_class))
+    window_s = 1.0 if windows else interval_s
+    load_since_ns = since_ns + 1 if windows else since_ns
     completed = store.series(run_id, "load", "completed", all_class)
     if completed:
-        values = [float(v) / interval_s for t, v in completed[0][1] if t >= since_ns]
+        values = [float(v) / window_s for t, v in completed[0][1] if t >= load_since_ns]
         out["answered q/s"] = Figure("throughput", "q/s", values)
     for measurement, fld, name, kind, unit, scale in SOAK_FIELDS:
         tags = all_class if measurement == "load" else None
         found = store.series(run_id, measurement, fld, tags)
         if found:
-            values = [float(v) * scale for t, v in found[0][1] if t >= since_ns]
+            since = load_since_ns if measurement == "load" else since_ns
+            values = [float(v) * scale for t, v in found[0][1] if t >= since]
             out[name] = Figure(kind, unit, values)
     return out
 

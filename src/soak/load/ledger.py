@@ -106,6 +106,15 @@ def empty_window(second: int, nclasses: int) -> Window:
     return Window(second, [ClassWindow() for _ in range(nclasses)])
 
 
+def skipped_window(second: int, schedule: Sequence[int], n: int, nclasses: int) -> Window:
+    """A second whose `n` due queries never left as far as anyone can tell (their worker
+    or agent is gone): due and skipped, classes as the mix schedule deals them."""
+    w = empty_window(second, nclasses)
+    for cw, k in zip(w.classes, schedule_counts(schedule, 0, n, nclasses), strict=True):
+        cw.due = cw.skipped = k
+    return w
+
+
 def second_of(due_ns: int, origin_ns: int) -> int:
     """The grid second a query due at `due_ns` belongs to."""
     return (due_ns - origin_ns) // NS_PER_S
@@ -160,6 +169,10 @@ class Merger:
 
     def end(self, source: int) -> None:
         self._ended.add(source)
+
+    def below_of(self, source: int) -> int:
+        """The second below which `source` has closed everything."""
+        return self._below.get(source, 0)
 
     def closed_below(self) -> int:
         live = [b for s, b in self._below.items() if s not in self._ended]

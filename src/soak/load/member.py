@@ -2,10 +2,11 @@
 windows with every heartbeat, follow the asked rate, and stop when told to or when
 its lease runs out (soak.load.coordination).
 
-The seconds are on the run's grid: window k ends at start_at + k s on every agent,
-so the coordinator merges them by time. A window that could not be delivered is
-kept and sent with the next heartbeat (a lease's worth at most: beyond that the
-agent stops, and its totals say what it sent).
+The seconds are on the run's grid: each closed window is sent stamped with the end
+of the second its queries were due in (start_at + (k + 1) s, the same on every
+agent), so the coordinator adds the agents' windows of the same second. A window
+that could not be delivered is kept and sent with the next heartbeat (a lease's
+worth at most: beyond that the agent stops, and its totals say what it sent).
 """
 
 from __future__ import annotations
@@ -26,14 +27,10 @@ from soak.load.coordination import (
 )
 from soak.load.merge import AgentTotals, AgentWindow
 from soak.load.runner import LoadRunner
-from soak.load.segments import MILLI, Segment, rate_share_mqps, segment_config
+from soak.load.segments import Segment, agent_phase, rate_share_qps, segment_config
 
 NS_PER_S = 1_000_000_000
 WAIT_POLL_S = 0.2  # how often an agent asks for start_at while the others register
-
-
-def share_qps(rate_qps: float, segment: Segment) -> float:
-    return rate_share_mqps(rate_qps, segment) / MILLI
 
 
 def _register_then_heartbeat(client: CoordinatorClient) -> Callable[[], Reply]:
@@ -77,17 +74,23 @@ def run_member(
     # The grid's origin on the monotonic clock: start_at as of now (wall may step). The
     # workers start now and send from then on.
     origin_s = clocks.monotonic() + (start_at_ns - clocks.wall_ns()) / NS_PER_S
-    runner = LoadRunner(mine, server, base_dir=base_dir, allow_targets=allow_targets)
-    runner.keep_window_hist = True
+    runner = LoadRunner(
+        mine,
+        server,
+        base_dir=base_dir,
+        allow_targets=allow_targets,
+        phase=agent_phase(segment),
+    )
+    runner.keep_ledger = True  # its closed windows go to the coordinator by grid second
     rate_qps = reply.rate_qps
-    runner.start(share_qps(rate_qps, segment), max_duration_s, begin_at_s=origin_s)
+    runner.start(rate_share_qps(rate_qps, segment), max_duration_s, begin_at_s=origin_s)
     lease = Lease(reply.lease_s, clocks.monotonic)
     unsent: list[AgentWindow] = []
     second = 1
     try:
         while True:
             finished = runner.wait(max(0.0, origin_s + second - clocks.monotonic()))
-            unsent.append(_window(runner, segment, start_at_ns + second * NS_PER_S))
+            unsent += closed_windows(runner, segment, start_at_ns)
             try:
                 reply = lease.renew(client.heartbeat([w.to_json_dict() for w in unsent]))
                 unsent = []
@@ -97,27 +100,32 @@ def run_member(
                 break
             if reply.rate_qps != rate_qps:
                 rate_qps = reply.rate_qps
-                runner.set_rate(share_qps(rate_qps, segment))
+                runner.set_rate(rate_share_qps(rate_qps, segment))
             second += 1
     finally:
         result = runner.stop()
-    unsent.append(_window(runner, segment, start_at_ns + (second + 1) * NS_PER_S))
+    unsent += closed_windows(runner, segment, start_at_ns)  # the drain's: all of them now
     totals = AgentTotals.from_result(
         segment.index,
         result,
         runner.latency_histogram(),
-        rate_target_qps=share_qps(rate_qps, segment),
+        rate_target_qps=rate_share_qps(rate_qps, segment),
         duration_s=result.duration_s,
     )
     _deliver(client, unsent, totals)
     return totals
 
 
-def _window(runner: LoadRunner, segment: Segment, stamp_ns: int) -> AgentWindow:
-    fields = runner.take_window()
-    return AgentWindow(
-        segment.index, stamp_ns, runner.last_window_s, fields, dict(runner.last_window_hists)
-    )
+def closed_windows(runner: LoadRunner, segment: Segment, start_at_ns: int) -> list[AgentWindow]:
+    """The runner's windows closed since the last call, each stamped with the end of its
+    own second of the run's grid (start_at + (k + 1) s): the coordinator adds the
+    agents' windows of the same second."""
+    out = []
+    for window in runner.take_ledger():
+        fields = runner.window_fields(window)
+        stamp_ns = start_at_ns + (window.second + 1) * NS_PER_S
+        out.append(AgentWindow(segment.index, stamp_ns, 1.0, fields, runner.window_hists()))
+    return out
 
 
 def _deliver(client: CoordinatorClient, unsent: list[AgentWindow], totals: AgentTotals) -> None:

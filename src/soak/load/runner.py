@@ -26,11 +26,11 @@ import soak
 from soak.errors import InputError, SoakError
 from soak.load.config import ConnectionPolicy, LoadConfig
 from soak.load.conn import Policy, TlsSpec
-from soak.load.ledger import Merger, Window
+from soak.load.ledger import NS_PER_S, Merger, Window, skipped_window
 from soak.load.merge import decode_histogram, encode_histogram
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import Interval, LoadResult, MixStats, result_from
-from soak.load.worker import WorkerSpec
+from soak.load.worker import Pacer, WorkerSpec, worker_phase
 from soak.netsafety import check_allowed
 
 JOIN_GRACE_S = 5.0
@@ -90,7 +90,12 @@ class LoadRunner:
         base_dir: Path,
         allow_targets: Sequence[str] = (),
         track_gaps: bool = False,
+        phase: float = 0.0,
     ) -> None:
+        """`phase` (0 <= phase < 1): this runner's place among several that carry one
+        schedule together (load agent i of n has i / n), as a fraction of one query's
+        period of each of its workers: with equal shares their queries interleave, so
+        that together they are due exactly rate x seconds."""
         if cfg.engine != "builtin":
             raise InputError("LoadRunner runs the builtin engine; dnsperf runs via `soak load`")
         host, port = server
@@ -100,6 +105,7 @@ class LoadRunner:
         self.host = check_allowed(host, tuple(allow_targets))
         self.port = port
         self.track_gaps = track_gaps  # run the Python UDP loop (a swap under load)
+        self.phase = phase
         seed = cfg.seed if cfg.seed is not None else int(time.time())
         self.classes = build_classes(cfg.mix, base_dir, seed)
         self.names = [c.name for c in self.classes]
@@ -121,6 +127,7 @@ class LoadRunner:
         self._errors: list[str] = []
         self._rate_qps = 0.0
         self._started_at = 0.0
+        self._origin_ns = 0
         self._stopped_at: float | None = None
         self._max_duration_s = 0.0
         self._window_at = 0.0
@@ -128,6 +135,11 @@ class LoadRunner:
         # The workers' closed windows merged by grid second; every count comes from them.
         self._merger = Merger(len(self.names), range(cfg.workers))
         self.ledger: list[Window] = []  # the closed windows not yet taken by a reader
+        self._specs: list[WorkerSpec] = []
+        self._finished: set[int] = set()  # workers whose last windows came
+        # Workers gone without their last windows (killed): index -> the second from which
+        # their part is still to be counted (due, skipped) until sending ends.
+        self._gone: dict[int, int] = {}
         self.keep_ledger = False
         self._scratch: MixStats | None = None  # window_fields' (one reader: the sampler)
         # The longest silence of any one worker (no reply within the timeout) and when
@@ -162,7 +174,7 @@ class LoadRunner:
         for index in range(workers):
             spec = WorkerSpec(
                 index=index,
-                phase=index / workers,
+                phase=worker_phase(index, workers, self.phase),
                 host=self.host,
                 port=self.port,
                 protocol=self.cfg.protocol,
@@ -184,6 +196,7 @@ class LoadRunner:
             )
             proc, ctrl, stats = spawn_worker()
             specs.append(spec)
+            self._specs.append(spec)
             self._procs.append(proc)
             self._ctrls.append(ctrl)
             self._conns.append(stats)
@@ -195,6 +208,8 @@ class LoadRunner:
                 self._errors.append(f"worker {spec.index} did not start: {exc}")
         now = max(time.monotonic(), begin_at_s or 0.0)
         self._started_at = self._window_at = now
+        # the workers' grid origin (a worker started without one takes its own start)
+        self._origin_ns = int(begin_at_s * 1e9) if begin_at_s is not None else int(now * 1e9)
         self._rate_qps = rate_qps
         self._max_duration_s = max_duration_s
         self._reader = threading.Thread(target=self._read, name="load-stats", daemon=True)
@@ -243,6 +258,9 @@ class LoadRunner:
             ctrl.close()
         if self._reader is not None:
             self._reader.join(grace_s)
+        with self._lock:  # the gone workers' part up to the stop (or the schedule's end)
+            self._count_gone(final=True)
+            self._add_closed()
         self._result = self.totals()
         return self._result
 
@@ -283,15 +301,30 @@ class LoadRunner:
         result.notes.extend(self._errors)
         return result
 
-    def window_fields(self, window: Window) -> dict[str, dict[str, float]]:
-        """One closed window's `load` fields, per class and `all` (its rates over 1 s)."""
+    def window_fields(self, *windows: Window) -> dict[str, dict[str, float]]:
+        """Closed windows' `load` fields together (usually one), per class and `all` (their
+        rates over their seconds)."""
         scratch = self._scratch
         if scratch is None:
             scratch = self._scratch = MixStats(self.names, self._highest_us)
         scratch.reset()
-        scratch.add_window(window)
+        for window in windows:
+            scratch.add_window(window)
         fields: dict[str, dict[str, float]] = scratch.fields()
         return fields
+
+    def window_hists(self) -> dict[str, str]:
+        """The latency histograms (per class and `all`, encoded) of the window the last
+        window_fields() read: a load agent ships them to be added by grid second."""
+        scratch = self._scratch
+        if scratch is None:
+            return {}
+        out = {
+            name: encode_histogram(stats.hist)
+            for name, stats in zip(self.names, scratch.classes, strict=True)
+        }
+        out["all"] = encode_histogram(scratch.all.hist)
+        return out
 
     def take_ledger(self) -> list[Window]:
         """The closed windows since the last call (kept only with keep_ledger)."""
@@ -338,8 +371,12 @@ class LoadRunner:
                     msg = conn.recv()
                 except (EOFError, OSError):
                     conns.remove(conn)
-                    with self._lock:  # a worker gone holds no second back
-                        self._merger.end(self._conns.index(conn))
+                    index = self._conns.index(conn)
+                    with self._lock:
+                        if index in self._finished:  # it ended: it holds no second back
+                            self._merger.end(index)
+                        else:  # killed: its open windows are counted from here on
+                            self._gone[index] = self._merger.below_of(index)
                         self._add_closed()
                     continue
                 if isinstance(msg, Interval):
@@ -347,6 +384,7 @@ class LoadRunner:
                         self._merger.add(msg.worker, msg.windows, msg.closed_below)
                         if msg.final:
                             self._merger.end(msg.worker)
+                            self._finished.add(msg.worker)
                         self._add_closed()
                         self._window.add(msg)
                         self._total.add(msg)
@@ -357,6 +395,42 @@ class LoadRunner:
                             )
                 else:
                     self._errors.append(str(msg[1]))
+            if self._gone:
+                with self._lock:
+                    self._count_gone(final=False)
+                    self._add_closed()
+
+    def _count_gone(self, *, final: bool) -> None:
+        """A worker gone without its last windows (SIGKILLed, crashed): the seconds it had
+        not closed are closed for it and kept, each with its part of the schedule due and
+        skipped (what it sent in them is gone with it: no answer of it can be counted),
+        from the second it had closed below up to the end of sending (the stop, or the
+        schedule's end). While the run goes on, whole seconds as they pass; `final` (the
+        runner stopped), up to the end of sending. Never dropped, never counted twice."""
+        origin_ns = self._origin_ns
+        now_ns = time.monotonic_ns() if not final else 1 << 62
+        for index, second in list(self._gone.items()):
+            spec = self._specs[index]
+            end_ns = origin_ns + round(spec.duration_s * 1e9)
+            if self._stopped_at is not None:
+                end_ns = min(end_ns, round(self._stopped_at * 1e9))
+            share = self._rate_qps / len(self._specs)
+            pacer = Pacer(share, origin_ns, spec.phase) if share > 0 else None
+            windows = []
+            while (lo_ns := origin_ns + second * NS_PER_S) < end_ns:
+                hi_ns = min(lo_ns + NS_PER_S, end_ns)
+                if hi_ns > now_ns:
+                    break
+                n = 0
+                if pacer is not None:
+                    n = max(0, pacer.due(hi_ns - 1)) - max(0, pacer.due(lo_ns - 1))
+                windows.append(skipped_window(second, self.schedule, n, len(self.names)))
+                second += 1
+            self._merger.add(index, windows, second)
+            self._gone[index] = second
+            if lo_ns >= end_ns:
+                self._merger.end(index)
+                del self._gone[index]
 
     def _add_closed(self) -> None:
         """The seconds every worker has closed, into the tick's stats and the totals."""

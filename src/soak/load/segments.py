@@ -1,7 +1,10 @@
 """Execution segments: a load config's rate split among N agents, as k6 splits its VUs.
 
-Agent i of N owns the segment [i/N, (i+1)/N) of the run. Whole quantities (the
-rate in milli-q/s, flows, workers) are split by the segment's boundaries,
+Agent i of N owns the segment [i/N, (i+1)/N) of the run. The rate is split in
+equal parts (R / N each) and agent i takes its place i / N in each of its workers'
+periods (agent_phase), so the agents' queries interleave: together they are due
+query m at m / R, exactly R x D in D seconds (whatever each agent's worker count).
+Whole quantities (flows, workers) are split by the segment's boundaries,
 `floor(total * (i+1) / N) - floor(total * i / N)`, so the shares sum exactly to
 the total and differ by at most one unit. Random names are seeded per agent, so
 two agents never walk the same name sequence.
@@ -14,8 +17,6 @@ from dataclasses import dataclass
 
 from soak.errors import InputError
 from soak.load.config import LoadConfig
-
-MILLI = 1000  # rates are split in milli-q/s, so a fractional rate splits exactly too
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,18 @@ class Segment:
         return hi - lo
 
 
-def rate_share_mqps(rate_qps: float, segment: Segment) -> int:
-    """The segment's rate in milli-q/s (an integer, so the shares sum exactly)."""
-    return segment.share(round(rate_qps * MILLI))
+def rate_share_qps(rate_qps: float, segment: Segment) -> float:
+    """The segment's rate: an equal part. Unequal parts (the rate split to the milli-q/s,
+    as before) could not interleave: N agents each starting its own schedule were due
+    up to N - 1 queries more than R x D."""
+    return rate_qps / segment.count
+
+
+def agent_phase(segment: Segment) -> float:
+    """The agent's place in each of its workers' periods (soak.load.worker.worker_phase):
+    the agents' queries interleave, so that together they are due exactly the run's
+    rate x seconds (not up to count - 1 more, as when each started at the origin)."""
+    return segment.index / segment.count
 
 
 def agent_seed(seed: int, segment: Segment) -> int:
@@ -66,11 +76,9 @@ def segment_config(cfg: LoadConfig, segment: Segment, seed: int) -> LoadConfig:
     too (each agent keeps at least one); with rate 0 (flat out) each agent
     keeps its share of `max_outstanding`.
     """
-    if segment.count > 1 and cfg.rate_qps > 0 and round(cfg.rate_qps * MILLI) < segment.count:
-        raise InputError(f"rate {cfg.rate_qps:g} q/s is too small for {segment.count} agents")
     data = cfg.model_dump(exclude={"agents"})
     data.update(
-        rate_qps=rate_share_mqps(cfg.rate_qps, segment) / MILLI,
+        rate_qps=rate_share_qps(cfg.rate_qps, segment),
         flows=max(1, segment.share(cfg.flows)),
         workers=max(1, segment.share(cfg.workers)),
         max_outstanding=max(1, segment.share(cfg.max_outstanding)),

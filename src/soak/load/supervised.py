@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.load.config import LoadConfig
-from soak.load.ledger import NS_PER_S
+from soak.load.ledger import NS_PER_S, Window
 from soak.load.runner import LoadRunner
 from soak.names import AGENT_TAG
 from soak.points import FieldValue, Point
@@ -180,19 +180,26 @@ class SupervisedLoad:
     def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
         return {}  # one machine, no agents
 
-    def _keep_windows(self, runner: LoadRunner) -> None:
+    def _keep_windows(self, runner: LoadRunner, end_ns: int | None = None) -> None:
         """The runner's closed windows, as (the end of their second, fields): stamped like a
         tick, whose sample covers the interval that ends at its time."""
+        end_ns = min(end_ns or self.end_ns, self.end_ns)
+        inside: list[tuple[int, Window]] = []
+        after: list[tuple[int, Window]] = []
         for window in runner.take_ledger():
-            # a last window cut by the end is stamped at the end: inside the run
-            at_ns = min(self.grid_ns + (window.second + 1) * NS_PER_S, self.end_ns)
+            at_ns = self.grid_ns + (window.second + 1) * NS_PER_S
+            (inside if at_ns <= end_ns else after).append((at_ns, window))
+        for at_ns, window in inside:
             self._pending.append((at_ns, runner.window_fields(window)))
+        if after:  # cut by the end (or the stop): stamped there, as one, inside the run
+            self._pending.append((end_ns, runner.window_fields(*(w for _, w in after))))
 
-    def take_points(self, time_ns: int) -> list[Point]:
+    def take_points(self, time_ns: int, end_ns: int | None = None) -> list[Point]:
         """The `load` points of the windows closed since the last call, each at the end of
         its own second of the run's grid (the run's ledger: the store holds every closed
-        window once, so any sum over a time range is the sum of the windows due in it)."""
-        self._keep_windows(self.runner)
+        window once, so any sum over a time range is the sum of the windows due in it);
+        none later than `end_ns` if given."""
+        self._keep_windows(self.runner, end_ns)
         pending, self._pending = self._pending, []
         points: list[Point] = []
         for at_ns, fields in pending:
@@ -207,8 +214,9 @@ class SupervisedLoad:
         return points
 
     def tail_points(self, time_ns: int) -> list[Point]:
-        """After stop(): the windows that closed as the workers drained."""
-        return self.take_points(time_ns)
+        """After stop(): the windows that closed as the workers drained, none stamped
+        after `time_ns` (the run's end: a run stopped early ends there)."""
+        return self.take_points(time_ns, end_ns=time_ns)
 
     def totals(self, *, stddev: bool = True) -> dict[str, Any]:
         result = self.runner.totals(stddev=stddev)

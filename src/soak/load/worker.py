@@ -48,8 +48,8 @@ class WorkerSpec:
     max_duration_s: float
     rate_qps: float = 0.0  # this worker's share at the start
     begin_at_ns: int = 0  # CLOCK_MONOTONIC: the first query not before (0: at once)
-    # Worker i of n has phase i / n (Pacer): its query k is due at (i + n k) / R, so that
-    # n workers together are due exactly R per second.
+    # Worker i of n has phase i / n (Pacer, worker_phase): its query k is due at
+    # (i + n k) / R, so that n workers together are due exactly R per second.
     phase: float = 0.0
     # Replies to queries without EDNS fit in 512 bytes; a large recv buffer costs a
     # big allocation per datagram (measured: ~5% of the loop's CPU at 65,535).
@@ -309,6 +309,14 @@ class Book:
             tail += 1
         self.tail = tail
         self.outstanding -= expired
+
+
+def worker_phase(index: int, workers: int, offset: float = 0.0) -> float:
+    """Worker `index` of `workers`' phase (a fraction of its own period). `offset` (0 to
+    1) is its runner's place among runners that share one schedule (load agent i of n:
+    i / n): with equal shares, the n x workers loops are due at every 1 / rate of the
+    whole, worker (agent a, index i) at (a + n (i + workers k)) / rate."""
+    return (index + offset) / workers
 
 
 class Pacer:

@@ -101,7 +101,7 @@ def ledger_totals(store: StoreReader, run_id: str, totals: Mapping[str, Any]) ->
     for name, value in sums.counts.items():
         if name in COUNTS or value:
             out[name] = int(value)
-    if "due" in totals:  # one-second windows (agents' points are ticks, not windows)
+    if "due" in totals:  # one-second windows (a store of older runs may hold ticks)
         out["seconds"] = sums.windows
     return out
 

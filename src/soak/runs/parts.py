@@ -132,8 +132,10 @@ class RunParts:
             number = float(value) if isinstance(value, int | float) else 0.0
             self.ctx.state.add_event(self.run_id, p.time_ns, kind, message, number)
 
-    def stop(self, *, close_alerter: bool = True) -> None:
-        """Ticks, alerts and load stop; a load that will not stop is an event."""
+    def stop(self, *, close_alerter: bool = True, ended_ns: int | None = None) -> None:
+        """Ticks, alerts and load stop; a load that will not stop is an event. The load's
+        last windows are stored no later than `ended_ns` (the run's end, where its last
+        phase ends), so that a stopped run's phases hold every window it ran."""
         if self.tick_runner is not None:
             self.tick_runner.close()
         if self.remote_samplers is not None:
@@ -148,7 +150,7 @@ class RunParts:
         if self.load is not None:
             try:
                 self.load.stop()
-                tail = self.load.tail_points(time.time_ns())
+                tail = self.load.tail_points(ended_ns or time.time_ns())
                 self.write([p.with_tags(self.run_tags) for p in tail])
             except Exception as exc:  # the run must still end; the fault is recorded
                 self.event("error", f"stopping the load: {exc}", 0.0)

@@ -258,7 +258,7 @@ class Run:
             except Exception as exc:  # recorded; the run still ends
                 self.parts.try_event("pprof_failed", f"profile at the end: {exc}", now_ns)
         # The target first: a store that fails below must not leave it running.
-        self.parts.stop(close_alerter=False)
+        self.parts.stop(close_alerter=False, ended_ns=now_ns)
         self.targets.stop()
         self.parts.try_event("stop", f"run ended: {message}", now_ns)
         if self.parts.load is not None:

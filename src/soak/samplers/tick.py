@@ -241,9 +241,10 @@ class TickRunner:
             cls = p.tags.get("class", "all")
             if math.isfinite(target) and math.isfinite(achieved):
                 self.metrics.set_load_rate(soak, cls, target, achieved)
-            sent, lost = p.fields.get("sent"), p.fields.get("lost")
+            sent, lost, due = p.fields.get("sent"), p.fields.get("lost"), p.fields.get("due")
             if isinstance(sent, int | float) and isinstance(lost, int | float):
-                self.metrics.count_load(soak, cls, sent, lost)
+                due_n = float(due) if isinstance(due, int | float) else None
+                self.metrics.count_load(soak, cls, sent, lost, due_n)
 
     def close(self) -> None:
         """Waits for no sampler still running (one stuck in I/O must not hang shutdown)."""

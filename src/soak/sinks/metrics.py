@@ -89,6 +89,12 @@ class ServiceMetrics:
             ["soak", "class"],
             registry=registry,
         )
+        self.load_due = Counter(
+            "soak_load_due",
+            "Queries the schedule put in the closed windows (sent or skipped)",
+            ["soak", "class"],
+            registry=registry,
+        )
         self.load_lost = Counter(
             "soak_load_lost",
             "Queries that got no answer within the timeout",
@@ -118,10 +124,15 @@ class ServiceMetrics:
         self.load_rate_target.labels(soak, cls).set(target_qps)
         self.load_rate_achieved.labels(soak, cls).set(achieved_qps)
 
-    def count_load(self, soak: str, cls: str, sent: float, lost: float) -> None:
-        """One interval's sent and lost queries of one class (or "all")."""
+    def count_load(
+        self, soak: str, cls: str, sent: float, lost: float, due: float | None = None
+    ) -> None:
+        """One closed window's sent, lost (and due) queries of one class (or "all"): rates
+        of these counters are window sums over window seconds, as the ledger's."""
         self.load_sent.labels(soak, cls).inc(max(sent, 0.0))
         self.load_lost.labels(soak, cls).inc(max(lost, 0.0))
+        if due is not None:
+            self.load_due.labels(soak, cls).inc(max(due, 0.0))
 
     def count_restart(self, soak: str, target: str) -> None:
         self.target_restarts.labels(soak, target).inc()

@@ -4,9 +4,9 @@ prepare() opens the run's coordinator (soak.load.agents.coordinator), removes
 what an earlier coordinator of the same run left (a SIGKILLed service), starts the
 agents and waits until every one has registered: before the run's clock starts,
 since that takes seconds. start() releases them at the run's origin.
-Every tick take_window() gives the seconds all agents have reported, merged
-(counts summed, histograms added, the asked rate as the coordinator asked it),
-and take_agent_windows() each agent's share of the same seconds. check() turns a
+Every tick take_points() gives the seconds all agents have reported, each merged
+by grid second (counts summed, histograms added, the asked rate as the coordinator
+asked it) and stored at the end of its own second, with each agent's part of it. check() turns a
 lease run out or a failed task into an `agent_lost` event; the others go on, so
 the run's achieved rate shows what was lost. stop() tells the agents to stop,
 waits for their last windows and removes the engine's objects.
@@ -25,7 +25,7 @@ from hdrh.histogram import HdrHistogram
 from soak.load.agents.coordinator import Coordinator, fleet_calls
 from soak.load.agents.engine import AgentEngine, wait_for_agents
 from soak.load.agents.engines import make_engine
-from soak.load.agents.lease import START_MARGIN_S, Fleet, Slot
+from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken
 from soak.load.agents.spec import build_spec
 from soak.load.config import AgentsConfig, LoadConfig
 from soak.load.merge import SIGNIFICANT_DIGITS, AgentTotals, latency_ms
@@ -81,7 +81,7 @@ class AgentsLoad:
         self._agent_counts: dict[int, dict[str, float]] = {}  # the seconds handed out
         self._hist: HdrHistogram | None = None
         self._engine_polled_s = 0.0
-        self._tail: dict[str, dict[str, float]] = {}  # the seconds stop() took
+        self._tail: list[Second] = []  # the seconds stop() took
         self._end_ns: int | None = None  # the run's end, once started (wall clock)
 
     # ------------------------------------------------------------ lifecycle
@@ -89,7 +89,12 @@ class AgentsLoad:
     def prepare(self, max_duration_s: float) -> None:
         """The coordinator open, the agents started and all registered (they wait for
         start()); raises with nothing left running."""
-        fleet = Fleet(self.agents.count, class_shares(self.cfg), self.agents.lease_s)
+        fleet = Fleet(
+            self.agents.count,
+            class_shares(self.cfg),
+            self.agents.lease_s,
+            hold_s=self.cfg.timeout_s,
+        )
         token = secrets.token_urlsafe(24)
         coordinator = Coordinator(
             fleet_calls(fleet), token, (self.agents.listen_host, self.agents.listen_port)
@@ -170,7 +175,8 @@ class AgentsLoad:
                 if not any(s.active for s in fleet.slots):
                     break
             time.sleep(WAIT_S)
-        self._tail = self.take_window()
+        with coordinator.lock:
+            self._tail = fleet.take_seconds()
         self._close()
 
     def _close(self) -> None:
@@ -186,15 +192,35 @@ class AgentsLoad:
     # ------------------------------------------------------------ windows and faults
 
     def take_window(self) -> dict[str, dict[str, float]]:
-        """The seconds every agent has reported since the last call, merged; after stop(),
-        once, the last ones (with take_agent_windows(), each agent's part of them)."""
+        """The seconds every agent has reported since the last call, merged into one
+        window (with take_agent_windows(), each agent's part of them)."""
         if self._fleet is None or self._coordinator is None:
-            tail, self._tail = self._tail, {}
-            return tail
+            return {}
         with self._coordinator.lock:
             taken = self._fleet.take()
-        for agent, fields in taken.per_agent.items():  # kept for take_agent_windows
-            self._per_agent[agent] = fields
+        self._count(taken)
+        self._per_agent = taken.per_agent
+        return taken.merged
+
+    def _take_merged(self, end_ns: int | None) -> list[Taken]:
+        """The seconds every agent has reported since the last call, one merged window
+        each (none after `end_ns`); after stop(), once, the last ones."""
+        fleet = self._fleet
+        if fleet is None:
+            return []
+        if self._coordinator is None:
+            seconds, self._tail = self._tail, []
+        else:
+            with self._coordinator.lock:
+                seconds = fleet.take_seconds()
+        out = fleet.merged(seconds, end_ns)
+        for taken in out:
+            self._count(taken)
+        return out
+
+    def _count(self, taken: Taken) -> None:
+        """Seconds handed out: into the run's totals and each agent's."""
+        for agent, fields in taken.per_agent.items():
             counts = self._agent_counts.setdefault(agent, dict.fromkeys(AGENT_FIELDS, 0.0))
             for name in AGENT_FIELDS:
                 counts[name] += fields.get("all", {}).get(name, 0.0)
@@ -202,24 +228,28 @@ class AgentsLoad:
         if merged is not None:
             for name in TOTAL_FIELDS:
                 self._totals[name] += merged.get(name, 0.0)
-        return taken.merged
 
     def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
         """Each agent's part of the seconds the last take_window() handed out."""
         out, self._per_agent = self._per_agent, {}
         return out
 
-    def take_points(self, time_ns: int) -> list[Point]:
-        """The seconds every agent has reported since the last call, at `time_ns`."""
-        return load_points(self.take_window(), self.take_agent_windows(), time_ns)
+    def take_points(self, time_ns: int, end_ns: int | None = None) -> list[Point]:
+        """The run's ledger: each second every agent has reported since the last call,
+        merged (counts and histograms added), as `load` points at the end of its own
+        second of the run's grid (a last second cut by the run's end, at the end), with
+        each agent's part of it tagged `agent`."""
+        ends = [e for e in (self._end_ns, end_ns) if e is not None]
+        points: list[Point] = []
+        for taken in self._take_merged(min(ends) if ends else None):
+            points += load_points(taken.merged, taken.per_agent, taken.stamp_ns)
+        return points
 
     def tail_points(self, time_ns: int) -> list[Point]:
-        """After stop(): the seconds the agents reported after the last tick (each is
-        about a second late, and they drain after the stop), at `time_ns`, so that the
-        store's sums are the run's totals."""
-        if self._end_ns is not None:  # within the run: its last phase owns them
-            time_ns = min(time_ns, self._end_ns)
-        return load_points(self.take_window(), self.take_agent_windows(), time_ns)
+        """After stop(): the seconds the agents reported after the last tick (they close
+        as the queries in flight are answered or time out), none stamped after `time_ns`
+        (the run's end: a run stopped early ends there)."""
+        return self.take_points(time_ns, end_ns=time_ns)
 
     def check(self, remaining_s: float) -> list[LoadEvent]:
         """Agents lost since the last check: a lease run out, or a task the engine ended."""
@@ -262,7 +292,10 @@ class AgentsLoad:
         return {s.index: s.totals for s in slots if s.totals is not None}
 
     def totals(self, *, stddev: bool = True) -> dict[str, Any]:
-        """The run's totals from the seconds handed out, and each agent's own."""
+        """The run's totals from the seconds handed out, and each agent's own (the seconds
+        stop() took count too: `soak load` stores no points, so nobody took them)."""
+        if self._tail:
+            self._take_merged(self._end_ns)
         out: dict[str, Any] = {k: int(v) for k, v in self._totals.items()}
         out["load_restarts"] = 0
         agents = []

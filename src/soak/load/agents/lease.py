@@ -48,6 +48,18 @@ class Taken:
     merged: dict[str, dict[str, float]] = field(default_factory=dict)
     per_agent: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)
     span_s: float = 0.0
+    stamp_ns: int = 0  # the end of the (last) second taken, on the run's grid
+
+
+@dataclass
+class Second:
+    """One second of the run's grid as the agents reported it (`stamp_ns` its end), the
+    rate asked in it and what the lost agents missing from it were due."""
+
+    stamp_ns: int
+    windows: list[AgentWindow]
+    asked_qps: float
+    missing_due: float
 
 
 class Fleet:
@@ -61,10 +73,14 @@ class Fleet:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall_ns: Callable[[], int] = time.time_ns,
+        hold_s: float = 0.0,
     ) -> None:
         self.slots = [Slot(i) for i in range(count)]
         self.class_shares = dict(class_shares)  # class -> its share of the asked rate
         self.lease_s = lease_s
+        # An agent's window closes up to its queries' timeout after its second: a second
+        # waits that long (and a lease) for an agent still active.
+        self.hold_s = hold_s
         self.clock, self.wall_ns = clock, wall_ns
         self.rate_qps = 0.0
         self._rates: list[tuple[int, float]] = []  # (from wall ns, asked q/s), in order
@@ -144,49 +160,99 @@ class Fleet:
 
     def take(self) -> Taken:
         """The complete seconds since the last take (and any late windows), summed."""
-        cutoff_ns = self.wall_ns() - int((self.lease_s + 1.0) * NS_PER_S)
+        seconds = self.take_seconds()
+        if not seconds:
+            return Taken()
+        windows = [w for one in seconds for w in one.windows]
+        span_s = float(len(seconds))
+        asked_qps = sum(one.asked_qps for one in seconds) / len(seconds)
+        lost_due = sum(one.missing_due for one in seconds)
+        return self._summed(windows, span_s, asked_qps, lost_due, seconds[-1].stamp_ns)
+
+    def take_merged(self, end_ns: int | None = None) -> list[Taken]:
+        """The complete seconds since the last take, each merged by itself (counts and
+        histograms added), in order: the run's ledger, one window per grid second."""
+        return self.merged(self.take_seconds(), end_ns)
+
+    def merged(self, seconds: list[Second], end_ns: int | None = None) -> list[Taken]:
+        """Each second merged by itself; those ending after `end_ns` (the run's end: the
+        drain of a run stopped early) merged into one at `end_ns`, so that no two are
+        stored at the same time."""
+        out, after = [], []
+        for one in seconds:
+            if end_ns is not None and one.stamp_ns > end_ns:
+                after.append(one)
+                continue
+            out.append(self._summed(one.windows, 1.0, one.asked_qps, one.missing_due, one.stamp_ns))
+        if after and end_ns is not None:
+            windows = [w for one in after for w in one.windows]
+            asked = sum(one.asked_qps for one in after) / len(after)
+            missing = sum(one.missing_due for one in after)
+            out.append(self._summed(windows, float(len(after)), asked, missing, end_ns))
+        return out
+
+    def take_seconds(self) -> list[Second]:
+        """The complete seconds since the last take, as (stamp, the agents' windows of
+        it): a second is complete when every active agent has reported it, or once it
+        is older than a lease and a timeout (its missing agents are being lost). Windows
+        that came after their second was handed out join the next second handed out."""
+        cutoff_ns = self.wall_ns() - int((self.lease_s + self.hold_s + 1.0) * NS_PER_S)
         active = {s.index for s in self.slots if s.active}
-        windows: list[AgentWindow] = list(self._late)
-        self._late = []
-        span_s = 0.0
-        asked_qps_s = 0.0
-        lost_due = 0.0  # the lost agents' shares of these seconds: due, never sent
+        out: list[Second] = []
         for stamp in sorted(self._pending):
             got = self._pending[stamp]
             if not active <= got.keys() and stamp > cutoff_ns:
                 break  # seconds are handed out in order: wait for this one
             del self._pending[stamp]
             self._emitted_to_ns = stamp
-            second_s = max(w.window_s for w in got.values())
-            span_s += second_s
-            asked_qps_s += self.asked_at(stamp) * second_s
-            lost_due += self.asked_at(stamp) * second_s * self.lost_share(stamp)
-            windows += got.values()
+            out.append(self._second(stamp, list(got.values())))
+        if self._late and (out or not active):
+            late, self._late = self._late, []
+            if out:
+                out[0].windows[:0] = late
+            else:  # nothing more to come: they go out as the second after the last
+                self._emitted_to_ns += NS_PER_S
+                out.append(self._second(self._emitted_to_ns, late))
         while len(self._rates) > 1 and self._rates[1][0] <= self._emitted_to_ns:
             self._rates.pop(0)  # bounded: only the rates the seconds still to come need
-        if not windows:
-            return Taken()
-        asked_qps = asked_qps_s / span_s if span_s > 0 else self.rate_qps
+        return out
+
+    def _second(self, stamp_ns: int, windows: list[AgentWindow]) -> Second:
+        return Second(
+            stamp_ns, windows, self.asked_at(stamp_ns), self.missing_due(stamp_ns, windows)
+        )
+
+    def missing_due(self, stamp_ns: int, got: list[AgentWindow]) -> float:
+        """What the lost agents missing from a second were due in it (their shares of the
+        asked rate): due and never sent, as far as the run can tell."""
+        present = {w.agent for w in got}
+        missing = sum(
+            1 for s in self.slots
+            if s.index not in present and (s.lost_why is not None or not s.registered)
+        )  # fmt: skip
+        return self.asked_at(stamp_ns) * missing / len(self.slots) if self.slots else 0.0
+
+    def _summed(
+        self, windows: list[AgentWindow], span_s: float, asked_qps: float, lost_due: float,
+        stamp_ns: int,
+    ) -> Taken:  # fmt: skip
         shares = {"all": asked_qps, **{c: asked_qps * s for c, s in self.class_shares.items()}}
-        span_s = span_s or max(w.window_s for w in windows)
         per_agent = {}
         for index in sorted({w.agent for w in windows}):
             mine = [w for w in windows if w.agent == index]
-            per_agent[index] = sum_windows(mine, sum(w.window_s for w in mine))
+            per_agent[index] = sum_windows(mine, span_s)
         merged = sum_windows(windows, span_s, shares)
+        if not merged and lost_due >= 0.5:  # no agent reported it: the lost agents' due
+            merged = {"all": {"sent": 0.0, "completed": 0.0, "lost": 0.0, "due": 0.0,
+                              "skipped": 0.0, "rate_achieved": 0.0,
+                              "rate_target": asked_qps}}  # fmt: skip
         if lost_due >= 0.5:
             for cls, fields in merged.items():
                 share = 1.0 if cls == "all" else self.class_shares.get(cls, 0.0)
                 if "due" in fields:
                     fields["due"] += round(lost_due * share)
                     fields["skipped"] = fields.get("skipped", 0.0) + round(lost_due * share)
-        return Taken(merged, per_agent, span_s)
-
-    def lost_share(self, stamp_ns: int) -> float:
-        """The part of the rate that agents lost before `stamp_ns` carried (equal shares:
-        soak.load.segments splits the rate to the milli-q/s)."""
-        lost = sum(1 for s in self.slots if s.lost_at_ns is not None and s.lost_at_ns < stamp_ns)
-        return lost / len(self.slots) if self.slots else 0.0
+        return Taken(merged, per_agent, span_s, stamp_ns)
 
     def asked_at(self, time_ns: int) -> float:
         """The asked total rate in force at time_ns (the first one before any change)."""
