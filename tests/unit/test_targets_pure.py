@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -102,11 +104,10 @@ def test_cleanup_rules() -> None:
     assert not is_stale(labels, None, ())
     assert not is_stale({"soak.run": "r1"}, None, ("r1",))
     assert not is_stale({}, None, ())
-    # A swarm task's container is its service's, whoever made it: never swept as a container
-    task = {"soak.run": "r1", "com.docker.swarm.service.id": "abc"}
     assert is_stale({"soak.run": "r1"}, None, ())  # no owner: judged abandoned
-    assert not is_stale(task, None, ())
-    assert not is_stale(task, "r1", ())
+    # a swarm task's container is judged by its own owner label, as any other
+    live = {"soak.run": "r1", "soak.owner": f"{socket.gethostname()}:{os.getpid()}"}
+    assert not is_stale({**live, "com.docker.swarm.service.id": "abc"}, None, ())
 
 
 def test_tail_and_quote(tmp_path: Path) -> None:

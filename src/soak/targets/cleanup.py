@@ -35,15 +35,9 @@ def owner_gone(owner: str | None) -> bool:
     return False
 
 
-# Set by the engine on a swarm task's containers: they belong to their service, which the
-# swarm would restart or fail if its container were removed under it; services are swept
-# as services (soak.runs.leftovers).
-SWARM_SERVICE_LABEL = "com.docker.swarm.service.id"
-
-
 def is_stale(labels: dict[str, str], run_id: str | None, keep_runs: tuple[str, ...]) -> bool:
     run = labels.get(LABEL_RUN)
-    if run is None or run in keep_runs or SWARM_SERVICE_LABEL in labels:
+    if run is None or run in keep_runs:
         return False
     if run_id is not None:
         return run == run_id
