@@ -233,7 +233,7 @@ class KneeStepper:
             change = 0
         else:
             change = math.ceil(now_s - self.origin_s + 0.05)
-            self.runner.set_rate(rate_qps, at_s=self.origin_s + change)
+            self.runner.set_rate(rate_qps, after_origin_ns=change * 1_000_000_000)
         first = change + math.ceil(settle_s)
         last = first + max(1, math.ceil(step_s))  # exclusive
         _sleep_until(self.origin_s + first)

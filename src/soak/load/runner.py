@@ -215,18 +215,20 @@ class LoadRunner:
         self._reader = threading.Thread(target=self._read, name="load-stats", daemon=True)
         self._reader.start()
 
-    def set_rate(self, rate_qps: float, at_s: float | None = None) -> None:
-        """The new rate, from `at_s` (time.monotonic: a phase's start) if given, else at
-        once."""
+    def set_rate(self, rate_qps: float, after_origin_ns: int | None = None) -> None:
+        """The new rate, from `after_origin_ns` after the workers' origin (a phase's start
+        on the run's grid) if given, else at once. An offset in whole nanoseconds, not a
+        clock reading: the phase starts exactly on the grid the workers pace on, so the
+        queries due in each phase are exactly its rate x its seconds."""
         if rate_qps < 0:
             raise InputError(f"rate must not be negative: {rate_qps}")
         with self._lock:
             self._rate_qps = rate_qps
         share = rate_qps / max(1, len(self._ctrls))
-        if at_s is None:
+        if after_origin_ns is None:
             self._send_all(("rate", share))
         else:
-            self._send_all(("rate", share, int(at_s * 1e9)))
+            self._send_all(("rate", share, self._origin_ns + after_origin_ns))
 
     def alive(self) -> bool:
         return bool(self._procs) and not self._errors and all(p.poll() is None for p in self._procs)

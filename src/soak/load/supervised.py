@@ -145,10 +145,8 @@ class SupervisedLoad:
     def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
         """The new rate from `at_ns` (wall clock: a phase's start) if given, else at once."""
         self.rate_qps = rate_qps
-        at_s = None
-        if at_ns is not None:  # on the monotonic clock the workers pace on
-            at_s = time.monotonic() + (at_ns - time.time_ns()) / 1e9
-        self.runner.set_rate(rate_qps, at_s)
+        # on the workers' grid: whole nanoseconds after the second 0 they started at
+        self.runner.set_rate(rate_qps, None if at_ns is None else at_ns - self.grid_ns)
 
     def take_window(self) -> dict[str, dict[str, float]]:
         return self.runner.take_window()
