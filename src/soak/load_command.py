@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
+from soak.agents.protocol import TOKEN_ENV, CoordinatorClient
 from soak.config import load_scenario
 from soak.errors import CheckFailed, InputError
 from soak.load.agent import (
@@ -26,7 +27,6 @@ from soak.load.agent import (
     run_agent,
 )
 from soak.load.config import FLAT_OUT, LoadConfig
-from soak.load.coordination import TOKEN_ENV, CoordinatorClient
 from soak.load.member import run_member
 from soak.load.runner import run_load
 from soak.load.summary import format_summary
@@ -301,7 +301,7 @@ def agent_cmd(
 def sampler_agent_cmd(coordinator_url: str, proc_root: str, node_fs: str) -> None:
     """Sample a target on this node (its run's `samplers.agent`) for the run's coordinator."""
     from soak.samplers.config import SamplersConfig
-    from soak.samplers.remote import (
+    from soak.samplers.member import (
         SAMPLERS_ENV,
         TARGET_ENV,
         NodeTarget,

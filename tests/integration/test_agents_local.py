@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from soak.agents.local import LocalEngine
 from soak.cli import main
-from soak.load.agents.local import LocalEngine
 from soak.load.agents.run import AgentsRun, run_load_agents
 from soak.load.config import LoadConfig
 from tests.support.agents import agents_scenario

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from soak.load.agents.coordinator import Coordinator, fleet_calls
-from soak.load.agents.lease import START_MARGIN_S, Fleet
-from soak.load.coordination import (
+from soak.agents.coordinator import Coordinator
+from soak.agents.protocol import (
     CoordinatorClient,
     CoordinatorRefused,
     CoordinatorUnreachable,
     Lease,
     LeaseLost,
 )
+from soak.load.agents.lease import START_MARGIN_S, Fleet, fleet_calls
 from soak.load.merge import AgentTotals, AgentWindow, encode_histogram, sum_windows
 
 S = 1_000_000_000

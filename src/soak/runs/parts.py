@@ -15,8 +15,8 @@ from soak.points import Point, event_point
 from soak.runs.alerts import Alerter
 from soak.runs.context import RunContext
 from soak.runs.layout import spool_dir, with_embedded_store
-from soak.runs.sampleragent import RemoteSamplers
 from soak.samplers import TickRunner, build_samplers
+from soak.samplers.remote_samplers import RemoteSamplers
 from soak.sinks import SinkSet, build_sinks
 from soak.targets.base import Running
 from soak.targets.group import load_address

@@ -1,6 +1,6 @@
 """A soak run's load from agents on an engine, behind the face SupervisedLoad has.
 
-prepare() opens the run's coordinator (soak.load.agents.coordinator), removes
+prepare() opens the run's coordinator (soak.agents.coordinator), removes
 what an earlier coordinator of the same run left (a SIGKILLed service), starts the
 agents and waits until every one has registered: before the run's clock starts,
 since that takes seconds. start() releases them at the run's origin.
@@ -22,12 +22,13 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from soak.load.agents.coordinator import Coordinator, fleet_calls
-from soak.load.agents.engine import AgentEngine, wait_for_agents
-from soak.load.agents.engines import make_engine
-from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken
-from soak.load.agents.spec import build_spec
-from soak.load.config import AgentsConfig, LoadConfig
+from soak.agents.coordinator import Coordinator
+from soak.agents.engine import AgentEngine, wait_for_agents
+from soak.agents.engine_config import AgentsConfig
+from soak.agents.engines import make_engine
+from soak.load.agents.launch import build_spec
+from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken, fleet_calls
+from soak.load.config import LoadConfig
 from soak.load.merge import SIGNIFICANT_DIGITS, AgentTotals, latency_ms
 from soak.load.runner import JOIN_GRACE_S
 from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, LoadEvent, load_points

@@ -20,15 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from soak.load.agents.coordinator import Coordinator
-from soak.load.agents.engine import AgentEngine, wait_for_agents
-from soak.load.agents.engines import make_engine
-from soak.load.agents.spec import AgentSpec
-from soak.load.coordination import SAMPLES, SamplesReply
+from soak.agents.coordinator import Coordinator
+from soak.agents.engine import AgentEngine, wait_for_agents
+from soak.agents.engines import make_engine
+from soak.agents.protocol import SAMPLES, SamplesReply
+from soak.agents.spec import AgentSpec
 from soak.load.supervised import LoadEvent
 from soak.points import Point
 from soak.samplers.config import SamplerAgentConfig, SamplersConfig
-from soak.samplers.remote import SAMPLERS_ENV, TARGET_ENV, points_of
+from soak.samplers.member import SAMPLERS_ENV, TARGET_ENV, points_of
 
 ROLE = "sampler"
 WAIT_S = 0.2
@@ -105,9 +105,7 @@ def sampler_spec(
     return AgentSpec(
         run_id=run_id,
         agents=agent.engine_config(),
-        server="",
         duration_s=366 * 86400.0,  # it runs until the run stops it (or its lease ends)
-        load_json="{}",
         coordinator=coordinator,
         token=token,
         role=ROLE,

@@ -4,7 +4,7 @@
     POST /v1/heartbeat {"agent": i, "windows": [...]}  -> Reply  (renews the lease)
     POST /v1/done      {"agent": i, "totals": {...}}   -> {}
 
-and for the sampler agent of a target on another node (soak.samplers.remote):
+and for the sampler agent of a target on another node (soak.samplers.member):
 
     POST /v1/samples   {"agent": 0, "points": [...]}   -> SamplesReply (renews the lease)
 

@@ -1,11 +1,11 @@
-"""The run's coordinator: soak.load.coordination's calls served over HTTP.
+"""The run's coordinator: soak.agents.protocol's calls served over HTTP.
 
 A small threaded HTTP server in the process that runs the soak (the service, or
 `soak start --foreground`), bound to `listen_host:listen_port` (loopback by default;
 agents on host networking on this machine reach it there). It checks the run's
-token and hands each call to its bookkeeping (`fleet_calls`: the load agents' Fleet;
-the sampler agent's inbox), one call at a time under one lock; verdicts stay with
-the run.
+token and hands each call to its bookkeeping (the load agents' Fleet through
+soak.load.agents.lease.fleet_calls; the sampler agent's inbox), one call at a time
+under one lock; verdicts stay with the run.
 """
 
 from __future__ import annotations
@@ -18,33 +18,11 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from soak.load.agents.lease import Fleet
-from soak.load.coordination import DONE, HEARTBEAT, REGISTER
-from soak.load.merge import AgentTotals, AgentWindow
-
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a heartbeat carries a few seconds of windows
 
 
 Calls = Callable[[str, dict[str, Any]], dict[str, Any]]  # (path, body) -> the answer
-
-
-def fleet_calls(fleet: Fleet) -> Calls:
-    """register, heartbeat and done, on the load agents' Fleet."""
-
-    def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
-        index = int(body["agent"])
-        if path == REGISTER:
-            return fleet.register(index).to_json_dict()
-        if path == HEARTBEAT:
-            windows = [AgentWindow.from_json_dict(w) for w in body.get("windows", [])]
-            return fleet.heartbeat(index, windows).to_json_dict()
-        if path == DONE:
-            fleet.finish(index, AgentTotals.from_json_dict(body["totals"]))
-            return {}
-        raise LookupError(path)
-
-    return call
 
 
 class Coordinator:
