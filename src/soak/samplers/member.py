@@ -30,8 +30,7 @@ from soak.agents.protocol import (
     wait_for_start,
 )
 from soak.errors import TargetStartError
-from soak.load.agent import point_from_json, point_json
-from soak.points import Point
+from soak.points import Point, point_from_json, point_to_json
 from soak.samplers.base import Sampler
 from soak.samplers.config import SamplerAgentConfig, SamplersConfig
 from soak.targets.base import Running
@@ -168,7 +167,7 @@ def run_sampler_agent(
                 reply = call()
                 if reply.stop:
                     return ticks
-        unsent += [point_json(p) for p in sample_tick(samplers, tick_ns)]
+        unsent += [point_to_json(p) for p in sample_tick(samplers, tick_ns)]
         del unsent[:-MAX_UNSENT_POINTS]
         ticks += 1
         reply = call()
