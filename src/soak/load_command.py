@@ -26,9 +26,9 @@ from soak.load.agent import (
     parse_segment,
     run_agent,
 )
-from soak.load.config import FLAT_OUT, LoadConfig
+from soak.load.load_config import FLAT_OUT, LoadConfig
 from soak.load.member import run_member
-from soak.load.runner import run_load
+from soak.load.oneshot import run_load
 from soak.load.summary import format_summary
 from soak.netsafety import check_allowed, parse_host_port
 from soak.units import parse_rate_qps

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from soak.config import Scenario
 from soak.errors import InputError
-from soak.load.config import LoadConfig
+from soak.load.load_config import LoadConfig
 from soak.netsafety import check_allowed
 from soak.placeholders import Placeholders, fill_services, render, reveal, services_named
 from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig

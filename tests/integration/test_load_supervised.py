@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from soak.load.config import LoadConfig
+from soak.load.load_config import LoadConfig
 from soak.load.supervised import SupervisedLoad
 from tests.support.procs import children, cmdline
 from tests.support.servers import unbound

@@ -24,7 +24,7 @@ from soak.agents.swarm import SwarmEngine, service_kwargs, task_state
 from soak.errors import InputError
 from soak.load.agent import LOAD_ENV
 from soak.load.agents.launch import build_spec
-from soak.load.config import LoadConfig
+from soak.load.load_config import LoadConfig
 from soak.targets.cleanup import is_stale
 
 

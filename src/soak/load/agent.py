@@ -28,9 +28,9 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 from pydantic import ValidationError
 
 from soak.errors import InputError, SoakError
-from soak.load.config import LoadConfig
+from soak.load.generator import JOIN_GRACE_S, LoadRunner
+from soak.load.load_config import LoadConfig
 from soak.load.merge import AgentTotals
-from soak.load.runner import JOIN_GRACE_S, LoadRunner
 from soak.load.segments import Segment, segment_config
 from soak.points import Point, point_to_json
 from soak.sinks.base import Sink

@@ -24,9 +24,9 @@ from soak.agents.protocol import (
     wait_for_start,
 )
 from soak.errors import SoakError
-from soak.load.config import LoadConfig
+from soak.load.generator import LoadRunner
+from soak.load.load_config import LoadConfig
 from soak.load.merge import AgentTotals, AgentWindow
-from soak.load.runner import LoadRunner
 from soak.load.segments import Segment, agent_phase, rate_share_qps, segment_config
 
 NS_PER_S = 1_000_000_000

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from soak.load.config import LoadConfig
+from soak.load.generator import LoadRunner
 from soak.load.ledger import NS_PER_S, Window
-from soak.load.runner import LoadRunner
+from soak.load.load_config import LoadConfig
 from soak.names import AGENT_TAG
 from soak.points import FieldValue, Point
 

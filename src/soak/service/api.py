@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from soak.config import Scenario, not_utf8
 from soak.errors import InputError
-from soak.load.config import INPUT_CONTEXT
+from soak.load.load_config import INPUT_CONTEXT
 from soak.preflight import check_scenario
 from soak.runs.reportinput import REPORT_MEDIA, report_text
 from soak.runs.timeline import scaled_scenario

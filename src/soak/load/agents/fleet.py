@@ -28,9 +28,9 @@ from soak.agents.engines import make_engine
 from soak.agents.spec import ROLE, AgentSpec
 from soak.load.agents.launch import build_spec
 from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken, fleet_calls
-from soak.load.config import LoadConfig
+from soak.load.generator import JOIN_GRACE_S
+from soak.load.load_config import LoadConfig
 from soak.load.merge import SIGNIFICANT_DIGITS, AgentTotals, latency_ms
-from soak.load.runner import JOIN_GRACE_S
 from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, LoadEvent, load_points
 from soak.points import Point
 

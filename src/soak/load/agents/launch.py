@@ -15,9 +15,9 @@ from soak.agents.engine_config import AgentsConfig
 from soak.agents.spec import SEGMENT, AgentSpec, run_id_ok
 from soak.errors import InputError
 from soak.load.agent import LOAD_ENV
-from soak.load.config import LoadConfig
+from soak.load.generator import JOIN_GRACE_S
+from soak.load.load_config import LoadConfig
 from soak.load.queries import read_query_file
-from soak.load.runner import JOIN_GRACE_S
 
 MAX_INLINE_BYTES = 4 * 1024 * 1024  # query files travel inline in the agents' environment
 

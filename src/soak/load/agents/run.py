@@ -26,9 +26,9 @@ from soak.agents.engines import make_engine
 from soak.errors import SoakError
 from soak.load.agents.fleet import AGENT_FIELDS, AgentsLoad
 from soak.load.agents.lease import NS_PER_S
-from soak.load.config import LoadConfig
+from soak.load.generator import JOIN_GRACE_S
+from soak.load.load_config import LoadConfig
 from soak.load.merge import MergedResult, merge_agents
-from soak.load.runner import JOIN_GRACE_S
 from soak.load.supervised import LoadEvent
 
 
