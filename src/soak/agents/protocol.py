@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Self, TypeVar, get_args, get_type_hints
 
 import httpx
 
@@ -37,32 +37,33 @@ CALL_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
-class Reply:
+class JsonReply:
+    """A coordinator's reply as JSON and back: every field by its name, a number read as
+    its field's type; an optional field (`X | None`) may be absent or null."""
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> Self:
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            kinds = get_args(hints[f.name]) or (hints[f.name],)
+            optional = type(None) in kinds
+            value = data.get(f.name) if optional else data[f.name]
+            kind = next(k for k in kinds if k is not type(None))
+            values[f.name] = None if value is None else kind(value)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Reply(JsonReply):
     start_at_ns: int | None  # None until every agent has registered
     rate_qps: float  # the asked total; the agent sends its segment's share
     lease_s: float
     stop: bool
     duration_s: float | None = None  # from start_at to the run's end; None: until stopped
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "start_at_ns": self.start_at_ns,
-            "rate_qps": self.rate_qps,
-            "lease_s": self.lease_s,
-            "stop": self.stop,
-            "duration_s": self.duration_s,
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: dict[str, Any]) -> Reply:
-        start = data.get("start_at_ns")
-        return cls(
-            start_at_ns=None if start is None else int(start),
-            rate_qps=float(data["rate_qps"]),
-            lease_s=float(data["lease_s"]),
-            stop=bool(data["stop"]),
-            duration_s=None if data.get("duration_s") is None else float(data["duration_s"]),
-        )
 
     @property
     def started(self) -> bool:
@@ -70,7 +71,7 @@ class Reply:
 
 
 @dataclass(frozen=True)
-class SamplesReply:
+class SamplesReply(JsonReply):
     """The run's tick grid (origin_ns + k * interval_s; None until the run has started),
     the lease, and whether to stop."""
 
@@ -78,24 +79,6 @@ class SamplesReply:
     interval_s: float
     lease_s: float
     stop: bool
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "origin_ns": self.origin_ns,
-            "interval_s": self.interval_s,
-            "lease_s": self.lease_s,
-            "stop": self.stop,
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: dict[str, Any]) -> SamplesReply:
-        origin = data.get("origin_ns")
-        return cls(
-            origin_ns=None if origin is None else int(origin),
-            interval_s=float(data["interval_s"]),
-            lease_s=float(data["lease_s"]),
-            stop=bool(data["stop"]),
-        )
 
     @property
     def started(self) -> bool:
