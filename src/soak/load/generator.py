@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,10 @@ class LoadRunner:
         that together they are due exactly rate x seconds."""
         if cfg.engine != "builtin":
             raise InputError("LoadRunner runs the builtin engine; dnsperf runs via `soak load`")
+        self.again = partial(  # a runner like this one, its workers not started
+            LoadRunner, cfg, server, base_dir=base_dir, allow_targets=allow_targets,
+            track_gaps=track_gaps, phase=phase,
+        )  # fmt: skip
         host, port = server
         if not 1 <= port <= 65535:
             raise InputError(f"port out of range: {port} (1-65535)")
