@@ -15,8 +15,9 @@ agent stops sending at the run's end by its own clock), the asked total rate
 (each agent sends its segment's share), the lease and whether to stop. An agent
 that cannot renew its lease for `lease_s` stops by itself: a coordinator that is
 gone (the service SIGKILLed) leaves no load running past the lease. Both kinds of
-agent keep it with Lease and wait for the run's start with wait_for_start; the
-sampler agent (soak.samplers, a layer that may import soak.load) takes them from here.
+agent keep it with Lease and wait for the run's start with wait_for_start: the
+load member (soak.load.member) and the sampler member (soak.samplers.member) take
+them from here, a layer below both. Points travel as soak.points.point_to_json.
 """
 
 from __future__ import annotations
