@@ -11,7 +11,9 @@ import pytest
 
 from soak.analysis.changepoint import changes, last_change, suffix_minima
 from soak.analysis.config import LeaksConfig
-from soak.analysis.leaks import LeakFit, decelerating, leak_verdict_from_minima, toward_cap
+from soak.analysis.leaks import LeakFit, leak_verdict_from_minima
+from soak.analysis.levelling import decelerating
+from soak.analysis.verdicts import toward_cap
 
 MiB = 1024**2
 WINDOW_S = 600.0
