@@ -10,9 +10,9 @@ import random
 import pytest
 
 from soak.analysis.changepoint import changes, last_change, suffix_minima
-from soak.analysis.config import LeaksConfig
 from soak.analysis.leaks import LeakFit, leak_verdict_from_minima
 from soak.analysis.levelling import decelerating
+from soak.analysis.scenario_sections import LeaksConfig
 from soak.analysis.verdicts import toward_cap
 
 MiB = 1024**2

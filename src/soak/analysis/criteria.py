@@ -31,11 +31,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from soak.analysis.config import CriteriaConfig
 from soak.analysis.latency import latency_ticks, window_quantiles
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.machine import machine_in_window, without_busy_ticks
 from soak.analysis.rundata import ClassSeries, RunData, Series, run_data_from_store
+from soak.analysis.scenario_sections import CriteriaConfig
 from soak.analysis.sliding import counter_increments, worst_window
 
 __all__ = [

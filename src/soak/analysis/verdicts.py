@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-from soak.analysis.config import LeaksConfig
 from soak.analysis.leaks import LeakFits, LeakVerdict
 from soak.analysis.levelling import amount, span_text
+from soak.analysis.scenario_sections import LeaksConfig
 
 # Where resource fields live (DESIGN.md "Time series"); any other name is looked up in both.
 RESOURCE_MEASUREMENTS = ("process", "runtime")
