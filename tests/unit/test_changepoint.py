@@ -183,3 +183,45 @@ def test_a_smooth_concave_rise_is_cut_into_slowing_pieces() -> None:
     cuts = changes(values)
     assert len(cuts) >= 2 and len(values) - cuts[-1] < 12
     assert verdict([y for _, y in values]).verdict == "levelling"
+
+
+def _verdict(values: list[float]) -> object:
+    cfg = LeaksConfig()
+    return leak_verdict_from_minima(
+        series(values),
+        resource="rss_anon_bytes",
+        threshold_per_hour=cfg.thresholds["rss_anon_bytes"],
+        min_windows=cfg.min_windows,
+        p_value_max=cfg.p_value,
+    )
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_leak_is_growing_four_windows_after_its_onset(seed: int) -> None:
+    """8 flat windows, then 1 MiB a window (6 MiB/h against 5): the whole run's slope is
+    still under the threshold; the rise since the change above the flat part's range is
+    not, and it is the slope given."""
+    values = noisy([100 * MiB + 1 * MiB * max(0, i - 7) for i in range(12)], seed, 0.05 * MiB)
+    v = _verdict(values)
+    assert v.verdict == "growing", v  # type: ignore[attr-defined]
+    assert v.note == "growing since a change of course"  # type: ignore[attr-defined]
+    assert v.slope_per_hour == pytest.approx(6 * MiB, rel=0.2)  # type: ignore[attr-defined]
+
+
+def test_a_tooth_rising_from_the_floor_it_fell_back_to_is_no_onset() -> None:
+    """A long GC tooth climbing from where the earlier ones started: not above the range
+    of the windows before it, so not a leak's onset."""
+    teeth = [100 * MiB + 5 * MiB * (i % 7) for i in range(17)]
+    assert _verdict(teeth).verdict != "growing"  # type: ignore[attr-defined]
+
+
+def test_noise_alone_never_makes_an_onset() -> None:
+    """Flat windows with noise of a fifth of the threshold's hour: no `growing` at any
+    length from the first verdict to 30 windows (200 seeds)."""
+    grown = [
+        (seed, n)
+        for seed in range(200)
+        for n in range(6, 31, 3)
+        if _verdict(noisy([100 * MiB] * n, seed, 1 * MiB)).verdict == "growing"  # type: ignore[attr-defined]
+    ]
+    assert grown == []

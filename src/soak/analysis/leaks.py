@@ -36,7 +36,7 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from soak.analysis.changepoint import last_change, suffix_minima
+from soak.analysis.changepoint import MIN_SEGMENT, last_change, suffix_minima
 from soak.analysis.levelling import TAIL_CONFIDENCE_FACTOR, decelerating, slowing_part
 from soak.analysis.trendfit import Trend, TrendFit
 from soak.points import Point
@@ -133,6 +133,19 @@ def trend(points: Sequence[tuple[float, float]], p_value_max: float) -> Trend:
 
 def _grows(t: Trend, threshold_per_hour: float, p_value_max: float) -> bool:
     return t.s > 0 and t.p_value < p_value_max and t.slope_per_s * 3600.0 > threshold_per_hour
+
+
+def _above(before: Sequence[tuple[float, float]], after: Sequence[tuple[float, float]]) -> bool:
+    """At least MIN_SEGMENT points after, every one above every point before."""
+    return len(after) >= MIN_SEGMENT and min(v for _, v in after) > max(v for _, v in before)
+
+
+def _onset_p_value(n: int, after: int) -> float:
+    """The chance that the last `after` of n windows all lie above the others by noise alone
+    (every order alike: 1 / C(n, after)), times the splits a change point chooses from
+    (a Bonferroni bound: the split was picked for fitting best)."""
+    splits = max(1, n - 2 * MIN_SEGMENT + 1)
+    return min(1.0, splits / math.comb(n, after))
 
 
 def _tail_length(n: int) -> int:
@@ -248,7 +261,45 @@ class LeakFit:
             return verdict("levelling", tail_per_h)
         if _grows(whole, threshold_per_hour, p_value_max):
             return checked(tail_per_h)
+        if whole.s > 0:
+            onset = self._onset(threshold_per_hour, p_value_max)
+            if onset is not None:
+                return dataclasses.replace(
+                    verdict("growing"),
+                    slope_per_hour=onset[0] * 3600.0,
+                    note="growing since a change of course",
+                    change_at_s=onset[1],
+                )
         return verdict("ok", tail_per_h)
+
+    def _onset(self, threshold_per_hour: float, p_value_max: float) -> tuple[float, float] | None:
+        """(slope per s, change time) of a leak's onset that the whole run's slope still
+        dilutes: the last change of course is followed by at least MIN_SEGMENT windows, all
+        above every window before it (risen past their noise: what an observer of the
+        minima needs to tell), with significance (_onset_p_value), rising over the
+        threshold, and the part before the change did not. Fits from scratch: only passes
+        whose whole run rises (Mann-Kendall S > 0) look."""
+        points = self._fitted
+        found = last_change(points)
+        if found is None or found < MIN_SEGMENT:
+            return None
+        # The corner's window may sit on either line: the split or the one after it.
+        splits = (found, found + 1)
+        k = next((k for k in splits if _above(points[:k], points[k:])), None)
+        if k is None:
+            return None  # not above the level it left: a tooth, a blip
+        before, after = points[:k], points[k:]
+        if _onset_p_value(len(points), len(after)) >= p_value_max:
+            return None
+        rise = TrendFit(after).trend(p_value_max)
+        if rise.slope_per_s * 3600.0 <= threshold_per_hour or rise.s <= 0:
+            return None
+        if _grows(TrendFit(before).trend(p_value_max), threshold_per_hour, p_value_max):
+            return None  # a change of pace of a rise: the whole run's trend judges it
+        floor = TrendFit(suffix_minima(after)).trend(p_value_max)
+        if floor.slope_per_s * 3600.0 <= threshold_per_hour:
+            return None  # the rise falls back (a sawtooth's tooth)
+        return rise.slope_per_s, points[k][0]
 
     def _checked_growth(
         self, resource: str, threshold_per_hour: float, min_windows: int, p_value_max: float
