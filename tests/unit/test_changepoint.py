@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from soak.analysis.changepoint import changes, last_change, suffix_minima
+from soak.analysis.changepoint import changes, last_change, suffix_minima, troughs
 from soak.analysis.leaks import LeakFit, leak_verdict_from_minima
 from soak.analysis.levelling import decelerating
 from soak.analysis.scenario_sections import LeaksConfig
@@ -225,3 +225,30 @@ def test_noise_alone_never_makes_an_onset() -> None:
         if _verdict(noisy([100 * MiB] * n, seed, 1 * MiB)).verdict == "growing"  # type: ignore[attr-defined]
     ]
     assert grown == []
+
+
+def _teeth(n: int, lift_per_window: float) -> list[float]:
+    """Teeth 7 windows long climbing 5 MiB a window from a floor lifted by
+    `lift_per_window`: a GC heap whose cycle outlasts a window."""
+    return [100 * MiB + 5 * MiB * (i % 7) + lift_per_window * i for i in range(n)]
+
+
+def test_long_teeth_on_a_flat_floor_are_never_growing_once_they_fall_back() -> None:
+    """Every pass from the first fall on (window 7), including the middle of a tooth as
+    long as the run's first verdict needs (before the troughs, it climbed 6 windows)."""
+    said = {n: _verdict(_teeth(n, 0.0)).verdict for n in range(8, 40)}  # type: ignore[attr-defined]
+    assert "growing" not in said.values(), said
+
+
+def test_teeth_on_a_rising_floor_are_growing() -> None:
+    """The same teeth, the floor lifted 2 MiB a window (12 MiB/h): the troughs rise."""
+    assert _verdict(_teeth(36, 2 * MiB)).verdict == "growing"  # type: ignore[attr-defined]
+
+
+def test_the_troughs_are_the_lowest_point_of_each_tooth_after_a_fall() -> None:
+    low = troughs(series(_teeth(20, 0.0)), drop_min=1 * MiB)
+    assert low == [(7 * WINDOW_S, 100 * MiB), (14 * WINDOW_S, 100 * MiB)]
+    # A climb three times as long as any tooth before it no longer falls back: no troughs.
+    assert (
+        troughs(series(_teeth(8, 0.0) + [140 * MiB + i * MiB for i in range(20)]), 1 * MiB) is None
+    )

@@ -36,7 +36,7 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from soak.analysis.changepoint import MIN_SEGMENT, last_change, suffix_minima
+from soak.analysis.changepoint import MIN_SEGMENT, last_change, suffix_minima, troughs
 from soak.analysis.levelling import TAIL_CONFIDENCE_FACTOR, decelerating, slowing_part
 from soak.analysis.trendfit import Trend, TrendFit
 from soak.points import Point
@@ -342,9 +342,20 @@ class LeakFit:
         return "growing", slope, None, note, at
 
     def _floor_grows(self, threshold_per_hour: float, min_windows: int, p_value_max: float) -> bool:
-        """Does the floor rise, since its own last change of course (start-up growth under
-        the teeth ends) when enough windows follow that change?"""
-        floor = suffix_minima(self._fitted)
+        """Does the floor rise: the troughs of a sawtooth whose teeth outlast a window (a
+        fall of more than 3 windows' worth of the threshold starts a tooth; at least two
+        troughs rising over the threshold); else the suffix minima, since their own last
+        change of course (start-up growth under the teeth ends) when enough windows follow
+        that change?"""
+        points = self._fitted
+        if len(points) >= 2:
+            step_s = (points[-1][0] - points[0][0]) / (len(points) - 1)
+            low = troughs(points, 3 * threshold_per_hour / 3600.0 * step_s)
+            if low is not None:
+                return len(low) >= 2 and TrendFit(low).trend(p_value_max).slope_per_s * 3600.0 > (
+                    threshold_per_hour
+                )
+        floor = suffix_minima(points)
         k = last_change(floor)
         if k is not None and len(floor) - k >= min_windows:
             floor = floor[k:]
