@@ -16,14 +16,14 @@ hour and the trend is significant; `levelling` when the first part grew that
 way but the last part is flat (memory that settles: "it will stabilise");
 `insufficient` with fewer than `min_windows` windows; `ok` otherwise.
 
-A whole-run rise is checked before it is called `growing`: `levelling` when the series
-is flat since its last change of course (start-up growth ended, a cache is full), `ok`
-when the floor it keeps falling back to does not rise (GC teeth longer than a window);
-`levelling` when the rise slows down part after part, with its projected plateau
-(decelerating);
-(soak.analysis.levelling); `levelling` too while a resource is under its declared cap
-(`leaks.caps`, soak.analysis.verdicts.toward_cap).
-The verdict's `note` says which.
+A whole-run rise is checked before it is called `growing` (soak.analysis.rises):
+`levelling` when the series is flat since its last change of course (start-up growth
+ended, a cache is full), `ok` when the floor it keeps falling back to does not rise (GC
+teeth longer than a window), `levelling` when the rise slows down part after part, with
+its projected plateau (soak.analysis.levelling); `levelling` too while a resource is
+under its declared cap (`leaks.caps`, soak.analysis.verdicts.toward_cap). A run whose
+whole slope is still diluted by a flat start is `growing` from a leak's onset (three
+windows above everything before a change of course). The verdict's `note` says which.
 
 Every number in a verdict is finite (no NaN): with fewer than two windows the
 slope is 0 and the p-value 1, and the verdict says `insufficient`.
@@ -36,8 +36,8 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from soak.analysis.changepoint import MIN_SEGMENT, last_change, suffix_minima, troughs
-from soak.analysis.levelling import TAIL_CONFIDENCE_FACTOR, decelerating, slowing_part
+from soak.analysis.levelling import TAIL_CONFIDENCE_FACTOR, TAIL_MAX_SHARE_OF_HEAD
+from soak.analysis.rises import checked_growth, grows, leak_onset
 from soak.analysis.trendfit import Trend, TrendFit
 from soak.points import Point
 from soak.windows import WindowMinima
@@ -48,11 +48,6 @@ VERDICTS = ("ok", "growing", "levelling", "insufficient")
 # _TAIL_MIN_WINDOWS of them, and as many again before it).
 _TAIL_SHARE = 1 / 3
 _TAIL_MIN_WINDOWS = 3
-# A tail is flat when its slope is confidently under the threshold (Sen's
-# upper bound, not the point estimate: a steady leak near the threshold must
-# not pass as `levelling` because the short tail's noisy slope dipped under
-# it) and at most this share of the first part's slope.
-_TAIL_MAX_SHARE_OF_HEAD = 0.5
 # A fit from scratch is O(n^2) in windows and a new window costs O(n) in a kept
 # fit (soak.analysis.trendfit): a week of 10-min windows (1,008) is merged into
 # at most this many points (minima of consecutive windows).
@@ -129,23 +124,6 @@ def mann_kendall(ys: Sequence[float]) -> tuple[int, float]:
 def trend(points: Sequence[tuple[float, float]], p_value_max: float) -> Trend:
     """Theil-Sen slope, Mann-Kendall S and p, and Sen's upper bound on the slope."""
     return TrendFit(points).trend(p_value_max)
-
-
-def _grows(t: Trend, threshold_per_hour: float, p_value_max: float) -> bool:
-    return t.s > 0 and t.p_value < p_value_max and t.slope_per_s * 3600.0 > threshold_per_hour
-
-
-def _above(before: Sequence[tuple[float, float]], after: Sequence[tuple[float, float]]) -> bool:
-    """At least MIN_SEGMENT points after, every one above every point before."""
-    return len(after) >= MIN_SEGMENT and min(v for _, v in after) > max(v for _, v in before)
-
-
-def _onset_p_value(n: int, after: int) -> float:
-    """The chance that the last `after` of n windows all lie above the others by noise alone
-    (every order alike: 1 / C(n, after)), times the splits a change point chooses from
-    (a Bonferroni bound: the split was picked for fitting best)."""
-    splits = max(1, n - 2 * MIN_SEGMENT + 1)
-    return min(1.0, splits / math.comb(n, after))
 
 
 def _tail_length(n: int) -> int:
@@ -236,8 +214,8 @@ class LeakFit:
             )
 
         def checked(recent_per_h: float) -> LeakVerdict:
-            name, slope, recent, note, at = self._checked_growth(
-                resource, threshold_per_hour, min_windows, p_value_max
+            name, slope, recent, note, at = checked_growth(
+                self._fitted, whole, resource, threshold_per_hour, min_windows, p_value_max
             )
             return LeakVerdict(
                 resource,
@@ -259,10 +237,10 @@ class LeakFit:
             levelled, tail_per_h = self._levelled(threshold_per_hour, p_value_max)
         if levelled:
             return verdict("levelling", tail_per_h)
-        if _grows(whole, threshold_per_hour, p_value_max):
+        if grows(whole, threshold_per_hour, p_value_max):
             return checked(tail_per_h)
         if whole.s > 0:
-            onset = self._onset(threshold_per_hour, p_value_max)
+            onset = leak_onset(self._fitted, threshold_per_hour, p_value_max)
             if onset is not None:
                 return dataclasses.replace(
                     verdict("growing"),
@@ -272,106 +250,17 @@ class LeakFit:
                 )
         return verdict("ok", tail_per_h)
 
-    def _onset(self, threshold_per_hour: float, p_value_max: float) -> tuple[float, float] | None:
-        """(slope per s, change time) of a leak's onset that the whole run's slope still
-        dilutes: the last change of course is followed by at least MIN_SEGMENT windows, all
-        above every window before it (risen past their noise: what an observer of the
-        minima needs to tell), with significance (_onset_p_value), rising over the
-        threshold, and the part before the change did not. Fits from scratch: only passes
-        whose whole run rises (Mann-Kendall S > 0) look."""
-        points = self._fitted
-        found = last_change(points)
-        if found is None or found < MIN_SEGMENT:
-            return None
-        # The corner's window may sit on either line: the split or the one after it.
-        splits = (found, found + 1)
-        k = next((k for k in splits if _above(points[:k], points[k:])), None)
-        if k is None:
-            return None  # not above the level it left: a tooth, a blip
-        before, after = points[:k], points[k:]
-        if _onset_p_value(len(points), len(after)) >= p_value_max:
-            return None
-        rise = TrendFit(after).trend(p_value_max)
-        if rise.slope_per_s * 3600.0 <= threshold_per_hour or rise.s <= 0:
-            return None
-        if _grows(TrendFit(before).trend(p_value_max), threshold_per_hour, p_value_max):
-            return None  # a change of pace of a rise: the whole run's trend judges it
-        floor = TrendFit(suffix_minima(after)).trend(p_value_max)
-        if floor.slope_per_s * 3600.0 <= threshold_per_hour:
-            return None  # the rise falls back (a sawtooth's tooth)
-        return rise.slope_per_s, points[k][0]
-
-    def _checked_growth(
-        self, resource: str, threshold_per_hour: float, min_windows: int, p_value_max: float
-    ) -> tuple[str, float | None, float | None, str, float | None]:
-        """Of a run whose whole trend grows, what its last change of course and its floor
-        say (soak.analysis.changepoint): (verdict, slope per s or None for the whole run's,
-        recent slope per s or None for the tail's, note, change time). Fits from scratch:
-        only passes that would alert pay."""
-        points = self._fitted
-        whole = self._whole.trend(p_value_max)
-        k = last_change(points)
-        at = points[k][0] if k is not None else None
-        slope: float | None = None
-        note = ""
-        if k is not None:
-            before = TrendFit(points[:k]).trend(p_value_max)
-            # As the `levelling` tail: flat with more confidence than the trend asks, and
-            # at most half the rise before it (or the whole run's, after a step up).
-            after = TrendFit(points[k:]).trend(p_value_max * TAIL_CONFIDENCE_FACTOR)
-            rise_per_s = max(before.slope_per_s, whole.slope_per_s)
-            flat = (
-                after.slope_upper_per_s * 3600.0 < threshold_per_hour
-                and after.slope_per_s <= _TAIL_MAX_SHARE_OF_HEAD * rise_per_s
-            )
-            if flat:
-                note = "grew until a change of course, flat since"
-                return "levelling", None, after.slope_per_s, note, at
-            # Flat, then rising (a leak's onset): the slope is the rise's, not diluted by
-            # the flat part. A rise that only changed pace keeps the whole run's slope.
-            rose = _grows(after, threshold_per_hour, p_value_max) and len(points) - k >= min_windows
-            if rose and not _grows(before, threshold_per_hour, p_value_max):
-                slope, note = after.slope_per_s, "growing since a change of course"
-        if not self._floor_grows(threshold_per_hour, min_windows, p_value_max):
-            note = "the floor it falls back to does not rise (a sawtooth)"
-            return "ok", None, None, note, at
-        since = slowing_part(points) if slope is None else None  # not a leak's onset
-        settling = decelerating(since, threshold_per_hour, p_value_max) if since else None
-        if settling is not None:
-            return "levelling", None, settling.slope_per_s, settling.note(resource), at
-        return "growing", slope, None, note, at
-
-    def _floor_grows(self, threshold_per_hour: float, min_windows: int, p_value_max: float) -> bool:
-        """Does the floor rise: the troughs of a sawtooth whose teeth outlast a window (a
-        fall of more than 3 windows' worth of the threshold starts a tooth; at least two
-        troughs rising over the threshold); else the suffix minima, since their own last
-        change of course (start-up growth under the teeth ends) when enough windows follow
-        that change?"""
-        points = self._fitted
-        if len(points) >= 2:
-            step_s = (points[-1][0] - points[0][0]) / (len(points) - 1)
-            low = troughs(points, 3 * threshold_per_hour / 3600.0 * step_s)
-            if low is not None:
-                return len(low) >= 2 and TrendFit(low).trend(p_value_max).slope_per_s * 3600.0 > (
-                    threshold_per_hour
-                )
-        floor = suffix_minima(points)
-        k = last_change(floor)
-        if k is not None and len(floor) - k >= min_windows:
-            floor = floor[k:]
-        return _grows(TrendFit(floor).trend(p_value_max), threshold_per_hour, p_value_max)
-
     def _levelled(self, threshold_per_hour: float, p_value_max: float) -> tuple[bool, float]:
         """(grew then flattened?, tail slope per hour)."""
         head = self._head.trend(p_value_max)
         # Calling a real leak `levelling` silences its alert: ask the tail for more confidence.
         tail = self._tail.trend(p_value_max * TAIL_CONFIDENCE_FACTOR)
         tail_per_h = tail.slope_per_s * 3600.0
-        if not _grows(head, threshold_per_hour, p_value_max):
+        if not grows(head, threshold_per_hour, p_value_max):
             return False, tail_per_h
         flat = (
             tail.slope_upper_per_s * 3600.0 < threshold_per_hour
-            and tail.slope_per_s <= _TAIL_MAX_SHARE_OF_HEAD * head.slope_per_s
+            and tail.slope_per_s <= TAIL_MAX_SHARE_OF_HEAD * head.slope_per_s
         )
         return flat, tail_per_h
 

@@ -18,6 +18,11 @@ from soak.analysis.trendfit import TrendFit
 # Calling a real leak `levelling` silences its alert: a flat tail is asked for more
 # confidence than the trend (its Sen bound at 1 - p_value_max / 10).
 TAIL_CONFIDENCE_FACTOR = 0.1
+# A tail is flat when its slope is confidently under the threshold (Sen's upper bound,
+# not the point estimate: a steady leak near the threshold must not pass as `levelling`
+# because the short tail's noisy slope dipped under it) and at most this share of the
+# first part's slope.
+TAIL_MAX_SHARE_OF_HEAD = 0.5
 
 
 @dataclass(frozen=True, slots=True)
