@@ -27,6 +27,16 @@ class Point:
         return Point(self.measurement, self.fields, self.time_ns, {**tags, **self.tags})
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A fault a part of a run reports (its load restarted, an agent lost); the run
+    records it as an `event` point (kind, message, value) at its tick's time."""
+
+    kind: str
+    message: str
+    value: float
+
+
 def point_to_json(p: Point) -> dict[str, Any]:
     """A point in the one JSON shape soak writes it in: a sink's spool, an agent's JSON
     lines (with `"kind": "point"` in front) and the sampler agent's /v1/samples."""
