@@ -24,7 +24,7 @@ from soak.config import Scenario, not_utf8
 from soak.errors import InputError
 from soak.load.config import INPUT_CONTEXT
 from soak.preflight import check_scenario
-from soak.runs.reportinput import REPORT_MEDIA, report_text
+from soak.results.reportinput import REPORT_MEDIA, report_text
 from soak.runs.timeline import scaled_scenario
 from soak.service.auth import token_matches
 from soak.service.manager import RunManager, UnknownRun

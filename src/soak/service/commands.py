@@ -176,8 +176,8 @@ def _exit_for(status: dict[str, Any], said: str | None = None) -> None:
 
 def _local_manager_status(data_dir: Path, run_id: str | None) -> Any:
     """--data-dir: read the state store directly (runs done in the foreground)."""
+    from soak.results.status import run_status
     from soak.runs.state import StateStore
-    from soak.runs.status import run_status
 
     layout = DataDir(data_dir)
     if not layout.state_db.exists():
@@ -282,7 +282,7 @@ def report_cmd(
 ) -> None:
     """A run's report from the service, or from --data-dir for foreground runs."""
     if data_dir is not None and server is None:
-        from soak.runs.reportinput import local_report_text
+        from soak.results.reportinput import local_report_text
 
         text = local_report_text(DataDir(data_dir), run_id, fmt)
     else:
@@ -309,7 +309,7 @@ def report_cmd(
 def audit_cmd(run_id: str, data_dir: Path) -> None:
     """Check a run's load figures (phases, classes, agents, criteria, result.json) against
     its ledger of one-second windows; exit 1 and one line per figure that disagrees."""
-    from soak.runs.reportinput import local_audit
+    from soak.results.reportinput import local_audit
 
     found = local_audit(DataDir(data_dir), run_id)
     if found:

@@ -18,6 +18,7 @@ from soak.analysis.leaks import LeakVerdict
 from soak.analysis.rundata import StoreReader, numeric
 from soak.pproftext import Profile, parse_profile
 from soak.profiles import first_and_latest, read_profile_text
+from soak.report.model import ReportInput
 from soak.report.plots import thin
 
 TOP = 10
@@ -158,6 +159,24 @@ def what_grew(
             mappings=mappings,
         ),
     }
+
+
+def report_section(
+    store: StoreReader, inp: ReportInput, verdicts: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """RSS by mapping and Go profile diffs from the warm-up's end; None without either
+    (build_report's `what_grew`)."""
+    warmups = [p.end_ns for p in inp.phases if p.warmup and p.end_ns is not None]
+    grew = what_grew(
+        store,
+        inp.run_id,
+        verdicts,
+        started_ns=inp.started_ns,
+        since_ns=max(warmups, default=inp.started_ns),
+        run_dir=inp.run_dir,
+        memory_limit_bytes=inp.memory_limit_bytes,
+    )
+    return grew if grew["chart"] is not None or grew["profiles"] or grew["culprits"] else None
 
 
 def verdict_culprits(
