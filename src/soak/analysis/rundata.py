@@ -1,7 +1,7 @@
 """RunData: the plain series the criteria judge, and how to read them from the point store.
 
 The store is anything with the SqliteStore reader methods (`series`,
-`points`); nothing here opens a file. Names are DESIGN.md's time series:
+`points`); nothing here opens a file. Names are docs/architecture.md's time series:
 `load` (tag `class`) per-tick counts and latencies, `api` (tag `endpoint`)
 latency_ms, `runtime` querylog_dropped_total, `event` kind `restarted`, and
 `leak` (tag `resource`) verdicts.

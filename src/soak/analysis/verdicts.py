@@ -11,7 +11,8 @@ from typing import Protocol
 from soak.analysis.config import LeaksConfig
 from soak.analysis.leaks import LeakFits, LeakVerdict, toward_cap
 
-# Where resource fields live (DESIGN.md "Time series"); any other name is looked up in both.
+# Where resource fields live (docs/architecture.md "Time series"); any other name is looked
+# up in both.
 RESOURCE_MEASUREMENTS = ("process", "runtime")
 
 Value = float | str

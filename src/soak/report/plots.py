@@ -1,7 +1,7 @@
 """Which series a report plots and summarises per phase, and how a long series is thinned.
 
-Names are DESIGN.md's time series. A line may be split by a tag (one line per
-API endpoint, per load class, per dig probe).
+Names are those of docs/architecture.md ("Time series"). A line may be split by a tag
+(one line per API endpoint, per load class, per dig probe).
 """
 
 from __future__ import annotations
