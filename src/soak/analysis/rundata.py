@@ -78,20 +78,16 @@ class RunData:
 
 
 class StoreReader(Protocol):
-    """A run's stored points. Load agents' parts (soak.names.AGENT_TAG) come only where
-    asked for: `tags` that name the tag, or points(agents=True)."""
+    """A run's stored points, one measurement at a time. Load agents' parts
+    (soak.names.AGENT_TAG) come only where asked for: `tags` that name the tag, or
+    points(agents=True)."""
 
     def series(
         self, soak: str, measurement: str, field: str, tags: dict[str, str] | None = None
     ) -> list[tuple[dict[str, str], list[tuple[int, StoredValue]]]]: ...
 
     def points(
-        self,
-        soak: str,
-        measurement: str | None = None,
-        since_ns: int | None = None,
-        *,
-        agents: bool = False,
+        self, soak: str, measurement: str, since_ns: int | None = None, *, agents: bool = False
     ) -> Iterator[Point]: ...
 
 
