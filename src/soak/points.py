@@ -1,6 +1,6 @@
 """The one shape every sampler produces and every sink consumes.
 
-Measurement, tag and field names are fixed in DESIGN.md ("Time series").
+Measurement, tag and field names are fixed in docs/architecture.md ("Time series").
 Every point carries the tags `soak`, `scenario`, `target`, `version` and the
 tick's scheduled time, not the time the sampler happened to finish.
 """
