@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from soak.commands.bench import bench_cmd
+from soak.commands.capture import capture_cmd
 from soak.commands.compare import compare_cmd
 from soak.commands.load import agent_cmd, load_cmd, sampler_agent_cmd
 from soak.commands.prune import prune_cmd
@@ -31,6 +32,7 @@ COMMANDS: list[click.Command] = [
     agent_cmd,
     audit_cmd,
     bench_cmd,
+    capture_cmd,
     compare_cmd,
     list_cmd,
     load_cmd,

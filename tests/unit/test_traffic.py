@@ -235,3 +235,19 @@ def test_truncated_capture_file_reads_as_bad(tmp_path: Path) -> None:
     cut.write_bytes(f.read_bytes()[:-1])
     with pytest.raises(InputError, match="truncated capture"):
         read_capture(cut)
+
+
+# ----------------------------------------------------------------- files for the e2e tests
+
+
+def good_pcap() -> bytes:
+    return pcap(mixed_frames())
+
+
+def dnstap_bytes() -> bytes:
+    return dnstap.file_bytes([tap(5, query("a.test"), 1, b"\x7f\0\0\x01", 1)])
+
+
+def answers_pcap(noise: bool = False) -> bytes:
+    payload = b"hello, not dns at all" if noise else response("a.test")
+    return pcap([(1.0, ether(ipv4("10.0.0.53", "10.0.0.1", 17, udp(53, 4000, payload))))])

@@ -16,6 +16,7 @@ import ipaddress
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,8 +190,11 @@ class Listener:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
-    def record(self, duration_s: float, builder: Builder) -> int:
-        """Frames received for `duration_s` seconds (every connection); how many."""
+    def record(
+        self, duration_s: float, builder: Builder, stop: Callable[[], bool] | None = None
+    ) -> int:
+        """Frames received for `duration_s` seconds, or until `stop()` says so (every
+        connection); how many."""
         import selectors
 
         sel = selectors.DefaultSelector()
@@ -199,7 +203,7 @@ class Listener:
         count = 0
         end = time.monotonic() + duration_s
         try:
-            while (left := end - time.monotonic()) > 0:
+            while (left := end - time.monotonic()) > 0 and not (stop and stop()):
                 for key, _ in sel.select(min(left, 0.2)):
                     s = key.fileobj
                     assert isinstance(s, socket.socket)
