@@ -234,3 +234,16 @@ def _wire(name: str) -> bytes:
     out = dns.name.from_text(name).to_wire()
     assert out is not None
     return out
+
+
+@pytest.mark.parametrize("transport", ["dot", "doh"])
+def test_tls_replay_per_client_connections(tmp_path: Path, transport: str) -> None:
+    from tests.support.tls import make_cert
+
+    capture = bursts(2, 100_000_000)
+    cfg = ReplayConfig(file=tmp_path / "unused", transport=transport, idle_timeout_s=30)  # type: ignore[arg-type]
+    with unbound(tmp_path, tls=make_cert(tmp_path)) as server:
+        port = server.port_for(transport)
+        d = Replay(cfg, capture, "127.0.0.1", port, 2.0).run(None).as_dict()
+    assert d["completed"] == d["sent"] == 40 and d["sent_per_client"] == [20, 20]
+    assert d["connections"]["opened"] == 2 and d["connections"]["errors"] == 0

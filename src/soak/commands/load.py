@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
-from soak.commands.replay import replay_cmd
+from soak.commands.replay import replay_and_print, replay_cmd
 from soak.config import load_scenario
 from soak.errors import CheckFailed, InputError
 from soak.load.config import FLAT_OUT, LoadConfig
@@ -158,6 +158,12 @@ def load_cmd(
     if tls_resumption is not None:
         options["tls"] = {"resumption": tls_resumption}
     cfg, base = _config(queries, scenario, options)
+    if cfg.replay is not None:  # a scenario's load.replay: its file is relative to it
+        section = cfg.replay.model_copy(update={"file": base / cfg.replay.file})
+        replay_and_print(
+            section, (host, port), cfg.duration_s, cfg.timeout_s, cfg.seed or 0, as_json
+        )
+        return
     if cfg.duration_s is None or cfg.duration_s <= 0:
         raise InputError("--duration must be positive (e.g. 30 or 30s)")
     if cfg.agents is not None:

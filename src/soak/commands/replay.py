@@ -45,7 +45,19 @@ def replay_cmd(
     duration_s = None if duration is None else duration_flag(duration)
     if timeout is not None and timeout <= 0:
         raise InputError(f"--timeout must be positive: {timeout:g}")
-    result = run_replay(cfg, server, duration_s, timeout or 2.0, seed or 0)
+    replay_and_print(cfg, server, duration_s, timeout or 2.0, seed or 0, as_json)
+
+
+def replay_and_print(
+    cfg: ReplayConfig,
+    server: tuple[str, int],
+    duration_s: float | None,
+    timeout_s: float,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """The replay, its summary (text or JSON); exit 1 if nothing was answered."""
+    result = run_replay(cfg, server, duration_s, timeout_s, seed)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
