@@ -79,3 +79,16 @@ def test_rewrite_fresh_per_loop_same_per_seed() -> None:
     assert all(x[0] == 12 and x[13:].startswith((name("z1.test"), name("z2.test"))) for x in q[4:])
     assert [p.question for p in Plan(c, capture(), 5).queries(None)] == q
     assert [p.question for p in Plan(c, capture(), 6).queries(None)][4:] != q[4:]
+
+
+def test_offsets_quantiles_stay_small() -> None:
+    from soak.load.replay import Offsets
+
+    o = Offsets()
+    for us in range(1, 101):
+        o.add(us)
+    for us in range(1_000_000, 1_100_000):  # far behind: three significant digits kept
+        o.add(us)
+    assert len(o.counts) < 120
+    q = o.quantiles()
+    assert q["p50"] == 1_040_000 and q["max"] == 1_090_000

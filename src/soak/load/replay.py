@@ -23,13 +23,13 @@ import contextlib
 import select
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from soak.load import wire
 from soak.load.conn import UP, Policy, StreamFlow, TlsSpec, tls_context
-from soak.load.ledger import NS_PER_S, ClassWindow, Window, empty_window, sum_windows
+from soak.load.ledger import NS_PER_S, ClassWindow, Window, empty_window
 from soak.load.replay_config import ReplayConfig
 from soak.load.replay_plan import Plan, Planned
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
@@ -42,6 +42,7 @@ BACKLOG_NS = int(MAX_BACKLOG_S * NS_PER_S)
 # Offsets of the send time from the planned one, in µs: p99 beyond this means the
 # generator did not keep the capture's timing (said aloud, as generator-bound).
 BOUND_P99_US = 10_000
+MAX_PROBLEMS = 20
 
 
 class ConnBook:
@@ -74,7 +75,9 @@ class Client:
 @dataclass
 class ReplayResult:
     classes: list[str]
-    windows: list[Window]
+    per_class: list[ClassWindow]  # the closed windows summed
+    windows: int  # how many seconds closed
+    problems: list[str]  # ledger invariants broken (the first MAX_PROBLEMS)
     loops: int
     clients: int
     speed: float
@@ -85,17 +88,15 @@ class ReplayResult:
     generator_bound: bool
     connections: dict[str, int]
     unexpected: int
+    late: int  # replies after their timeout (their queries counted lost)
     fds_peak: int  # client sockets open at once, at most
 
-    def totals(self) -> list[ClassWindow]:
-        return sum_windows(self.windows, len(self.classes))
-
     def as_dict(self) -> dict[str, Any]:
-        per = self.totals()
+        per = self.per_class
         total = ClassWindow()
         for cw in per:
             total.add(cw)
-        counts = ("due", "sent", "skipped", "completed", "lost", "abandoned", "late")
+        counts = ("due", "sent", "skipped", "completed", "lost", "abandoned")
         return {
             "engine": "replay",
             **{k: getattr(total, k) for k in counts},
@@ -113,20 +114,26 @@ class ReplayResult:
             "generator_bound": self.generator_bound,
             "connections": self.connections,
             "unexpected": self.unexpected,
+            "late": self.late,
             "client_sockets_peak": self.fds_peak,
             "sent_per_client": self.sent_per_client,
-            "problems": [p for w in self.windows for p in w.problems()],
+            "windows": self.windows,
+            "problems": self.problems,
         }
 
 
 class Offsets:
-    """Send-time offsets (µs after the planned time) as counts per value: a few
-    thousand distinct values at most while the generator keeps up."""
+    """Send-time offsets (µs after the planned time) as counts per value."""
 
     def __init__(self) -> None:
         self.counts: collections.Counter[int] = collections.Counter()
 
     def add(self, us: int) -> None:
+        """Exact below 1 ms, three significant digits above: the counter stays small
+        however far behind the generator falls."""
+        if us >= 1000:
+            scale = 10 ** (len(str(us)) - 3)
+            us = us // scale * scale
         self.counts[us] += 1
 
     def quantiles(self) -> dict[str, float]:
@@ -181,7 +188,13 @@ class Replay:
         self.sent_order: collections.deque[tuple[int, int]] = collections.deque()
         self.windows: dict[int, Window] = {}
         self.inflight: collections.Counter[int] = collections.Counter()
-        self.closed: list[Window] = []
+        # Closed windows are summed as they close (a day's replay keeps no day of
+        # windows); `on_window` hands each to whoever records the ledger.
+        self.per_class = [ClassWindow() for _ in range(self.nc)]
+        self.closed_below = 0
+        self.closed_count = 0
+        self.problems: list[str] = []
+        self.on_window: Callable[[Window], None] | None = None
         self.offsets = Offsets()
         self.unexpected = self.late = 0
         self.retiring: list[tuple[Client, StreamFlow]] = []
@@ -224,8 +237,18 @@ class Replay:
         for second in sorted(self.windows):
             if second >= below or self.inflight[second] > 0:
                 break
-            self.closed.append(self.windows.pop(second))
+            self.closed_window(self.windows.pop(second))
             del self.inflight[second]
+
+    def closed_window(self, w: Window) -> None:
+        for total, cw in zip(self.per_class, w.classes, strict=True):
+            total.add(cw)
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems += w.problems()[: MAX_PROBLEMS - len(self.problems)]
+        self.closed_count += 1
+        self.closed_below = w.second + 1
+        if self.on_window is not None:
+            self.on_window(w)
 
     # ------------------------------------------------------------ clients
 
@@ -380,10 +403,7 @@ class Replay:
             return
         if t < 0 or now - t > self.timeout_ns:  # after its timeout: late, already lost
             self.end_query(slot, "lost", now)
-            w = self.windows.get(self.ring_w[slot])  # a closed window keeps its counts
-            if w is not None:
-                w.classes[self.ring_c[slot]].late += 1
-            self.late += 1
+            self.late += 1  # its window may be closed already: counted apart
             self.ring_t[slot] = 0
             return
         self.end_query(slot, "completed", now, data)
@@ -503,11 +523,13 @@ class Replay:
 
     def result(self, duration_s: float) -> ReplayResult:
         offsets = self.offsets.quantiles()
-        skipped = sum(cw.skipped for w in self.closed for cw in w.classes)
+        skipped = sum(cw.skipped for cw in self.per_class)
         b = self.book
         return ReplayResult(
             classes=self.plan.classes.names,
-            windows=self.closed,
+            per_class=self.per_class,
+            windows=self.closed_count,
+            problems=self.problems,
             loops=self.loops_seen,
             clients=len(self.clients),
             speed=self.plan.speed,
@@ -523,6 +545,7 @@ class Replay:
                 "idled_out": self.idled_out,
             },
             unexpected=self.unexpected,
+            late=self.late,
             fds_peak=self.fds_peak,
         )
 
