@@ -198,7 +198,7 @@ def test_two_loops_with_rewriting_send_fresh_names(tmp_path: Path) -> None:
     )
     sock = tmp_path / "tap.sock"
     listener = Listener(sock)
-    seen = Builder("dnstap")
+    seen = Builder("dnstap", by_port=True)
     done = threading.Event()
 
     def heard() -> bool:
@@ -217,9 +217,12 @@ def test_two_loops_with_rewriting_send_fresh_names(tmp_path: Path) -> None:
         done.set()
         listener.close()
     assert result.loops == 2
-    got = [qname_text(q.qname) for q in finish(seen, "t").queries]
-    got = [n for n in got if n != PROBE[0]]
+    heard_queries = [q for q in finish(seen, "t").queries if qname_text(q.qname) != PROBE[0]]
+    got = [qname_text(q.qname) for q in heard_queries]
     first, second = got[:10], got[10:]
+    # rename_clients: the second loop's two clients come from new source ports
+    ports = [{q.client for q in heard_queries[:10]}, {q.client for q in heard_queries[10:]}]
+    assert len(ports[0]) == len(ports[1]) == 2 and not ports[0] & ports[1]
     assert first == [names[k % 5] + "." for k in range(10)]  # loop 0 as captured
     assert len(second) == 10 and not set(second) & set(first)
     assert all(re.fullmatch(r"[0-9a-f]{12}\.example\.test\.", n) for n in second)
