@@ -14,8 +14,12 @@ DEFAULT_QUERIES (tests/support/servers.py), evenly spaced at 1,000 q/s for
   send-time offset from the plan (p50, p99, max, µs), skipped, generator-bound;
   dnsperf -Q at the same rate: achieved rate (dnsperf says nothing of timing).
 
+- memory (--memory-s S): the replay at 2,000 q/s for S seconds, looping the
+  capture S / span times; the `soak load` process's RSS every 5 s: the first
+  reading after 30 s against the last.
+
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py [--runs 3] [--duration 5]
-        [--rates 10000,50000] [--clients 100]
+        [--rates 10000,50000] [--clients 100] [--memory-s 0]
 """
 
 from __future__ import annotations
@@ -103,6 +107,38 @@ def run_replay(port: int, cap: Path, duration_s: float, rate: float) -> dict:
     }
 
 
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def memory(port: int, cap: Path, seconds: float) -> None:
+    """The replay's own RSS over a long replay of the short capture."""
+    import time
+
+    argv = [SOAK, "load", "--server", f"127.0.0.1:{port}", "--replay", str(cap)]
+    argv += ["--rate", "2000", "--duration", str(seconds), "--json", "--timeout", "1"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    start = time.monotonic()
+    readings: list[tuple[float, int]] = []
+    while proc.poll() is None:
+        try:
+            readings.append((time.monotonic() - start, rss_kib(proc.pid)))
+        except OSError:
+            break
+        time.sleep(5)
+    out, _ = proc.communicate()
+    d = json.loads(out)
+    after_30 = [kib for t, kib in readings if t >= 30]
+    print(
+        f"\nmemory: {seconds:.0f} s at 2,000 q/s, {d['loops']} loops, {d['clients']} clients,"
+        f" sent {d['sent']}, completed {d['completed']}: RSS after 30 s {after_30[0]} KiB,"
+        f" last {after_30[-1]} KiB, max {max(after_30)} KiB"
+    )
+
+
 def med(rows: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
@@ -115,6 +151,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=100)
     ap.add_argument("--rates", default="10000,50000")
     ap.add_argument("--max-rate", type=float, default=100_000)
+    ap.add_argument("--memory-s", type=float, default=0)
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     print(f"{os.cpu_count()} CPUs, load average {Path('/proc/loadavg').read_text().split()[:3]}")
@@ -122,6 +159,9 @@ def main() -> None:
         tmp = Path(tmp_s)
         cap, qfile = make_capture(tmp, args.clients, args.span)
         with unbound(tmp) as server:
+            if args.memory_s:
+                memory(server.port, cap, args.memory_s)
+                return
             flat: dict[str, list[dict]] = {"dnsperf": [], "replay": []}
             timing: dict[float, dict[str, list[dict]]] = {
                 r: {"dnsperf": [], "replay": []} for r in rates

@@ -571,7 +571,9 @@ def format_replay(r: ReplayResult, server: str) -> str:
         f"  Queries abandoned:    {d['abandoned']}",
         f"  Send offset (µs):     p50 {r.offset_us['p50']:.0f} p99 {r.offset_us['p99']:.0f}"
         f" max {r.offset_us['max']:.0f} (after the capture's timing)",
-        f"  Connections:          {r.connections}",
+        "  Connections:          "
+        + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in r.connections.items())
+        + f" (client sockets at once, at most {r.fds_peak})",
         "",
         "Classes:",
     ]
