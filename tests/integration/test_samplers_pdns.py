@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from soak.clock import NS_PER_S
 from soak.points import Point
 from soak.samplers import TickRunner, build_samplers
 from soak.samplers.config import (
@@ -28,7 +29,7 @@ from tests.support.servers import PDNS_API_KEY, ServerProc, pdns_server
 
 pytestmark = pytest.mark.integration
 
-S = 1_000_000_000
+S = NS_PER_S
 RUN = {"soak": "it", "scenario": "samplers", "target": "pdns", "version": "4.7"}
 ZONE = {
     "name": "example.test.",

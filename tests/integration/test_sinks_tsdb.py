@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from soak.clock import NS_PER_S
 from soak.points import Point
 from soak.samplers import TickRunner
 from soak.samplers.proc import ProcSampler
@@ -28,7 +29,7 @@ from tests.support.tsdb import InfluxV1, VictoriaMetrics, influxdb_v1, victoria_
 
 pytestmark = pytest.mark.integration
 
-S = 1_000_000_000
+S = NS_PER_S
 MS = 1_000_000
 RUN = {"soak": "run-1", "scenario": "sinks", "target": "pdns", "version": "4.7.3"}
 

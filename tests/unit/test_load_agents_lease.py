@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hdrh.histogram import HdrHistogram
 
+from soak.clock import NS_PER_S
 from soak.load.agents.coordinator import Coordinator, fleet_calls
 from soak.load.agents.lease import START_MARGIN_S, Fleet
 from soak.load.coordination import (
@@ -17,7 +18,7 @@ from soak.load.coordination import (
 )
 from soak.load.merge import AgentTotals, AgentWindow, encode_histogram, sum_windows
 
-S = 1_000_000_000
+S = NS_PER_S
 T0 = 1_000 * S
 
 

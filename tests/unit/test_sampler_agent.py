@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from soak.clock import NS_PER_S
 from soak.errors import InputError
 from soak.load.agents.kube import build_job
 from soak.load.agents.swarm import service_kwargs
@@ -23,7 +24,7 @@ from soak.samplers.config import SamplerAgentConfig, SamplersConfig
 from soak.samplers.remote import NodeTarget, node_samplers, run_sampler_agent
 from tests.unit.test_bad_input import base_scenario
 
-S = 1_000_000_000
+S = NS_PER_S
 
 
 def samplers_cfg(**agent: Any) -> SamplersConfig:

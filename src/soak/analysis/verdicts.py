@@ -10,6 +10,7 @@ from typing import Protocol
 
 from soak.analysis.config import LeaksConfig
 from soak.analysis.leaks import LeakFits, LeakVerdict, toward_cap
+from soak.clock import ns_to_s
 
 # Where resource fields live (DESIGN.md "Time series"); any other name is looked up in both.
 RESOURCE_MEASUREMENTS = ("process", "runtime")
@@ -40,7 +41,7 @@ def resource_series(
         for _tags, samples in found[:1]:  # one series per resource (no extra tags)
             for time_ns, value in samples:
                 if time_ns >= since_ns and isinstance(value, int | float):
-                    times_s.append(time_ns / 1e9)
+                    times_s.append(ns_to_s(time_ns))
                     values.append(float(value))
         return times_s, values
     return None

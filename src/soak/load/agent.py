@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from pydantic import ValidationError
 
+from soak.clock import NS_PER_S
 from soak.errors import InputError, SoakError
 from soak.load.config import LoadConfig
 from soak.load.merge import AgentTotals
@@ -158,13 +159,13 @@ def run_agent(
             finished = runner.wait(max(0.0, started + tick * TICK_S - time.monotonic()))
             if time.monotonic() > end:
                 break
-            _emit_window(runner, sink, out, started_wall_ns + tick * 1_000_000_000, tags)
+            _emit_window(runner, sink, out, started_wall_ns + tick * NS_PER_S, tags)
             tick += 1
             if finished:
                 break
     finally:
         result = runner.stop()
-    _emit_window(runner, sink, out, started_wall_ns + tick * 1_000_000_000, tags)
+    _emit_window(runner, sink, out, started_wall_ns + tick * NS_PER_S, tags)
     sink.flush()
     if runner.errors:
         raise SoakError(f"agent {segment}: " + "; ".join(runner.errors))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.analysis.leaks import LeakVerdict
+from soak.clock import ns_to_s
 from soak.points import FieldValue
 from soak.runs import timeline
 from soak.runs.layout import REPORTS, read_result
@@ -37,7 +38,7 @@ class LiveFigures:
 def _iso(time_ns: int | None) -> str | None:
     if time_ns is None:
         return None
-    return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ns_to_s(time_ns), tz=UTC).isoformat(timespec="seconds")
 
 
 def run_status(
@@ -78,7 +79,7 @@ def run_status(
     }
     if record.origin_ns is not None:
         until_ns = record.ended_ns if record.ended_ns is not None else now_ns
-        elapsed_s = max(0.0, (until_ns - record.origin_ns) / 1e9)
+        elapsed_s = max(0.0, ns_to_s(until_ns - record.origin_ns))
         status["elapsed_s"] = round(elapsed_s, 1)
         # An ended run has nothing remaining, however early it ended (stopped, failed).
         if record.ended_ns is None:

@@ -74,7 +74,7 @@ class ContainerSpec:
             "detach": True,
         }
         if cfg.cpus is not None:
-            kwargs["nano_cpus"] = int(cfg.cpus * 1e9)
+            kwargs["nano_cpus"] = int(cfg.cpus * 1e9)  # billionths of a CPU, not a time
         if cfg.mem_limit is not None:
             # Swap equal to the limit: the container is OOM-killed rather than swapping.
             kwargs["mem_limit"] = cfg.mem_limit
