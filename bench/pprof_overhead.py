@@ -32,8 +32,8 @@ from tests.support.servers import ServerProc, dnsmasq_upstream  # noqa: E402
 
 from soak.clock import NS_PER_S  # noqa: E402
 from soak.profiles import list_profiles  # noqa: E402
-from soak.samplers.config import PprofSamplerConfig, SmapsSamplerConfig  # noqa: E402
 from soak.samplers.pprof import PprofSampler  # noqa: E402
+from soak.samplers.selection import PprofSamplerConfig, SmapsSamplerConfig  # noqa: E402
 from soak.samplers.smaps import SmapsSampler  # noqa: E402
 from soak.targets.base import Running  # noqa: E402
 

@@ -33,9 +33,9 @@ from soak.clock import NS_PER_S, TickGrid  # noqa: E402
 from soak.names import SERIES  # noqa: E402
 from soak.points import Point  # noqa: E402
 from soak.samplers import TickRunner, build_samplers  # noqa: E402
-from soak.samplers.config import SamplersConfig  # noqa: E402
+from soak.samplers.selection import SamplersConfig  # noqa: E402
 from soak.sinks import SinkSet, build_sinks  # noqa: E402
-from soak.sinks.config import (  # noqa: E402
+from soak.sinks.destinations import (  # noqa: E402
     InfluxV1SinkConfig,
     InfluxV2SinkConfig,
     SinkConfig,

@@ -38,7 +38,7 @@ from tests.support.servers import (  # noqa: E402
 
 from soak.probes import dns_query  # noqa: E402
 from soak.targets import build_target, cleanup_stale  # noqa: E402
-from soak.targets.config import TargetConfig  # noqa: E402
+from soak.targets.specs import TargetConfig  # noqa: E402
 
 PROBE_PDNS = f"""
   probes:

@@ -18,8 +18,8 @@ from soak.analysis.growth import culprit, goroutine_stacks, heap_functions, heap
 from soak.clock import NS_PER_S
 from soak.pproftext import parse_profile
 from soak.profiles import first_and_latest, list_profiles, read_profile_text
-from soak.samplers.config import PprofSamplerConfig
 from soak.samplers.pprof import PprofSampler
+from soak.samplers.selection import PprofSamplerConfig
 from soak.targets.base import Running
 from tests.support.refdns import TOKEN, refdns
 from tests.support.servers import ServerProc, dnsmasq_upstream

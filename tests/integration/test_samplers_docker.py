@@ -15,7 +15,7 @@ import pytest
 
 from soak.clock import NS_PER_S
 from soak.samplers import TickRunner, build_samplers
-from soak.samplers.config import DigProbeConfig, PromSamplerConfig, SamplersConfig
+from soak.samplers.selection import DigProbeConfig, PromSamplerConfig, SamplersConfig
 from soak.targets.base import Running
 from tests.support.servers import free_port
 from tests.support.skips import docker_engine

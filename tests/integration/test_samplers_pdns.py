@@ -15,7 +15,8 @@ import pytest
 from soak.clock import NS_PER_S
 from soak.points import Point
 from soak.samplers import TickRunner, build_samplers
-from soak.samplers.config import (
+from soak.samplers.proc import ProcSampler
+from soak.samplers.selection import (
     DigProbeConfig,
     FilesSamplerConfig,
     HttpCallConfig,
@@ -23,7 +24,6 @@ from soak.samplers.config import (
     RowCountConfig,
     SamplersConfig,
 )
-from soak.samplers.proc import ProcSampler
 from soak.targets.base import Running
 from tests.support.servers import PDNS_API_KEY, ServerProc, pdns_server
 

@@ -15,7 +15,7 @@ from soak.points import Point
 from soak.samplers import TickRunner
 from soak.samplers.proc import ProcSampler
 from soak.sinks import SinkSet, build_sinks
-from soak.sinks.config import (
+from soak.sinks.destinations import (
     InfluxV1SinkConfig,
     InfluxV2SinkConfig,
     SinkConfig,

@@ -20,8 +20,8 @@ from soak.load.coordination import SAMPLES, Clocks, CoordinatorUnreachable, Leas
 from soak.points import Point
 from soak.preflight import check_sampler_agent
 from soak.runs.sampleragent import SamplerInbox, sampler_spec
-from soak.samplers.config import SamplerAgentConfig, SamplersConfig
 from soak.samplers.remote import NodeTarget, node_samplers, run_sampler_agent
+from soak.samplers.selection import SamplerAgentConfig, SamplersConfig
 from tests.unit.test_bad_input import base_scenario
 
 S = NS_PER_S

@@ -6,7 +6,7 @@ from prometheus_client import CollectorRegistry
 from soak.clock import NS_PER_S
 from soak.points import Point
 from soak.samplers import build_samplers
-from soak.samplers.config import SamplersConfig
+from soak.samplers.selection import SamplersConfig
 from soak.samplers.tick import TickRunner
 from soak.sinks.metrics import ServiceMetrics
 

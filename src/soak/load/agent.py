@@ -82,7 +82,7 @@ def open_sink(target: str) -> Sink:
     if target == "-":
         return JsonLinesSink(sys.stdout, "stdout")
     if target.startswith(("http://", "https://")):
-        from soak.sinks.config import InfluxV1SinkConfig
+        from soak.sinks.destinations import InfluxV1SinkConfig
         from soak.sinks.influx import InfluxV1Sink
 
         parts = urlsplit(target)

@@ -28,7 +28,7 @@ from soak.runs.layout import DataDir, read_result, report_path
 from soak.runs.state import EventRecord, RunRecord, StateStore
 from soak.sinks.sqlite import SqliteStore
 from soak.targets.base import Running
-from soak.targets.config import DockerTarget, ProcessTarget
+from soak.targets.specs import DockerTarget, ProcessTarget
 from soak.words import counted
 
 REPORT_MEDIA = {

@@ -27,8 +27,8 @@ from soak.load.agents.spec import AgentSpec
 from soak.load.coordination import SAMPLES, SamplesReply
 from soak.load.supervised import LoadEvent
 from soak.points import Point
-from soak.samplers.config import SamplerAgentConfig, SamplersConfig
 from soak.samplers.remote import SAMPLERS_ENV, TARGET_ENV, points_of
+from soak.samplers.selection import SamplerAgentConfig, SamplersConfig
 
 ROLE = "sampler"
 WAIT_S = 0.2

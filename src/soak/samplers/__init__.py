@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 
 from soak.samplers.base import Sampler
-from soak.samplers.config import SamplersConfig
+from soak.samplers.selection import SamplersConfig
 from soak.samplers.tick import TickRunner
 from soak.targets.base import Running
 

@@ -28,7 +28,7 @@ from soak.probes import http_request
 from soak.profiles import thin, write_profile
 from soak.samplers.api import call_headers
 from soak.samplers.base import TargetFn, TargetSectionSampler
-from soak.samplers.config import HttpCallConfig, PprofSamplerConfig
+from soak.samplers.selection import HttpCallConfig, PprofSamplerConfig
 from soak.targets.base import Running
 
 

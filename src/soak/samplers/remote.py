@@ -34,7 +34,7 @@ from soak.load.coordination import (
 )
 from soak.points import Point
 from soak.samplers.base import Sampler
-from soak.samplers.config import SamplerAgentConfig, SamplersConfig
+from soak.samplers.selection import SamplerAgentConfig, SamplersConfig
 from soak.samplers.tick import fault_text, sample_once, sampler_event
 from soak.targets.base import Running
 

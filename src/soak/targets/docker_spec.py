@@ -14,9 +14,9 @@ from docker.types import Mount, Ulimit
 from soak.errors import InputError
 from soak.placeholders import Placeholders, render, render_all, render_map
 from soak.targets.common import safe_name
-from soak.targets.config import DockerTarget, PortSpec
 from soak.targets.docker_engine import run_labels
 from soak.targets.render import resolve
+from soak.targets.specs import DockerTarget, PortSpec
 
 
 def resource_name(run_id: str, target: str) -> str:
