@@ -64,7 +64,8 @@ sys.path.insert(0, str(ROOT))
 from tests.support.agents import AGENT_IMAGE, agents_scenario  # noqa: E402
 from tests.support.servers import unbound, write_queries  # noqa: E402
 
-from soak.procfs import children, cpu_s, machine_cpu, read_cgroup, read_stat  # noqa: E402
+from soak.hostproc import machine_cpu  # noqa: E402
+from soak.procfs import children, cpu_s, read_cgroup, read_stat  # noqa: E402
 from soak.targets.docker_engine import LABEL_OWNER  # noqa: E402
 from soak.targets.docker_engine import engine as docker_client  # noqa: E402
 
