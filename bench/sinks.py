@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))  # tests.support
 
 import httpx  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
-from tests.support.servers import PDNS_API_KEY, ServerProc, pdns_server  # noqa: E402
+from tests.support.pdns import PDNS_API_KEY, pdns_server  # noqa: E402
+from tests.support.servers import ServerProc  # noqa: E402
 from tests.support.tsdb import influxdb_v1, victoria_metrics  # noqa: E402
 
 from soak.clock import NS_PER_S, TickGrid  # noqa: E402

@@ -25,7 +25,8 @@ from soak.samplers.selection import (
     SamplersConfig,
 )
 from soak.targets.base import Running
-from tests.support.servers import PDNS_API_KEY, ServerProc, pdns_server
+from tests.support.pdns import PDNS_API_KEY, pdns_server
+from tests.support.servers import ServerProc
 
 pytestmark = pytest.mark.integration
 
