@@ -70,7 +70,7 @@ def test_no_warmup_means_verdicts_from_origin() -> None:
 
 def test_the_timeline_decides_the_loads_rate_and_when_it_changes() -> None:
     tl = timeline.Timeline.of(scenario(), 1000 * S)
-    assert tl.rate_at(999 * S) == 50  # before the origin: the first phase's
+    assert tl.rate_at(999 * S) == 0.0  # before the origin: none yet
     assert tl.rate_at(1000 * S) == 50
     assert tl.rate_at(1600 * S) == 100
     assert tl.rate_at(4600 * S) == 0.0  # after the end: none

@@ -120,8 +120,8 @@ class Timeline:
     # Run.enter_phase), the scheduler only times the phases' starts.
 
     def rate_at(self, time_ns: int) -> float:
-        """The rate the load carries at `time_ns`: its phase's (the first's before it)."""
-        span = self.span_at(time_ns) or (self.spans[0] if time_ns < self.origin_ns else None)
+        """The rate the load carries at `time_ns`: its phase's (0 before or after the run)."""
+        span = self.span_at(time_ns)
         return span.rate_qps if span is not None else 0.0
 
     def rate_change(self, index: int) -> RateChange | None:
