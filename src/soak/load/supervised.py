@@ -123,6 +123,7 @@ class SupervisedLoad:
         self.rate_qps = rate_qps
         now_ns = time.time_ns()
         if begin_at_ns is None:
+            # without the run's origin: the next whole second, so the windows lie on its grid
             begin_at_ns = WHOLE_SECONDS.at_or_after(now_ns + s_to_ns(self.start_lead_s))
         if end_ns is None:
             end_ns = now_ns + s_to_ns(remaining_s)
