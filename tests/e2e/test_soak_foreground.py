@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from soak.clock import NS_PER_S
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import (
     DEMO,
@@ -66,11 +67,11 @@ def test_demo_scenario_soak_samples_verdicts_report(tmp_path: Path) -> None:
     try:
         rss = store.series(run_id, "process", "rss_anon_bytes")
         times = [t for t, _ in rss[0][1]]
-        assert all(t % 1_000_000_000 == 0 for t in times)  # the 1-s grid, whole seconds
+        assert all(t % NS_PER_S == 0 for t in times)  # the 1-s grid, whole seconds
         # Every grid slot between the first and the last sample either has its sample or
         # is counted in a `ticks_missed` event (a busy machine delays ticks; none vanish).
         missed = sum(e["value"] for e in status["events"] if e["kind"] == "ticks_missed")
-        slots = (times[-1] - times[0]) // 1_000_000_000 + 1
+        slots = (times[-1] - times[0]) // NS_PER_S + 1
         assert len(times) + missed == slots
         assert slots >= 40
         assert store.series(run_id, "load", "rate_achieved", {"class": "miss"})
