@@ -11,7 +11,7 @@ import pytest
 
 from soak.clock import NS_PER_S
 from soak.load.cadence import Cadence
-from soak.load.config import LoadConfig
+from soak.load.load_config import LoadConfig
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import Interval
 from soak.load.worker import CONTROL_NS, Control, WorkerSpec

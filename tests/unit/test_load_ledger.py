@@ -18,9 +18,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soak.clock import NS_PER_S
+from soak.clock import NS_PER_S, s_to_ns
 from soak.load.cadence import Cadence
-from soak.load.config import LoadConfig
 from soak.load.ledger import (
     ClassWindow,
     Merger,
@@ -28,6 +27,7 @@ from soak.load.ledger import (
     schedule_counts,
     sum_windows,
 )
+from soak.load.load_config import LoadConfig
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.segments import Segment, agent_phase, rate_share_qps
 from soak.load.stats import Interval
@@ -99,7 +99,7 @@ def simulate(
     pending: list[tuple[int, int, bytes]] = []
     sent = answered = i = 0
     stopped = False
-    timeout_ns = int(spec.timeout_s * S)
+    timeout_ns = s_to_ns(spec.timeout_s)  # as the worker converts it
     while True:
         now = clock.now
         while pending and pending[0][0] <= now:

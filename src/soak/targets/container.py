@@ -16,14 +16,14 @@ from typing import Any
 
 import docker.errors
 
+from soak.docker_client import engine
 from soak.errors import InputError, TargetStartError
+from soak.labels import LABEL_TARGET
 from soak.procfs import children, start_ticks
 from soak.targets.base import ExitInfo, Running
 from soak.targets.common import LOG_TAIL_LINES, START_LOG_LINES, RuntimeBase
 from soak.targets.docker_engine import (
-    LABEL_TARGET,
     LogPump,
-    engine,
     exit_info_from_state,
     image_problem,
     in_container,

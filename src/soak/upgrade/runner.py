@@ -169,7 +169,7 @@ class UpgradeRunner:
     def _prepare_run_dir(self) -> None:
         """The run directory, with its owner: a later run removes it if this process
         was killed outright (unless it is kept)."""
-        from soak.targets.docker_engine import owner_label
+        from soak.labels import owner_label
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         owner = owner_label() + (" keep" if self.keep else "")
