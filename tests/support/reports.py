@@ -6,6 +6,7 @@ from typing import Any
 
 from soak.clock import NS_PER_S
 from soak.report import PhaseSpan, ReportInput, build_report
+from soak.results.grew import report_section
 from soak.sinks.sqlite import SqliteStore
 
 S = NS_PER_S
@@ -38,6 +39,6 @@ def report_input(run_id: str, end_s: int, phases: list[PhaseSpan], **kw: Any) ->
 def build(store: SqliteStore, inp: ReportInput) -> dict[str, Any]:
     """The report of `inp` from `store`, which is closed after."""
     try:
-        return build_report(store, inp)
+        return build_report(store, inp, what_grew=report_section)
     finally:
         store.close()
