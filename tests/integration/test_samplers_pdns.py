@@ -75,8 +75,10 @@ def status_kib(pid: int, key: str) -> int:
 def test_proc_agrees_with_proc_read_independently(pdns: ServerProc) -> None:
     sampler = ProcSampler(lambda: as_running(pdns))
     fds_before = len(os.listdir(f"/proc/{pdns.pid}/fd"))
+    threads_before = status_kib(pdns.pid, "Threads")
     (point,) = sampler.sample(S)
     rss_kib, fds = status_kib(pdns.pid, "VmRSS"), len(os.listdir(f"/proc/{pdns.pid}/fd"))
+    threads = status_kib(pdns.pid, "Threads")
     f = point.fields
     assert f["rss_bytes"] > 0 and f["fds"] > 0
     assert abs(float(f["rss_bytes"]) / 1024 - rss_kib) <= 0.05 * rss_kib
@@ -84,7 +86,8 @@ def test_proc_agrees_with_proc_read_independently(pdns: ServerProc) -> None:
     assert f["rss_anon_bytes"] > 0 and f["rss_file_bytes"] > 0
     assert float(f["rss_anon_bytes"]) + float(f["rss_file_bytes"]) <= float(f["rss_bytes"]) * 1.05
     assert 0 < float(f["pss_bytes"]) <= float(f["rss_bytes"]) * 1.05
-    assert f["threads"] == status_kib(pdns.pid, "Threads")
+    # pdns starts and ends helper threads of its own (8 vs 7 read a moment apart)
+    assert min(threads, threads_before) - 1 <= f["threads"] <= max(threads, threads_before) + 1
     soft = int(
         subprocess.run(
             ["prlimit", "--nofile", "--output=SOFT", "--noheadings", f"--pid={pdns.pid}"],
