@@ -122,6 +122,16 @@ class ReplayResult:
         }
 
 
+def three_digits(us: int) -> int:
+    """Exact below 1 ms, three significant digits above: a histogram keyed by it stays
+    small however long the replay and however spread the values (a day of whole-µs
+    latencies on a busy machine would hold a key for every µs of the tail)."""
+    if us < 1000:
+        return us
+    scale = 10 ** (len(str(us)) - 3)
+    return us // scale * scale
+
+
 class Offsets:
     """Send-time offsets (µs after the planned time) as counts per value."""
 
@@ -129,12 +139,7 @@ class Offsets:
         self.counts: collections.Counter[int] = collections.Counter()
 
     def add(self, us: int) -> None:
-        """Exact below 1 ms, three significant digits above: the counter stays small
-        however far behind the generator falls."""
-        if us >= 1000:
-            scale = 10 ** (len(str(us)) - 3)
-            us = us // scale * scale
-        self.counts[us] += 1
+        self.counts[three_digits(us)] += 1
 
     def quantiles(self) -> dict[str, float]:
         n = sum(self.counts.values())
@@ -241,8 +246,15 @@ class Replay:
             del self.inflight[second]
 
     def closed_window(self, w: Window) -> None:
+        """A window summed into the totals (latencies to three digits: three_digits) and
+        handed on whole."""
         for total, cw in zip(self.per_class, w.classes, strict=True):
+            exact, cw.lat_us = cw.lat_us, {}
             total.add(cw)
+            cw.lat_us = exact
+            for us, n in exact.items():
+                key = three_digits(us)
+                total.lat_us[key] = total.lat_us.get(key, 0) + n
         if len(self.problems) < MAX_PROBLEMS:
             self.problems += w.problems()[: MAX_PROBLEMS - len(self.problems)]
         self.closed_count += 1
