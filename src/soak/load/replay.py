@@ -43,6 +43,7 @@ BACKLOG_NS = int(MAX_BACKLOG_S * NS_PER_S)
 # generator did not keep the capture's timing (said aloud, as generator-bound).
 BOUND_P99_US = 10_000
 MAX_PROBLEMS = 20
+IDLE_SWEEP_NS = 100_000_000  # idle sockets looked for this often
 
 
 class ConnBook:
@@ -201,7 +202,9 @@ class Replay:
         self.problems: list[str] = []
         self.on_window: Callable[[Window], None] | None = None
         self.offsets = Offsets()
-        self.unexpected = self.late = 0
+        self.unexpected = self.late = self.socket_errors = 0
+        self.holding: set[int] = set()  # clients with a socket or connection open
+        self.next_idle_ns = 0
         self.retiring: list[tuple[Client, StreamFlow]] = []
         self.idled_out = 0
         self.open_sockets = self.fds_peak = 0
@@ -269,8 +272,12 @@ class Replay:
             return "udp" if q.transport == UDP else "tcp"
         return self.cfg.transport
 
-    def udp_socket(self, client: Client) -> socket.socket:
-        s = socket.socket(self.family, socket.SOCK_DGRAM)
+    def udp_socket(self, client: Client) -> socket.socket | None:
+        try:
+            s = socket.socket(self.family, socket.SOCK_DGRAM)
+        except OSError:  # out of file descriptors: counted, the query ends lost
+            self.socket_errors += 1
+            return None
         s.setblocking(False)
         s.connect((self.host, self.port))
         self.ep.register(s.fileno(), select.EPOLLIN)
@@ -290,7 +297,12 @@ class Replay:
         else:
             f = StreamFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]
         f.inflight = []  # (slot, sent) of its queries: abandoned if the replay closes it
-        if not f.connect(now) or f.sock is None:
+        try:
+            started = f.connect(now)
+        except OSError:  # out of file descriptors: counted, the query ends lost
+            self.book.conn_errors += 1
+            return None
+        if not started or f.sock is None:
             return None
         self.ep.register(f.sock.fileno(), f.events())
         self.by_fd[f.sock.fileno()] = (client, f)
@@ -372,8 +384,9 @@ class Replay:
         if transport == "udp":
             if client.udp is None:
                 client.udp = self.udp_socket(client)
-            with contextlib.suppress(OSError):  # refused or full: it is sent and will be lost
-                client.udp.send(message)
+            if client.udp is not None:  # else no socket: it is sent and will be lost
+                with contextlib.suppress(OSError):  # refused or full: sent, will be lost
+                    client.udp.send(message)
         else:
             flow = self.stream_for(client, q, now)
             if flow is not None:  # else no connection could even start: sent and lost
@@ -385,6 +398,7 @@ class Replay:
         self.count(second, q.cls, "sent")
         self.sent_order.append((t, slot))
         client.inflight.add(slot)
+        self.holding.add(q.client)
         client.sent += 1
         client.last_ns = t
 
@@ -467,17 +481,33 @@ class Replay:
             t, slot = order.popleft()
             if self.ring_t[slot] == t:
                 self.end_query(slot, "lost", now)
-        for client in self.clients:
+        if now >= self.next_idle_ns:
+            self.next_idle_ns = now + IDLE_SWEEP_NS
+            self.idle(now)
+        for client, f in list(self.retiring):
+            if not self.in_flight(f):
+                self.retiring.remove((client, f))
+                self.close_flow(client, f)
+
+    def idle(self, now: int) -> None:
+        """Sockets idle for idle_timeout_s with nothing in flight close (UDP ones too: a
+        capture's clients outnumber the file descriptors a process may hold)."""
+        for k in list(self.holding):
+            client = self.clients[k]
             for f in list(client.flows.values()):
                 if f.opening_expired(now):
                     self.dropped(client, f)
                 elif now - f.last_send_ns > self.idle_ns and not self.in_flight(f):
                     self.idled_out += 1
                     self.close_flow(client, f)
-        for client, f in list(self.retiring):
-            if not self.in_flight(f):
-                self.retiring.remove((client, f))
-                self.close_flow(client, f)
+            if (
+                client.udp is not None
+                and not client.inflight
+                and now - client.last_ns > self.idle_ns
+            ):
+                self.close_udp(client)
+            if client.udp is None and not client.flows:
+                self.holding.discard(k)
 
     # ------------------------------------------------------------ the loop
 
@@ -555,6 +585,7 @@ class Replay:
                 "errors": b.conn_errors,
                 "tls_resumed": b.conn_resumed,
                 "idled_out": self.idled_out,
+                "udp_socket_errors": self.socket_errors,
             },
             unexpected=self.unexpected,
             late=self.late,
