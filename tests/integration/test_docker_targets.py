@@ -22,7 +22,7 @@ from pydantic import TypeAdapter
 from soak.errors import TargetStartError
 from soak.probes import dns_query, http_request
 from soak.targets import Target, build_target, cleanup_stale
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 from tests.support.servers import unbound_conf
 from tests.support.skips import docker_engine_fixture
 

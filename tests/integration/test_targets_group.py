@@ -12,8 +12,8 @@ from pydantic import TypeAdapter
 
 from soak.errors import TargetStartError
 from soak.procfs import pid_alive
-from soak.targets.config import TargetConfig
 from soak.targets.group import TargetGroup
+from soak.targets.specs import TargetConfig
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 from soak.errors import TargetStartError
 from soak.procfs import pid_alive
 from soak.targets import Target, build_target
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 from soak.targets.tree import Mark, marked, pids_of
 from tests.support.servers import DEFAULT_LOCAL_DATA, unbound_conf
 from tests.support.waiting import wait_for
@@ -135,7 +135,7 @@ import sys
 from pathlib import Path
 from pydantic import TypeAdapter
 from soak.targets import build_target
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 cfg = TypeAdapter(TargetConfig).validate_python(
     {"runtime": "process", "name": "orphan", "argv": ["sleep", "300"]})
 t = build_target(cfg, run_dir=Path(sys.argv[1]), run_id=sys.argv[2], base_dir=Path(sys.argv[1]))

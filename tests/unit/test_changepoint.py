@@ -252,3 +252,61 @@ def test_the_troughs_are_the_lowest_point_of_each_tooth_after_a_fall() -> None:
     assert (
         troughs(series(_teeth(8, 0.0) + [140 * MiB + i * MiB for i in range(20)]), 1 * MiB) is None
     )
+
+
+# The e2e test's leaky target (tests/e2e/test_soak_alerts.py): 1 MiB a second against
+# 100 MiB/h, 3-s windows, min_windows 4.
+_FAST_WINDOW_S = 3.0
+_FAST_THRESHOLD = 100 * MiB
+
+
+def _fast_passes(values: list[float]) -> list[str]:
+    """The verdict of every pass, a window more each, with the fits kept as a run keeps them."""
+    fit, said = LeakFit(), []
+    for n in range(1, len(values) + 1):
+        fit.update(tuple((i * _FAST_WINDOW_S, v) for i, v in enumerate(values[:n])))
+        v = fit.verdict(
+            resource="rss_anon_bytes",
+            threshold_per_hour=_FAST_THRESHOLD,
+            min_windows=4,
+            p_value_max=0.05,
+        )
+        said.append(v.verdict)
+    return said
+
+
+def _growing_from_first_growing(said: list[str]) -> bool:
+    return "growing" in said and set(said[said.index("growing") :]) == {"growing"}
+
+
+@pytest.mark.parametrize("dip_at", range(4, 14))
+def test_a_steady_rise_with_a_dip_stays_growing(dip_at: int) -> None:
+    """3 MiB a window (36x the threshold), one window's minimum 0.5 MiB under the one
+    before (malloc giving an arena back): a fall of more than 3 windows' worth of the
+    threshold that gives back a sliver of the climb is no sawtooth's tooth."""
+    values = [100 * MiB + 3 * MiB * i for i in range(14)]
+    values[dip_at] = values[dip_at - 1] - 0.5 * MiB
+    said = _fast_passes(values)
+    assert _growing_from_first_growing(said), said
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_steady_rise_at_an_uneven_pace_stays_growing(seed: int) -> None:
+    """Window minima rising 1 to 5 MiB a window (1 MiB a second sampled each second on a
+    busy machine, as recorded beside two CPU hogs): a late change of course leaves the
+    floor after it too few windows to be significant, which is no proof that it is flat."""
+    rng = random.Random(seed)
+    values = [100 * MiB]
+    for _ in range(15):
+        values.append(values[-1] + rng.choice([1, 2, 2, 3, 3, 3, 3, 4, 4, 5]) * MiB)
+    said = _fast_passes(values)
+    assert _growing_from_first_growing(said), said
+
+
+def test_a_dip_that_gives_back_a_sliver_of_the_climb_starts_no_tooth() -> None:
+    rising = [100 * MiB + 3 * MiB * i for i in range(10)]
+    rising[6] = rising[5] - 0.5 * MiB
+    assert troughs(series(rising), drop_min=0.25 * MiB) is None
+    # A fall that gives back most of the climb since the last trough is a collection.
+    teeth = [100 * MiB + 3 * MiB * (i % 5) for i in range(10)]
+    assert troughs(series(teeth), drop_min=0.25 * MiB) == [(5 * WINDOW_S, 100 * MiB)]

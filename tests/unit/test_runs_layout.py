@@ -12,7 +12,7 @@ import pytest
 from soak.config import Scenario
 from soak.runs.layout import DataDir, read_result, report_path, with_embedded_store
 from soak.runs.state import ACTIVE, RunStatus, StateStore
-from soak.sinks.config import InfluxV1SinkConfig, SqliteSinkConfig
+from soak.sinks.destinations import InfluxV1SinkConfig, SqliteSinkConfig
 
 
 def scenario(sinks: list[dict[str, Any]] | None = None) -> Scenario:

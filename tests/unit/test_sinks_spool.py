@@ -9,7 +9,7 @@ from soak.errors import InputError, SinkError
 from soak.points import Point
 from soak.sinks import SinkSet, build_sinks
 from soak.sinks.base import SinkWriteError
-from soak.sinks.config import (
+from soak.sinks.destinations import (
     InfluxV1SinkConfig,
     InfluxV2SinkConfig,
     SpoolConfig,

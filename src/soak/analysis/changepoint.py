@@ -22,7 +22,8 @@ trend calls growing):
   values after them), which is why it only vetoes a `growing`: it never raises one.
 - **The troughs of a sawtooth.** Teeth as long as several windows (a Go heap's GC
   cycle stretched by a long run) climb for longer than the suffix minimum can look
-  back: while the series keeps falling back to where its teeth start (troughs), the
+  back: while the series keeps falling back to where its teeth start (troughs: a fall
+  that gives back a sliver of the climb, a dip in a steady rise, is no collection), the
   current tooth's climb is not judged; the troughs are, and a leak lifts them.
 """
 
@@ -112,15 +113,23 @@ def suffix_minima(points: Sequence[Pair]) -> list[Pair]:
     return out
 
 
+# A collection gives back at least this share of what its tooth climbed (from the
+# tooth's lowest point to the point before the fall): a dip in a steady rise (malloc
+# returning an arena, a late sample) gives back a sliver of it, and is no tooth.
+FALL_MIN_SHARE_OF_CLIMB = 0.5
+
+
 def troughs(points: Sequence[Pair], drop_min: float) -> list[Pair] | None:
     """The lowest point of each tooth of a sawtooth whose teeth are longer than a window,
     or None when the series is not (or no longer) one.
 
     A tooth starts where the series falls by more than `drop_min` from one point to the
-    next (a collection); the part before the first fall is start-up, not a tooth. The
-    newest tooth counts while it is at most twice as long as the longest before it: a
-    rise that goes on longer has stopped falling back, and is judged as a rise."""
-    falls = [i for i in range(1, len(points)) if points[i][1] < points[i - 1][1] - drop_min]
+    next and gives back at least FALL_MIN_SHARE_OF_CLIMB of its climb since the lowest
+    point of the tooth (or start-up) before it (a collection); the part before the first
+    fall is start-up, not a tooth. The newest tooth counts while it is at most twice as
+    long as the longest before it: a rise that goes on longer has stopped falling back,
+    and is judged as a rise."""
+    falls = _falls(points, drop_min)
     if not falls:
         return None
     lengths = [falls[0], *(b - a for a, b in pairwise(falls))]
@@ -128,3 +137,17 @@ def troughs(points: Sequence[Pair], drop_min: float) -> list[Pair] | None:
         return None
     bounds = [*falls, len(points)]
     return [min(points[a:b], key=lambda p: p[1]) for a, b in pairwise(bounds)]
+
+
+def _falls(points: Sequence[Pair], drop_min: float) -> list[int]:
+    """Indexes of the first point of each tooth (see troughs)."""
+    falls: list[int] = []
+    low = math.inf  # the lowest value since the last fall
+    for i in range(1, len(points)):
+        before, now = points[i - 1][1], points[i][1]
+        low = min(low, before)
+        drop = before - now
+        if drop > drop_min and drop >= FALL_MIN_SHARE_OF_CLIMB * (before - low):
+            falls.append(i)
+            low = math.inf
+    return falls

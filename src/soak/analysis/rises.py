@@ -120,10 +120,16 @@ def floorgrows(
     points: Sequence[Pair], threshold_per_hour: float, min_windows: int, p_value_max: float
 ) -> bool:
     """Does the floor rise: the troughs of a sawtooth whose teeth outlast a window (a
-    fall of more than 3 windows' worth of the threshold starts a tooth; at least two
-    troughs rising over the threshold); else the suffix minima, since their own last
-    change of course (start-up growth under the teeth ends) when enough windows follow
-    that change?"""
+    fall of more than 3 windows' worth of the threshold that gives back half its tooth's
+    climb starts a tooth; at least two troughs rising over the threshold); else the
+    suffix minima, since their own last change of course (start-up growth under the
+    teeth ends) when enough windows follow that change, rising over the threshold.
+
+    The floor vetoes a rise only when its slope is under the threshold: the whole run's
+    rise was found significant before this is asked, and a floor since a late change of
+    course (a steady leak's pace wavers) has too few windows to be significant itself
+    (Mann-Kendall on 4 points never is at p 0.05); not showing that it rises is no
+    proof that it does not."""
     if len(points) >= 2:
         step_s = (points[-1][0] - points[0][0]) / (len(points) - 1)
         low = troughs(points, 3 * threshold_per_hour / 3600.0 * step_s)
@@ -135,4 +141,5 @@ def floorgrows(
     k = last_change(floor)
     if k is not None and len(floor) - k >= min_windows:
         floor = floor[k:]
-    return grows(TrendFit(floor).trend(p_value_max), threshold_per_hour, p_value_max)
+    floor_trend = TrendFit(floor).trend(p_value_max)
+    return floor_trend.s > 0 and floor_trend.slope_per_s * 3600.0 > threshold_per_hour

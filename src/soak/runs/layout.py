@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.config import Scenario
-from soak.sinks.config import SinkConfig, SqliteSinkConfig
+from soak.sinks.destinations import SinkConfig, SqliteSinkConfig
 
 PRIVATE_DIR_MODE = 0o700
 

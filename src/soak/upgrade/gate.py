@@ -16,7 +16,7 @@ import click
 from pydantic import TypeAdapter
 
 from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 from soak.upgrade.cases import cannot_run_case, planned_cases
 from soak.upgrade.checks import CheckResult
 from soak.upgrade.config import UpgradePlan, load_matrix
@@ -55,7 +55,7 @@ def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
     if not plan.sinks:
         return None
     from soak.sinks import build_sinks
-    from soak.sinks.config import SpoolConfig
+    from soak.sinks.destinations import SpoolConfig
 
     spool_dir = Path(tempfile.mkdtemp(prefix="soak-upgrade-spool-"))
     sinks = build_sinks(

@@ -35,7 +35,7 @@ from pydantic import TypeAdapter
 from soak.errors import InputError, TargetStartError
 from soak.targets import build_target
 from soak.targets.base import Target
-from soak.targets.config import DockerTarget, ProcessTarget, TargetConfig
+from soak.targets.specs import DockerTarget, ProcessTarget, TargetConfig
 from soak.upgrade import actions, docker_data
 from soak.upgrade.actions import StepFailed, Version
 from soak.upgrade.cases import (

@@ -8,7 +8,7 @@ import time
 from soak.errors import TargetStartError
 from soak.targets import readiness
 from soak.targets.base import Running
-from soak.targets.config import DnsProbe, TargetConfig
+from soak.targets.specs import DnsProbe, TargetConfig
 from soak.upgrade.cases import PROBE_KIND
 from soak.upgrade.checks import CheckResult
 from soak.upgrade.template import Values
