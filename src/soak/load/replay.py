@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from soak.clock import NS_PER_S, ns_to_s, s_to_ns
 from soak.load import wire
 from soak.load.conn import UP, Policy, StreamFlow, TlsSpec, tls_context
-from soak.load.ledger import NS_PER_S, ClassWindow, Window, empty_window
+from soak.load.ledger import ClassWindow, Window, empty_window
 from soak.load.replay_config import ReplayConfig
 from soak.load.replay_plan import Plan, Planned
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
@@ -38,7 +39,7 @@ from soak.traffic.capture import UDP, Capture
 RING = 65536
 SWEEP_NS = 10_000_000  # timeouts and idle connections looked for this often
 START_DELAY_NS = 50_000_000  # the first query leaves this long after the start
-BACKLOG_NS = int(MAX_BACKLOG_S * NS_PER_S)
+BACKLOG_NS = s_to_ns(MAX_BACKLOG_S)
 # Offsets of the send time from the planned one, in µs: p99 beyond this means the
 # generator did not keep the capture's timing (said aloud, as generator-bound).
 BOUND_P99_US = 10_000
@@ -171,8 +172,8 @@ class Replay:
         self.cfg, self.host, self.port = cfg, host, port
         self.plan = Plan(cfg, capture, seed)
         self.nc = len(self.plan.classes.names)
-        self.timeout_ns = int(timeout_s * NS_PER_S)
-        self.idle_ns = int(cfg.idle_timeout_s * NS_PER_S)
+        self.timeout_ns = s_to_ns(timeout_s)
+        self.idle_ns = s_to_ns(cfg.idle_timeout_s)
         self.clients = [Client() for _ in capture.clients]
         self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.ctx: ssl.SSLContext | None = None
@@ -512,7 +513,7 @@ class Replay:
     # ------------------------------------------------------------ the loop
 
     def run(self, duration_s: float | None) -> ReplayResult:
-        end_ns = None if duration_s is None else int(duration_s * NS_PER_S)
+        end_ns = None if duration_s is None else s_to_ns(duration_s)
         plan: Iterator[Planned] = self.plan.queries(end_ns)
         origin = monotonic_ns() + START_DELAY_NS
         nxt = next(plan, None)
@@ -537,7 +538,7 @@ class Replay:
                     break
                 if nxt is not None:
                     wait_ns = origin + nxt.due_ns - monotonic_ns()
-                    timeout = 0 if wait_ns <= 0 else min(wait_ns / NS_PER_S, 0.01)
+                    timeout = 0 if wait_ns <= 0 else min(ns_to_s(wait_ns), 0.01)
                 else:
                     timeout = 0.01
                 for fd, _ev in self.ep.poll(timeout):
@@ -552,7 +553,7 @@ class Replay:
             ended = monotonic_ns()
         finally:
             self.shut()
-        return self.result((ended - origin) / NS_PER_S)
+        return self.result(ns_to_s(ended - origin))
 
     def shut(self) -> None:
         for client in self.clients:
