@@ -250,3 +250,16 @@ def test_tls_replay_per_client_connections(tmp_path: Path, transport: str) -> No
         d = Replay(cfg, capture, "127.0.0.1", port, 2.0).run(None).as_dict()
     assert d["completed"] == d["sent"] == 40 and d["sent_per_client"] == [20, 20]
     assert d["connections"]["opened"] == 2 and d["connections"]["errors"] == 0
+
+
+def test_udp_sockets_idle_out_too(tmp_path: Path) -> None:
+    """A capture's clients may outnumber the file descriptors: a UDP client's socket
+    closes after idle_timeout_s with nothing in flight, and opens again when it asks."""
+    www = b"\x03www\x07example\x04test\x00"
+    qs = [Query(k * 50_000_000, k % 30, 0, 0x0100, 1, UDP, www) for k in range(60)]
+    capture = Capture("t", [f"10.0.0.{c}" for c in range(30)], qs)
+    cfg = ReplayConfig(file=tmp_path / "unused", idle_timeout_s=0.2)
+    with unbound(tmp_path) as server:
+        d = Replay(cfg, capture, "127.0.0.1", server.port, 2.0).run(None).as_dict()
+    assert d["completed"] == d["sent"] == 60 and d["sent_per_client"] == [2] * 30
+    assert d["client_sockets_peak"] < 15  # 30 clients, never all open at once

@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from soak.clock import NS_PER_S, ns_to_s, s_to_ns
 from soak.load import wire
 from soak.load.conn import UP, Policy, StreamFlow, TlsSpec, tls_context
-from soak.load.ledger import NS_PER_S, ClassWindow, Window, empty_window
+from soak.load.ledger import ClassWindow, Window, empty_window
 from soak.load.replay_config import ReplayConfig
 from soak.load.replay_plan import Plan, Planned
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
@@ -38,11 +39,12 @@ from soak.traffic.capture import UDP, Capture
 RING = 65536
 SWEEP_NS = 10_000_000  # timeouts and idle connections looked for this often
 START_DELAY_NS = 50_000_000  # the first query leaves this long after the start
-BACKLOG_NS = int(MAX_BACKLOG_S * NS_PER_S)
+BACKLOG_NS = s_to_ns(MAX_BACKLOG_S)
 # Offsets of the send time from the planned one, in µs: p99 beyond this means the
 # generator did not keep the capture's timing (said aloud, as generator-bound).
 BOUND_P99_US = 10_000
 MAX_PROBLEMS = 20
+IDLE_SWEEP_NS = 100_000_000  # idle sockets looked for this often
 
 
 class ConnBook:
@@ -122,6 +124,16 @@ class ReplayResult:
         }
 
 
+def three_digits(us: int) -> int:
+    """Exact below 1 ms, three significant digits above: a histogram keyed by it stays
+    small however long the replay and however spread the values (a day of whole-µs
+    latencies on a busy machine would hold a key for every µs of the tail)."""
+    if us < 1000:
+        return us
+    scale = 10 ** (len(str(us)) - 3)
+    return us // scale * scale
+
+
 class Offsets:
     """Send-time offsets (µs after the planned time) as counts per value."""
 
@@ -129,12 +141,7 @@ class Offsets:
         self.counts: collections.Counter[int] = collections.Counter()
 
     def add(self, us: int) -> None:
-        """Exact below 1 ms, three significant digits above: the counter stays small
-        however far behind the generator falls."""
-        if us >= 1000:
-            scale = 10 ** (len(str(us)) - 3)
-            us = us // scale * scale
-        self.counts[us] += 1
+        self.counts[three_digits(us)] += 1
 
     def quantiles(self) -> dict[str, float]:
         n = sum(self.counts.values())
@@ -165,8 +172,8 @@ class Replay:
         self.cfg, self.host, self.port = cfg, host, port
         self.plan = Plan(cfg, capture, seed)
         self.nc = len(self.plan.classes.names)
-        self.timeout_ns = int(timeout_s * NS_PER_S)
-        self.idle_ns = int(cfg.idle_timeout_s * NS_PER_S)
+        self.timeout_ns = s_to_ns(timeout_s)
+        self.idle_ns = s_to_ns(cfg.idle_timeout_s)
         self.clients = [Client() for _ in capture.clients]
         self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.ctx: ssl.SSLContext | None = None
@@ -196,7 +203,9 @@ class Replay:
         self.problems: list[str] = []
         self.on_window: Callable[[Window], None] | None = None
         self.offsets = Offsets()
-        self.unexpected = self.late = 0
+        self.unexpected = self.late = self.socket_errors = 0
+        self.holding: set[int] = set()  # clients with a socket or connection open
+        self.next_idle_ns = 0
         self.retiring: list[tuple[Client, StreamFlow]] = []
         self.idled_out = 0
         self.open_sockets = self.fds_peak = 0
@@ -241,8 +250,15 @@ class Replay:
             del self.inflight[second]
 
     def closed_window(self, w: Window) -> None:
+        """A window summed into the totals (latencies to three digits: three_digits) and
+        handed on whole."""
         for total, cw in zip(self.per_class, w.classes, strict=True):
+            exact, cw.lat_us = cw.lat_us, {}
             total.add(cw)
+            cw.lat_us = exact
+            for us, n in exact.items():
+                key = three_digits(us)
+                total.lat_us[key] = total.lat_us.get(key, 0) + n
         if len(self.problems) < MAX_PROBLEMS:
             self.problems += w.problems()[: MAX_PROBLEMS - len(self.problems)]
         self.closed_count += 1
@@ -257,8 +273,12 @@ class Replay:
             return "udp" if q.transport == UDP else "tcp"
         return self.cfg.transport
 
-    def udp_socket(self, client: Client) -> socket.socket:
-        s = socket.socket(self.family, socket.SOCK_DGRAM)
+    def udp_socket(self, client: Client) -> socket.socket | None:
+        try:
+            s = socket.socket(self.family, socket.SOCK_DGRAM)
+        except OSError:  # out of file descriptors: counted, the query ends lost
+            self.socket_errors += 1
+            return None
         s.setblocking(False)
         s.connect((self.host, self.port))
         self.ep.register(s.fileno(), select.EPOLLIN)
@@ -278,7 +298,12 @@ class Replay:
         else:
             f = StreamFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]
         f.inflight = []  # (slot, sent) of its queries: abandoned if the replay closes it
-        if not f.connect(now) or f.sock is None:
+        try:
+            started = f.connect(now)
+        except OSError:  # out of file descriptors: counted, the query ends lost
+            self.book.conn_errors += 1
+            return None
+        if not started or f.sock is None:
             return None
         self.ep.register(f.sock.fileno(), f.events())
         self.by_fd[f.sock.fileno()] = (client, f)
@@ -360,8 +385,9 @@ class Replay:
         if transport == "udp":
             if client.udp is None:
                 client.udp = self.udp_socket(client)
-            with contextlib.suppress(OSError):  # refused or full: it is sent and will be lost
-                client.udp.send(message)
+            if client.udp is not None:  # else no socket: it is sent and will be lost
+                with contextlib.suppress(OSError):  # refused or full: sent, will be lost
+                    client.udp.send(message)
         else:
             flow = self.stream_for(client, q, now)
             if flow is not None:  # else no connection could even start: sent and lost
@@ -373,6 +399,7 @@ class Replay:
         self.count(second, q.cls, "sent")
         self.sent_order.append((t, slot))
         client.inflight.add(slot)
+        self.holding.add(q.client)
         client.sent += 1
         client.last_ns = t
 
@@ -455,22 +482,38 @@ class Replay:
             t, slot = order.popleft()
             if self.ring_t[slot] == t:
                 self.end_query(slot, "lost", now)
-        for client in self.clients:
+        if now >= self.next_idle_ns:
+            self.next_idle_ns = now + IDLE_SWEEP_NS
+            self.idle(now)
+        for client, f in list(self.retiring):
+            if not self.in_flight(f):
+                self.retiring.remove((client, f))
+                self.close_flow(client, f)
+
+    def idle(self, now: int) -> None:
+        """Sockets idle for idle_timeout_s with nothing in flight close (UDP ones too: a
+        capture's clients outnumber the file descriptors a process may hold)."""
+        for k in list(self.holding):
+            client = self.clients[k]
             for f in list(client.flows.values()):
                 if f.opening_expired(now):
                     self.dropped(client, f)
                 elif now - f.last_send_ns > self.idle_ns and not self.in_flight(f):
                     self.idled_out += 1
                     self.close_flow(client, f)
-        for client, f in list(self.retiring):
-            if not self.in_flight(f):
-                self.retiring.remove((client, f))
-                self.close_flow(client, f)
+            if (
+                client.udp is not None
+                and not client.inflight
+                and now - client.last_ns > self.idle_ns
+            ):
+                self.close_udp(client)
+            if client.udp is None and not client.flows:
+                self.holding.discard(k)
 
     # ------------------------------------------------------------ the loop
 
     def run(self, duration_s: float | None) -> ReplayResult:
-        end_ns = None if duration_s is None else int(duration_s * NS_PER_S)
+        end_ns = None if duration_s is None else s_to_ns(duration_s)
         plan: Iterator[Planned] = self.plan.queries(end_ns)
         origin = monotonic_ns() + START_DELAY_NS
         nxt = next(plan, None)
@@ -495,7 +538,7 @@ class Replay:
                     break
                 if nxt is not None:
                     wait_ns = origin + nxt.due_ns - monotonic_ns()
-                    timeout = 0 if wait_ns <= 0 else min(wait_ns / NS_PER_S, 0.01)
+                    timeout = 0 if wait_ns <= 0 else min(ns_to_s(wait_ns), 0.01)
                 else:
                     timeout = 0.01
                 for fd, _ev in self.ep.poll(timeout):
@@ -510,7 +553,7 @@ class Replay:
             ended = monotonic_ns()
         finally:
             self.shut()
-        return self.result((ended - origin) / NS_PER_S)
+        return self.result(ns_to_s(ended - origin))
 
     def shut(self) -> None:
         for client in self.clients:
@@ -543,6 +586,7 @@ class Replay:
                 "errors": b.conn_errors,
                 "tls_resumed": b.conn_resumed,
                 "idled_out": self.idled_out,
+                "udp_socket_errors": self.socket_errors,
             },
             unexpected=self.unexpected,
             late=self.late,
