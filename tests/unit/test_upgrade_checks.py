@@ -22,8 +22,7 @@ from soak.upgrade.report import (
     table,
     to_json,
 )
-from soak.upgrade.result import StepRecord
-from soak.upgrade.runner import UpgradeResult
+from soak.upgrade.result import StepRecord, UpgradeResult
 from soak.upgrade.snapshot import Snapshot
 from soak.upgrade.template import Values
 

@@ -23,6 +23,7 @@ from soak.config.bench import BenchConfig
 from soak.errors import CheckFailed, InputError
 from soak.preflight import refuse_agents
 from soak.runs.layout import BENCH_REPORTS, DataDir, bench_result_path
+from soak.runs.runid import new_run_id
 from soak.units import parse_rate_qps
 
 
@@ -128,11 +129,6 @@ def bench_dir(data_dir: Path | None) -> Path:
     return DataDir.default(data_dir).bench
 
 
-def new_bench_id(name: str) -> str:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"bench-{name}-{stamp}"
-
-
 @click.command("bench")
 @click.argument("scenario", type=click.Path(path_type=Path))
 @click.option("--runs", type=int, default=None, help="measured runs per class (default 3)")
@@ -208,7 +204,7 @@ def bench_cmd(
     from soak.bench.runner import Bench, plan_classes
 
     plan_classes(sc.load, cfg, eng)  # bad class names fail before anything starts
-    run_id = new_bench_id(sc.name)
+    run_id = new_run_id(f"bench-{sc.name}")
     started = time.time()
     env = host_environment(eng)
     two = compare_with is not None or bool(compare_sets)

@@ -24,7 +24,8 @@ from soak.runs.layout import DataDir
 from soak.runs.leftovers import sweep_leftovers
 from soak.runs.reserve import make_reserve
 from soak.runs.run import Run, reap
-from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore, new_run_id
+from soak.runs.runid import new_run_id
+from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore
 from soak.runs.status import LiveFigures, run_status
 from soak.runs.supervise import owner_alive
 from soak.service.scheduler import SoakScheduler

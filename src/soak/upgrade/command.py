@@ -9,7 +9,6 @@ failing on its own data).
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import signal
 import tempfile
@@ -21,12 +20,14 @@ import click
 from pydantic import TypeAdapter
 
 from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
+from soak.runs.layout import UPGRADE_SPOOL_PREFIX, UPGRADE_SQLITE, upgrade_run_dir
+from soak.runs.runid import new_run_id
 from soak.targets.config import TargetConfig
 from soak.upgrade.cases import cannot_run_case, interrupted_case, planned_cases
 from soak.upgrade.checks import CheckResult
 from soak.upgrade.config import UpgradePlan, load_matrix
 from soak.upgrade.interrupt import Interrupted, trap_signals
-from soak.upgrade.leftovers import RUN_DIR_PREFIX, remove_leftovers
+from soak.upgrade.leftovers import remove_leftovers
 from soak.upgrade.report import (
     check_points,
     junit_suites,
@@ -40,18 +41,6 @@ from soak.upgrade.report import (
 from soak.upgrade.runner import UpgradeResult, UpgradeRunner
 from soak.upgrade.template import Values
 
-# An upgrade plan's sqlite sink without a `path` writes here, in the current directory.
-DEFAULT_SQLITE_NAME = "soak-upgrade.db"
-
-
-def new_run_id(plan_name: str) -> tuple[str, str]:
-    """(run id, run directory name); the directory name is short, since servers put
-    unix sockets in it (pdns' controlsocket) and a socket path has at most 107 bytes."""
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    token = secrets.token_hex(2)
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan_name)[:40]
-    return f"{safe}-{stamp}-{token}", f"{RUN_DIR_PREFIX}{stamp}-{token}"
-
 
 def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
     """`upgrade_check` points (and `ready` events) to the plan's sinks; none configured:
@@ -62,12 +51,13 @@ def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
     from soak.sinks import build_sinks
     from soak.sinks.config import SpoolConfig
 
-    spool_dir = Path(tempfile.mkdtemp(prefix="soak-upgrade-spool-"))
+    spool_dir = Path(tempfile.mkdtemp(prefix=UPGRADE_SPOOL_PREFIX))
     sinks = build_sinks(
         plan.sinks,
-        SpoolConfig(dir=str(spool_dir)),
-        default_sqlite_path=Path.cwd() / DEFAULT_SQLITE_NAME,
+        SpoolConfig(),
+        default_sqlite_path=Path.cwd() / UPGRADE_SQLITE,
         run_dir=Path.cwd(),
+        default_spool_dir=spool_dir,
     )
     now_ns = time.time_ns()
     versions = {"old": (plan.old.name, plan.old.version), "new": (plan.new.name, plan.new.version)}
@@ -290,8 +280,8 @@ def preflight_plan(plan: UpgradePlan) -> None:
 
 def run_one(plan: UpgradePlan, keep: bool, base: Path) -> UpgradeResult:
     """One old/new pair, its steps shown as they happen."""
-    run_id, dir_name = new_run_id(plan.name)
-    run_dir = (base / dir_name).resolve()
+    run_id = new_run_id(plan.name)
+    run_dir = upgrade_run_dir(base, run_id).resolve()
 
     def show(phase: str, text: str) -> None:
         click.echo(f"{phase:<9} {text}")

@@ -33,6 +33,13 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from soak.errors import InputError, TargetStartError
+from soak.runs.layout import (
+    TargetFiles,
+    targets_dir,
+    upgrade_data_dir,
+    upgrade_migrate_log,
+    upgrade_owner_file,
+)
 from soak.targets import build_target
 from soak.targets.base import Target
 from soak.targets.config import DockerTarget, ProcessTarget, TargetConfig
@@ -59,7 +66,6 @@ from soak.upgrade.config import (
     UpgradePlan,
 )
 from soak.upgrade.interrupt import Interrupted
-from soak.upgrade.leftovers import OWNER_FILE
 from soak.upgrade.migrate import MigrateWhere, run_migrate
 from soak.upgrade.result import StepRecord, UpgradeResult, describe_step
 from soak.upgrade.snapshot import Snapshot
@@ -173,7 +179,7 @@ class UpgradeRunner:
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         owner = owner_label() + (" keep" if self.keep else "")
-        (self.run_dir / OWNER_FILE).write_text(owner + "\n")
+        upgrade_owner_file(self.run_dir).write_text(owner + "\n")
 
     def _run_phases(self) -> None:
         snapshot = Snapshot.of(self.plan.snapshot, self.plan.base_dir)
@@ -311,7 +317,7 @@ class UpgradeRunner:
                 docker_data.chown_volume(self.volume, image, mount, data.owner, self.run_id)
             what = "fresh" if self._made_volume else "existing"
             return f"{what} volume {self.volume}" + self._archive_words()
-        self.data_dir = self.run_dir / "data"
+        self.data_dir = upgrade_data_dir(self.run_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if data.archive:
             with tarfile.open(self.plan.resolve_path(data.archive)) as tar:
@@ -365,7 +371,7 @@ class UpgradeRunner:
         start_s = time.monotonic()
         target = build_target(
             answers_enough(rendered) if side != "old" else rendered,
-            run_dir=self.run_dir / side,
+            files=TargetFiles(targets_dir(self.run_dir, side)),
             run_id=f"{self.run_id}-{side}",
             base_dir=self.plan.base_dir,
             volume_name=self.volume,
@@ -486,11 +492,13 @@ class UpgradeRunner:
             return actions.run_command_step(step, self.values, version)
         return actions.run_wait_step(step, version)
 
-    def _migrate(self, migrate: Migrate | None = None, log_name: str = "migrate.log") -> str:
+    def _migrate(self, migrate: Migrate | None = None, direction: str = "up") -> str:
         migrate = migrate or self.plan.migrate
         assert migrate is not None
         where = MigrateWhere(self.run_dir, self.data_dir, self.volume, self.run_id)
-        return run_migrate(migrate, self.values, where, log_name)
+        return run_migrate(
+            migrate, self.values, where, upgrade_migrate_log(self.run_dir, direction)
+        )
 
     # ---------------------------------------------------------------- rollback
 
@@ -511,7 +519,7 @@ class UpgradeRunner:
         if rollback.migrate is not None:
             down = rollback.migrate
             try:
-                self._phase("rollback", lambda: self._migrate(down, "rollback-migrate.log"))
+                self._phase("rollback", lambda: self._migrate(down, "down"))
             except StepFailed as exc:
                 output = output_block(self.values, "last output lines", exc.output_lines)
                 return refused("migrate", "the down-migration to succeed", str(exc), output)

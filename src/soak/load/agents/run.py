@@ -11,7 +11,6 @@ all ended by the deadline are told to stop.
 from __future__ import annotations
 
 import contextlib
-import secrets
 import signal
 import threading
 import time
@@ -81,7 +80,7 @@ def run_load_agents(
     *,
     base_dir: Path,
     allow_targets: tuple[str, ...] = (),
-    run_id: str | None = None,
+    run_id: str,
     engine: AgentEngine | None = None,
     poll_s: float = 0.5,
 ) -> AgentsRun:
@@ -93,7 +92,7 @@ def run_load_agents(
         cfg,
         server,
         base_dir=base_dir,
-        run_id=run_id or f"load-{secrets.token_hex(4)}",
+        run_id=run_id,
         run_started_ns=lambda: origin_ns[0],
         run_duration_s=duration_s,
         allow_targets=allow_targets,
