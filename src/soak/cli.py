@@ -1,9 +1,8 @@
-"""The `soak` command: thin. Each subcommand lives beside its code and is imported
-only when it runs; every SoakError becomes one line on stderr and its exit code."""
+"""The `soak` command: thin. It parses the command line and maps every SoakError to
+one line on stderr and its exit code; each subcommand is a module of soak.commands."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import traceback
@@ -11,43 +10,43 @@ from typing import Any
 
 import click
 
+from soak.commands.bench import bench_cmd
+from soak.commands.compare import compare_cmd
+from soak.commands.load import agent_cmd, load_cmd, sampler_agent_cmd
+from soak.commands.prune import prune_cmd
+from soak.commands.status import (
+    audit_cmd,
+    list_cmd,
+    report_cmd,
+    serve_cmd,
+    start_cmd,
+    status_cmd,
+    stop_cmd,
+)
+from soak.commands.validate import validate_cmd
 from soak.errors import EXIT_INTERNAL, SoakError
+from soak.upgrade.gate import upgrade_cmd
 
-# command name -> "module:attribute" of a click.Command
-COMMANDS = {
-    "load": "soak.load_command:load_cmd",
-    "agent": "soak.load_command:agent_cmd",
-    "sampler-agent": "soak.load_command:sampler_agent_cmd",
-    "validate": "soak.validate:validate_cmd",
-    "serve": "soak.service.commands:serve_cmd",
-    "start": "soak.service.commands:start_cmd",
-    "status": "soak.service.commands:status_cmd",
-    "list": "soak.service.commands:list_cmd",
-    "stop": "soak.service.commands:stop_cmd",
-    "report": "soak.service.commands:report_cmd",
-    "audit": "soak.service.commands:audit_cmd",
-    "prune": "soak.prune:prune_cmd",
-    "upgrade": "soak.upgrade.command:upgrade_cmd",
-    "bench": "soak.bench.command:bench_cmd",
-    "compare": "soak.bench.compare_command:compare_cmd",
-}
-
-
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
-            return None
-        module_name, _, attr = target.partition(":")
-        command = getattr(importlib.import_module(module_name), attr)
-        assert isinstance(command, click.Command)
-        return command
+COMMANDS: list[click.Command] = [
+    agent_cmd,
+    audit_cmd,
+    bench_cmd,
+    compare_cmd,
+    list_cmd,
+    load_cmd,
+    prune_cmd,
+    report_cmd,
+    sampler_agent_cmd,
+    serve_cmd,
+    start_cmd,
+    status_cmd,
+    stop_cmd,
+    upgrade_cmd,
+    validate_cmd,
+]
 
 
-@click.group(cls=LazyGroup)
+@click.group(commands=COMMANDS)
 @click.version_option(package_name="soak")
 def cli() -> None:
     """Soak, load and upgrade tests for DNS servers."""

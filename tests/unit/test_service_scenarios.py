@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from soak.commands.validate import validate_cmd
 from soak.config import is_upgrade_plan, load_scenario, read_yaml
 from soak.runs.timeline import scaled_scenario
-from soak.validate import validate_cmd
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 FILES = sorted(p for p in SCENARIOS.glob("*.yaml") if not is_upgrade_plan(read_yaml(p)))

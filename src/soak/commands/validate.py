@@ -34,8 +34,8 @@ def validate_cmd(file: Path, overrides: tuple[str, ...], olds: tuple[str, ...]) 
     addresses, fixed ports). For a plan, `--set` and `--old` make it the exact
     command CI will run; every matrix entry is checked and named."""
     if is_upgrade_plan(read_yaml(file)):
-        from soak.upgrade.command import preflight_problems
         from soak.upgrade.config import load_matrix
+        from soak.upgrade.gate import preflight_problems
 
         plans = load_matrix(file, overrides, olds)
         problems = preflight_problems(plans)

@@ -210,7 +210,7 @@ def bench_cmd(
     two = compare_with is not None or bool(compare_sets)
     sides = [Side("A", sc, f"{run_id}-A" if two else run_id)]
     if two:
-        from soak.bench.compare_command import parse_thresholds
+        from soak.commands.compare import parse_thresholds
 
         parse_thresholds(thresholds)  # bad input before anything starts
         sc_b = load_scenario(compare_with or scenario, (*overrides, *compare_sets))
@@ -257,8 +257,8 @@ def bench_cmd(
 def _compare(
     results: dict[str, dict[str, Any]], thresholds: tuple[str, ...], root: Path, as_json: bool
 ) -> list[str]:
-    from soak.bench.compare_command import compare_runs, emit, parse_thresholds
     from soak.bench.inputs import from_bench
+    from soak.commands.compare import compare_runs, emit, parse_thresholds
 
     a, b = from_bench(results["A"]), from_bench(results["B"])
     cmp = compare_runs(a, b, parse_thresholds(thresholds))
