@@ -10,22 +10,22 @@ from typing import Any
 
 import click
 
+from soak.commands.agent import agent_cmd
+from soak.commands.audit import audit_cmd
 from soak.commands.bench import bench_cmd
 from soak.commands.compare import compare_cmd
-from soak.commands.load import agent_cmd, load_cmd, sampler_agent_cmd
+from soak.commands.list import list_cmd
+from soak.commands.load import load_cmd
 from soak.commands.prune import prune_cmd
-from soak.commands.status import (
-    audit_cmd,
-    list_cmd,
-    report_cmd,
-    serve_cmd,
-    start_cmd,
-    status_cmd,
-    stop_cmd,
-)
+from soak.commands.report import report_cmd
+from soak.commands.sampler_agent import sampler_agent_cmd
+from soak.commands.serve import serve_cmd
+from soak.commands.start import start_cmd
+from soak.commands.status import status_cmd
+from soak.commands.stop import stop_cmd
+from soak.commands.upgrade import upgrade_cmd
 from soak.commands.validate import validate_cmd
 from soak.errors import EXIT_INTERNAL, SoakError
-from soak.upgrade.gate import upgrade_cmd
 
 COMMANDS: list[click.Command] = [
     agent_cmd,

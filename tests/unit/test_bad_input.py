@@ -191,8 +191,6 @@ CLI_ONLY = {"scenario-missing", "duration-flag-too-long", "duration-flag-garbage
 # The service's line where it words the same problem for a posted body.
 SERVICE_LINE = {
     "scenario-not-utf8": "body: not UTF-8 text (byte 0xff at offset 8)",
-    "scenario-not-yaml": "body is not YAML or JSON",
-    "scenario-not-mapping": "a scenario is a mapping",
 }
 PATHS = ("validate", "foreground", "service")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
+from soak.config import InvalidModel, load_scenario
 from soak.errors import InputError
-from soak.service.api import field_errors, parse_scenario
+from soak.service.api import input_errors, parse_scenario
 from soak.targets.base import Running
 from soak.targets.binding import bind_services, uses_services
 from soak.targets.config import ProcessTarget
@@ -66,14 +66,31 @@ def test_parse_scenario_yaml_json_base_dir_and_duration() -> None:
     assert parse_scenario(as_json, None, None).phases[1].duration_s == pytest.approx(180.0)
 
 
+BAD_FIELDS = b"name: t\ntarget: {runtime: process}\nphases: []\nbogus: 1\n"
+
+
 def test_parse_scenario_errors_name_the_field() -> None:
-    with pytest.raises(ValidationError) as info:
-        parse_scenario(b"name: t\ntarget: {runtime: process}\nphases: []\nbogus: 1\n", None, None)
-    paths = {e["path"] for e in field_errors(info.value)}
+    with pytest.raises(InvalidModel) as info:
+        parse_scenario(BAD_FIELDS, None, None)
+    paths = {e["path"] for e in input_errors(info.value)}
     assert {"target.process.argv", "phases", "bogus"} <= paths
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=r"^body: a scenario is a YAML mapping$"):
         parse_scenario(b"- a list\n", None, None)
+    with pytest.raises(InputError, match=r"^body: line 2 not valid YAML"):
+        parse_scenario(b"{name: [\n", None, None)
     with pytest.raises(InputError):
         parse_scenario(SCENARIO, "relative/dir", None)
     with pytest.raises(InputError):
         parse_scenario(SCENARIO, None, "soon")
+
+
+def test_the_api_and_the_command_line_say_the_same_lines(tmp_path: Path) -> None:
+    """One loader: a body's errors are the lines `soak validate` prints for the file."""
+    path = tmp_path / "s.yaml"
+    path.write_bytes(BAD_FIELDS)
+    with pytest.raises(InvalidModel) as from_file:
+        load_scenario(path)
+    with pytest.raises(InvalidModel) as from_body:
+        parse_scenario(BAD_FIELDS, None, None)
+    assert str(from_file.value).replace(str(path), "body") == str(from_body.value)
+    assert from_file.value.fields == from_body.value.fields

@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
-import shutil
-import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
-from soak.bench.criteria import evaluate
-from soak.bench.render import render_html, render_markdown, render_text
+from soak.bench.record import assemble, bench_dir, host_environment, write_outputs
+from soak.bench.render import render_text
 from soak.bench.side import Side
 from soak.config import Scenario, load_scenario
 from soak.config.bench import BenchConfig
 from soak.errors import CheckFailed, InputError
 from soak.preflight import refuse_agents
-from soak.runs.layout import BENCH_REPORTS, DataDir, bench_result_path
 from soak.runs.runid import new_run_id
 from soak.units import parse_rate_qps
 
@@ -54,79 +48,6 @@ def bench_config(scenario: Scenario, options: dict[str, Any]) -> BenchConfig:
     from soak.config import validate_model
 
     return validate_model(BenchConfig, data, "bench")
-
-
-def tool_version(argv: list[str]) -> str | None:
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = (out.stdout or out.stderr).strip().splitlines()
-    return text[0] if text else None
-
-
-def host_environment(engine: str) -> dict[str, Any]:
-    import soak
-
-    env: dict[str, Any] = {
-        "host": platform.node(),
-        "kernel": platform.release(),
-        "machine_cpus": os.cpu_count(),
-        "generator_cpus": sorted(os.sched_getaffinity(0)),
-        "python": platform.python_version(),
-        "soak": getattr(soak, "__version__", "?"),
-        "load_avg_start": [round(x, 2) for x in os.getloadavg()],
-    }
-    if engine == "dnsperf":
-        env["dnsperf"] = tool_version(["dnsperf", "-h"]) or "?"
-    return env
-
-
-def assemble(
-    run_id: str,
-    side: Side,
-    cfg: BenchConfig,
-    engine: str,
-    classes: list[dict[str, Any]],
-    env: dict[str, Any],
-    started: float,
-) -> dict[str, Any]:
-    load = side.scenario.load
-    assert load is not None
-    environment = {**env, **side.environment()}
-    environment["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
-    environment["workers"] = load.workers
-    environment["flows"] = load.flows
-    environment["max_outstanding"] = load.max_outstanding
-    criteria = evaluate(classes, cfg.criteria)
-    return {
-        "kind": "soak-bench",
-        "id": run_id,
-        "scenario": side.scenario.name,
-        "target": {"name": side.scenario.target.name, "version": side.scenario.target.version},
-        "engine": engine,
-        "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
-        "ended": datetime.now(UTC).isoformat(timespec="seconds"),
-        "environment": environment,
-        "config": cfg.model_dump(mode="json"),
-        "classes": classes,
-        "criteria": criteria,
-        "notes": list(side.notes),
-        "passed": all(c["ok"] for c in criteria),
-    }
-
-
-def write_outputs(result: dict[str, Any], out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    bench_result_path(out_dir).write_text(json.dumps(result, indent=2) + "\n")
-    (out_dir / BENCH_REPORTS["md"]).write_text(render_markdown(result))
-    (out_dir / BENCH_REPORTS["html"]).write_text(render_html(result))
-
-
-def bench_dir(data_dir: Path | None) -> Path:
-    return DataDir.default(data_dir).bench
 
 
 @click.command("bench")

@@ -1,15 +1,12 @@
-"""`soak load` (one open-loop load run with a dnsperf-like summary, or --json) and
-`soak agent` (one load agent's segment, soak.load.agent).
+"""`soak load`: one open-loop load run with a dnsperf-like summary, or --json.
 
-Both read a scenario's `load:` section, so they sit above soak.config and are not
-part of the load package, which the scenario models import.
+It reads a scenario's `load:` section, so it sits above soak.config and is not part
+of the load package, which the scenario models import.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import click
@@ -17,17 +14,7 @@ from pydantic import ValidationError
 
 from soak.config import load_scenario
 from soak.errors import CheckFailed, InputError
-from soak.load.agent import (
-    LOAD_ENV,
-    JsonLinesSink,
-    load_config_json,
-    open_sink,
-    parse_segment,
-    run_agent,
-)
 from soak.load.config import FLAT_OUT, LoadConfig
-from soak.load.coordination import TOKEN_ENV, CoordinatorClient
-from soak.load.member import run_member
 from soak.load.runner import run_load
 from soak.load.summary import format_summary
 from soak.netsafety import check_allowed, parse_host_port
@@ -208,126 +195,3 @@ def _run_agents(
         raise CheckFailed(f"no answer from {where}: {merged.lost} of {merged.sent} lost")
     if len(merged.agents) < (cfg.agents.count if cfg.agents else 1):
         raise CheckFailed("; ".join(run.notes) or "an agent reported nothing")
-
-
-@click.command("agent")
-@click.option("--segment", "segment_text", required=True, help="INDEX/COUNT, e.g. 0/3")
-@click.option("--server", required=True, help="host:port of the DNS server")
-@click.option("--duration", type=float, required=True, help="seconds to send")
-@click.option("--scenario", type=click.Path(path_type=Path), help="take `load:` from a scenario")
-@click.option("--sink", "sink_target", default="-", help="-, a file, or http://influx:8086/?db=D")
-@click.option("--tag", "tag_items", multiple=True, help="KEY=VALUE on every point (soak, ...)")
-@click.option("--seed", type=int, default=None, help="the run's seed (when the config has none)")
-@click.option("--allow-target", "allow_targets", multiple=True, help="CIDR beyond loopback")
-@click.option(
-    "--coordinator",
-    "coordinator_url",
-    default=None,
-    help=f"http://HOST:PORT of the run's coordinator (token in ${TOKEN_ENV})",
-)
-def agent_cmd(
-    segment_text: str,
-    server: str,
-    duration: float,
-    scenario: Path | None,
-    sink_target: str,
-    tag_items: tuple[str, ...],
-    seed: int | None,
-    allow_targets: tuple[str, ...],
-    coordinator_url: str | None,
-) -> None:
-    """Run one agent's segment of a load config; JSON lines on stdout, totals last."""
-    segment = parse_segment(segment_text, dict(os.environ))
-    host, port = parse_host_port(server)
-    check_allowed(host, allow_targets)
-    if duration <= 0:
-        raise InputError(f"--duration must be positive: {duration:g}")
-    tags: dict[str, str] = {}
-    for item in tag_items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InputError(f"--tag {item!r}: expected KEY=VALUE")
-        tags[key] = value
-    if scenario is not None:
-        cfg, base = scenario_load(scenario)
-    else:
-        cfg, base = load_config_json(os.environ.get(LOAD_ENV)), Path.cwd()
-    if seed is not None:
-        cfg = cfg.model_copy(update={"seed": seed})
-    out = JsonLinesSink(sys.stdout, "stdout")
-    if coordinator_url is not None:
-        token = os.environ.get(TOKEN_ENV, "")
-        if not token:
-            raise InputError(f"--coordinator needs the run's token in {TOKEN_ENV}")
-        client = CoordinatorClient(coordinator_url, token, segment.index)
-        try:
-            totals = run_member(
-                cfg,
-                segment,
-                (host, port),
-                duration,
-                client,
-                base_dir=base,
-                allow_targets=allow_targets,
-            )
-        finally:
-            client.close()
-        out.write_line({"kind": "totals", **totals.to_json_dict()})
-        return
-    sink = out if sink_target == "-" else open_sink(sink_target)
-    try:
-        totals = run_agent(
-            cfg,
-            segment,
-            (host, port),
-            duration,
-            sink,
-            out,
-            base_dir=base,
-            tags=tags,
-            allow_targets=allow_targets,
-        )
-    finally:
-        if sink is not out:
-            sink.close()
-    out.write_line({"kind": "totals", **totals.to_json_dict()})
-
-
-@click.command("sampler-agent")
-@click.option(
-    "--coordinator",
-    "coordinator_url",
-    required=True,
-    help=f"http://HOST:PORT of the run's coordinator (token in ${TOKEN_ENV})",
-)
-@click.option("--proc-root", default="/proc", help="where this agent sees its node's /proc")
-@click.option("--node-fs", default="/", help="where this agent sees its node's files")
-def sampler_agent_cmd(coordinator_url: str, proc_root: str, node_fs: str) -> None:
-    """Sample a target on this node (its run's `samplers.agent`) for the run's coordinator."""
-    from soak.samplers.config import SamplersConfig
-    from soak.samplers.remote import (
-        SAMPLERS_ENV,
-        TARGET_ENV,
-        NodeTarget,
-        node_samplers,
-        run_sampler_agent,
-    )
-
-    token = os.environ.get(TOKEN_ENV, "")
-    if not token:
-        raise InputError(f"--coordinator needs the run's token in {TOKEN_ENV}")
-    try:
-        cfg = SamplersConfig.model_validate_json(os.environ.get(SAMPLERS_ENV) or "{}")
-    except ValidationError as exc:
-        raise InputError(f"{SAMPLERS_ENV}: not a samplers section: {exc}") from None
-    if cfg.agent is None:
-        raise InputError(f"{SAMPLERS_ENV}: no `agent` in the samplers section")
-    name = os.environ.get(TARGET_ENV) or "target"
-    target = NodeTarget(cfg.agent, name, Path(proc_root), Path(node_fs))
-    client = CoordinatorClient(coordinator_url, token, 0)
-    try:
-        run_sampler_agent(
-            node_samplers(cfg, target, Path(proc_root)), client, lease_s=cfg.agent.lease_s
-        )
-    finally:
-        client.close()

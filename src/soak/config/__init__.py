@@ -10,10 +10,13 @@ reads YAML and turns validation errors into lines that name the YAML path.
 from soak.analysis.config import CriteriaConfig, LeaksConfig
 from soak.config.bench import BenchConfig, BenchCriteria, KneeConfig
 from soak.config.loading import (
+    InvalidModel,
     error_lines,
     is_upgrade_plan,
     load_scenario,
+    parse_yaml,
     read_yaml,
+    scenario_from_data,
     set_path,
     validate_model,
 )
@@ -25,6 +28,7 @@ __all__ = [
     "BenchConfig",
     "BenchCriteria",
     "CriteriaConfig",
+    "InvalidModel",
     "KneeConfig",
     "LeaksConfig",
     "LimitsConfig",
@@ -35,7 +39,9 @@ __all__ = [
     "is_upgrade_plan",
     "load_scenario",
     "not_utf8",
+    "parse_yaml",
     "read_yaml",
+    "scenario_from_data",
     "set_path",
     "validate_model",
 ]

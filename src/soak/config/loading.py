@@ -16,13 +16,20 @@ from soak.load.config import INPUT_CONTEXT
 M = TypeVar("M", bound=BaseModel)
 
 
-def error_lines(exc: ValidationError) -> list[str]:
-    """One line per error: `target.ports.dns.host: Input should be ...`."""
-    lines = []
-    for err in exc.errors():
-        path = ".".join(str(p) for p in err["loc"]) or "(top)"
-        lines.append(f"{path}: {err['msg']}")
-    return lines
+class InvalidModel(InputError):
+    """A document that does not fit its model: one line per field, `SOURCE: PATH: MESSAGE`
+    (the control API answers with the fields, the command line prints the lines)."""
+
+    def __init__(self, source: str, exc: ValidationError) -> None:
+        self.fields = [
+            (".".join(str(p) for p in err["loc"]) or "(top)", err["msg"]) for err in exc.errors()
+        ]
+        super().__init__("\n".join(f"{source}: {line}" for line in error_lines(self.fields)))
+
+
+def error_lines(fields: list[tuple[str, str]]) -> list[str]:
+    """One line per field: `target.ports.dns.host: Input should be ...`."""
+    return [f"{path}: {message}" for path, message in fields]
 
 
 def read_yaml(path: Path) -> Any:
@@ -32,12 +39,19 @@ def read_yaml(path: Path) -> Any:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: {not_utf8(exc)}") from None
+    return parse_yaml(text, str(path))
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """YAML (or JSON) text; an error names its source and line."""
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{path}:{where} not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+        raise InputError(
+            f"{source}:{where} not valid YAML: {getattr(exc, 'problem', exc)}"
+        ) from exc
 
 
 def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -57,21 +71,27 @@ def validate_model(model: type[M], data: Any, source: str) -> M:
     try:
         return model.model_validate(data, context=INPUT_CONTEXT)
     except ValidationError as exc:
-        lines = error_lines(exc)
-        raise InputError(f"{source}: " + f"\n{source}: ".join(lines)) from exc
+        raise InvalidModel(source, exc) from exc
 
 
 def load_scenario(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
-    data = read_yaml(path)
+    return scenario_from_data(read_yaml(path), str(path), Path(path).resolve().parent, overrides)
+
+
+def scenario_from_data(
+    data: Any, source: str, base_dir: Path, overrides: list[str] | tuple[str, ...] = ()
+) -> Scenario:
+    """A scenario from its parsed YAML (a file's or a request body's); its relative file
+    names are relative to `base_dir`."""
     if not isinstance(data, dict):
-        raise InputError(f"{path}: a scenario is a YAML mapping")
+        raise InputError(f"{source}: a scenario is a YAML mapping")
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise InputError(f"--set takes key.path=value, got {item!r}")
         set_path(data, key, override_value(raw))
-    scenario = validate_model(Scenario, data, str(path))
-    scenario._base_dir = Path(path).resolve().parent
+    scenario = validate_model(Scenario, data, source)
+    scenario._base_dir = base_dir
     return scenario
 
 

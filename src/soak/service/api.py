@@ -11,18 +11,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from soak.config import Scenario, not_utf8
-from soak.errors import InputError
-from soak.load.config import INPUT_CONTEXT
+from soak.config import InvalidModel, Scenario, parse_yaml, scenario_from_data
+from soak.errors import InputError, not_utf8
 from soak.preflight import check_scenario
 from soak.runs.reportinput import REPORT_MEDIA, report_text
 from soak.runs.timeline import scaled_scenario
@@ -33,28 +30,17 @@ from soak.units import parse_duration_s
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def field_errors(exc: ValidationError) -> list[dict[str, str]]:
-    return [
-        {"path": ".".join(str(p) for p in err["loc"]) or "(top)", "message": err["msg"]}
-        for err in exc.errors()
-    ]
-
-
 def parse_scenario(body: bytes, base_dir: str | None, duration: str | None) -> Scenario:
-    """A scenario from a YAML or JSON body; raises InputError or ValidationError."""
+    """A scenario from a YAML or JSON body, read by the loader of `soak validate`
+    (soak.config), so its errors are the same lines; raises InputError."""
+    if base_dir and not Path(base_dir).is_absolute():
+        raise InputError("base_dir must be an absolute path")
     try:
-        data = yaml.safe_load(body.decode("utf-8"))
+        text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"body: {not_utf8(exc)}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"body is not YAML or JSON: {getattr(exc, 'problem', exc)}") from exc
-    if not isinstance(data, dict):
-        raise InputError("a scenario is a mapping")
-    scenario = Scenario.model_validate(data, context=INPUT_CONTEXT)
-    if base_dir:
-        if not Path(base_dir).is_absolute():
-            raise InputError("base_dir must be an absolute path")
-        scenario._base_dir = Path(base_dir)
+    base = Path(base_dir) if base_dir else Path.cwd()
+    scenario = scenario_from_data(parse_yaml(text, "body"), "body", base)
     if duration:
         try:
             total_s = parse_duration_s(duration)
@@ -62,6 +48,14 @@ def parse_scenario(body: bytes, base_dir: str | None, duration: str | None) -> S
             raise InputError(f"duration: {exc}") from exc
         scenario = scaled_scenario(scenario, total_s)
     return scenario
+
+
+def input_errors(exc: InputError) -> list[dict[str, str]]:
+    """A 422's errors: one per field of a scenario that does not fit its model (the
+    lines `soak validate` prints, split at the path), else the one line."""
+    if isinstance(exc, InvalidModel):
+        return [{"path": path, "message": message} for path, message in exc.fields]
+    return [{"path": "(body)", "message": str(exc)}]
 
 
 def create_app(manager: RunManager, token: str) -> Starlette:
@@ -93,10 +87,8 @@ def create_app(manager: RunManager, token: str) -> Starlette:
             scenario = parse_scenario(body, q.get("base_dir"), q.get("duration"))
             # Every file it names read and parsed, its rates weighed: before a record.
             await run_in_threadpool(check_scenario, scenario)
-        except ValidationError as exc:
-            return JSONResponse({"errors": field_errors(exc)}, status_code=422)
         except InputError as exc:
-            return JSONResponse({"errors": [{"path": "(body)", "message": str(exc)}]}, 422)
+            return JSONResponse({"errors": input_errors(exc)}, status_code=422)
         record = await run_in_threadpool(manager.submit, scenario)
         return JSONResponse(
             {"id": record.id, "status": record.status, "url": f"/runs/{record.id}"},

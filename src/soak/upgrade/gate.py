@@ -1,10 +1,5 @@
-"""`soak upgrade PLAN`: old data under a new version, a checklist, JUnit for CI.
-
-Exit 0 when every check passes, 1 when the upgrade fails (a check, a populate,
-snapshot or migrate step, or the new version not starting on the old data), 2 for
-a plan that cannot run (a bad plan, a missing image or binary, the old version
-failing on its own data).
-"""
+"""The upgrade gate of `soak upgrade PLAN`: each old/new pair of a plan run in turn,
+its reports, and the error that gives the command its exit code."""
 
 from __future__ import annotations
 
@@ -23,10 +18,10 @@ from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
 from soak.runs.layout import UPGRADE_SPOOL_PREFIX, UPGRADE_SQLITE, upgrade_run_dir
 from soak.runs.runid import new_run_id
 from soak.targets.config import TargetConfig
-from soak.upgrade.cases import cannot_run_case, interrupted_case, planned_cases
+from soak.upgrade.cases import cannot_run_case, planned_cases
 from soak.upgrade.checks import CheckResult
 from soak.upgrade.config import UpgradePlan, load_matrix
-from soak.upgrade.interrupt import Interrupted, trap_signals
+from soak.upgrade.interrupt import Interrupted
 from soak.upgrade.leftovers import remove_leftovers
 from soak.upgrade.report import (
     check_points,
@@ -72,70 +67,6 @@ def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
         return f"some points did not reach their sink; they are spooled in {spool_dir}"
     shutil.rmtree(spool_dir, ignore_errors=True)
     return None
-
-
-@click.command("upgrade")
-@click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY.PATH=VALUE",
-    help="Override a plan value, e.g. --set migrate=null.",
-)
-@click.option(
-    "--junit",
-    "junit_path",
-    type=click.Path(path_type=Path),
-    help="Write JUnit XML here: one test case per check.",
-)
-@click.option(
-    "--json", "json_path", type=click.Path(path_type=Path), help="Write the result as JSON here."
-)
-@click.option(
-    "--old",
-    "olds",
-    multiple=True,
-    metavar="LABEL",
-    help="Run only these entries of the plan's `matrix:` (default: every entry).",
-)
-@click.option("--keep", is_flag=True, help="Keep the run directory (and a volume made for it).")
-@click.option(
-    "--work-dir",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Where the run directory is made (default: the system temp dir).",
-)
-def upgrade_cmd(
-    plan_file: Path,
-    overrides: tuple[str, ...],
-    junit_path: Path | None,
-    json_path: Path | None,
-    olds: tuple[str, ...],
-    keep: bool,
-    work_dir: Path | None,
-) -> None:
-    """Start the old version on the plan's data, populate, stop, migrate, start the new
-    version on the same data and run the checklist; with a `matrix:`, once per old
-    version (one JUnit testsuite each). SIGINT or SIGTERM at any moment stops the run,
-    removes what it made and writes the reports so far (exit 130 or 143)."""
-    reports = Reports(junit_path, json_path)
-    with trap_signals():
-        try:
-            results = gate(plan_file, overrides, olds, keep, work_dir, reports)
-        except Interrupted as exc:  # before or after the runs: nothing of theirs is left
-            reason = f"{exc.signal_name} before the run started: nothing was left running"
-            results = reports.results or [cannot_run(plan_file.stem, interrupted_case(reason))]
-            for result in results:
-                result.interrupted = result.interrupted or exc.signal_name
-            reports.write(results)
-            raise RunInterrupted(exc) from None
-        except Exception:  # a fault between the runs (a sink, the engine): what is known
-            if reports.results:
-                reports.write(reports.results)
-            raise
-    reports.write(results)
-    raise_for(results)
 
 
 class RunInterrupted(SoakError):

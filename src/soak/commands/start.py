@@ -1,0 +1,96 @@
+"""`soak start`: submit a soak to the service, or run it here with --foreground."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from soak.commands.options import (
+    data_dir_option,
+    data_dir_or_default,
+    server_option,
+    service_client,
+)
+from soak.commands.outcome import exit_for
+from soak.errors import InputError
+from soak.runs.state import ACTIVE
+from soak.service.client import Client
+
+
+@click.command("start")
+@click.argument("scenario_file", type=click.Path(path_type=Path))
+@click.option("--foreground", is_flag=True, help="Run here with a live view instead of submitting.")
+@click.option("--duration", default=None, help="Scale every phase so the run lasts this long.")
+@click.option("--set", "overrides", multiple=True, help="key.path=value (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Submit, then wait for the run's end and exit as --foreground would (0, 1, 2).",
+)
+@server_option
+@data_dir_option
+def start_cmd(
+    scenario_file: Path,
+    foreground: bool,
+    duration: str | None,
+    overrides: tuple[str, ...],
+    as_json: bool,
+    wait: bool,
+    server: str | None,
+    data_dir: Path | None,
+) -> None:
+    """Submit a soak to the service, or run it here with --foreground."""
+    from soak.config import load_scenario
+    from soak.preflight import check_scenario
+    from soak.runs.timeline import scaled_scenario
+    from soak.units import parse_duration_s
+
+    scenario = load_scenario(scenario_file, overrides)
+    if duration is not None:
+        try:
+            total_s = parse_duration_s(duration)
+        except ValueError as exc:
+            raise InputError(f"--duration: {exc}") from exc
+        scenario = scaled_scenario(scenario, total_s)
+    # Every file it names, its rates: before anything starts. Secrets by reference are
+    # read where the run runs (a service checks its own environment again on POST /runs).
+    check_scenario(scenario, secrets=foreground)
+    if foreground:
+        from soak.service.foreground import run_foreground
+
+        status = run_foreground(scenario, data_dir_or_default(data_dir), as_json=as_json)
+        exit_for(status)
+        return
+    with service_client(server, data_dir) as client:
+        result = client.submit(scenario)
+        if wait:
+            click.echo(f"soak: run {result['id']}: submitted; waiting for its end", err=True)
+            result = wait_for_end(client, result["id"])
+    if as_json:
+        click.echo(json.dumps(result))
+    elif wait:
+        click.echo(f"{result['id']}")
+        click.echo(f"result: {result.get('status')}: {result.get('message')}")
+    else:
+        click.echo(result["id"])
+    if wait:
+        exit_for(result, said=f"run {result['id']} ended {result.get('status')}")
+
+
+# How often `start --wait` asks the service; a run's end is seconds to days away.
+WAIT_POLL_S = 1.0
+
+
+def wait_for_end(client: Client, run_id: str) -> dict[str, Any]:
+    """The run's status once it has ended (a final status, its result and reports written)."""
+    import time
+
+    while True:
+        status = client.status(run_id)
+        if status.get("status") not in ACTIVE:
+            return status
+        time.sleep(WAIT_POLL_S)
