@@ -6,19 +6,20 @@ DATA_DIR/
   points.db           the embedded point store of runs without a sqlite sink path
   token               the control API's bearer token (0600)
   reserve.bin         space given back when the disk fills (runs.reserve)
-  runs/<id>/          one run: result.json, report.html|json|md, spool/, profiles/,
-                      <target>.log, <target>-data/ (a process target's default data)
+  runs/<id>/          one run: result.json, report.html|json|md, spool/, <target>.log,
+                      <target>-data/ (a process target's default data), profiles/ (still
+                      named by soak.profiles, which the report reads below this layer)
   bench/<id>/         `soak bench` results (bench.json, bench.md, bench.html)
 ```
 
 Outside it: a `soak bench` side's targets write in a temporary `soak-bench-<side>-*`
-directory, the local agents of a load in `soak-agent-*`, and an upgrade in
-`soak-upgrade-<start>-<token>/` under its work directory (the system temp dir by default;
-a short path, since servers put unix sockets in it and a socket path has at most 107
-bytes): `soak-upgrade.owner`, `data/`, `old/`, `new/`, `rollback/` (each version's
-files, as a run's), `migrate.log`, `rollback-migrate.log`. An upgrade's sqlite sink without
-a path writes `soak-upgrade.db` in the current directory, and points its sinks did not
-take stay in a temporary `soak-upgrade-spool-*` directory.
+directory, and an upgrade in `soak-upgrade-<start>-<token>/` under its work directory
+(the system temp dir by default; a short path, since servers put unix sockets in it and
+a socket path has at most 107 bytes): `soak-upgrade.owner`, `data/`, `old/`, `new/`,
+`rollback/` (each version's files, as a run's), `migrate.log`, `rollback-migrate.log`.
+An upgrade's sqlite sink without a path writes `soak-upgrade.db` in the current
+directory, and points its sinks did not take stay in a temporary `soak-upgrade-spool-*`
+directory.
 
 It is its user's only: the directory 0700 (made so, or tightened, by `make_private`),
 and the `soak` command writes with umask 077 (`soak.cli.PRIVATE_UMASK`), so the state, points,
@@ -50,17 +51,14 @@ BENCH = "bench"
 RESULT = "result.json"
 REPORTS = {"html": "report.html", "json": "report.json", "md": "report.md"}
 SPOOL = "spool"
-PROFILES = "profiles"
 TARGET_LOG = "{name}.log"
 TARGET_DATA = "{name}-data"
 # In a bench's directory:
 BENCH_RESULT = "bench.json"
 BENCH_REPORTS = {"md": "bench.md", "html": "bench.html"}
 BENCH_SIDE_PREFIX = "soak-bench-{side}-"
-COMPARE_RESULT = "compare.json"
-COMPARE_REPORT = "compare.md"
-# An agent's files (local engine), a temporary directory each:
-AGENT_PREFIX = "{name}-"
+# `soak compare --out DIR`:
+COMPARE_FILES = {"json": "compare.json", "md": "compare.md"}
 # An upgrade's, see above:
 UPGRADE_RUN_PREFIX = "soak-upgrade-"
 UPGRADE_OWNER = "soak-upgrade.owner"
@@ -154,11 +152,6 @@ def spool_dir(run_dir: Path) -> Path:
     return run_dir / SPOOL
 
 
-def profiles_dir(run_dir: Path) -> Path:
-    """The Go profiles a run keeps (soak.profiles names the files in it)."""
-    return run_dir / PROFILES
-
-
 @dataclass(frozen=True)
 class TargetFiles:
     """Where the targets of a run write, in its directory: `dir` (rendered config files,
@@ -203,7 +196,7 @@ def upgrade_migrate_log(run_dir: Path, direction: str) -> Path:
 
 def compare_paths(out_dir: Path) -> tuple[Path, Path]:
     """`soak bench compare --out`: (the JSON, the markdown)."""
-    return out_dir / COMPARE_RESULT, out_dir / COMPARE_REPORT
+    return out_dir / COMPARE_FILES["json"], out_dir / COMPARE_FILES["md"]
 
 
 def read_result(run_dir: Path) -> dict[str, Any] | None:

@@ -4,10 +4,10 @@ its reports, and the error that gives the command its exit code."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,8 +15,7 @@ import click
 from pydantic import TypeAdapter
 
 from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
-from soak.runs.layout import UPGRADE_SPOOL_PREFIX, UPGRADE_SQLITE, upgrade_run_dir
-from soak.runs.runid import new_run_id
+from soak.runs.layout import UPGRADE_SQLITE
 from soak.targets.config import TargetConfig
 from soak.upgrade.cases import cannot_run_case, planned_cases
 from soak.upgrade.checks import CheckResult
@@ -33,7 +32,7 @@ from soak.upgrade.report import (
     write_json,
     write_text,
 )
-from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+from soak.upgrade.result import UpgradeResult
 from soak.upgrade.template import Values
 
 
@@ -43,30 +42,18 @@ def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
     returned line says where (there is no later run to replay it)."""
     if not plan.sinks:
         return None
-    from soak.sinks import build_sinks
-    from soak.sinks.config import SpoolConfig
+    from soak.runs.once import write_once
 
-    spool_dir = Path(tempfile.mkdtemp(prefix=UPGRADE_SPOOL_PREFIX))
-    sinks = build_sinks(
-        plan.sinks,
-        SpoolConfig(),
-        default_sqlite_path=Path.cwd() / UPGRADE_SQLITE,
-        run_dir=Path.cwd(),
-        default_spool_dir=spool_dir,
-    )
     now_ns = time.time_ns()
     versions = {"old": (plan.old.name, plan.old.version), "new": (plan.new.name, plan.new.version)}
-    try:
-        sinks.write(
-            check_points(result, target=plan.new.name, version=plan.new.version, time_ns=now_ns)
-            + ready_points(result, versions=versions, time_ns=now_ns)
-        )
-    finally:
-        sinks.close()
-    if any(f.stat().st_size > 0 for f in spool_dir.rglob("*.spool")):
-        return f"some points did not reach their sink; they are spooled in {spool_dir}"
-    shutil.rmtree(spool_dir, ignore_errors=True)
-    return None
+    points = check_points(
+        result, target=plan.new.name, version=plan.new.version, time_ns=now_ns
+    ) + ready_points(result, versions=versions, time_ns=now_ns)
+    return write_once(plan.sinks, points, default_sqlite_path=Path.cwd() / UPGRADE_SQLITE)
+
+
+# One old/new pair run in a run directory under a base directory (`keep`: kept after).
+RunPair = Callable[[UpgradePlan, bool, Path], UpgradeResult]
 
 
 class RunInterrupted(SoakError):
@@ -100,8 +87,11 @@ def gate(
     keep: bool,
     work_dir: Path | None,
     reports: Reports,
+    run_pair: RunPair,
 ) -> list[UpgradeResult]:
-    """Every selected pair run in order; a plan that cannot run (exit 2) is reported too."""
+    """Every selected pair run in order by `run_pair` (the upgrade plan, soak.plans.upgrade:
+    the command hands it down, the plans being above this module); a plan that cannot run
+    (exit 2) is reported too."""
     try:
         plans = load_matrix(plan_file, overrides, olds)
     except InputError as exc:  # a bad plan: one error case, nothing started
@@ -117,7 +107,7 @@ def gate(
     remove_leftovers(base)  # what runs killed outright left: before this one makes its own
     reports.results = [not_run(plan, None, {}, "not run: not reached yet") for plan in plans]
     for i, plan in enumerate(plans):
-        result = reports.results[i] = run_one(plan, keep, base)
+        result = reports.results[i] = run_pair(plan, keep, base)
         click.echo("")
         click.echo(table(result))
         if result.interrupted is None:  # a cancelled run writes nowhere else
@@ -207,18 +197,3 @@ def preflight_plan(plan: UpgradePlan) -> None:
             continue  # a name a populate step saves: known only when the version starts
         targets.append(adapter.validate_python(raw))
     check_targets(targets, plan.base_dir, plan.allow_targets)
-
-
-def run_one(plan: UpgradePlan, keep: bool, base: Path) -> UpgradeResult:
-    """One old/new pair, its steps shown as they happen."""
-    run_id = new_run_id(plan.name)
-    run_dir = upgrade_run_dir(base, run_id).resolve()
-
-    def show(phase: str, text: str) -> None:
-        click.echo(f"{phase:<9} {text}")
-
-    click.echo(f"soak upgrade {plan.name} (run {run_id})")
-    runner = UpgradeRunner(
-        plan, run_dir=run_dir, run_id=run_id, keep=keep, env=dict(os.environ), show=show
-    )
-    return runner.run()
