@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support
 
 from tests.support.leakcorpus import FIXTURES, Fixture, Score, fixtures, score
 
-from soak.analysis.config import LeaksConfig
 from soak.analysis.leaks import window_minima
+from soak.analysis.scenario_sections import LeaksConfig
 
 
 def shortest_detection_h(fx: Fixture, s: Score, cfg: LeaksConfig) -> float | None:

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support
 
 from tests.support.leakcorpus import FIXTURES, MEASUREMENT, Fixture, Label, save
 
-from soak.analysis.config import LeaksConfig
+from soak.analysis.scenario_sections import LeaksConfig
 from soak.sinks.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from soak.analysis.config import LeaksConfig
 from soak.analysis.leaks import LeakFits, LeakVerdict
+from soak.analysis.scenario_sections import LeaksConfig
 from soak.analysis.verdicts import run_verdicts
 from soak.points import Point
 from soak.sinks.sqlite import SqliteStore

@@ -9,9 +9,11 @@ import random
 
 import pytest
 
-from soak.analysis.changepoint import changes, last_change, suffix_minima
-from soak.analysis.config import LeaksConfig
-from soak.analysis.leaks import LeakFit, decelerating, leak_verdict_from_minima, toward_cap
+from soak.analysis.changepoint import changes, last_change, suffix_minima, troughs
+from soak.analysis.leaks import LeakFit, leak_verdict_from_minima
+from soak.analysis.levelling import decelerating
+from soak.analysis.scenario_sections import LeaksConfig
+from soak.analysis.verdicts import toward_cap
 
 MiB = 1024**2
 WINDOW_S = 600.0
@@ -181,3 +183,72 @@ def test_a_smooth_concave_rise_is_cut_into_slowing_pieces() -> None:
     cuts = changes(values)
     assert len(cuts) >= 2 and len(values) - cuts[-1] < 12
     assert verdict([y for _, y in values]).verdict == "levelling"
+
+
+def _verdict(values: list[float]) -> object:
+    cfg = LeaksConfig()
+    return leak_verdict_from_minima(
+        series(values),
+        resource="rss_anon_bytes",
+        threshold_per_hour=cfg.thresholds["rss_anon_bytes"],
+        min_windows=cfg.min_windows,
+        p_value_max=cfg.p_value,
+    )
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_leak_is_growing_four_windows_after_its_onset(seed: int) -> None:
+    """8 flat windows, then 1 MiB a window (6 MiB/h against 5): the whole run's slope is
+    still under the threshold; the rise since the change above the flat part's range is
+    not, and it is the slope given."""
+    values = noisy([100 * MiB + 1 * MiB * max(0, i - 7) for i in range(12)], seed, 0.05 * MiB)
+    v = _verdict(values)
+    assert v.verdict == "growing", v  # type: ignore[attr-defined]
+    assert v.note == "growing since a change of course"  # type: ignore[attr-defined]
+    assert v.slope_per_hour == pytest.approx(6 * MiB, rel=0.2)  # type: ignore[attr-defined]
+
+
+def test_a_tooth_rising_from_the_floor_it_fell_back_to_is_no_onset() -> None:
+    """A long GC tooth climbing from where the earlier ones started: not above the range
+    of the windows before it, so not a leak's onset."""
+    teeth = [100 * MiB + 5 * MiB * (i % 7) for i in range(17)]
+    assert _verdict(teeth).verdict != "growing"  # type: ignore[attr-defined]
+
+
+def test_noise_alone_never_makes_an_onset() -> None:
+    """Flat windows with noise of a fifth of the threshold's hour: no `growing` at any
+    length from the first verdict to 30 windows (200 seeds)."""
+    grown = [
+        (seed, n)
+        for seed in range(200)
+        for n in range(6, 31, 3)
+        if _verdict(noisy([100 * MiB] * n, seed, 1 * MiB)).verdict == "growing"  # type: ignore[attr-defined]
+    ]
+    assert grown == []
+
+
+def _teeth(n: int, lift_per_window: float) -> list[float]:
+    """Teeth 7 windows long climbing 5 MiB a window from a floor lifted by
+    `lift_per_window`: a GC heap whose cycle outlasts a window."""
+    return [100 * MiB + 5 * MiB * (i % 7) + lift_per_window * i for i in range(n)]
+
+
+def test_long_teeth_on_a_flat_floor_are_never_growing_once_they_fall_back() -> None:
+    """Every pass from the first fall on (window 7), including the middle of a tooth as
+    long as the run's first verdict needs (before the troughs, it climbed 6 windows)."""
+    said = {n: _verdict(_teeth(n, 0.0)).verdict for n in range(8, 40)}  # type: ignore[attr-defined]
+    assert "growing" not in said.values(), said
+
+
+def test_teeth_on_a_rising_floor_are_growing() -> None:
+    """The same teeth, the floor lifted 2 MiB a window (12 MiB/h): the troughs rise."""
+    assert _verdict(_teeth(36, 2 * MiB)).verdict == "growing"  # type: ignore[attr-defined]
+
+
+def test_the_troughs_are_the_lowest_point_of_each_tooth_after_a_fall() -> None:
+    low = troughs(series(_teeth(20, 0.0)), drop_min=1 * MiB)
+    assert low == [(7 * WINDOW_S, 100 * MiB), (14 * WINDOW_S, 100 * MiB)]
+    # A climb three times as long as any tooth before it no longer falls back: no troughs.
+    assert (
+        troughs(series(_teeth(8, 0.0) + [140 * MiB + i * MiB for i in range(20)]), 1 * MiB) is None
+    )

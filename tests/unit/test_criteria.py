@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from soak.analysis.config import CriteriaConfig
 from soak.analysis.criteria import (
     ClassSeries,
     CriterionResult,
@@ -17,6 +16,7 @@ from soak.analysis.criteria import (
 from soak.analysis.latency import Tick, make_knots, quantile, tick_masses, window_quantiles
 from soak.analysis.leaks import LeakVerdict, leak_points
 from soak.analysis.rundata import run_data_from_store
+from soak.analysis.scenario_sections import CriteriaConfig
 from soak.points import Point, event_point
 from soak.sinks.sqlite import SqliteStore
 

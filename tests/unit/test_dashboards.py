@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from soak.analysis.criteria import SATURATED_BUSY_RATIO
+from soak.analysis.machine import SATURATED_BUSY_RATIO
 from soak.names import SERIES
 from tests.support import grafana as g
 

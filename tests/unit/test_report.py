@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from soak.analysis.config import CriteriaConfig
 from soak.analysis.criteria import evaluate_criteria
 from soak.analysis.leaks import leak_verdict
 from soak.analysis.rundata import run_data_from_store
+from soak.analysis.scenario_sections import CriteriaConfig
 from soak.points import Point, event_point
 from soak.report import (
     PhaseSpan,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from soak.analysis.config import CriteriaConfig
 from soak.analysis.criteria import evaluate_criteria
 from soak.analysis.rundata import run_data_from_store
+from soak.analysis.scenario_sections import CriteriaConfig
 from soak.points import Point
 from soak.report import PhaseSpan, render_html, render_markdown
 from soak.report.audit import audit

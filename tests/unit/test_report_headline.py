@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from soak.analysis.config import CriteriaConfig
 from soak.analysis.criteria import evaluate_criteria
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.rundata import run_data_from_store
+from soak.analysis.scenario_sections import CriteriaConfig
 from soak.points import Point
 from soak.report import PhaseSpan, render_markdown
 from soak.report.tables import criteria_rows, headline

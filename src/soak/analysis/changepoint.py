@@ -20,13 +20,17 @@ trend calls growing):
   by the lowest value from it on) is the floor the series keeps coming back to;
   a leak lifts it, teeth do not. Its last points are the least sure (fewer
   values after them), which is why it only vetoes a `growing`: it never raises one.
+- **The troughs of a sawtooth.** Teeth as long as several windows (a Go heap's GC
+  cycle stretched by a long run) climb for longer than the suffix minimum can look
+  back: while the series keeps falling back to where its teeth start (troughs), the
+  current tooth's climb is not judged; the troughs are, and a leak lifts them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, pairwise
 
 Pair = tuple[float, float]
 
@@ -106,3 +110,21 @@ def suffix_minima(points: Sequence[Pair]) -> list[Pair]:
         out.append((x, low))
     out.reverse()
     return out
+
+
+def troughs(points: Sequence[Pair], drop_min: float) -> list[Pair] | None:
+    """The lowest point of each tooth of a sawtooth whose teeth are longer than a window,
+    or None when the series is not (or no longer) one.
+
+    A tooth starts where the series falls by more than `drop_min` from one point to the
+    next (a collection); the part before the first fall is start-up, not a tooth. The
+    newest tooth counts while it is at most twice as long as the longest before it: a
+    rise that goes on longer has stopped falling back, and is judged as a rise."""
+    falls = [i for i in range(1, len(points)) if points[i][1] < points[i - 1][1] - drop_min]
+    if not falls:
+        return None
+    lengths = [falls[0], *(b - a for a, b in pairwise(falls))]
+    if len(points) - falls[-1] > 2 * max(lengths):
+        return None
+    bounds = [*falls, len(points)]
+    return [min(points[a:b], key=lambda p: p[1]) for a, b in pairwise(bounds)]

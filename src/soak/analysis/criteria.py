@@ -28,14 +28,15 @@ windows) is `not judged`: never a pass (`ok` False, `judged` False), never a fai
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from itertools import pairwise
 
-from soak.analysis.config import CriteriaConfig
-from soak.analysis.latency import Tick, make_knots, window_quantiles
+from soak.analysis.latency import latency_ticks, window_quantiles
 from soak.analysis.leaks import LeakVerdict
+from soak.analysis.machine import machine_in_window, without_busy_ticks
 from soak.analysis.rundata import ClassSeries, RunData, Series, run_data_from_store
+from soak.analysis.scenario_sections import CriteriaConfig
+from soak.analysis.sliding import counter_increments, worst_window
 
 __all__ = [
     "ClassSeries",
@@ -252,7 +253,7 @@ def _p99(
     name = f"p99_ms[{cls}]"
     cs = data.load.get(cls)
     ticks = latency_ticks(cs) if cs is not None else []
-    ticks, busy_ticks = _without_busy_ticks(ticks, data, host_busy_max)
+    ticks, busy_ticks = without_busy_ticks(ticks, data, host_busy_max)
     if busy_ticks and not ticks:
         message = f"{cls}: not judged: the machine was over {host_busy_max:.0%} busy throughout"
         return [CriterionResult(name, True, None, limit, "run", message, judged=False)]
@@ -288,68 +289,6 @@ def _p99(
             )
         )
     return out
-
-
-# A window in which the machine was this busy says more about the machine than about the
-# server (docs/analysis.md): all CPUs at least 90% busy on average, or some task waiting
-# for a CPU at least 50% of the time (PSI).
-SATURATED_BUSY_RATIO = 0.9
-SATURATED_CPU_PRESSURE_PCT = 50.0
-
-
-def machine_in_window(data: RunData, start_ns: int, end_ns: int) -> str:
-    """ "; machine: CPU busy 97%, CPU pressure 52% (saturated: ...)" over (start, end], or ""
-    without `host` points there."""
-    means = {}
-    for name, series in data.host.items():
-        values = [v for t, v in series if start_ns < t <= end_ns]
-        if values:
-            means[name] = sum(values) / len(values)
-    busy, pressure = means.get("cpu_busy_ratio"), means.get("cpu_pressure_pct")
-    said = [f"CPU busy {busy:.0%}" if busy is not None else ""]
-    said.append(f"CPU pressure {pressure:.0f}%" if pressure is not None else "")
-    if not any(said):
-        return ""
-    saturated = (busy is not None and busy >= SATURATED_BUSY_RATIO) or (
-        pressure is not None and pressure >= SATURATED_CPU_PRESSURE_PCT
-    )
-    mark = " (saturated: the window may say more about the machine than the server)"
-    return "; machine: " + ", ".join(s for s in said if s) + (mark if saturated else "")
-
-
-def _without_busy_ticks(
-    ticks: list[Tick], data: RunData, host_busy_max: float | None
-) -> tuple[list[Tick], int]:
-    """The ticks whose machine was at most `host_busy_max` busy (`criteria.host_busy_max`;
-    a tick without a `host` point is kept), and how many were left out."""
-    busy = dict(data.host.get("cpu_busy_ratio", []))
-    if host_busy_max is None or not busy:
-        return ticks, 0
-    kept = [t for t in ticks if busy.get(t.time_ns, 0.0) <= host_busy_max]
-    return kept, len(ticks) - len(kept)
-
-
-def latency_ticks(cs: ClassSeries) -> list[Tick]:
-    """Each tick's percentiles and completed count (1 when not recorded); empty ticks dropped."""
-    return list(iter_latency_ticks(cs))
-
-
-def iter_latency_ticks(cs: ClassSeries) -> Iterator[Tick]:
-    """latency_ticks one at a time, in the order of the p99 series."""
-    by_name = {
-        "min": dict(cs.min_ms),
-        "p50": dict(cs.p50_ms),
-        "p95": dict(cs.p95_ms),
-        "p999": dict(cs.p999_ms),
-        "max": dict(cs.max_ms),
-    }
-    completed = dict(cs.completed)
-    for t, p99 in cs.p99_ms:
-        weight = completed.get(t, 1.0)
-        values = {name: series[t] for name, series in by_name.items() if t in series}
-        knots = make_knots({**values, "p99": p99})
-        if weight > 0 and knots:
-            yield Tick(t, weight, knots)
 
 
 def _leak(v: LeakVerdict) -> CriterionResult:
@@ -423,60 +362,6 @@ def _querylog_dropped(limit: float, window_s: float, data: RunData) -> list[Crit
             )
         )
     return out
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def counter_increments(series: Series) -> Series:
-    """Per-sample increases of a counter; after a reset (a restart) the new value is one."""
-    return [(t1, v1 - v0 if v1 >= v0 else v1) for (_, v0), (t1, v1) in pairwise(series)]
-
-
-def worst_window(
-    num: Series, den: Series, window_ns: int, *, ratio: bool = True
-) -> tuple[float, int] | None:
-    """(worst value, window end) of sum(num)/sum(den) (or sum(num)) over complete windows.
-
-    Windows end at every sample and reach back `window_ns`; a window is
-    complete when it reaches back to the first sample's own interval. None
-    when the series is shorter than one window. Windows with no denominator
-    are skipped. num and den are sampled at the same times.
-    """
-    n = len(num)
-    if n < 2:
-        return None
-    times = [t for t, _ in num]
-    step_ns = median_gap(times)
-    pre_num, pre_den = _prefix(num), _prefix(den)
-    worst: tuple[float, int] | None = None
-    lo = 0
-    for hi in range(n):
-        t_end = times[hi]
-        if t_end - window_ns < times[0] - step_ns:
-            continue
-        while times[lo] <= t_end - window_ns:
-            lo += 1
-        s_num = pre_num[hi + 1] - pre_num[lo]
-        s_den = pre_den[hi + 1] - pre_den[lo]
-        if ratio and s_den <= 0:
-            continue
-        value = s_num / s_den if ratio else s_num
-        if worst is None or value > worst[0]:
-            worst = (value, t_end)
-    return worst
-
-
-def _prefix(series: Series) -> list[float]:
-    out = [0.0]
-    for _, v in series:
-        out.append(out[-1] + v)
-    return out
-
-
-def median_gap(times: Sequence[int]) -> int:
-    gaps = sorted(b - a for a, b in pairwise(times))
-    return gaps[len(gaps) // 2] if gaps else 0
 
 
 def _missing(name: str, limit: float, message: str) -> CriterionResult:

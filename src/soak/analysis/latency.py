@@ -7,16 +7,19 @@ a tick, the tick's p99 is its slowest query). Instead each tick's latency
 distribution is rebuilt as a piecewise-linear CDF through its percentiles,
 weighted by its completed queries, and spread over fixed log-spaced buckets
 (6% wide); a window's quantile is read from the sum of its ticks' buckets.
-Memory is bounded by the window: ticks enter and leave a running sum.
+Memory is bounded by the window: ticks enter and leave a running sum. The ticks of a
+class are read from its series in a RunData (latency_ticks).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+
+from soak.analysis.rundata import ClassSeries
 
 # (field suffix in `load`, cumulative share at that latency)
 KNOTS = (("min", 0.0), ("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999), ("max", 1.0))
@@ -175,3 +178,26 @@ def window_quantiles(
             if value is not None and (worst is None or value > worst[0]):
                 worst = (value, tick.time_ns)
     return quantile(run.masses(), q), worst
+
+
+def latency_ticks(cs: ClassSeries) -> list[Tick]:
+    """Each tick's percentiles and completed count (1 when not recorded); empty ticks dropped."""
+    return list(iter_latency_ticks(cs))
+
+
+def iter_latency_ticks(cs: ClassSeries) -> Iterator[Tick]:
+    """latency_ticks one at a time, in the order of the p99 series."""
+    by_name = {
+        "min": dict(cs.min_ms),
+        "p50": dict(cs.p50_ms),
+        "p95": dict(cs.p95_ms),
+        "p999": dict(cs.p999_ms),
+        "max": dict(cs.max_ms),
+    }
+    completed = dict(cs.completed)
+    for t, p99 in cs.p99_ms:
+        weight = completed.get(t, 1.0)
+        values = {name: series[t] for name, series in by_name.items() if t in series}
+        knots = make_knots({**values, "p99": p99})
+        if weight > 0 and knots:
+            yield Tick(t, weight, knots)

@@ -16,13 +16,14 @@ hour and the trend is significant; `levelling` when the first part grew that
 way but the last part is flat (memory that settles: "it will stabilise");
 `insufficient` with fewer than `min_windows` windows; `ok` otherwise.
 
-A whole-run rise is checked before it is called `growing`: `levelling` when the series
-is flat since its last change of course (start-up growth ended, a cache is full), `ok`
-when the floor it keeps falling back to does not rise (GC teeth longer than a window);
-`levelling` when the rise slows down part after part, with its projected plateau
-(decelerating);
-`levelling` too while a resource is under its declared cap (`leaks.caps`, toward_cap).
-The verdict's `note` says which.
+A whole-run rise is checked before it is called `growing` (soak.analysis.rises):
+`levelling` when the series is flat since its last change of course (start-up growth
+ended, a cache is full), `ok` when the floor it keeps falling back to does not rise (GC
+teeth longer than a window), `levelling` when the rise slows down part after part, with
+its projected plateau (soak.analysis.levelling); `levelling` too while a resource is
+under its declared cap (`leaks.caps`, soak.analysis.verdicts.toward_cap). A run whose
+whole slope is still diluted by a flat start is `growing` from a leak's onset (three
+windows above everything before a change of course). The verdict's `note` says which.
 
 Every number in a verdict is finite (no NaN): with fewer than two windows the
 slope is 0 and the p-value 1, and the verdict says `insufficient`.
@@ -34,9 +35,9 @@ import dataclasses
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 
-from soak.analysis.changepoint import changes, last_change, suffix_minima
+from soak.analysis.levelling import TAIL_CONFIDENCE_FACTOR, TAIL_MAX_SHARE_OF_HEAD
+from soak.analysis.rises import checked_growth, grows, leak_onset
 from soak.analysis.trendfit import Trend, TrendFit
 from soak.points import Point
 from soak.windows import WindowMinima
@@ -47,12 +48,6 @@ VERDICTS = ("ok", "growing", "levelling", "insufficient")
 # _TAIL_MIN_WINDOWS of them, and as many again before it).
 _TAIL_SHARE = 1 / 3
 _TAIL_MIN_WINDOWS = 3
-# A tail is flat when its slope is confidently under the threshold (Sen's
-# upper bound, not the point estimate: a steady leak near the threshold must
-# not pass as `levelling` because the short tail's noisy slope dipped under
-# it) and at most this share of the first part's slope.
-_TAIL_MAX_SHARE_OF_HEAD = 0.5
-_TAIL_CONFIDENCE_FACTOR = 0.1  # the tail's bound is at 1 - p_value_max / 10
 # A fit from scratch is O(n^2) in windows and a new window costs O(n) in a kept
 # fit (soak.analysis.trendfit): a week of 10-min windows (1,008) is merged into
 # at most this many points (minima of consecutive windows).
@@ -129,10 +124,6 @@ def mann_kendall(ys: Sequence[float]) -> tuple[int, float]:
 def trend(points: Sequence[tuple[float, float]], p_value_max: float) -> Trend:
     """Theil-Sen slope, Mann-Kendall S and p, and Sen's upper bound on the slope."""
     return TrendFit(points).trend(p_value_max)
-
-
-def _grows(t: Trend, threshold_per_hour: float, p_value_max: float) -> bool:
-    return t.s > 0 and t.p_value < p_value_max and t.slope_per_s * 3600.0 > threshold_per_hour
 
 
 def _tail_length(n: int) -> int:
@@ -223,8 +214,8 @@ class LeakFit:
             )
 
         def checked(recent_per_h: float) -> LeakVerdict:
-            name, slope, recent, note, at = self._checked_growth(
-                resource, threshold_per_hour, min_windows, p_value_max
+            name, slope, recent, note, at = checked_growth(
+                self._fitted, whole, resource, threshold_per_hour, min_windows, p_value_max
             )
             return LeakVerdict(
                 resource,
@@ -246,155 +237,32 @@ class LeakFit:
             levelled, tail_per_h = self._levelled(threshold_per_hour, p_value_max)
         if levelled:
             return verdict("levelling", tail_per_h)
-        if _grows(whole, threshold_per_hour, p_value_max):
+        if grows(whole, threshold_per_hour, p_value_max):
             return checked(tail_per_h)
+        if whole.s > 0:
+            onset = leak_onset(self._fitted, threshold_per_hour, p_value_max)
+            if onset is not None:
+                return dataclasses.replace(
+                    verdict("growing"),
+                    slope_per_hour=onset[0] * 3600.0,
+                    note="growing since a change of course",
+                    change_at_s=onset[1],
+                )
         return verdict("ok", tail_per_h)
-
-    def _checked_growth(
-        self, resource: str, threshold_per_hour: float, min_windows: int, p_value_max: float
-    ) -> tuple[str, float | None, float | None, str, float | None]:
-        """Of a run whose whole trend grows, what its last change of course and its floor
-        say (soak.analysis.changepoint): (verdict, slope per s or None for the whole run's,
-        recent slope per s or None for the tail's, note, change time). Fits from scratch:
-        only passes that would alert pay."""
-        points = self._fitted
-        whole = self._whole.trend(p_value_max)
-        k = last_change(points)
-        at = points[k][0] if k is not None else None
-        slope: float | None = None
-        note = ""
-        if k is not None:
-            before = TrendFit(points[:k]).trend(p_value_max)
-            # As the `levelling` tail: flat with more confidence than the trend asks, and
-            # at most half the rise before it (or the whole run's, after a step up).
-            after = TrendFit(points[k:]).trend(p_value_max * _TAIL_CONFIDENCE_FACTOR)
-            rise_per_s = max(before.slope_per_s, whole.slope_per_s)
-            flat = (
-                after.slope_upper_per_s * 3600.0 < threshold_per_hour
-                and after.slope_per_s <= _TAIL_MAX_SHARE_OF_HEAD * rise_per_s
-            )
-            if flat:
-                note = "grew until a change of course, flat since"
-                return "levelling", None, after.slope_per_s, note, at
-            # Flat, then rising (a leak's onset): the slope is the rise's, not diluted by
-            # the flat part. A rise that only changed pace keeps the whole run's slope.
-            rose = _grows(after, threshold_per_hour, p_value_max) and len(points) - k >= min_windows
-            if rose and not _grows(before, threshold_per_hour, p_value_max):
-                slope, note = after.slope_per_s, "growing since a change of course"
-        if not self._floor_grows(threshold_per_hour, min_windows, p_value_max):
-            note = "the floor it falls back to does not rise (a sawtooth)"
-            return "ok", None, None, note, at
-        since = _slowing_part(points) if slope is None else None  # not a leak's onset
-        settling = decelerating(since, threshold_per_hour, p_value_max) if since else None
-        if settling is not None:
-            return "levelling", None, settling.slope_per_s, settling.note(resource), at
-        return "growing", slope, None, note, at
-
-    def _floor_grows(self, threshold_per_hour: float, min_windows: int, p_value_max: float) -> bool:
-        """Does the floor rise, since its own last change of course (start-up growth under
-        the teeth ends) when enough windows follow that change?"""
-        floor = suffix_minima(self._fitted)
-        k = last_change(floor)
-        if k is not None and len(floor) - k >= min_windows:
-            floor = floor[k:]
-        return _grows(TrendFit(floor).trend(p_value_max), threshold_per_hour, p_value_max)
 
     def _levelled(self, threshold_per_hour: float, p_value_max: float) -> tuple[bool, float]:
         """(grew then flattened?, tail slope per hour)."""
         head = self._head.trend(p_value_max)
         # Calling a real leak `levelling` silences its alert: ask the tail for more confidence.
-        tail = self._tail.trend(p_value_max * _TAIL_CONFIDENCE_FACTOR)
+        tail = self._tail.trend(p_value_max * TAIL_CONFIDENCE_FACTOR)
         tail_per_h = tail.slope_per_s * 3600.0
-        if not _grows(head, threshold_per_hour, p_value_max):
+        if not grows(head, threshold_per_hour, p_value_max):
             return False, tail_per_h
         flat = (
             tail.slope_upper_per_s * 3600.0 < threshold_per_hour
-            and tail.slope_per_s <= _TAIL_MAX_SHARE_OF_HEAD * head.slope_per_s
+            and tail.slope_per_s <= TAIL_MAX_SHARE_OF_HEAD * head.slope_per_s
         )
         return flat, tail_per_h
-
-
-@dataclass(frozen=True, slots=True)
-class Settling:
-    """A rise that slows down at a steady rate: where it levels off, and when its slope
-    falls under the threshold, if the slowing goes on as it did (an exponential approach)."""
-
-    plateau: float  # the projected level, in the resource's units
-    current: float  # the last point's value
-    slope_per_s: float  # the last third's slope
-    under_threshold_in_h: float  # 0 when it already is
-
-    def note(self, resource: str) -> str:
-        plateau, now = _amount(resource, self.plateau), _amount(resource, self.current)
-        when = (
-            f"under the threshold in {_hours(self.under_threshold_in_h)} at this pace of slowing"
-            if self.under_threshold_in_h > 0
-            else "rising slower than the threshold now"
-        )
-        return f"decelerating: levels off near {plateau} (now {now}); {when}"
-
-
-# A rise is decelerating when each third of it rises slower than the one before and
-# the last third's slope, at the `levelling` tail's confidence (its upper bound), is at
-# most this share of the first third's: a steady leak's thirds rise alike, and the
-# upper bound keeps a noisy one from passing.
-_SLOWING_MAX_SHARE = 0.5
-_SLOWING_MIN_THIRD = 4  # points in each third
-# A piece of a curve rises at most this share of the piece before it: a leak's part cut
-# in two by its noise has pieces that rise alike (seeded start-up-then-leak series:
-# 2 of 200 were `levelling` at "slower than", none at 0.75; tests/unit/test_changepoint.py).
-_PIECE_MAX_SHARE = 0.75
-
-
-def _slowing_part(points: Sequence[tuple[float, float]]) -> Sequence[tuple[float, float]] | None:
-    """The part of a rise judged for slowing: after its last change of course when that
-    part is long enough to tell; else the whole run when it is a curve (every part between
-    its changes, two changes at least, rising slower than the one before: a smooth
-    concave rise is cut into such pieces); else none (one corner, such as start-up
-    growth and then a leak, is judged by the part after it alone)."""
-    cuts = changes(points)
-    if not cuts or len(points) - cuts[-1] >= 3 * _SLOWING_MIN_THIRD:
-        return points[cuts[-1] :] if cuts else points
-    if len(cuts) < 2:
-        return None
-    bounds = [0, *cuts, len(points)]
-    slopes = [TrendFit(points[a:b]).trend(0.5).slope_per_s for a, b in pairwise(bounds)]
-    slowing = all(0 < later <= _PIECE_MAX_SHARE * earlier for earlier, later in pairwise(slopes))
-    return points if slowing else None
-
-
-def decelerating(
-    points: Sequence[tuple[float, float]], threshold_per_hour: float, p_value_max: float
-) -> Settling | None:
-    """The projected plateau of a concave rise of (s, value) points, or None when the rise
-    does not slow down (or is too short to tell: fewer than 3 x _SLOWING_MIN_THIRD)."""
-    third = len(points) // 3
-    if third < _SLOWING_MIN_THIRD:
-        return None
-    parts = [points[: len(points) - 2 * third], points[-2 * third : -third], points[-third:]]
-    first, middle = (TrendFit(p).trend(p_value_max).slope_per_s for p in parts[:2])
-    last = TrendFit(parts[2]).trend(p_value_max * _TAIL_CONFIDENCE_FACTOR)
-    slowing = (
-        first > 0
-        and last.slope_per_s <= middle <= first
-        and last.slope_upper_per_s <= _SLOWING_MAX_SHARE * first
-    )
-    if not slowing:
-        return None
-    now = points[-1][1]
-    if last.slope_per_s <= 0:
-        return Settling(now, now, 0.0, 0.0)
-    # Slope s(t) = last * ratio^((t - mid) / span): from the first third's middle to the
-    # last third's, the slope fell by last / first over two thirds' spans.
-    span_s = (points[-1][0] - points[0][0]) / 3
-    ratio = math.sqrt(last.slope_per_s / first)
-    decay_per_s = -math.log(ratio) / span_s
-    mid_s = (parts[2][0][0] + parts[2][-1][0]) / 2
-    to_end_s = points[-1][0] - mid_s
-    slope_now = last.slope_per_s * math.exp(-decay_per_s * to_end_s)
-    threshold_per_s = threshold_per_hour / 3600.0
-    under_s = max(0.0, math.log(slope_now / threshold_per_s) / decay_per_s)
-    return Settling(now + slope_now / decay_per_s, now, last.slope_per_s, under_s / 3600.0)
 
 
 class LeakFits:
@@ -449,33 +317,6 @@ def leak_verdict_from_minima(
         min_windows=min_windows,
         p_value_max=p_value_max,
     )
-
-
-def toward_cap(v: LeakVerdict, current: float, cap: float) -> LeakVerdict:
-    """A `growing` verdict of a resource still under its declared cap (`leaks.caps`: a
-    cache's size, say) is `levelling`, with when the cap is reached at this slope; at or
-    above the cap it stays `growing` (the growth is then more than was declared)."""
-    if v.verdict != "growing" or current >= cap or v.slope_per_hour <= 0:
-        return v
-    hours = (cap - current) / v.slope_per_hour
-    note = (
-        f"rising toward its declared cap {_amount(v.resource, cap)}: reaches it in {_hours(hours)}"
-    )
-    return dataclasses.replace(v, verdict="levelling", note=note)
-
-
-def _amount(resource: str, value: float) -> str:
-    return f"{value / 1024**2:.4g} MiB" if resource.endswith("_bytes") else f"{value:.4g}"
-
-
-def _hours(hours: float) -> str:
-    """ "3 d 4 h", "5 h 10 min", "12 min"."""
-    minutes = round(hours * 60)
-    days, minutes = divmod(minutes, 24 * 60)
-    h, m = divmod(minutes, 60)
-    if days:
-        return f"{days} d {h} h"
-    return f"{h} h {m} min" if h else f"{m} min"
 
 
 def leak_points(verdicts: Sequence[LeakVerdict], time_ns: int) -> list[Point]:

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from soak.analysis.config import LeaksConfig
 from soak.analysis.leaks import LeakVerdict
+from soak.analysis.scenario_sections import LeaksConfig
 from soak.points import Point
 
 Series = list[tuple[int, float]]  # (time_ns, value), time-ordered

@@ -6,10 +6,12 @@ Glue between the point store and the pure leak analysis: a resource named in
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
 
-from soak.analysis.config import LeaksConfig
-from soak.analysis.leaks import LeakFits, LeakVerdict, toward_cap
+from soak.analysis.leaks import LeakFits, LeakVerdict
+from soak.analysis.levelling import amount, span_text
+from soak.analysis.scenario_sections import LeaksConfig
 
 # Where resource fields live (DESIGN.md "Time series"); any other name is looked up in both.
 RESOURCE_MEASUREMENTS = ("process", "runtime")
@@ -87,3 +89,15 @@ def run_verdicts(
         cap = cfg.caps.get(resource)
         verdicts.append(toward_cap(v, minima[-1][1], cap) if cap and minima else v)
     return verdicts
+
+
+def toward_cap(v: LeakVerdict, current: float, cap: float) -> LeakVerdict:
+    """A `growing` verdict of a resource still under its declared cap (`leaks.caps`: a
+    cache's size, say) is `levelling`, with when the cap is reached at this slope; at or
+    above the cap it stays `growing` (the growth is then more than was declared)."""
+    if v.verdict != "growing" or current >= cap or v.slope_per_hour <= 0:
+        return v
+    hours = (cap - current) / v.slope_per_hour
+    cap_text = amount(v.resource, cap)
+    note = f"rising toward its declared cap {cap_text}: reaches it in {span_text(hours)}"
+    return dataclasses.replace(v, verdict="levelling", note=note)

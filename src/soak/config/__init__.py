@@ -2,12 +2,12 @@
 
 Each area below the scenario keeps its own section's models beside its code
 (load/config.py, targets/config.py, samplers/config.py, sinks/config.py,
-analysis/config.py); scenario.py composes them into a Scenario. The `bench:`
+analysis/scenario_sections.py); scenario.py composes them into a Scenario. The `bench:`
 section lives here (bench.py), since bench itself runs scenarios. loading.py
 reads YAML and turns validation errors into lines that name the YAML path.
 """
 
-from soak.analysis.config import CriteriaConfig, LeaksConfig
+from soak.analysis.scenario_sections import CriteriaConfig, LeaksConfig
 from soak.config.bench import BenchConfig, BenchCriteria, KneeConfig
 from soak.config.loading import (
     InvalidModel,

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_serializer, field_validator
 
-from soak.analysis.config import CriteriaConfig, LeaksConfig
+from soak.analysis.scenario_sections import CriteriaConfig, LeaksConfig
 from soak.config.bench import BenchConfig
 from soak.load.config import LoadConfig, rate_json, rate_or_max
 from soak.samplers.config import SamplersConfig

@@ -15,8 +15,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from soak.analysis.criteria import counter_increments, iter_latency_ticks
-from soak.analysis.latency import Buckets, contribution, quantile
+from soak.analysis.latency import Buckets, contribution, iter_latency_ticks, quantile
 from soak.analysis.rundata import (
     LOAD_FIELDS,
     ClassSeries,
@@ -25,6 +24,7 @@ from soak.analysis.rundata import (
     judged_from_ns,
     numeric,
 )
+from soak.analysis.sliding import counter_increments
 from soak.report.classes import agent_table, class_table, probe_table
 from soak.report.model import PhaseSpan, ReportInput
 from soak.report.plots import (

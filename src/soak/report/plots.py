@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from soak.analysis.criteria import median_gap
 from soak.analysis.rundata import Series
+from soak.analysis.sliding import median_gap
 from soak.report.svg import PLOT_WIDTH_PX
 
 MiB = 1024**2
