@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.bench.criteria import evaluate
-from soak.bench.render import render_html, render_markdown
+from soak.bench.render_result import render_html, render_markdown
 from soak.bench.side import Side
 from soak.config.bench import BenchConfig
 from soak.runs.layout import BENCH_REPORTS, DataDir, bench_result_path

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from soak.bench.record import assemble, bench_dir, host_environment, write_outputs
-from soak.bench.render import render_text
+from soak.bench.render_result import render_text
 from soak.bench.side import Side
 from soak.config import Scenario, load_scenario
 from soak.config.bench import BenchConfig
@@ -122,7 +122,7 @@ def bench_cmd(
     }
     cfg = bench_config(sc, options)
     eng = engine or sc.load.engine
-    from soak.bench.runner import Bench, plan_classes
+    from soak.bench.loop import Bench, plan_classes
 
     plan_classes(sc.load, cfg, eng)  # bad class names fail before anything starts
     run_id = new_run_id(f"bench-{sc.name}")

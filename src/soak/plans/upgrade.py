@@ -40,7 +40,7 @@ from soak.targets.config import DockerTarget, TargetConfig
 from soak.upgrade import actions, docker_data
 from soak.upgrade.actions import StepFailed, Version
 from soak.upgrade.cases import ROLLBACK_PREFIX, exact_probes, probe_case_name
-from soak.upgrade.checks import CheckContext, run_checks
+from soak.upgrade.checklist import CheckContext, run_checks
 from soak.upgrade.config import (
     Migrate,
     PopulateStep,

@@ -18,7 +18,7 @@ from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
 from soak.runs.layout import UPGRADE_SQLITE
 from soak.targets.config import TargetConfig
 from soak.upgrade.cases import cannot_run_case, planned_cases
-from soak.upgrade.checks import CheckResult
+from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import UpgradePlan, load_matrix
 from soak.upgrade.interrupt import Interrupted
 from soak.upgrade.leftovers import remove_leftovers

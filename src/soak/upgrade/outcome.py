@@ -20,7 +20,7 @@ from soak.upgrade.cases import (
     interrupted_case,
     planned_cases,
 )
-from soak.upgrade.checks import CheckResult
+from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import UpgradePlan
 from soak.upgrade.interrupt import Interrupted
 from soak.upgrade.result import StepRecord, UpgradeResult

@@ -15,7 +15,7 @@ from soak.targets import readiness
 from soak.targets.base import Running
 from soak.targets.config import DnsProbe, DockerTarget, ProcessTarget, TargetConfig
 from soak.upgrade.cases import PROBE_KIND
-from soak.upgrade.checks import CheckResult
+from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import UpgradePlan
 from soak.upgrade.template import Values
 
