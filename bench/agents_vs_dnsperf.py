@@ -64,9 +64,9 @@ sys.path.insert(0, str(ROOT))
 from tests.support.agents import AGENT_IMAGE, agents_scenario  # noqa: E402
 from tests.support.servers import unbound, write_queries  # noqa: E402
 
+from soak.docker_client import engine as docker_client  # noqa: E402
+from soak.labels import LABEL_OWNER  # noqa: E402
 from soak.procfs import children, cpu_s, machine_cpu, read_cgroup, read_stat  # noqa: E402
-from soak.targets.docker_engine import LABEL_OWNER  # noqa: E402
-from soak.targets.docker_engine import engine as docker_client  # noqa: E402
 
 IMAGE = AGENT_IMAGE  # what `make agent-image` builds
 SOAK = str(Path(sys.executable).parent / "soak")

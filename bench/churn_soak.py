@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from tests.support.servers import unbound  # noqa: E402
 from tests.support.tls import make_cert  # noqa: E402
 
-from soak.load.config import LoadConfig  # noqa: E402
-from soak.load.runner import LoadRunner  # noqa: E402
+from soak.load.generator import LoadRunner  # noqa: E402
+from soak.load.load_config import LoadConfig  # noqa: E402
 
 
 def fds(pid: int) -> int:

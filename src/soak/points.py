@@ -8,6 +8,7 @@ tick's scheduled time, not the time the sampler happened to finish.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 FieldValue = float | int | str | bool
 
@@ -24,6 +25,20 @@ class Point:
     def with_tags(self, tags: dict[str, str]) -> Point:
         """A copy with `tags` added; the point's own tags win over the run's."""
         return Point(self.measurement, self.fields, self.time_ns, {**tags, **self.tags})
+
+
+def point_to_json(p: Point) -> dict[str, Any]:
+    """A point in the one JSON shape soak writes it in: a sink's spool, an agent's JSON
+    lines (with `"kind": "point"` in front) and the sampler agent's /v1/samples."""
+    return {"measurement": p.measurement, "tags": p.tags, "fields": p.fields, "time_ns": p.time_ns}
+
+
+def point_from_json(data: dict[str, Any]) -> Point:
+    """A point read back; also a spool line written before the one shape (`m`, `t`, `g`,
+    `f`): a run's spool on disk may outlive an upgrade of soak."""
+    if "m" in data:
+        return Point(data["m"], dict(data["f"]), int(data["t"]), dict(data["g"]))
+    return Point(data["measurement"], dict(data["fields"]), int(data["time_ns"]), data["tags"])
 
 
 def seconds_to_ns(t_s: float) -> int:

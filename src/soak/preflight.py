@@ -23,7 +23,7 @@ from pathlib import Path
 
 from soak.config import Scenario
 from soak.errors import InputError
-from soak.load.config import LoadConfig
+from soak.load.load_config import LoadConfig
 from soak.netsafety import check_allowed
 from soak.placeholders import Placeholders, fill_services, render, reveal, services_named
 from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
@@ -76,7 +76,7 @@ def check_agents(load: LoadConfig) -> None:
         raise InputError(
             f"load.agents: rate {load.rate_qps:g} q/s is too small for {agents.count} agents"
         )
-    from soak.load.agents.engines import check_engine
+    from soak.agents.engines import check_engine
 
     check_engine(agents)
 
@@ -91,7 +91,7 @@ def check_sampler_agent(scenario: Scenario) -> None:
             "samplers.agent: only for a target on another node (`target.runtime: external`); "
             f"a {scenario.target.runtime} target runs here and is sampled here"
         )
-    from soak.load.agents.engines import check_engine
+    from soak.agents.engines import check_engine
 
     check_engine(agent.engine_config())
 
@@ -191,7 +191,8 @@ def check_binary(target: ProcessTarget, base_dir: Path) -> None:
 
 def check_image(target: DockerTarget) -> None:
     """The image is in the local engine (soak does not pull)."""
-    from soak.targets.docker_engine import engine, image_problem
+    from soak.docker_client import engine
+    from soak.targets.docker_engine import image_problem
 
     client = engine()  # TargetStartError (exit 2) without an engine
     try:

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from soak.load.agents.spec import LABEL_ROLE, LABEL_RUN, ROLE
-from soak.load.agents.swarm import SwarmEngine
+from soak.agents.spec import ROLE
+from soak.agents.swarm import SwarmEngine
+from soak.labels import LABEL_ROLE, LABEL_RUN
 from tests.e2e.soakrun import last_json, soak_argv
 from tests.e2e.test_soak_agents import agent_sums, events, sums
 from tests.support.agents import AGENT_IMAGE

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from soak.agents.local import LocalEngine
 from soak.cli import main
-from soak.load.agents.local import LocalEngine
 from soak.load.agents.run import AgentsRun, run_load_agents
-from soak.load.config import LoadConfig
+from soak.load.load_config import LoadConfig
 from soak.runs.runid import new_run_id
 from tests.support.agents import agents_scenario
 from tests.support.procs import children, cmdline

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from soak.load.config import LoadConfig
-from soak.load.runner import run_load
+from soak.load.load_config import LoadConfig
+from soak.load.oneshot import run_load
 from tests.support.proxy import stalling_relay
 from tests.support.servers import ServerProc, unbound
 from tests.support.tls import make_cert

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from soak.load.config import LoadConfig
-from soak.load.runner import LoadRunner, run_load
+from soak.load.generator import LoadRunner
+from soak.load.load_config import LoadConfig
+from soak.load.oneshot import run_load
 from tests.support.servers import ServerProc, dnsmasq_upstream, pdns_recursor, unbound
 from tests.support.waiting import wait_for
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from soak.load.config import LoadConfig
+from soak.load.generator import LoadRunner
+from soak.load.load_config import LoadConfig
 from soak.load.supervised import SupervisedLoad
 from tests.support.procs import children, cmdline
 from tests.support.servers import unbound
@@ -24,7 +25,7 @@ def test_dead_worker_is_replaced_and_totals_add_up(tmp_path: Path) -> None:
         {"rate_qps": 200, "mix": [{"name": "www", "queries": ["www.example.test A"]}]}
     )
     with unbound(tmp_path) as server:
-        load = SupervisedLoad(cfg, ("127.0.0.1", server.port), base_dir=tmp_path)
+        load = SupervisedLoad(LoadRunner(cfg, ("127.0.0.1", server.port), base_dir=tmp_path))
         load.start(200, 60)
         try:
             assert load.supervise(60) is None  # alive: nothing to do

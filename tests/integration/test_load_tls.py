@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from soak.load.config import LoadConfig
-from soak.load.runner import run_load
+from soak.load.load_config import LoadConfig
+from soak.load.oneshot import run_load
 from tests.support.servers import ServerProc, dnsdist, dnsmasq_upstream, kresd, unbound
 from tests.support.tls import SERVER_NAME, make_cert
 

@@ -325,8 +325,8 @@ def test_a_missing_image_is_refused_before_anything_starts(
     path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The docker row: the image is looked up in the local engine (needs one)."""
+    from soak.docker_client import engine
     from soak.errors import TargetStartError
-    from soak.targets.docker_engine import engine
 
     try:
         engine().close()

@@ -13,10 +13,10 @@ from soak.load.agent import (
     load_config_json,
     open_sink,
     parse_segment,
-    point_from_json,
     window_points,
 )
 from soak.load.segments import Segment
+from soak.points import point_from_json
 from soak.sinks.influx import InfluxV1Sink
 
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from soak.load.agents.coordinator import Coordinator, fleet_calls
-from soak.load.agents.lease import START_MARGIN_S, Fleet
-from soak.load.coordination import (
+from soak.agents.coordinator import Coordinator
+from soak.agents.protocol import (
     CoordinatorClient,
     CoordinatorRefused,
     CoordinatorUnreachable,
     Lease,
     LeaseLost,
 )
+from soak.load.agents.lease import START_MARGIN_S, Fleet, fleet_calls
 from soak.load.merge import AgentTotals, AgentWindow, encode_histogram, sum_windows
 
 S = 1_000_000_000
@@ -174,7 +174,17 @@ def test_an_agent_and_its_coordinator_over_http() -> None:
             start_at = f.release(0)
         reply = client.heartbeat([window(0, start_at + S, 50, [250]).to_json_dict()])
         assert reply.start_at_ns == start_at and reply.rate_qps == 50.0 and not reply.stop
-        totals = AgentTotals(0, 50, 50, 0, 0, 0, 50.0, 1.0, hist_of([250]))
+        totals = AgentTotals(
+            agent=0,
+            sent=50,
+            completed=50,
+            lost=0,
+            abandoned=0,
+            late=0,
+            rate_target_qps=50.0,
+            duration_s=1.0,
+            hist=hist_of([250]),
+        )
         client.done(totals.to_json_dict())
         assert f.slots[0].done and f.slots[0].totals is not None
         with pytest.raises(CoordinatorRefused, match="401"):

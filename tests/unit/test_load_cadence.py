@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from soak.load.cadence import Cadence
-from soak.load.config import LoadConfig
+from soak.load.load_config import LoadConfig
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import Interval
 from soak.load.worker import CONTROL_NS, Control, WorkerSpec

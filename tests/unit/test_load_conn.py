@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from soak.load.config import ConnectionPolicy, LoadConfig
 from soak.load.conn import Policy, assign_flows
+from soak.load.load_config import ConnectionPolicy, LoadConfig
 from soak.load.queries import ClassQueries
-from soak.load.runner import policy_of
+from soak.load.spawn import policy_of
 from soak.load.tcp import hangs_up
 from soak.load.worker import Book, WorkerSpec
 

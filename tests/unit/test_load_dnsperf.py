@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from soak.errors import InputError, SoakError
-from soak.load.config import LoadConfig
 from soak.load.dnsperf import dnsperf_argv, parse_output, query_file, result_from_output
+from soak.load.load_config import LoadConfig
 
 OUTPUT = """DNS Performance Testing Tool
 Version 2.10.0

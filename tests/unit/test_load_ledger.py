@@ -19,7 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from soak.load.cadence import Cadence
-from soak.load.config import LoadConfig
 from soak.load.ledger import (
     ClassWindow,
     Merger,
@@ -27,6 +26,7 @@ from soak.load.ledger import (
     schedule_counts,
     sum_windows,
 )
+from soak.load.load_config import LoadConfig
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.segments import Segment, agent_phase, rate_share_qps
 from soak.load.stats import Interval

@@ -10,7 +10,7 @@ import dns.name
 import pytest
 
 from soak.errors import InputError
-from soak.load.config import LoadConfig, QueryClass, RandomNames
+from soak.load.load_config import LoadConfig, QueryClass, RandomNames
 from soak.load.queries import (
     Question,
     RandomSource,

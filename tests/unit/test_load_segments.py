@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from soak.errors import InputError
-from soak.load.config import LoadConfig
+from soak.load.load_config import LoadConfig
 from soak.load.queries import build_classes
 from soak.load.segments import Segment, all_segments, segment_config
 

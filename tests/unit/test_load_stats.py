@@ -8,8 +8,8 @@ import dns.message
 import dns.rrset
 import pytest
 
-from soak.load.config import LoadConfig
 from soak.load.ledger import CLOSE_ALL, ClassWindow, Window
+from soak.load.load_config import LoadConfig
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import (
     ClassStats,

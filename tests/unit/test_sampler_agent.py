@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from soak.agents.kube import build_job
+from soak.agents.protocol import SAMPLES, Clocks, CoordinatorUnreachable, LeaseLost, SamplesReply
+from soak.agents.swarm import service_kwargs
 from soak.errors import InputError
-from soak.load.agents.kube import build_job
-from soak.load.agents.swarm import service_kwargs
-from soak.load.coordination import SAMPLES, Clocks, CoordinatorUnreachable, LeaseLost, SamplesReply
 from soak.points import Point
 from soak.preflight import check_sampler_agent
-from soak.runs.sampleragent import SamplerInbox, sampler_spec
 from soak.samplers.config import SamplerAgentConfig, SamplersConfig
-from soak.samplers.remote import NodeTarget, node_samplers, run_sampler_agent
+from soak.samplers.member import NodeTarget, node_samplers, run_sampler_agent
+from soak.samplers.remote_samplers import SamplerInbox, sampler_spec
 from tests.unit.test_bad_input import base_scenario
 
 S = 1_000_000_000

@@ -1,3 +1,4 @@
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -138,6 +139,20 @@ def test_spool_survives_a_restart_of_the_service(tmp_path: Path) -> None:
     assert again.down and again.stats()["spool_depth"] == 5
     again.write(pts(5, 2))
     assert [p.time_ns for p in sink.received] == list(range(7))
+
+
+def test_a_spool_written_before_the_one_point_shape_is_replayed(tmp_path: Path) -> None:
+    """A spool left on disk by an older soak (lines `{"m", "t", "g", "f"}`) still replays,
+    in order, before the points written in today's shape."""
+    old = [{"m": "process", "t": i, "g": dict(RUN), "f": {"rss_bytes": float(i)}} for i in range(3)]
+    path = tmp_path / "flaky.spool"
+    path.write_text("".join(json.dumps(line) + "\n" for line in old))
+    assert Spool(path, 10**9).append(pts(3, 2)) == 2  # today's shape after the old lines
+    sink = Flaky()
+    again = spooling(tmp_path, sink)  # a new process finds the backlog and replays it first
+    assert again.down and again.stats()["spool_depth"] == 5
+    again.write(pts(5, 1))
+    assert sink.received == pts(0, 6)
 
 
 def test_size_limit_drops_with_one_event(tmp_path: Path) -> None:

@@ -25,9 +25,9 @@ from soak.bench.side import Side
 from soak.bench.stats import median, summarise
 from soak.config.bench import BenchConfig, KneeConfig
 from soak.errors import InputError
-from soak.load.config import LoadConfig, QueryClass
+from soak.load.load_config import LoadConfig, QueryClass
+from soak.load.oneshot import run_load
 from soak.load.queries import class_questions
-from soak.load.runner import run_load
 
 MIX = "mix"
 Echo = Callable[[str], None]

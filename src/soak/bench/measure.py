@@ -19,9 +19,9 @@ from typing import Any
 from soak.bench.cpu import CpuSnapshot, CpuUse, children_cpu_s, processes_cpu
 from soak.bench.knee import Step
 from soak.bench.limits import Limit, cpu_us_per_query
-from soak.load.config import LoadConfig
+from soak.load.generator import LoadRunner
 from soak.load.ledger import Window, empty_window
-from soak.load.runner import LoadRunner
+from soak.load.load_config import LoadConfig
 from soak.load.stats import LoadResult
 
 WINDOW_S = 1.0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from soak.agents.protocol import TOKEN_ENV, CoordinatorClient
 from soak.commands.load import scenario_load
 from soak.errors import InputError
 from soak.load.agent import (
@@ -18,7 +19,6 @@ from soak.load.agent import (
     parse_segment,
     run_agent,
 )
-from soak.load.coordination import TOKEN_ENV, CoordinatorClient
 from soak.load.member import run_member
 from soak.netsafety import check_allowed, parse_host_port
 

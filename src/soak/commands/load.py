@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from soak.config import load_scenario
 from soak.errors import CheckFailed, InputError
-from soak.load.config import FLAT_OUT, LoadConfig
-from soak.load.runner import run_load
+from soak.load.load_config import FLAT_OUT, LoadConfig
+from soak.load.oneshot import run_load
 from soak.load.summary import format_summary
 from soak.netsafety import check_allowed, parse_host_port
 from soak.units import parse_rate_qps

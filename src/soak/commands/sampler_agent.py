@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
+from soak.agents.protocol import TOKEN_ENV, CoordinatorClient
 from soak.errors import InputError
-from soak.load.coordination import TOKEN_ENV, CoordinatorClient
 
 
 @click.command("sampler-agent")
@@ -24,7 +24,7 @@ from soak.load.coordination import TOKEN_ENV, CoordinatorClient
 def sampler_agent_cmd(coordinator_url: str, proc_root: str, node_fs: str) -> None:
     """Sample a target on this node (its run's `samplers.agent`) for the run's coordinator."""
     from soak.samplers.config import SamplersConfig
-    from soak.samplers.remote import (
+    from soak.samplers.member import (
         SAMPLERS_ENV,
         TARGET_ENV,
         NodeTarget,

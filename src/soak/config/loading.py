@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from soak.config.scenario import Scenario
 from soak.errors import InputError, not_utf8
-from soak.load.config import INPUT_CONTEXT
+from soak.load.load_config import INPUT_CONTEXT
 
 M = TypeVar("M", bound=BaseModel)
 

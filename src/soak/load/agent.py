@@ -28,11 +28,11 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 from pydantic import ValidationError
 
 from soak.errors import InputError, SoakError
-from soak.load.config import LoadConfig
+from soak.load.generator import JOIN_GRACE_S, LoadRunner
+from soak.load.load_config import LoadConfig
 from soak.load.merge import AgentTotals
-from soak.load.runner import JOIN_GRACE_S, LoadRunner
 from soak.load.segments import Segment, segment_config
-from soak.points import Point
+from soak.points import Point, point_to_json
 from soak.sinks.base import Sink
 
 LOAD_ENV = "SOAK_AGENT_LOAD"  # the whole run's load config as JSON
@@ -48,7 +48,7 @@ class JsonLinesSink:
 
     def write(self, points: Sequence[Point]) -> None:
         for p in points:
-            self.write_line(point_json(p))
+            self.write_line({"kind": "point", **point_to_json(p)})
 
     def write_line(self, data: dict[str, Any]) -> None:
         self._stream.write(json.dumps(data, separators=(",", ":")) + "\n")
@@ -60,20 +60,6 @@ class JsonLinesSink:
     def close(self) -> None:
         if self._stream is not sys.stdout:
             self._stream.close()
-
-
-def point_json(p: Point) -> dict[str, Any]:
-    return {
-        "kind": "point",
-        "measurement": p.measurement,
-        "tags": p.tags,
-        "fields": p.fields,
-        "time_ns": p.time_ns,
-    }
-
-
-def point_from_json(data: dict[str, Any]) -> Point:
-    return Point(data["measurement"], dict(data["fields"]), int(data["time_ns"]), data["tags"])
 
 
 def open_sink(target: str) -> Sink:

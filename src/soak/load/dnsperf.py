@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.errors import InputError, SoakError
-from soak.load.config import LoadConfig
+from soak.load.load_config import LoadConfig
 from soak.load.queries import class_questions, parse_expect
 from soak.load.stats import LoadResult
 

@@ -1,6 +1,6 @@
 """A load agent under a coordinator: register, start at the run's start_at, send its
 windows with every heartbeat, follow the asked rate, and stop when told to or when
-its lease runs out (soak.load.coordination).
+its lease runs out (soak.agents.protocol).
 
 The seconds are on the run's grid: each closed window is sent stamped with the end
 of the second its queries were due in (start_at + (k + 1) s, the same on every
@@ -14,9 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from soak.errors import SoakError
-from soak.load.config import LoadConfig
-from soak.load.coordination import (
+from soak.agents.protocol import (
     Clocks,
     CoordinatorClient,
     CoordinatorRefused,
@@ -25,8 +23,10 @@ from soak.load.coordination import (
     Reply,
     wait_for_start,
 )
+from soak.errors import SoakError
+from soak.load.generator import LoadRunner
+from soak.load.load_config import LoadConfig
 from soak.load.merge import AgentTotals, AgentWindow
-from soak.load.runner import LoadRunner
 from soak.load.segments import Segment, agent_phase, rate_share_qps, segment_config
 
 NS_PER_S = 1_000_000_000

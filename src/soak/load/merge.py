@@ -9,7 +9,7 @@ the sum: a run that has drained satisfies it, so a mismatch is reported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
@@ -29,17 +29,29 @@ def decode_histogram(text: str) -> HdrHistogram:
     return HdrHistogram.decode(text.encode())
 
 
-@dataclass
-class AgentTotals:
-    """One agent's whole-run counts and its latency histogram (µs)."""
+COUNTED = ("sent", "completed", "lost", "abandoned", "late")
 
-    agent: int
+
+@dataclass(kw_only=True)
+class QueryCounts:
+    """What a load sent and what became of it, and the rate it was asked for."""
+
     sent: int
     completed: int
     lost: int
     abandoned: int
     late: int
     rate_target_qps: float
+
+    def counts_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(QueryCounts)}
+
+
+@dataclass
+class AgentTotals(QueryCounts):
+    """One agent's whole-run counts and its latency histogram (µs)."""
+
+    agent: int
     duration_s: float
     hist: HdrHistogram
     generator_bound: bool = False
@@ -67,11 +79,7 @@ class AgentTotals:
         """An agent's totals from its LoadRunner's result and whole-run histogram."""
         return cls(
             agent=agent,
-            sent=result.sent,
-            completed=result.completed,
-            lost=result.lost,
-            abandoned=result.abandoned,
-            late=result.late,
+            **{name: getattr(result, name) for name in COUNTED},
             rate_target_qps=rate_target_qps,
             duration_s=duration_s,
             hist=hist,
@@ -81,13 +89,11 @@ class AgentTotals:
 
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> AgentTotals:
+        counts = {name: int(data[name]) for name in ("sent", "completed", "lost")}
+        counts |= {name: int(data.get(name, 0)) for name in ("abandoned", "late")}  # may be absent
         return cls(
             agent=int(data["agent"]),
-            sent=int(data["sent"]),
-            completed=int(data["completed"]),
-            lost=int(data["lost"]),
-            abandoned=int(data.get("abandoned", 0)),
-            late=int(data.get("late", 0)),
+            **counts,
             rate_target_qps=float(data["rate_target_qps"]),
             duration_s=float(data["duration_s"]),
             hist=decode_histogram(str(data["hist"])),
@@ -109,16 +115,10 @@ def latency_ms(hist: HdrHistogram) -> dict[str, float | None]:
 
 
 @dataclass
-class MergedResult:
+class MergedResult(QueryCounts):
     """The agents together: sums, the summed histogram, and each agent as it reported."""
 
     agents: list[AgentTotals]
-    sent: int
-    completed: int
-    lost: int
-    abandoned: int
-    late: int
-    rate_target_qps: float
     hist: HdrHistogram
     accounting_errors: list[str]
     rcodes: dict[str, int]
@@ -130,12 +130,7 @@ class MergedResult:
     def to_json_dict(self) -> dict[str, Any]:
         return {
             "agents": len(self.agents),
-            "sent": self.sent,
-            "completed": self.completed,
-            "lost": self.lost,
-            "abandoned": self.abandoned,
-            "late": self.late,
-            "rate_target_qps": self.rate_target_qps,
+            **self.counts_json(),
             "rcodes": self.rcodes,
             "latency_ms": self.latency_ms,
             "accounting_errors": self.accounting_errors,
@@ -225,13 +220,7 @@ class AgentWindow:
     hists: dict[str, str]
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "stamp_ns": self.stamp_ns,
-            "window_s": self.window_s,
-            "fields": self.fields,
-            "hists": self.hists,
-        }
+        return asdict(self)
 
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> AgentWindow:

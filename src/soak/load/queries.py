@@ -22,7 +22,7 @@ from soak.errors import InputError
 from soak.load import wire
 
 if TYPE_CHECKING:  # workers unpickle ClassQueries without importing pydantic
-    from soak.load.config import QueryClass, RandomNames
+    from soak.load.load_config import QueryClass, RandomNames
 
 
 @dataclass(frozen=True)

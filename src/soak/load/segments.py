@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass
 
 from soak.errors import InputError
-from soak.load.config import LoadConfig
+from soak.load.load_config import LoadConfig
 
 
 @dataclass(frozen=True)

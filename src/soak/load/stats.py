@@ -69,6 +69,10 @@ def rcode_name(code: int) -> str:
         return f"RCODE{code}"
 
 
+# The schedule's queries and what became of them, as a summary and a window give them.
+SCHEDULED = ("due", "sent", "skipped", "completed", "lost", "late")
+
+
 class ClassStats:
     """Running totals of one class (or of all classes) with an HDR histogram in µs."""
 
@@ -141,14 +145,13 @@ class ClassStats:
     def rcode_counts(self) -> dict[str, int]:
         return {rcode_name(c): n for c, n in sorted(self.rcodes.items())}
 
+    def counts(self) -> dict[str, int]:
+        """The schedule's queries and what became of them (summary and fields both)."""
+        return {name: getattr(self, name) for name in SCHEDULED}
+
     def summary(self, *, stddev: bool = True) -> dict[str, Any]:
         out = {
-            "due": self.due,
-            "sent": self.sent,
-            "skipped": self.skipped,
-            "completed": self.completed,
-            "lost": self.lost,
-            "late": self.late,
+            **self.counts(),
             "wrong_answers": self.wrong,
             "rcodes": self.rcode_counts(),
             "latency_ms": self.latency_ms(stddev=stddev),
@@ -161,12 +164,7 @@ class ClassStats:
         """The `load` measurement's fields of closed windows covering `window_s` grid
         seconds: counts are their sums, rates those over the seconds."""
         out: dict[str, float] = {
-            "due": self.due,
-            "sent": self.sent,
-            "skipped": self.skipped,
-            "completed": self.completed,
-            "lost": self.lost,
-            "late": self.late,
+            **self.counts(),
             "rate_target": self.due / window_s if window_s > 0 else 0.0,
             "rate_achieved": self.sent / window_s if window_s > 0 else 0.0,
             "wrong_answers": self.wrong,

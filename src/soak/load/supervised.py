@@ -11,14 +11,11 @@ fields, and the `load` points of a window.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from soak.load.config import LoadConfig
+from soak.load.generator import LoadRunner
 from soak.load.ledger import NS_PER_S, Window
-from soak.load.runner import LoadRunner
 from soak.names import AGENT_TAG
 from soak.points import FieldValue, Point
 
@@ -85,19 +82,11 @@ class SupervisedLoad:
     # start (0.1-0.3 s, more on a busy machine) and send their first query at the origin.
     start_lead_s = 1.0
 
-    def __init__(
-        self,
-        cfg: LoadConfig,
-        server: tuple[str, int],
-        *,
-        base_dir: Path,
-        allow_targets: Sequence[str] = (),
-    ) -> None:
-        self.cfg = cfg
-        self.server = server
-        self.base_dir = base_dir
-        self.allow_targets = tuple(allow_targets)
-        self.runner = self._new_runner()
+    def __init__(self, runner: LoadRunner) -> None:
+        """`runner` (its workers not started yet) carries the load; a runner like it
+        (LoadRunner.again) replaces it when its workers die."""
+        self.cfg = runner.cfg
+        self.runner = runner
         self.rate_qps = 0.0
         self.restarts = 0
         self._prior = dict.fromkeys(TOTAL_FIELDS, 0)
@@ -106,11 +95,6 @@ class SupervisedLoad:
         self.end_ns = 0  # wall time its sending ends (the run's end)
         # Closed windows of a runner replaced or stopped, not yet handed out as points.
         self._pending: list[tuple[int, dict[str, dict[str, float]]]] = []
-
-    def _new_runner(self) -> LoadRunner:
-        return LoadRunner(
-            self.cfg, self.server, base_dir=self.base_dir, allow_targets=self.allow_targets
-        )
 
     def prepare(self, max_duration_s: float) -> None:
         """Nothing to prepare: the workers start in well under a tick."""
@@ -162,7 +146,7 @@ class SupervisedLoad:
         self._prior_seconds += result.duration_s
         self._keep_windows(old)  # its last windows are the run's too
         why = "; ".join(old.errors) or "a worker exited"
-        self.runner = self._new_runner()
+        self.runner = old.again()
         self.start(self.rate_qps, remaining_s, end_ns=self.end_ns or None)
         self.restarts += 1
         return why

@@ -33,6 +33,7 @@ from pathlib import Path
 import click
 
 from soak.errors import InputError, TargetStartError
+from soak.labels import owner_label
 from soak.runs.layout import upgrade_migrate_log, upgrade_owner_file, upgrade_run_dir
 from soak.runs.live import LiveTargets
 from soak.runs.runid import new_run_id
@@ -128,8 +129,6 @@ class UpgradeRun:
     def _claim_run_dir(self) -> None:
         """The run directory, with its owner: a later run removes it if this process
         was killed outright (unless it is kept)."""
-        from soak.targets.docker_engine import owner_label
-
         self.run_dir.mkdir(parents=True, exist_ok=True)
         owner = owner_label() + (" keep" if self.keep else "")
         upgrade_owner_file(self.run_dir).write_text(owner + "\n")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soak.load.agents.spec import LABEL_ROLE, LABEL_RUN
+from soak.labels import LABEL_ROLE, LABEL_RUN
 from soak.targets import cleanup_stale
 from soak.targets.cleanup import is_stale
 from soak.targets.tree import kill_all, leftovers
@@ -98,9 +98,9 @@ def stale_agent_runs(
 def _sweep_services(swept: Swept, keep_runs: Sequence[str]) -> None:
     import docker.errors
 
+    from soak.agents.swarm import SwarmEngine
+    from soak.docker_client import engine
     from soak.errors import TargetStartError
-    from soak.load.agents.swarm import SwarmEngine
-    from soak.targets.docker_engine import engine
 
     try:
         client = engine()

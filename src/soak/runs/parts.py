@@ -10,13 +10,14 @@ from pathlib import Path
 
 from soak.config import Scenario
 from soak.load.agents.fleet import AgentsLoad
+from soak.load.generator import LoadRunner
 from soak.load.supervised import SupervisedLoad
 from soak.points import Point, event_point
 from soak.runs.alerts import Alerter
 from soak.runs.context import RunContext
 from soak.runs.layout import spool_dir, with_embedded_store
-from soak.runs.sampleragent import RemoteSamplers
 from soak.samplers import TickRunner, build_samplers
+from soak.samplers.remote_samplers import RemoteSamplers
 from soak.sinks import SinkSet, build_sinks
 from soak.targets.base import Running
 from soak.targets.group import load_address
@@ -74,10 +75,12 @@ class RunParts:
             )
         elif sc.load is not None:
             self.load = SupervisedLoad(
-                sc.load,
-                load_address(sc.load.server, running()),
-                base_dir=sc.base_dir,
-                allow_targets=tuple(sc.allow_targets),
+                LoadRunner(
+                    sc.load,
+                    load_address(sc.load.server, running()),
+                    base_dir=sc.base_dir,
+                    allow_targets=tuple(sc.allow_targets),
+                )
             )
         samplers = build_samplers(
             sc.samplers,

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from soak.load.config import AgentsConfig, EngineAgentConfig
+from soak.agents.engine_config import AgentsConfig, EngineAgentConfig
 from soak.units import DurationS, StrictModel
 
 

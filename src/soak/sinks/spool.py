@@ -1,9 +1,10 @@
 """An append-only spool file per sink: points a sink refused, replayed in order later.
 
-Each line is one JSON point. A sidecar file holds the byte offset replayed so
-far, written after each accepted chunk, so a replay interrupted by another
-failure (or by a restart of the service) resumes where it stopped and sends
-no point twice. When the whole file is replayed it is truncated.
+Each line is one JSON point (soak.points.point_to_json; a line in the shape written
+before it is read too). A sidecar file holds the byte offset replayed so far,
+written after each accepted chunk, so a replay interrupted by another failure (or
+by a restart of the service) resumes where it stopped and sends no point twice.
+When the whole file is replayed it is truncated.
 """
 
 from __future__ import annotations
@@ -13,18 +14,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from soak.points import Point
+from soak.points import Point, point_from_json, point_to_json
 
 
-def point_to_json(p: Point) -> str:
-    return json.dumps(
-        {"m": p.measurement, "t": p.time_ns, "g": p.tags, "f": p.fields}, separators=(",", ":")
-    )
-
-
-def point_from_json(line: str) -> Point:
-    d = json.loads(line)
-    return Point(d["m"], d["f"], int(d["t"]), d["g"])
+def point_line(p: Point) -> bytes:
+    return (json.dumps(point_to_json(p), separators=(",", ":")) + "\n").encode()
 
 
 class Spool:
@@ -60,7 +54,7 @@ class Spool:
 
     def append(self, points: Sequence[Point]) -> int:
         """Appends what fits under max_bytes, in order; returns how many points fit."""
-        data = [(point_to_json(p) + "\n").encode() for p in points]
+        data = [point_line(p) for p in points]
         fit = 0
         room = self.max_bytes - self.size_bytes
         for line in data:
@@ -87,7 +81,7 @@ class Spool:
             for raw in f:
                 if not raw.endswith(b"\n"):
                     break  # a torn last line (crash while appending) is never replayed
-                points.append(point_from_json(raw.decode()))
+                points.append(point_from_json(json.loads(raw)))
                 end += len(raw)
                 ends.append(end)
                 if len(points) >= max_points:

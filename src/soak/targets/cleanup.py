@@ -10,8 +10,9 @@ from typing import Any
 
 import docker.errors
 
+from soak.docker_client import engine
 from soak.errors import TargetStartError
-from soak.targets.docker_engine import LABEL_OWNER, LABEL_RUN, engine
+from soak.labels import LABEL_OWNER, LABEL_RUN
 
 log = logging.getLogger(__name__)
 

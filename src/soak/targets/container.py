@@ -16,15 +16,15 @@ from typing import Any
 
 import docker.errors
 
+from soak.docker_client import engine
 from soak.errors import InputError, TargetStartError
+from soak.labels import LABEL_TARGET
 from soak.procfs import children, start_ticks
 from soak.targets.base import ExitInfo, FilePaths, Running
 from soak.targets.common import LOG_TAIL_LINES, START_LOG_LINES, RuntimeBase
 from soak.targets.config import DockerTarget
 from soak.targets.docker_engine import (
-    LABEL_TARGET,
     LogPump,
-    engine,
     exit_info_from_state,
     image_problem,
     in_container,

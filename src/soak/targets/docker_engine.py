@@ -8,8 +8,6 @@ finds what an interrupted run left behind.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,28 +15,9 @@ from typing import Any
 import docker.errors
 from docker.client import DockerClient
 
-from soak.errors import TargetStartError
+from soak.labels import LABEL_OWNER, LABEL_RUN, LABEL_TARGET, owner_label
 from soak.procfs import PROC_ROOT, read_cgroup
 from soak.targets.base import ExitInfo
-
-LABEL_RUN = "soak.run"
-LABEL_TARGET = "soak.target"
-LABEL_OWNER = "soak.owner"
-ENGINE_TIMEOUT_S = 60
-
-
-def owner_label() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def engine() -> Any:
-    """A client for the local engine (DOCKER_HOST honoured), or TargetStartError."""
-    try:
-        client = DockerClient.from_env(timeout=ENGINE_TIMEOUT_S)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        raise TargetStartError(f"no Docker engine answers: {exc}") from exc
-    return client
 
 
 def image_problem(client: Any, name: str, image: str) -> str | None:

@@ -75,7 +75,7 @@ class ExternalRuntime(RuntimeBase):
 
 
 def container_pid(target: str, name: str) -> int | None:
-    from soak.targets.docker_engine import engine
+    from soak.docker_client import engine
 
     try:
         import docker.errors

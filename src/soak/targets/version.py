@@ -35,7 +35,7 @@ def detect_version(cfg: TargetConfig) -> str | None:
 
 def image_version(image: str) -> str | None:
     """The image's version label, else its tag (`pdns:4.9` -> `4.9`, not `latest`)."""
-    from soak.targets.docker_engine import engine
+    from soak.docker_client import engine
 
     labels: dict[str, Any] = engine().images.get(image).labels or {}
     label = labels.get(OCI_VERSION_LABEL)

@@ -23,7 +23,7 @@ from soak.upgrade.config import MigrateContainer
 
 
 def _engine() -> Any:
-    from soak.targets.docker_engine import engine
+    from soak.docker_client import engine
 
     return engine()
 
@@ -34,7 +34,7 @@ LABEL_UPGRADE = "soak.upgrade"  # the upgrade run's id, on everything the run ma
 def run_labels(run_id: str, part: str = "") -> dict[str, str]:
     """Labels of what the upgrade run `run_id` makes; `part` ("-migrate", ...) tells
     its containers apart in `soak.run`."""
-    from soak.targets.docker_engine import LABEL_OWNER, LABEL_RUN, owner_label
+    from soak.labels import LABEL_OWNER, LABEL_RUN, owner_label
 
     return {LABEL_RUN: run_id + part, LABEL_OWNER: owner_label(), LABEL_UPGRADE: run_id}
 
@@ -169,8 +169,8 @@ def remove_run(run_id: str, *, keep_volumes: bool) -> int:
 def _remove_labelled(label_filter: str, keep_volumes: bool) -> int:
     """Containers first (a volume in use cannot go), then volumes; each `soak.run` found
     goes through soak.targets' label clean-up."""
+    from soak.labels import LABEL_RUN
     from soak.targets import cleanup_stale
-    from soak.targets.docker_engine import LABEL_RUN
 
     client = _engine()
     try:

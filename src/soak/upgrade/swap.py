@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soak.load.config import LoadConfig
-from soak.load.runner import LoadRunner
+from soak.load.generator import LoadRunner
+from soak.load.load_config import LoadConfig
 from soak.upgrade.actions import StepFailed, Version
 from soak.upgrade.config import SwapLoad
 from soak.upgrade.interrupt import children_ignore_sigint

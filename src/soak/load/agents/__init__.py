@@ -1,1 +1,2 @@
-"""Load agents on an engine: local processes, Docker Swarm services or a Kubernetes Job."""
+"""A load from agents on an engine (soak.agents): what they are started with, the
+coordinator's bookkeeping of their seconds, a soak run's load and `soak load`'s."""

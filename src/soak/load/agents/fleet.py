@@ -1,6 +1,6 @@
 """A soak run's load from agents on an engine, behind the face SupervisedLoad has.
 
-prepare() opens the run's coordinator (soak.load.agents.coordinator), removes
+prepare() opens the run's coordinator (soak.agents.coordinator), removes
 what an earlier coordinator of the same run left (a SIGKILLed service), starts the
 agents and waits until every one has registered: before the run's clock starts,
 since that takes seconds. start() releases them at the run's origin.
@@ -14,7 +14,6 @@ waits for their last windows and removes the engine's objects.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,14 +21,16 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from soak.load.agents.coordinator import Coordinator, fleet_calls
-from soak.load.agents.engine import AgentEngine, wait_for_agents
-from soak.load.agents.engines import make_engine
-from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken
-from soak.load.agents.spec import build_spec
-from soak.load.config import AgentsConfig, LoadConfig
+from soak.agents.coordinator import AgentsOnEngine, Coordinator
+from soak.agents.engine import AgentEngine
+from soak.agents.engine_config import AgentsConfig
+from soak.agents.engines import make_engine
+from soak.agents.spec import ROLE, AgentSpec
+from soak.load.agents.launch import build_spec
+from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken, fleet_calls
+from soak.load.generator import JOIN_GRACE_S
+from soak.load.load_config import LoadConfig
 from soak.load.merge import SIGNIFICANT_DIGITS, AgentTotals, latency_ms
-from soak.load.runner import JOIN_GRACE_S
 from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, LoadEvent, load_points
 from soak.points import Point
 
@@ -71,6 +72,7 @@ class AgentsLoad:
         self.run_duration_s = run_duration_s  # from the origin: the agents stop there
         self.allow_targets = tuple(allow_targets)
         self.engine = engine or make_engine(self.agents)
+        self._hosted = AgentsOnEngine(self.engine)
         self.clock = clock
         self.rate_qps = 0.0
         self.restarts = 0  # the face SupervisedLoad has; agents are not restarted
@@ -95,17 +97,10 @@ class AgentsLoad:
             self.agents.lease_s,
             hold_s=self.cfg.timeout_s,
         )
-        token = secrets.token_urlsafe(24)
-        coordinator = Coordinator(
-            fleet_calls(fleet), token, (self.agents.listen_host, self.agents.listen_port)
-        )
-        self._fleet, self._coordinator = fleet, coordinator
-        coordinator.start()
-        host = self.agents.advertise or self.agents.listen_host
-        url = f"http://{host}:{coordinator.address[1]}"
-        try:
-            self.engine.sweep(self.run_id)
-            spec = build_spec(
+        self._fleet = fleet
+
+        def spec(url: str, token: str) -> AgentSpec:
+            return build_spec(
                 self.cfg,
                 f"{self.server[0]}:{self.server[1]}",
                 max_duration_s + LOAD_MARGIN_S,
@@ -115,11 +110,14 @@ class AgentsLoad:
                 coordinator=url,
                 token=token,
             )
-            self.engine.start(spec)
-            self._wait_registered()
-        except BaseException:
-            self._close()
-            raise
+
+        def missing() -> list[str]:
+            return [str(s.index) for s in fleet.slots if not s.registered]
+
+        self._coordinator = self._hosted.open(
+            fleet_calls(fleet), self.agents, self.run_id, ROLE, spec, missing,
+            what="load agent", clock=self.clock,
+        )  # fmt: skip
 
     def start(
         self,
@@ -144,16 +142,6 @@ class AgentsLoad:
                 end_ns = origin_ns + round(self.run_duration_s * 1e9)
             self._end_ns = end_ns
             fleet.release(origin_ns, end_ns)
-
-    def _wait_registered(self) -> None:
-        fleet, coordinator = self._fleet, self._coordinator
-        assert fleet is not None and coordinator is not None
-
-        def missing() -> list[str]:
-            with coordinator.lock:
-                return [str(s.index) for s in fleet.slots if not s.registered]
-
-        wait_for_agents(self.engine, missing, self.agents.start_timeout_s, "load agent", self.clock)
 
     def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
         """The new rate (agents take it at once: `at_ns` is not passed on yet)."""
@@ -180,14 +168,8 @@ class AgentsLoad:
         self._close()
 
     def _close(self) -> None:
-        """The engine's objects removed, the coordinator closed; once (stop() after a
-        failed start finds nothing to do)."""
-        coordinator, self._coordinator = self._coordinator, None
-        try:
-            self.engine.remove()
-        finally:
-            if coordinator is not None:
-                coordinator.close()
+        self._coordinator = None
+        self._hosted.close()
 
     # ------------------------------------------------------------ windows and faults
 

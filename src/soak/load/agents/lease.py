@@ -8,7 +8,7 @@ runs out (or whose engine says it failed) is lost, and the others go on. The
 windows are merged by time: a second (a `stamp`, start_at + k s) is complete when
 every agent still active has reported it, or when it is older than the lease
 (its missing agents are being lost). `take()` hands out the complete seconds,
-summed for the run and per agent. soak.load.agents.coordinator serves this over
+summed for the run and per agent. soak.agents.coordinator serves this over
 HTTP; soak.load.agents.fleet drives it for a run.
 """
 
@@ -17,8 +17,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from soak.load.coordination import Reply
+from soak.agents.coordinator import Calls
+from soak.agents.protocol import DONE, HEARTBEAT, REGISTER, Reply
 from soak.load.merge import AgentTotals, AgentWindow, sum_windows
 
 NS_PER_S = 1_000_000_000
@@ -267,3 +269,21 @@ class Fleet:
         if not 0 <= index < len(self.slots):
             raise KeyError(index)
         return self.slots[index]
+
+
+def fleet_calls(fleet: Fleet) -> Calls:
+    """register, heartbeat and done, on the load agents' Fleet."""
+
+    def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        index = int(body["agent"])
+        if path == REGISTER:
+            return fleet.register(index).to_json_dict()
+        if path == HEARTBEAT:
+            windows = [AgentWindow.from_json_dict(w) for w in body.get("windows", [])]
+            return fleet.heartbeat(index, windows).to_json_dict()
+        if path == DONE:
+            fleet.finish(index, AgentTotals.from_json_dict(body["totals"]))
+            return {}
+        raise LookupError(path)
+
+    return call

@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from soak.agents.engine import AgentEngine, AgentState
+from soak.agents.engine_config import AgentsConfig
+from soak.agents.engines import make_engine
 from soak.errors import SoakError
-from soak.load.agents.engine import AgentEngine, AgentState
-from soak.load.agents.engines import make_engine
 from soak.load.agents.fleet import AGENT_FIELDS, AgentsLoad
 from soak.load.agents.lease import NS_PER_S
-from soak.load.config import AgentsConfig, LoadConfig
+from soak.load.generator import JOIN_GRACE_S
+from soak.load.load_config import LoadConfig
 from soak.load.merge import MergedResult, merge_agents
-from soak.load.runner import JOIN_GRACE_S
 from soak.load.supervised import LoadEvent
 
 

@@ -17,13 +17,14 @@ from docker.errors import ImageNotFound
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from soak.agents.engine import AgentState
+from soak.agents.kube import KubernetesEngine, build_job, node_selector
+from soak.agents.spec import AgentSpec
+from soak.agents.swarm import SwarmEngine, service_kwargs, task_state
 from soak.errors import InputError
 from soak.load.agent import LOAD_ENV
-from soak.load.agents.engine import AgentState
-from soak.load.agents.kube import KubernetesEngine, build_job, node_selector
-from soak.load.agents.spec import AgentSpec, build_spec
-from soak.load.agents.swarm import SwarmEngine, service_kwargs, task_state
-from soak.load.config import LoadConfig
+from soak.load.agents.launch import build_spec
+from soak.load.load_config import LoadConfig
 from soak.targets.cleanup import is_stale
 
 
@@ -47,13 +48,13 @@ def test_spec_inlines_files_for_engines_and_keeps_paths_locally(tmp_path: Path) 
     (tmp_path / "q.txt").write_text("www.example.test A\n# c\nexample.test MX\n")
     data = {"rate_qps": 10, "mix": [{"name": "f", "file": "q.txt"}], "agents": {"count": 2}}
     local = build_spec(LoadConfig.model_validate(data), "127.0.0.1:53", 1, "r", base_dir=tmp_path)
-    assert json.loads(local.load_json)["mix"][0]["file"] == str(tmp_path / "q.txt")
+    assert json.loads(local.extra_env[LOAD_ENV])["mix"][0]["file"] == str(tmp_path / "q.txt")
     data["agents"] = {"count": 2, "engine": "swarm"}
     swarm = build_spec(LoadConfig.model_validate(data), "127.0.0.1:53", 1, "r", base_dir=tmp_path)
-    mix = json.loads(swarm.load_json)["mix"][0]
+    mix = json.loads(swarm.extra_env[LOAD_ENV])["mix"][0]
     assert mix["file"] is None and mix["queries"] == ["www.example.test A", "example.test MX"]
-    assert json.loads(swarm.load_json)["seed"] is not None  # one seed for every agent
-    assert "agents" not in json.loads(swarm.load_json)
+    assert json.loads(swarm.extra_env[LOAD_ENV])["seed"] is not None  # one seed for every agent
+    assert "agents" not in json.loads(swarm.extra_env[LOAD_ENV])
 
 
 def test_agents_config_is_validated() -> None:

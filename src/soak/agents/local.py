@@ -10,9 +10,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from soak.agents.engine import AgentState, OneByOneEngine
+from soak.agents.spec import ROLE, SEGMENT_ENV, AgentSpec
 from soak.errors import SoakError
-from soak.load.agents.engine import AgentState, OneByOneEngine
-from soak.load.agents.spec import ROLE, SEGMENT_ENV, AgentSpec
 
 STOP_GRACE_S = 5.0
 

@@ -15,17 +15,16 @@ from typing import Any
 import docker.errors
 from docker.types import RestartPolicy, ServiceMode
 
-from soak.errors import InputError
-from soak.load.agents.engine import AgentState, OneByOneEngine, State
-from soak.load.agents.spec import (
-    LABEL_ROLE,
-    LABEL_RUN,
+from soak.agents.engine import AgentState, OneByOneEngine, State
+from soak.agents.spec import (
     ROLE,
     SEGMENT_ENV,
     AgentSpec,
     run_id_ok,
 )
-from soak.targets.docker_engine import LABEL_OWNER, engine, owner_label
+from soak.docker_client import engine
+from soak.errors import InputError
+from soak.labels import LABEL_OWNER, LABEL_ROLE, LABEL_RUN, owner_label
 
 # Task states (docker/swarmkit api TaskState) -> an agent's state.
 TASK_STATES: dict[str, State] = {

@@ -13,22 +13,21 @@ ended) is an `agent_lost` event; the run goes on without those series.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from soak.load.agents.coordinator import Coordinator
-from soak.load.agents.engine import AgentEngine, wait_for_agents
-from soak.load.agents.engines import make_engine
-from soak.load.agents.spec import AgentSpec
-from soak.load.coordination import SAMPLES, SamplesReply
+from soak.agents.coordinator import AgentsOnEngine, Coordinator
+from soak.agents.engine import AgentEngine
+from soak.agents.engines import make_engine
+from soak.agents.protocol import SAMPLES, SamplesReply
+from soak.agents.spec import AgentSpec
 from soak.load.supervised import LoadEvent
 from soak.points import Point
-from soak.samplers.config import SamplerAgentConfig, SamplersConfig
-from soak.samplers.remote import SAMPLERS_ENV, TARGET_ENV, points_of
+from soak.samplers.config import SamplersConfig
+from soak.samplers.member import SAMPLERS_ENV, TARGET_ENV, points_of
 
 ROLE = "sampler"
 WAIT_S = 0.2
@@ -105,9 +104,7 @@ def sampler_spec(
     return AgentSpec(
         run_id=run_id,
         agents=agent.engine_config(),
-        server="",
         duration_s=366 * 86400.0,  # it runs until the run stops it (or its lease ends)
-        load_json="{}",
         coordinator=coordinator,
         token=token,
         role=ROLE,
@@ -142,6 +139,7 @@ class RemoteSamplers:
         self.target_name, self.run_id, self.origin_ns = target_name, run_id, origin_ns
         self.clock = clock
         self.engine = engine or make_engine(self.agent_cfg.engine_config())
+        self._hosted = AgentsOnEngine(self.engine)
         self.inbox = SamplerInbox(cfg.interval_s, self.agent_cfg.lease_s, clock)
         self._coordinator: Coordinator | None = None
         self._lock = threading.Lock()
@@ -150,31 +148,17 @@ class RemoteSamplers:
 
     def prepare(self) -> None:
         """The coordinator open, the agent started and called in; raises with nothing left."""
-        agent: SamplerAgentConfig = self.agent_cfg
-        token = secrets.token_urlsafe(24)
-        coordinator = Coordinator(self.inbox.call, token, (agent.listen_host, agent.listen_port))
-        self._coordinator = coordinator
-        coordinator.start()
-        url = f"http://{agent.advertise or agent.listen_host}:{coordinator.address[1]}"
-        try:
-            self.engine.sweep(self.run_id, ROLE)
-            spec = sampler_spec(self.cfg, self.target_name, self.run_id, url, token)
-            self.engine.start(spec)
-            self._wait_called_in()
-        except BaseException:
-            self._close()
-            raise
 
-    def _wait_called_in(self) -> None:
-        coordinator = self._coordinator
-        assert coordinator is not None
+        def spec(url: str, token: str) -> AgentSpec:
+            return sampler_spec(self.cfg, self.target_name, self.run_id, url, token)
 
         def missing() -> list[str]:
-            with coordinator.lock:
-                return [] if self.inbox.calls else ["0"]
+            return [] if self.inbox.calls else ["0"]
 
-        timeout_s = self.agent_cfg.start_timeout_s
-        wait_for_agents(self.engine, missing, timeout_s, "sampler agent", self.clock)
+        self._coordinator = self._hosted.open(
+            self.inbox.call, self.agent_cfg, self.run_id, ROLE, spec, missing,
+            what="sampler agent", clock=self.clock,
+        )  # fmt: skip
 
     def release(self) -> None:
         """The run's origin is known: the agent samples on its grid from now on."""
@@ -234,9 +218,5 @@ class RemoteSamplers:
         return points
 
     def _close(self) -> None:
-        coordinator, self._coordinator = self._coordinator, None
-        try:
-            self.engine.remove()
-        finally:
-            if coordinator is not None:
-                coordinator.close()
+        self._coordinator = None
+        self._hosted.close()

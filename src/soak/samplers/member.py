@@ -8,7 +8,7 @@ the node's PID namespace, the node's /proc where a container has it mounted
 sees the node's files (/ for a local agent, PROC/1/root in a container). It
 samples on the run's tick grid (origin + k * interval, the timestamps the service's
 own samplers use), so its points line up with the rest of the run, and sends each
-tick's points to the run's coordinator (soak.load.coordination, /v1/samples). Points
+tick's points to the run's coordinator (soak.agents.protocol, /v1/samples). Points
 that could not be sent go with the next call; after a lease without an answer the
 agent stops by itself. A target that restarts is found again (a pidfile or a
 container give the new process).
@@ -21,9 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from soak.errors import TargetStartError
-from soak.load.agent import point_from_json, point_json
-from soak.load.coordination import (
+from soak.agents.protocol import (
     Clocks,
     CoordinatorClient,
     CoordinatorUnreachable,
@@ -31,7 +29,8 @@ from soak.load.coordination import (
     SamplesReply,
     wait_for_start,
 )
-from soak.points import Point
+from soak.errors import TargetStartError
+from soak.points import Point, point_from_json, point_to_json
 from soak.samplers.base import Sampler
 from soak.samplers.config import SamplerAgentConfig, SamplersConfig
 from soak.targets.base import Running
@@ -168,7 +167,7 @@ def run_sampler_agent(
                 reply = call()
                 if reply.stop:
                     return ticks
-        unsent += [point_json(p) for p in sample_tick(samplers, tick_ns)]
+        unsent += [point_to_json(p) for p in sample_tick(samplers, tick_ns)]
         del unsent[:-MAX_UNSENT_POINTS]
         ticks += 1
         reply = call()

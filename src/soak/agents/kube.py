@@ -20,10 +20,9 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from soak.agents.engine import AgentState, State
+from soak.agents.spec import ROLE, AgentSpec, object_name, run_id_ok
 from soak.errors import InputError
-from soak.load.agents.engine import AgentState, State
-from soak.load.agents.spec import ROLE, AgentSpec, object_name, run_id_ok
-from soak.load.runner import JOIN_GRACE_S
 
 INDEX_ENV = "JOB_COMPLETION_INDEX"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -71,7 +70,7 @@ def build_job(spec: AgentSpec) -> Any:
         node_selector=node_selector(spec.agents.placement),
         host_pid=spec.host_pid or None,
     )
-    deadline_s = math.ceil(spec.duration_s + spec.timeout_s + JOIN_GRACE_S + START_MARGIN_S)
+    deadline_s = math.ceil(spec.duration_s + spec.drain_s + START_MARGIN_S)
     job_spec = k8s.V1JobSpec(
         completion_mode="Indexed",
         completions=n,

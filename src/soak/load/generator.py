@@ -1,34 +1,33 @@
 """LoadRunner: worker processes that carry the load, and their merged stats.
 
 The soak service drives one LoadRunner through a run's phases (start,
-set_rate, take_window every tick, stop); `soak load` uses run_load. Workers
-are spawned (not forked: the service has threads) and each carries
-rate / workers. They send one Interval a second through a pipe; a reader
-thread here folds them into the current window and into the run's totals.
+set_rate, take_window every tick, stop); `soak load` uses run_load
+(soak.load.oneshot). Workers are spawned (soak.load.spawn; not forked: the
+service has threads) and each carries rate / workers. They send one Interval a
+second through a pipe; a reader thread here folds them into the current window and
+into the run's totals.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-import soak
 from soak.errors import InputError, SoakError
-from soak.load.config import ConnectionPolicy, LoadConfig
-from soak.load.conn import Policy, TlsSpec
 from soak.load.ledger import NS_PER_S, Merger, Window, skipped_window
+from soak.load.load_config import LoadConfig
 from soak.load.merge import decode_histogram, encode_histogram
 from soak.load.queries import build_classes, mix_schedule
+from soak.load.spawn import policy_of, spawn_worker, tls_spec
 from soak.load.stats import Interval, LoadResult, MixStats, result_from
 from soak.load.worker import Pacer, WorkerSpec, worker_phase
 from soak.netsafety import check_allowed
@@ -36,49 +35,13 @@ from soak.netsafety import check_allowed
 JOIN_GRACE_S = 5.0
 
 
-def spawn_worker() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
-    """A worker interpreter with a control pipe (to it) and a stats pipe (from it).
-
-    Its first message must be its WorkerSpec.
-    """
-    ctrl_r, ctrl_w = os.pipe()
-    stats_r, stats_w = os.pipe()
-    env = dict(os.environ)
-    package_root = str(Path(soak.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    argv = [sys.executable, "-m", "soak.load.child", str(ctrl_r), str(stats_w)]
-    try:
-        proc = subprocess.Popen(argv, pass_fds=(ctrl_r, stats_w), stdin=subprocess.DEVNULL, env=env)
-    finally:
-        os.close(ctrl_r)
-        os.close(stats_w)
-    ctrl = Connection(ctrl_w, readable=False)
-    stats = Connection(stats_r, writable=False)
-    return proc, ctrl, stats
-
-
-def policy_of(cp: ConnectionPolicy | None) -> Policy:
-    if cp is None:
-        return Policy()
-    every = cp.reconnect_every_s
-    return Policy(
-        cp.queries_per_connection,
-        int(cp.idle_s * 1e9),
-        int(every * 1e9) if every else None,
-        cp.hangup_fraction,
-    )
-
-
-def tls_spec(cfg: LoadConfig, base_dir: Path) -> TlsSpec | None:
-    if cfg.protocol not in ("dot", "doh"):
-        return None
-    ca = cfg.tls.ca_file
-    if ca is not None:
-        ca = ca if ca.is_absolute() else base_dir / ca
-        if not ca.is_file():
-            raise InputError(f"tls.ca_file: no such file: {ca}")
-    alpn = ("h2",) if cfg.protocol == "doh" else ("dot",)
-    return TlsSpec(cfg.tls.resumption, cfg.tls.server_name, str(ca) if ca else None, alpn)
+def encoded_hists(stats: MixStats) -> dict[str, str]:
+    """The latency histograms of each class and of `all`, encoded."""
+    out = {
+        name: encode_histogram(c.hist) for name, c in zip(stats.names, stats.classes, strict=True)
+    }
+    out["all"] = encode_histogram(stats.all.hist)
+    return out
 
 
 class LoadRunner:
@@ -98,6 +61,10 @@ class LoadRunner:
         that together they are due exactly rate x seconds."""
         if cfg.engine != "builtin":
             raise InputError("LoadRunner runs the builtin engine; dnsperf runs via `soak load`")
+        self.again = partial(  # a runner like this one, its workers not started
+            LoadRunner, cfg, server, base_dir=base_dir, allow_targets=allow_targets,
+            track_gaps=track_gaps, phase=phase,
+        )  # fmt: skip
         host, port = server
         if not 1 <= port <= 65535:
             raise InputError(f"port out of range: {port} (1-65535)")
@@ -283,13 +250,8 @@ class LoadRunner:
         fields: dict[str, dict[str, float]] = window.fields()
         self.last_window_s = float(window.seconds)
         if self.keep_window_hist:
-            self.last_window_hists = {
-                name: encode_histogram(stats.hist)
-                for name, stats in zip(self.names, window.classes, strict=True)
-            }
-            self.last_window_hist = self.last_window_hists["all"] = encode_histogram(
-                window.all.hist
-            )
+            self.last_window_hists = encoded_hists(window)
+            self.last_window_hist = self.last_window_hists["all"]
         window.reset()
         with self._lock:
             self._spare = window
@@ -318,15 +280,7 @@ class LoadRunner:
     def window_hists(self) -> dict[str, str]:
         """The latency histograms (per class and `all`, encoded) of the window the last
         window_fields() read: a load agent ships them to be added by grid second."""
-        scratch = self._scratch
-        if scratch is None:
-            return {}
-        out = {
-            name: encode_histogram(stats.hist)
-            for name, stats in zip(self.names, scratch.classes, strict=True)
-        }
-        out["all"] = encode_histogram(scratch.all.hist)
-        return out
+        return encoded_hists(self._scratch) if self._scratch is not None else {}
 
     def take_ledger(self) -> list[Window]:
         """The closed windows since the last call (kept only with keep_ledger)."""
@@ -441,34 +395,3 @@ class LoadRunner:
             self._total.add_window(window)
             if self.keep_ledger:
                 self.ledger.append(window)
-
-
-def run_load(
-    cfg: LoadConfig,
-    server: tuple[str, int],
-    duration_s: float,
-    rate_qps: float,
-    *,
-    base_dir: Path | None = None,
-    allow_targets: Sequence[str] = (),
-) -> LoadResult:
-    """One load run of duration_s at rate_qps (0: flat out) with either engine."""
-    if duration_s <= 0:
-        raise InputError(f"duration must be positive: {duration_s}")
-    if rate_qps < 0:
-        raise InputError(f"rate must not be negative: {rate_qps}")
-    base = base_dir or Path.cwd()
-    if cfg.engine == "dnsperf":
-        from soak.load.dnsperf import run_dnsperf
-
-        return run_dnsperf(cfg, server, duration_s, rate_qps, base, allow_targets)
-    runner = LoadRunner(cfg, server, base_dir=base, allow_targets=allow_targets)
-    runner.start(rate_qps, duration_s)
-    try:
-        runner.wait(duration_s + cfg.timeout_s + JOIN_GRACE_S + 10.0)
-    finally:
-        result = runner.stop()
-    if runner.errors:
-        raise SoakError("; ".join(runner.errors))
-    result.duration_s = duration_s  # the schedule's seconds (the windows may add a part one)
-    return result

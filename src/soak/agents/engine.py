@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from soak.agents.spec import ROLE, AgentSpec
 from soak.errors import SoakError
-from soak.load.agents.spec import ROLE, AgentSpec
 
 State = Literal["pending", "running", "complete", "failed"]
 DONE: tuple[State, ...] = ("complete", "failed")

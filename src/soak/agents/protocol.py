@@ -4,7 +4,7 @@
     POST /v1/heartbeat {"agent": i, "windows": [...]}  -> Reply  (renews the lease)
     POST /v1/done      {"agent": i, "totals": {...}}   -> {}
 
-and for the sampler agent of a target on another node (soak.samplers.remote):
+and for the sampler agent of a target on another node (soak.samplers.member):
 
     POST /v1/samples   {"agent": 0, "points": [...]}   -> SamplesReply (renews the lease)
 
@@ -15,16 +15,17 @@ agent stops sending at the run's end by its own clock), the asked total rate
 (each agent sends its segment's share), the lease and whether to stop. An agent
 that cannot renew its lease for `lease_s` stops by itself: a coordinator that is
 gone (the service SIGKILLed) leaves no load running past the lease. Both kinds of
-agent keep it with Lease and wait for the run's start with wait_for_start; the
-sampler agent (soak.samplers, a layer that may import soak.load) takes them from here.
+agent keep it with Lease and wait for the run's start with wait_for_start: the
+load member (soak.load.member) and the sampler member (soak.samplers.member) take
+them from here, a layer below both. Points travel as soak.points.point_to_json.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Self, TypeVar, get_args, get_type_hints
 
 import httpx
 
@@ -37,32 +38,33 @@ CALL_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
-class Reply:
+class JsonReply:
+    """A coordinator's reply as JSON and back: every field by its name, a number read as
+    its field's type; an optional field (`X | None`) may be absent or null."""
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> Self:
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            kinds = get_args(hints[f.name]) or (hints[f.name],)
+            optional = type(None) in kinds
+            value = data.get(f.name) if optional else data[f.name]
+            kind = next(k for k in kinds if k is not type(None))
+            values[f.name] = None if value is None else kind(value)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Reply(JsonReply):
     start_at_ns: int | None  # None until every agent has registered
     rate_qps: float  # the asked total; the agent sends its segment's share
     lease_s: float
     stop: bool
     duration_s: float | None = None  # from start_at to the run's end; None: until stopped
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "start_at_ns": self.start_at_ns,
-            "rate_qps": self.rate_qps,
-            "lease_s": self.lease_s,
-            "stop": self.stop,
-            "duration_s": self.duration_s,
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: dict[str, Any]) -> Reply:
-        start = data.get("start_at_ns")
-        return cls(
-            start_at_ns=None if start is None else int(start),
-            rate_qps=float(data["rate_qps"]),
-            lease_s=float(data["lease_s"]),
-            stop=bool(data["stop"]),
-            duration_s=None if data.get("duration_s") is None else float(data["duration_s"]),
-        )
 
     @property
     def started(self) -> bool:
@@ -70,7 +72,7 @@ class Reply:
 
 
 @dataclass(frozen=True)
-class SamplesReply:
+class SamplesReply(JsonReply):
     """The run's tick grid (origin_ns + k * interval_s; None until the run has started),
     the lease, and whether to stop."""
 
@@ -78,24 +80,6 @@ class SamplesReply:
     interval_s: float
     lease_s: float
     stop: bool
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "origin_ns": self.origin_ns,
-            "interval_s": self.interval_s,
-            "lease_s": self.lease_s,
-            "stop": self.stop,
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: dict[str, Any]) -> SamplesReply:
-        origin = data.get("origin_ns")
-        return cls(
-            origin_ns=None if origin is None else int(origin),
-            interval_s=float(data["interval_s"]),
-            lease_s=float(data["lease_s"]),
-            stop=bool(data["stop"]),
-        )
 
     @property
     def started(self) -> bool:

@@ -1,11 +1,11 @@
-"""The run's coordinator: soak.load.coordination's calls served over HTTP.
+"""The run's coordinator: soak.agents.protocol's calls served over HTTP.
 
 A small threaded HTTP server in the process that runs the soak (the service, or
 `soak start --foreground`), bound to `listen_host:listen_port` (loopback by default;
 agents on host networking on this machine reach it there). It checks the run's
-token and hands each call to its bookkeeping (`fleet_calls`: the load agents' Fleet;
-the sampler agent's inbox), one call at a time under one lock; verdicts stay with
-the run.
+token and hands each call to its bookkeeping (the load agents' Fleet through
+soak.load.agents.lease.fleet_calls; the sampler agent's inbox), one call at a time
+under one lock; verdicts stay with the run.
 """
 
 from __future__ import annotations
@@ -13,38 +13,21 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import secrets
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from soak.load.agents.lease import Fleet
-from soak.load.coordination import DONE, HEARTBEAT, REGISTER
-from soak.load.merge import AgentTotals, AgentWindow
+from soak.agents.engine import AgentEngine, wait_for_agents
+from soak.agents.engine_config import EngineAgentConfig
+from soak.agents.spec import AgentSpec
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a heartbeat carries a few seconds of windows
 
 
 Calls = Callable[[str, dict[str, Any]], dict[str, Any]]  # (path, body) -> the answer
-
-
-def fleet_calls(fleet: Fleet) -> Calls:
-    """register, heartbeat and done, on the load agents' Fleet."""
-
-    def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
-        index = int(body["agent"])
-        if path == REGISTER:
-            return fleet.register(index).to_json_dict()
-        if path == HEARTBEAT:
-            windows = [AgentWindow.from_json_dict(w) for w in body.get("windows", [])]
-            return fleet.heartbeat(index, windows).to_json_dict()
-        if path == DONE:
-            fleet.finish(index, AgentTotals.from_json_dict(body["totals"]))
-            return {}
-        raise LookupError(path)
-
-    return call
 
 
 class Coordinator:
@@ -113,3 +96,59 @@ def _handler(coordinator: Coordinator) -> type[BaseHTTPRequestHandler]:
             log.debug("agents coordinator: " + format, *args)
 
     return Handler
+
+
+class AgentsOnEngine:
+    """An engine's agents and the coordinator they call, opened together and closed
+    together: load agents (soak.load.agents.fleet) and the sampler agent
+    (soak.samplers.remote_samplers) alike."""
+
+    def __init__(self, engine: AgentEngine) -> None:
+        self.engine = engine
+        self.coordinator: Coordinator | None = None
+
+    def open(
+        self,
+        calls: Calls,
+        agents: EngineAgentConfig,
+        run_id: str,
+        role: str,
+        spec: Callable[[str, str], AgentSpec],
+        missing: Callable[[], list[str]],
+        *,
+        what: str,
+        clock: Callable[[], float],
+    ) -> Coordinator:
+        """The coordinator open (a token made for the run), what an earlier coordinator of
+        the run left on the engine (its agents of `role`) removed, the agents of
+        `spec(url, token)` started and
+        waited for until `missing()` (called under the coordinator's lock) names none;
+        raises with nothing left running."""
+        token = secrets.token_urlsafe(24)
+        coordinator = Coordinator(calls, token, (agents.listen_host, agents.listen_port))
+        self.coordinator = coordinator
+        coordinator.start()
+        url = f"http://{agents.advertise or agents.listen_host}:{coordinator.address[1]}"
+
+        def waiting() -> list[str]:
+            with coordinator.lock:
+                return missing()
+
+        try:
+            self.engine.sweep(run_id, role)
+            self.engine.start(spec(url, token))
+            wait_for_agents(self.engine, waiting, agents.start_timeout_s, what, clock)
+        except BaseException:
+            self.close()
+            raise
+        return coordinator
+
+    def close(self) -> None:
+        """The engine's objects removed, the coordinator closed; once (a second call, or
+        one after a failed open, finds nothing to do)."""
+        coordinator, self.coordinator = self.coordinator, None
+        try:
+            self.engine.remove()
+        finally:
+            if coordinator is not None:
+                coordinator.close()
