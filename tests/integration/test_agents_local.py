@@ -14,9 +14,8 @@ import pytest
 
 from soak.agents.local import LocalEngine
 from soak.cli import main
-from soak.load.agents.run import AgentsRun, run_load_agents
 from soak.load.load_config import LoadConfig
-from soak.runs.runid import new_run_id
+from soak.plans.load import AgentsRun, run_load_agents
 from tests.support.agents import agents_scenario
 from tests.support.procs import children, cmdline
 from tests.support.servers import ServerProc, unbound
@@ -84,7 +83,6 @@ def test_an_agent_killed_is_lost_and_the_other_finishes(server: ServerProc, tmp_
                 ("127.0.0.1", server.port),
                 8,
                 base_dir=tmp_path,
-                run_id=new_run_id("load"),
                 engine=engine,
             ),
         )

@@ -167,13 +167,9 @@ def _run_agents(
     as_json: bool,
 ) -> None:
     """`load.agents`: the rate split among agents on an engine, their results merged."""
-    from soak.load.agents.run import run_load_agents
-    from soak.runs.runid import new_run_id
+    from soak.plans.load import run_load_agents
 
-    run_id = new_run_id("load")
-    run = run_load_agents(
-        cfg, server, duration_s, base_dir=base, allow_targets=allow_targets, run_id=run_id
-    )
+    run = run_load_agents(cfg, server, duration_s, base_dir=base, allow_targets=allow_targets)
     merged = run.merged
     if as_json:
         click.echo(json.dumps(run.to_json_dict(), indent=2))
