@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from soak.report import PhaseSpan, ReportInput, build_report
 from soak.report.render import render_html, render_json, render_markdown
+from soak.results.grew import report_section
 from soak.sinks.sqlite import SqliteStore
 from synthetic_store import RUN_ID, SPIKE_BYTES, START_NS, TAGS, synthetic_store
 
@@ -55,7 +56,7 @@ def make_report(ticks: int, step_s: float) -> tuple[int, int, bool]:
         verdicts=[],
         host={"name": "bench"},
     )
-    report = build_report(store, inp)
+    report = build_report(store, inp, what_grew=report_section)
     html = render_html(report)
     render_json(report)
     render_markdown(report)

@@ -13,6 +13,7 @@ import click
 from soak.commands.agent import agent_cmd
 from soak.commands.audit import audit_cmd
 from soak.commands.bench import bench_cmd
+from soak.commands.capture import capture_cmd
 from soak.commands.compare import compare_cmd
 from soak.commands.list import list_cmd
 from soak.commands.load import load_cmd
@@ -31,6 +32,7 @@ COMMANDS: list[click.Command] = [
     agent_cmd,
     audit_cmd,
     bench_cmd,
+    capture_cmd,
     compare_cmd,
     list_cmd,
     load_cmd,

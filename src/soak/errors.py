@@ -1,6 +1,6 @@
 """Errors that reach the user as one readable line, each with its exit code.
 
-Exit codes are a contract shared by every command (DESIGN.md):
+Exit codes are a contract shared by every command (docs/architecture.md, "Exit codes"):
 0 ok, 1 a check or criterion failed, 2 bad input or a target that could not
 be started, 3 internal error.
 """

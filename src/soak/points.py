@@ -1,6 +1,6 @@
 """The one shape every sampler produces and every sink consumes.
 
-Measurement, tag and field names are fixed in DESIGN.md ("Time series").
+Measurement, tag and field names are fixed in docs/architecture.md ("Time series").
 Every point carries the tags `soak`, `scenario`, `target`, `version` and the
 tick's scheduled time, not the time the sampler happened to finish.
 """
@@ -25,6 +25,16 @@ class Point:
     def with_tags(self, tags: dict[str, str]) -> Point:
         """A copy with `tags` added; the point's own tags win over the run's."""
         return Point(self.measurement, self.fields, self.time_ns, {**tags, **self.tags})
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault a part of a run reports (its load restarted, an agent lost); the run
+    records it as an `event` point (kind, message, value) at its tick's time."""
+
+    kind: str
+    message: str
+    value: float
 
 
 def point_to_json(p: Point) -> dict[str, Any]:

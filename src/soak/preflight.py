@@ -45,6 +45,11 @@ def check_scenario(scenario: Scenario, *, secrets: bool = True) -> None:
     check_sampler_agent(scenario)
     if secrets:
         check_secrets(scenario)
+    if scenario.load is not None and scenario.load.replay is not None:
+        raise InputError(
+            "load.replay: a soak run does not replay captures yet; replay this scenario's"
+            " load with `soak load --scenario FILE --server HOST:PORT` (docs/replay.md)"
+        )
     if scenario.load is not None:
         check_agents(scenario.load)
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))

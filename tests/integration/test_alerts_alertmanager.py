@@ -20,7 +20,7 @@ from soak.analysis.leaks import LeakVerdict, leak_verdict
 from soak.config import AlertingConfig
 from soak.points import Point
 from soak.procfs import read_process
-from soak.runs.alerts import ALERT_NAME, Alerter
+from soak.results.alerts import ALERT_NAME, Alerter
 from soak.samplers.proc import to_fields
 from tests.support.alertmanager import alertmanager
 from tests.support.servers import free_port

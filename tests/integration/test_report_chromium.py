@@ -13,6 +13,7 @@ import pytest
 
 from soak.report import build_report, render_html
 from soak.report.svg import PALETTE
+from soak.results.grew import report_section
 from tests.unit.test_report import report_input, write_run
 
 pytestmark = pytest.mark.integration
@@ -109,7 +110,7 @@ def report_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]: 
     tmp = tmp_path_factory.mktemp("report")
     store = write_run(tmp / "points.db")
     try:
-        report = build_report(store, report_input(store))
+        report = build_report(store, report_input(store), what_grew=report_section)
     finally:
         store.close()
     path = tmp / "report.html"

@@ -36,7 +36,7 @@ NS_PER_S = 1_000_000_000
 START_NS = 1_764_547_200 * NS_PER_S  # 2025-12-01 00:00 UTC: any fixed origin
 RUN_ID = "corpus"
 
-# Where each judged resource is sampled (DESIGN.md "Time series").
+# Where each judged resource is sampled (docs/architecture.md "Time series").
 MEASUREMENT = {
     "rss_anon_bytes": "process",
     "fds": "process",

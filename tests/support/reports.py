@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from soak.report import PhaseSpan, ReportInput, build_report
+from soak.results.grew import report_section
 from soak.sinks.sqlite import SqliteStore
 
 S = 1_000_000_000
@@ -37,6 +38,6 @@ def report_input(run_id: str, end_s: int, phases: list[PhaseSpan], **kw: Any) ->
 def build(store: SqliteStore, inp: ReportInput) -> dict[str, Any]:
     """The report of `inp` from `store`, which is closed after."""
     try:
-        return build_report(store, inp)
+        return build_report(store, inp, what_grew=report_section)
     finally:
         store.close()

@@ -173,10 +173,27 @@ def test_expand_renders_like_grafana() -> None:
 ARCHITECTURE = g.ROOT / "docs" / "architecture.md"
 
 
+def _series_section() -> list[str]:
+    """The lines of docs/architecture.md's "Time series" section (its other tables are
+    not about names)."""
+    lines = ARCHITECTURE.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip("#").strip() == "Time series")
+    level = len(lines[start]) - len(lines[start].lstrip("#"))
+    end = next(
+        (
+            i
+            for i in range(start + 1, len(lines))
+            if lines[i].startswith("#") and len(lines[i]) - len(lines[i].lstrip("#")) <= level
+        ),
+        len(lines),
+    )
+    return lines[start + 1 : end]
+
+
 def _design_table() -> dict[str, tuple[list[str], list[str]]]:
     """measurement -> (extra tags, fields) from docs/architecture.md's "Time series" table."""
     rows = {}
-    for line in ARCHITECTURE.read_text().splitlines():
+    for line in _series_section():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 3 or not cells[0].startswith("`"):
             continue

@@ -35,6 +35,7 @@ from soak.report.svg import (
     render_chart,
     time_step_s,
 )
+from soak.results.grew import report_section
 from soak.sinks.sqlite import SqliteStore
 
 S = 1_000_000_000
@@ -182,7 +183,7 @@ def report_input(store: SqliteStore) -> ReportInput:
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[type-arg]
     store = write_run(tmp_path_factory.mktemp("report") / "points.db")
     try:
-        return build_report(store, report_input(store))
+        return build_report(store, report_input(store), what_grew=report_section)
     finally:
         store.close()
 

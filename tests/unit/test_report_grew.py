@@ -9,6 +9,7 @@ from soak.analysis.leaks import LeakVerdict
 from soak.points import Point
 from soak.profiles import write_profile
 from soak.report import PhaseSpan, ReportInput, build_report, render_html, render_markdown
+from soak.results.grew import report_section
 from soak.sinks.sqlite import SqliteStore
 
 S = 1_000_000_000
@@ -84,7 +85,7 @@ def build(tmp_path: Path, *, with_maps: bool, with_profiles: bool) -> dict[str, 
         memory_limit_bytes=2048 * MiB,
     )
     try:
-        return build_report(store, inp)
+        return build_report(store, inp, what_grew=report_section)
     finally:
         store.close()
 

@@ -11,8 +11,8 @@ from soak.analysis.scenario_sections import CriteriaConfig
 from soak.points import Point
 from soak.report import PhaseSpan, render_markdown
 from soak.report.tables import criteria_rows, headline
+from soak.results.reportinput import ran_phases
 from soak.runs import timeline
-from soak.runs.reportinput import ran_phases
 from soak.sinks.sqlite import SqliteStore
 from tests.support.reports import T0, S, build, report_input, tags
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from soak.placeholders import Placeholders, render_known
-from soak.runs.reportinput import filled_argv, shown_argv
+from soak.results.reportinput import filled_argv, shown_argv
 
 ARGV = [
     "./refdns",

@@ -90,7 +90,7 @@ def test_token_file_is_private_and_stable(tmp_path: Path, monkeypatch: pytest.Mo
 def test_status_shows_the_record_of_every_event_it_shows(tmp_path: Path) -> None:
     """A status built from a record read before a restart still shows the restart's PID:
     the events are read first, then the record the run wrote before its event."""
-    from soak.runs.status import run_status
+    from soak.results.status import run_status
 
     store = StateStore(tmp_path / "state.db")
     store.create_run("r1", scenario(), tmp_path / "runs" / "r1")

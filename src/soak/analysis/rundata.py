@@ -1,7 +1,7 @@
 """RunData: the plain series the criteria judge, and how to read them from the point store.
 
 The store is anything with the SqliteStore reader methods (`series`,
-`points`); nothing here opens a file. Names are DESIGN.md's time series:
+`points`); nothing here opens a file. Names are docs/architecture.md's time series:
 `load` (tag `class`) per-tick counts and latencies, `api` (tag `endpoint`)
 latency_ms, `runtime` querylog_dropped_total, `event` kind `restarted`, and
 `leak` (tag `resource`) verdicts.
@@ -78,20 +78,16 @@ class RunData:
 
 
 class StoreReader(Protocol):
-    """A run's stored points. Load agents' parts (soak.names.AGENT_TAG) come only where
-    asked for: `tags` that name the tag, or points(agents=True)."""
+    """A run's stored points, one measurement at a time. Load agents' parts
+    (soak.names.AGENT_TAG) come only where asked for: `tags` that name the tag, or
+    points(agents=True)."""
 
     def series(
         self, soak: str, measurement: str, field: str, tags: dict[str, str] | None = None
     ) -> list[tuple[dict[str, str], list[tuple[int, StoredValue]]]]: ...
 
     def points(
-        self,
-        soak: str,
-        measurement: str | None = None,
-        since_ns: int | None = None,
-        *,
-        agents: bool = False,
+        self, soak: str, measurement: str, since_ns: int | None = None, *, agents: bool = False
     ) -> Iterator[Point]: ...
 
 

@@ -13,7 +13,8 @@ from soak.analysis.leaks import LeakFits, LeakVerdict
 from soak.analysis.levelling import amount, span_text
 from soak.analysis.scenario_sections import LeaksConfig
 
-# Where resource fields live (DESIGN.md "Time series"); any other name is looked up in both.
+# Where resource fields live (docs/architecture.md "Time series"); any other name is looked
+# up in both.
 RESOURCE_MEASUREMENTS = ("process", "runtime")
 
 Value = float | str

@@ -21,7 +21,7 @@ from soak.runs.layout import DataDir
 def audit_cmd(run_id: str, data_dir: Path) -> None:
     """Check a run's load figures (phases, classes, agents, criteria, result.json) against
     its ledger of one-second windows; exit 1 and one line per figure that disagrees."""
-    from soak.runs.reportinput import local_audit
+    from soak.results.reportinput import local_audit
 
     found = local_audit(DataDir(data_dir), run_id)
     if found:

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
+from soak.commands.replay import replay_and_print, replay_cmd
 from soak.config import load_scenario
 from soak.errors import CheckFailed, InputError
 from soak.load.load_config import FLAT_OUT, LoadConfig
@@ -101,6 +102,10 @@ def _config(
 @click.option("--seed", type=int, default=None, help="seed for random names")
 @click.option("--allow-target", "allow_targets", multiple=True, help="CIDR beyond loopback")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--replay", type=click.Path(path_type=Path), help="replay a capture (docs/replay.md)")
+@click.option("--speed", default=None, help="--replay: 2 or 2x plays twice as fast")
+@click.option("--loops", type=int, default=None, help="--replay: loops (default: to --duration)")
+@click.option("--rewrite-zone", "rewrite_zones", multiple=True, help="--replay: fresh names")
 def load_cmd(
     server: str,
     queries: Path | None,
@@ -117,10 +122,24 @@ def load_cmd(
     seed: int | None,
     allow_targets: tuple[str, ...],
     as_json: bool,
+    replay: Path | None,
+    speed: str | None,
+    loops: int | None,
+    rewrite_zones: tuple[str, ...],
 ) -> None:
     """Open-loop DNS load against SERVER; exit 1 if nothing was answered."""
     host, port = parse_host_port(server)
     check_allowed(host, allow_targets)
+    if replay is not None:
+        replay_cmd(
+            (host, port),
+            {"file": replay, "speed": speed, "rate_qps": rate, "loops": loops},
+            protocol,
+            rewrite_zones,
+            (duration, timeout, seed),
+            as_json,
+        )
+        return
     rate_qps = _rate(rate)
     if timeout is not None and timeout <= 0:
         raise InputError(f"--timeout must be positive: {timeout:g}")
@@ -139,6 +158,12 @@ def load_cmd(
     if tls_resumption is not None:
         options["tls"] = {"resumption": tls_resumption}
     cfg, base = _config(queries, scenario, options)
+    if cfg.replay is not None:  # a scenario's load.replay: its file is relative to it
+        section = cfg.replay.model_copy(update={"file": base / cfg.replay.file})
+        replay_and_print(
+            section, (host, port), cfg.duration_s, cfg.timeout_s, cfg.seed or 0, as_json
+        )
+        return
     if cfg.duration_s is None or cfg.duration_s <= 0:
         raise InputError("--duration must be positive (e.g. 30 or 30s)")
     if cfg.agents is not None:

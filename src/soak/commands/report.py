@@ -22,7 +22,7 @@ def report_cmd(
 ) -> None:
     """A run's report from the service, or from --data-dir for foreground runs."""
     if data_dir is not None and server is None:
-        from soak.runs.reportinput import local_report_text
+        from soak.results.reportinput import local_report_text
 
         text = local_report_text(DataDir(data_dir), run_id, fmt)
     else:

@@ -17,8 +17,8 @@ from soak.runs.state import ACTIVE
 
 def local_status(data_dir: Path, run_id: str | None) -> Any:
     """--data-dir: read the state store directly (runs done in the foreground)."""
+    from soak.results.status import run_status
     from soak.runs.state import StateStore
-    from soak.runs.status import run_status
 
     layout = DataDir(data_dir)
     if not layout.state_db.exists():

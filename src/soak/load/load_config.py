@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_serializer, field_validator, model_validator
 
 from soak.agents.engine_config import AgentsConfig
+from soak.load.replay_config import ReplayConfig
 from soak.units import DurationS, StrictModel, parse_rate_qps
 
 
@@ -127,7 +128,16 @@ class LoadConfig(StrictModel):
     seed: int | None = None
     tls: TlsOptions = Field(default_factory=TlsOptions)
     doh: DohOptions = Field(default_factory=DohOptions)
-    mix: list[QueryClass] = Field(default_factory=list, min_length=1)
+    mix: list[QueryClass] = Field(default_factory=list)
+    replay: ReplayConfig | None = None  # a capture replayed instead of a mix (replay.py)
+
+    @model_validator(mode="after")
+    def _mix_or_replay(self) -> LoadConfig:
+        if not self.mix and self.replay is None:
+            raise ValueError("mix: give at least one class (or load.replay: a capture)")
+        if self.mix and self.replay is not None:
+            raise ValueError("give mix or replay, not both")
+        return self
 
     @field_validator("rate_qps", mode="before")
     @classmethod

@@ -184,7 +184,8 @@ def merge_agents(agents: list[AgentTotals]) -> MergedResult:
 
 
 def tag_agent(points: list[Point], agent: int) -> list[Point]:
-    """Per-second load points of one agent, with its `agent` tag (DESIGN: Time series)."""
+    """Per-second load points of one agent, with its `agent` tag (docs/architecture.md,
+    "Time series")."""
     return [p.with_tags({"agent": str(agent)}) for p in points]
 
 

@@ -4,20 +4,19 @@ The samplers read windows from this object, not from one LoadRunner, so a
 replacement is invisible to them; the run's totals add up every runner's.
 
 The face that every kind of a run's load has (this one, soak.load.agents.fleet's
-AgentsLoad) shares its parts from here: the events check() gives, the totals'
-fields, and the `load` points of a window.
+AgentsLoad) shares its parts from here: the totals' fields and the `load` points
+of a window; check() gives soak.points.Fault events, as the sampler agent's does.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from soak.load.generator import LoadRunner
 from soak.load.ledger import NS_PER_S, Window
 from soak.names import AGENT_TAG
-from soak.points import FieldValue, Point
+from soak.points import Fault, FieldValue, Point
 
 TOTAL_FIELDS = ("due", "sent", "skipped", "completed", "lost", "late", "unexpected")
 # Fields that count queries over the interval, not over windows: they ride on the
@@ -34,15 +33,6 @@ INTERVAL_FIELDS = (
 )
 # Margin given to the engine beyond the run's end: the run's end job stops it first.
 LOAD_MARGIN_S = 30.0
-
-
-@dataclass(frozen=True)
-class LoadEvent:
-    """A fault of the load the run records as an `event` (kind, message, value)."""
-
-    kind: str
-    message: str
-    value: float
 
 
 def _window_points(
@@ -151,13 +141,13 @@ class SupervisedLoad:
         self.restarts += 1
         return why
 
-    def check(self, remaining_s: float) -> list[LoadEvent]:
+    def check(self, remaining_s: float) -> list[Fault]:
         """supervise() as the run's events: a restart of the engine, if there was one."""
         why = self.supervise(remaining_s)
         if why is None:
             return []
         message = f"load engine restarted ({self.restarts}): {why}"
-        return [LoadEvent("load_restarted", message, float(self.restarts))]
+        return [Fault("load_restarted", message, float(self.restarts))]
 
     def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]:
         return {}  # one machine, no agents

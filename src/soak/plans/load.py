@@ -29,7 +29,7 @@ from soak.load.agents.lease import NS_PER_S
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
 from soak.load.merge import MergedResult, merge_agents
-from soak.load.supervised import LoadEvent
+from soak.points import Fault
 from soak.runs.runid import new_run_id
 
 
@@ -125,10 +125,10 @@ def run_load_agents(
     return AgentsRun(merged, states, notes, windows)
 
 
-def _watch(load: AgentsLoad, limit_s: float, poll_s: float) -> list[LoadEvent]:
+def _watch(load: AgentsLoad, limit_s: float, poll_s: float) -> list[Fault]:
     """Until every agent has ended or is lost, or the limit: the agents lost."""
     end_s = time.monotonic() + limit_s
-    lost: list[LoadEvent] = []
+    lost: list[Fault] = []
     while not load.finished() and time.monotonic() < end_s:
         time.sleep(poll_s)
         load.take_window()  # hands the complete seconds out: the per-agent sums

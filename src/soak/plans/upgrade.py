@@ -3,7 +3,7 @@
 data -> start old -> ready -> populate -> snapshot -> stop old -> migrate ->
 start new -> ready (time recorded) -> checks -> stop new -> [rollback] -> clean up.
 
-The engine (soak.runs) starts and stops the versions (runs.live) in the run directory
+The engine (soak.runs) starts and stops the versions (runs.live_targets) in the run directory
 the data directory names; the domain (soak.upgrade) makes the data, runs the steps,
 the checks and the migration, and keeps the outcome (upgrade.outcome).
 
@@ -35,7 +35,7 @@ import click
 from soak.errors import InputError, TargetStartError
 from soak.labels import owner_label
 from soak.runs.layout import upgrade_migrate_log, upgrade_owner_file, upgrade_run_dir
-from soak.runs.live import LiveTargets
+from soak.runs.live_targets import LiveTargets
 from soak.runs.runid import new_run_id
 from soak.targets.config import DockerTarget, TargetConfig
 from soak.upgrade import actions, docker_data

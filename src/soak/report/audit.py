@@ -9,7 +9,7 @@ after the warm-up, the agents table to the same, `result.json`'s
 `load_totals` to the whole ledger, and the `generator` criterion is sent over
 due (never above 1). Each window keeps `completed + lost + abandoned == sent`
 and `sent + skipped == due`. A disagreement is a line of text; the run records
-each as an `accounting` event (soak.runs.judge) and the report shows them.
+each as an `accounting` event (soak.results.judge) and the report shows them.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from soak.analysis.rundata import (
 )
 from soak.analysis.sliding import counter_increments
 from soak.report.classes import agent_table, class_table, probe_table
-from soak.report.model import PhaseSpan, ReportInput
+from soak.report.model import PhaseSpan, ReportInput, WhatGrew
 from soak.report.plots import (
     PHASE_METRICS,
     PLOT_BUCKETS,
@@ -55,8 +55,11 @@ def iso(time_ns: int | None) -> str | None:
     return datetime.fromtimestamp(time_ns / 1e9, UTC).isoformat(timespec="seconds")
 
 
-def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
-    """Everything the renderings show, as plain JSON-able data."""
+def build_report(
+    store: StoreReader, inp: ReportInput, *, what_grew: WhatGrew | None = None
+) -> dict[str, Any]:
+    """Everything the renderings show, as plain JSON-able data; `what_grew` makes the
+    "What grew" section (the results layer's), none without it."""
     fetched: dict[tuple[str, str], TaggedSeries] = {}
     last_ns = inp.started_ns
 
@@ -110,7 +113,7 @@ def build_report(store: StoreReader, inp: ReportInput) -> dict[str, Any]:
         "classes": [_finite(r) for r in class_table(store, inp.run_id, judged_ns)],
         "probes": probe_table(store, inp.run_id),
         "agents": [_finite(r) for r in agent_table(store, inp.run_id, judged_ns)],
-        "what_grew": _what_grew(store, inp, verdicts),
+        "what_grew": what_grew(store, inp, verdicts) if what_grew is not None else None,
         "events": events[:MAX_EVENTS],
         "events_total": len(events),
         "plots": _ordered_plots(plots),
@@ -132,25 +135,6 @@ def warmup_end_ns(inp: ReportInput) -> int:
 
 
 # ---------------------------------------------------------------- sections
-
-
-def _what_grew(
-    store: StoreReader, inp: ReportInput, verdicts: list[dict[str, Any]]
-) -> dict[str, Any] | None:
-    """RSS by mapping and Go profile diffs from the warm-up's end; None without either."""
-    from soak.report.grew import what_grew
-
-    warmups = [p.end_ns for p in inp.phases if p.warmup and p.end_ns is not None]
-    grew = what_grew(
-        store,
-        inp.run_id,
-        verdicts,
-        started_ns=inp.started_ns,
-        since_ns=max(warmups, default=inp.started_ns),
-        run_dir=inp.run_dir,
-        memory_limit_bytes=inp.memory_limit_bytes,
-    )
-    return grew if grew["chart"] is not None or grew["profiles"] or grew["culprits"] else None
 
 
 def _run_section(inp: ReportInput, end_ns: int) -> dict[str, Any]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from soak.analysis.criteria import CriterionResult
 from soak.analysis.leaks import LeakVerdict
+from soak.analysis.rundata import StoreReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +47,8 @@ class ReportInput:
     # label): None when the scenario does not say how to ask.
     detected_version: str | None = None
     planned_s: float | None = None  # the phases' total: a run that ended before it ended early
+
+
+# The "What grew" section (soak.results.grew.report_section registers it): the store, the
+# run, its verdicts as the report shows them; None where the run has nothing to show.
+WhatGrew = Callable[[StoreReader, ReportInput, list[dict[str, Any]]], dict[str, Any] | None]

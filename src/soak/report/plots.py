@@ -1,7 +1,7 @@
 """Which series a report plots and summarises per phase, and how a long series is thinned.
 
-Names are DESIGN.md's time series. A line may be split by a tag (one line per
-API endpoint, per load class, per dig probe).
+Names are those of docs/architecture.md ("Time series"). A line may be split by a tag
+(one line per API endpoint, per load class, per dig probe).
 """
 
 from __future__ import annotations
@@ -53,109 +53,65 @@ class PhaseMetric:
     tags: tuple[tuple[str, str], ...] = ()
 
 
+# Each plot's lines, in the order they are drawn: (plot id, line).
+PLOT_LINES: tuple[tuple[str, LineSpec], ...] = (
+    ("load", LineSpec("target", "load", "rate_target", ALL)),
+    # From `sent`, not the stored `rate_achieved`: that one divides by the load engine's
+    # own window, which jitters around the tick (503 sent in a 0.49 s window read as
+    # 1,018 q/s); the tick grid is what every other figure uses.
+    ("load", LineSpec("achieved", "load", "sent", ALL, per_s=True)),
+    ("latency", LineSpec("avg", "load", "lat_avg_ms", ALL)),
+    ("latency", LineSpec("p99", "load", "lat_p99_ms", ALL)),
+    ("latency", LineSpec("p99", "load", "lat_p99_ms", split_by="class", exclude=("all",))),
+    ("machine", LineSpec("busy", "host", "cpu_busy_ratio")),
+    ("machine", LineSpec("iowait", "host", "cpu_iowait_ratio")),
+    ("machine", LineSpec("steal", "host", "cpu_steal_ratio")),
+    ("lost", LineSpec("lost", "load", "lost", ALL)),
+    ("lost", LineSpec("late", "load", "late", ALL)),
+    ("lost", LineSpec("wrong", "load", "wrong_answers", ALL)),
+    ("memory", LineSpec("anonymous", "process", "rss_anon_bytes")),
+    ("memory", LineSpec("file-backed", "process", "rss_file_bytes")),
+    ("memory", LineSpec("total", "process", "rss_bytes")),
+    ("heap", LineSpec("in use", "runtime", "heap_inuse_bytes")),
+    ("heap", LineSpec("allocated", "runtime", "heap_alloc_bytes")),
+    ("fds", LineSpec("fds", "process", "fds")),
+    ("tasks", LineSpec("goroutines", "runtime", "goroutines")),
+    ("tasks", LineSpec("threads", "process", "threads")),
+    ("cpu", LineSpec("cpu", "process", "cpu_cores")),
+    ("drops", LineSpec("dropped", "runtime", "querylog_dropped_total")),
+    ("rows", LineSpec("", "files", "rows", split_by="path")),
+    ("api", LineSpec("", "api", "latency_ms", split_by="endpoint")),
+    ("dig", LineSpec("", "dig", "latency_ms", split_by="probe")),
+)
+
+
+def _lines(plot_id: str) -> tuple[LineSpec, ...]:
+    return tuple(line for plot, line in PLOT_LINES if plot == plot_id)
+
+
+# The plots, in the order the report shows them; each draws its lines of PLOT_LINES.
 PLOTS: tuple[PlotSpec, ...] = (
-    PlotSpec(
-        "load",
-        "Load",
-        "q/s",
-        (
-            LineSpec("target", "load", "rate_target", ALL),
-            # From `sent`, not the stored `rate_achieved`: that one divides by the load
-            # engine's own window, which jitters around the tick (503 sent in a 0.49 s
-            # window read as 1,018 q/s); the tick grid is what every other figure uses.
-            LineSpec("achieved", "load", "sent", ALL, per_s=True),
-        ),
-    ),
-    PlotSpec(
-        "latency",
-        "Latency",
-        "ms",
-        (
-            LineSpec("avg", "load", "lat_avg_ms", ALL),
-            LineSpec("p99", "load", "lat_p99_ms", ALL),
-            LineSpec("p99", "load", "lat_p99_ms", split_by="class", exclude=("all",)),
-        ),
-    ),
+    PlotSpec("load", "Load", "q/s", _lines("load")),
+    PlotSpec("latency", "Latency", "ms", _lines("latency")),
     # Under latency: a slow window on a saturated machine is the machine's as much as the
     # server's (soak.samplers.host).
     PlotSpec(
         "machine",
         "The machine: CPU busy, iowait and steal",
         "% of all CPUs",
-        (
-            LineSpec("busy", "host", "cpu_busy_ratio"),
-            LineSpec("iowait", "host", "cpu_iowait_ratio"),
-            LineSpec("steal", "host", "cpu_steal_ratio"),
-        ),
+        _lines("machine"),
         scale=0.01,
     ),
-    PlotSpec(
-        "lost",
-        "Lost, late and wrong answers",
-        "queries per tick",
-        (
-            LineSpec("lost", "load", "lost", ALL),
-            LineSpec("late", "load", "late", ALL),
-            LineSpec("wrong", "load", "wrong_answers", ALL),
-        ),
-    ),
-    PlotSpec(
-        "memory",
-        "Memory (RSS)",
-        "MiB",
-        (
-            LineSpec("anonymous", "process", "rss_anon_bytes"),
-            LineSpec("file-backed", "process", "rss_file_bytes"),
-            LineSpec("total", "process", "rss_bytes"),
-        ),
-        scale=MiB,
-    ),
-    PlotSpec(
-        "heap",
-        "Heap",
-        "MiB",
-        (
-            LineSpec("in use", "runtime", "heap_inuse_bytes"),
-            LineSpec("allocated", "runtime", "heap_alloc_bytes"),
-        ),
-        scale=MiB,
-    ),
-    PlotSpec("fds", "File descriptors", "open fds", (LineSpec("fds", "process", "fds"),)),
-    PlotSpec(
-        "tasks",
-        "Goroutines and threads",
-        "count",
-        (
-            LineSpec("goroutines", "runtime", "goroutines"),
-            LineSpec("threads", "process", "threads"),
-        ),
-        titled_by_lines=True,
-    ),
-    PlotSpec("cpu", "CPU", "cores", (LineSpec("cpu", "process", "cpu_cores"),)),
-    PlotSpec(
-        "drops",
-        "Query-log drops",
-        "dropped (counter)",
-        (LineSpec("dropped", "runtime", "querylog_dropped_total"),),
-    ),
-    PlotSpec(
-        "rows",
-        "Query log (rows)",
-        "rows",
-        (LineSpec("", "files", "rows", split_by="path"),),
-    ),
-    PlotSpec(
-        "api",
-        "API latency",
-        "ms",
-        (LineSpec("", "api", "latency_ms", split_by="endpoint"),),
-    ),
-    PlotSpec(
-        "dig",
-        "Probe latency",
-        "ms",
-        (LineSpec("", "dig", "latency_ms", split_by="probe"),),
-    ),
+    PlotSpec("lost", "Lost, late and wrong answers", "queries per tick", _lines("lost")),
+    PlotSpec("memory", "Memory (RSS)", "MiB", _lines("memory"), scale=MiB),
+    PlotSpec("heap", "Heap", "MiB", _lines("heap"), scale=MiB),
+    PlotSpec("fds", "File descriptors", "open fds", _lines("fds")),
+    PlotSpec("tasks", "Goroutines and threads", "count", _lines("tasks"), titled_by_lines=True),
+    PlotSpec("cpu", "CPU", "cores", _lines("cpu")),
+    PlotSpec("drops", "Query-log drops", "dropped (counter)", _lines("drops")),
+    PlotSpec("rows", "Query log (rows)", "rows", _lines("rows")),
+    PlotSpec("api", "API latency", "ms", _lines("api")),
+    PlotSpec("dig", "Probe latency", "ms", _lines("dig")),
 )
 
 PHASE_METRICS: tuple[PhaseMetric, ...] = (

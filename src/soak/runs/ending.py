@@ -2,7 +2,7 @@
 the hook that judges it.
 
 The run does not know who judges it or writes its reports: whoever builds its
-RunContext registers an `EndHook` (the manager registers `runs.judge.judge_and_report`),
+RunContext registers an `EndHook` (the manager registers `results.judge.judge_and_report`),
 as Locust's stats listen to `test_stop`. The hook gets a `RunEnd`, the run's facts at
 its end, and returns the run's `Outcome`.
 """

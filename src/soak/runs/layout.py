@@ -186,7 +186,7 @@ def upgrade_data_dir(run_dir: Path) -> Path:
 
 def targets_dir(run_dir: Path, key: str) -> Path:
     """The files of the targets a run starts under `key` (an upgrade's old, new,
-    rollback version: see runs.live)."""
+    rollback version: see runs.live_targets)."""
     return run_dir / key
 
 

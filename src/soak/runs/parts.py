@@ -1,5 +1,6 @@
-"""A run's parts besides its targets: sinks, load engine, samplers and alerter; and the
-writing of its points and events (into the state store and every sink)."""
+"""A run's parts besides its targets: sinks, load engine, samplers and the listener of its
+leak passes (runs.listening); and the writing of its points and events (into the state
+store and every sink)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from soak.load.agents.fleet import AgentsLoad
 from soak.load.generator import LoadRunner
 from soak.load.supervised import SupervisedLoad
 from soak.points import Point, event_point
-from soak.runs.alerts import Alerter
 from soak.runs.context import RunContext
 from soak.runs.layout import spool_dir, with_embedded_store
+from soak.runs.listening import RunFacts, RunListener
 from soak.samplers import TickRunner, build_samplers
 from soak.samplers.remote_samplers import RemoteSamplers
 from soak.sinks import SinkSet, build_sinks
@@ -43,7 +44,7 @@ class RunParts:
         self.load: SupervisedLoad | AgentsLoad | None = None
         self.tick_runner: TickRunner | None = None
         self.remote_samplers: RemoteSamplers | None = None  # a target on another node
-        self.alerter: Alerter | None = None
+        self.listener: RunListener | None = None  # its leak alerts, where registered
 
     def build_sinks(self) -> None:
         self.sinks = build_sinks(
@@ -100,7 +101,7 @@ class RunParts:
             metrics=self.ctx.metrics,
             interval_s=sc.samplers.interval_s,
         )
-        self.alerter = Alerter(sc.alerting, run_tags=self.run_tags)
+        self.listener = self.ctx.listen(RunFacts(self.run_id, sc, self.run_dir, self.run_tags))
 
     def event(
         self, kind: str, message: str, value: float = 0.0, time_ns: int | None = None
@@ -135,10 +136,11 @@ class RunParts:
             number = float(value) if isinstance(value, int | float) else 0.0
             self.ctx.state.add_event(self.run_id, p.time_ns, kind, message, number)
 
-    def stop(self, *, close_alerter: bool = True, ended_ns: int | None = None) -> None:
-        """Ticks, alerts and load stop; a load that will not stop is an event. The load's
-        last windows are stored no later than `ended_ns` (the run's end, where its last
-        phase ends), so that a stopped run's phases hold every window it ran."""
+    def stop(self, *, close_listener: bool = True, ended_ns: int | None = None) -> None:
+        """Ticks, the listener (alerts) and load stop; a load that will not stop is an
+        event. The load's last windows are stored no later than `ended_ns` (the run's end,
+        where its last phase ends), so that a stopped run's phases hold every window it
+        ran."""
         if self.tick_runner is not None:
             self.tick_runner.close()
         if self.remote_samplers is not None:
@@ -148,8 +150,8 @@ class RunParts:
                 self.write([p.with_tags(self.run_tags) for p in points])
             except Exception as exc:  # the run must still end; the fault is recorded
                 self.event("error", f"stopping the sampler agent: {exc}", 0.0)
-        if self.alerter is not None and close_alerter:
-            self.alerter.close()
+        if self.listener is not None and close_listener:
+            self.listener.close()
         if self.load is not None:
             try:
                 self.load.stop()

@@ -4,8 +4,8 @@ A Run is built from its stored record and a RunContext (the service's state
 store, data directory, metrics and end hook), never from globals. Its job methods
 (`tick`, `analyse`, `enter_phase`, `finish`) are called by the scheduler's
 threads; a lock keeps one of them at a time on the run's parts. The parts:
-its targets (`targets.group.TargetGroup`), sinks, load, samplers and alerter
-(`runs.parts.RunParts`), their supervision (`runs.supervise.Supervisor`) and
+its targets (`targets.group.TargetGroup`), sinks, load, samplers and the listener of
+its leak passes (`runs.parts.RunParts`), their supervision (`runs.supervise.Supervisor`) and
 its ticks and analysis (`runs.ticking.Ticker`).
 """
 
@@ -23,10 +23,10 @@ from soak.errors import SoakError
 from soak.runs.context import RunContext
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.layout import TargetFiles
+from soak.runs.live import LiveFigures
 from soak.runs.parts import RunParts
 from soak.runs.reserve import release_reserve
 from soak.runs.state import RunRecord, RunStatus
-from soak.runs.status import LiveFigures
 from soak.runs.supervise import Supervisor, owner
 from soak.runs.ticking import Ticker
 from soak.runs.timeline import NS_PER_S, Timeline
@@ -259,7 +259,7 @@ class Run:
             except Exception as exc:  # recorded; the run still ends
                 self.parts.try_event("pprof_failed", f"profile at the end: {exc}", now_ns)
         # The target first: a store that fails below must not leave it running.
-        self.parts.stop(close_alerter=False, ended_ns=now_ns)
+        self.parts.stop(close_listener=False, ended_ns=now_ns)
         self.targets.stop()
         self.parts.try_event("stop", f"run ended: {message}", now_ns)
         if self.parts.load is not None:
@@ -267,8 +267,8 @@ class Run:
         with contextlib.suppress(SoakError):
             # A last verdict; it may still send an alert (a resend that is due).
             self.ticker.analyse(now_ns, self.timeline.warmup_end_ns)
-        if self.parts.alerter is not None:
-            self.parts.alerter.close()
+        if self.parts.listener is not None:
+            self.parts.listener.close()
         self.parts.close_sinks()  # flushed: the criteria and the report read every point
         return self.ctx.on_end(
             RunEnd(

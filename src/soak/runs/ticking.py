@@ -8,9 +8,9 @@ from soak.analysis.leaks import LeakFits, LeakVerdict, leak_points
 from soak.analysis.verdicts import run_verdicts
 from soak.config import Scenario
 from soak.points import FieldValue, Point
-from soak.report.grew import verdict_culprits
 from soak.runs import timeline as tl
 from soak.runs.context import RunContext
+from soak.runs.listening import LeakPass
 from soak.runs.parts import RunParts
 from soak.runs.supervise import Supervisor
 from soak.runs.timeline import NS_PER_S, Timeline
@@ -63,8 +63,8 @@ class Ticker:
         self.ctx.metrics.observe_tick(lag_s, (time.time_ns() - started_ns) / NS_PER_S)
 
     def analyse(self, now_ns: int, since_ns: int) -> None:
-        """Leak verdicts over the samples from `since_ns` (the warm-up's end); alerts on
-        changes."""
+        """Leak verdicts over the samples from `since_ns` (the warm-up's end), told to the
+        run's listener (its alerts, which act on changes)."""
         sinks = self.parts.sinks
         if sinks is None or sinks.store is None:
             return
@@ -80,17 +80,9 @@ class Ticker:
             if v.verdict == "growing" and v.resource not in was_growing and runner:
                 for sampler in runner.samplers:  # the pprof sampler: profile it now
                     getattr(sampler, "request_capture", lambda reason: None)("growing")
-        alerter = self.parts.alerter
-        if alerter is not None:
-            culprits = alerter.receivers and verdict_culprits(
-                store,
-                self.run_id,
-                self.verdicts,
-                run_dir=self.parts.run_dir,
-                since_ns=since_ns,
-                memory_limit_bytes=self.scenario.memory_limit_bytes,
-            )
-            alert_events = alerter.update(self.verdicts, culprits or None)
+        listener = self.parts.listener
+        if listener is not None:
+            alert_events = listener.heard(LeakPass(list(self.verdicts), store, since_ns))
             for p in alert_events:  # the run's event list shows what was told to whom
                 kind = p.tags.get("kind", "alert")
                 message = str(p.fields.get("message", ""))

@@ -24,8 +24,7 @@ from soak.agents.engine import AgentEngine
 from soak.agents.engines import make_engine
 from soak.agents.protocol import SAMPLES, SamplesReply
 from soak.agents.spec import AgentSpec
-from soak.load.supervised import LoadEvent
-from soak.points import Point
+from soak.points import Fault, Point
 from soak.samplers.config import SamplersConfig
 from soak.samplers.member import SAMPLERS_ENV, TARGET_ENV, points_of
 
@@ -175,7 +174,7 @@ class RemoteSamplers:
         with self._coordinator.lock:
             return self.inbox.take()
 
-    def check(self) -> list[LoadEvent]:
+    def check(self) -> list[Fault]:
         """The agent lost (once): silent for a lease, or its task ended."""
         if self._coordinator is None or self._lost:
             return []
@@ -193,7 +192,7 @@ class RemoteSamplers:
             return []
         self._lost = True
         message = f"sampler agent on the target's node lost: {why}"
-        return [LoadEvent("agent_lost", message, 0.0)]
+        return [Fault("agent_lost", message, 0.0)]
 
     def stop(self, last_tick_ns: int | None = None) -> list[Point]:
         """The points that came in since the last tick, the last tick's included (waited

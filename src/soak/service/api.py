@@ -21,7 +21,7 @@ from starlette.routing import Route
 from soak.config import InvalidModel, Scenario, parse_yaml, scenario_from_data
 from soak.errors import InputError, not_utf8
 from soak.preflight import check_scenario
-from soak.runs.reportinput import REPORT_MEDIA, report_text
+from soak.results.reportinput import REPORT_MEDIA, report_text
 from soak.runs.timeline import scaled_scenario
 from soak.service.auth import token_matches
 from soak.service.manager import RunManager, UnknownRun

@@ -18,15 +18,17 @@ from prometheus_client import CollectorRegistry
 
 from soak.config import Scenario
 from soak.errors import InputError, SoakError
+from soak.results.alerts import LeakAlerts
+from soak.results.judge import judge_and_report
+from soak.results.status import run_status
 from soak.runs.context import RunContext
-from soak.runs.judge import judge_and_report
 from soak.runs.layout import DataDir
 from soak.runs.leftovers import sweep_leftovers
+from soak.runs.live import LiveFigures
 from soak.runs.reserve import make_reserve
 from soak.runs.run import Run, reap
 from soak.runs.runid import new_run_id
 from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore
-from soak.runs.status import LiveFigures, run_status
 from soak.runs.supervise import owner_alive
 from soak.service.scheduler import SoakScheduler
 from soak.sinks.metrics import ServiceMetrics
@@ -52,6 +54,7 @@ class RunManager:
             self.metrics,
             on_end=judge_and_report,
             on_finished=self._finished,
+            listen=LeakAlerts,
         )
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()

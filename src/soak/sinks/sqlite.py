@@ -48,6 +48,18 @@ Value = float | str
 
 _PAGE_ROWS = 10_000
 _KEPT_WINDOWED_SERIES = 256  # a few runs' leak resources; the least recently read goes first
+# The first series of (soak, measurement) that has a field at all (window_minima's).
+_FIRST_SERIES_WITH_FIELD = (
+    "SELECT s.id FROM series s WHERE s.soak = ? AND s.measurement = ? AND EXISTS"
+    " (SELECT 1 FROM samples v WHERE v.series_id = s.id AND v.field = ?)"
+    " ORDER BY s.id LIMIT 1"
+)
+# The newest value of (soak, measurement, field) over all its tag sets (latest's).
+_NEWEST_VALUE = (
+    "SELECT v.num, v.txt FROM samples v JOIN series s ON s.id = v.series_id"
+    " WHERE s.soak = ? AND s.measurement = ? AND v.field = ?"
+    " ORDER BY v.time_ns DESC LIMIT 1"
+)
 
 
 def _tags_key(tags: dict[str, str]) -> str:
@@ -235,12 +247,7 @@ class SqliteStore:
         them; only the samples written since the last call are read.
         """
         with self._lock:
-            row = self._db.execute(
-                "SELECT s.id FROM series s WHERE s.soak = ? AND s.measurement = ? AND EXISTS"
-                " (SELECT 1 FROM samples v WHERE v.series_id = s.id AND v.field = ?)"
-                " ORDER BY s.id LIMIT 1",
-                (soak, measurement, field),
-            ).fetchone()
+            row = self._db.execute(_FIRST_SERIES_WITH_FIELD, (soak, measurement, field)).fetchone()
             if row is None:
                 return None
             key = (int(row[0]), field, since_ns, window_s)
@@ -260,12 +267,7 @@ class SqliteStore:
     def latest(self, soak: str, measurement: str, field: str) -> Value | None:
         """The newest value of a field in a run, over all its tag sets."""
         with self._lock:
-            row = self._db.execute(
-                "SELECT v.num, v.txt FROM samples v JOIN series s ON s.id = v.series_id"
-                " WHERE s.soak = ? AND s.measurement = ? AND v.field = ?"
-                " ORDER BY v.time_ns DESC LIMIT 1",
-                (soak, measurement, field),
-            ).fetchone()
+            row = self._db.execute(_NEWEST_VALUE, (soak, measurement, field)).fetchone()
         if row is None:
             return None
         num, txt = row

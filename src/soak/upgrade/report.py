@@ -267,7 +267,8 @@ def write_json(path: Path, results: list[UpgradeResult], matrix: bool) -> None:
 
 
 def check_points(result: UpgradeResult, *, target: str, version: str, time_ns: int) -> list[Point]:
-    """`upgrade_check` points (DESIGN.md), one per check, at the end of the run."""
+    """`upgrade_check` points (docs/architecture.md "Time series"), one per check, at the
+    end of the run."""
     run_tags = {
         "soak": result.run_id,
         "scenario": result.plan,

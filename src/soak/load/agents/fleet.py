@@ -31,8 +31,8 @@ from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken, f
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
 from soak.load.merge import SIGNIFICANT_DIGITS, AgentTotals, latency_ms
-from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, LoadEvent, load_points
-from soak.points import Point
+from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, load_points
+from soak.points import Fault, Point
 
 POLL_ENGINE_S = 5.0  # the engine's task states are asked this often (API calls per agent)
 WAIT_S = 0.2
@@ -233,7 +233,7 @@ class AgentsLoad:
         (the run's end: a run stopped early ends there)."""
         return self.take_points(time_ns, end_ns=time_ns)
 
-    def check(self, remaining_s: float) -> list[LoadEvent]:
+    def check(self, remaining_s: float) -> list[Fault]:
         """Agents lost since the last check: a lease run out, or a task the engine ended."""
         fleet, coordinator = self._fleet, self._coordinator
         if fleet is None or coordinator is None:
@@ -250,13 +250,13 @@ class AgentsLoad:
             lost += fleet.expire()
         return [self._lost_event(slot) for slot in lost]
 
-    def _lost_event(self, slot: Slot) -> LoadEvent:
+    def _lost_event(self, slot: Slot) -> Fault:
         assert self._fleet is not None
         at_ns = slot.lost_at_ns or time.time_ns()
         since = elapsed_text((at_ns - self.run_started_ns()) / 1e9)
         count = self._fleet.count
         message = f"agent {slot.index} of {count} lost at {since}: {slot.lost_why}"
-        return LoadEvent("agent_lost", message, float(slot.index))
+        return Fault("agent_lost", message, float(slot.index))
 
     def finished(self) -> bool:
         """Every agent has ended (its totals in) or is lost."""

@@ -16,9 +16,9 @@ from typing import Any
 from soak.analysis import evaluate_criteria, run_data_from_store
 from soak.analysis.criteria import generator_cause
 from soak.report.audit import ledger_totals
+from soak.results.reportinput import render_all
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.layout import report_path, result_path
-from soak.runs.reportinput import render_all
 from soak.runs.state import RunStatus
 from soak.sinks.sqlite import SqliteStore
 from soak.words import counted

@@ -24,6 +24,8 @@ import httpx
 from soak.analysis.leaks import LeakVerdict
 from soak.config import AlertingConfig
 from soak.points import Point, event_point, seconds_to_ns
+from soak.results.grew import verdict_culprits
+from soak.runs.listening import LeakPass, RunFacts
 
 ALERT_NAME = "SoakLeakGrowing"
 _VALID_FOR_INTERVALS = 4
@@ -41,7 +43,7 @@ class _Alert:
     # receiver URL -> time of its last successful send (0: it has not heard yet)
     last_sent_s: dict[str, float] = field(default_factory=dict)
     attempts: int = 0  # tries to deliver the resolution
-    culprit: dict[str, str] = field(default_factory=dict)  # culprit, projection (report.grew)
+    culprit: dict[str, str] = field(default_factory=dict)  # culprit, projection (results.grew)
 
 
 def _rfc3339(t_s: float) -> str:
@@ -258,3 +260,26 @@ class Alerter:
 
     def _event(self, message: str, value: float, now_s: float) -> Point:
         return event_point("alert", message, seconds_to_ns(now_s), value).with_tags(self.run_tags)
+
+
+class LeakAlerts:
+    """A run's leak alerts as the listener of its leak passes (runs.listening): each pass
+    updates its Alerter, with the culprits of what grows where anyone is told."""
+
+    def __init__(self, run: RunFacts) -> None:
+        self.run = run
+        self.alerter = Alerter(run.scenario.alerting, run_tags=run.run_tags)
+
+    def heard(self, leak_pass: LeakPass) -> list[Point]:
+        culprits = self.alerter.receivers and verdict_culprits(
+            leak_pass.store,
+            self.run.run_id,
+            leak_pass.verdicts,
+            run_dir=self.run.run_dir,
+            since_ns=leak_pass.since_ns,
+            memory_limit_bytes=self.run.scenario.memory_limit_bytes,
+        )
+        return self.alerter.update(leak_pass.verdicts, culprits or None)
+
+    def close(self) -> None:
+        self.alerter.close()

@@ -9,29 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from soak.analysis.leaks import LeakVerdict
 from soak.points import FieldValue
 from soak.runs import timeline
 from soak.runs.layout import REPORTS, read_result
+from soak.runs.live import LiveFigures
 from soak.runs.state import RunRecord, StateStore
-
-
-@dataclass
-class LiveFigures:
-    """What a run held in this process knows beyond its record: read after the events,
-    its restart count and PID are at least as new as any `restarted` event shown (it
-    sets both before it records the event)."""
-
-    latest: dict[str, dict[str, FieldValue]]
-    restarts: int
-    target_pid: int | None = None
-    verdicts: list[LeakVerdict] = field(default_factory=list)
-    load_totals: dict[str, Any] = field(default_factory=dict)  # {} once the load has stopped
 
 
 def _iso(time_ns: int | None) -> str | None:

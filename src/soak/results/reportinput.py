@@ -22,6 +22,7 @@ from soak.config import Scenario
 from soak.errors import InputError
 from soak.placeholders import Placeholders, fill_services, render_known
 from soak.report import PhaseSpan, ReportInput
+from soak.results.grew import report_section
 from soak.runs import timeline
 from soak.runs.layout import DataDir, read_result, report_path
 from soak.runs.state import EventRecord, RunRecord, StateStore
@@ -64,7 +65,8 @@ def audited_report(
 
     store = SqliteStore(points_path)
     try:
-        report = build_report(store, report_input(record, state, store))
+        inp = report_input(record, state, store)
+        report = build_report(store, inp, what_grew=report_section)
         result = read_result(record.run_dir) or {}
         return report, audit(store, record.id, report, result.get("load_totals"))
     finally:

@@ -9,6 +9,7 @@ annotation says, so the page and the report name the same code.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from soak.analysis.leaks import LeakVerdict
 from soak.analysis.rundata import StoreReader, numeric
 from soak.pproftext import Profile, parse_profile
 from soak.profiles import first_and_latest, read_profile_text
+from soak.report.model import ReportInput
 from soak.report.plots import thin
 
 TOP = 10
@@ -80,6 +82,25 @@ def _last(store: StoreReader, run_id: str, field: str) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class Grown:
+    """What grew from the warm-up's end: heap functions, goroutine stacks, mappings."""
+
+    heap: list[Growth]
+    goroutines: list[Growth]
+    mappings: list[Growth]
+
+
+def _grown(store: StoreReader, run_id: str, run_dir: Path | None, since_ns: int) -> Grown:
+    """The top TOP of each, as an alert's culprit needs them."""
+    pair = _profiles(run_dir, "heap", since_ns)
+    heap = growth.heap_functions(*pair, top=TOP) if pair else []
+    pair = _profiles(run_dir, "goroutine", since_ns)
+    goroutines = growth.goroutine_stacks(*pair, top=TOP) if pair else []
+    mappings = growth.mapping_growth(_map_series(store, run_id), since_ns, TOP)
+    return Grown(heap, goroutines, mappings)
+
+
 def culprits(
     store: StoreReader,
     run_id: str,
@@ -88,22 +109,14 @@ def culprits(
     run_dir: Path | None,
     since_ns: int,
     memory_limit_bytes: float | None,
-    heap: list[Growth] | None = None,
-    goroutines: list[Growth] | None = None,
-    mappings: list[Growth] | None = None,
+    grown: Grown | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """resource -> {culprit, projection, hours_to_limit, limit} for every growing verdict."""
+    """resource -> {culprit, projection, hours_to_limit, limit} for every growing verdict;
+    `grown`: what grew, where the caller has read it already."""
     growing = [v for v in verdicts if v.get("verdict") == "growing"]
     if not growing:
         return {}
-    if heap is None:
-        pair = _profiles(run_dir, "heap", since_ns)
-        heap = growth.heap_functions(*pair, top=TOP) if pair else []
-    if goroutines is None:
-        pair = _profiles(run_dir, "goroutine", since_ns)
-        goroutines = growth.goroutine_stacks(*pair, top=TOP) if pair else []
-    if mappings is None:
-        mappings = growth.mapping_growth(_map_series(store, run_id), since_ns, TOP)
+    found = grown if grown is not None else _grown(store, run_id, run_dir, since_ns)
     fd_limit = _last(store, run_id, "fd_limit")
     out = {}
     for v in growing:
@@ -113,7 +126,7 @@ def culprits(
         p = growth.project(resource, current, float(v.get("slope_per_hour") or 0.0), limit)
         out[resource] = {
             "culprit": growth.culprit(
-                resource, heap=heap, goroutines=goroutines, mappings=mappings
+                resource, heap=found.heap, goroutines=found.goroutines, mappings=found.mappings
             ),
             "projection": p.text,
             "hours_to_limit": p.hours_to_limit,
@@ -153,11 +166,27 @@ def what_grew(
             run_dir=run_dir,
             since_ns=since_ns,
             memory_limit_bytes=memory_limit_bytes,
-            heap=heap,
-            goroutines=goroutines,
-            mappings=mappings,
+            grown=Grown(heap, goroutines, mappings),
         ),
     }
+
+
+def report_section(
+    store: StoreReader, inp: ReportInput, verdicts: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """RSS by mapping and Go profile diffs from the warm-up's end; None without either
+    (build_report's `what_grew`)."""
+    warmups = [p.end_ns for p in inp.phases if p.warmup and p.end_ns is not None]
+    grew = what_grew(
+        store,
+        inp.run_id,
+        verdicts,
+        started_ns=inp.started_ns,
+        since_ns=max(warmups, default=inp.started_ns),
+        run_dir=inp.run_dir,
+        memory_limit_bytes=inp.memory_limit_bytes,
+    )
+    return grew if grew["chart"] is not None or grew["profiles"] or grew["culprits"] else None
 
 
 def verdict_culprits(

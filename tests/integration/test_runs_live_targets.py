@@ -11,7 +11,7 @@ from pydantic import TypeAdapter
 from soak.errors import TargetStartError
 from soak.procfs import pid_alive
 from soak.runs.layout import TargetFiles, targets_dir
-from soak.runs.live import LiveTargets
+from soak.runs.live_targets import LiveTargets
 from soak.targets.config import TargetConfig
 
 pytestmark = pytest.mark.integration

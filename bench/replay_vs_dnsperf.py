@@ -1,0 +1,201 @@
+"""The replay (`soak load --replay`) against dnsperf on the same queries.
+
+One unbound (one thread, local-data answers) on 127.0.0.1 and a capture made
+here: --clients UDP clients taking turns through the six queries of
+DEFAULT_QUERIES (tests/support/servers.py), evenly spaced at 1,000 q/s for
+--span seconds; dnsperf reads the same queries in the capture's order
+(`dnsperf -d`). Rounds alternate the two so that a busy moment hits both:
+
+- flat out: dnsperf at full speed (-c clients) and the replay asked for
+  --max-rate q/s (more than one process can send: it falls behind and skips):
+  answers per second and CPU ms per 1,000 answers (cutime + cstime of this
+  process's waited-for children);
+- timing: the replay at each of --rates: achieved rate (sent / duration), the
+  send-time offset from the plan (p50, p99, max, µs), skipped, generator-bound;
+  dnsperf -Q at the same rate: achieved rate (dnsperf says nothing of timing).
+
+- memory (--memory-s S): the replay at 2,000 q/s for S seconds, looping the
+  capture S / span times; the `soak load` process's RSS every 5 s: the first
+  reading after 30 s against the last.
+
+    PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py [--runs 3] [--duration 5]
+        [--rates 10000,50000] [--clients 100] [--memory-s 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.servers import DEFAULT_QUERIES, unbound  # noqa: E402
+
+from soak.traffic.capture import UDP, Capture, Query, write_capture  # noqa: E402
+
+SOAK = str(Path(sys.executable).parent / "soak")
+TICKS_S = os.sysconf("SC_CLK_TCK")
+TYPES = {"A": 1, "AAAA": 28, "MX": 15}
+
+
+def children_cpu_s() -> float:
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / TICKS_S
+
+
+def wire_name(text: str) -> bytes:
+    return b"".join(bytes([len(p)]) + p.encode() for p in text.split(".")) + b"\0"
+
+
+def make_capture(folder: Path, clients: int, span_s: float) -> tuple[Path, Path]:
+    """The capture (1,000 q/s, clients in turn) and the same queries as a dnsperf file."""
+    n = int(span_s * 1000)
+    lines = [DEFAULT_QUERIES[k % len(DEFAULT_QUERIES)] for k in range(n)]
+    queries = []
+    for k, line in enumerate(lines):
+        name, qtype = line.split()
+        queries.append(
+            Query(k * 1_000_000, k % clients, 0, 0x0100, TYPES[qtype], UDP, wire_name(name))
+        )
+    cap = folder / "bench.soakcap"
+    write_capture(
+        cap, Capture("bench", [f"10.0.{c // 256}.{c % 256}" for c in range(clients)], queries)
+    )
+    qfile = folder / "bench-queries.txt"
+    qfile.write_text("\n".join(lines) + "\n")
+    return cap, qfile
+
+
+def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: float = 0) -> dict:
+    cpu0 = children_cpu_s()
+    argv = ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile), "-c", str(clients)]
+    argv += ["-l", str(duration_s)] + (["-Q", str(int(rate))] if rate else [])
+    out = subprocess.run(argv, capture_output=True, text=True).stdout
+    cpu = children_cpu_s() - cpu0
+    done = int(re.search(r"Queries completed:\s+(\d+)", out).group(1))  # type: ignore[union-attr]
+    sent = int(re.search(r"Queries sent:\s+(\d+)", out).group(1))  # type: ignore[union-attr]
+    return {
+        "answered_qps": done / duration_s,
+        "sent_qps": sent / duration_s,
+        "cpu_ms_per_1k": cpu / max(done, 1) * 1e6,
+    }
+
+
+def run_replay(port: int, cap: Path, duration_s: float, rate: float) -> dict:
+    cpu0 = children_cpu_s()
+    argv = [SOAK, "load", "--server", f"127.0.0.1:{port}", "--replay", str(cap)]
+    argv += ["--rate", str(rate), "--duration", str(duration_s), "--json", "--timeout", "1"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    cpu = children_cpu_s() - cpu0
+    d = json.loads(out)
+    return {
+        "answered_qps": d["completed"] / duration_s,
+        "sent_qps": d["sent"] / duration_s,
+        "cpu_ms_per_1k": cpu / max(d["completed"], 1) * 1e6,
+        "offset_us": d["send_offset_us"],
+        "skipped": d["skipped"],
+        "due": d["due"],
+        "generator_bound": d["generator_bound"],
+    }
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def memory(port: int, cap: Path, seconds: float) -> None:
+    """The replay's own RSS over a long replay of the short capture."""
+    import time
+
+    argv = [SOAK, "load", "--server", f"127.0.0.1:{port}", "--replay", str(cap)]
+    argv += ["--rate", "2000", "--duration", str(seconds), "--json", "--timeout", "1"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    start = time.monotonic()
+    readings: list[tuple[float, int]] = []
+    while proc.poll() is None:
+        try:
+            readings.append((time.monotonic() - start, rss_kib(proc.pid)))
+        except OSError:
+            break
+        time.sleep(5)
+    out, _ = proc.communicate()
+    d = json.loads(out)
+    after_30 = [kib for t, kib in readings if t >= 30]
+    print(
+        f"\nmemory: {seconds:.0f} s at 2,000 q/s, {d['loops']} loops, {d['clients']} clients,"
+        f" sent {d['sent']}, completed {d['completed']}: RSS after 30 s {after_30[0]} KiB,"
+        f" last {after_30[-1]} KiB, max {max(after_30)} KiB"
+    )
+
+
+def med(rows: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--span", type=float, default=10.0)
+    ap.add_argument("--clients", type=int, default=100)
+    ap.add_argument("--rates", default="10000,50000")
+    ap.add_argument("--max-rate", type=float, default=100_000)
+    ap.add_argument("--memory-s", type=float, default=0)
+    args = ap.parse_args()
+    rates = [float(r) for r in args.rates.split(",")]
+    print(f"{os.cpu_count()} CPUs, load average {Path('/proc/loadavg').read_text().split()[:3]}")
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        cap, qfile = make_capture(tmp, args.clients, args.span)
+        with unbound(tmp) as server:
+            if args.memory_s:
+                memory(server.port, cap, args.memory_s)
+                return
+            flat: dict[str, list[dict]] = {"dnsperf": [], "replay": []}
+            timing: dict[float, dict[str, list[dict]]] = {
+                r: {"dnsperf": [], "replay": []} for r in rates
+            }
+            for _ in range(args.runs):
+                flat["dnsperf"].append(run_dnsperf(server.port, qfile, args.duration, args.clients))
+                flat["replay"].append(run_replay(server.port, cap, args.duration, args.max_rate))
+                for r in rates:
+                    timing[r]["replay"].append(run_replay(server.port, cap, args.duration, r))
+                    timing[r]["dnsperf"].append(
+                        run_dnsperf(server.port, qfile, args.duration, args.clients, r)
+                    )
+    print(f"\nflat out, {args.clients} clients, medians of {args.runs}:")
+    for name, rows in flat.items():
+        print(
+            f"  {name:8} answered {med(rows, 'answered_qps'):10.0f} q/s"
+            f"  CPU {med(rows, 'cpu_ms_per_1k'):6.1f} ms per 1,000 answers"
+        )
+    print("\nfixed rates, medians:")
+    for r in rates:
+        rep, dp = timing[r]["replay"], timing[r]["dnsperf"]
+        p50 = statistics.median(x["offset_us"]["p50"] for x in rep)
+        p99 = statistics.median(x["offset_us"]["p99"] for x in rep)
+        mx = statistics.median(x["offset_us"]["max"] for x in rep)
+        print(
+            f"  {r:8.0f} q/s: replay sent {med(rep, 'sent_qps'):8.0f} q/s,"
+            f" offset p50 {p50:.0f} p99 {p99:.0f} max {mx:.0f} µs,"
+            f" skipped {med(rep, 'skipped'):.0f} of {med(rep, 'due'):.0f},"
+            f" generator-bound {[x['generator_bound'] for x in rep]},"
+            f" CPU {med(rep, 'cpu_ms_per_1k'):.1f} ms/1k;"
+            f" dnsperf sent {med(dp, 'sent_qps'):8.0f} q/s,"
+            f" CPU {med(dp, 'cpu_ms_per_1k'):.1f} ms/1k"
+        )
+
+
+if __name__ == "__main__":
+    main()

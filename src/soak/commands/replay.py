@@ -1,0 +1,69 @@
+"""`soak load --replay FILE`: a capture replayed as the load (soak.load.replay)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from soak.commands.capture import duration_flag
+from soak.errors import CheckFailed, InputError
+from soak.load.replay import format_replay, run_replay
+from soak.load.replay_config import ReplayConfig
+
+
+def replay_config(
+    fields: dict[str, Any], protocol: str | None, zones: tuple[str, ...]
+) -> ReplayConfig:
+    data = {k: v for k, v in fields.items() if v is not None}
+    if protocol is not None:
+        data["transport"] = protocol
+    if zones:
+        data["rewrite"] = {"zones": list(zones)}
+    try:
+        return ReplayConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "replay"
+        raise InputError(f"--replay: {where}: {err['msg']}") from None
+
+
+def replay_cmd(
+    server: tuple[str, int],
+    fields: dict[str, Any],
+    protocol: str | None,
+    zones: tuple[str, ...],
+    run: tuple[str | None, float | None, int | None],
+    as_json: bool,
+) -> None:
+    """Checks everything (the capture included) before the first query; exit 1 if
+    nothing was answered."""
+    duration, timeout, seed = run
+    cfg = replay_config(fields, protocol, zones)
+    duration_s = None if duration is None else duration_flag(duration)
+    if timeout is not None and timeout <= 0:
+        raise InputError(f"--timeout must be positive: {timeout:g}")
+    replay_and_print(cfg, server, duration_s, timeout or 2.0, seed or 0, as_json)
+
+
+def replay_and_print(
+    cfg: ReplayConfig,
+    server: tuple[str, int],
+    duration_s: float | None,
+    timeout_s: float,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """The replay, its summary (text or JSON); exit 1 if nothing was answered."""
+    result = run_replay(cfg, server, duration_s, timeout_s, seed)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        click.echo(format_replay(result, f"{server[0]}:{server[1]}"))
+    d = result.as_dict()
+    if d["sent"] > 0 and d["completed"] == 0:
+        raise CheckFailed(
+            f"no answer from {server[0]}:{server[1]}: {d['lost']} of {d['sent']} lost"
+        )

@@ -1,0 +1,84 @@
+"""`load.replay` of a scenario (and `soak load --replay FILE`): what to replay and how.
+
+docs/replay.md explains each field to users; replay_plan.py turns them into send
+times and names, replay.py sends them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from soak.units import DurationS, StrictModel, parse_rate_qps
+
+
+class Rewrite(StrictModel):
+    """Fresh names per loop: from loop `from_loop` on (0 is the first), every name is
+    replaced by `<label>.<zone>`, the label a seeded hash of (seed, loop, name), the zone
+    one of `zones` (by the same hash). One name keeps one new name within a loop (the
+    capture's repeats stay repeats, its cache hits hits) and gets another in the next."""
+
+    zones: list[str] = Field(min_length=1)
+    from_loop: int = Field(default=1, ge=0)
+    label_length: int = Field(default=12, ge=4, le=63)
+
+
+class ReplayClass(StrictModel):
+    """A ledger class: queries whose type is in `qtypes` and/or whose name matches
+    `pattern` (a regular expression over the name as text, trailing dot included)."""
+
+    name: str
+    qtypes: list[str] | None = None
+    pattern: str | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> ReplayClass:
+        if self.qtypes is None and self.pattern is None:
+            raise ValueError(f"class {self.name!r}: give qtypes, pattern or both")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"class {self.name!r}: pattern: {exc}") from None
+        return self
+
+
+class ReplayConfig(StrictModel):
+    file: Path  # a soak capture, a pcap/pcapng or a dnstap file
+    # The capture's own transport per query, or one for all (TCP, DoT, DoH, UDP).
+    transport: Literal["capture", "udp", "tcp", "dot", "doh"] = "capture"
+    speed: float | None = Field(default=None, gt=0)  # 2 or "2x": twice as fast
+    rate_qps: float | None = Field(default=None, gt=0)  # the mean rate instead of a speed
+    loops: int | None = Field(default=None, ge=1)  # None: as many as the duration holds
+    # A client's connection closes after this long without a query (nothing in flight);
+    # its next query opens a new one. A capture's new connection opens a new one too.
+    idle_timeout_s: DurationS = 10.0
+    rename_clients: bool = True  # each loop: new sockets (source ports, connections)
+    clients_by_port: bool = False  # pcap/dnstap: a client is an address and a port
+    rewrite: Rewrite | None = None
+    classes: list[ReplayClass] | None = None  # None: one class per query type
+
+    @field_validator("speed", mode="before")
+    @classmethod
+    def _speed(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip().lower().removesuffix("x")
+            try:
+                return float(text)
+            except ValueError:
+                raise ValueError(f"speed {value!r}: want a number such as 2 or 2x") from None
+        return value
+
+    @field_validator("rate_qps", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> Any:
+        return parse_rate_qps(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_pace(self) -> ReplayConfig:
+        if self.speed is not None and self.rate_qps is not None:
+            raise ValueError("give speed or rate_qps, not both")
+        return self

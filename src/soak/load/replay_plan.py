@@ -1,0 +1,176 @@
+"""The replay's schedule: each captured query's send time in each loop, its client,
+its connection and its name (rewritten when the loop says so), and its ledger class.
+
+Pure and lazy: a loop is generated as it is sent, so a day's replay of a short
+capture holds one capture in memory, not a day of queries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import dns.name
+import dns.rdatatype
+
+from soak.errors import InputError
+from soak.load import wire
+from soak.load.replay_config import ReplayConfig, Rewrite
+from soak.traffic.capture import Capture, qname_text
+
+NS_PER_S = 1_000_000_000
+OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """One query to send: `due_ns` after the replay's origin."""
+
+    due_ns: int
+    loop: int
+    client: int
+    conn: int
+    transport: int  # capture.UDP or TCP (the capture's; the config may override)
+    flags: int
+    question: bytes  # wire form: name, type, class IN
+    cls: int
+
+
+def speed_of(cfg: ReplayConfig, capture: Capture) -> float:
+    """How much faster than captured: `speed`, or `rate_qps` over the capture's mean rate."""
+    if cfg.rate_qps is not None:
+        mean_qps = len(capture.queries) * NS_PER_S / loop_ns(capture)
+        return cfg.rate_qps / mean_qps
+    return cfg.speed or 1.0
+
+
+def loop_ns(capture: Capture) -> int:
+    """A loop's length at speed 1: the capture's span plus one mean gap, so that the
+    next loop's first query follows the last as the capture's queries follow each other."""
+    n = len(capture.queries)
+    span = capture.duration_ns
+    if n < 2 or span == 0:
+        return NS_PER_S
+    return span + span // (n - 1)
+
+
+class Classes:
+    """Which ledger class a query is in: the config's classes (first match, then
+    OTHER), or one per query type seen in the capture."""
+
+    def __init__(self, cfg: ReplayConfig, capture: Capture) -> None:
+        self.by_type = cfg.classes is None
+        if cfg.classes is None:
+            types = sorted({q.qtype for q in capture.queries})
+            self.names = [dns.rdatatype.to_text(t) for t in types]  # type: ignore[arg-type]
+            self._index = {t: i for i, t in enumerate(types)}
+            return
+        self.names = [c.name for c in cfg.classes]
+        if OTHER not in self.names:
+            self.names.append(OTHER)
+        if len(set(self.names)) != len(self.names):
+            raise InputError(f"replay class names must be unique: {self.names}")
+        self._rules = [
+            (
+                None if c.qtypes is None else {_rdtype(t) for t in c.qtypes},
+                None if c.pattern is None else re.compile(c.pattern, re.IGNORECASE),
+            )
+            for c in cfg.classes
+        ]
+
+    def of(self, qtype: int, qname: bytes) -> int:
+        if self.by_type:
+            return self._index[qtype]
+        text: str | None = None
+        for i, (types, pattern) in enumerate(self._rules):
+            if types is not None and qtype not in types:
+                continue
+            if pattern is not None:
+                text = text or qname_text(qname)
+                if not pattern.search(text):
+                    continue
+            return i
+        return len(self.names) - 1
+
+
+def _rdtype(text: str) -> int:
+    try:
+        return int(dns.rdatatype.from_text(text.upper()))
+    except dns.rdatatype.UnknownRdatatype:
+        raise InputError(f"replay class: unknown record type {text!r}") from None
+
+
+class Renamer:
+    """Rewrite's names: `<label>.<zone>`, the label and zone from a hash of (seed, loop,
+    name), so the same seed gives the same names and each loop new ones."""
+
+    def __init__(self, rewrite: Rewrite, seed: int) -> None:
+        try:
+            self.zones = [dns.name.from_text(z).to_wire() or b"\0" for z in rewrite.zones]
+        except dns.exception.DNSException as exc:
+            raise InputError(f"replay rewrite: bad zone: {exc}") from None
+        self.from_loop = rewrite.from_loop
+        self.length = rewrite.label_length
+        self.seed = seed.to_bytes(8, "big", signed=True)
+        self._loop = -1
+        self._names: dict[bytes, bytes] = {}
+
+    def name(self, loop: int, qname: bytes) -> bytes:
+        if loop < self.from_loop:
+            return qname
+        if loop != self._loop:  # a new loop: new names (the old ones are not needed again)
+            self._loop, self._names = loop, {}
+        got = self._names.get(qname)
+        if got is None:
+            digest = hashlib.blake2b(
+                qname, digest_size=16, key=self.seed + loop.to_bytes(8, "big")
+            ).digest()
+            label = digest.hex()[: self.length].encode()
+            zone = self.zones[digest[-1] % len(self.zones)]
+            got = self._names[qname] = bytes([len(label)]) + label + zone
+            if len(got) > 255:
+                raise InputError(f"replay rewrite: a zone too long for a {self.length}-byte label")
+        return got
+
+
+class Plan:
+    """The replay's queries, loop after loop, until `end_ns` (after the origin) or `loops`."""
+
+    def __init__(self, cfg: ReplayConfig, capture: Capture, seed: int) -> None:
+        self.capture = capture
+        self.speed = speed_of(cfg, capture)
+        self.period_ns = int(loop_ns(capture) / self.speed)
+        self.classes = Classes(cfg, capture)
+        self.renamer = Renamer(cfg.rewrite, seed) if cfg.rewrite is not None else None
+        self.loops = cfg.loops
+        # The question of each captured query, encoded once (rewritten ones per loop).
+        self._questions = [wire.question(q.qname, q.qtype) for q in capture.queries]
+        self._cls = [self.classes.of(q.qtype, q.qname) for q in capture.queries]
+
+    @property
+    def rate_qps(self) -> float:
+        return len(self.capture.queries) * NS_PER_S / self.period_ns
+
+    def queries(self, end_ns: int | None) -> Iterator[Planned]:
+        """Loop after loop until `end_ns` or the config's loops; without either, one."""
+        loop = 0
+        speed = self.speed
+        loops = self.loops if self.loops is not None or end_ns is not None else 1
+        while loops is None or loop < loops:
+            base = loop * self.period_ns
+            if end_ns is not None and base >= end_ns:
+                return
+            renamer = self.renamer
+            for i, q in enumerate(self.capture.queries):
+                due = base + int(q.offset_ns / speed)
+                if end_ns is not None and due >= end_ns:
+                    return
+                question = self._questions[i]
+                if renamer is not None and loop >= renamer.from_loop:
+                    question = wire.question(renamer.name(loop, q.qname), q.qtype)
+                yield Planned(
+                    due, loop, q.client, q.conn, q.transport, q.flags, question, self._cls[i]
+                )
+            loop += 1

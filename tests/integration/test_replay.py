@@ -1,0 +1,252 @@
+"""Replays of real captures against real servers: a dnstap capture of `soak load`
+driving unbound, a tcpdump of dnsperf, a TCP replay's connections as the server
+sees them, and fresh names per loop as the server receives them."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import dns.rdatatype
+import pytest
+
+from soak.load.replay import Replay
+from soak.load.replay_config import ReplayConfig
+from soak.traffic.capture import TCP, UDP, Builder, Capture, Query, qname_text, write_capture
+from soak.traffic.dnstap import Listener
+from soak.traffic.pcap import read_pcap
+from soak.traffic.sources import finish
+from tests.support.servers import unbound
+from tests.support.traffic import tcpdump_lo, unbound_dnstap
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+SOAK = str(Path(sys.executable).parent / "soak")
+PROBE = ("www.example.test.", 1)  # what the servers' readiness probe asks
+LINES = ["mail.example.test A", "ns.example.test A", "www.example.test AAAA", "example.test MX"]
+
+
+def soak(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SOAK, *args], capture_output=True, text=True, timeout=120)
+
+
+def subdir(tmp: Path, name: str) -> Path:
+    path = tmp / name
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def qtype_counts(c: Capture) -> dict[str, int]:
+    return dict(collections.Counter(dns.rdatatype.to_text(q.qtype) for q in c.queries))  # type: ignore[arg-type]
+
+
+def per_client(c: Capture) -> list[int]:
+    counts = collections.Counter(q.client for q in c.queries)
+    return [counts[i] for i in range(len(c.clients))]
+
+
+def replay_json(tmp: Path, capture: Capture, port: int, *extra: str) -> dict[str, object]:
+    path = tmp / "c.soakcap"
+    write_capture(path, capture)
+    proc = soak("load", "--server", f"127.0.0.1:{port}", "--replay", str(path), "--json", *extra)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def check_replay_matches(d: dict[str, object], capture: Capture) -> None:
+    """The replay sent each client's queries and the capture's qtype mix, all answered."""
+    assert d["sent_per_client"] == per_client(capture)
+    classes = d["classes"]
+    assert isinstance(classes, dict)
+    assert {k: v["sent"] for k, v in classes.items()} == qtype_counts(capture)
+    assert d["completed"] == d["sent"] == d["due"] == len(capture.queries)
+    assert d["problems"] == []
+
+
+def test_dnstap_capture_of_soak_load_replays_its_mix(tmp_path: Path) -> None:
+    qfile = tmp_path / "q.txt"
+    qfile.write_text("\n".join(LINES) + "\n")
+    sock = tmp_path / "tap.sock"
+    listener = Listener(sock)
+    builder = Builder("dnstap", by_port=True)
+    want = [-1]  # the load's queries, once known
+
+    def loaded() -> bool:
+        n = sum(1 for r in builder._raw if (qname_text(r[6]), r[5]) != PROBE)
+        return want[0] >= 0 and n >= want[0]
+
+    recorder = threading.Thread(target=listener.record, args=(120, builder, loaded))
+    recorder.start()
+    try:
+        with unbound_dnstap(tmp_path, sock) as a:
+            proc = soak(
+                "load", "--server", f"127.0.0.1:{a.port}", "--queries", str(qfile),
+                "--rate", "300", "--duration", "2", "--flows", "4", "--json",
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            sent = json.loads(proc.stdout)["sent"]
+            want[0] = sent
+            recorder.join(120)
+    finally:
+        want[0] = 0
+        recorder.join()
+        listener.close()
+    capture = finish(builder, "dnstap")
+    load_part = [q for q in capture.queries if (qname_text(q.qname), q.qtype) != PROBE]
+    # The load cycles through the file's lines: the capture holds that mix exactly.
+    mix = collections.Counter(dns.rdatatype.to_text(q.qtype) for q in load_part)  # type: ignore[arg-type]
+    assert mix == {
+        "A": sent // 4 * 2 + min(sent % 4, 2),
+        "AAAA": sent // 4 + (sent % 4 > 2),
+        "MX": sent // 4,
+    }
+    assert len(load_part) == sent
+    assert len({q.client for q in load_part}) == 4  # the load's four source ports
+    with unbound(subdir(tmp_path, "b")) as b:
+        check_replay_matches(replay_json(tmp_path, capture, b.port), capture)
+
+
+def test_pcap_of_dnsperf_udp_and_tcp_replays(tmp_path: Path) -> None:
+    qfile = tmp_path / "q.txt"
+    qfile.write_text("\n".join(LINES) + "\n")
+    pcap = tmp_path / "lo.pcap"
+    with unbound(subdir(tmp_path, "a")) as a, tcpdump_lo(a.port, pcap):
+        base = ["dnsperf", "-s", "127.0.0.1", "-p", str(a.port), "-d", str(qfile)]
+        udp = subprocess.run(
+            [*base, "-l", "2", "-Q", "200", "-c", "3"], capture_output=True, text=True
+        )
+        tcp = subprocess.run(
+            [*base, "-l", "1", "-Q", "100", "-c", "2", "-m", "tcp"], capture_output=True, text=True
+        )
+        sent = [sent_by(p.stdout) for p in (udp, tcp)]
+        wait_for(lambda: len(read_pcap(pcap)) == sum(sent), 20, "tcpdump wrote every query", 0.1)
+    out = tmp_path / "cap.soakcap"
+    proc = soak("capture", "--from", str(pcap), "--clients-by-port", "-o", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["transports"] == {"udp": sent[0], "tcp": sent[1]}
+    from soak.traffic.capture import read_capture
+
+    capture = read_capture(out)
+    tcp_conns = {(q.client, q.conn) for q in capture.queries if q.transport == TCP}
+    assert len(tcp_conns) >= 2
+    with unbound(subdir(tmp_path, "b")) as b:
+        d = replay_json(tmp_path, capture, b.port)
+    check_replay_matches(d, capture)
+    conns = d["connections"]
+    assert isinstance(conns, dict)
+    assert conns["opened"] == len(tcp_conns)  # one per captured connection, reused
+
+
+def sent_by(dnsperf_out: str) -> int:
+    found = re.search(r"Queries sent:\s+(\d+)", dnsperf_out)
+    assert found, dnsperf_out
+    return int(found.group(1))
+
+
+def socket_fds(pid: int) -> int:
+    fd_dir = Path(f"/proc/{pid}/fd")
+    return sum(1 for f in fd_dir.iterdir() if os.readlink(f).startswith("socket:"))
+
+
+def bursts(clients: int, gap_ns: int) -> Capture:
+    """Each client asks 10 queries 50 ms apart, falls silent for `gap_ns`, asks 10 more."""
+    qs = []
+    for burst in range(2):
+        for k in range(10):
+            for c in range(clients):
+                t = burst * (450_000_000 + gap_ns) + k * 50_000_000 + c * 1_000_000
+                qs.append(Query(t, c, 0, 0x0100, 1, UDP, b"\x03www\x07example\x04test\x00"))
+    qs.sort(key=lambda q: q.offset_ns)
+    return Capture("t", [f"10.0.0.{c}" for c in range(clients)], qs)
+
+
+def test_tcp_replay_one_connection_per_client_until_idle(tmp_path: Path) -> None:
+    capture = bursts(3, 1_500_000_000)
+    cfg = ReplayConfig(file=tmp_path / "unused", transport="tcp", idle_timeout_s=0.4)
+    with unbound(tmp_path) as server:
+        base = socket_fds(server.pid)
+        replay = Replay(cfg, capture, "127.0.0.1", server.port, 2.0)
+        result = []
+        t = threading.Thread(target=lambda: result.append(replay.run(None)))
+        t.start()
+        # The server holds one connection per client through the burst, none in the silence.
+        wait_for(lambda: socket_fds(server.pid) == base + 3, 10, "3 client connections", 0.01)
+        wait_for(lambda: socket_fds(server.pid) == base, 10, "the connections idled out", 0.01)
+        wait_for(lambda: socket_fds(server.pid) == base + 3, 10, "3 new connections", 0.01)
+        t.join(30)
+        assert not t.is_alive()
+    d = result[0].as_dict()
+    assert d["connections"]["opened"] == 6
+    assert d["connections"]["idled_out"] == 3
+    assert d["completed"] == d["sent"] == 60 and d["sent_per_client"] == [20, 20, 20]
+
+
+def test_two_loops_with_rewriting_send_fresh_names(tmp_path: Path) -> None:
+    names = [f"n{i}.example.test" for i in range(5)]
+    qs = [Query(k * 20_000_000, k % 2, 0, 0x0100, 1, UDP, _wire(names[k % 5])) for k in range(10)]
+    capture = Capture("t", ["10.0.0.1", "10.0.0.2"], qs)
+    cfg = ReplayConfig.model_validate(
+        {"file": "unused", "loops": 2, "rewrite": {"zones": ["example.test."]}}
+    )
+    sock = tmp_path / "tap.sock"
+    listener = Listener(sock)
+    seen = Builder("dnstap", by_port=True)
+    done = threading.Event()
+
+    def heard() -> bool:
+        return (
+            done.is_set() and sum(1 for r in seen._raw if (qname_text(r[6]), r[5]) != PROBE) >= 20
+        )
+
+    recorder = threading.Thread(target=listener.record, args=(120, seen, heard))
+    recorder.start()
+    try:
+        with unbound_dnstap(tmp_path, sock) as b:
+            result = Replay(cfg, capture, "127.0.0.1", b.port, 2.0, seed=7).run(None)
+            done.set()
+            recorder.join(120)
+    finally:
+        done.set()
+        listener.close()
+    assert result.loops == 2
+    heard_queries = [q for q in finish(seen, "t").queries if qname_text(q.qname) != PROBE[0]]
+    got = [qname_text(q.qname) for q in heard_queries]
+    first, second = got[:10], got[10:]
+    # rename_clients: the second loop's two clients come from new source ports
+    ports = [{q.client for q in heard_queries[:10]}, {q.client for q in heard_queries[10:]}]
+    assert len(ports[0]) == len(ports[1]) == 2 and not ports[0] & ports[1]
+    assert first == [names[k % 5] + "." for k in range(10)]  # loop 0 as captured
+    assert len(second) == 10 and not set(second) & set(first)
+    assert all(re.fullmatch(r"[0-9a-f]{12}\.example\.test\.", n) for n in second)
+    # one new name per captured name: the capture's repeats stay repeats
+    assert len(set(second)) == 5
+    assert [second.index(n) for n in second] == [first.index(n) for n in first]
+
+
+def _wire(name: str) -> bytes:
+    import dns.name
+
+    out = dns.name.from_text(name).to_wire()
+    assert out is not None
+    return out
+
+
+@pytest.mark.parametrize("transport", ["dot", "doh"])
+def test_tls_replay_per_client_connections(tmp_path: Path, transport: str) -> None:
+    from tests.support.tls import make_cert
+
+    capture = bursts(2, 100_000_000)
+    cfg = ReplayConfig(file=tmp_path / "unused", transport=transport, idle_timeout_s=30)  # type: ignore[arg-type]
+    with unbound(tmp_path, tls=make_cert(tmp_path)) as server:
+        port = server.port_for(transport)
+        d = Replay(cfg, capture, "127.0.0.1", port, 2.0).run(None).as_dict()
+    assert d["completed"] == d["sent"] == 40 and d["sent_per_client"] == [20, 20]
+    assert d["connections"]["opened"] == 2 and d["connections"]["errors"] == 0
