@@ -6,9 +6,8 @@ DATA_DIR/
   points.db           the embedded point store of runs without a sqlite sink path
   token               the control API's bearer token (0600)
   reserve.bin         space given back when the disk fills (runs.reserve)
-  runs/<id>/          one run: result.json, report.html|json|md, spool/, <target>.log,
-                      <target>-data/ (a process target's default data), profiles/ (still
-                      named by soak.profiles, which the report reads below this layer)
+  runs/<id>/          one run: result.json, report.html|json|md, spool/, profiles/,
+                      <target>.log, <target>-data/ (a process target's default data)
   bench/<id>/         `soak bench` results (bench.json, bench.md, bench.html)
 ```
 
@@ -51,6 +50,7 @@ BENCH = "bench"
 RESULT = "result.json"
 REPORTS = {"html": "report.html", "json": "report.json", "md": "report.md"}
 SPOOL = "spool"
+PROFILES = "profiles"
 TARGET_LOG = "{name}.log"
 TARGET_DATA = "{name}-data"
 # In a bench's directory:
@@ -150,6 +150,11 @@ def report_path(run_dir: Path, fmt: str) -> Path:
 
 def spool_dir(run_dir: Path) -> Path:
     return run_dir / SPOOL
+
+
+def profiles_dir(run_dir: Path) -> Path:
+    """The Go profiles a run keeps (soak.profiles names the files in it)."""
+    return run_dir / PROFILES
 
 
 @dataclass(frozen=True)
