@@ -64,9 +64,11 @@ sys.path.insert(0, str(ROOT))
 from tests.support.agents import AGENT_IMAGE, agents_scenario  # noqa: E402
 from tests.support.servers import unbound, write_queries  # noqa: E402
 
+from soak.clock import ns_to_s  # noqa: E402
 from soak.docker_client import engine as docker_client  # noqa: E402
+from soak.hostproc import machine_cpu  # noqa: E402
 from soak.labels import LABEL_OWNER  # noqa: E402
-from soak.procfs import children, cpu_s, machine_cpu, read_cgroup, read_stat  # noqa: E402
+from soak.procfs import children, cpu_s, read_cgroup, read_stat  # noqa: E402
 
 IMAGE = AGENT_IMAGE  # what `make agent-image` builds
 SOAK = str(Path(sys.executable).parent / "soak")
@@ -187,7 +189,7 @@ class AgentCpu:
 
     @property
     def cgroup_cpu_s(self) -> float:
-        return sum(self.cgroups.values()) / 1e9
+        return ns_to_s(sum(self.cgroups.values()))
 
     @property
     def shim_cpu_s(self) -> float:

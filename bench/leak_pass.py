@@ -47,11 +47,12 @@ from tests.support.leakpass import full_read_verdicts
 
 from soak.analysis.leaks import LeakFits, LeakVerdict
 from soak.analysis.verdicts import run_verdicts
+from soak.clock import NS_PER_S
 from soak.config import LeaksConfig
 from soak.sinks.sqlite import SqliteStore
 from synthetic_store import RUN_ID, START_NS, synthetic_store, tick_points
 
-S = 1_000_000_000
+S = NS_PER_S
 MiB = 1024**2
 MINUTES = 30  # passes after the store's end: three windows close
 

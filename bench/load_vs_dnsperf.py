@@ -39,14 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.servers import (  # noqa: E402
-    ServerProc,
-    dnsmasq_upstream,
-    kresd,
-    pdns_recursor,
-    unbound,
-    write_queries,
-)
+from tests.support.pdns import pdns_recursor  # noqa: E402
+from tests.support.servers import ServerProc, dnsmasq_upstream, kresd, unbound, write_queries  # noqa: E402
 from tests.support.tls import make_cert  # noqa: E402
 
 TICKS_S = os.sysconf("SC_CLK_TCK")

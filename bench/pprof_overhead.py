@@ -30,13 +30,14 @@ sys.path.insert(0, str(ROOT))  # tests.support
 from tests.support.refdns import TOKEN, refdns  # noqa: E402
 from tests.support.servers import ServerProc, dnsmasq_upstream  # noqa: E402
 
+from soak.clock import NS_PER_S  # noqa: E402
 from soak.profiles import list_profiles  # noqa: E402
-from soak.samplers.config import PprofSamplerConfig, SmapsSamplerConfig  # noqa: E402
 from soak.samplers.pprof import PprofSampler  # noqa: E402
+from soak.samplers.selection import PprofSamplerConfig, SmapsSamplerConfig  # noqa: E402
 from soak.samplers.smaps import SmapsSampler  # noqa: E402
 from soak.targets.base import Running  # noqa: E402
 
-S = 1_000_000_000
+S = NS_PER_S
 SOAK = ROOT / ".venv" / "bin" / "soak"
 
 

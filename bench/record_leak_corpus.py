@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support
 from tests.support.leakcorpus import FIXTURES, MEASUREMENT, Fixture, Label, save
 
 from soak.analysis.scenario_sections import LeaksConfig
+from soak.clock import ns_to_s
 from soak.sinks.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -511,9 +512,9 @@ def read_series(db: Path, run_id: str) -> dict[str, list[float | None]]:
     t0 = min(s[0][0] for s in raw.values() if s)
     out: dict[str, list[float | None]] = {}
     for resource, samples in raw.items():
-        values: list[float | None] = [None] * (round((samples[-1][0] - t0) / 1e9) + 1)
+        values: list[float | None] = [None] * (round(ns_to_s(samples[-1][0] - t0)) + 1)
         for t, v in samples:
-            values[round((t - t0) / 1e9)] = int(v) if v.is_integer() else v
+            values[round(ns_to_s(t - t0))] = int(v) if v.is_integer() else v
         out[resource] = values
     return out
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from soak.clock import NS_PER_S, s_to_ns  # noqa: E402
 from soak.sinks.sqlite import SqliteStore  # noqa: E402
 
 COLUMNS = [
@@ -64,7 +65,7 @@ def main() -> int:
         store.close()
     t0 = min(s[0][0] for s in series.values() if s)
     end = max(s[-1][0] for s in series.values() if s)
-    step_ns = int(args.every * 1e9)
+    step_ns = s_to_ns(args.every)
     print(f"run {run_id}")
     print("| s | " + " | ".join(c[0] for c in COLUMNS) + " |")
     print("|---" * (len(COLUMNS) + 1) + "|")
@@ -73,7 +74,7 @@ def main() -> int:
             span([v for t, v in series[title] if start <= t < start + step_ns], scale)
             for title, _, _, _, scale in COLUMNS
         ]
-        offset = (start - t0) // 1_000_000_000
+        offset = (start - t0) // NS_PER_S
         print(f"| {offset}-{offset + int(args.every)} | " + " | ".join(cells) + " |")
     verdicts = json.loads((args.data / "runs" / run_id / "report.json").read_text())["verdicts"]
     print("verdicts: " + ", ".join(f"{v['resource']} {v['verdict']}" for v in verdicts))

@@ -25,13 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from soak.clock import NS_PER_S
 from soak.report import PhaseSpan, ReportInput, build_report
 from soak.report.render import render_html, render_json, render_markdown
 from soak.results.grew import report_section
 from soak.sinks.sqlite import SqliteStore
 from synthetic_store import RUN_ID, SPIKE_BYTES, START_NS, TAGS, synthetic_store
 
-S = 1_000_000_000
+S = NS_PER_S
 MiB = 1024**2
 CASES = {"7 days at 1-min ticks": (10_080, 60.0), "1 day at 1-s ticks": (86_400, 1.0)}
 

@@ -26,15 +26,17 @@ sys.path.insert(0, str(ROOT))  # tests.support
 
 import httpx  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
-from tests.support.servers import PDNS_API_KEY, ServerProc, pdns_server  # noqa: E402
+from tests.support.pdns import PDNS_API_KEY, pdns_server  # noqa: E402
+from tests.support.servers import ServerProc  # noqa: E402
 from tests.support.tsdb import influxdb_v1, victoria_metrics  # noqa: E402
 
+from soak.clock import NS_PER_S, TickGrid  # noqa: E402
 from soak.names import SERIES  # noqa: E402
 from soak.points import Point  # noqa: E402
-from soak.samplers import TickRunner, build_samplers, next_tick_ns  # noqa: E402
-from soak.samplers.config import SamplersConfig  # noqa: E402
+from soak.samplers import TickRunner, build_samplers  # noqa: E402
+from soak.samplers.selection import SamplersConfig  # noqa: E402
 from soak.sinks import SinkSet, build_sinks  # noqa: E402
-from soak.sinks.config import (  # noqa: E402
+from soak.sinks.destinations import (  # noqa: E402
     InfluxV1SinkConfig,
     InfluxV2SinkConfig,
     SinkConfig,
@@ -44,7 +46,7 @@ from soak.sinks.config import (  # noqa: E402
 from soak.sinks.metrics import ServiceMetrics  # noqa: E402
 from soak.targets.base import Running  # noqa: E402
 
-S = 1_000_000_000
+S = NS_PER_S
 RUN = {"soak": "bench", "scenario": "bench", "target": "pdns", "version": "4.7.3"}
 PROCESS_FIELDS = SERIES["process"].fields
 
@@ -275,9 +277,10 @@ def bench_memory(ticks: int, interval_s: float, tmp: Path) -> None:
         )
         origin = time.time_ns() + S
         samples: list[tuple[int, int, int]] = []
+        grid = TickGrid.every(interval_s, origin)
         tick_ns = origin
         for i in range(ticks):
-            tick_ns = next_tick_ns(time.time_ns(), interval_s, origin) if i else origin
+            tick_ns = grid.at_or_after(time.time_ns()) if i else origin
             delay_s = (tick_ns - time.time_ns()) / S
             if delay_s > 0:
                 time.sleep(delay_s)

@@ -19,11 +19,12 @@ import sqlite3
 import time
 from pathlib import Path
 
+from soak.clock import NS_PER_S
 from soak.names import SERIES
 from soak.points import Point
 from soak.sinks.sqlite import SqliteStore
 
-S = 1_000_000_000
+S = NS_PER_S
 MiB = 1024**2
 CACHE = Path("/tmp/soak-bench-stores")
 START_NS = 1_764_547_200 * S  # 2025-12-01 00:00 UTC

@@ -26,19 +26,12 @@ sys.path.insert(0, str(ROOT))  # tests.support
 
 import yaml  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
-from tests.support.servers import (  # noqa: E402
-    DEFAULT_LOCAL_DATA,
-    PDNS_API_KEY,
-    PDNS_SCHEMA,
-    dnsmasq_upstream,
-    free_port,
-    pdns_config,
-    unbound_conf,
-)
+from tests.support.pdns import PDNS_API_KEY, PDNS_SCHEMA, pdns_config  # noqa: E402
+from tests.support.servers import DEFAULT_LOCAL_DATA, dnsmasq_upstream, free_port, unbound_conf  # noqa: E402
 
 from soak.probes import dns_query  # noqa: E402
 from soak.targets import build_target, cleanup_stale  # noqa: E402
-from soak.targets.config import TargetConfig  # noqa: E402
+from soak.targets.specs import TargetConfig  # noqa: E402
 
 PROBE_PDNS = f"""
   probes:

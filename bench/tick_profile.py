@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from soak.clock import ns_to_s  # noqa: E402
 from soak.config import load_scenario  # noqa: E402
 from soak.samplers import tick as tick_mod  # noqa: E402
 from soak.service import run as run_mod  # noqa: E402
@@ -58,7 +59,7 @@ def _instrument() -> None:
 
     def run_one(sampler, tick_time_ns, clock):  # type: ignore[no-untyped-def]
         lag = time.time_ns() - tick_time_ns
-        TIMES["  sampler start lag"].append(lag / 1e9)
+        TIMES["  sampler start lag"].append(ns_to_s(lag))
         out = original(sampler, tick_time_ns, clock)
         TIMES[f"    sampler {sampler.name}"].append(out[1])
         return out

@@ -51,10 +51,6 @@ def point_from_json(data: dict[str, Any]) -> Point:
     return Point(data["measurement"], dict(data["fields"]), int(data["time_ns"]), data["tags"])
 
 
-def seconds_to_ns(t_s: float) -> int:
-    return round(t_s * 1_000_000_000)
-
-
 def event_point(kind: str, message: str, time_ns: int, value: float = 0.0) -> Point:
     """An `event` point: target exits, restarts, phases, sink outages, alerts."""
     return Point("event", {"message": message, "value": float(value)}, time_ns, {"kind": kind})

@@ -26,7 +26,7 @@ from soak.errors import InputError
 from soak.load.load_config import LoadConfig
 from soak.netsafety import check_allowed
 from soak.placeholders import Placeholders, fill_services, render, reveal, services_named
-from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
+from soak.targets.specs import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
 
 # What one load worker can send at most, by protocol: above the best this engine has
 # measured (docs/benchmarks.md, "compiled UDP loop": 222,806 q/s over UDP and 96,509 q/s

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from soak.clock import NS_PER_S
 from tests.e2e.soakrun import last_json, soak_argv
 from tests.e2e.test_soak_agents import events
 from tests.support.agents import AGENT_IMAGE
@@ -87,8 +88,8 @@ def assert_sampled_on_the_grid(tmp_path: Path, status: dict[str, Any]) -> None:
     assert len(load_ticks) >= 8, load_ticks
     # The run's own grid (1-s ticks from a whole second), within the run's ticks (the
     # load's first tick may be empty: the load begins at the origin, as that tick does).
-    assert all(t % 1_000_000_000 == 0 for t in proc_ticks), proc_ticks
-    assert load_ticks[0] - 1_000_000_000 <= proc_ticks[0] and proc_ticks[-1] <= load_ticks[-1]
+    assert all(t % NS_PER_S == 0 for t in proc_ticks), proc_ticks
+    assert load_ticks[0] - NS_PER_S <= proc_ticks[0] and proc_ticks[-1] <= load_ticks[-1]
     assert len(proc_ticks) >= len(load_ticks) - 1, (proc_ticks, load_ticks)
     assert times(db, "memory_map", "rss_bytes"), "no smaps points from the agent"
     assert events(status, "sampler_error") == [], events(status, "sampler_error")

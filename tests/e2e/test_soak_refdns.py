@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from soak.clock import NS_PER_S
 from soak.profiles import list_profiles
 from soak.runs.layout import profiles_dir
 from soak.samplers.promexpr import parse_expr, parse_samples
@@ -76,7 +77,7 @@ def runtime_series(data: Path, run_id: str, field: str) -> list[float]:
     return [float(v) for _, v in found[0][1]]  # type: ignore[arg-type]
 
 
-def prom_ticks_accounted(data: Path, run_id: str, interval_ns: int = 1_000_000_000) -> Any:
+def prom_ticks_accounted(data: Path, run_id: str, interval_ns: int = NS_PER_S) -> Any:
     """Every tick on the grid: a `runtime` point, a prom sampler event, or in a recorded gap."""
     store = SqliteStore(data / "points.db")
     try:

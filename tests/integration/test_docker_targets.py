@@ -23,7 +23,7 @@ from soak.errors import TargetStartError
 from soak.probes import dns_query, http_request
 from soak.runs.layout import TargetFiles
 from soak.targets import Target, build_target, cleanup_stale
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 from tests.support.servers import unbound_conf
 from tests.support.skips import docker_engine_fixture
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from soak.clock import NS_PER_S
 from soak.names import SERIES
 from tests.support import grafana as g
 from tests.support.grafana_soak import DB, Soaked, soaked_influx
@@ -79,7 +80,7 @@ def _time_filters(soaked: Soaked, query: g.Query) -> list[str]:
             if d["datasourceUid"] != g.EXPR_UID
         ]
         return [g.time_filter(relative=f"{data['relativeTimeRange']['from']}s")]
-    margin_ns = 60 * 1_000_000_000
+    margin_ns = 60 * NS_PER_S
     return [
         g.time_filter(relative="6h"),
         g.time_filter(soaked.start_ns - margin_ns, soaked.end_ns + margin_ns),

@@ -14,7 +14,8 @@ import pytest
 from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
-from tests.support.servers import ServerProc, dnsmasq_upstream, pdns_recursor, unbound
+from tests.support.pdns import pdns_recursor
+from tests.support.servers import ServerProc, dnsmasq_upstream, unbound
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

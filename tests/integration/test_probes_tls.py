@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from soak.probes import dns_query
-from soak.samplers.config import DigProbeConfig
+from soak.samplers.selection import DigProbeConfig
 from soak.upgrade.config.checks import DigCheck
 from tests.support.servers import ServerProc, unbound
 from tests.support.tls import make_cert

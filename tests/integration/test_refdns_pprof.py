@@ -15,17 +15,18 @@ import dns.query
 import pytest
 
 from soak.analysis.growth import culprit, goroutine_stacks, heap_functions, heap_stacks
+from soak.clock import NS_PER_S
 from soak.pproftext import parse_profile
 from soak.profiles import first_and_latest, list_profiles, read_profile_text
 from soak.runs.layout import profiles_dir
-from soak.samplers.config import PprofSamplerConfig
 from soak.samplers.pprof import PprofSampler
+from soak.samplers.selection import PprofSamplerConfig
 from soak.targets.base import Running
 from tests.support.refdns import TOKEN, refdns
 from tests.support.servers import ServerProc, dnsmasq_upstream
 
 pytestmark = pytest.mark.integration
-S = 1_000_000_000
+S = NS_PER_S
 
 
 def flood(server: ServerProc, start: int, end: int) -> None:

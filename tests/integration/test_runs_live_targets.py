@@ -12,7 +12,7 @@ from soak.errors import TargetStartError
 from soak.procfs import pid_alive
 from soak.runs.layout import TargetFiles, targets_dir
 from soak.runs.live_targets import LiveTargets
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 
 pytestmark = pytest.mark.integration
 

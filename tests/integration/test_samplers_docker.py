@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from soak.clock import NS_PER_S
 from soak.samplers import TickRunner, build_samplers
-from soak.samplers.config import DigProbeConfig, PromSamplerConfig, SamplersConfig
+from soak.samplers.selection import DigProbeConfig, PromSamplerConfig, SamplersConfig
 from soak.targets.base import Running
 from tests.support.servers import free_port
 from tests.support.skips import docker_engine
@@ -22,7 +23,7 @@ from tests.support.skips import docker_engine
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
 IMAGE = "soak-test/pdns-auth:latest"
-S = 1_000_000_000
+S = NS_PER_S
 
 
 def docker_client() -> Any:

@@ -12,9 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from soak.clock import NS_PER_S
 from soak.points import Point
 from soak.samplers import TickRunner, build_samplers
-from soak.samplers.config import (
+from soak.samplers.proc import ProcSampler
+from soak.samplers.selection import (
     DigProbeConfig,
     FilesSamplerConfig,
     HttpCallConfig,
@@ -22,13 +24,13 @@ from soak.samplers.config import (
     RowCountConfig,
     SamplersConfig,
 )
-from soak.samplers.proc import ProcSampler
 from soak.targets.base import Running
-from tests.support.servers import PDNS_API_KEY, ServerProc, pdns_server
+from tests.support.pdns import PDNS_API_KEY, pdns_server
+from tests.support.servers import ServerProc
 
 pytestmark = pytest.mark.integration
 
-S = 1_000_000_000
+S = NS_PER_S
 RUN = {"soak": "it", "scenario": "samplers", "target": "pdns", "version": "4.7"}
 ZONE = {
     "name": "example.test.",

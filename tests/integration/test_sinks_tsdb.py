@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from soak.clock import NS_PER_S
 from soak.points import Point
 from soak.runs.layout import spool_dir
 from soak.samplers import TickRunner
 from soak.samplers.proc import ProcSampler
 from soak.sinks import SinkSet, build_sinks
-from soak.sinks.config import (
+from soak.sinks.destinations import (
     InfluxV1SinkConfig,
     InfluxV2SinkConfig,
     SinkConfig,
@@ -29,7 +30,7 @@ from tests.support.tsdb import InfluxV1, VictoriaMetrics, influxdb_v1, victoria_
 
 pytestmark = pytest.mark.integration
 
-S = 1_000_000_000
+S = NS_PER_S
 MS = 1_000_000
 RUN = {"soak": "run-1", "scenario": "sinks", "target": "pdns", "version": "4.7.3"}
 

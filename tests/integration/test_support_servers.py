@@ -6,7 +6,7 @@ import dns.rcode
 import httpx
 import pytest
 
-from tests.support import servers
+from tests.support import pdns, servers
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ def test_recursor_forwards_to_dnsmasq(tmp_path):
     (tmp_path / "rec").mkdir()
     with (
         servers.dnsmasq_upstream(tmp_path / "up") as up,
-        servers.pdns_recursor(tmp_path / "rec", up.port) as rec,
+        pdns.pdns_recursor(tmp_path / "rec", up.port) as rec,
     ):
         reply = ask(rec.port, "anything.example.")
         assert reply.rcode() == dns.rcode.NOERROR
@@ -35,9 +35,9 @@ def test_recursor_forwards_to_dnsmasq(tmp_path):
 
 
 def test_pdns_server_api_and_metrics(tmp_path):
-    with servers.pdns_server(tmp_path) as srv:
+    with pdns.pdns_server(tmp_path) as srv:
         base = f"http://127.0.0.1:{srv.extra_ports['web']}"
-        headers = {"X-API-Key": servers.PDNS_API_KEY}
+        headers = {"X-API-Key": pdns.PDNS_API_KEY}
         r = httpx.get(f"{base}/api/v1/servers/localhost/zones", headers=headers)
         assert r.status_code == 200 and r.json() == []
         assert "pdns_auth_" in httpx.get(f"{base}/metrics").text

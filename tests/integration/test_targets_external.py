@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 from soak.errors import InputError, TargetStartError, UnsafeTargetError
 from soak.runs.layout import TargetFiles
 from soak.targets import Target, build_target
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 from tests.support.servers import unbound
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ from pydantic import TypeAdapter
 from soak.errors import TargetStartError
 from soak.procfs import pid_alive
 from soak.runs.layout import TargetFiles
-from soak.targets.config import TargetConfig
 from soak.targets.group import TargetGroup
+from soak.targets.specs import TargetConfig
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from soak.probes import dns_query, http_request, tcp_connect
-from tests.support.servers import PDNS_API_KEY, free_port, pdns_server, unbound
+from tests.support.pdns import PDNS_API_KEY, pdns_server
+from tests.support.servers import free_port, unbound
 
 pytestmark = pytest.mark.integration
 

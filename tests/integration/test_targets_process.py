@@ -22,16 +22,10 @@ from soak.probes import dns_query, http_request
 from soak.procfs import pid_alive, read_fd_limit
 from soak.runs.layout import TargetFiles
 from soak.targets import Target, build_target
-from soak.targets.config import TargetConfig
 from soak.targets.process import group_alive
-from tests.support.servers import (
-    DEFAULT_LOCAL_DATA,
-    PDNS_API_KEY,
-    PDNS_SCHEMA,
-    free_port,
-    pdns_config,
-    unbound_conf,
-)
+from soak.targets.specs import TargetConfig
+from tests.support.pdns import PDNS_API_KEY, PDNS_SCHEMA, pdns_config
+from tests.support.servers import DEFAULT_LOCAL_DATA, free_port, unbound_conf
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from soak.errors import TargetStartError
 from soak.procfs import pid_alive
 from soak.runs.layout import TargetFiles
 from soak.targets import Target, build_target
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 from soak.targets.tree import Mark, marked, pids_of
 from tests.support.servers import DEFAULT_LOCAL_DATA, unbound_conf
 from tests.support.waiting import wait_for
@@ -136,7 +136,7 @@ import sys
 from pathlib import Path
 from pydantic import TypeAdapter
 from soak.targets import build_target
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 from soak.runs.layout import TargetFiles
 cfg = TypeAdapter(TargetConfig).validate_python(
     {"runtime": "process", "name": "orphan", "argv": ["sleep", "300"]})

@@ -29,8 +29,9 @@ from typing import Any
 import yaml
 
 from tests.support import grafana as g
+from tests.support.pdns import create_pdns_db
 from tests.support.procs import cmdlines
-from tests.support.servers import create_pdns_db, free_port
+from tests.support.servers import free_port
 from tests.support.tsdb import InfluxV1, influxdb_v1
 
 DB = "soak"

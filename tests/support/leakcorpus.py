@@ -27,12 +27,12 @@ from pathlib import Path
 from soak.analysis.leaks import LeakFits, LeakVerdict
 from soak.analysis.scenario_sections import LeaksConfig
 from soak.analysis.verdicts import run_verdicts
+from soak.clock import NS_PER_S
 from soak.points import Point
 from soak.sinks.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "leaks"
-NS_PER_S = 1_000_000_000
 START_NS = 1_764_547_200 * NS_PER_S  # 2025-12-01 00:00 UTC: any fixed origin
 RUN_ID = "corpus"
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from soak.clock import NS_PER_S
 from soak.report import PhaseSpan, ReportInput, build_report
 from soak.results.grew import report_section
 from soak.sinks.sqlite import SqliteStore
 
-S = 1_000_000_000
+S = NS_PER_S
 T0 = 1_790_000_000 * S
 
 

@@ -17,10 +17,11 @@ from soak.analysis.latency import Tick, make_knots, quantile, tick_masses, windo
 from soak.analysis.leaks import LeakVerdict, leak_points
 from soak.analysis.rundata import run_data_from_store
 from soak.analysis.scenario_sections import CriteriaConfig
+from soak.clock import NS_PER_S
 from soak.points import Point, event_point
 from soak.sinks.sqlite import SqliteStore
 
-S = 1_000_000_000
+S = NS_PER_S
 T0 = 1_700_000_000 * S
 
 

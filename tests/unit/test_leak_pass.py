@@ -12,6 +12,7 @@ import pytest
 
 from soak.analysis.leaks import mann_kendall
 from soak.analysis.verdicts import run_verdicts
+from soak.clock import ns_to_s, s_to_ns
 from soak.config import LeaksConfig
 from soak.points import Point
 from soak.sinks.sqlite import SqliteStore
@@ -68,7 +69,7 @@ def test_window_minima_fed_in_batches_equal_the_oracle(seed: int) -> None:
     ]
     times_ns = sorted(t for t in times_ns if rng.random() > 0.05)  # gaps
     values = [float(rng.randrange(100)) for _ in times_ns]  # ties
-    times_s = [t / 1e9 for t in times_ns]
+    times_s = [ns_to_s(t) for t in times_ns]
     window_s = rng.choice([60.0, 600.0, 37.5])
     windows = WindowMinima(window_s)
     i = 0
@@ -107,7 +108,7 @@ def write_run(
         t_s = i * step_s
         saw = 50 * MiB * ((t_s % 420.0) / 420.0)
         rss = 300 * MiB + drift_per_h * t_s / 3600 + saw + rng.gauss(0, MiB)
-        time_ns = start_ns + round(t_s * 1e9)
+        time_ns = start_ns + s_to_ns(t_s)
         tags = {"soak": SOAK, "scenario": "s", "target": "t", "version": "1"}
         fds = 40 + (i * drift_per_h > 0) * (i // 60) + rng.randrange(3)
         points.append(

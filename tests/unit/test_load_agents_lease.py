@@ -14,10 +14,11 @@ from soak.agents.protocol import (
     Lease,
     LeaseLost,
 )
+from soak.clock import NS_PER_S
 from soak.load.agents.lease import START_MARGIN_S, Fleet, fleet_calls
 from soak.load.merge import AgentTotals, AgentWindow, encode_histogram, sum_windows
 
-S = 1_000_000_000
+S = NS_PER_S
 T0 = 1_000 * S
 
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from soak.clock import NS_PER_S
 from soak.load.cadence import Cadence
 from soak.load.load_config import LoadConfig
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import Interval
 from soak.load.worker import CONTROL_NS, Control, WorkerSpec
 
-S = 1_000_000_000  # ns
+S = NS_PER_S  # ns
 MS = 1_000_000
 T0 = 5 * S  # the clock at the start
 

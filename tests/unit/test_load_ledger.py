@@ -18,6 +18,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from soak.clock import NS_PER_S, s_to_ns
 from soak.load.cadence import Cadence
 from soak.load.ledger import (
     ClassWindow,
@@ -33,7 +34,7 @@ from soak.load.stats import Interval
 from soak.load.wire import HEADER
 from soak.load.worker import Book, Control, WorkerSpec, worker_phase
 
-S = 1_000_000_000
+S = NS_PER_S
 MS = 1_000_000
 T0 = 7 * S
 STEP_NS = 10 * MS
@@ -98,7 +99,7 @@ def simulate(
     pending: list[tuple[int, int, bytes]] = []
     sent = answered = i = 0
     stopped = False
-    timeout_ns = int(spec.timeout_s * S)
+    timeout_ns = s_to_ns(spec.timeout_s)  # as the worker converts it
     while True:
         now = clock.now
         while pending and pending[0][0] <= now:
@@ -256,7 +257,7 @@ def test_agents_interleaved_are_due_exactly_rate_times_seconds(
     runs: list[Done] = []
     for a in range(agents):
         segment = Segment(a, agents)
-        share = rate_share_qps(rate, segment)
+        share = rate_share_qps(rate, segment.count)
         offset = agent_phase(segment)
         runs += [
             simulate(worker_spec(share, duration_s, 0.5, i, workers[a], offset), lats)

@@ -9,14 +9,15 @@ from pathlib import Path
 import httpx
 import pytest
 
+from soak.clock import NS_PER_S
 from soak.pproftext import parse_profile, scale_heap_sample
 from soak.profiles import captures_to_drop, list_profiles, read_profile_text, thin, write_profile
-from soak.samplers.config import PprofSamplerConfig
 from soak.samplers.pprof import PprofSampler
+from soak.samplers.selection import PprofSamplerConfig
 from soak.targets.base import Running
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pprof"
-S = 1_000_000_000
+S = NS_PER_S
 
 
 def fixture(name: str) -> str:

@@ -8,8 +8,8 @@ from pathlib import Path
 from soak.placeholders import Placeholders
 from soak.runs.layout import DataDir
 from soak.runs.state import StateStore
-from soak.targets.config import RenderedFile
 from soak.targets.render import write_files
+from soak.targets.specs import RenderedFile
 
 
 def mode(path: Path) -> int:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from soak import procfs
+from soak import hostproc, procfs
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "proc"
 SERVER_ROOT = FIXTURES / "pdns-server"
@@ -97,14 +97,14 @@ def test_fd_limit_odd_input_is_not_known() -> None:
 
 
 def test_machine_stat_busy_and_total_seconds() -> None:
-    cpu = procfs.parse_machine_stat((SERVER_ROOT / "stat").read_text())
+    cpu = hostproc.parse_machine_stat((SERVER_ROOT / "stat").read_text())
     ticks = [22981, 0, 6006, 312101, 847, 0, 175, 36]
     assert cpu.total_s == pytest.approx(sum(ticks) / procfs.CLOCK_TICKS_PER_S)
     assert cpu.busy_s == pytest.approx((sum(ticks) - 312101 - 847) / procfs.CLOCK_TICKS_PER_S)
-    assert procfs.machine_cpu(SERVER_ROOT) == cpu
-    assert procfs.machine_cpu(RECURSOR_ROOT) is None  # no stat in that root
+    assert hostproc.machine_cpu(SERVER_ROOT) == cpu
+    assert hostproc.machine_cpu(RECURSOR_ROOT) is None  # no stat in that root
     with pytest.raises(ValueError):
-        procfs.parse_machine_stat("intr 0\n")
+        hostproc.parse_machine_stat("intr 0\n")
 
 
 def test_readers_on_the_fixture_roots() -> None:
@@ -147,8 +147,8 @@ def test_children_and_tree_from_a_proc_root(tmp_path: Path) -> None:
 
 
 def test_meminfo_in_bytes() -> None:
-    info = procfs.read_meminfo(SERVER_ROOT)
+    info = hostproc.read_meminfo(SERVER_ROOT)
     assert info["MemTotal"] == 24683664 * KIB
     assert info["HugePages_Total"] == 0  # a count, not kB
     with pytest.raises(OSError):
-        procfs.read_meminfo(RECURSOR_ROOT)
+        hostproc.read_meminfo(RECURSOR_ROOT)

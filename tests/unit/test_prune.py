@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from soak.cli import main
+from soak.clock import NS_PER_S
 from soak.config import Scenario
 from soak.points import Point
 from soak.runs.state import StateStore
 from soak.sinks.sqlite import SqliteStore
 
-S = 1_000_000_000
+S = NS_PER_S
 DAY_NS = 86_400 * S
 
 

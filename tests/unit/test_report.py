@@ -14,6 +14,7 @@ from soak.analysis.criteria import evaluate_criteria
 from soak.analysis.leaks import leak_verdict
 from soak.analysis.rundata import run_data_from_store
 from soak.analysis.scenario_sections import CriteriaConfig
+from soak.clock import NS_PER_S
 from soak.points import Point, event_point
 from soak.report import (
     PhaseSpan,
@@ -38,7 +39,7 @@ from soak.report.svg import (
 from soak.results.grew import report_section
 from soak.sinks.sqlite import SqliteStore
 
-S = 1_000_000_000
+S = NS_PER_S
 MiB = 1024**2
 T0 = 1_790_000_000 * S
 RUN = "r-synthetic"

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.analysis.leaks import LeakVerdict
+from soak.clock import NS_PER_S
 from soak.points import Point
 from soak.profiles import write_profile
 from soak.report import PhaseSpan, ReportInput, build_report, render_html, render_markdown
@@ -13,7 +14,7 @@ from soak.results.grew import report_section
 from soak.runs.layout import profiles_dir
 from soak.sinks.sqlite import SqliteStore
 
-S = 1_000_000_000
+S = NS_PER_S
 MiB = 1024**2
 T0 = 1_790_000_000 * S
 RUN = "r-grew"

@@ -22,7 +22,7 @@ from soak.runs.layout import (
 )
 from soak.runs.runid import new_run_id, run_id_tail
 from soak.runs.state import ACTIVE, RunStatus, StateStore
-from soak.sinks.config import InfluxV1SinkConfig, SqliteSinkConfig
+from soak.sinks.destinations import InfluxV1SinkConfig, SqliteSinkConfig
 
 
 def scenario(sinks: list[dict[str, Any]] | None = None) -> Scenario:

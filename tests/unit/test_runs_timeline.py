@@ -1,14 +1,15 @@
-"""The run's timeline: scaling, spans on absolute times, the tick grid."""
+"""The run's timeline: scaling, spans on absolute times (the tick grid: test_clock)."""
 
 from __future__ import annotations
 
 import pytest
 
+from soak.clock import NS_PER_S
 from soak.config import Phase, Scenario
 from soak.errors import InputError
 from soak.runs import timeline
 
-S = 1_000_000_000
+S = NS_PER_S
 
 
 def scenario(**extra: object) -> Scenario:
@@ -67,16 +68,13 @@ def test_no_warmup_means_verdicts_from_origin() -> None:
     assert timeline.warmup_end_ns(spans) == 7 * S
 
 
-def test_tick_grid_is_absolute() -> None:
-    origin = 100 * S
-    assert timeline.tick_at_or_before(origin + 5 * S + 400_000_000, 1.0, origin) == origin + 5 * S
-    assert timeline.tick_at_or_before(origin + 59 * S, 60.0, origin) == origin
-    assert timeline.tick_at_or_before(origin - S, 60.0, origin) == origin
-    assert timeline.tick_at_or_before(origin + 125 * S, 60.0, origin) == origin + 120 * S
-
-
-def test_missed_ticks() -> None:
-    assert timeline.missed_ticks(None, 10 * S, 1.0) == 0
-    assert timeline.missed_ticks(9 * S, 10 * S, 1.0) == 0
-    assert timeline.missed_ticks(5 * S, 10 * S, 1.0) == 4
-    assert timeline.missed_ticks(0, 120 * S, 60.0) == 1
+def test_the_timeline_decides_the_loads_rate_and_when_it_changes() -> None:
+    tl = timeline.Timeline.of(scenario(), 1000 * S)
+    assert tl.rate_at(999 * S) == 0.0  # before the origin: none yet
+    assert tl.rate_at(1000 * S) == 50
+    assert tl.rate_at(1600 * S) == 100
+    assert tl.rate_at(4600 * S) == 0.0  # after the end: none
+    assert tl.rate_change(0) is None  # the load starts with the first phase's rate
+    assert tl.rate_change(1) == timeline.RateChange(100, 1600 * S)
+    assert [s.name for s in tl.phases_after(1000 * S)] == ["steady"]
+    assert tl.phases_after(1600 * S) == []  # entered already (a resumed run)

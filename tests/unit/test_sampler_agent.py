@@ -15,15 +15,16 @@ from pydantic import ValidationError
 from soak.agents.kube import build_job
 from soak.agents.protocol import SAMPLES, Clocks, CoordinatorUnreachable, LeaseLost, SamplesReply
 from soak.agents.swarm import service_kwargs
+from soak.clock import NS_PER_S
 from soak.errors import InputError
 from soak.points import Point
 from soak.preflight import check_sampler_agent
-from soak.samplers.config import SamplerAgentConfig, SamplersConfig
 from soak.samplers.member import NodeTarget, node_samplers, run_sampler_agent
 from soak.samplers.remote_samplers import SamplerInbox, sampler_spec
+from soak.samplers.selection import SamplerAgentConfig, SamplersConfig
 from tests.unit.test_bad_input import base_scenario
 
-S = 1_000_000_000
+S = NS_PER_S
 
 
 def samplers_cfg(**agent: Any) -> SamplersConfig:

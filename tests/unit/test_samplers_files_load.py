@@ -9,16 +9,16 @@ from soak.points import Point
 from soak.probes import DnsResult
 from soak.samplers import build_samplers
 from soak.samplers.api import call_headers, endpoint_name
-from soak.samplers.config import (
+from soak.samplers.dig import DigSampler, probe_name, probe_ok
+from soak.samplers.files import FilesSampler
+from soak.samplers.load import LoadSampler
+from soak.samplers.selection import (
     DigProbeConfig,
     FilesSamplerConfig,
     HttpCallConfig,
     RowCountConfig,
     SamplersConfig,
 )
-from soak.samplers.dig import DigSampler, probe_name, probe_ok
-from soak.samplers.files import FilesSampler
-from soak.samplers.load import LoadSampler
 from soak.samplers.target import TargetSampler
 from soak.targets.base import Running
 

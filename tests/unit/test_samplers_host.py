@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from soak import procfs
+from soak import hostproc, procfs
 from soak.samplers.host import HostSampler
 
 HZ = procfs.CLOCK_TICKS_PER_S
@@ -34,13 +34,13 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_parsers() -> None:
-    assert procfs.parse_loadavg("5.25 3.10 1.05 3/280 6061\n") == (5.25, 3.10, 1.05)
-    assert procfs.parse_pressure(PRESSURE_MEMORY)["full_avg10"] == 0.75
-    m = procfs.parse_machine_stat("cpu  10 0 0 20 30 0 0 40 0 0\n")
+    assert hostproc.parse_loadavg("5.25 3.10 1.05 3/280 6061\n") == (5.25, 3.10, 1.05)
+    assert hostproc.parse_pressure(PRESSURE_MEMORY)["full_avg10"] == 0.75
+    m = hostproc.parse_machine_stat("cpu  10 0 0 20 30 0 0 40 0 0\n")
     assert (m.iowait_s, m.steal_s) == (30 / HZ, 40 / HZ)
     assert m.busy_s == pytest.approx(50 / HZ)  # user + steal; idle and iowait are not busy
     with pytest.raises(ValueError):
-        procfs.parse_pressure("")
+        hostproc.parse_pressure("")
 
 
 def test_shares_since_the_previous_tick(root: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soak import procfs
-from soak.samplers.config import SmapsSamplerConfig
+from soak.samplers.selection import SmapsSamplerConfig
 from soak.samplers.smaps import SmapsSampler
 from soak.smaps import HEAP_PATH, LIBS_PATH, OTHER_PATH, STACKS_PATH, group, parse_smaps
 from soak.targets.base import Running

@@ -1,16 +1,16 @@
 import threading
 import time
 
-import pytest
 from prometheus_client import CollectorRegistry
 
+from soak.clock import NS_PER_S
 from soak.points import Point
 from soak.samplers import build_samplers
-from soak.samplers.config import SamplersConfig
-from soak.samplers.tick import TickRunner, next_tick_ns
+from soak.samplers.selection import SamplersConfig
+from soak.samplers.tick import TickRunner
 from soak.sinks.metrics import ServiceMetrics
 
-S = 1_000_000_000
+S = NS_PER_S
 RUN = {"soak": "r1", "scenario": "s", "target": "t", "version": "v"}
 
 
@@ -49,19 +49,6 @@ class Stuck:
     def sample(self, tick_time_ns: int) -> list[Point]:
         self.release.wait(timeout=30)
         return []
-
-
-def test_next_tick_is_on_the_absolute_grid() -> None:
-    origin = 1_000 * S
-    assert next_tick_ns(origin - 5, 60, origin) == origin
-    assert next_tick_ns(origin, 60, origin) == origin
-    assert next_tick_ns(origin + 1, 60, origin) == origin + 60 * S
-    assert next_tick_ns(origin + 60 * S, 60, origin) == origin + 60 * S
-    # a tick that ran 150 s late: the next is on the grid, the missed ones are skipped
-    assert next_tick_ns(origin + 150 * S, 60, origin) == origin + 180 * S
-    assert next_tick_ns(origin + 1, 1.5, origin) == origin + 1_500_000_000
-    with pytest.raises(ValueError):
-        next_tick_ns(origin, 0, origin)
 
 
 def test_points_carry_the_scheduled_time_and_the_run_tags() -> None:
@@ -169,7 +156,7 @@ def test_load_counts_add_up_across_ticks_in_the_service_metrics() -> None:
     registry = CollectorRegistry()
     runner = TickRunner([Load()], run_tags=RUN, metrics=ServiceMetrics(registry))
     runner.run_tick(S)
-    runner.run_tick(S + 1_000_000_000)
+    runner.run_tick(2 * S)
     runner.close()
     labels = {"soak": "r1", "class": "miss"}
     assert registry.get_sample_value("soak_load_sent_total", labels) == 2000.0

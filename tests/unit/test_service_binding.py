@@ -11,7 +11,7 @@ from soak.errors import InputError
 from soak.service.api import input_errors, parse_scenario
 from soak.targets.base import Running
 from soak.targets.binding import bind_services, uses_services
-from soak.targets.config import ProcessTarget
+from soak.targets.specs import ProcessTarget
 
 
 def target(**extra: object) -> ProcessTarget:

@@ -10,7 +10,7 @@ from soak.points import Point
 from soak.runs.layout import spool_dir
 from soak.sinks import SinkSet, build_sinks
 from soak.sinks.base import SinkWriteError
-from soak.sinks.config import (
+from soak.sinks.destinations import (
     InfluxV1SinkConfig,
     InfluxV2SinkConfig,
     SpoolConfig,

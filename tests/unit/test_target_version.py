@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from soak.targets.config import ExternalTarget, ProcessTarget
+from soak.targets.specs import ExternalTarget, ProcessTarget
 from soak.targets.version import detect_version, first_line
 
 

@@ -11,8 +11,8 @@ from pydantic import TypeAdapter
 from soak.errors import InputError
 from soak.placeholders import Placeholders
 from soak.runs.layout import TargetFiles
-from soak.targets.config import DockerTarget, TargetConfig
 from soak.targets.container import DockerRuntime
+from soak.targets.specs import DockerTarget, TargetConfig
 
 SPEC = """
 name: pdns

@@ -15,11 +15,11 @@ from soak.placeholders import Placeholders
 from soak.targets.base import ExitInfo, Running
 from soak.targets.cleanup import is_stale, owner_gone
 from soak.targets.common import quote_tail, safe_name, tail_lines
-from soak.targets.config import DnsProbe, PortSpec, RenderedFile, TargetConfig, TcpProbe
 from soak.targets.docker_engine import exit_info_from_state, process_fields_from_stats
 from soak.targets.process import exit_info_from_returncode
 from soak.targets.readiness import default_probes, fd_limit_warning
 from soak.targets.render import file_dest, write_files
+from soak.targets.specs import DnsProbe, PortSpec, RenderedFile, TargetConfig, TcpProbe
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "targets"
 VALUES = Placeholders(run_dir="/runs/r1", host="127.0.0.1", ports={"dns": 5300}, data_dir="/d")

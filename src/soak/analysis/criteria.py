@@ -37,6 +37,7 @@ from soak.analysis.machine import machine_in_window, without_busy_ticks
 from soak.analysis.rundata import ClassSeries, RunData, Series, run_data_from_store
 from soak.analysis.scenario_sections import CriteriaConfig
 from soak.analysis.sliding import counter_increments, worst_window
+from soak.clock import ns_to_s, s_to_ns
 
 __all__ = [
     "ClassSeries",
@@ -369,12 +370,12 @@ def _missing(name: str, limit: float, message: str) -> CriterionResult:
 
 
 def _ns(seconds: float) -> int:
-    return round(seconds * 1e9)
+    return s_to_ns(seconds)
 
 
 def _offset(t_ns: int, data: RunData) -> str:
     start = data.run_start_ns if data.run_start_ns is not None else data.start_ns
-    return "+" + format_hms((t_ns - start) / 1e9)
+    return "+" + format_hms(ns_to_s(t_ns - start))
 
 
 def _window_name(window_s: float, end_ns: int, data: RunData) -> str:

@@ -12,6 +12,7 @@ from typing import Protocol
 from soak.analysis.leaks import LeakFits, LeakVerdict
 from soak.analysis.levelling import amount, span_text
 from soak.analysis.scenario_sections import LeaksConfig
+from soak.clock import ns_to_s
 
 # Where resource fields live (docs/architecture.md "Time series"); any other name is looked
 # up in both.
@@ -43,7 +44,7 @@ def resource_series(
         for _tags, samples in found[:1]:  # one series per resource (no extra tags)
             for time_ns, value in samples:
                 if time_ns >= since_ns and isinstance(value, int | float):
-                    times_s.append(time_ns / 1e9)
+                    times_s.append(ns_to_s(time_ns))
                     values.append(float(value))
         return times_s, values
     return None

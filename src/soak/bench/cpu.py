@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from soak import procfs
+from soak import hostproc, procfs
 
 GeneratorCpu = Callable[[], float | None]  # the generator's CPU seconds so far
 
@@ -58,7 +58,7 @@ class CpuSnapshot:
     at_s: float  # monotonic
     target_s: float | None
     generator_s: float | None
-    machine: procfs.MachineCpu | None
+    machine: hostproc.MachineCpu | None
 
     @classmethod
     def take(
@@ -71,7 +71,7 @@ class CpuSnapshot:
             at_s=time.monotonic(),
             target_s=procfs.tree_cpu_s(target_pid, root),
             generator_s=generator(),
-            machine=procfs.machine_cpu(root),
+            machine=hostproc.machine_cpu(root),
         )
 
     def until(self, later: CpuSnapshot) -> CpuUse:
@@ -84,7 +84,7 @@ class CpuSnapshot:
         )
 
 
-def busy_cores(m0: procfs.MachineCpu | None, m1: procfs.MachineCpu | None) -> float | None:
+def busy_cores(m0: hostproc.MachineCpu | None, m1: hostproc.MachineCpu | None) -> float | None:
     """Busy cores of the machine between two readings."""
     if m0 is None or m1 is None or m1.total_s <= m0.total_s:
         return None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.bench.compare import Figure, Figures, bench_figures
+from soak.clock import ns_to_s
 from soak.errors import InputError
 from soak.runs.layout import BENCH_RESULT, DataDir, bench_result_path, read_result
 
@@ -101,7 +102,7 @@ def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
         store.close()
     if not figures:  # nothing to compare is not "no figure worse"
         if pruned:
-            when = datetime.fromtimestamp(pruned[-1].time_ns / 1e9, UTC).isoformat(
+            when = datetime.fromtimestamp(ns_to_s(pruned[-1].time_ns), UTC).isoformat(
                 timespec="seconds"
             )
             raise InputError(

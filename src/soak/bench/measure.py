@@ -19,6 +19,7 @@ from typing import Any
 from soak.bench.cpu import CpuSnapshot, CpuUse, children_cpu_s, processes_cpu
 from soak.bench.knee import Step
 from soak.bench.limits import Limit, cpu_us_per_query
+from soak.clock import NS_PER_S
 from soak.load.generator import LoadRunner
 from soak.load.ledger import Window, empty_window
 from soak.load.load_config import LoadConfig
@@ -233,7 +234,7 @@ class KneeStepper:
             change = 0
         else:
             change = math.ceil(now_s - self.origin_s + 0.05)
-            self.runner.set_rate(rate_qps, after_origin_ns=change * 1_000_000_000)
+            self.runner.set_rate(rate_qps, after_origin_ns=change * NS_PER_S)
         first = change + math.ceil(settle_s)
         last = first + max(1, math.ceil(step_s))  # exclusive
         _sleep_until(self.origin_s + first)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from soak.clock import ns_to_s, s_to_ns
 from soak.errors import InputError
 from soak.sinks.sqlite import SqliteStore
 from soak.units import parse_duration_s
@@ -53,7 +54,7 @@ def old_runs(
     """The runs whose newest sample is older than `older_than_s`, oldest first; not `keep`.
     With them, the samples of every run in the store: one count over the samples table
     gives both (a scan of the whole file, so none when no run is old; then 0)."""
-    before_ns = now_ns - round(older_than_s * 1e9)
+    before_ns = now_ns - s_to_ns(older_than_s)
     old = sorted((last_ns, soak) for soak, last_ns in store.last_sample_ns().items())
     chosen = [(last_ns, soak) for last_ns, soak in old if last_ns < before_ns and soak not in keep]
     counts = store.sample_counts() if chosen else {}
@@ -125,7 +126,9 @@ def prune_cmd(
         nbytes = share_bytes(store, runs, all_samples)
         click.echo(_plan_line(runs, older_than_s, nbytes, path, keep, dry_run))
         for run in runs:
-            newest = datetime.fromtimestamp(run.newest_ns / 1e9, UTC).isoformat(timespec="seconds")
+            newest = datetime.fromtimestamp(ns_to_s(run.newest_ns), UTC).isoformat(
+                timespec="seconds"
+            )
             said = "would remove" if dry_run else "removing"
             click.echo(f"  {said} {run.run_id}: {run.samples:,} samples, newest {newest}")
             if not dry_run:

@@ -23,7 +23,6 @@ from soak.errors import InputError
 @click.option("--node-fs", default="/", help="where this agent sees its node's files")
 def sampler_agent_cmd(coordinator_url: str, proc_root: str, node_fs: str) -> None:
     """Sample a target on this node (its run's `samplers.agent`) for the run's coordinator."""
-    from soak.samplers.config import SamplersConfig
     from soak.samplers.member import (
         SAMPLERS_ENV,
         TARGET_ENV,
@@ -31,6 +30,7 @@ def sampler_agent_cmd(coordinator_url: str, proc_root: str, node_fs: str) -> Non
         node_samplers,
         run_sampler_agent,
     )
+    from soak.samplers.selection import SamplersConfig
 
     token = os.environ.get(TOKEN_ENV, "")
     if not token:

@@ -1,7 +1,7 @@
 """Scenario models and the YAML loader.
 
 Each area below the scenario keeps its own section's models beside its code
-(load/load_config.py, targets/config.py, samplers/config.py, sinks/config.py,
+(load/load_config.py, targets/specs.py, samplers/selection.py, sinks/destinations.py,
 analysis/scenario_sections.py); scenario.py composes them into a Scenario. The `bench:`
 section lives here (bench.py), since bench itself runs scenarios. loading.py
 reads YAML and turns validation errors into lines that name the YAML path.

@@ -10,9 +10,9 @@ from pydantic import Field, ValidationInfo, field_serializer, field_validator
 from soak.analysis.scenario_sections import CriteriaConfig, LeaksConfig
 from soak.config.bench import BenchConfig
 from soak.load.load_config import LoadConfig, rate_json, rate_or_max
-from soak.samplers.config import SamplersConfig
-from soak.sinks.config import SinkConfig, SpoolConfig
-from soak.targets.config import SetupCall, TargetConfig
+from soak.samplers.selection import SamplersConfig
+from soak.sinks.destinations import SinkConfig, SpoolConfig
+from soak.targets.specs import SetupCall, TargetConfig
 from soak.units import DurationS, FileModel, SizeBytes, StrictModel
 
 

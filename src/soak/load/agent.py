@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from pydantic import ValidationError
 
+from soak.clock import NS_PER_S
 from soak.errors import InputError, SoakError
 from soak.load.generator import JOIN_GRACE_S, LoadRunner
 from soak.load.load_config import LoadConfig
@@ -67,7 +68,7 @@ def open_sink(target: str) -> Sink:
     if target == "-":
         return JsonLinesSink(sys.stdout, "stdout")
     if target.startswith(("http://", "https://")):
-        from soak.sinks.config import InfluxV1SinkConfig
+        from soak.sinks.destinations import InfluxV1SinkConfig
         from soak.sinks.influx import InfluxV1Sink
 
         parts = urlsplit(target)
@@ -144,13 +145,13 @@ def run_agent(
             finished = runner.wait(max(0.0, started + tick * TICK_S - time.monotonic()))
             if time.monotonic() > end:
                 break
-            _emit_window(runner, sink, out, started_wall_ns + tick * 1_000_000_000, tags)
+            _emit_window(runner, sink, out, started_wall_ns + tick * NS_PER_S, tags)
             tick += 1
             if finished:
                 break
     finally:
         result = runner.stop()
-    _emit_window(runner, sink, out, started_wall_ns + tick * 1_000_000_000, tags)
+    _emit_window(runner, sink, out, started_wall_ns + tick * NS_PER_S, tags)
     sink.flush()
     if runner.errors:
         raise SoakError(f"agent {segment}: " + "; ".join(runner.errors))

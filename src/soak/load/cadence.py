@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from soak.load.ledger import CLOSE_ALL, NS_PER_S, second_of
+from soak.clock import NS_PER_S, s_to_ns, second_end_ns
+from soak.load.ledger import CLOSE_ALL, second_of
 from soak.load.stats import Interval
 from soak.load.worker import CONTROL_NS, INTERVAL_NS, Control, Pacer, WorkerSpec, monotonic_ns
 
@@ -50,9 +51,9 @@ class Cadence:
         # together they are due exactly rate x seconds.
         origin = spec.begin_at_ns if 0 < spec.begin_at_ns <= start else start
         self.origin_ns = origin
-        self.timeout_ns = int(spec.timeout_s * 1e9)
-        self.hard_end_ns = origin + int(spec.max_duration_s * 1e9)
-        self.send_end_ns = min(origin + int(spec.duration_s * 1e9), self.hard_end_ns)
+        self.timeout_ns = s_to_ns(spec.timeout_s)
+        self.hard_end_ns = origin + s_to_ns(spec.max_duration_s)
+        self.send_end_ns = min(origin + s_to_ns(spec.duration_s), self.hard_end_ns)
         self.pacer = Pacer(control.rate_qps(), origin, spec.phase)
         self.sending = True
         self.sent_end_ns = -1  # when sending ended (-1: not yet)
@@ -89,7 +90,7 @@ class Cadence:
         """The first query of the schedule due after `second` (flat out: none is)."""
         if self.pacer.rate_qps <= 0:
             return CLOSE_ALL
-        return self.pacer.due(self.origin_ns + (second + 1) * NS_PER_S - 1)
+        return self.pacer.due(second_end_ns(self.origin_ns, second) - 1)
 
     def cursor_second(self, sent_total: int, now: int) -> int:
         """Every grid second below this one has had all its queries sent or skipped."""
@@ -159,7 +160,7 @@ class Cadence:
         rate = pacer.rate_qps if sending else 0.0
         cursor = self.cursor_second(sent_total, now)
         self.out.send(
-            take((now - self.last_interval_ns) / 1e9, rate, backlog, self.skipped, cursor)
+            take((now - self.last_interval_ns) / NS_PER_S, rate, backlog, self.skipped, cursor)
         )
         self.skipped = 0
         self.last_interval_ns = now
@@ -175,6 +176,6 @@ class Cadence:
         if self.sending:  # the hard end came before every due query had left
             self.end_sending(sent_total)
         drain(now, min(now, self.send_end_ns))
-        iv = take((now - self.last_interval_ns) / 1e9, 0.0, 0, self.skipped, CLOSE_ALL)
+        iv = take((now - self.last_interval_ns) / NS_PER_S, 0.0, 0, self.skipped, CLOSE_ALL)
         iv.final = True
         self.out.send(iv)

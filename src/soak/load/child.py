@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
+from soak.clock import ns_to_s
 from soak.load.worker import Control, WorkerSpec
 
 Loop = Callable[[WorkerSpec, Control, Connection], None]
@@ -45,7 +46,7 @@ def main(argv: list[str]) -> int:
         assert isinstance(spec, WorkerSpec)
         control = Control(ctrl, spec.rate_qps)
         loop = loop_for(spec)  # imported before the wait: the first query leaves on time
-        wait_s = (spec.begin_at_ns - time.monotonic_ns()) / 1e9
+        wait_s = ns_to_s(spec.begin_at_ns - time.monotonic_ns())
         if wait_s > 0:
             time.sleep(wait_s)
         loop(spec, control, stats)

@@ -23,11 +23,12 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from soak.clock import s_to_ns
 from soak.load import wire
 from soak.load.worker import Book, monotonic_ns
 
 RECONNECT_NS = 100_000_000  # at most this often while the server refuses
-CONNECT_TIMEOUT_NS = 1_000_000_000  # TCP connect plus TLS handshake
+CONNECT_TIMEOUT_NS = s_to_ns(1.0)  # TCP connect plus TLS handshake
 LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a RST
 DOWN, CONNECTING, HANDSHAKE, UP = range(4)
 

@@ -3,9 +3,9 @@
 The soak service drives one LoadRunner through a run's phases (start,
 set_rate, take_window every tick, stop); `soak load` uses run_load
 (soak.load.oneshot). Workers are spawned (soak.load.spawn; not forked: the
-service has threads) and each carries rate / workers. They send one Interval a
-second through a pipe; a reader thread here folds them into the current window and
-into the run's totals.
+service has threads) and each carries rate / workers (segments.rate_share_qps).
+They send one Interval a second through a pipe; a reader thread here folds them
+into the current window and into the run's totals.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from soak.clock import NS_PER_S, ns_to_s, s_to_ns
 from soak.errors import InputError, SoakError
-from soak.load.ledger import NS_PER_S, Merger, Window, skipped_window
+from soak.load.ledger import Merger, Window, skipped_window
 from soak.load.load_config import LoadConfig
 from soak.load.merge import decode_histogram, encode_histogram
 from soak.load.queries import build_classes, mix_schedule
+from soak.load.segments import rate_share_qps
 from soak.load.spawn import policy_of, spawn_worker, tls_spec
 from soak.load.stats import Interval, LoadResult, MixStats, result_from
 from soak.load.worker import Pacer, WorkerSpec, worker_phase
@@ -153,13 +155,13 @@ class LoadRunner:
                 max_outstanding=self.cfg.max_outstanding,
                 duration_s=min(send_s, max_duration_s) if send_s else max_duration_s,
                 max_duration_s=max_duration_s,
-                rate_qps=rate_qps / workers,
+                rate_qps=rate_share_qps(rate_qps, workers),
                 track_gaps=self.track_gaps,
                 policies=self.policies,
                 tls=self.tls,
                 doh_method=self.cfg.doh.method,
                 doh_path=self.cfg.doh.path,
-                begin_at_ns=int(begin_at_s * 1e9) if begin_at_s is not None else 0,
+                begin_at_ns=s_to_ns(begin_at_s) if begin_at_s is not None else 0,
             )
             proc, ctrl, stats = spawn_worker()
             specs.append(spec)
@@ -176,7 +178,7 @@ class LoadRunner:
         now = max(time.monotonic(), begin_at_s or 0.0)
         self._started_at = self._window_at = now
         # the workers' grid origin (a worker started without one takes its own start)
-        self._origin_ns = int(begin_at_s * 1e9) if begin_at_s is not None else int(now * 1e9)
+        self._origin_ns = s_to_ns(begin_at_s if begin_at_s is not None else now)
         self._rate_qps = rate_qps
         self._max_duration_s = max_duration_s
         self._reader = threading.Thread(target=self._read, name="load-stats", daemon=True)
@@ -191,7 +193,7 @@ class LoadRunner:
             raise InputError(f"rate must not be negative: {rate_qps}")
         with self._lock:
             self._rate_qps = rate_qps
-        share = rate_qps / max(1, len(self._ctrls))
+        share = rate_share_qps(rate_qps, max(1, len(self._ctrls)))
         if after_origin_ns is None:
             self._send_all(("rate", share))
         else:
@@ -300,7 +302,7 @@ class LoadRunner:
         worker that is the longest time without any answer; with several it is an
         upper bound (another worker may have had answers meanwhile)."""
         with self._lock:
-            return self._max_gap_ns / 1e9, self._max_gap_end_ns / 1e9
+            return ns_to_s(self._max_gap_ns), ns_to_s(self._max_gap_end_ns)
 
     @property
     def pids(self) -> list[int]:
@@ -367,10 +369,10 @@ class LoadRunner:
         now_ns = time.monotonic_ns() if not final else 1 << 62
         for index, second in list(self._gone.items()):
             spec = self._specs[index]
-            end_ns = origin_ns + round(spec.duration_s * 1e9)
+            end_ns = origin_ns + s_to_ns(spec.duration_s)
             if self._stopped_at is not None:
-                end_ns = min(end_ns, round(self._stopped_at * 1e9))
-            share = self._rate_qps / len(self._specs)
+                end_ns = min(end_ns, s_to_ns(self._stopped_at))
+            share = rate_share_qps(self._rate_qps, len(self._specs))
             pacer = Pacer(share, origin_ns, spec.phase) if share > 0 else None
             windows = []
             while (lo_ns := origin_ns + second * NS_PER_S) < end_ns:

@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-NS_PER_S = 1_000_000_000
+from soak.clock import NS_PER_S
+
 CLOSE_ALL = 1 << 62  # a cursor past every second: the load has ended
 COUNTS = ("due", "sent", "skipped", "completed", "lost", "abandoned", "late", "wrong", "refused")
 

@@ -23,13 +23,13 @@ from soak.agents.protocol import (
     Reply,
     wait_for_start,
 )
+from soak.clock import ns_to_s, second_end_ns
 from soak.errors import SoakError
 from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
 from soak.load.merge import AgentTotals, AgentWindow
 from soak.load.segments import Segment, agent_phase, rate_share_qps, segment_config
 
-NS_PER_S = 1_000_000_000
 WAIT_POLL_S = 0.2  # how often an agent asks for start_at while the others register
 
 
@@ -73,7 +73,7 @@ def run_member(
         max_duration_s = min(max_duration_s, reply.duration_s)
     # The grid's origin on the monotonic clock: start_at as of now (wall may step). The
     # workers start now and send from then on.
-    origin_s = clocks.monotonic() + (start_at_ns - clocks.wall_ns()) / NS_PER_S
+    origin_s = clocks.monotonic() + ns_to_s(start_at_ns - clocks.wall_ns())
     runner = LoadRunner(
         mine,
         server,
@@ -83,7 +83,7 @@ def run_member(
     )
     runner.keep_ledger = True  # its closed windows go to the coordinator by grid second
     rate_qps = reply.rate_qps
-    runner.start(rate_share_qps(rate_qps, segment), max_duration_s, begin_at_s=origin_s)
+    runner.start(rate_share_qps(rate_qps, segment.count), max_duration_s, begin_at_s=origin_s)
     lease = Lease(reply.lease_s, clocks.monotonic)
     unsent: list[AgentWindow] = []
     second = 1
@@ -100,7 +100,7 @@ def run_member(
                 break
             if reply.rate_qps != rate_qps:
                 rate_qps = reply.rate_qps
-                runner.set_rate(rate_share_qps(rate_qps, segment))
+                runner.set_rate(rate_share_qps(rate_qps, segment.count))
             second += 1
     finally:
         result = runner.stop()
@@ -109,7 +109,7 @@ def run_member(
         segment.index,
         result,
         runner.latency_histogram(),
-        rate_target_qps=rate_share_qps(rate_qps, segment),
+        rate_target_qps=rate_share_qps(rate_qps, segment.count),
         duration_s=result.duration_s,
     )
     _deliver(client, unsent, totals)
@@ -123,7 +123,7 @@ def closed_windows(runner: LoadRunner, segment: Segment, start_at_ns: int) -> li
     out = []
     for window in runner.take_ledger():
         fields = runner.window_fields(window)
-        stamp_ns = start_at_ns + (window.second + 1) * NS_PER_S
+        stamp_ns = second_end_ns(start_at_ns, window.second)
         out.append(AgentWindow(segment.index, stamp_ns, 1.0, fields, runner.window_hists()))
     return out
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import dns.name
 import dns.rdatatype
 
+from soak.clock import NS_PER_S
 from soak.errors import InputError
 from soak.load import wire
 from soak.load.replay_config import ReplayConfig, Rewrite
 from soak.traffic.capture import Capture, qname_text
 
-NS_PER_S = 1_000_000_000
 OTHER = "other"
 
 

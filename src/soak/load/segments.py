@@ -48,11 +48,13 @@ class Segment:
         return hi - lo
 
 
-def rate_share_qps(rate_qps: float, segment: Segment) -> float:
-    """The segment's rate: an equal part. Unequal parts (the rate split to the milli-q/s,
-    as before) could not interleave: N agents each starting its own schedule were due
-    up to N - 1 queries more than R x D."""
-    return rate_qps / segment.count
+def rate_share_qps(rate_qps: float, parts: int) -> float:
+    """One of `parts` equal parts of a rate: a segment's of the run's (parts: the agents'
+    count), a worker's of its runner's (parts: the workers). The one place a rate is
+    divided. Equal parts interleave (agent_phase, worker_phase), so that together they
+    are due exactly R x D; unequal ones (the rate split to the milli-q/s, as once) could
+    not: N agents each starting its own schedule were due up to N - 1 queries more."""
+    return rate_qps / parts
 
 
 def agent_phase(segment: Segment) -> float:
@@ -78,7 +80,7 @@ def segment_config(cfg: LoadConfig, segment: Segment, seed: int) -> LoadConfig:
     """
     data = cfg.model_dump(exclude={"agents"})
     data.update(
-        rate_qps=rate_share_qps(cfg.rate_qps, segment),
+        rate_qps=rate_share_qps(cfg.rate_qps, segment.count),
         flows=max(1, segment.share(cfg.flows)),
         workers=max(1, segment.share(cfg.workers)),
         max_outstanding=max(1, segment.share(cfg.max_outstanding)),

@@ -10,6 +10,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import soak
+from soak.clock import s_to_ns
 from soak.errors import InputError
 from soak.load.conn import Policy, TlsSpec
 from soak.load.load_config import ConnectionPolicy, LoadConfig
@@ -42,8 +43,8 @@ def policy_of(cp: ConnectionPolicy | None) -> Policy:
     every = cp.reconnect_every_s
     return Policy(
         cp.queries_per_connection,
-        int(cp.idle_s * 1e9),
-        int(every * 1e9) if every else None,
+        s_to_ns(cp.idle_s),
+        s_to_ns(every) if every else None,
         cp.hangup_fraction,
     )
 

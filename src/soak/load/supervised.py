@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns, second_end_ns
 from soak.load.generator import LoadRunner
-from soak.load.ledger import NS_PER_S, Window
+from soak.load.ledger import Window
 from soak.names import AGENT_TAG
 from soak.points import Fault, FieldValue, Point
 
@@ -61,12 +62,6 @@ def load_points(
     return points
 
 
-def next_whole_second_ns(time_ns: int) -> int:
-    """The run's grid is whole wall seconds: a load started without an origin begins at the
-    next one, so that its windows lie on the grid."""
-    return -(-time_ns // NS_PER_S) * NS_PER_S
-
-
 class SupervisedLoad:
     # start() wants the run's origin at least this far ahead: the workers' interpreters
     # start (0.1-0.3 s, more on a busy machine) and send their first query at the origin.
@@ -102,13 +97,14 @@ class SupervisedLoad:
         self.rate_qps = rate_qps
         now_ns = time.time_ns()
         if begin_at_ns is None:
-            begin_at_ns = next_whole_second_ns(now_ns + int(self.start_lead_s * 1e9))
+            # without the run's origin: the next whole second, so the windows lie on its grid
+            begin_at_ns = WHOLE_SECONDS.at_or_after(now_ns + s_to_ns(self.start_lead_s))
         if end_ns is None:
-            end_ns = now_ns + round(remaining_s * 1e9)
-        send_s = (end_ns - begin_at_ns) / 1e9  # sending ends with the run
+            end_ns = now_ns + s_to_ns(remaining_s)
+        send_s = ns_to_s(end_ns - begin_at_ns)  # sending ends with the run
         self.grid_ns, self.end_ns = begin_at_ns, end_ns
         # on the monotonic clock the workers wait on
-        begin_at_s = time.monotonic() + (begin_at_ns - time.time_ns()) / 1e9
+        begin_at_s = time.monotonic() + ns_to_s(begin_at_ns - time.time_ns())
         self.runner.keep_ledger = True
         # Sending ends with the run (its last window with its last second); the margin
         # only bounds a load the run's end failed to stop.
@@ -159,7 +155,7 @@ class SupervisedLoad:
         inside: list[tuple[int, Window]] = []
         after: list[tuple[int, Window]] = []
         for window in runner.take_ledger():
-            at_ns = self.grid_ns + (window.second + 1) * NS_PER_S
+            at_ns = second_end_ns(self.grid_ns, window.second)
             (inside if at_ns <= end_ns else after).append((at_ns, window))
         for at_ns, window in inside:
             self._pending.append((at_ns, runner.window_fields(window)))

@@ -17,6 +17,7 @@ import socket
 from multiprocessing.connection import Connection
 from typing import Any
 
+from soak.clock import NS_PER_S
 from soak.load import wire
 from soak.load.cadence import Cadence
 from soak.load.worker import (
@@ -116,7 +117,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                         if n > 0 or rate >= 1000:
                             timeout = 0.0005 if n <= 0 else 0
                         else:
-                            timeout = (pacer.deadline_ns(sent_total) - now) / 1e9
+                            timeout = (pacer.deadline_ns(sent_total) - now) / NS_PER_S
                             timeout = 0 if timeout < 0 else min(timeout, 0.01)
                 else:
                     n = max_out - outstanding

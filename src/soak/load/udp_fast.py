@@ -15,6 +15,7 @@ import functools
 from multiprocessing.connection import Connection
 from typing import Any
 
+from soak.clock import s_to_ns
 from soak.load import wire
 from soak.load.cadence import Cadence
 from soak.load.ledger import ClassWindow, Window
@@ -52,7 +53,7 @@ def make_engine(spec: WorkerSpec, fds: list[int], origin_ns: int) -> Any:
         list(spec.schedule),
         spec.start_offset % len(spec.schedule),
         pos,
-        int(spec.timeout_s * 1e9),
+        s_to_ns(spec.timeout_s),
         spec.max_outstanding,
         spec.recv_bytes,
         spec.index,

@@ -16,6 +16,7 @@ from math import ceil, floor
 from multiprocessing.connection import Connection
 from typing import Any
 
+from soak.clock import NS_PER_S, s_to_ns
 from soak.load import wire
 from soak.load.ledger import OpenWindows, schedule_counts
 from soak.load.queries import ClassQueries
@@ -24,7 +25,7 @@ from soak.load.wire import HEADER_LEN, echoes, message_id, rcode
 
 RING = 65536
 MASK = RING - 1
-INTERVAL_NS = 1_000_000_000
+INTERVAL_NS = NS_PER_S  # a window a second: the ledger's grid
 SWEEP_NS = 10_000_000  # how often timed-out queries are looked for
 CONTROL_NS = 50_000_000  # how often the rate and the stop flag are read
 MAX_BACKLOG_S = 1.0  # beyond this the generator drops due queries (and says so)
@@ -122,7 +123,7 @@ class Book:
     def __init__(self, spec: WorkerSpec) -> None:
         self.spec = spec
         self.nc = len(spec.classes)
-        self.timeout_ns = int(spec.timeout_s * 1e9)
+        self.timeout_ns = s_to_ns(spec.timeout_s)
         self.ring_t = [0] * RING
         self.ring_c = [0] * RING
         self.ring_q: list[bytes] = [b""] * RING
@@ -340,10 +341,12 @@ class Pacer:
         """How many queries should have left by now (counted from the start)."""
         if self.rate_qps <= 0 or now_ns < self.base_ns:
             return self.base_k
-        return self.base_k + floor((now_ns - self.base_ns) * self.rate_qps / 1e9 - self.phase) + 1
+        return (
+            self.base_k + floor((now_ns - self.base_ns) * self.rate_qps / NS_PER_S - self.phase) + 1
+        )
 
     def deadline_ns(self, k: int) -> int:
-        return self.base_ns + ceil((k - self.base_k + self.phase) * 1e9 / self.rate_qps)
+        return self.base_ns + ceil((k - self.base_k + self.phase) * NS_PER_S / self.rate_qps)
 
     def set_rate(self, rate_qps: float, sent: int, now_ns: int) -> None:
         if rate_qps == self.rate_qps:

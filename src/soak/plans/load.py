@@ -23,9 +23,9 @@ from typing import Any
 from soak.agents.engine import AgentEngine, AgentState
 from soak.agents.engine_config import AgentsConfig
 from soak.agents.engines import make_engine
+from soak.clock import s_to_ns
 from soak.errors import SoakError
 from soak.load.agents.fleet import AGENT_FIELDS, AgentsLoad
-from soak.load.agents.lease import NS_PER_S
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
 from soak.load.merge import MergedResult, merge_agents
@@ -104,7 +104,7 @@ def run_load_agents(
     with stop_on_sigterm():
         try:
             load.prepare(duration_s)  # raises with nothing left running
-            origin_ns[0] = time.time_ns() + round(load.start_lead_s * NS_PER_S)
+            origin_ns[0] = time.time_ns() + s_to_ns(load.start_lead_s)
             load.start(cfg.rate_qps, duration_s, origin_ns[0])
             limit_s = load.start_lead_s + duration_s + cfg.timeout_s + JOIN_GRACE_S
             lost = _watch(load, limit_s + 2 * agents.lease_s, poll_s)

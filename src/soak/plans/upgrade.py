@@ -37,7 +37,7 @@ from soak.labels import owner_label
 from soak.runs.layout import upgrade_migrate_log, upgrade_owner_file, upgrade_run_dir
 from soak.runs.live_targets import LiveTargets
 from soak.runs.runid import new_run_id
-from soak.targets.config import DockerTarget, TargetConfig
+from soak.targets.specs import DockerTarget, TargetConfig
 from soak.upgrade import actions, docker_data
 from soak.upgrade.actions import StepFailed, Version
 from soak.upgrade.cases import ROLLBACK_PREFIX, exact_probes, probe_case_name

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from soak.analysis.rundata import StoreReader
+from soak.clock import NS_PER_S, s_to_ns
 from soak.points import Point
 
 COUNTS = ("due", "sent", "completed", "lost")
@@ -135,8 +136,8 @@ def judged_since_ns(report: Mapping[str, Any]) -> int | None:
     started = report.get("run", {}).get("started")
     if not isinstance(judged_s, int | float) or not isinstance(started, str):
         return None
-    started_ns = round(datetime.fromisoformat(started).timestamp()) * 1_000_000_000
-    since_ns = started_ns + round(judged_s * 1e9)
+    started_ns = round(datetime.fromisoformat(started).timestamp()) * NS_PER_S
+    since_ns = started_ns + s_to_ns(judged_s)
     return since_ns + 1 if judged_s > 0 else since_ns
 
 

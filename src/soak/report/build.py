@@ -25,6 +25,7 @@ from soak.analysis.rundata import (
     numeric,
 )
 from soak.analysis.sliding import counter_increments
+from soak.clock import ns_to_s
 from soak.report.classes import agent_table, class_table, probe_table
 from soak.report.model import PhaseSpan, ReportInput, WhatGrew
 from soak.report.plots import (
@@ -52,7 +53,7 @@ _LATENCY_ATTRS = ("completed", "p99_ms", "min_ms", "p50_ms", "p95_ms", "p999_ms"
 def iso(time_ns: int | None) -> str | None:
     if time_ns is None:
         return None
-    return datetime.fromtimestamp(time_ns / 1e9, UTC).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ns_to_s(time_ns), UTC).isoformat(timespec="seconds")
 
 
 def build_report(
@@ -92,7 +93,7 @@ def build_report(
     for row, span in zip(phase_rows, spans, strict=True):
         span_end_ns = span.end_ns if span.end_ns is not None else end_ns
         row["end"] = iso(span_end_ns)
-        row["duration_s"] = max(0.0, (span_end_ns - span.start_ns) / 1e9)
+        row["duration_s"] = max(0.0, ns_to_s(span_end_ns - span.start_ns))
         sent = row["metrics"].get("sent")
         achieved = row["metrics"].get("rate_achieved_qps")
         # Runs stored before the ledger: their points are ticks, so sent over the duration.
@@ -118,8 +119,8 @@ def build_report(
         "events_total": len(events),
         "plots": _ordered_plots(plots),
         "markers": _markers(spans, events, inp.started_ns),
-        "x_max_s": max(1.0, (end_ns - inp.started_ns) / 1e9),
-        "judged_from_s": (warmup_end_ns(inp) - inp.started_ns) / 1e9,
+        "x_max_s": max(1.0, ns_to_s(end_ns - inp.started_ns)),
+        "judged_from_s": ns_to_s(warmup_end_ns(inp) - inp.started_ns),
     }
 
 
@@ -148,7 +149,7 @@ def _run_section(inp: ReportInput, end_ns: int) -> dict[str, Any]:
         "started": iso(inp.started_ns),
         "ended": iso(inp.ended_ns),
         "last_sample": iso(end_ns),
-        "duration_s": (end_ns - inp.started_ns) / 1e9,
+        "duration_s": ns_to_s(end_ns - inp.started_ns),
         "planned_s": inp.planned_s,
     }
 
@@ -205,7 +206,7 @@ def _events(store: StoreReader, inp: ReportInput) -> list[dict[str, Any]]:
     return [
         {
             "time": iso(int(e["time_ns"])),
-            "offset_s": (int(e["time_ns"]) - inp.started_ns) / 1e9,
+            "offset_s": ns_to_s(int(e["time_ns"]) - inp.started_ns),
             "kind": str(e.get("kind", "")),
             "message": str(e.get("message", "")),
             "value": _num(e.get("value")),
@@ -218,7 +219,7 @@ def _markers(
     spans: list[PhaseSpan], events: list[dict[str, Any]], started_ns: int
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
-        {"x_s": (p.start_ns - started_ns) / 1e9, "label": p.name, "kind": "phase"} for p in spans
+        {"x_s": ns_to_s(p.start_ns - started_ns), "label": p.name, "kind": "phase"} for p in spans
     ]
     marked = [e for e in events if e["kind"] in MARKED_EVENT_KINDS]
     out += [
@@ -290,14 +291,14 @@ def _add_plot_lines(
             for name, series in _line_series(line, tagged):
                 if not series:
                     continue
-                step_s = median_step_ns(series) / 1e9
+                step_s = ns_to_s(median_step_ns(series))
                 per = step_s if line.per_s and step_s > 0 else 1.0
                 points: list[list[float | None]] = [
-                    [round((t - started_ns) / 1e9, 3), v / spec.scale / per]
+                    [round(ns_to_s(t - started_ns), 3), v / spec.scale / per]
                     for t, v in thin(series)
                 ]
                 # Thinning keeps two points a bucket: a gap is wider than a tick and a bucket.
-                bucket_s = (series[-1][0] - series[0][0]) / 1e9 / PLOT_BUCKETS
+                bucket_s = ns_to_s(series[-1][0] - series[0][0]) / PLOT_BUCKETS
                 points = with_gaps(points, max(2.5 * step_s, 2.5 * bucket_s))
                 plot = _plot_entry(plots, spec.id)
                 plot["lines"].append({"name": name, "points": points})

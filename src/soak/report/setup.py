@@ -6,7 +6,7 @@ import os
 import platform
 from importlib import metadata
 
-from soak import procfs
+from soak import hostproc
 from soak.report.model import ReportInput
 
 
@@ -32,7 +32,7 @@ def host_info() -> dict[str, str]:
         "machine": platform.machine(),
     }
     try:
-        total_bytes = procfs.read_meminfo().get("MemTotal")
+        total_bytes = hostproc.read_meminfo().get("MemTotal")
     except OSError as exc:
         info["memory"] = f"unknown ({exc.strerror})"
     else:

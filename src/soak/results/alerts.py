@@ -22,8 +22,9 @@ from typing import Any
 import httpx
 
 from soak.analysis.leaks import LeakVerdict
+from soak.clock import s_to_ns
 from soak.config import AlertingConfig
-from soak.points import Point, event_point, seconds_to_ns
+from soak.points import Point, event_point
 from soak.results.grew import verdict_culprits
 from soak.runs.listening import LeakPass, RunFacts
 
@@ -259,7 +260,7 @@ class Alerter:
         return 1.0 if alert.ends_s is None else 0.0
 
     def _event(self, message: str, value: float, now_s: float) -> Point:
-        return event_point("alert", message, seconds_to_ns(now_s), value).with_tags(self.run_tags)
+        return event_point("alert", message, s_to_ns(now_s), value).with_tags(self.run_tags)
 
 
 class LeakAlerts:

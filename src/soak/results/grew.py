@@ -17,6 +17,7 @@ from soak.analysis import growth
 from soak.analysis.growth import Growth
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.rundata import StoreReader, numeric
+from soak.clock import ns_to_s
 from soak.pproftext import Profile, parse_profile
 from soak.profiles import first_and_latest, read_profile_text
 from soak.report.model import ReportInput
@@ -70,7 +71,7 @@ def stacked_chart(series: growth.MapSeries, started_ns: int) -> dict[str, Any] |
     for key in order:
         band = [(t, below[t] + values[key].get(t, 0.0)) for t in times]
         below = dict(band)
-        points = [[round((t - started_ns) / 1e9, 3), v / MiB] for t, v in thin(band)]
+        points = [[round(ns_to_s(t - started_ns), 3), v / MiB] for t, v in thin(band)]
         lines.append({"name": f"{key[0]} {key[1]}", "points": points})
     return {"id": "memory_map", "title": "RSS by mapping (stacked)", "unit": "MiB", "lines": lines}
 

@@ -18,6 +18,7 @@ from typing import Any
 from soak.analysis import CriterionResult, LeakVerdict, evaluate_criteria, run_data_from_store
 from soak.analysis.criteria import never_judged
 from soak.analysis.rundata import stored_verdicts
+from soak.clock import ns_to_s
 from soak.config import Scenario
 from soak.errors import InputError
 from soak.placeholders import Placeholders, fill_services, render_known
@@ -28,7 +29,7 @@ from soak.runs.layout import DataDir, read_result, report_path
 from soak.runs.state import EventRecord, RunRecord, StateStore
 from soak.sinks.sqlite import SqliteStore
 from soak.targets.base import Running
-from soak.targets.config import DockerTarget, ProcessTarget
+from soak.targets.specs import DockerTarget, ProcessTarget
 from soak.words import counted
 
 REPORT_MEDIA = {
@@ -111,7 +112,7 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         ended_ns=record.ended_ns,
         status=record.status,
         phases=ran_phases(spans, now_ns, ended=record.ended_ns is not None),
-        planned_s=(timeline.end_ns(spans) - origin_ns) / 1e9 if spans else None,
+        planned_s=ns_to_s(timeline.end_ns(spans) - origin_ns) if spans else None,
         startup=startup_figures(events),
         detected_version=reported_version(scenario, events),
         criteria=criteria,

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from soak.clock import ns_to_s
 from soak.points import FieldValue
 from soak.runs import timeline
 from soak.runs.layout import REPORTS, read_result
@@ -23,7 +24,7 @@ from soak.runs.state import RunRecord, StateStore
 def _iso(time_ns: int | None) -> str | None:
     if time_ns is None:
         return None
-    return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ns_to_s(time_ns), tz=UTC).isoformat(timespec="seconds")
 
 
 def run_status(
@@ -64,14 +65,14 @@ def run_status(
     }
     if record.origin_ns is not None:
         until_ns = record.ended_ns if record.ended_ns is not None else now_ns
-        elapsed_s = max(0.0, (until_ns - record.origin_ns) / 1e9)
+        elapsed_s = max(0.0, ns_to_s(until_ns - record.origin_ns))
         status["elapsed_s"] = round(elapsed_s, 1)
         # An ended run has nothing remaining, however early it ended (stopped, failed).
         if record.ended_ns is None:
             status["remaining_s"] = round(max(0.0, duration_s - elapsed_s), 1)
         if record.active:
-            span = timeline.span_at(timeline.timeline(scenario, record.origin_ns), now_ns)
-            status["rate_target_qps"] = span.rate_qps if span is not None else 0.0
+            plan = timeline.Timeline.of(scenario, record.origin_ns)
+            status["rate_target_qps"] = plan.rate_at(now_ns)
     if live is not None:
         status.update(_live(live()))
     elif not brief and points_db is not None and points_db.exists():

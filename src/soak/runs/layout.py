@@ -35,7 +35,7 @@ from typing import Any
 
 from soak.config import Scenario
 from soak.runs.runid import run_id_tail
-from soak.sinks.config import SinkConfig, SqliteSinkConfig
+from soak.sinks.destinations import SinkConfig, SqliteSinkConfig
 from soak.targets.common import safe_name
 
 PRIVATE_DIR_MODE = 0o700

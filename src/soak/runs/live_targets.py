@@ -16,7 +16,7 @@ from soak.errors import TargetStartError
 from soak.runs.layout import TargetFiles, targets_dir
 from soak.targets import build_target
 from soak.targets.base import ExitInfo, Running, Target
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 
 
 class LiveTargets:

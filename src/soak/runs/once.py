@@ -10,7 +10,7 @@ from pathlib import Path
 from soak.points import Point
 from soak.runs.layout import UPGRADE_SPOOL_PREFIX
 from soak.sinks import build_sinks
-from soak.sinks.config import SinkConfig, SpoolConfig
+from soak.sinks.destinations import SinkConfig, SpoolConfig
 
 
 def write_once(

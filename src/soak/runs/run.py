@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns
 from soak.config import Scenario
 from soak.errors import SoakError
 from soak.runs.context import RunContext
@@ -29,7 +30,7 @@ from soak.runs.reserve import release_reserve
 from soak.runs.state import RunRecord, RunStatus
 from soak.runs.supervise import Supervisor, owner
 from soak.runs.ticking import Ticker
-from soak.runs.timeline import NS_PER_S, Timeline
+from soak.runs.timeline import Timeline
 from soak.targets.group import OnEvent, TargetGroup
 
 log = logging.getLogger(__name__)
@@ -67,22 +68,9 @@ class Run:
         self.parts = RunParts(self.id, self.scenario, self.run_dir, ctx, run_tags)
         self.targets = _group(record, self.parts.event, ctx.data_dir.root)
         self.supervisor = Supervisor(
-            self.id,
-            self.scenario,
-            self.targets,
-            self.parts,
-            ctx,
-            restarts=record.restarts,
-            end=self._finish_locked,
+            self.targets, self.parts, restarts=record.restarts, end=self._finish_locked
         )
-        self.ticker = Ticker(
-            self.id,
-            self.scenario,
-            self.parts,
-            self.supervisor,
-            ctx,
-            last_tick_ns=record.last_tick_ns,
-        )
+        self.ticker = Ticker(self.parts, self.supervisor, last_tick_ns=record.last_tick_ns)
         self.phase_index = -1
         self.outcome: Outcome | None = None
         self.load_totals: dict[str, Any] = {}  # the whole run's, once the load has stopped
@@ -109,13 +97,12 @@ class Run:
                 self.parts.remote_samplers.prepare()
             # The load must be ready to send when the origin comes (workers' interpreters
             # started, agents told start_at): the origin is at least that far on.
-            lead_ns = int(self.parts.load.start_lead_s * 1e9) if self.parts.load else 0
-            origin_ns = _next_whole_second_ns(time.time_ns() + lead_ns)
+            lead_ns = s_to_ns(self.parts.load.start_lead_s) if self.parts.load else 0
+            origin_ns = WHOLE_SECONDS.after(time.time_ns() + lead_ns)
             self.timeline = Timeline.of(self.scenario, origin_ns)
             if self.parts.load is not None:
-                rate_qps = self.timeline.spans[0].rate_qps
                 self.parts.load.start(
-                    rate_qps,
+                    self.timeline.rate_at(origin_ns),
                     self.scenario.duration_s,
                     begin_at_ns=origin_ns,
                     end_ns=self.timeline.end_ns,
@@ -153,7 +140,7 @@ class Run:
             self._abort(exc)
             raise
         gap_from = rec.last_tick_ns or rec.origin_ns
-        gap_s = (now_ns - gap_from) / NS_PER_S
+        gap_s = ns_to_s(now_ns - gap_from)
         self.event("gap", f"service was away for {gap_s:.1f} s; run resumed", gap_s, now_ns)
         span = self.timeline.span_at(now_ns)
         if span is None:  # ended while the service was away
@@ -164,8 +151,8 @@ class Run:
         self.ctx.state.update_run(self.id, phase=span.name)
         if self.parts.load is not None:
             self.parts.load.start(
-                span.rate_qps,
-                (self.timeline.end_ns - now_ns) / NS_PER_S,
+                self.timeline.rate_at(now_ns),
+                ns_to_s(self.timeline.end_ns - now_ns),
                 end_ns=self.timeline.end_ns,
             )
         if not self.ending:
@@ -208,8 +195,9 @@ class Run:
                 return
             span = self.timeline.spans[index]
             self.phase_index = index
-            if self.parts.load is not None and index > 0:
-                self.parts.load.set_rate(span.rate_qps, at_ns=span.start_ns)
+            change = self.timeline.rate_change(index)
+            if self.parts.load is not None and change is not None:
+                self.parts.load.set_rate(change.rate_qps, at_ns=change.at_ns)
             self.event(
                 "phase", f"phase {span.name} ({span.rate_qps:g} q/s)", float(index), span.start_ns
             )
@@ -356,8 +344,3 @@ def reap(record: RunRecord, ctx: RunContext, reason: str) -> None:
     ctx.state.update_run(
         record.id, status=RunStatus.ERROR, message=f"abandoned: {reason}", ended_ns=time.time_ns()
     )
-
-
-def _next_whole_second_ns(now_ns: int) -> int:
-    """Ticks fall on whole seconds: readable timestamps, aligned across runs."""
-    return (now_ns // NS_PER_S + 1) * NS_PER_S

@@ -8,10 +8,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from soak.config import Scenario
 from soak.errors import SoakError
 from soak.procfs import pid_alive, start_ticks
-from soak.runs.context import RunContext
 from soak.runs.ending import Ending
 from soak.runs.parts import RunParts
 from soak.targets.group import TargetGroup
@@ -34,20 +32,15 @@ def owner_alive(target_state: dict[str, Any] | None) -> bool:
 class Supervisor:
     def __init__(
         self,
-        run_id: str,
-        scenario: Scenario,
         group: TargetGroup,
         parts: RunParts,
-        ctx: RunContext,
         *,
         restarts: int,
         end: Callable[[Ending, str], object],
     ) -> None:
-        self.run_id = run_id
-        self.scenario = scenario
+        """The run's id, scenario and context are its parts' (`parts.run_id`, ...)."""
         self.group = group
         self.parts = parts
-        self.ctx = ctx
         self.restarts = restarts  # the target's, which criteria count
         self.helper_restarts: dict[str, int] = {}
         # Load agents lost, as their events say ("agent 1 of 2 lost at +0:00:11: ..."):
@@ -70,7 +63,7 @@ class Supervisor:
         if info.forked is not None:  # set up to daemonize: a restart would do it again
             self._end(Ending.ERROR, f"target {info.forked}")
             return
-        cfg = self.scenario.target
+        cfg = self.parts.scenario.target
         if cfg.on_exit == "restart" and self.restarts < cfg.max_restarts:
             try:
                 self.group.restart_target()
@@ -79,10 +72,10 @@ class Supervisor:
                 self._end(Ending.ERROR, f"target could not be restarted: {exc}")
                 return
             self.restarts += 1
-            self.ctx.metrics.count_restart(self.run_id, cfg.name)
+            self.parts.ctx.metrics.count_restart(self.parts.run_id, cfg.name)
             # The record first: whoever sees the event sees the count and the new PID.
-            self.ctx.state.update_run(
-                self.run_id, restarts=self.restarts, target_state=self.target_state()
+            self.parts.ctx.state.update_run(
+                self.parts.run_id, restarts=self.restarts, target_state=self.target_state()
             )
             message = f"target restarted ({self.restarts})"
             self.parts.event("restarted", message, float(self.restarts))
@@ -108,7 +101,7 @@ class Supervisor:
                 self.parts.event("error", f"helper {name} could not be restarted: {exc}", 0.0)
                 continue
             self.helper_restarts[name] = done + 1
-            self.ctx.state.update_run(self.run_id, target_state=self.target_state())
+            self.parts.ctx.state.update_run(self.parts.run_id, target_state=self.target_state())
             message = f"helper {name} restarted ({done + 1})"
             self.parts.event("service_restarted", message, done + 1)
 

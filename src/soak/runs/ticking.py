@@ -6,33 +6,22 @@ import time
 
 from soak.analysis.leaks import LeakFits, LeakVerdict, leak_points
 from soak.analysis.verdicts import run_verdicts
-from soak.config import Scenario
+from soak.clock import TickGrid, ns_to_s
 from soak.points import FieldValue, Point
-from soak.runs import timeline as tl
-from soak.runs.context import RunContext
 from soak.runs.listening import LeakPass
 from soak.runs.parts import RunParts
 from soak.runs.supervise import Supervisor
-from soak.runs.timeline import NS_PER_S, Timeline
+from soak.runs.timeline import Timeline
 from soak.samplers.pprof import PprofSampler
 
 
 class Ticker:
     def __init__(
-        self,
-        run_id: str,
-        scenario: Scenario,
-        parts: RunParts,
-        supervisor: Supervisor,
-        ctx: RunContext,
-        *,
-        last_tick_ns: int | None,
+        self, parts: RunParts, supervisor: Supervisor, *, last_tick_ns: int | None
     ) -> None:
-        self.run_id = run_id
-        self.scenario = scenario
+        """The run's id, scenario and context are its parts' (`parts.run_id`, ...)."""
         self.parts = parts
         self.supervisor = supervisor
-        self.ctx = ctx
         self.last_tick_ns = last_tick_ns
         self.latest: dict[str, dict[str, FieldValue]] = {}  # "measurement[,tag=v]" -> fields
         self.verdicts: list[LeakVerdict] = []
@@ -41,11 +30,11 @@ class Ticker:
     def tick(self, timeline: Timeline) -> None:
         """One sampler tick on the grid; a late tick is recorded as lag, not doubled."""
         started_ns = time.time_ns()
-        interval_s = self.scenario.samplers.interval_s
-        tick_ns = tl.tick_at_or_before(started_ns, interval_s, timeline.origin_ns)
+        grid = TickGrid.every(self.parts.scenario.samplers.interval_s, timeline.origin_ns)
+        tick_ns = grid.at_or_before(started_ns)
         if self.last_tick_ns is not None and tick_ns <= self.last_tick_ns:
             return  # this grid slot already ran (a coalesced or early wake-up)
-        missed = tl.missed_ticks(self.last_tick_ns, tick_ns, interval_s)
+        missed = grid.missed(self.last_tick_ns, tick_ns)
         runner = self.parts.tick_runner
         if missed:
             cause = runner.gap_cause(tick_ns) if runner is not None else "no samplers"
@@ -58,9 +47,9 @@ class Ticker:
         self.parts.write(points)
         self._remember(points)
         self.last_tick_ns = tick_ns
-        self.ctx.state.update_run(self.run_id, last_tick_ns=tick_ns)
-        lag_s = (started_ns - tick_ns) / NS_PER_S
-        self.ctx.metrics.observe_tick(lag_s, (time.time_ns() - started_ns) / NS_PER_S)
+        self.parts.ctx.state.update_run(self.parts.run_id, last_tick_ns=tick_ns)
+        lag_s = ns_to_s(started_ns - tick_ns)
+        self.parts.ctx.metrics.observe_tick(lag_s, ns_to_s(time.time_ns() - started_ns))
 
     def analyse(self, now_ns: int, since_ns: int) -> None:
         """Leak verdicts over the samples from `since_ns` (the warm-up's end), told to the
@@ -71,12 +60,13 @@ class Ticker:
         store = sinks.store
         was_growing = {v.resource for v in self.verdicts if v.verdict == "growing"}
         self.verdicts = run_verdicts(
-            store, self.run_id, self.scenario.leaks, since_ns, self.leak_fits
+            store, self.parts.run_id, self.parts.scenario.leaks, since_ns, self.leak_fits
         )
         points = leak_points(self.verdicts, now_ns)
         runner = self.parts.tick_runner
+        metrics = self.parts.ctx.metrics
         for v in self.verdicts:
-            self.ctx.metrics.set_leak(self.run_id, v.resource, v.slope_per_hour, v.verdict)
+            metrics.set_leak(self.parts.run_id, v.resource, v.slope_per_hour, v.verdict)
             if v.verdict == "growing" and v.resource not in was_growing and runner:
                 for sampler in runner.samplers:  # the pprof sampler: profile it now
                     getattr(sampler, "request_capture", lambda reason: None)("growing")
@@ -86,7 +76,7 @@ class Ticker:
             for p in alert_events:  # the run's event list shows what was told to whom
                 kind = p.tags.get("kind", "alert")
                 message = str(p.fields.get("message", ""))
-                self.ctx.state.add_event(self.run_id, p.time_ns, kind, message, 0.0)
+                self.parts.ctx.state.add_event(self.parts.run_id, p.time_ns, kind, message, 0.0)
             points += alert_events
         self.parts.write([p.with_tags(self.parts.run_tags) for p in points])
 

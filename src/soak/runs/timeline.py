@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from soak.clock import ns_to_s, s_to_ns
 from soak.config import Phase, Scenario
 from soak.errors import InputError
-
-NS_PER_S = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class PhaseSpan:
 
     @property
     def duration_s(self) -> float:
-        return (self.end_ns - self.start_ns) / NS_PER_S
+        return ns_to_s(self.end_ns - self.start_ns)
 
 
 def scale_phases(phases: list[Phase], total_s: float) -> list[Phase]:
@@ -54,7 +53,7 @@ def timeline(scenario: Scenario, origin_ns: int) -> list[PhaseSpan]:
     spans: list[PhaseSpan] = []
     start_ns = origin_ns
     for index, phase in enumerate(scenario.phases):
-        end_ns = start_ns + round(phase.duration_s * NS_PER_S)
+        end_ns = start_ns + s_to_ns(phase.duration_s)
         rate = phase.rate_qps if phase.rate_qps is not None else default_rate
         spans.append(PhaseSpan(index, phase.name, start_ns, end_ns, rate, phase.warmup))
         start_ns = end_ns
@@ -83,20 +82,13 @@ def warmup_end_ns(spans: list[PhaseSpan]) -> int:
     return boundary
 
 
-def tick_at_or_before(now_ns: int, interval_s: float, origin_ns: int) -> int:
-    """The latest tick time on the absolute grid origin + k*interval not after `now_ns`."""
-    interval_ns = round(interval_s * NS_PER_S)
-    if now_ns <= origin_ns:
-        return origin_ns
-    return origin_ns + ((now_ns - origin_ns) // interval_ns) * interval_ns
+@dataclass(frozen=True)
+class RateChange:
+    """A phase's rate from its start on, `at_ns` (wall clock, on the run's grid: the
+    load's workers re-base there exactly, so the phase is due its rate x its seconds)."""
 
-
-def missed_ticks(last_tick_ns: int | None, tick_ns: int, interval_s: float) -> int:
-    """How many grid ticks fell between the last recorded tick and this one."""
-    if last_tick_ns is None:
-        return 0
-    interval_ns = round(interval_s * NS_PER_S)
-    return max(0, (tick_ns - last_tick_ns) // interval_ns - 1)
+    rate_qps: float
+    at_ns: int
 
 
 @dataclass(frozen=True)
@@ -124,5 +116,25 @@ class Timeline:
     def span_at(self, time_ns: int) -> PhaseSpan | None:
         return span_at(list(self.spans), time_ns)
 
+    # The load's rate: decided here, from the phases; the run applies it (Run.start,
+    # Run.enter_phase), the scheduler only times the phases' starts.
+
+    def rate_at(self, time_ns: int) -> float:
+        """The rate the load carries at `time_ns`: its phase's (0 before or after the run)."""
+        span = self.span_at(time_ns)
+        return span.rate_qps if span is not None else 0.0
+
+    def rate_change(self, index: int) -> RateChange | None:
+        """What entering phase `index` does to the load: its rate from its start, on the
+        run's grid; None for the first (the load starts with its rate)."""
+        if index == 0:
+            return None
+        span = self.spans[index]
+        return RateChange(span.rate_qps, span.start_ns)
+
+    def phases_after(self, now_ns: int) -> list[PhaseSpan]:
+        """The phases still to be entered after `now_ns` (each one a rate change)."""
+        return [span for span in self.spans[1:] if span.start_ns > now_ns]
+
     def remaining_s(self, now_ns: int) -> float:
-        return max(0.0, (self.end_ns - now_ns) / NS_PER_S)
+        return max(0.0, ns_to_s(self.end_ns - now_ns))

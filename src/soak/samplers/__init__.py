@@ -8,11 +8,11 @@ from pathlib import Path
 import httpx
 
 from soak.samplers.base import Sampler
-from soak.samplers.config import SamplersConfig
-from soak.samplers.tick import TickRunner, next_tick_ns
+from soak.samplers.selection import SamplersConfig
+from soak.samplers.tick import TickRunner
 from soak.targets.base import Running
 
-__all__ = ["Sampler", "TickRunner", "build_samplers", "next_tick_ns"]
+__all__ = ["Sampler", "TickRunner", "build_samplers"]
 
 
 def build_samplers(

@@ -13,7 +13,7 @@ from soak.placeholders import reveal
 from soak.points import Point, event_point
 from soak.probes import http_request
 from soak.samplers.base import ItemsSampler
-from soak.samplers.config import HttpCallConfig
+from soak.samplers.selection import HttpCallConfig
 from soak.targets.base import Running
 
 

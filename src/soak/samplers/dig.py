@@ -10,7 +10,7 @@ from soak.errors import InputError
 from soak.points import Point, event_point
 from soak.probes import DnsResult, dns_query
 from soak.samplers.base import ItemsSampler
-from soak.samplers.config import DigProbeConfig
+from soak.samplers.selection import DigProbeConfig
 from soak.targets.base import Running
 
 NO_REPLY_RCODE = -1.0  # the `rcode` field when no reply came back

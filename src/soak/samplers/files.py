@@ -11,7 +11,7 @@ from pathlib import Path
 
 from soak.points import Point, event_point
 from soak.samplers.base import TargetFn, TargetSectionSampler
-from soak.samplers.config import FilesSamplerConfig
+from soak.samplers.selection import FilesSamplerConfig
 
 _GLOB_CHARS = set("*?[")
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from soak import procfs
+from soak import hostproc, procfs
 from soak.points import FieldValue, Point, event_point
 
 
@@ -41,7 +41,7 @@ class HostSampler:
     ) -> None:
         self.generator_pids, self.proc_root, self.clock = generator_pids, proc_root, clock
         self.cpus = cpus or os.cpu_count() or 1
-        self._machine: procfs.MachineCpu | None = None
+        self._machine: hostproc.MachineCpu | None = None
         self._generator: tuple[float, float] | None = None  # (CPU s, monotonic s)
         self._told: set[str] = set()  # files already reported unreadable
 
@@ -50,12 +50,12 @@ class HostSampler:
         fields.update(self._cpu_shares())
         missing: dict[str, str] = {}  # file -> why it could not be read
         try:
-            fields["load1"] = procfs.read_loadavg(self.proc_root)[0]
+            fields["load1"] = hostproc.read_loadavg(self.proc_root)[0]
         except (OSError, ValueError) as e:
             missing["loadavg"] = str(e)
         for resource, field in (("cpu", "cpu_pressure_pct"), ("memory", "memory_pressure_pct")):
             try:
-                fields[field] = procfs.read_pressure(resource, self.proc_root)["some_avg10"]
+                fields[field] = hostproc.read_pressure(resource, self.proc_root)["some_avg10"]
             except (OSError, ValueError, KeyError) as e:
                 missing[f"pressure/{resource}"] = repr(e)
         generator = self._generator_cores()
@@ -70,7 +70,7 @@ class HostSampler:
         return points
 
     def _cpu_shares(self) -> dict[str, FieldValue]:
-        now = procfs.machine_cpu(self.proc_root)
+        now = hostproc.machine_cpu(self.proc_root)
         before, self._machine = self._machine, now
         if now is None or before is None or now.total_s <= before.total_s:
             return {}

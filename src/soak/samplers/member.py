@@ -29,17 +29,18 @@ from soak.agents.protocol import (
     SamplesReply,
     wait_for_start,
 )
+from soak.clock import TickGrid, ns_to_s
 from soak.errors import TargetStartError
 from soak.points import Point, point_from_json, point_to_json
 from soak.samplers.base import Sampler
-from soak.samplers.config import SamplerAgentConfig, SamplersConfig
+from soak.samplers.selection import SamplerAgentConfig, SamplersConfig
+from soak.samplers.tick import fault_text, sample_once, sampler_event
 from soak.targets.base import Running
 
 log = logging.getLogger(__name__)
 
 SAMPLERS_ENV = "SOAK_SAMPLERS"  # the run's `samplers` section as JSON (`agent` included)
 TARGET_ENV = "SOAK_SAMPLER_TARGET"  # the target's name, for its points and messages
-NS_PER_S = 1_000_000_000
 REGISTER_POLL_S = 0.5  # how often the agent asks for the grid before the run starts
 MAX_UNSENT_POINTS = 10_000  # a lease's worth of ticks is far less; beyond, the oldest go
 
@@ -103,28 +104,25 @@ def node_samplers(
 
 
 def sample_tick(samplers: list[Sampler], tick_ns: int) -> list[Point]:
-    """Every sampler's points of one tick; one that fails is a `sampler_error` event."""
-    from soak.points import event_point
-
+    """Every sampler's points of one tick, one after the other (two samplers of one
+    process need no deadline); one that fails is a `sampler_error` event, as in a
+    TickRunner."""
     points: list[Point] = []
     for sampler in samplers:
-        try:
-            points += sampler.sample(tick_ns)
-        except Exception as exc:  # the process gone mid-read, a permission: said, not fatal
-            tag = {"sampler": sampler.name}
-            message = f"{sampler.name} on the target's node: {type(exc).__name__}: {exc}"
-            points.append(event_point("sampler_error", message, tick_ns).with_tags(tag))
+        got, _, error = sample_once(sampler, tick_ns)
+        if error is not None:  # the process gone mid-read, a permission: said, not fatal
+            message = f"{fault_text(error)} (on the target's node)"
+            points.append(sampler_event(sampler.name, message, tick_ns))
+        points += got
     return points
 
 
 def next_tick(reply: SamplesReply, now_ns: int, last_tick_ns: int | None) -> int:
     """The grid's next tick from now on (now itself if it is one), after the last one."""
     assert reply.origin_ns is not None
-    interval_ns = round(reply.interval_s * NS_PER_S)
-    k = max(0, -(-(now_ns - reply.origin_ns) // interval_ns))  # ceil: the next tick
-    if last_tick_ns is not None:
-        k = max(k, (last_tick_ns - reply.origin_ns) // interval_ns + 1)
-    return reply.origin_ns + k * interval_ns
+    grid = TickGrid.every(reply.interval_s, reply.origin_ns)
+    tick_ns = grid.at_or_after(now_ns)
+    return tick_ns if last_tick_ns is None else max(tick_ns, grid.after(last_tick_ns))
 
 
 def run_sampler_agent(
@@ -161,7 +159,7 @@ def run_sampler_agent(
     end_s = clocks.monotonic() + max_duration_s
     while not reply.stop and clocks.monotonic() < end_s:
         tick_ns = last_tick_ns = next_tick(reply, clocks.wall_ns(), last_tick_ns)
-        while (wait_s := (tick_ns - clocks.wall_ns()) / NS_PER_S) > 0:
+        while (wait_s := ns_to_s(tick_ns - clocks.wall_ns())) > 0:
             clocks.sleep(min(wait_s, reply.lease_s / 3))
             if clocks.wall_ns() < tick_ns:
                 reply = call()

@@ -21,16 +21,15 @@ from pathlib import Path
 
 import httpx
 
+from soak.clock import s_to_ns
 from soak.points import Point, event_point
 from soak.pproftext import parse_profile
 from soak.probes import http_request
 from soak.profiles import thin, write_profile
 from soak.samplers.api import call_headers
 from soak.samplers.base import TargetFn, TargetSectionSampler
-from soak.samplers.config import HttpCallConfig, PprofSamplerConfig
+from soak.samplers.selection import HttpCallConfig, PprofSamplerConfig
 from soak.targets.base import Running
-
-NS_PER_S = 1_000_000_000
 
 
 class PprofSampler(TargetSectionSampler[PprofSamplerConfig]):
@@ -91,7 +90,7 @@ class PprofSampler(TargetSectionSampler[PprofSamplerConfig]):
             return "warmup_end"
         if self.last_capture_ns is None:
             return "first"
-        if tick_time_ns - self.last_capture_ns >= round(self.cfg.interval_s * NS_PER_S):
+        if tick_time_ns - self.last_capture_ns >= s_to_ns(self.cfg.interval_s):
             return "interval"
         return None
 

@@ -10,8 +10,8 @@ from soak.errors import InputError
 from soak.points import FieldValue, Point, event_point
 from soak.probes import http_request
 from soak.samplers.base import TargetFn, TargetSectionSampler
-from soak.samplers.config import PromSamplerConfig
 from soak.samplers.promexpr import Expr, map_samples, parse_expr, parse_samples
+from soak.samplers.selection import PromSamplerConfig
 
 
 class PromSampler(TargetSectionSampler[PromSamplerConfig]):

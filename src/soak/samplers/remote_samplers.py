@@ -25,8 +25,8 @@ from soak.agents.engines import make_engine
 from soak.agents.protocol import SAMPLES, SamplesReply
 from soak.agents.spec import AgentSpec
 from soak.points import Fault, Point
-from soak.samplers.config import SamplersConfig
 from soak.samplers.member import SAMPLERS_ENV, TARGET_ENV, points_of
+from soak.samplers.selection import SamplersConfig
 
 ROLE = "sampler"
 WAIT_S = 0.2

@@ -13,7 +13,7 @@ from pathlib import Path
 from soak.points import Point
 from soak.procfs import process_tree, read_smaps
 from soak.samplers.base import TargetFn, TargetSectionSampler
-from soak.samplers.config import SmapsSamplerConfig
+from soak.samplers.selection import SmapsSamplerConfig
 from soak.smaps import MapGroup, group
 
 

@@ -17,12 +17,12 @@ import threading
 import time
 from collections.abc import Callable
 
+from soak.clock import ns_to_s
 from soak.names import is_agent_part
 from soak.points import Point, event_point
 from soak.samplers.base import Sampler
 from soak.sinks.metrics import ServiceMetrics
 
-NS_PER_S = 1_000_000_000
 # The share of the interval, from the tick's scheduled time, that samplers get.
 DEADLINE_FRACTION = 0.8
 # A tick that starts after its samplers' deadline still gives them this share.
@@ -31,28 +31,28 @@ MIN_WAIT_FRACTION = 0.1
 Outcome = tuple[list[Point], float, BaseException | None]  # points, duration_s, error
 
 
-def next_tick_ns(now_ns: int, interval_s: float, origin_ns: int) -> int:
-    """The first time at or after `now_ns` on the grid origin + k * interval (k >= 0).
-
-    Ticks are absolute: a late tick does not shift the ones after it, and ticks
-    missed while the process was busy are skipped, not run in a burst.
-    """
-    interval_ns = round(interval_s * NS_PER_S)
-    if interval_ns <= 0:
-        raise ValueError(f"interval must be positive, got {interval_s} s")
-    if now_ns <= origin_ns:
-        return origin_ns
-    k = -(-(now_ns - origin_ns) // interval_ns)  # ceiling division on integers
-    return origin_ns + k * interval_ns
-
-
-def _run_one(sampler: Sampler, tick_time_ns: int, clock: Callable[[], float]) -> Outcome:
+def sample_once(
+    sampler: Sampler, tick_time_ns: int, clock: Callable[[], float] = time.monotonic
+) -> Outcome:
+    """One sampler's points of one tick, how long it took, and what it raised (if it did):
+    a sampler that fails loses its own sample and nothing else."""
     start_s = clock()
     try:
         points = sampler.sample(tick_time_ns)
     except Exception as exc:  # any failure of one sampler is recorded; the others go on
         return [], clock() - start_s, exc
     return points, clock() - start_s, None
+
+
+def fault_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def sampler_event(
+    name: str, message: str, tick_time_ns: int, kind: str = "sampler_error", value: float = 0.0
+) -> Point:
+    """The `event` point of a sampler's fault in one tick, tagged with the sampler."""
+    return event_point(kind, f"{name}: {message}", tick_time_ns, value).with_tags({"sampler": name})
 
 
 class TickRunner:
@@ -122,19 +122,19 @@ class TickRunner:
     def run_tick(self, tick_time_ns: int) -> list[Point]:
         """Every sampler once, concurrently; their points (run tags added) in sampler order."""
         start_s = self.clock()
-        lag_s = max(0.0, (self.wall_clock_ns() - tick_time_ns) / NS_PER_S)
+        lag_s = max(0.0, ns_to_s(self.wall_clock_ns() - tick_time_ns))
         started: list[tuple[int, cf.Future[Outcome], float]] = []  # index, run, budget_s
         by_sampler: list[list[Point]] = [[] for _ in self.samplers]
         for i, sampler in enumerate(self.samplers):
             busy = self._busy.get(i)
             if busy is not None and not busy[0].done():
-                age_s = (tick_time_ns - busy[1]) / NS_PER_S
+                age_s = ns_to_s(tick_time_ns - busy[1])
                 message = f"still running from the tick {age_s:g} s earlier: no sample this tick"
                 by_sampler[i] = [
                     self._failed(sampler.name, message, tick_time_ns, "sampler_overrun")
                 ]
                 continue
-            future = self._pool.submit(_run_one, sampler, tick_time_ns, self.clock)
+            future = self._pool.submit(sample_once, sampler, tick_time_ns, self.clock)
             self._busy[i] = (future, tick_time_ns)
             started.append((i, future, self._wait_budget_s(sampler, lag_s)))
         for _, future, budget_s in sorted(started, key=lambda s: s[2]):
@@ -165,7 +165,7 @@ class TickRunner:
         """Why no tick ran between the last one and `tick_time_ns`, as far as the ticks know."""
         if self.last_tick_ns is None:
             return "no earlier tick ran here"
-        since_s = (tick_time_ns - self.last_tick_ns) / NS_PER_S
+        since_s = ns_to_s(tick_time_ns - self.last_tick_ns)
         where = f"the tick {since_s:g} s earlier"
         if self.interval_s is not None and self.last_tick_s > self.interval_s:
             return f"{where} overran: its samplers ended {self.last_tick_s:.2f} s after its time"
@@ -196,8 +196,7 @@ class TickRunner:
         if self.metrics is not None:
             self.metrics.observe_sampler(name, duration_s, error is None)
         if error is not None:
-            message = f"{type(error).__name__}: {error}"
-            return [self._failed(name, message, tick_ns, count_metric=False), *got]
+            return [self._failed(name, fault_text(error), tick_ns, count_metric=False), *got]
         return got
 
     def _observe_late(self, name: str, future: cf.Future[Outcome], keep: bool = False) -> None:
@@ -225,8 +224,7 @@ class TickRunner:
         self.errors[name] = self.errors.get(name, 0) + 1
         if count_metric and self.metrics is not None:
             self.metrics.sampler_errors.labels(name).inc()
-        p = event_point(kind, f"{name}: {message}", tick_time_ns, self.errors[name])
-        return p.with_tags({"sampler": name})
+        return sampler_event(name, message, tick_time_ns, kind, self.errors[name])
 
     def _observe_load(self, points: list[Point]) -> None:
         if self.metrics is None:

@@ -19,6 +19,7 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from soak.clock import ns_to_s
 from soak.runs.run import Run
 
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
@@ -29,7 +30,7 @@ JOB_DEFAULTS = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None
 
 
 def _utc(time_ns: int) -> datetime:
-    return datetime.fromtimestamp(time_ns / 1e9, tz=UTC)
+    return datetime.fromtimestamp(ns_to_s(time_ns), tz=UTC)
 
 
 class SoakScheduler:
@@ -74,15 +75,14 @@ class SoakScheduler:
             id=f"{rid}:leaks",
             replace_existing=True,
         )
-        for span in timeline.spans[1:]:
-            if span.start_ns > now_ns:
-                self._sched.add_job(
-                    _guarded(run, "phase", functools.partial(run.enter_phase, span.index)),
-                    "date",
-                    run_date=_utc(span.start_ns),
-                    id=f"{rid}:phase:{span.index}",
-                    replace_existing=True,
-                )
+        for span in timeline.phases_after(now_ns):  # the timeline decides, this times
+            self._sched.add_job(
+                _guarded(run, "phase", functools.partial(run.enter_phase, span.index)),
+                "date",
+                run_date=_utc(span.start_ns),
+                id=f"{rid}:phase:{span.index}",
+                replace_existing=True,
+            )
         self._sched.add_job(
             _guarded(run, "end", run.finish),
             "date",

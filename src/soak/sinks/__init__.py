@@ -10,7 +10,7 @@ from pathlib import Path
 
 from soak.points import RUN_TAGS, Point, event_point
 from soak.sinks.base import Sink
-from soak.sinks.config import (
+from soak.sinks.destinations import (
     InfluxV1SinkConfig,
     InfluxV2SinkConfig,
     SinkConfig,

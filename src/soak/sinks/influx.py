@@ -17,7 +17,7 @@ import httpx
 from soak.errors import InputError
 from soak.points import Point
 from soak.sinks.base import SinkWriteError
-from soak.sinks.config import InfluxV1SinkConfig, InfluxV2SinkConfig
+from soak.sinks.destinations import InfluxV1SinkConfig, InfluxV2SinkConfig
 from soak.sinks.lineproto import LineEncoder
 
 

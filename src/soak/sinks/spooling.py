@@ -30,12 +30,8 @@ class SinkEvent:
     value: float = 0.0
 
 
-@dataclass
-class SinkCounters:
-    written: int = 0
-    spooled: int = 0
-    replayed: int = 0
-    dropped: int = 0
+# What a sink's points became: its stats() and the service's point counters.
+POINT_FATES = ("written", "spooled", "replayed", "dropped")
 
 
 class SpoolingSink:
@@ -56,7 +52,7 @@ class SpoolingSink:
         self.replay_chunk_points = replay_chunk_points
         self.max_replay_chunks = max_replay_chunks
         self.clock = clock
-        self.counters = SinkCounters()
+        self.counters = dict.fromkeys(POINT_FATES, 0)
         self.events: list[SinkEvent] = []
         self.down = not spool.empty  # a backlog left by an earlier run is replayed first
         self._full = False
@@ -147,7 +143,7 @@ class SpoolingSink:
                     SinkEvent(
                         "sink_recovered",
                         f"{self.name} answers again; spool replayed",
-                        float(self.counters.replayed),
+                        float(self.counters["replayed"]),
                     )
                 )
             self.down, self._full = False, False
@@ -186,7 +182,7 @@ class SpoolingSink:
     def _count(self, what: str, n: int) -> None:
         if n <= 0:
             return
-        setattr(self.counters, what, getattr(self.counters, what) + n)
+        self.counters[what] += n
         if self.metrics is not None:
             counter = {
                 "written": self.metrics.points_written,
@@ -202,12 +198,8 @@ class SpoolingSink:
             self.metrics.spool_bytes.labels(self.name).set(self.spool.size_bytes)
 
     def stats(self) -> dict[str, int]:
-        c = self.counters
         return {
-            "written": c.written,
-            "spooled": c.spooled,
-            "replayed": c.replayed,
-            "dropped": c.dropped,
+            **self.counters,
             "spool_depth": self.spool.depth,
             "spool_bytes": self.spool.size_bytes,
             "down": int(self.down),

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from soak.clock import NS_PER_S
 from soak.errors import SinkError
 from soak.names import AGENT_TAG, is_agent_part
 from soak.points import FieldValue, Point
@@ -258,7 +259,7 @@ class SqliteStore:
                 " AND time_ns > ? AND num IS NOT NULL ORDER BY time_ns",
                 (key[0], field, read_ns),
             ).fetchall()
-            windows.add((t / 1e9, v) for t, v in rows)
+            windows.add((t / NS_PER_S, v) for t, v in rows)
             self._windows[key] = (windows, rows[-1][0] if rows else read_ns)  # the newest last
             while len(self._windows) > _KEPT_WINDOWED_SERIES:
                 del self._windows[next(iter(self._windows))]

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from soak.netsafety import check_allowed
 from soak.targets.base import ExitInfo, FilePaths, Running, Target
-from soak.targets.config import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
 from soak.targets.external import ExternalRuntime
 from soak.targets.process import ProcessRuntime
+from soak.targets.specs import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
 
 __all__ = [
     "ExitInfo",

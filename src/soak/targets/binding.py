@@ -17,7 +17,7 @@ import httpx
 from soak.errors import InputError, TargetStartError
 from soak.placeholders import fill_services, reveal_json, reveal_map, services_named
 from soak.targets.base import Running
-from soak.targets.config import SetupCall, TargetConfig
+from soak.targets.specs import SetupCall, TargetConfig
 
 
 def _walk(node: Any, services: dict[str, Running], where: str) -> Any:

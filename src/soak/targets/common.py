@@ -14,7 +14,7 @@ from soak.placeholders import Placeholders
 from soak.procfs import read_fd_limit
 from soak.targets import readiness
 from soak.targets.base import ExitInfo, FilePaths, Running
-from soak.targets.config import Probe, TargetBase
+from soak.targets.specs import Probe, TargetBase
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from soak.labels import LABEL_TARGET
 from soak.procfs import children, start_ticks
 from soak.targets.base import ExitInfo, FilePaths, Running
 from soak.targets.common import LOG_TAIL_LINES, START_LOG_LINES, RuntimeBase
-from soak.targets.config import DockerTarget
 from soak.targets.docker_engine import (
     LogPump,
     exit_info_from_state,
@@ -34,6 +33,7 @@ from soak.targets.docker_engine import (
 from soak.targets.docker_spec import ContainerSpec, resource_name
 from soak.targets.ports import allocate_ports
 from soak.targets.render import write_files
+from soak.targets.specs import DockerTarget
 
 
 class DockerRuntime(RuntimeBase):

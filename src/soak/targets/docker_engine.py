@@ -15,6 +15,7 @@ from typing import Any
 import docker.errors
 from docker.client import DockerClient
 
+from soak.clock import ns_to_s
 from soak.labels import LABEL_OWNER, LABEL_RUN, LABEL_TARGET, owner_label
 from soak.procfs import PROC_ROOT, read_cgroup
 from soak.targets.base import ExitInfo
@@ -68,8 +69,8 @@ def process_fields_from_stats(stats: dict[str, Any]) -> dict[str, float]:
         fields["rss_anon_bytes"] = float(mstats.get("total_rss", mstats.get("anon", 0)))
     cpu = (stats.get("cpu_stats") or {}).get("cpu_usage") or {}
     if "usage_in_usermode" in cpu:
-        fields["cpu_user_s"] = cpu["usage_in_usermode"] / 1e9
-        fields["cpu_system_s"] = cpu.get("usage_in_kernelmode", 0) / 1e9
+        fields["cpu_user_s"] = ns_to_s(cpu["usage_in_usermode"])
+        fields["cpu_system_s"] = ns_to_s(cpu.get("usage_in_kernelmode", 0))
     pids = (stats.get("pids_stats") or {}).get("current")
     if pids is not None:
         fields["threads"] = float(pids)

@@ -14,9 +14,9 @@ from docker.types import Mount, Ulimit
 from soak.errors import InputError
 from soak.placeholders import Placeholders, render, render_all, render_map
 from soak.targets.common import safe_name
-from soak.targets.config import DockerTarget, PortSpec
 from soak.targets.docker_engine import run_labels
 from soak.targets.render import resolve
+from soak.targets.specs import DockerTarget, PortSpec
 
 
 def resource_name(run_id: str, target: str) -> str:
@@ -74,7 +74,7 @@ class ContainerSpec:
             "detach": True,
         }
         if cfg.cpus is not None:
-            kwargs["nano_cpus"] = int(cfg.cpus * 1e9)
+            kwargs["nano_cpus"] = int(cfg.cpus * 1e9)  # billionths of a CPU, not a time
         if cfg.mem_limit is not None:
             # Swap equal to the limit: the container is OOM-killed rather than swapping.
             kwargs["mem_limit"] = cfg.mem_limit

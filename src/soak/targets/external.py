@@ -10,8 +10,8 @@ from soak.placeholders import render
 from soak.procfs import children, pid_alive, start_ticks
 from soak.targets.base import ExitInfo, FilePaths, Running
 from soak.targets.common import RuntimeBase
-from soak.targets.config import ExternalTarget
 from soak.targets.render import resolve
+from soak.targets.specs import ExternalTarget
 
 
 class ExternalRuntime(RuntimeBase):

@@ -18,7 +18,7 @@ from soak.netsafety import parse_host_port
 from soak.targets import build_target, cleanup_stale
 from soak.targets.base import ExitInfo, FilePaths, Running, Target
 from soak.targets.binding import bind_services, run_setup
-from soak.targets.config import DockerTarget, SetupCall, TargetConfig
+from soak.targets.specs import DockerTarget, SetupCall, TargetConfig
 from soak.targets.version import detect_version
 
 OnEvent = Callable[[str, str, float], None]

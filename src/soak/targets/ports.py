@@ -6,7 +6,7 @@ import contextlib
 import socket
 
 from soak.errors import TargetStartError
-from soak.targets.config import PortSpec
+from soak.targets.specs import PortSpec
 
 
 def _family(host: str) -> socket.AddressFamily:

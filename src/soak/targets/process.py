@@ -23,9 +23,9 @@ from soak.placeholders import render, render_all, render_map
 from soak.procfs import pid_alive, start_ticks
 from soak.targets.base import ExitInfo, FilePaths, Running
 from soak.targets.common import RuntimeBase
-from soak.targets.config import ProcessTarget
 from soak.targets.ports import allocate_ports
 from soak.targets.render import resolve, write_files
+from soak.targets.specs import ProcessTarget
 from soak.targets.tree import (
     KILL_WAIT_S,
     MARK_ENV,

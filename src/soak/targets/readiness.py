@@ -8,7 +8,7 @@ from pathlib import Path
 from soak.placeholders import reveal_map
 from soak.probes import dns_query, http_request, tcp_connect
 from soak.targets.base import Running
-from soak.targets.config import DnsProbe, HttpProbe, PortSpec, Probe, TcpProbe
+from soak.targets.specs import DnsProbe, HttpProbe, PortSpec, Probe, TcpProbe
 
 FD_LIMIT_WARN = 65536  # below this a busy server runs out of fds (the sdns seed)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from soak.errors import InputError, not_utf8
 from soak.placeholders import Placeholders, render
-from soak.targets.config import RenderedFile
+from soak.targets.specs import RenderedFile
 
 
 def resolve(path: str, base_dir: Path) -> Path:

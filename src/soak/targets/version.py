@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from soak.targets.config import DockerTarget, TargetConfig
+from soak.targets.specs import DockerTarget, TargetConfig
 
 VERSION_TIMEOUT_S = 10.0
 OCI_VERSION_LABEL = "org.opencontainers.image.version"

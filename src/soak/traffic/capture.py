@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from soak.clock import ns_to_s
 from soak.errors import InputError
 
 MAGIC = b"SOAKCAP1"
@@ -232,7 +233,7 @@ def summary(capture: Capture) -> dict[str, object]:
     return {
         "queries": len(capture.queries),
         "clients": len(capture.clients),
-        "duration_s": round(capture.duration_ns / 1e9, 3),
+        "duration_s": round(ns_to_s(capture.duration_ns), 3),
         "qtypes": dict(qtypes.most_common()),
         "transports": dict(transports),
     }

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from soak.clock import NS_PER_S
 from soak.errors import InputError
 from soak.traffic.capture import TCP, UDP, Builder
 
@@ -151,7 +152,7 @@ def add_frame(frame: bytes, builder: Builder) -> None:
     sec, nsec = m.get(M_QSEC, 0), m.get(M_QNSEC, 0)
     assert isinstance(sec, int) and isinstance(nsec, int)
     transport = UDP if m.get(M_PROTOCOL, PROTO_UDP) == PROTO_UDP else TCP
-    builder.add(sec * 1_000_000_000 + nsec, client, port, transport, query)
+    builder.add(sec * NS_PER_S + nsec, client, port, transport, query)
 
 
 def read_dnstap(path: Path, by_port: bool = False) -> Builder:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from soak.clock import NS_PER_S
 from soak.errors import InputError
 from soak.traffic.capture import TCP, UDP, Builder
 
@@ -73,7 +74,7 @@ def _pcap(data: bytes, path: Path) -> Iterator[Packet]:
         pos += rec.size
         if end - pos < incl:
             raise InputError(f"{path}: truncated pcap: a packet cut short at byte {pos}")
-        yield Packet(sec * 1_000_000_000 + frac * ns_per_unit, link, data[pos : pos + incl])
+        yield Packet(sec * NS_PER_S + frac * ns_per_unit, link, data[pos : pos + incl])
         pos += incl
 
 
@@ -100,7 +101,7 @@ def _pcapng(data: bytes, path: Path) -> Iterator[Packet]:
                 raise InputError(f"{path}: pcapng packet on undeclared interface {iface}")
             link, per_s, _ = links[iface]
             ticks = (hi << 32) | lo
-            yield Packet(ticks * 1_000_000_000 // per_s, link, body[20 : 20 + cap])
+            yield Packet(ticks * NS_PER_S // per_s, link, body[20 : 20 + cap])
         pos += blen
 
 

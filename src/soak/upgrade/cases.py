@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from soak.targets.config import DnsProbe, TargetConfig
 from soak.targets.readiness import describe
+from soak.targets.specs import DnsProbe, TargetConfig
 from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import Check, UpgradePlan
 

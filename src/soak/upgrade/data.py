@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soak.runs.layout import upgrade_data_dir
-from soak.targets.config import DockerTarget
+from soak.targets.specs import DockerTarget
 from soak.upgrade import docker_data
 from soak.upgrade.config import UpgradePlan
 from soak.upgrade.template import Values

@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 
 from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
 from soak.runs.layout import UPGRADE_SQLITE
-from soak.targets.config import TargetConfig
+from soak.targets.specs import TargetConfig
 from soak.upgrade.cases import cannot_run_case, planned_cases
 from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import UpgradePlan, load_matrix

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 from soak.errors import TargetStartError
 from soak.targets import readiness
 from soak.targets.base import Running
-from soak.targets.config import DnsProbe, DockerTarget, ProcessTarget, TargetConfig
+from soak.targets.specs import DnsProbe, DockerTarget, ProcessTarget, TargetConfig
 from soak.upgrade.cases import PROBE_KIND
 from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import UpgradePlan

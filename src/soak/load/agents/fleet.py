@@ -26,6 +26,7 @@ from soak.agents.engine import AgentEngine
 from soak.agents.engine_config import AgentsConfig
 from soak.agents.engines import make_engine
 from soak.agents.spec import ROLE, AgentSpec
+from soak.clock import ns_to_s, s_to_ns
 from soak.load.agents.launch import build_spec
 from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken, fleet_calls
 from soak.load.generator import JOIN_GRACE_S
@@ -139,7 +140,7 @@ class AgentsLoad:
             origin_ns = begin_at_ns if begin_at_ns is not None else self.run_started_ns()
             end_ns = None
             if self.run_duration_s is not None:
-                end_ns = origin_ns + round(self.run_duration_s * 1e9)
+                end_ns = origin_ns + s_to_ns(self.run_duration_s)
             self._end_ns = end_ns
             fleet.release(origin_ns, end_ns)
 
@@ -253,7 +254,7 @@ class AgentsLoad:
     def _lost_event(self, slot: Slot) -> Fault:
         assert self._fleet is not None
         at_ns = slot.lost_at_ns or time.time_ns()
-        since = elapsed_text((at_ns - self.run_started_ns()) / 1e9)
+        since = elapsed_text(ns_to_s(at_ns - self.run_started_ns()))
         count = self._fleet.count
         message = f"agent {slot.index} of {count} lost at {since}: {slot.lost_why}"
         return Fault("agent_lost", message, float(slot.index))

@@ -21,9 +21,9 @@ from typing import Any
 
 from soak.agents.coordinator import Calls
 from soak.agents.protocol import DONE, HEARTBEAT, REGISTER, Reply
+from soak.clock import NS_PER_S, ns_to_s, s_to_ns
 from soak.load.merge import AgentTotals, AgentWindow, sum_windows
 
-NS_PER_S = 1_000_000_000
 START_MARGIN_S = 1.0  # start_at this far ahead at least: agents ask every 0.2 s, then
 # start their workers' interpreters (about 0.1-0.3 s) before it comes
 
@@ -106,7 +106,7 @@ class Fleet:
         stop = self.stopping or slot.lost_why is not None
         duration_s = None
         if self.start_at_ns is not None and self.end_ns is not None:
-            duration_s = max(0.0, (self.end_ns - self.start_at_ns) / NS_PER_S)
+            duration_s = max(0.0, ns_to_s(self.end_ns - self.start_at_ns))
         return Reply(self.start_at_ns, self.rate_qps, self.lease_s, stop, duration_s)
 
     def register(self, index: int) -> Reply:
@@ -121,7 +121,7 @@ class Fleet:
     def release(self, start_at_ns: int, end_ns: int | None = None) -> int:
         """The run's start_at: as asked, but never sooner than a margin from now (every
         agent must hear it before it comes), and its end if known; the start_at given."""
-        earliest_ns = self.wall_ns() + int(START_MARGIN_S * NS_PER_S)
+        earliest_ns = self.wall_ns() + s_to_ns(START_MARGIN_S)
         self.start_at_ns = max(start_at_ns, earliest_ns)
         self.end_ns = end_ns
         return self.start_at_ns
@@ -198,7 +198,7 @@ class Fleet:
         it): a second is complete when every active agent has reported it, or once it
         is older than a lease and a timeout (its missing agents are being lost). Windows
         that came after their second was handed out join the next second handed out."""
-        cutoff_ns = self.wall_ns() - int((self.lease_s + self.hold_s + 1.0) * NS_PER_S)
+        cutoff_ns = self.wall_ns() - s_to_ns(self.lease_s + self.hold_s + 1.0)
         active = {s.index for s in self.slots if s.active}
         out: list[Second] = []
         for stamp in sorted(self._pending):

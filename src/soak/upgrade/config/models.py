@@ -8,8 +8,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from soak.load.load_config import QueryClass
-from soak.sinks.config import SinkConfig
-from soak.targets.config import Probe, TargetConfig
+from soak.sinks.destinations import SinkConfig
+from soak.targets.specs import Probe, TargetConfig
 from soak.units import DurationS, FileModel, StrictModel
 from soak.upgrade import jsonpath
 from soak.upgrade.config.checks import Check
