@@ -44,12 +44,12 @@ def build_target(
     says (the run's data directory names the paths: soak.runs.layout.TargetFiles).
 
     `volume_name` (docker) mounts that named volume instead of a fresh one: the
-    upgrade runner runs the old and the new version on the same data.
+    upgrade plan runs the old and the new version on the same data.
     Probes go only to loopback unless `allow_targets` names the target's network.
     `resumable_in` (a service's data directory): a process target outlives this soak
     process, for the service to resume; by default it dies with it.
     `labels` (docker) are put on the container beside the run's own, so that a caller
-    finds everything of its kind again (the upgrade runner: a killed run's leftovers).
+    finds everything of its kind again (an upgrade: a killed run's leftovers).
     """
     check_allowed(cfg.host, tuple(allow_targets))
     if isinstance(cfg, ProcessTarget):
