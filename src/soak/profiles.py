@@ -1,7 +1,8 @@
-"""The Go profiles a run keeps: file names in the run's directory, reading them back, thinning.
+"""The Go profiles a run keeps: file names in the run's profiles directory (the data
+directory names it: soak.runs.layout.profiles_dir), reading them back, thinning.
 
 A capture is one time with one file per profile kind:
-`profiles/<time_ns>-<reason>.<kind>.txt.gz` (Go's `debug=1` text, gzipped).
+`<time_ns>-<reason>.<kind>.txt.gz` (Go's `debug=1` text, gzipped).
 The caps are on captures and on bytes; over a cap, captures are thinned from
 the old end (the one whose neighbours are closest together goes first, so the
 survivors stay spread over the run), never the first or the latest.
@@ -14,7 +15,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-PROFILES_DIR = "profiles"
 _NAME = re.compile(r"^(\d+)-([a-z_]+)\.([a-z]+)\.txt\.gz$")
 
 
@@ -27,13 +27,13 @@ class StoredProfile:
     bytes: int
 
 
-def profile_path(run_dir: Path, time_ns: int, reason: str, kind: str) -> Path:
-    return run_dir / PROFILES_DIR / f"{time_ns}-{reason}.{kind}.txt.gz"
+def profile_path(folder: Path, time_ns: int, reason: str, kind: str) -> Path:
+    return folder / f"{time_ns}-{reason}.{kind}.txt.gz"
 
 
-def write_profile(run_dir: Path, time_ns: int, reason: str, kind: str, text: bytes) -> Path:
+def write_profile(folder: Path, time_ns: int, reason: str, kind: str, text: bytes) -> Path:
     """Written whole or not at all (a temp name, then renamed): a reader never sees half."""
-    path = profile_path(run_dir, time_ns, reason, kind)
+    path = profile_path(folder, time_ns, reason, kind)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(gzip.compress(text, compresslevel=6))
@@ -41,10 +41,9 @@ def write_profile(run_dir: Path, time_ns: int, reason: str, kind: str, text: byt
     return path
 
 
-def list_profiles(run_dir: Path) -> list[StoredProfile]:
+def list_profiles(folder: Path) -> list[StoredProfile]:
     """Every stored profile, oldest first; names that are not ours are left out."""
     found = []
-    folder = run_dir / PROFILES_DIR
     if not folder.is_dir():
         return []
     for entry in folder.iterdir():
@@ -79,10 +78,10 @@ def captures_to_drop(
     return dropped
 
 
-def thin(run_dir: Path, max_captures: int, max_bytes: int) -> int:
+def thin(folder: Path, max_captures: int, max_bytes: int) -> int:
     """Applies the caps to the stored profiles; returns how many files were deleted."""
     by_time: dict[int, list[StoredProfile]] = {}
-    for p in list_profiles(run_dir):
+    for p in list_profiles(folder):
         by_time.setdefault(p.time_ns, []).append(p)
     captures = [(t, sum(p.bytes for p in ps)) for t, ps in sorted(by_time.items())]
     deleted = 0
@@ -94,11 +93,11 @@ def thin(run_dir: Path, max_captures: int, max_bytes: int) -> int:
 
 
 def first_and_latest(
-    run_dir: Path, kind: str, since_ns: int = 0
+    folder: Path, kind: str, since_ns: int = 0
 ) -> tuple[StoredProfile, StoredProfile] | None:
     """The first profile of `kind` at or after `since_ns` (the warm-up's end) and the latest;
     None with fewer than two."""
-    found = [p for p in list_profiles(run_dir) if p.kind == kind and p.time_ns >= since_ns]
+    found = [p for p in list_profiles(folder) if p.kind == kind and p.time_ns >= since_ns]
     if len(found) < 2:
         return None
     return found[0], found[-1]

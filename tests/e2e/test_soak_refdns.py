@@ -23,6 +23,7 @@ import pytest
 
 from soak.clock import NS_PER_S
 from soak.profiles import list_profiles
+from soak.runs.layout import profiles_dir
 from soak.samplers.promexpr import parse_expr, parse_samples
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, last_json, processes_under, soak_argv
@@ -158,7 +159,7 @@ def test_healthy_refdns_agrees_with_its_metrics_and_passes(tmp_path: Path) -> No
     assert {"heap", "tasks", "memory", "drops", "rows", "api"} <= {p["id"] for p in plots}
     # The last heap and goroutine profiles were taken at the run's end, before the
     # target stopped: the "What grew" diff reads the end, not the last interval.
-    last = list_profiles(data / "runs" / st["id"])[-2:]
+    last = list_profiles(profiles_dir(data / "runs" / st["id"]))[-2:]
     assert [(p.reason, p.kind) for p in last] == [("end", "goroutine"), ("end", "heap")]
 
 

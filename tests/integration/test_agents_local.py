@@ -14,8 +14,8 @@ import pytest
 
 from soak.agents.local import LocalEngine
 from soak.cli import main
-from soak.load.agents.run import AgentsRun, run_load_agents
 from soak.load.load_config import LoadConfig
+from soak.plans.load import AgentsRun, run_load_agents
 from tests.support.agents import agents_scenario
 from tests.support.procs import children, cmdline
 from tests.support.servers import ServerProc, unbound
@@ -79,7 +79,11 @@ def test_an_agent_killed_is_lost_and_the_other_finishes(server: ServerProc, tmp_
         target=lambda: done.setdefault(
             "run",
             run_load_agents(
-                _two_agents(200, 8), ("127.0.0.1", server.port), 8, base_dir=tmp_path, engine=engine
+                _two_agents(200, 8),
+                ("127.0.0.1", server.port),
+                8,
+                base_dir=tmp_path,
+                engine=engine,
             ),
         )
     )

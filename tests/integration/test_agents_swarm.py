@@ -26,8 +26,8 @@ from hdrh.histogram import HdrHistogram
 from soak.agents.swarm import SwarmEngine
 from soak.errors import InputError
 from soak.labels import LABEL_OWNER, LABEL_RUN
-from soak.load.agents.run import run_load_agents
 from soak.load.load_config import LoadConfig
+from soak.plans.load import run_load_agents
 from tests.support.agents import AGENT_IMAGE, agents_scenario
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for

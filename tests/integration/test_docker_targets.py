@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 
 from soak.errors import TargetStartError
 from soak.probes import dns_query, http_request
+from soak.runs.layout import TargetFiles
 from soak.targets import Target, build_target, cleanup_stale
 from soak.targets.specs import TargetConfig
 from tests.support.servers import unbound_conf
@@ -46,7 +47,7 @@ def run_id(engine: Any) -> Iterator[str]:
 
 def make(tmp: Path, run_id: str, spec: str, **kwargs: Any) -> Target:
     cfg = TypeAdapter(TargetConfig).validate_python(yaml.safe_load(spec))
-    return build_target(cfg, run_dir=tmp / "run", run_id=run_id, base_dir=tmp, **kwargs)
+    return build_target(cfg, files=TargetFiles(tmp / "run"), run_id=run_id, base_dir=tmp, **kwargs)
 
 
 PDNS = """

@@ -18,6 +18,7 @@ from soak.analysis.growth import culprit, goroutine_stacks, heap_functions, heap
 from soak.clock import NS_PER_S
 from soak.pproftext import parse_profile
 from soak.profiles import first_and_latest, list_profiles, read_profile_text
+from soak.runs.layout import profiles_dir
 from soak.samplers.pprof import PprofSampler
 from soak.samplers.selection import PprofSamplerConfig
 from soak.targets.base import Running
@@ -42,6 +43,7 @@ def sampler_for(server: ServerProc, run_dir: Path, **cfg: object) -> PprofSample
         lambda: running,
         environ={"REFDNS_TOKEN": TOKEN},
         background=False,
+        profiles_dir=profiles_dir(run_dir),
     )
 
 
@@ -57,13 +59,13 @@ def test_the_diff_names_the_leak_and_profiles_outlive_the_target(tmp_path: Path)
         flood(server, 100, 2100)
         assert [p.tags["kind"] for p in sampler.sample(10 * S)] == ["profile"]
     # the target has exited: what was captured is still there and whole
-    pair = first_and_latest(run_dir, "goroutine")
+    pair = first_and_latest(profiles_dir(run_dir), "goroutine")
     assert pair is not None
     base, latest = (parse_profile(read_profile_text(p)) for p in pair)
     stacks = goroutine_stacks(base, latest)
     assert stacks[0].name.startswith("main.(*server).leakName.func1")
     assert stacks[0].delta == 2000
-    heap_pair = first_and_latest(run_dir, "heap")
+    heap_pair = first_and_latest(profiles_dir(run_dir), "heap")
     assert heap_pair is not None
     hb, hl = (parse_profile(read_profile_text(p)) for p in heap_pair)
     functions = heap_functions(hb, hl)
@@ -86,4 +88,4 @@ def test_no_token_and_a_wrong_path_are_one_event_each(tmp_path: Path) -> None:
             assert [p.tags["kind"] for p in points] == ["pprof_failed"], status
             assert status in str(points[0].fields["message"])
             assert sampler.failures == 5
-            assert list_profiles(tmp_path / status) == []
+            assert list_profiles(profiles_dir(tmp_path / status)) == []

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from soak.clock import NS_PER_S
 from soak.points import Point
+from soak.runs.layout import spool_dir
 from soak.samplers import TickRunner
 from soak.samplers.proc import ProcSampler
 from soak.sinks import SinkSet, build_sinks
@@ -72,6 +73,7 @@ def sinks_for(cfg: SinkConfig, tmp_path: Path, **spool: object) -> SinkSet:
         SpoolConfig.model_validate(spool),
         default_sqlite_path=tmp_path / "points.db",
         run_dir=tmp_path,
+        default_spool_dir=spool_dir(tmp_path),
         metrics=ServiceMetrics(CollectorRegistry()),
     )
 

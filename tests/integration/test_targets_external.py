@@ -8,6 +8,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from soak.errors import InputError, TargetStartError, UnsafeTargetError
+from soak.runs.layout import TargetFiles
 from soak.targets import Target, build_target
 from soak.targets.specs import TargetConfig
 from tests.support.servers import unbound
@@ -19,7 +20,7 @@ ANSWER = "192.0.2.10"
 
 def external(tmp: Path, **fields: object) -> Target:
     cfg = TypeAdapter(TargetConfig).validate_python({"runtime": "external", **fields})
-    return build_target(cfg, run_dir=tmp / "run", run_id="t-ext", base_dir=tmp)
+    return build_target(cfg, files=TargetFiles(tmp / "run"), run_id="t-ext", base_dir=tmp)
 
 
 def test_external_by_pidfile_is_probed_and_seen_gone(tmp_path: Path) -> None:

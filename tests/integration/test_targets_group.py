@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 
 from soak.errors import TargetStartError
 from soak.procfs import pid_alive
+from soak.runs.layout import TargetFiles
 from soak.targets.group import TargetGroup
 from soak.targets.specs import TargetConfig
 
@@ -31,7 +32,7 @@ def group(tmp_path: Path, target: TargetConfig, events: list[tuple[str, str]]) -
         target,
         [helper],
         [],
-        run_dir=tmp_path / "run",
+        files=TargetFiles(tmp_path / "run"),
         run_id="t-group",
         base_dir=tmp_path,
         on_event=lambda kind, message, value: events.append((kind, message)),

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 
 from soak.errors import TargetStartError
 from soak.procfs import pid_alive
+from soak.runs.layout import TargetFiles
 from soak.targets import Target, build_target
 from soak.targets.specs import TargetConfig
 from soak.targets.tree import Mark, marked, pids_of
@@ -28,7 +29,7 @@ RUN_ID = "t-tree"
 
 def built(tmp: Path, spec: dict[str, Any], run_id: str = RUN_ID) -> Target:
     cfg = TypeAdapter(TargetConfig).validate_python({"runtime": "process", **spec})
-    return build_target(cfg, run_dir=tmp / "run", run_id=run_id, base_dir=tmp)
+    return build_target(cfg, files=TargetFiles(tmp / "run"), run_id=run_id, base_dir=tmp)
 
 
 def start_fails(t: Target) -> str:
@@ -136,9 +137,11 @@ from pathlib import Path
 from pydantic import TypeAdapter
 from soak.targets import build_target
 from soak.targets.specs import TargetConfig
+from soak.runs.layout import TargetFiles
 cfg = TypeAdapter(TargetConfig).validate_python(
     {"runtime": "process", "name": "orphan", "argv": ["sleep", "300"]})
-t = build_target(cfg, run_dir=Path(sys.argv[1]), run_id=sys.argv[2], base_dir=Path(sys.argv[1]))
+here = Path(sys.argv[1])
+t = build_target(cfg, files=TargetFiles(here), run_id=sys.argv[2], base_dir=here)
 print(t.start().pid, flush=True)
 sys.stdin.read()
 """

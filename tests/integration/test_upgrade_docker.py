@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from soak.upgrade.runner import UpgradeResult
+from soak.upgrade.result import UpgradeResult
 from tests.support.skips import docker_skip_reason
 from tests.support.upgrades import SCENARIOS, docker_leftovers, run_plan
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from soak.upgrade.report import junit_xml, to_json
-from soak.upgrade.runner import UpgradeResult
+from soak.upgrade.result import UpgradeResult
 from tests.support.upgrades import PDNS_PLAN, pdns_skip_reason, run_plan
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from soak.upgrade.runner import UpgradeResult
+from soak.upgrade.result import UpgradeResult
 from tests.support.procs import cmdlines
 from tests.support.upgrades import PDNS_PLAN, pdns_skip_reason, run_plan
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soak.upgrade.report import junit_xml, to_json
-from soak.upgrade.runner import UpgradeResult
+from soak.upgrade.result import UpgradeResult
 from tests.support.skips import not_installed
 from tests.support.upgrades import PDNS_PLAN, run_plan
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from soak.plans.upgrade import UpgradeRun
 from soak.upgrade.config import load_plan
-from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+from soak.upgrade.result import UpgradeResult
 from tests.support.skips import not_installed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +35,7 @@ def run_plan(
     """The plan with `--set` overrides, run in `work/run`; the result and the steps shown."""
     plan = load_plan(path, list(overrides), matrix_entry=matrix_entry)
     lines: list[str] = []
-    runner = UpgradeRunner(
+    runner = UpgradeRun(
         plan,
         run_dir=work / "run",
         run_id=run_id,

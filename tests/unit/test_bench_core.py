@@ -173,7 +173,7 @@ def test_cpu_us_per_query() -> None:
 
 def test_a_rate_cap_is_never_exceeded_by_the_knee_or_saturation() -> None:
     """`bench.max_rate_qps` / `--max-rate`: a shared machine's cap holds everywhere."""
-    from soak.bench.runner import capped_knee
+    from soak.bench.loop import capped_knee
     from soak.config.bench import BenchConfig
 
     cfg = BenchConfig(max_rate_qps=5_000, knee=KneeConfig(start_rate_qps=8_000, idle_rate_qps=200))

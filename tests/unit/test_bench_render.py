@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from soak.bench.criteria import evaluate
-from soak.bench.render import render_html, render_markdown, render_text
+from soak.bench.render_result import render_html, render_markdown, render_text
 from soak.config.bench import BenchCriteria
 
 

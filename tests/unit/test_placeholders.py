@@ -43,7 +43,7 @@ def test_render_data_dir_unknown_is_an_error() -> None:
 def test_port_names_may_hold_dots_dashes_and_underscores() -> None:
     values = Placeholders(run_dir="/r", host="h", ports={"dns.tls": 853, "web-ui": 80, "a_b": 1})
     assert render("{port.dns.tls} {port.web-ui} {port.a_b}", values) == "853 80 1"
-    # the upgrade runner's map reads the same names (it once stopped at a dot)
+    # the upgrade's map reads the same names (it once stopped at a dot)
     assert fill("{port.dns.tls}", {"port.dns.tls": "853"}) == "853"
 
 

@@ -89,6 +89,7 @@ def _sampler(
         lambda: running,
         client=httpx.Client(transport=handler),
         background=background,
+        profiles_dir=tmp_path,
     )
     return sampler, running
 

@@ -11,6 +11,7 @@ from soak.points import Point
 from soak.profiles import write_profile
 from soak.report import PhaseSpan, ReportInput, build_report, render_html, render_markdown
 from soak.results.grew import report_section
+from soak.runs.layout import profiles_dir
 from soak.sinks.sqlite import SqliteStore
 
 S = NS_PER_S
@@ -59,7 +60,7 @@ def build(tmp_path: Path, *, with_maps: bool, with_profiles: bool) -> dict[str, 
         for t_s, n in ((0, 1), (WARM_S, 1), (END_S, 2)):
             for kind in ("heap", "goroutine"):
                 text = (PPROF / f"refdns-leak-{kind}-{n}.txt").read_bytes()
-                write_profile(run_dir, T0 + t_s * S, "interval", kind, text)
+                write_profile(profiles_dir(run_dir), T0 + t_s * S, "interval", kind, text)
     inp = ReportInput(
         run_id=RUN,
         scenario_name="refdns-demo",

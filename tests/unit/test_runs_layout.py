@@ -10,7 +10,17 @@ from typing import Any
 import pytest
 
 from soak.config import Scenario
-from soak.runs.layout import DataDir, read_result, report_path, with_embedded_store
+from soak.runs.layout import (
+    DataDir,
+    TargetFiles,
+    read_result,
+    report_path,
+    upgrade_owner_file,
+    upgrade_owner_files,
+    upgrade_run_dir,
+    with_embedded_store,
+)
+from soak.runs.runid import new_run_id, run_id_tail
 from soak.runs.state import ACTIVE, RunStatus, StateStore
 from soak.sinks.destinations import InfluxV1SinkConfig, SqliteSinkConfig
 
@@ -84,3 +94,26 @@ def test_statuses_are_stored_as_their_names(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         store.update_run("r1", status="finished")  # not a status
     store.close()
+
+
+def test_every_kind_of_run_has_one_id_format() -> None:
+    """A soak, a bench, an upgrade and a standalone load: one slug-stamp-token id."""
+    ids = [new_run_id(name, now_s=0) for name in ("My Soak!", "bench-pdns", "v4.8 to v4.9", "")]
+    prefixes = ["my-soak-", "bench-pdns-", "v4-8-to-v4-9-", "run-"]
+    for run_id, prefix in zip(ids, prefixes, strict=True):
+        assert run_id.startswith(prefix + "19700101-000000-"), run_id
+        assert run_id_tail(run_id).startswith("19700101-000000-")
+    with pytest.raises(ValueError):
+        run_id_tail("load-1234")
+
+
+def test_the_data_directory_names_the_files_of_targets_and_upgrades(tmp_path: Path) -> None:
+    files = TargetFiles(tmp_path / "run")
+    assert files.log("pdns auth") == tmp_path / "run" / "pdns-auth.log"
+    assert files.data("pdns") == tmp_path / "run" / "pdns-data"
+    run_id = new_run_id("upgrade plan", now_s=0)
+    run_dir = upgrade_run_dir(tmp_path, run_id)
+    assert run_dir.name == "soak-upgrade-" + run_id_tail(run_id)
+    upgrade_owner_file(run_dir).parent.mkdir()
+    upgrade_owner_file(run_dir).write_text("host:1\n")
+    assert upgrade_owner_files(tmp_path) == [upgrade_owner_file(run_dir)]

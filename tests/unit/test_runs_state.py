@@ -9,7 +9,8 @@ import pytest
 
 from soak.config import Scenario
 from soak.errors import InputError
-from soak.runs.state import StateStore, new_run_id
+from soak.runs.runid import new_run_id
+from soak.runs.state import StateStore
 from soak.service import auth
 
 

@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry
 
 from soak.errors import InputError, SinkError
 from soak.points import Point
+from soak.runs.layout import spool_dir
 from soak.sinks import SinkSet, build_sinks
 from soak.sinks.base import SinkWriteError
 from soak.sinks.destinations import (
@@ -183,7 +184,11 @@ def test_rejected_points_are_dropped_not_retried(tmp_path: Path) -> None:
 
 def test_sink_set_default_is_sqlite_and_outages_become_event_points(tmp_path: Path) -> None:
     sinks = build_sinks(
-        [], SpoolConfig(), default_sqlite_path=tmp_path / "points.db", run_dir=tmp_path
+        [],
+        SpoolConfig(),
+        default_sqlite_path=tmp_path / "points.db",
+        run_dir=tmp_path,
+        default_spool_dir=spool_dir(tmp_path),
     )
     assert isinstance(sinks.store, SqliteStore)
     flaky = Flaky()
@@ -228,7 +233,11 @@ def test_build_sinks_names_spools_and_bad_credentials(
         SqliteSinkConfig(kind="sqlite", path="other.db"),
     ]
     sinks = build_sinks(
-        configs, SpoolConfig(dir="sp"), default_sqlite_path=tmp_path / "p.db", run_dir=tmp_path
+        configs,
+        SpoolConfig(dir="sp"),
+        default_sqlite_path=tmp_path / "p.db",
+        run_dir=tmp_path,
+        default_spool_dir=spool_dir(tmp_path),
     )
     assert list(sinks.stats()) == ["influx_v1:soak", "influx_v1:soak#2", "sqlite"]
     assert [s.spool.path.name for s in sinks.sinks] == [
@@ -244,4 +253,10 @@ def test_build_sinks_names_spools_and_bad_credentials(
         kind="influx_v2", url="http://127.0.0.1:1", token_env="SOAK_TEST_NO_TOKEN"
     )
     with pytest.raises(InputError, match="SOAK_TEST_NO_TOKEN"):
-        build_sinks([v2], SpoolConfig(), default_sqlite_path=tmp_path / "p.db", run_dir=tmp_path)
+        build_sinks(
+            [v2],
+            SpoolConfig(),
+            default_sqlite_path=tmp_path / "p.db",
+            run_dir=tmp_path,
+            default_spool_dir=spool_dir(tmp_path),
+        )

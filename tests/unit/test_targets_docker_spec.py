@@ -10,6 +10,7 @@ from pydantic import TypeAdapter
 
 from soak.errors import InputError
 from soak.placeholders import Placeholders
+from soak.runs.layout import TargetFiles
 from soak.targets.container import DockerRuntime
 from soak.targets.specs import DockerTarget, TargetConfig
 
@@ -35,7 +36,7 @@ cpuset: "1"
 def runtime(tmp: Path, spec: str = SPEC, **kwargs: object) -> DockerRuntime:
     cfg = TypeAdapter(TargetConfig).validate_python(yaml.safe_load(spec))
     assert isinstance(cfg, DockerTarget)
-    return DockerRuntime(cfg, run_dir=tmp, run_id="r 1", base_dir=tmp, **kwargs)  # type: ignore[arg-type]
+    return DockerRuntime(cfg, files=TargetFiles(tmp), run_id="r 1", base_dir=tmp, **kwargs)  # type: ignore[arg-type]
 
 
 def test_create_kwargs_bridge(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pydantic import TypeAdapter
 from soak.points import Point
 from soak.targets.base import Running
 from soak.upgrade.actions import Version
-from soak.upgrade.checks import CheckContext, CheckResult, run_checks
+from soak.upgrade.checklist import CheckContext, CheckResult, run_checks
 from soak.upgrade.config import Check
 from soak.upgrade.report import (
     check_points,
@@ -22,8 +22,7 @@ from soak.upgrade.report import (
     table,
     to_json,
 )
-from soak.upgrade.result import StepRecord
-from soak.upgrade.runner import UpgradeResult
+from soak.upgrade.result import StepRecord, UpgradeResult
 from soak.upgrade.snapshot import Snapshot
 from soak.upgrade.template import Values
 

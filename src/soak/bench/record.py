@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.bench.criteria import evaluate
-from soak.bench.render import render_html, render_markdown
+from soak.bench.render_result import render_html, render_markdown
 from soak.bench.side import Side
 from soak.config.bench import BenchConfig
 from soak.runs.layout import BENCH_REPORTS, DataDir, bench_result_path
@@ -90,8 +90,3 @@ def write_outputs(result: dict[str, Any], out_dir: Path) -> None:
 
 def bench_dir(data_dir: Path | None) -> Path:
     return DataDir.default(data_dir).bench
-
-
-def new_bench_id(name: str) -> str:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"bench-{name}-{stamp}"

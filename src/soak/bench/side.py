@@ -14,6 +14,7 @@ from typing import Any
 
 from soak.config import Scenario
 from soak.errors import InputError, TargetStartError
+from soak.runs.layout import BENCH_SIDE_PREFIX, TargetFiles
 from soak.samplers.prom import PromSampler
 from soak.targets.base import Running
 from soak.targets.group import TargetGroup, load_address
@@ -28,13 +29,13 @@ class Side:
         self.label = label
         self.scenario = scenario
         self.run_id = run_id
-        self._tmp = tempfile.TemporaryDirectory(prefix=f"soak-bench-{label}-")
+        self._tmp = tempfile.TemporaryDirectory(prefix=BENCH_SIDE_PREFIX.format(side=label))
         self.run_dir = Path(self._tmp.name)
         self.targets = TargetGroup(
             scenario.target,
             scenario.services,
             scenario.setup,
-            run_dir=self.run_dir,
+            files=TargetFiles(self.run_dir),
             run_id=run_id,
             base_dir=scenario.base_dir,
             allow_targets=tuple(scenario.allow_targets),

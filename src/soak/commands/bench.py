@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from soak.bench.record import assemble, bench_dir, host_environment, new_bench_id, write_outputs
-from soak.bench.render import render_text
+from soak.bench.record import bench_dir, host_environment, write_outputs
+from soak.bench.render_result import render_text
 from soak.bench.side import Side
 from soak.config import Scenario, load_scenario
 from soak.config.bench import BenchConfig
@@ -121,14 +121,15 @@ def bench_cmd(
     }
     cfg = bench_config(sc, options)
     eng = engine or sc.load.engine
-    from soak.bench.runner import Bench, plan_classes
+    from soak.bench.loop import plan_classes
+    from soak.plans.bench import bench_id, run_bench, side_id
 
     plan_classes(sc.load, cfg, eng)  # bad class names fail before anything starts
-    run_id = new_bench_id(sc.name)
+    run_id = bench_id(sc)
     started = time.time()
     env = host_environment(eng)
     two = compare_with is not None or bool(compare_sets)
-    sides = [Side("A", sc, f"{run_id}-A" if two else run_id)]
+    sides = [Side("A", sc, side_id(run_id, "A", two))]
     if two:
         from soak.commands.compare import parse_thresholds
 
@@ -138,26 +139,13 @@ def bench_cmd(
             raise InputError(f"{compare_with}: `soak bench` needs a `load:` section")
         refuse_agents(sc_b.load, "`soak bench`")
         plan_classes(sc_b.load, cfg, eng)
-        sides.append(Side("B", sc_b, f"{run_id}-B"))
+        sides.append(Side("B", sc_b, side_id(run_id, "B", two)))
 
     def echo(line: str) -> None:
         click.echo(f"soak bench: {line}", err=True)
 
     root = out_dir or bench_dir(data_dir) / run_id
-    try:
-        for side in sides:
-            side.start()
-        rows = Bench(sides, cfg, eng, echo).run()
-        results = {
-            side.label: assemble(
-                run_id if len(sides) == 1 else f"{run_id}-{side.label}",
-                side, cfg, eng, rows[side.label], env, started,
-            )
-            for side in sides
-        }  # fmt: skip
-    finally:
-        for side in sides:
-            side.stop()
+    results = run_bench(sides, cfg, eng, run_id, env, started, echo)
     failed: list[str] = []
     for label, result in results.items():
         write_outputs(result, root if len(sides) == 1 else root / label)

@@ -40,12 +40,15 @@ def compare_runs(a: RunFigures, b: RunFigures, thresholds: dict[str, float]) -> 
 
 
 def emit(cmp: Comparison, a: RunFigures, b: RunFigures, as_json: bool, out: Path | None) -> str:
-    """Writes compare.json and compare.md into `out` (if given); returns what to print."""
+    """Writes the JSON and markdown comparison into `out` (if given); returns what to print."""
+    from soak.runs.layout import compare_paths
+
     data = cmp.to_json()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "compare.json").write_text(json.dumps(data, indent=2) + "\n")
-        (out / "compare.md").write_text(render_compare_markdown(data, a.label, b.label))
+        json_path, md_path = compare_paths(out)
+        json_path.write_text(json.dumps(data, indent=2) + "\n")
+        md_path.write_text(render_compare_markdown(data, a.label, b.label))
     if as_json:
         return json.dumps(data, indent=2) + "\n"
     return render_compare_text(data, a.label, b.label)

@@ -192,7 +192,7 @@ def _run_agents(
     as_json: bool,
 ) -> None:
     """`load.agents`: the rate split among agents on an engine, their results merged."""
-    from soak.load.agents.run import run_load_agents
+    from soak.plans.load import run_load_agents
 
     run = run_load_agents(cfg, server, duration_s, base_dir=base, allow_targets=allow_targets)
     merged = run.merged

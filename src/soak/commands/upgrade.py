@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from soak.plans.upgrade import run_pair
 from soak.upgrade.cases import interrupted_case
 from soak.upgrade.gate import Reports, RunInterrupted, cannot_run, gate, raise_for
 from soak.upgrade.interrupt import Interrupted, trap_signals
@@ -65,7 +66,7 @@ def upgrade_cmd(
     reports = Reports(junit_path, json_path)
     with trap_signals():
         try:
-            results = gate(plan_file, overrides, olds, keep, work_dir, reports)
+            results = gate(plan_file, overrides, olds, keep, work_dir, reports, run_pair)
         except Interrupted as exc:  # before or after the runs: nothing of theirs is left
             reason = f"{exc.signal_name} before the run started: nothing was left running"
             results = reports.results or [cannot_run(plan_file.stem, interrupted_case(reason))]

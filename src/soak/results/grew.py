@@ -22,6 +22,7 @@ from soak.pproftext import Profile, parse_profile
 from soak.profiles import first_and_latest, read_profile_text
 from soak.report.model import ReportInput
 from soak.report.plots import thin
+from soak.runs.layout import profiles_dir
 
 TOP = 10
 MiB = 1024**2
@@ -39,7 +40,8 @@ def _map_series(store: StoreReader, run_id: str) -> growth.MapSeries:
 def _profiles(run_dir: Path | None, kind: str, since_ns: int) -> tuple[Profile, Profile] | None:
     if run_dir is None:
         return None
-    pair = first_and_latest(run_dir, kind, since_ns) or first_and_latest(run_dir, kind)
+    folder = profiles_dir(run_dir)
+    pair = first_and_latest(folder, kind, since_ns) or first_and_latest(folder, kind)
     if pair is None:
         return None
     try:

@@ -6,9 +6,19 @@ DATA_DIR/
   points.db           the embedded point store of runs without a sqlite sink path
   token               the control API's bearer token (0600)
   reserve.bin         space given back when the disk fills (runs.reserve)
-  runs/<id>/          one run: result.json, report.html|json|md, spool/, target logs
+  runs/<id>/          one run: result.json, report.html|json|md, spool/, profiles/,
+                      <target>.log, <target>-data/ (a process target's default data)
   bench/<id>/         `soak bench` results (bench.json, bench.md, bench.html)
 ```
+
+Outside it: a `soak bench` side's targets write in a temporary `soak-bench-<side>-*`
+directory, and an upgrade in `soak-upgrade-<start>-<token>/` under its work directory
+(the system temp dir by default; a short path, since servers put unix sockets in it and
+a socket path has at most 107 bytes): `soak-upgrade.owner`, `data/`, `old/`, `new/`,
+`rollback/` (each version's files, as a run's), `migrate.log`, `rollback-migrate.log`.
+An upgrade's sqlite sink without a path writes `soak-upgrade.db` in the current
+directory, and points its sinks did not take stay in a temporary `soak-upgrade-spool-*`
+directory.
 
 It is its user's only: the directory 0700 (made so, or tightened, by `make_private`),
 and the `soak` command writes with umask 077 (`soak.cli.PRIVATE_UMASK`), so the state, points,
@@ -24,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from soak.config import Scenario
+from soak.runs.runid import run_id_tail
 from soak.sinks.destinations import SinkConfig, SqliteSinkConfig
+from soak.targets.common import safe_name
 
 PRIVATE_DIR_MODE = 0o700
 
@@ -38,9 +50,22 @@ BENCH = "bench"
 RESULT = "result.json"
 REPORTS = {"html": "report.html", "json": "report.json", "md": "report.md"}
 SPOOL = "spool"
+PROFILES = "profiles"
+TARGET_LOG = "{name}.log"
+TARGET_DATA = "{name}-data"
 # In a bench's directory:
 BENCH_RESULT = "bench.json"
 BENCH_REPORTS = {"md": "bench.md", "html": "bench.html"}
+BENCH_SIDE_PREFIX = "soak-bench-{side}-"
+# `soak compare --out DIR`:
+COMPARE_FILES = {"json": "compare.json", "md": "compare.md"}
+# An upgrade's, see above:
+UPGRADE_RUN_PREFIX = "soak-upgrade-"
+UPGRADE_OWNER = "soak-upgrade.owner"
+UPGRADE_DATA = "data"
+UPGRADE_MIGRATE_LOGS = {"up": "migrate.log", "down": "rollback-migrate.log"}
+UPGRADE_SQLITE = "soak-upgrade.db"
+UPGRADE_SPOOL_PREFIX = "soak-upgrade-spool-"
 
 
 def default_root() -> Path:
@@ -125,6 +150,58 @@ def report_path(run_dir: Path, fmt: str) -> Path:
 
 def spool_dir(run_dir: Path) -> Path:
     return run_dir / SPOOL
+
+
+def profiles_dir(run_dir: Path) -> Path:
+    """The Go profiles a run keeps (soak.profiles names the files in it)."""
+    return run_dir / PROFILES
+
+
+@dataclass(frozen=True)
+class TargetFiles:
+    """Where the targets of a run write, in its directory: `dir` (rendered config files,
+    sockets), each target's log and a process target's default data directory.
+    soak.targets takes these paths; it names no file of its own."""
+
+    dir: Path
+
+    def log(self, target: str) -> Path:
+        return self.dir / TARGET_LOG.format(name=safe_name(target))
+
+    def data(self, target: str) -> Path:
+        return self.dir / TARGET_DATA.format(name=safe_name(target))
+
+
+def upgrade_run_dir(base: Path, run_id: str) -> Path:
+    return base / f"{UPGRADE_RUN_PREFIX}{run_id_tail(run_id)}"
+
+
+def upgrade_owner_files(base: Path) -> list[Path]:
+    """The owner files of the upgrade run directories under `base`."""
+    return sorted(base.glob(f"{UPGRADE_RUN_PREFIX}*/{UPGRADE_OWNER}"))
+
+
+def upgrade_owner_file(run_dir: Path) -> Path:
+    return run_dir / UPGRADE_OWNER
+
+
+def upgrade_data_dir(run_dir: Path) -> Path:
+    return run_dir / UPGRADE_DATA
+
+
+def targets_dir(run_dir: Path, key: str) -> Path:
+    """The files of the targets a run starts under `key` (an upgrade's old, new,
+    rollback version: see runs.live_targets)."""
+    return run_dir / key
+
+
+def upgrade_migrate_log(run_dir: Path, direction: str) -> Path:
+    return run_dir / UPGRADE_MIGRATE_LOGS[direction]
+
+
+def compare_paths(out_dir: Path) -> tuple[Path, Path]:
+    """`soak bench compare --out`: (the JSON, the markdown)."""
+    return out_dir / COMPARE_FILES["json"], out_dir / COMPARE_FILES["md"]
 
 
 def read_result(run_dir: Path) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from soak.load.generator import LoadRunner
 from soak.load.supervised import SupervisedLoad
 from soak.points import Point, event_point
 from soak.runs.context import RunContext
-from soak.runs.layout import spool_dir, with_embedded_store
+from soak.runs.layout import profiles_dir, spool_dir, with_embedded_store
 from soak.runs.listening import RunFacts, RunListener
 from soak.samplers import TickRunner, build_samplers
 from soak.samplers.remote_samplers import RemoteSamplers
@@ -89,6 +89,7 @@ class RunParts:
             load_source=self.load,
             warmup_end_ns=warmup_end_ns,
             base_dir=sc.base_dir,
+            profiles_dir=profiles_dir(self.run_dir),
         )
         if sc.samplers.agent is not None:
             self.remote_samplers = RemoteSamplers(

@@ -23,6 +23,7 @@ from soak.config import Scenario
 from soak.errors import SoakError
 from soak.runs.context import RunContext
 from soak.runs.ending import Ending, Outcome, RunEnd
+from soak.runs.layout import TargetFiles
 from soak.runs.live import LiveFigures
 from soak.runs.parts import RunParts
 from soak.runs.reserve import release_reserve
@@ -43,7 +44,7 @@ def _group(record: RunRecord, on_event: OnEvent, data_dir: Path) -> TargetGroup:
         sc.target,
         sc.services,
         sc.setup,
-        run_dir=record.run_dir,
+        files=TargetFiles(record.run_dir),
         run_id=record.id,
         base_dir=sc.base_dir,
         allow_targets=tuple(sc.allow_targets),

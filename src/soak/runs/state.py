@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import secrets
 import sqlite3
 import threading
 import time
@@ -112,12 +110,6 @@ class EventRecord:
     kind: str
     message: str
     value: float
-
-
-def new_run_id(name: str, now_s: float | None = None) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:32] or "run"
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now_s if now_s is not None else time.time()))
-    return f"{slug}-{stamp}-{secrets.token_hex(2)}"
 
 
 def scenario_to_json(scenario: Scenario) -> str:

@@ -24,6 +24,7 @@ def build_samplers(
     http_client: httpx.Client | None = None,
     warmup_end_ns: Callable[[], int] | None = None,
     base_dir: Path | None = None,
+    profiles_dir: Path | None = None,
 ) -> list[Sampler]:
     """The samplers the config asks for; bad config (an unset token variable) is InputError.
 
@@ -31,6 +32,8 @@ def build_samplers(
     change when the target restarts); while it gives None, the `target`
     sampler records an event point every tick and the others record nothing.
     `base_dir`: where a header's relative `{file:PATH}` is (the scenario's directory).
+    `profiles_dir`: where the pprof sampler keeps its captures (the run's data directory
+    names it).
     Each API call and each dig probe is a sampler of its own (`http GET /x`,
     `dig name/A`).
     """
@@ -60,6 +63,7 @@ def build_samplers(
                 client=http_client,
                 warmup_end_ns=warmup_end_ns,
                 base_dir=base_dir,
+                profiles_dir=profiles_dir,
             )
         )
     # One sampler per API call and per probe: each has its own deadline in the tick,

@@ -45,8 +45,12 @@ class PprofSampler(TargetSectionSampler[PprofSamplerConfig]):
         warmup_end_ns: Callable[[], int] | None = None,
         background: bool = True,
         base_dir: Path | None = None,
+        profiles_dir: Path | None = None,
     ) -> None:
+        """`profiles_dir`: where the captures are kept (the run's data directory names it);
+        without one, every capture fails, said as the run's event."""
         super().__init__(cfg, target)
+        self.profiles_dir = profiles_dir
         self.client = client
         auth = HttpCallConfig(
             endpoint="pprof",
@@ -133,8 +137,9 @@ class PprofSampler(TargetSectionSampler[PprofSamplerConfig]):
             self._done += points
 
     def _capture(self, running: Running, tick_time_ns: int, reason: str) -> list[Point]:
-        if running.run_dir is None:
-            return self._failed("the target has no run directory to keep profiles in", tick_time_ns)
+        folder = self.profiles_dir
+        if folder is None:
+            return self._failed("the run has no directory to keep profiles in", tick_time_ns)
         if self.cfg.port not in running.ports:
             return self._failed(f"the target has no port named {self.cfg.port!r}", tick_time_ns)
         fetched: dict[str, bytes] = {}
@@ -145,9 +150,9 @@ class PprofSampler(TargetSectionSampler[PprofSamplerConfig]):
             fetched[kind] = body
         parts = []
         for name, body in fetched.items():
-            path = write_profile(running.run_dir, tick_time_ns, reason, name, body)
+            path = write_profile(folder, tick_time_ns, reason, name, body)
             parts.append(f"{name} {path.name} {path.stat().st_size} B")
-        thin(running.run_dir, self.cfg.max_captures, self.cfg.max_bytes)
+        thin(folder, self.cfg.max_captures, self.cfg.max_bytes)
         self.captures += 1
         points = []
         if self.failing:

@@ -27,7 +27,8 @@ from soak.runs.leftovers import sweep_leftovers
 from soak.runs.live import LiveFigures
 from soak.runs.reserve import make_reserve
 from soak.runs.run import Run, reap
-from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore, new_run_id
+from soak.runs.runid import new_run_id
+from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore
 from soak.runs.supervise import owner_alive
 from soak.service.scheduler import SoakScheduler
 from soak.sinks.metrics import ServiceMetrics

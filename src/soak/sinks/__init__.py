@@ -120,17 +120,15 @@ def build_sinks(
     *,
     default_sqlite_path: Path,
     run_dir: Path,
+    default_spool_dir: Path,
     metrics: ServiceMetrics | None = None,
-    default_spool_dir: Path | None = None,
 ) -> SinkSet:
     """The configured sinks (the embedded SQLite store when none is), each with a spool
-    (under `spool.dir`, else `default_spool_dir`, else run_dir/spool)."""
+    (under `spool.dir`, relative to `run_dir`, else `default_spool_dir`: the run's data
+    directory names both)."""
     if not configs:
         configs = [SqliteSinkConfig(kind="sqlite")]
-    if spool.dir:
-        spool_dir = Path(spool.dir)
-    else:
-        spool_dir = default_spool_dir if default_spool_dir is not None else run_dir / "spool"
+    spool_dir = Path(spool.dir) if spool.dir else default_spool_dir
     if not spool_dir.is_absolute():
         spool_dir = run_dir / spool_dir
     wrapped: list[SpoolingSink] = []

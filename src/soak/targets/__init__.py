@@ -1,6 +1,6 @@
 """Targets: the server under test and its helper services, one lifecycle each.
 
-    target = build_target(cfg, run_dir=..., run_id=..., base_dir=...)
+    target = build_target(cfg, files=..., run_id=..., base_dir=...)
     target.start(); running = target.wait_ready()
     ... target.poll() ... target.restart() ...
     target.stop()
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from soak.netsafety import check_allowed
-from soak.targets.base import ExitInfo, Running, Target
+from soak.targets.base import ExitInfo, FilePaths, Running, Target
 from soak.targets.external import ExternalRuntime
 from soak.targets.process import ProcessRuntime
 from soak.targets.specs import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
@@ -32,7 +32,7 @@ __all__ = [
 def build_target(
     cfg: TargetConfig,
     *,
-    run_dir: Path,
+    files: FilePaths,
     run_id: str,
     base_dir: Path,
     volume_name: str | None = None,
@@ -40,34 +40,35 @@ def build_target(
     resumable_in: Path | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> Target:
-    """The runtime for a target config; nothing is started yet.
+    """The runtime for a target config; nothing is started yet. It writes where `files`
+    says (the run's data directory names the paths: soak.runs.layout.TargetFiles).
 
     `volume_name` (docker) mounts that named volume instead of a fresh one: the
-    upgrade runner runs the old and the new version on the same data.
+    upgrade plan runs the old and the new version on the same data.
     Probes go only to loopback unless `allow_targets` names the target's network.
     `resumable_in` (a service's data directory): a process target outlives this soak
     process, for the service to resume; by default it dies with it.
     `labels` (docker) are put on the container beside the run's own, so that a caller
-    finds everything of its kind again (the upgrade runner: a killed run's leftovers).
+    finds everything of its kind again (an upgrade: a killed run's leftovers).
     """
     check_allowed(cfg.host, tuple(allow_targets))
     if isinstance(cfg, ProcessTarget):
         return ProcessRuntime(
-            cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir, resumable_in=resumable_in
+            cfg, files=files, run_id=run_id, base_dir=base_dir, resumable_in=resumable_in
         )
     if isinstance(cfg, DockerTarget):
         from soak.targets.container import DockerRuntime  # the docker SDK only when needed
 
         return DockerRuntime(
             cfg,
-            run_dir=run_dir,
+            files=files,
             run_id=run_id,
             base_dir=base_dir,
             volume_name=volume_name,
             labels=labels,
         )
     assert isinstance(cfg, ExternalTarget)
-    return ExternalRuntime(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
+    return ExternalRuntime(cfg, files=files, run_id=run_id, base_dir=base_dir)
 
 
 def cleanup_stale(run_id: str | None = None, *, keep_runs: Sequence[str] = ()) -> int:

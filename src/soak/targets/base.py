@@ -91,6 +91,19 @@ class Running:
         return cls(**known)
 
 
+class FilePaths(Protocol):
+    """Where a target writes, as its run's data directory names it (soak.runs.layout
+    .TargetFiles): `dir` for rendered config files and sockets, each target's log and a
+    process target's default data directory. A target names no file of its own."""
+
+    @property
+    def dir(self) -> Path: ...
+
+    def log(self, target: str) -> Path: ...
+
+    def data(self, target: str) -> Path: ...
+
+
 class Target(Protocol):
     name: str
     running: Running | None  # set by start() / attach(), None before

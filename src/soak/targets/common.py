@@ -13,7 +13,7 @@ from soak.errors import TargetStartError
 from soak.placeholders import Placeholders
 from soak.procfs import read_fd_limit
 from soak.targets import readiness
-from soak.targets.base import ExitInfo, Running
+from soak.targets.base import ExitInfo, FilePaths, Running
 from soak.targets.specs import Probe, TargetBase
 
 log = logging.getLogger(__name__)
@@ -92,14 +92,15 @@ class RuntimeBase:
 
     runtime = ""
 
-    def __init__(self, cfg: TargetBase, *, run_dir: Path, run_id: str, base_dir: Path) -> None:
+    def __init__(self, cfg: TargetBase, *, files: FilePaths, run_id: str, base_dir: Path) -> None:
         self.cfg = cfg
         self.name = cfg.name
         # Absolute: the target's cwd is its data directory, not ours.
-        self.run_dir = run_dir.resolve()
+        self.files = files
+        self.run_dir = files.dir.resolve()
         self.run_id = run_id
         self.base_dir = base_dir.resolve()
-        self.log_path = self.run_dir / f"{safe_name(cfg.name)}.log"
+        self.log_path = files.log(cfg.name).resolve()
         # Where the latest start's output begins in the log (it appends across restarts).
         self.log_start_bytes = 0
         self.running: Running | None = None

@@ -20,7 +20,7 @@ from soak.docker_client import engine
 from soak.errors import InputError, TargetStartError
 from soak.labels import LABEL_TARGET
 from soak.procfs import children, start_ticks
-from soak.targets.base import ExitInfo, Running
+from soak.targets.base import ExitInfo, FilePaths, Running
 from soak.targets.common import LOG_TAIL_LINES, START_LOG_LINES, RuntimeBase
 from soak.targets.docker_engine import (
     LogPump,
@@ -44,13 +44,13 @@ class DockerRuntime(RuntimeBase):
         self,
         cfg: DockerTarget,
         *,
-        run_dir: Path,
+        files: FilePaths,
         run_id: str,
         base_dir: Path,
         volume_name: str | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
+        super().__init__(cfg, files=files, run_id=run_id, base_dir=base_dir)
         if volume_name is not None and cfg.volume is None:
             raise InputError(f"{cfg.name}: a volume name is given but the target has no `volume`")
         self.volume_name = volume_name

@@ -8,7 +8,7 @@ from typing import Any
 from soak.errors import InputError, TargetStartError
 from soak.placeholders import render
 from soak.procfs import children, pid_alive, start_ticks
-from soak.targets.base import ExitInfo, Running
+from soak.targets.base import ExitInfo, FilePaths, Running
 from soak.targets.common import RuntimeBase
 from soak.targets.render import resolve
 from soak.targets.specs import ExternalTarget
@@ -18,8 +18,10 @@ class ExternalRuntime(RuntimeBase):
     runtime = "external"
     cfg: ExternalTarget
 
-    def __init__(self, cfg: ExternalTarget, *, run_dir: Path, run_id: str, base_dir: Path) -> None:
-        super().__init__(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
+    def __init__(
+        self, cfg: ExternalTarget, *, files: FilePaths, run_id: str, base_dir: Path
+    ) -> None:
+        super().__init__(cfg, files=files, run_id=run_id, base_dir=base_dir)
         missing = [name for name, spec in cfg.ports.items() if spec.host is None]
         if missing:
             raise InputError(f"{cfg.name}: external ports need `host`: {', '.join(missing)}")

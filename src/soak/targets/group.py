@@ -16,7 +16,7 @@ from typing import Any
 from soak.errors import TargetStartError
 from soak.netsafety import parse_host_port
 from soak.targets import build_target, cleanup_stale
-from soak.targets.base import ExitInfo, Running, Target
+from soak.targets.base import ExitInfo, FilePaths, Running, Target
 from soak.targets.binding import bind_services, run_setup
 from soak.targets.specs import DockerTarget, SetupCall, TargetConfig
 from soak.targets.version import detect_version
@@ -44,7 +44,7 @@ class TargetGroup:
         helpers: Sequence[TargetConfig],
         setup: Sequence[SetupCall],
         *,
-        run_dir: Path,
+        files: FilePaths,
         run_id: str,
         base_dir: Path,
         allow_targets: Sequence[str] = (),
@@ -56,7 +56,7 @@ class TargetGroup:
         self.resumable_in = resumable_in
         self.helper_cfgs = {cfg.name: cfg for cfg in helpers}
         self.setup = list(setup)
-        self.run_dir = run_dir
+        self.files = files
         self.run_id = run_id
         self.base_dir = base_dir
         self.allow_targets = tuple(allow_targets)
@@ -69,7 +69,7 @@ class TargetGroup:
     def _build(self, cfg: TargetConfig) -> Target:
         return build_target(
             cfg,
-            run_dir=self.run_dir,
+            files=self.files,
             run_id=self.run_id,
             base_dir=self.base_dir,
             allow_targets=self.allow_targets,

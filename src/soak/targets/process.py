@@ -21,8 +21,8 @@ from typing import Any
 from soak.errors import InputError, TargetStartError
 from soak.placeholders import render, render_all, render_map
 from soak.procfs import pid_alive, start_ticks
-from soak.targets.base import ExitInfo, Running
-from soak.targets.common import RuntimeBase, safe_name
+from soak.targets.base import ExitInfo, FilePaths, Running
+from soak.targets.common import RuntimeBase
 from soak.targets.ports import allocate_ports
 from soak.targets.render import resolve, write_files
 from soak.targets.specs import ProcessTarget
@@ -64,14 +64,14 @@ class ProcessRuntime(RuntimeBase):
         self,
         cfg: ProcessTarget,
         *,
-        run_dir: Path,
+        files: FilePaths,
         run_id: str,
         base_dir: Path,
         resumable_in: Path | None = None,
     ) -> None:
         """`resumable_in`: the data directory of a service that resumes the run after a
         restart; None (a foreground run, bench, upgrade): the target dies with soak."""
-        super().__init__(cfg, run_dir=run_dir, run_id=run_id, base_dir=base_dir)
+        super().__init__(cfg, files=files, run_id=run_id, base_dir=base_dir)
         self.resumable_in = resumable_in
         self.proc: subprocess.Popen[bytes] | None = None
         self._exit: ExitInfo | None = None
@@ -82,7 +82,7 @@ class ProcessRuntime(RuntimeBase):
 
     def _data_dir(self, ports: dict[str, int]) -> Path:
         if self.cfg.data_dir is None:
-            return self.run_dir / f"{safe_name(self.name)}-data"
+            return self.files.data(self.name).resolve()
         text = render(self.cfg.data_dir, self.placeholders(ports, None), f"{self.name}.data_dir")
         return resolve(text, self.base_dir)
 

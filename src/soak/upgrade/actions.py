@@ -29,6 +29,7 @@ from soak.upgrade.config import (
     CommandStep,
     DigSnapshot,
     DnsStep,
+    PopulateStep,
     SnapshotItem,
     WaitStep,
 )
@@ -205,6 +206,26 @@ def run_dns_step(step: DnsStep, values: Values, version: Version, base_dir: Path
             raise StepFailed(f"{name}/{rtype}: expected {step.rcode.upper()}; got {rcode}")
     summary = ", ".join(f"{n} {code}" for code, n in sorted(rcodes.items()))
     return f"{count} queries: {summary}"
+
+
+def run_populate_step(step: PopulateStep, values: Values, version: Version, base_dir: Path) -> str:
+    """A populate step against the version; its one-line result (StepFailed if it fails)."""
+    if isinstance(step, ApiStep):
+        return run_api_step(step, values, version)
+    if isinstance(step, DnsStep):
+        return run_dns_step(step, values, version, base_dir)
+    if isinstance(step, CommandStep):
+        return run_command_step(step, values, version)
+    return run_wait_step(step, version)
+
+
+def filled(values: Values, version: Version, text: str) -> str:
+    """`{{name}}` and `{port.NAME}`-style placeholders filled, as the step sends them
+    (a name that cannot be filled yet stays as written)."""
+    try:
+        return str(render(values, version, text))
+    except InputError:
+        return text
 
 
 def run_host_command(

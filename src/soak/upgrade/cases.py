@@ -15,7 +15,7 @@ from typing import Literal
 
 from soak.targets.readiness import describe
 from soak.targets.specs import DnsProbe, TargetConfig
-from soak.upgrade.checks import CheckResult
+from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import Check, UpgradePlan
 
 Section = Literal["upgrade", "rollback"]

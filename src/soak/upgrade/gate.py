@@ -4,11 +4,10 @@ its reports, and the error that gives the command its exit code."""
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,12 +15,13 @@ import click
 from pydantic import TypeAdapter
 
 from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
+from soak.runs.layout import UPGRADE_SQLITE
 from soak.targets.specs import TargetConfig
 from soak.upgrade.cases import cannot_run_case, planned_cases
-from soak.upgrade.checks import CheckResult
+from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import UpgradePlan, load_matrix
 from soak.upgrade.interrupt import Interrupted
-from soak.upgrade.leftovers import RUN_DIR_PREFIX, remove_leftovers
+from soak.upgrade.leftovers import remove_leftovers
 from soak.upgrade.report import (
     check_points,
     junit_suites,
@@ -32,20 +32,8 @@ from soak.upgrade.report import (
     write_json,
     write_text,
 )
-from soak.upgrade.runner import UpgradeResult, UpgradeRunner
+from soak.upgrade.result import UpgradeResult
 from soak.upgrade.template import Values
-
-# An upgrade plan's sqlite sink without a `path` writes here, in the current directory.
-DEFAULT_SQLITE_NAME = "soak-upgrade.db"
-
-
-def new_run_id(plan_name: str) -> tuple[str, str]:
-    """(run id, run directory name); the directory name is short, since servers put
-    unix sockets in it (pdns' controlsocket) and a socket path has at most 107 bytes."""
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    token = secrets.token_hex(2)
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan_name)[:40]
-    return f"{safe}-{stamp}-{token}", f"{RUN_DIR_PREFIX}{stamp}-{token}"
 
 
 def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
@@ -54,29 +42,18 @@ def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
     returned line says where (there is no later run to replay it)."""
     if not plan.sinks:
         return None
-    from soak.sinks import build_sinks
-    from soak.sinks.destinations import SpoolConfig
+    from soak.runs.once import write_once
 
-    spool_dir = Path(tempfile.mkdtemp(prefix="soak-upgrade-spool-"))
-    sinks = build_sinks(
-        plan.sinks,
-        SpoolConfig(dir=str(spool_dir)),
-        default_sqlite_path=Path.cwd() / DEFAULT_SQLITE_NAME,
-        run_dir=Path.cwd(),
-    )
     now_ns = time.time_ns()
     versions = {"old": (plan.old.name, plan.old.version), "new": (plan.new.name, plan.new.version)}
-    try:
-        sinks.write(
-            check_points(result, target=plan.new.name, version=plan.new.version, time_ns=now_ns)
-            + ready_points(result, versions=versions, time_ns=now_ns)
-        )
-    finally:
-        sinks.close()
-    if any(f.stat().st_size > 0 for f in spool_dir.rglob("*.spool")):
-        return f"some points did not reach their sink; they are spooled in {spool_dir}"
-    shutil.rmtree(spool_dir, ignore_errors=True)
-    return None
+    points = check_points(
+        result, target=plan.new.name, version=plan.new.version, time_ns=now_ns
+    ) + ready_points(result, versions=versions, time_ns=now_ns)
+    return write_once(plan.sinks, points, default_sqlite_path=Path.cwd() / UPGRADE_SQLITE)
+
+
+# One old/new pair run in a run directory under a base directory (`keep`: kept after).
+RunPair = Callable[[UpgradePlan, bool, Path], UpgradeResult]
 
 
 class RunInterrupted(SoakError):
@@ -110,8 +87,11 @@ def gate(
     keep: bool,
     work_dir: Path | None,
     reports: Reports,
+    run_pair: RunPair,
 ) -> list[UpgradeResult]:
-    """Every selected pair run in order; a plan that cannot run (exit 2) is reported too."""
+    """Every selected pair run in order by `run_pair` (the upgrade plan, soak.plans.upgrade:
+    the command hands it down, the plans being above this module); a plan that cannot run
+    (exit 2) is reported too."""
     try:
         plans = load_matrix(plan_file, overrides, olds)
     except InputError as exc:  # a bad plan: one error case, nothing started
@@ -127,7 +107,7 @@ def gate(
     remove_leftovers(base)  # what runs killed outright left: before this one makes its own
     reports.results = [not_run(plan, None, {}, "not run: not reached yet") for plan in plans]
     for i, plan in enumerate(plans):
-        result = reports.results[i] = run_one(plan, keep, base)
+        result = reports.results[i] = run_pair(plan, keep, base)
         click.echo("")
         click.echo(table(result))
         if result.interrupted is None:  # a cancelled run writes nowhere else
@@ -217,18 +197,3 @@ def preflight_plan(plan: UpgradePlan) -> None:
             continue  # a name a populate step saves: known only when the version starts
         targets.append(adapter.validate_python(raw))
     check_targets(targets, plan.base_dir, plan.allow_targets)
-
-
-def run_one(plan: UpgradePlan, keep: bool, base: Path) -> UpgradeResult:
-    """One old/new pair, its steps shown as they happen."""
-    run_id, dir_name = new_run_id(plan.name)
-    run_dir = (base / dir_name).resolve()
-
-    def show(phase: str, text: str) -> None:
-        click.echo(f"{phase:<9} {text}")
-
-    click.echo(f"soak upgrade {plan.name} (run {run_id})")
-    runner = UpgradeRunner(
-        plan, run_dir=run_dir, run_id=run_id, keep=keep, env=dict(os.environ), show=show
-    )
-    return runner.run()

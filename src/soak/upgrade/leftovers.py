@@ -21,9 +21,7 @@ from pathlib import Path
 import click
 
 from soak.procfs import pids_working_in
-
-OWNER_FILE = "soak-upgrade.owner"  # host:pid of the run's soak process, in its run dir
-RUN_DIR_PREFIX = "soak-upgrade-"  # run directories under --work-dir (default: the temp dir)
+from soak.runs.layout import upgrade_owner_files
 
 
 def remove_leftovers(base: Path) -> None:
@@ -44,7 +42,7 @@ def remove_stale_dirs(base: Path) -> int:
     from soak.targets.cleanup import owner_gone
 
     removed = 0
-    for owner_file in base.glob(f"{RUN_DIR_PREFIX}*/{OWNER_FILE}"):
+    for owner_file in upgrade_owner_files(base):
         try:
             owner, _, kept = owner_file.read_text().strip().partition(" ")
         except OSError:

@@ -48,12 +48,12 @@ def output_lines(stdout: str, stderr: str) -> list[str]:
     return lines + [f"stdout: {ln}" for ln in out]
 
 
-def run_migrate(migrate: Migrate, values: Values, where: MigrateWhere, log_name: str) -> str:
-    """The step's one-line result; a non-zero exit is StepFailed quoting stderr."""
+def run_migrate(migrate: Migrate, values: Values, where: MigrateWhere, log_path: Path) -> str:
+    """The step's one-line result, its output in `log_path`; a non-zero exit is StepFailed
+    quoting stderr."""
     placeholders = {"run_dir": str(where.run_dir)}
     if where.data_dir is not None:
         placeholders["data_dir"] = str(where.data_dir)
-    log_path = where.run_dir / log_name
     if migrate.container is not None:
         source = where.volume or str(where.data_dir)  # a volume, or the host directory
         command = [
@@ -67,7 +67,7 @@ def run_migrate(migrate: Migrate, values: Values, where: MigrateWhere, log_name:
             values.render(migrate.env),
             migrate.timeout_s,
             where.run_id,
-            "-" + log_name.removesuffix(".log"),
+            "-" + log_path.stem,
         )
         argv0 = f"container {container.image}"
     else:

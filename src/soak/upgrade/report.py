@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.points import Point, event_point
-from soak.upgrade.checks import CheckResult
+from soak.upgrade.checklist import CheckResult
 from soak.upgrade.result import StepRecord, UpgradeResult
 from soak.words import plural
 

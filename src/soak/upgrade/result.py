@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from soak.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, EXIT_OK
-from soak.upgrade.checks import CheckResult
+from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import ApiStep, CommandStep, DnsStep, PopulateStep
 from soak.upgrade.swap import SwapStats
 

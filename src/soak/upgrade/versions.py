@@ -1,16 +1,22 @@
-"""A version of an upgrade run as the runner starts it: why it failed to start, what
-its readiness means (any answer), and the exact answers its probes ask for, as cases."""
+"""A version of an upgrade run as the plan starts it: its target as rendered, why it failed
+to start, what its readiness means (any answer), and the exact answers its probes ask
+for, as cases."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
 
 from soak.errors import TargetStartError
 from soak.targets import readiness
 from soak.targets.base import Running
-from soak.targets.specs import DnsProbe, TargetConfig
+from soak.targets.specs import DnsProbe, DockerTarget, ProcessTarget, TargetConfig
 from soak.upgrade.cases import PROBE_KIND
-from soak.upgrade.checks import CheckResult
+from soak.upgrade.checklist import CheckResult
+from soak.upgrade.config import UpgradePlan
 from soak.upgrade.template import Values
 
 # How soak.targets folds a start log into its one-line error (quote_tail): the case's
@@ -78,3 +84,33 @@ def probe_result(name: str, probe: DnsProbe, running: Running, cfg: TargetConfig
         outcome.detail,
         attempts,
     )
+
+
+def version_cfg(
+    plan: UpgradePlan,
+    values: Values,
+    side: str,
+    cfg: TargetConfig,
+    old_ports: dict[str, int],
+    data_dir: Path | None,
+) -> TargetConfig:
+    """A version's target as it starts: the plan's values filled in, on the plan's data
+    (a process version's data_dir; a docker one's volume, or the host directory mounted
+    there), and with a load through the swap, the new version where the old listened."""
+    raw: dict[str, Any] = values.render(cfg.model_dump(by_alias=True, exclude_unset=True))
+    if side == "new" and plan.load is not None:
+        # The load keeps its address: new listens where old did.
+        for name, port in raw.get("ports", {}).items():
+            if name in old_ports and port.get("host") is None:
+                port["host"] = old_ports[name]
+    if isinstance(cfg, ProcessTarget):
+        raw["data_dir"] = str(data_dir)
+    if isinstance(cfg, DockerTarget) and cfg.volume is None:
+        raise TargetStartError(f"{side}: a docker version needs `volume:` for its data")
+    if isinstance(cfg, DockerTarget) and cfg.volume is not None and data_dir:
+        # A plan with a process version too: the host directory at the volume's mount.
+        mount = {"source": str(data_dir), "target": cfg.volume.mount}
+        raw["mounts"] = [*raw.get("mounts", []), mount]
+        raw["volume"] = None
+    adapter: TypeAdapter[TargetConfig] = TypeAdapter(TargetConfig)
+    return adapter.validate_python(raw)

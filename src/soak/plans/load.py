@@ -1,4 +1,5 @@
-"""`soak load` with `load.agents`: the agents run as a soak run's do, and their totals merge.
+"""A standalone load on agents, as a plan (`soak load` with `load.agents`): the agents run
+as a soak run's do, and their totals merge. Its run id is the engine's (soak.runs.runid).
 
 The same coordinator as a soak run's (soak.load.agents.fleet.AgentsLoad): the
 agents register, start together at one `start_at` and hold a lease, so a
@@ -11,7 +12,6 @@ all ended by the deadline are told to stop.
 from __future__ import annotations
 
 import contextlib
-import secrets
 import signal
 import threading
 import time
@@ -30,6 +30,7 @@ from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
 from soak.load.merge import MergedResult, merge_agents
 from soak.points import Fault
+from soak.runs.runid import new_run_id
 
 
 class AgentsStopped(SoakError):
@@ -94,7 +95,7 @@ def run_load_agents(
         cfg,
         server,
         base_dir=base_dir,
-        run_id=run_id or f"load-{secrets.token_hex(4)}",
+        run_id=run_id or new_run_id("load"),
         run_started_ns=lambda: origin_ns[0],
         run_duration_s=duration_s,
         allow_targets=allow_targets,

@@ -1,0 +1,171 @@
+"""What an upgrade run tells as it goes: each step shown and recorded (with its offset
+from the run's start), the phase it is in (an interruption names it), the cases a
+check, a probe or a failure adds, and the result the reports are written from."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from soak.upgrade.cases import (
+    ROLLBACK_PREFIX,
+    CaseBook,
+    Section,
+    cannot_run_case,
+    interrupted_case,
+    planned_cases,
+)
+from soak.upgrade.checklist import CheckResult
+from soak.upgrade.config import UpgradePlan
+from soak.upgrade.interrupt import Interrupted
+from soak.upgrade.result import StepRecord, UpgradeResult
+from soak.upgrade.template import Values
+
+Show = Callable[[str, str], None]  # phase, text
+
+_WORDS = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERROR"}
+
+
+class Outcome:
+    def __init__(
+        self,
+        plan: UpgradePlan,
+        values: Values,
+        *,
+        run_dir: Path,
+        run_id: str,
+        keep: bool,
+        show: Show,
+    ) -> None:
+        self.plan = plan
+        self.values = values
+        self._show = show
+        self.phase_now = "data"  # what the run was doing, for an interruption
+        self.start_s = time.monotonic()
+        self.cases = CaseBook(planned_cases(plan))
+        self.result = UpgradeResult(
+            plan.name, run_id, run_dir, keep, datetime.now(UTC).isoformat(timespec="seconds")
+        )
+
+    def show(
+        self,
+        phase: str,
+        text: str,
+        ok: bool = True,
+        duration_ms: float = 0.0,
+        started_s: float | None = None,
+    ) -> None:
+        """A step as it happened; `started_s` (monotonic) when it began, default now."""
+        text = self.values.redact(text)
+        began = time.monotonic() - duration_ms / 1000.0 if started_s is None else started_s
+        offset_s = max(0.0, began - self.start_s)
+        self.result.steps.append(StepRecord(phase, text, ok, duration_ms, offset_s))
+        self._show(phase, text)
+
+    def show_since(self, phase: str, text: str, start_s: float, ok: bool = True) -> None:
+        """A step that began at `start_s` (monotonic) and ends now."""
+        ms = (time.monotonic() - start_s) * 1000.0
+        self.show(phase, text, ok=ok, duration_ms=ms, started_s=start_s)
+
+    @contextlib.contextmanager
+    def in_phase(self, phase: str) -> Iterator[None]:
+        """The run is in `phase`; an interruption going through is told so (the
+        innermost phase names it: a stop in a `finally` does not hide what it ended)."""
+        self.phase_now = phase
+        try:
+            yield
+        except Interrupted as exc:
+            exc.phase = exc.phase or phase
+            raise
+
+    def finish(self) -> UpgradeResult:
+        self.result.checks = self.cases.assemble()
+        self.result.duration_s = time.monotonic() - self.start_s
+        return self.result
+
+    # ---------------------------------------------------------------- causes
+
+    def abort_checks(self, name: str, reason: str, output: str = "", shown: str = "") -> None:
+        """The checks were not reached: one failed case for the cause, the rest skipped;
+        `shown` on the terminal (default the reason)."""
+        reason = self.values.redact(reason)
+        cause = CheckResult(name, "setup", "fail", 0.0, "the run to reach its checks", reason)
+        cause.output = output
+        self.cases.cause("upgrade", cause, f"not run: {name} failed")
+        self.show("abort", shown or reason, ok=False)
+
+    def cannot_run(self, name: str, one_line: str, reason: str, output: str = "") -> None:
+        """The plan cannot run (exit 2): an error case, every other case skipped."""
+        self.result.start_error = self.values.redact(one_line)
+        reason = self.values.redact(reason)
+        cause = cannot_run_case(name, reason)
+        cause.output = output
+        self.cases.cause("upgrade", cause, f"not run: {name} failed")
+        self.show("abort", one_line, ok=False)
+
+    def internal_error(self, exc: Exception) -> None:
+        message = self.values.redact(f"{type(exc).__name__}: {exc}")
+        self.result.internal_error = message
+        cause = CheckResult("internal error", "internal", "error", 0.0, "the run to end", message)
+        cause.output = self.values.redact("".join(traceback.format_exception(exc)))
+        self.cases.cause("upgrade", cause, "not run: internal error")
+        self.show("abort", f"internal error: {message}", ok=False)
+
+    def interrupted(self, exc: Interrupted) -> None:
+        """An error case saying where the signal came; what did not run is skipped."""
+        if self.result.interrupted is not None:
+            return
+        self.result.interrupted = exc.signal_name
+        where = exc.phase or self.phase_now
+        reason = f"{exc.signal_name} during {where}: the run was stopped and cleaned up"
+        section: Section = "rollback" if where.startswith("rollback") else "upgrade"
+        cause = interrupted_case(reason)
+        self.cases.causes[section].append(cause)
+        self.cases.stop_all(f"not run: interrupted by {exc.signal_name}")
+        self.show("abort", reason, ok=False)
+
+    def refused_rollback(self, name: str, expected: str, why: str, output: str = "") -> None:
+        """The way back is closed (a down-migration failed, the old version would not
+        start): a failed rollback case saying so, the rest skipped."""
+        why = self.values.redact(why)
+        self.show("rollback", f"FAILED: {why}", ok=False)
+        cause = CheckResult(ROLLBACK_PREFIX + name, "setup", "fail", 0.0, expected, why)
+        cause.output = output
+        self.cases.cause("rollback", cause, f"not run: {name} failed")
+
+    # ---------------------------------------------------------------- verdicts
+
+    def on_check(self, index: int, result: CheckResult, phase: str = "check") -> None:
+        rollback = self.plan.rollback
+        checks = rollback.checks if phase == "rollback" and rollback else []
+        total = len(checks or self.plan.checks)
+        if phase == "rollback":
+            result = replace(result, name=ROLLBACK_PREFIX + result.name)
+        self.cases.record(result)
+        detail = "" if result.status == "pass" else f" - {result.message}"
+        shown = result.name.removeprefix(ROLLBACK_PREFIX)
+        self.show(
+            phase,
+            f"{index + 1}/{total} {_WORDS[result.status]} {shown}{detail}",
+            ok=result.status != "fail",
+            duration_ms=result.duration_ms,
+        )
+
+    def on_rollback_check(self, index: int, result: CheckResult) -> None:
+        self.on_check(index, result, "rollback")
+
+    def on_probe(self, result: CheckResult, phase: str, prefix: str) -> None:
+        """An exact answer a readiness probe asks for, as a case."""
+        self.cases.record(result)
+        detail = "" if result.status == "pass" else f" - {result.message}"
+        self.show(
+            phase,
+            f"{_WORDS[result.status]} {result.name.removeprefix(prefix)}{detail}",
+            ok=result.status == "pass",
+            duration_ms=result.duration_ms,
+        )
