@@ -82,7 +82,7 @@ def test_rewrite_fresh_per_loop_same_per_seed() -> None:
 
 
 def test_offsets_quantiles_stay_small() -> None:
-    from soak.load.replay import Offsets
+    from soak.load.replay_result import Offsets
 
     o = Offsets()
     for us in range(1, 101):

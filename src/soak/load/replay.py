@@ -14,25 +14,25 @@ ledger's window of the second it was due (soak.load.ledger), per class: due,
 sent, skipped (more than MAX_BACKLOG_S behind: the generator could not keep
 up), completed, lost, abandoned (in flight on a connection the replay closed).
 How far each send strayed from its planned time is recorded (fidelity).
+
+The clients' sockets and connections are replay_conns.ClientConns'; what the
+replay reports, and its text summary, are replay_result's.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import select
-import socket
-import ssl
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 from soak.clock import NS_PER_S, ns_to_s, s_to_ns
 from soak.load import wire
-from soak.load.conn import UP, Policy, StreamFlow, TlsSpec, tls_context
+from soak.load.conn import UP, StreamFlow, TlsSpec
 from soak.load.ledger import ClassWindow, Window, empty_window
 from soak.load.replay_config import ReplayConfig
+from soak.load.replay_conns import ClientConns
 from soak.load.replay_plan import Plan, Planned
+from soak.load.replay_result import Offsets, ReplayResult, three_digits
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
 from soak.traffic.capture import UDP, Capture
 
@@ -44,121 +44,12 @@ BACKLOG_NS = s_to_ns(MAX_BACKLOG_S)
 # generator did not keep the capture's timing (said aloud, as generator-bound).
 BOUND_P99_US = 10_000
 MAX_PROBLEMS = 20
-IDLE_SWEEP_NS = 100_000_000  # idle sockets looked for this often
-
-
-class ConnBook:
-    """What StreamFlow reports into (the worker's Book has these): connection counts,
-    handshake times, and queries abandoned when a connection is closed under them."""
-
-    def __init__(self, replay: Replay) -> None:
-        self.replay = replay
-        self.conn_opened = self.conn_errors = self.conn_resumed = self.conn_hung_up = 0
-        self.handshake_us: dict[int, int] = {}
-
-    def abandon(self, slot: int, sent_ns: int) -> None:
-        self.replay.end_query(slot, "abandoned", 0)
-
-
-@dataclass
-class Client:
-    """One client of the capture: its UDP socket or its connection, and its figures."""
-
-    udp: socket.socket | None = None
-    # Its connections by the capture's connection number: one client may hold several
-    # at once (a resolver's forwarder, dnsperf -c), each reused until it idles out.
-    flows: dict[int, StreamFlow] = field(default_factory=dict)
-    loop: int = -1  # the loop its sockets were opened in
-    last_ns: int = 0  # its last query left
-    sent: int = 0
-    inflight: set[int] = field(default_factory=set)  # ring slots
-
-
-@dataclass
-class ReplayResult:
-    classes: list[str]
-    per_class: list[ClassWindow]  # the closed windows summed
-    windows: int  # how many seconds closed
-    problems: list[str]  # ledger invariants broken (the first MAX_PROBLEMS)
-    loops: int
-    clients: int
-    speed: float
-    rate_qps: float
-    duration_s: float
-    sent_per_client: list[int]
-    offset_us: dict[str, float]  # p50, p99, max of the send time after the planned one
-    generator_bound: bool
-    connections: dict[str, int]
-    unexpected: int
-    late: int  # replies after their timeout (their queries counted lost)
-    fds_peak: int  # client sockets open at once, at most
-
-    def as_dict(self) -> dict[str, Any]:
-        per = self.per_class
-        total = ClassWindow()
-        for cw in per:
-            total.add(cw)
-        counts = ("due", "sent", "skipped", "completed", "lost", "abandoned")
-        return {
-            "engine": "replay",
-            **{k: getattr(total, k) for k in counts},
-            "classes": {
-                name: {k: getattr(cw, k) for k in counts}
-                for name, cw in zip(self.classes, per, strict=True)
-            },
-            "rcodes": total.rcodes,
-            "loops": self.loops,
-            "clients": self.clients,
-            "speed": round(self.speed, 6),
-            "rate_qps": round(self.rate_qps, 3),
-            "duration_s": round(self.duration_s, 3),
-            "send_offset_us": self.offset_us,
-            "generator_bound": self.generator_bound,
-            "connections": self.connections,
-            "unexpected": self.unexpected,
-            "late": self.late,
-            "client_sockets_peak": self.fds_peak,
-            "sent_per_client": self.sent_per_client,
-            "windows": self.windows,
-            "problems": self.problems,
-        }
-
-
-def three_digits(us: int) -> int:
-    """Exact below 1 ms, three significant digits above: a histogram keyed by it stays
-    small however long the replay and however spread the values (a day of whole-µs
-    latencies on a busy machine would hold a key for every µs of the tail)."""
-    if us < 1000:
-        return us
-    scale = 10 ** (len(str(us)) - 3)
-    return us // scale * scale
-
-
-class Offsets:
-    """Send-time offsets (µs after the planned time) as counts per value."""
-
-    def __init__(self) -> None:
-        self.counts: collections.Counter[int] = collections.Counter()
-
-    def add(self, us: int) -> None:
-        self.counts[three_digits(us)] += 1
-
-    def quantiles(self) -> dict[str, float]:
-        n = sum(self.counts.values())
-        if not n:
-            return {"p50": 0.0, "p99": 0.0, "max": 0.0}
-        out: dict[str, float] = {}
-        want = [("p50", 0.5), ("p99", 0.99)]
-        seen = 0
-        for us in sorted(self.counts):
-            seen += self.counts[us]
-            while want and seen >= want[0][1] * n:
-                out[want.pop(0)[0]] = float(us)
-        out["max"] = float(max(self.counts))
-        return out
 
 
 class Replay:
+    """Sends a capture's queries at their planned times from one epoll loop, matches
+    the replies by id (the ring), and counts each query in the ledger's windows."""
+
     def __init__(
         self,
         cfg: ReplayConfig,
@@ -169,22 +60,21 @@ class Replay:
         seed: int = 0,
         tls: TlsSpec | None = None,
     ) -> None:
-        self.cfg, self.host, self.port = cfg, host, port
+        self.cfg = cfg
         self.plan = Plan(cfg, capture, seed)
         self.nc = len(self.plan.classes.names)
         self.timeout_ns = s_to_ns(timeout_s)
-        self.idle_ns = s_to_ns(cfg.idle_timeout_s)
-        self.clients = [Client() for _ in capture.clients]
-        self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.ctx: ssl.SSLContext | None = None
-        if cfg.transport in ("dot", "doh"):
-            spec = tls or TlsSpec()
-            if cfg.transport == "doh":
-                spec = TlsSpec(spec.resumption, spec.server_name, spec.ca_file, ("h2",))
-            self.ctx = tls_context(spec)
-        self.book = ConnBook(self)
-        self.ep = select.epoll()
-        self.by_fd: dict[int, tuple[Client, StreamFlow | None]] = {}
+        # A query abandoned under a closed connection ends here, in the ledger; one that
+        # waits for its answer keeps its connection open (the ring knows which).
+        self.conns = ClientConns(
+            cfg,
+            len(capture.clients),
+            (host, port),
+            tls,
+            abandon=lambda slot: self.end_query(slot, "abandoned", 0),
+            waiting=lambda slot: self.ring_t[slot] > 0,
+        )
+        self.clients = self.conns.clients
         # The id ring: send time (> 0 while in flight), class, question, due second, client.
         self.ring_t = [0] * RING
         self.ring_c = [0] * RING
@@ -203,12 +93,7 @@ class Replay:
         self.problems: list[str] = []
         self.on_window: Callable[[Window], None] | None = None
         self.offsets = Offsets()
-        self.unexpected = self.late = self.socket_errors = 0
-        self.holding: set[int] = set()  # clients with a socket or connection open
-        self.next_idle_ns = 0
-        self.retiring: list[tuple[Client, StreamFlow]] = []
-        self.idled_out = 0
-        self.open_sockets = self.fds_peak = 0
+        self.unexpected = self.late = 0
         self.loops_seen = 0
 
     # ------------------------------------------------------------ the ledger
@@ -273,87 +158,6 @@ class Replay:
             return "udp" if q.transport == UDP else "tcp"
         return self.cfg.transport
 
-    def udp_socket(self, client: Client) -> socket.socket | None:
-        try:
-            s = socket.socket(self.family, socket.SOCK_DGRAM)
-        except OSError:  # out of file descriptors: counted, the query ends lost
-            self.socket_errors += 1
-            return None
-        s.setblocking(False)
-        s.connect((self.host, self.port))
-        self.ep.register(s.fileno(), select.EPOLLIN)
-        self.by_fd[s.fileno()] = (client, None)
-        self.opened_socket()
-        return s
-
-    def opened_socket(self) -> None:
-        self.open_sockets += 1
-        self.fds_peak = max(self.fds_peak, self.open_sockets)
-
-    def new_flow(self, client: Client, now: int) -> StreamFlow | None:
-        if self.cfg.transport == "doh":
-            from soak.load.doh import DohFlow
-
-            f: StreamFlow = DohFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]
-        else:
-            f = StreamFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]
-        f.inflight = []  # (slot, sent) of its queries: abandoned if the replay closes it
-        try:
-            started = f.connect(now)
-        except OSError:  # out of file descriptors: counted, the query ends lost
-            self.book.conn_errors += 1
-            return None
-        if not started or f.sock is None:
-            return None
-        self.ep.register(f.sock.fileno(), f.events())
-        self.by_fd[f.sock.fileno()] = (client, f)
-        self.opened_socket()
-        return f
-
-    def close_udp(self, client: Client) -> None:
-        if client.udp is not None:
-            self.by_fd.pop(client.udp.fileno(), None)
-            client.udp.close()  # closing unregisters it from epoll
-            client.udp = None
-            self.open_sockets -= 1
-
-    def close_flow(self, client: Client, f: StreamFlow) -> None:
-        """Closed on purpose: what is still in flight on it is abandoned."""
-        for slot, _sent in f.inflight or ():
-            self.end_query(slot, "abandoned", 0)
-        self.dropped(client, f)
-
-    def dropped(self, client: Client, f: StreamFlow) -> None:
-        """Closed by the server or broken: its queries end lost at their timeout."""
-        if f.sock is not None:
-            self.by_fd.pop(f.sock.fileno(), None)
-            with contextlib.suppress(OSError):
-                self.ep.unregister(f.sock.fileno())
-            self.open_sockets -= 1
-        f.inflight = []
-        f.close()
-        forget(client, f)
-
-    def stream_for(self, client: Client, q: Planned, now: int) -> StreamFlow | None:
-        f = client.flows.get(q.conn)
-        if f is None:
-            f = self.new_flow(client, now)
-            if f is not None:
-                client.flows[q.conn] = f
-        return f
-
-    def retire(self, client: Client, f: StreamFlow) -> None:
-        """The client moves to a new connection; the old one closes once answered."""
-        forget(client, f)
-        if not self.in_flight(f):
-            self.close_flow(client, f)
-        else:
-            self.retiring.append((client, f))
-
-    def in_flight(self, f: StreamFlow) -> bool:
-        """Whether a query sent on `f` still waits for its answer."""
-        return any(self.ring_t[slot] > 0 for slot, _ in f.inflight or ())
-
     # ------------------------------------------------------------ sending
 
     def take_slot(self) -> int:
@@ -368,9 +172,9 @@ class Replay:
         client = self.clients[q.client]
         if client.loop != q.loop:
             if self.cfg.rename_clients and client.loop >= 0:
-                self.close_udp(client)  # a new loop: a new source port
+                self.conns.close_udp(client)  # a new loop: a new source port
                 for f in list(client.flows.values()):
-                    self.retire(client, f)
+                    self.conns.retire(client, f)
             client.loop = q.loop
         slot = self.take_slot()
         self.count(second, q.cls, "due")
@@ -384,12 +188,12 @@ class Replay:
         t = monotonic_ns()
         if transport == "udp":
             if client.udp is None:
-                client.udp = self.udp_socket(client)
+                client.udp = self.conns.udp_socket(client)
             if client.udp is not None:  # else no socket: it is sent and will be lost
                 with contextlib.suppress(OSError):  # refused or full: sent, will be lost
                     client.udp.send(message)
         else:
-            flow = self.stream_for(client, q, now)
+            flow = self.conns.stream_for(client, q, now)
             if flow is not None:  # else no connection could even start: sent and lost
                 self.queue(flow, slot, q, bytes(message), t)
         self.offsets.add((t - planned_ns) // 1000)
@@ -399,7 +203,7 @@ class Replay:
         self.count(second, q.cls, "sent")
         self.sent_order.append((t, slot))
         client.inflight.add(slot)
-        self.holding.add(q.client)
+        self.conns.holding.add(q.client)
         client.sent += 1
         client.last_ns = t
 
@@ -413,9 +217,8 @@ class Replay:
         assert f.inflight is not None
         f.inflight.append((slot, now))
         if f.phase == UP and not f.flush():
-            client = self.clients[q.client]
-            self.book.conn_errors += 1
-            self.dropped(client, f)
+            self.conns.book.conn_errors += 1
+            self.conns.dropped(self.clients[q.client], f)
 
     # ------------------------------------------------------------ receiving
 
@@ -436,7 +239,8 @@ class Replay:
         self.end_query(slot, "completed", now, data)
 
     def readable(self, fd: int, now: int) -> None:
-        got = self.by_fd.get(fd)
+        conns = self.conns
+        got = conns.by_fd.get(fd)
         if got is None:
             return
         client, f = got
@@ -453,14 +257,14 @@ class Replay:
         if f.phase != UP:
             step = f.advance()
             if step is None:
-                self.dropped(client, f)
+                conns.dropped(client, f)
             elif step:
-                self.ep.modify(fd, f.events())
+                conns.ep.modify(fd, f.events())
                 if f.wbuf and not f.flush():
-                    self.book.conn_errors += 1
-                    self.dropped(client, f)
+                    conns.book.conn_errors += 1
+                    conns.dropped(client, f)
             else:
-                self.ep.modify(fd, f.events())
+                conns.ep.modify(fd, f.events())
             return
         data: bytes | None = f.read()
         if data:
@@ -471,44 +275,19 @@ class Replay:
             if f.wbuf and not f.flush():
                 data = None
         if data is None:
-            self.dropped(client, f)
+            conns.dropped(client, f)
 
     # ------------------------------------------------------------ housekeeping
 
     def sweep(self, now: int) -> None:
-        """Queries past their timeout end lost; idle connections close."""
+        """Queries past their timeout end lost; then the connections' own housekeeping
+        (idle ones close, retiring ones once answered)."""
         order, timeout = self.sent_order, self.timeout_ns
         while order and now - order[0][0] > timeout:
             t, slot = order.popleft()
             if self.ring_t[slot] == t:
                 self.end_query(slot, "lost", now)
-        if now >= self.next_idle_ns:
-            self.next_idle_ns = now + IDLE_SWEEP_NS
-            self.idle(now)
-        for client, f in list(self.retiring):
-            if not self.in_flight(f):
-                self.retiring.remove((client, f))
-                self.close_flow(client, f)
-
-    def idle(self, now: int) -> None:
-        """Sockets idle for idle_timeout_s with nothing in flight close (UDP ones too: a
-        capture's clients outnumber the file descriptors a process may hold)."""
-        for k in list(self.holding):
-            client = self.clients[k]
-            for f in list(client.flows.values()):
-                if f.opening_expired(now):
-                    self.dropped(client, f)
-                elif now - f.last_send_ns > self.idle_ns and not self.in_flight(f):
-                    self.idled_out += 1
-                    self.close_flow(client, f)
-            if (
-                client.udp is not None
-                and not client.inflight
-                and now - client.last_ns > self.idle_ns
-            ):
-                self.close_udp(client)
-            if client.udp is None and not client.flows:
-                self.holding.discard(k)
+        self.conns.sweep(now)
 
     # ------------------------------------------------------------ the loop
 
@@ -541,7 +320,7 @@ class Replay:
                     timeout = 0 if wait_ns <= 0 else min(ns_to_s(wait_ns), 0.01)
                 else:
                     timeout = 0.01
-                for fd, _ev in self.ep.poll(timeout):
+                for fd, _ev in self.conns.ep.poll(timeout):
                     self.readable(fd, monotonic_ns())
                 now = monotonic_ns()
                 if now >= next_sweep:
@@ -552,22 +331,13 @@ class Replay:
             self.close_windows(1 << 62)
             ended = monotonic_ns()
         finally:
-            self.shut()
+            self.conns.shut()
         return self.result(ns_to_s(ended - origin))
-
-    def shut(self) -> None:
-        for client in self.clients:
-            self.close_udp(client)
-            for f in list(client.flows.values()):
-                self.close_flow(client, f)
-        for client, f in self.retiring:
-            self.close_flow(client, f)
-        self.ep.close()
 
     def result(self, duration_s: float) -> ReplayResult:
         offsets = self.offsets.quantiles()
         skipped = sum(cw.skipped for cw in self.per_class)
-        b = self.book
+        conns, b = self.conns, self.conns.book
         return ReplayResult(
             classes=self.plan.classes.names,
             per_class=self.per_class,
@@ -585,55 +355,13 @@ class Replay:
                 "opened": b.conn_opened,
                 "errors": b.conn_errors,
                 "tls_resumed": b.conn_resumed,
-                "idled_out": self.idled_out,
-                "udp_socket_errors": self.socket_errors,
+                "idled_out": conns.idled_out,
+                "udp_socket_errors": conns.socket_errors,
             },
             unexpected=self.unexpected,
             late=self.late,
-            fds_peak=self.fds_peak,
+            fds_peak=conns.fds_peak,
         )
-
-
-def forget(client: Client, f: StreamFlow) -> None:
-    """`f` no longer takes the client's queries (closed, or retiring)."""
-    for conn, held in list(client.flows.items()):
-        if held is f:
-            del client.flows[conn]
-
-
-def format_replay(r: ReplayResult, server: str) -> str:
-    """The text summary of a replay (the counts are the ledger's, summed)."""
-    d = r.as_dict()
-    lines = [
-        f"Replay against {server}: {r.clients} clients, {r.loops} loop(s) at {r.speed:.3g}x"
-        f" ({r.rate_qps:.1f} q/s planned), {r.duration_s:.3f} s",
-        "",
-        f"  Queries due:          {d['due']}",
-        f"  Queries sent:         {d['sent']} (skipped {d['skipped']})",
-        f"  Queries completed:    {d['completed']}",
-        f"  Queries lost:         {d['lost']} (late replies {d['late']})",
-        f"  Queries abandoned:    {d['abandoned']}",
-        f"  Send offset (µs):     p50 {r.offset_us['p50']:.0f} p99 {r.offset_us['p99']:.0f}"
-        f" max {r.offset_us['max']:.0f} (after the capture's timing)",
-        "  Connections:          "
-        + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in r.connections.items())
-        + f" (client sockets at once, at most {r.fds_peak})",
-        "",
-        "Classes:",
-    ]
-    for name, c in d["classes"].items():
-        lines.append(
-            f"  {name:<12} due {c['due']} sent {c['sent']} completed {c['completed']}"
-            f" lost {c['lost']} abandoned {c['abandoned']}"
-        )
-    if r.generator_bound:
-        lines += [
-            "",
-            "Generator-bound: the replay could not keep the capture's timing"
-            f" (send offset p99 {r.offset_us['p99']:.0f} µs, skipped {d['skipped']});"
-            " the server's figures are partly the generator's.",
-        ]
-    return "\n".join(lines)
 
 
 def load_replay(cfg: ReplayConfig) -> Capture:

@@ -1,0 +1,221 @@
+"""The replay's clients and their sockets (soak.load.replay): each client's UDP
+socket and stream connections, opened on its first query, reused while it keeps
+asking, closed when idle, retired when the capture's client moved to a new
+connection, and counted (connections opened, errors, idled out, sockets at once).
+
+The queries themselves (the id ring, the ledger) stay with the Replay: this module
+is told how to end a query abandoned under a closed connection (`abandon`) and
+asks whether a query still waits for its answer (`waiting`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from soak.clock import s_to_ns
+from soak.load.conn import Policy, StreamFlow, TlsSpec, tls_context
+from soak.load.replay_config import ReplayConfig
+from soak.load.replay_plan import Planned
+
+IDLE_SWEEP_NS = 100_000_000  # idle sockets looked for this often
+
+
+class ConnBook:
+    """What StreamFlow reports into (the worker's Book has these): connection counts,
+    handshake times, and queries abandoned when a connection is closed under them."""
+
+    def __init__(self, abandon: Callable[[int], None]) -> None:
+        self.end_abandoned = abandon
+        self.conn_opened = self.conn_errors = self.conn_resumed = self.conn_hung_up = 0
+        self.handshake_us: dict[int, int] = {}
+
+    def abandon(self, slot: int, sent_ns: int) -> None:
+        self.end_abandoned(slot)
+
+
+@dataclass
+class Client:
+    """One client of the capture: its UDP socket or its connection, and its figures."""
+
+    udp: socket.socket | None = None
+    # Its connections by the capture's connection number: one client may hold several
+    # at once (a resolver's forwarder, dnsperf -c), each reused until it idles out.
+    flows: dict[int, StreamFlow] = field(default_factory=dict)
+    loop: int = -1  # the loop its sockets were opened in
+    last_ns: int = 0  # its last query left
+    sent: int = 0
+    inflight: set[int] = field(default_factory=set)  # ring slots
+
+
+class ClientConns:
+    """Every client's sockets and connections, registered in one epoll (`ep`) that the
+    Replay's loop polls; `by_fd` maps a readable descriptor back to its client."""
+
+    def __init__(
+        self,
+        cfg: ReplayConfig,
+        clients: int,
+        server: tuple[str, int],
+        tls: TlsSpec | None,
+        abandon: Callable[[int], None],
+        waiting: Callable[[int], bool],
+    ) -> None:
+        self.host, self.port = server
+        self.transport = cfg.transport
+        self.idle_ns = s_to_ns(cfg.idle_timeout_s)
+        self.abandon, self.waiting = abandon, waiting
+        self.clients = [Client() for _ in range(clients)]
+        self.family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self.ctx: ssl.SSLContext | None = None
+        if cfg.transport in ("dot", "doh"):
+            spec = tls or TlsSpec()
+            if cfg.transport == "doh":
+                spec = TlsSpec(spec.resumption, spec.server_name, spec.ca_file, ("h2",))
+            self.ctx = tls_context(spec)
+        self.book = ConnBook(abandon)
+        self.ep = select.epoll()
+        self.by_fd: dict[int, tuple[Client, StreamFlow | None]] = {}
+        self.holding: set[int] = set()  # clients with a socket or connection open
+        self.next_idle_ns = 0
+        self.retiring: list[tuple[Client, StreamFlow]] = []
+        self.idled_out = self.socket_errors = 0
+        self.open_sockets = self.fds_peak = 0
+
+    # ------------------------------------------------------------ opening
+
+    def udp_socket(self, client: Client) -> socket.socket | None:
+        try:
+            s = socket.socket(self.family, socket.SOCK_DGRAM)
+        except OSError:  # out of file descriptors: counted, the query ends lost
+            self.socket_errors += 1
+            return None
+        s.setblocking(False)
+        s.connect((self.host, self.port))
+        self.ep.register(s.fileno(), select.EPOLLIN)
+        self.by_fd[s.fileno()] = (client, None)
+        self.opened_socket()
+        return s
+
+    def opened_socket(self) -> None:
+        self.open_sockets += 1
+        self.fds_peak = max(self.fds_peak, self.open_sockets)
+
+    def new_flow(self, client: Client, now: int) -> StreamFlow | None:
+        if self.transport == "doh":
+            from soak.load.doh import DohFlow
+
+            f: StreamFlow = DohFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]
+        else:
+            f = StreamFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]
+        f.inflight = []  # (slot, sent) of its queries: abandoned if the replay closes it
+        try:
+            started = f.connect(now)
+        except OSError:  # out of file descriptors: counted, the query ends lost
+            self.book.conn_errors += 1
+            return None
+        if not started or f.sock is None:
+            return None
+        self.ep.register(f.sock.fileno(), f.events())
+        self.by_fd[f.sock.fileno()] = (client, f)
+        self.opened_socket()
+        return f
+
+    def stream_for(self, client: Client, q: Planned, now: int) -> StreamFlow | None:
+        f = client.flows.get(q.conn)
+        if f is None:
+            f = self.new_flow(client, now)
+            if f is not None:
+                client.flows[q.conn] = f
+        return f
+
+    # ------------------------------------------------------------ closing
+
+    def close_udp(self, client: Client) -> None:
+        if client.udp is not None:
+            self.by_fd.pop(client.udp.fileno(), None)
+            client.udp.close()  # closing unregisters it from epoll
+            client.udp = None
+            self.open_sockets -= 1
+
+    def close_flow(self, client: Client, f: StreamFlow) -> None:
+        """Closed on purpose: what is still in flight on it is abandoned."""
+        for slot, _sent in f.inflight or ():
+            self.abandon(slot)
+        self.dropped(client, f)
+
+    def dropped(self, client: Client, f: StreamFlow) -> None:
+        """Closed by the server or broken: its queries end lost at their timeout."""
+        if f.sock is not None:
+            self.by_fd.pop(f.sock.fileno(), None)
+            with contextlib.suppress(OSError):
+                self.ep.unregister(f.sock.fileno())
+            self.open_sockets -= 1
+        f.inflight = []
+        f.close()
+        forget(client, f)
+
+    def retire(self, client: Client, f: StreamFlow) -> None:
+        """The client moves to a new connection; the old one closes once answered."""
+        forget(client, f)
+        if not self.in_flight(f):
+            self.close_flow(client, f)
+        else:
+            self.retiring.append((client, f))
+
+    def in_flight(self, f: StreamFlow) -> bool:
+        """Whether a query sent on `f` still waits for its answer."""
+        return any(self.waiting(slot) for slot, _ in f.inflight or ())
+
+    # ------------------------------------------------------------ housekeeping
+
+    def sweep(self, now: int) -> None:
+        """Idle sockets close (every IDLE_SWEEP_NS), retiring connections once answered."""
+        if now >= self.next_idle_ns:
+            self.next_idle_ns = now + IDLE_SWEEP_NS
+            self.idle(now)
+        for client, f in list(self.retiring):
+            if not self.in_flight(f):
+                self.retiring.remove((client, f))
+                self.close_flow(client, f)
+
+    def idle(self, now: int) -> None:
+        """Sockets idle for idle_timeout_s with nothing in flight close (UDP ones too: a
+        capture's clients outnumber the file descriptors a process may hold)."""
+        for k in list(self.holding):
+            client = self.clients[k]
+            for f in list(client.flows.values()):
+                if f.opening_expired(now):
+                    self.dropped(client, f)
+                elif now - f.last_send_ns > self.idle_ns and not self.in_flight(f):
+                    self.idled_out += 1
+                    self.close_flow(client, f)
+            if (
+                client.udp is not None
+                and not client.inflight
+                and now - client.last_ns > self.idle_ns
+            ):
+                self.close_udp(client)
+            if client.udp is None and not client.flows:
+                self.holding.discard(k)
+
+    def shut(self) -> None:
+        """Every socket closed (in flight on a connection: abandoned), then the epoll."""
+        for client in self.clients:
+            self.close_udp(client)
+            for f in list(client.flows.values()):
+                self.close_flow(client, f)
+        for client, f in self.retiring:
+            self.close_flow(client, f)
+        self.ep.close()
+
+
+def forget(client: Client, f: StreamFlow) -> None:
+    """`f` no longer takes the client's queries (closed, or retiring)."""
+    for conn, held in list(client.flows.items()):
+        if held is f:
+            del client.flows[conn]

@@ -1,0 +1,129 @@
+"""What a replay reports (soak.load.replay): its result, the send-time offsets it
+keeps as counts, and the text summary `soak load --replay` prints (docs/replay.md)."""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Any
+
+from soak.load.ledger import ClassWindow
+
+
+@dataclass
+class ReplayResult:
+    classes: list[str]
+    per_class: list[ClassWindow]  # the closed windows summed
+    windows: int  # how many seconds closed
+    problems: list[str]  # ledger invariants broken (the first MAX_PROBLEMS)
+    loops: int
+    clients: int
+    speed: float
+    rate_qps: float
+    duration_s: float
+    sent_per_client: list[int]
+    offset_us: dict[str, float]  # p50, p99, max of the send time after the planned one
+    generator_bound: bool
+    connections: dict[str, int]
+    unexpected: int
+    late: int  # replies after their timeout (their queries counted lost)
+    fds_peak: int  # client sockets open at once, at most
+
+    def as_dict(self) -> dict[str, Any]:
+        per = self.per_class
+        total = ClassWindow()
+        for cw in per:
+            total.add(cw)
+        counts = ("due", "sent", "skipped", "completed", "lost", "abandoned")
+        return {
+            "engine": "replay",
+            **{k: getattr(total, k) for k in counts},
+            "classes": {
+                name: {k: getattr(cw, k) for k in counts}
+                for name, cw in zip(self.classes, per, strict=True)
+            },
+            "rcodes": total.rcodes,
+            "loops": self.loops,
+            "clients": self.clients,
+            "speed": round(self.speed, 6),
+            "rate_qps": round(self.rate_qps, 3),
+            "duration_s": round(self.duration_s, 3),
+            "send_offset_us": self.offset_us,
+            "generator_bound": self.generator_bound,
+            "connections": self.connections,
+            "unexpected": self.unexpected,
+            "late": self.late,
+            "client_sockets_peak": self.fds_peak,
+            "sent_per_client": self.sent_per_client,
+            "windows": self.windows,
+            "problems": self.problems,
+        }
+
+
+def three_digits(us: int) -> int:
+    """Exact below 1 ms, three significant digits above: a histogram keyed by it stays
+    small however long the replay and however spread the values (a day of whole-µs
+    latencies on a busy machine would hold a key for every µs of the tail)."""
+    if us < 1000:
+        return us
+    scale = 10 ** (len(str(us)) - 3)
+    return us // scale * scale
+
+
+class Offsets:
+    """Send-time offsets (µs after the planned time) as counts per value."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[int] = collections.Counter()
+
+    def add(self, us: int) -> None:
+        self.counts[three_digits(us)] += 1
+
+    def quantiles(self) -> dict[str, float]:
+        n = sum(self.counts.values())
+        if not n:
+            return {"p50": 0.0, "p99": 0.0, "max": 0.0}
+        out: dict[str, float] = {}
+        want = [("p50", 0.5), ("p99", 0.99)]
+        seen = 0
+        for us in sorted(self.counts):
+            seen += self.counts[us]
+            while want and seen >= want[0][1] * n:
+                out[want.pop(0)[0]] = float(us)
+        out["max"] = float(max(self.counts))
+        return out
+
+
+def format_replay(r: ReplayResult, server: str) -> str:
+    """The text summary of a replay (the counts are the ledger's, summed)."""
+    d = r.as_dict()
+    lines = [
+        f"Replay against {server}: {r.clients} clients, {r.loops} loop(s) at {r.speed:.3g}x"
+        f" ({r.rate_qps:.1f} q/s planned), {r.duration_s:.3f} s",
+        "",
+        f"  Queries due:          {d['due']}",
+        f"  Queries sent:         {d['sent']} (skipped {d['skipped']})",
+        f"  Queries completed:    {d['completed']}",
+        f"  Queries lost:         {d['lost']} (late replies {d['late']})",
+        f"  Queries abandoned:    {d['abandoned']}",
+        f"  Send offset (µs):     p50 {r.offset_us['p50']:.0f} p99 {r.offset_us['p99']:.0f}"
+        f" max {r.offset_us['max']:.0f} (after the capture's timing)",
+        "  Connections:          "
+        + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in r.connections.items())
+        + f" (client sockets at once, at most {r.fds_peak})",
+        "",
+        "Classes:",
+    ]
+    for name, c in d["classes"].items():
+        lines.append(
+            f"  {name:<12} due {c['due']} sent {c['sent']} completed {c['completed']}"
+            f" lost {c['lost']} abandoned {c['abandoned']}"
+        )
+    if r.generator_bound:
+        lines += [
+            "",
+            "Generator-bound: the replay could not keep the capture's timing"
+            f" (send offset p99 {r.offset_us['p99']:.0f} µs, skipped {d['skipped']});"
+            " the server's figures are partly the generator's.",
+        ]
+    return "\n".join(lines)
