@@ -39,6 +39,14 @@ def test_verdicts() -> None:
     # ... unless the difference is far beyond that spread (a 5x drop, sides at 11-12 %)
     v, _ = verdict_of("throughput", 65.9, 11.8, -82.0, (-85.6, -78.8), 10, 0.0001, (0.11, 0.12))
     assert v == "worse"
+    # ... measured as a fold change: a drop to a sixth beside a side at 29 % (a 0.05-CPU
+    # unbound against a free one on a busy machine) is six spreads away, not "within 3"
+    drop = (-88.9, -75.2)
+    v, _ = verdict_of("throughput", 37069, 5823, -84.3, drop, 10, 0.006, (0.29, 0.08))
+    assert v == "worse"
+    # the same spread and a rise of the same percentage is a fold of 1.84 only: erratic
+    v, _ = verdict_of("throughput", 5823, 10732, 84.3, (75.2, 88.9), 10, 0.006, (0.29, 0.08))
+    assert v == "erratic"
     # tiny absolute latency changes are noise at any percentage
     assert verdict_of("latency", 0.02, 0.04, 100.0, (90.0, 110.0), 25, 0.01)[0] == "same"
     # too few values for a test: not judged, never a verdict either way

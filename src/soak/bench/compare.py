@@ -13,14 +13,15 @@ Welch's t-test p-value, that p-value corrected for the number of figures compare
   (a percentage per kind) AND significant after the correction (Holm-adjusted
   p < ALPHA) AND outside the bootstrap interval's 0, and neither side is erratic;
 - `erratic`: the difference is beyond the threshold but a side varies too much
-  to tell (its coefficient of variation is above ERRATIC_CV and the difference is
-  within ERRATIC_SPAN times it): not a regression;
+  to tell (its coefficient of variation is above ERRATIC_CV and the difference,
+  as a log ratio |ln(b/a)|, is within ERRATIC_SPAN times it): not a regression;
 - `not judged`: too few values a side for a test (fewer than MIN_VALUES);
 - `same`: otherwise.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -51,6 +52,10 @@ MIN_VALUES = 3
 ALPHA = 0.05  # family-wise, after Holm's correction over every figure compared
 ERRATIC_CV = 0.1  # a side whose values vary more than this is erratic...
 ERRATIC_SPAN = 3.0  # ...for a difference up to this many times its coefficient of variation
+# The difference is measured as a log ratio: a relative change cannot fall below
+# -100 %, so a drop to a sixth (-84 %) beside a side at CV 0.29 would be "within 3 CVs"
+# as a percentage, while as a fold change (ln 6 = 1.8) it is six spreads away. Near
+# the threshold |ln(1 + d)| ~ |d|, so small differences are judged as before.
 HIGHER_IS_BETTER = {"throughput"}
 
 
@@ -88,6 +93,11 @@ class Compared:
     cv_b: float | None = None
 
 
+def _fold(diff_pct: float) -> float:
+    """|ln(b/a)| of a relative difference in percent (a drop to 0 is infinitely far)."""
+    return math.inf if diff_pct <= -100.0 else abs(math.log1p(diff_pct / 100.0))
+
+
 def verdict_of(
     kind: str,
     a: float,
@@ -110,7 +120,7 @@ def verdict_of(
     # Beyond the threshold: a side too noisy to tell says so, significant or not,
     # unless the difference is well beyond that side's own spread.
     worst_cv = max((c for c in cv if c is not None), default=0.0)
-    if worst_cv > ERRATIC_CV and abs(diff_pct) <= ERRATIC_SPAN * 100.0 * worst_cv:
+    if worst_cv > ERRATIC_CV and _fold(diff_pct) <= ERRATIC_SPAN * worst_cv:
         noisy = [
             f"{side} {c:.2f}" for side, c in zip("AB", cv, strict=True) if c and c > ERRATIC_CV
         ]
