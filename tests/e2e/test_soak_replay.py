@@ -3,13 +3,17 @@ run's load, counted in the same ledger as the workers' load."""
 
 from __future__ import annotations
 
+import collections
 import json
 from pathlib import Path
 
+import dns.rdatatype
 import pytest
 
+from soak.clock import NS_PER_S
 from soak.load.replay_config import ReplayConfig
 from soak.load.replay_plan import Plan
+from soak.sinks.sqlite import SqliteStore
 from soak.traffic.capture import TCP, UDP, Capture, Query, write_capture
 from tests.e2e.soakrun import QUICK, soak_passes
 from tests.support.ledger import assert_figures_agree
@@ -61,9 +65,28 @@ def test_soak_run_replays_a_capture(tmp_path: Path) -> None:
     ledger = assert_figures_agree(data, status["id"])
     # The run's windows hold the capture's queries, loop after loop: all that were due
     # before the run's end, but for the loop in progress when the load stopped.
-    cfg = ReplayConfig(file=tmp_path / "c.soakcap", speed=2.0)
-    planned = sum(1 for _ in Plan(cfg, capture, 0).queries(RUN_S * 1_000_000_000))
-    per_loop = len(capture.queries)
-    assert planned - per_loop <= ledger["due"] <= planned, (planned, ledger)
+    plan = Plan(ReplayConfig(file=tmp_path / "c.soakcap", speed=2.0), capture, 0)
+    planned = collections.Counter(plan.classes.names[q.cls] for q in plan.queries(RUN_S * NS_PER_S))
+    per_loop = collections.Counter(dns.rdatatype.to_text(q.qtype) for q in capture.queries)
+    assert set(planned) == {"A", "AAAA"}  # a class per query type
+    store = SqliteStore(data / "points.db")
+    try:
+        for cls, due in planned.items():
+            counts = {
+                field: class_sum(store, status["id"], field, cls)
+                for field in ("due", "sent", "completed")
+            }
+            assert due - per_loop[cls] <= counts["due"] <= due, (cls, due, counts)
+            assert counts["due"] == counts["sent"] == counts["completed"], (cls, counts)
+    finally:
+        store.close()
+    total = sum(planned.values())
+    assert total - len(capture.queries) <= ledger["due"] <= total, (total, ledger)
     assert ledger["due"] == ledger["sent"] == ledger["completed"], ledger
     assert status["load_totals"]["sent"] == ledger["sent"]
+
+
+def class_sum(store: SqliteStore, run_id: str, field: str, cls: str) -> float:
+    """A `load` field summed over the run's windows of one class."""
+    found = store.series(run_id, "load", field, {"class": cls})
+    return sum(float(v) for _, values in found for _, v in values)
