@@ -24,6 +24,7 @@ from pathlib import Path
 from soak.config import Scenario
 from soak.errors import InputError
 from soak.load.load_config import LoadConfig
+from soak.load.replay_config import ReplayConfig
 from soak.netsafety import check_allowed
 from soak.placeholders import Placeholders, fill_services, render, reveal, services_named
 from soak.targets.specs import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
@@ -46,10 +47,7 @@ def check_scenario(scenario: Scenario, *, secrets: bool = True) -> None:
     if secrets:
         check_secrets(scenario)
     if scenario.load is not None and scenario.load.replay is not None:
-        raise InputError(
-            "load.replay: a soak run does not replay captures yet; replay this scenario's"
-            " load with `soak load --scenario FILE --server HOST:PORT` (docs/replay.md)"
-        )
+        check_replay(scenario, scenario.load.replay)
     if scenario.load is not None:
         check_agents(scenario.load)
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
@@ -119,6 +117,22 @@ def phase_rates(scenario: Scenario) -> list[tuple[str, float]]:
         else ("load.rate_qps", scenario.load.rate_qps)
         for i, p in enumerate(scenario.phases)
     ]
+
+
+def check_replay(scenario: Scenario, replay: ReplayConfig) -> None:
+    """What a soak run's replay cannot do (docs/replay.md), then the capture read and
+    checked (InputError: not a capture, truncated, no queries)."""
+    from soak.load.replay import load_replay
+
+    if scenario.load is not None and scenario.load.agents is not None:
+        raise InputError("load.replay: a replay plays from the run's own process; drop load.agents")
+    for i, phase in enumerate(scenario.phases):
+        if phase.rate_qps is not None:
+            raise InputError(
+                f"phases.{i}.rate_qps: a replay keeps its capture's timing; pace it with"
+                " load.replay.speed or load.replay.rate_qps"
+            )
+    load_replay(replay.model_copy(update={"file": scenario.base_dir / replay.file}))
 
 
 def check_load(load: LoadConfig, base_dir: Path, rates: Iterable[tuple[str, float]]) -> None:

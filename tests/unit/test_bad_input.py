@@ -24,6 +24,7 @@ from soak.errors import InputError
 from soak.preflight import check_scenario
 from soak.service.client import _message
 from tests.support.api import AUTH, api_client
+from tests.unit.test_traffic import good_pcap
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,6 +95,12 @@ def _port_in_use(tmp: Path, sc: dict[str, Any]) -> list[str]:
     sc["target"]["ports"]["dns"] = {"host": holder.getsockname()[1], "protocol": "both"}
     return []
 
+
+def _both(first: Case, second: Case) -> Case:
+    return lambda tmp, sc: first(tmp, sc) + second(tmp, sc)
+
+
+REPLAY = ("load.mix", [], "load.replay", {"file": "c.pcap"})  # a replay instead of the mix
 
 HELD: list[socket.socket] = []  # sockets a case holds until the test ends
 
@@ -181,6 +188,12 @@ CASES: list[tuple[str, Case, str]] = [
      "samplers.dig.0: target has no port 'dnss' (named ports: dns)"),
     ("agents-rate-too-small", _set("load.rate_qps", 0.001, "load.agents", {"count": 2}),
      "load.agents: rate 0.001 q/s is too small for 2 agents"),
+    ("replay-phase-rate", _set(*REPLAY, "phases.0.rate_qps", 50),
+     "phases.0.rate_qps: a replay keeps its capture's timing"),
+    ("replay-agents", _set(*REPLAY, "load.agents", {"count": 2}),
+     "load.replay: a replay plays from the run's own process; drop load.agents"),
+    ("replay-capture-cut", _both(_set(*REPLAY), _file("c.pcap", good_pcap()[:-9])),
+     "c.pcap: truncated pcap"),
 ]  # fmt: skip
 
 # What only the command line takes (flags, a file to read): no scenario body to post.

@@ -291,10 +291,18 @@ class Replay:
 
     # ------------------------------------------------------------ the loop
 
-    def run(self, duration_s: float | None) -> ReplayResult:
+    def run(
+        self,
+        duration_s: float | None,
+        origin_ns: int | None = None,
+        stopping: Callable[[], bool] | None = None,
+    ) -> ReplayResult:
+        """Plays the plan from `origin_ns` (monotonic; its second 0) if given, else in a
+        moment; `stopping()` true ends the sending, and the queries in flight end as
+        answered or lost (their windows close with them)."""
         end_ns = None if duration_s is None else s_to_ns(duration_s)
         plan: Iterator[Planned] = self.plan.queries(end_ns)
-        origin = monotonic_ns() + START_DELAY_NS
+        origin = monotonic_ns() + START_DELAY_NS if origin_ns is None else origin_ns
         nxt = next(plan, None)
         next_sweep = origin
         try:
@@ -324,6 +332,8 @@ class Replay:
                     self.readable(fd, monotonic_ns())
                 now = monotonic_ns()
                 if now >= next_sweep:
+                    if nxt is not None and stopping is not None and stopping():
+                        nxt = None  # nothing more is sent; what is in flight ends
                     self.sweep(now)
                     due_second = (nxt.due_ns if nxt is not None else end_ns or 0) // NS_PER_S
                     self.close_windows(due_second if nxt is not None else 1 << 62)

@@ -62,6 +62,20 @@ def load_points(
     return points
 
 
+def run_span_ns(
+    remaining_s: float, begin_at_ns: int | None, end_ns: int | None, lead_s: float
+) -> tuple[int, int]:
+    """(origin, end) of a load on the wall clock: the run's, where given; else the next
+    whole second at least `lead_s` ahead (so the windows lie on its grid), and
+    `remaining_s` from now."""
+    now_ns = time.time_ns()
+    if begin_at_ns is None:
+        begin_at_ns = WHOLE_SECONDS.at_or_after(now_ns + s_to_ns(lead_s))
+    if end_ns is None:
+        end_ns = now_ns + s_to_ns(remaining_s)
+    return begin_at_ns, end_ns
+
+
 class SupervisedLoad:
     # start() wants the run's origin at least this far ahead: the workers' interpreters
     # start (0.1-0.3 s, more on a busy machine) and send their first query at the origin.
@@ -95,12 +109,7 @@ class SupervisedLoad:
         `begin_at_ns` (wall clock: the run's origin) if given, else from the next whole
         second, until `end_ns` (wall clock: the run's end) if given."""
         self.rate_qps = rate_qps
-        now_ns = time.time_ns()
-        if begin_at_ns is None:
-            # without the run's origin: the next whole second, so the windows lie on its grid
-            begin_at_ns = WHOLE_SECONDS.at_or_after(now_ns + s_to_ns(self.start_lead_s))
-        if end_ns is None:
-            end_ns = now_ns + s_to_ns(remaining_s)
+        begin_at_ns, end_ns = run_span_ns(remaining_s, begin_at_ns, end_ns, self.start_lead_s)
         send_s = ns_to_s(end_ns - begin_at_ns)  # sending ends with the run
         self.grid_ns, self.end_ns = begin_at_ns, end_ns
         # on the monotonic clock the workers wait on

@@ -12,6 +12,7 @@ from pathlib import Path
 from soak.config import Scenario
 from soak.load.agents.fleet import AgentsLoad
 from soak.load.generator import LoadRunner
+from soak.load.replay_load import ReplayLoad
 from soak.load.supervised import SupervisedLoad
 from soak.points import Point, event_point
 from soak.runs.context import RunContext
@@ -41,7 +42,7 @@ class RunParts:
         self.ctx = ctx
         self.run_tags = run_tags
         self.sinks: SinkSet | None = None
-        self.load: SupervisedLoad | AgentsLoad | None = None
+        self.load: SupervisedLoad | AgentsLoad | ReplayLoad | None = None
         self.tick_runner: TickRunner | None = None
         self.remote_samplers: RemoteSamplers | None = None  # a target on another node
         self.listener: RunListener | None = None  # its leak alerts, where registered
@@ -73,6 +74,10 @@ class RunParts:
                 run_started_ns=origin_ns,
                 run_duration_s=sc.duration_s,
                 allow_targets=tuple(sc.allow_targets),
+            )
+        elif sc.load is not None and sc.load.replay is not None:
+            self.load = ReplayLoad(
+                sc.load, load_address(sc.load.server, running()), base_dir=sc.base_dir
             )
         elif sc.load is not None:
             self.load = SupervisedLoad(
