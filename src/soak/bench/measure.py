@@ -154,17 +154,23 @@ def measure_builtin(
                 windows["target_cores"].append(busy)
             prev = now
             window_s = runner.last_window_s  # the grid seconds whose windows closed
-            if not w or window_s <= 0:  # no window closed in this step
-                continue
-            completed += int(w["completed"])
-            sent += int(w["sent"])
-            seconds += window_s
-            windows["answered_qps"].append(w["completed"] / window_s)
-            for key in ("p50", "p99"):
-                if f"lat_{key}_ms" in w:
-                    windows[f"{key}_ms"].append(w[f"lat_{key}_ms"])
+            if w and window_s > 0:  # else no window closed in this step
+                completed, sent, seconds = _add_window(
+                    windows, w, window_s, (completed, sent, seconds)
+                )
         cpu = before.until(CpuSnapshot.take(target_pid, generator))
         c1 = setup.read_counters()
+        # A second's window closes once its last query is answered or timed out: with a
+        # query lost in the last seconds (a busy machine), their windows close up to the
+        # timeout after the interval. Without them a short run had no window at all and
+        # read 0 q/s with 52,210 answered; so wait for them (the load is still running).
+        deadline_s = time.monotonic() + setup.cfg.timeout_s + WINDOW_WAIT_S
+        while seconds < math.floor(duration_s) and time.monotonic() < deadline_s:
+            time.sleep(0.05)
+            if (w := runner.take_window().get("all", {})) and runner.last_window_s > 0:
+                completed, sent, seconds = _add_window(
+                    windows, w, runner.last_window_s, (completed, sent, seconds)
+                )
     finally:
         result = runner.stop()
     seconds = seconds or cpu.elapsed_s
@@ -182,6 +188,22 @@ def measure_builtin(
         windows=windows,
         notes=list(result.notes),
     )
+
+
+def _add_window(
+    windows: dict[str, list[float]],
+    w: dict[str, float],
+    window_s: float,
+    sums: tuple[int, int, float],
+) -> tuple[int, int, float]:
+    """One step's closed windows into the per-window samples; the new sums of
+    (completed, sent, grid seconds)."""
+    completed, sent, seconds = sums
+    windows["answered_qps"].append(w["completed"] / window_s)
+    for key in ("p50", "p99"):
+        if f"lat_{key}_ms" in w:
+            windows[f"{key}_ms"].append(w[f"lat_{key}_ms"])
+    return completed + int(w["completed"]), sent + int(w["sent"]), seconds + window_s
 
 
 def measure_dnsperf(setup: MeasureSetup, rate_qps: float, duration_s: float) -> RunMeasure:
