@@ -53,6 +53,11 @@ _LOAD_FIELDS = (
     "rate_achieved",
     *_LATENCY,
     "wrong_answers",
+    # A replay's fidelity, on `all` (soak.load.replay_load): how late its sends left
+    # after the capture's timing, in the window's queries.
+    "send_offset_p50_us",
+    "send_offset_p99_us",
+    "send_offset_max_us",
 )
 _RCODES = (r"rcode_[a-z0-9_]+",)
 

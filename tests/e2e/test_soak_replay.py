@@ -6,16 +6,18 @@ from __future__ import annotations
 import collections
 import json
 from pathlib import Path
+from typing import Any
 
 import dns.rdatatype
 import pytest
 
 from soak.clock import NS_PER_S
+from soak.load.replay import BOUND_P99_US
 from soak.load.replay_config import ReplayConfig
 from soak.load.replay_plan import Plan
 from soak.sinks.sqlite import SqliteStore
 from soak.traffic.capture import TCP, UDP, Capture, Query, write_capture
-from tests.e2e.soakrun import QUICK, soak_passes
+from tests.e2e.soakrun import QUICK, last_json, run_soak
 from tests.support.ledger import assert_figures_agree
 from tests.support.servers import unbound_process_target
 
@@ -60,7 +62,7 @@ def test_soak_run_replays_a_capture(tmp_path: Path) -> None:
     path = tmp_path / "replay.yaml"
     path.write_text(json.dumps(scenario))
     data = tmp_path / "data"
-    status = soak_passes(path, data, f"{RUN_S}s", *QUICK)
+    status = soak_ends(path, data)
     # Every figure the run reports agrees with its ledger, to the query.
     ledger = assert_figures_agree(data, status["id"])
     # The run's windows hold the capture's queries, loop after loop: all that were due
@@ -78,15 +80,61 @@ def test_soak_run_replays_a_capture(tmp_path: Path) -> None:
             }
             assert due - per_loop[cls] <= counts["due"] <= due, (cls, due, counts)
             assert counts["due"] == counts["sent"] == counts["completed"], (cls, counts)
+        offsets = send_offsets(store, status["id"])
     finally:
         store.close()
+    # The replay's fidelity: each window's send offsets, on its `all` point.
+    assert len(offsets) >= RUN_S - 4, offsets
+    for at_ns, (p50, p99, most) in offsets.items():
+        assert 0 <= p50 <= p99 <= most, (at_ns, p50, p99, most)
+    # A window that missed the capture's timing is said aloud, once, as an event.
+    missed = [p99 for _, p99, _ in offsets.values() if p99 > BOUND_P99_US]
+    bound = [e["message"] for e in status["events"] if e["kind"] == "generator_bound"]
+    assert len(bound) == (1 if missed else 0), (missed, bound)
+    # ... and in the report's phases, the JSON and the text alike.
+    report = json.loads(Path(status["reports"]["json"]).read_text())
+    steady = report["phases"][-1]["metrics"]["send_offset_p99_us"]
+    assert steady["max"] == max(p99 for _, p99, _ in offsets.values() if p99 <= steady["max"])
+    assert "Replay send offset p99, µs" in Path(status["reports"]["md"]).read_text()
+    # Each phase names the replay's pace, not a load rate the replay does not use.
+    phases = [e["message"] for e in status["events"] if e["kind"] == "phase"]
+    assert phases and all(m.endswith("(replay at 2x)") for m in phases), phases
     total = sum(planned.values())
     assert total - len(capture.queries) <= ledger["due"] <= total, (total, ledger)
     assert ledger["due"] == ledger["sent"] == ledger["completed"], ledger
     assert status["load_totals"]["sent"] == ledger["sent"]
 
 
+def soak_ends(scenario: Path, data: Path) -> dict[str, Any]:
+    """The run's status: passed, or failed by the generator criterion alone (the replay
+    plays in a thread of the run's process; on a machine whose cores are taken it can
+    miss the capture's timing, and the run must then say so rather than pass)."""
+    proc = run_soak(
+        "start", str(scenario), "--foreground", "--duration", f"{RUN_S}s", *QUICK,
+        "--data-dir", str(data), "--json",
+    )  # fmt: skip
+    status: dict[str, Any] = last_json(proc.stdout)
+    if proc.returncode == 0:
+        assert status["status"] == "passed", status["message"]
+        return status
+    (result_file,) = (data / "runs").glob("*/result.json")
+    failed = [c for c in json.loads(result_file.read_text())["criteria"] if not c["ok"]]
+    assert [c["name"] for c in failed] == ["generator"], proc.stderr[-3000:]
+    assert "send offset p99" in failed[0]["message"], failed
+    return status
+
+
 def class_sum(store: SqliteStore, run_id: str, field: str, cls: str) -> float:
     """A `load` field summed over the run's windows of one class."""
     found = store.series(run_id, "load", field, {"class": cls})
     return sum(float(v) for _, values in found for _, v in values)
+
+
+def send_offsets(store: SqliteStore, run_id: str) -> dict[int, tuple[float, ...]]:
+    """Per stored `all` point: its send offsets' p50, p99 and max (µs)."""
+    found: dict[int, list[float]] = collections.defaultdict(list)
+    for q in ("p50", "p99", "max"):
+        for _, values in store.series(run_id, "load", f"send_offset_{q}_us", {"class": "all"}):
+            for at_ns, v in values:
+                found[at_ns].append(float(v))
+    return {at_ns: tuple(v) for at_ns, v in found.items() if len(v) == 3}

@@ -294,6 +294,21 @@ def test_a_generator_that_fell_behind_is_generator_bound() -> None:
     assert all(r.message.endswith("(generator-bound)") for r in by(results, "lost_ratio"))
 
 
+def test_a_replay_that_missed_the_capture_timing_is_generator_bound() -> None:
+    data = load_run(n=100)
+    data.load["all"].due = ticks([100.0] * 100)
+    # 89 windows of 100 within 10 ms: one short of the 90 % a run must keep.
+    offsets = [800.0] * 89 + [25_000.0] * 11
+    data.load["all"].send_offset_p99_us = ticks(offsets)
+    (gen,) = by(evaluate_criteria(cfg(), data), "generator")
+    assert not gen.ok and gen.value == pytest.approx(1.0)  # every due query was sent
+    assert gen.message.startswith("generator-bound: the replay kept its send offset p99")
+    assert "89.0% of its windows" in gen.message
+    data.load["all"].send_offset_p99_us = ticks([800.0] * 90 + [25_000.0] * 10)
+    (gen,) = by(evaluate_criteria(cfg(), data), "generator")
+    assert gen.ok and gen.message.startswith("the generator kept 100.0%")
+
+
 def test_a_lost_agent_is_named_as_the_cause_not_generator_bound() -> None:
     data = load_run(n=120, lost={i: 30.0 for i in range(120)})
     data.load["all"].rate_target = ticks([1000.0] * 120)

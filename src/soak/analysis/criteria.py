@@ -38,6 +38,7 @@ from soak.analysis.rundata import ClassSeries, RunData, Series, run_data_from_st
 from soak.analysis.scenario_sections import CriteriaConfig
 from soak.analysis.sliding import counter_increments, worst_window
 from soak.clock import ns_to_s, s_to_ns
+from soak.load.replay import BOUND_P99_US
 
 __all__ = [
     "ClassSeries",
@@ -150,7 +151,7 @@ def _generator(data: RunData) -> list[CriterionResult]:
     if total is None:
         return []
     if total.due:
-        return _generator_of_windows(total, data.lost_agents)
+        return _timing_kept(total, _generator_of_windows(total, data.lost_agents))
     achieved = dict(total.rate_achieved)
     pairs = [(r, achieved[t]) for t, r in total.rate_target[1:] if t in achieved and r > 0]
     asked_qps = sum(r for r, _ in pairs)
@@ -195,6 +196,18 @@ def _generator_of_windows(total: ClassSeries, lost_agents: Sequence[str]) -> lis
     sent = sum(v for _, v in total.sent)
     of_what = f"the due queries ({sent:,.0f} of {due:,.0f} sent)"
     return _generator_result(sent / due, of_what, lost_agents)
+
+
+def _timing_kept(total: ClassSeries, found: list[CriterionResult]) -> list[CriterionResult]:
+    """A replay whose windows' send-offset p99 passed BOUND_P99_US in more than the share
+    the rate may miss did not keep the capture's timing: generator-bound as well."""
+    p99s = [v for _, v in total.send_offset_p99_us]
+    kept = sum(1 for v in p99s if v <= BOUND_P99_US) / len(p99s) if p99s else 1.0
+    if kept >= GENERATOR_MIN_SHARE or not found:
+        return found
+    message = f"generator-bound: the replay kept its send offset p99 within {BOUND_P99_US:,} µs"
+    message += f" in only {kept:.1%} of its windows; {found[0].message}"
+    return [replace(found[0], ok=False, message=message)]
 
 
 def _lost_ratio(cfg: CriteriaConfig, data: RunData) -> list[CriterionResult]:

@@ -35,6 +35,7 @@ LOAD_FIELDS = {
     "max_ms": "lat_max_ms",
     "rate_target": "rate_target",
     "rate_achieved": "rate_achieved",
+    "send_offset_p99_us": "send_offset_p99_us",
 }
 
 
@@ -57,6 +58,7 @@ class ClassSeries:
     max_ms: Series = field(default_factory=list)
     rate_target: Series = field(default_factory=list)  # q/s the phases asked, per tick
     rate_achieved: Series = field(default_factory=list)  # q/s the generator sent
+    send_offset_p99_us: Series = field(default_factory=list)  # a replay's, late of the capture
 
 
 @dataclass

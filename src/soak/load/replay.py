@@ -196,7 +196,7 @@ class Replay:
             flow = self.conns.stream_for(client, q, now)
             if flow is not None:  # else no connection could even start: sent and lost
                 self.queue(flow, slot, q, bytes(message), t)
-        self.offsets.add((t - planned_ns) // 1000)
+        self.offsets.add((t - planned_ns) // 1000, second)
         self.ring_t[slot], self.ring_c[slot], self.ring_q[slot] = t, q.cls, q.question
         self.ring_w[slot], self.ring_k[slot] = second, q.client
         self.inflight[second] += 1

@@ -82,3 +82,10 @@ class ReplayConfig(StrictModel):
         if self.speed is not None and self.rate_qps is not None:
             raise ValueError("give speed or rate_qps, not both")
         return self
+
+    def pace(self) -> str:
+        """How fast the capture plays, as a phase names it: "replay at 2x", "replay at
+        5000 q/s (mean)", "replay at 1x" (the capture's own timing)."""
+        if self.rate_qps is not None:
+            return f"replay at {self.rate_qps:g} q/s (mean)"
+        return f"replay at {self.speed or 1:g}x"

@@ -20,11 +20,14 @@ from typing import Any
 from soak.clock import ns_to_s, second_end_ns
 from soak.load.ledger import Window
 from soak.load.load_config import LoadConfig
-from soak.load.replay import Replay, load_replay, monotonic_ns
+from soak.load.replay import BOUND_P99_US, Replay, load_replay, monotonic_ns
+from soak.load.replay_result import Offsets
 from soak.load.stats import MixStats, result_from
 from soak.load.supervised import TOTAL_FIELDS, load_points, run_span_ns
 from soak.points import Fault, Point
 
+# The send offsets' quantiles on each `load` point of class `all` (send_offset_p99_us...).
+OFFSET_QUANTILES = ("p50", "p99", "max")
 # Past the run's end, the queries in flight get their timeout and this much to end.
 JOIN_GRACE_S = 5.0
 
@@ -41,6 +44,7 @@ class ReplayLoad:
             replay_cfg, load_replay(replay_cfg), server[0], server[1], cfg.timeout_s, cfg.seed or 0
         )
         self.replay.on_window = self._closed
+        self.replay.offsets.by_second = {}  # each window's offsets go out with its point
         self.names = list(self.replay.plan.classes.names)
         self.highest_us = int(cfg.timeout_s * 1e6) + 1000
         self.rate_qps = 0.0  # the phases' rate: recorded, not applied (docs/replay.md)
@@ -48,7 +52,10 @@ class ReplayLoad:
         self.grid_ns = 0
         self.end_ns = 0
         self._lock = threading.Lock()
-        self._closed_windows: list[Window] = []  # closed, not yet handed out as points
+        # Closed, not yet handed out as points, each with its queries' send offsets.
+        self._closed_windows: list[tuple[Window, Offsets]] = []
+        self._bound_at: str | None = None  # the first window that missed the timing
+        self._bound_told = False
         self._total = MixStats(self.names, self.highest_us)  # every closed window
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -84,8 +91,16 @@ class ReplayLoad:
 
     def _closed(self, window: Window) -> None:
         """In the replay's thread: a window closed (every query due in it ended)."""
+        offsets = self.replay.offsets.take(window.second)  # the replay's thread: no race
+        p99_us = offsets.quantiles()["p99"]
+        skipped = window.total().skipped
+        if self._bound_at is None and (skipped or p99_us > BOUND_P99_US):
+            self._bound_at = (
+                f"second {window.second} of the run: send offset p99 {p99_us:,.0f} µs"
+                f" (at most {BOUND_P99_US:,} µs), {skipped} skipped"
+            )
         with self._lock:
-            self._closed_windows.append(window)
+            self._closed_windows.append((window, offsets))
             self._total.add_window(window)
 
     def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
@@ -99,17 +114,29 @@ class ReplayLoad:
         return {}
 
     def check(self, remaining_s: float) -> list[Fault]:
-        """The replay's failure, once, as the run's event."""
-        if self._error is None or self._error_told:
-            return []
-        self._error_told = True
-        return [Fault("load_failed", f"the replay stopped: {self._error}", 1.0)]
+        """The replay's failure, and the first window that missed the capture's timing,
+        each once, as the run's events."""
+        faults: list[Fault] = []
+        if self._bound_at is not None and not self._bound_told:
+            self._bound_told = True
+            message = "generator-bound: the replay could not keep the capture's timing at "
+            faults.append(Fault("generator_bound", message + self._bound_at, 1.0))
+        if self._error is not None and not self._error_told:
+            self._error_told = True
+            faults.append(Fault("load_failed", f"the replay stopped: {self._error}", 1.0))
+        return faults
 
-    def _fields(self, *windows: Window) -> dict[str, dict[str, float]]:
+    def _fields(self, *windows: tuple[Window, Offsets]) -> dict[str, dict[str, float]]:
+        """The windows' ledger fields per class; on `all`, their send offsets (fidelity)."""
         stats = MixStats(self.names, self.highest_us)
-        for window in windows:
+        offsets = Offsets()
+        for window, window_offsets in windows:
             stats.add_window(window)
+            offsets.merge(window_offsets)
         fields: dict[str, dict[str, float]] = stats.fields()
+        if offsets.counts and "all" in fields:
+            quantiles = offsets.quantiles()
+            fields["all"].update({f"send_offset_{q}_us": quantiles[q] for q in OFFSET_QUANTILES})
         return fields
 
     def take_points(self, time_ns: int, end_ns: int | None = None) -> list[Point]:
@@ -120,9 +147,9 @@ class ReplayLoad:
             windows, self._closed_windows = self._closed_windows, []
         cut_ns = min(end_ns or self.end_ns, self.end_ns)
         points: list[Point] = []
-        after: list[Window] = []
+        after: list[tuple[Window, Offsets]] = []
         for window in windows:
-            at_ns = second_end_ns(self.grid_ns, window.second)
+            at_ns = second_end_ns(self.grid_ns, window[0].second)
             if at_ns <= cut_ns:
                 points += load_points(self._fields(window), {}, at_ns)
             else:

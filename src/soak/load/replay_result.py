@@ -75,9 +75,23 @@ class Offsets:
 
     def __init__(self) -> None:
         self.counts: collections.Counter[int] = collections.Counter()
+        # Per due second, where a soak run takes them window by window (take()); None
+        # elsewhere, so that a day's `soak load --replay` keeps one histogram only.
+        self.by_second: dict[int, Offsets] | None = None
 
-    def add(self, us: int) -> None:
-        self.counts[three_digits(us)] += 1
+    def add(self, us: int, second: int | None = None) -> None:
+        key = three_digits(us)
+        self.counts[key] += 1
+        if self.by_second is not None and second is not None:
+            self.by_second.setdefault(second, Offsets()).counts[key] += 1
+
+    def take(self, second: int) -> Offsets:
+        """The offsets of the queries due in `second` (empty if none was sent), forgotten."""
+        found = None if self.by_second is None else self.by_second.pop(second, None)
+        return found if found is not None else Offsets()
+
+    def merge(self, other: Offsets) -> None:
+        self.counts.update(other.counts)
 
     def quantiles(self) -> dict[str, float]:
         n = sum(self.counts.values())

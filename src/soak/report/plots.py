@@ -127,6 +127,10 @@ PHASE_METRICS: tuple[PhaseMetric, ...] = (
     PhaseMetric("wrong_answers", "load", "wrong_answers", "sum", ALL),
     PhaseMetric("lat_avg_ms", "load", "lat_avg_ms", "mean", ALL),
     PhaseMetric("lat_p99_ms", "load", "lat_p99_ms", "mean_max", ALL),
+    # A replay's fidelity: how late its sends left after the capture's timing.
+    PhaseMetric("send_offset_p50_us", "load", "send_offset_p50_us", "mean_max", ALL),
+    PhaseMetric("send_offset_p99_us", "load", "send_offset_p99_us", "mean_max", ALL),
+    PhaseMetric("send_offset_max_us", "load", "send_offset_max_us", "mean_max", ALL),
     PhaseMetric("cpu_cores", "process", "cpu_cores", "mean"),
     PhaseMetric("rss_anon_bytes", "process", "rss_anon_bytes", "range"),
     PhaseMetric("rss_file_bytes", "process", "rss_file_bytes", "range"),

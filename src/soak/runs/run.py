@@ -198,9 +198,10 @@ class Run:
             change = self.timeline.rate_change(index)
             if self.parts.load is not None and change is not None:
                 self.parts.load.set_rate(change.rate_qps, at_ns=change.at_ns)
-            self.event(
-                "phase", f"phase {span.name} ({span.rate_qps:g} q/s)", float(index), span.start_ns
-            )
+            replay = self.scenario.load.replay if self.scenario.load is not None else None
+            # A replay's pace is its capture's timing, not the phase's rate (docs/replay.md).
+            pace = replay.pace() if replay is not None else f"{span.rate_qps:g} q/s"
+            self.event("phase", f"phase {span.name} ({pace})", float(index), span.start_ns)
             self.ctx.state.update_run(self.id, phase=span.name)
 
     # The end.
