@@ -26,7 +26,6 @@ from typing import Any
 
 from soak.agents.engine import AgentEngine, AgentState
 from soak.agents.engine_config import AgentsConfig
-from soak.agents.engines import make_engine
 from soak.clock import s_to_ns
 from soak.errors import InputError, SoakError
 from soak.load.agents.fleet import AGENT_FIELDS, AgentsLoad
@@ -36,6 +35,7 @@ from soak.load.merge import MergedResult, merge_agents
 from soak.load.oneshot import run_load
 from soak.load.stats import LoadResult
 from soak.points import Fault
+from soak.runs.layout import load_agents_dir
 from soak.runs.runid import new_run_id
 
 
@@ -108,15 +108,17 @@ def run_load_agents(
     merge their totals; the engine's objects always removed."""
     agents = cfg.agents or AgentsConfig()
     origin_ns = [0]
+    run_id = run_id or new_run_id("load")
     load = AgentsLoad(
         cfg,
         server,
         base_dir=base_dir,
-        run_id=run_id or new_run_id("load"),
+        run_id=run_id,
         run_started_ns=lambda: origin_ns[0],
         run_duration_s=duration_s,
         allow_targets=allow_targets,
-        engine=engine or make_engine(agents),
+        logs_dir=load_agents_dir(run_id),
+        engine=engine,  # else the config's, its local agents writing in logs_dir
     )
     with stop_on_sigterm():
         try:
