@@ -73,7 +73,7 @@ def _two_agents(rate_qps: int, duration_s: float) -> LoadConfig:
 
 
 def test_an_agent_killed_is_lost_and_the_other_finishes(server: ServerProc, tmp_path: Path) -> None:
-    engine = LocalEngine()
+    engine = LocalEngine(tmp_path / "agents")
     done: dict[str, Any] = {}
     worker = threading.Thread(
         target=lambda: done.setdefault(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from soak.agents.engine import AgentEngine
 from soak.agents.engine_config import EngineAgentConfig
 
 
-def make_engine(agents: EngineAgentConfig) -> AgentEngine:
+def make_engine(agents: EngineAgentConfig, logs_dir: Path) -> AgentEngine:
+    """`logs_dir`: where local agents write their output, named by the run (runs.layout)."""
     if agents.engine == "swarm":
         from soak.agents.swarm import SwarmEngine
 
@@ -17,7 +20,7 @@ def make_engine(agents: EngineAgentConfig) -> AgentEngine:
         return KubernetesEngine(namespace=agents.namespace)
     from soak.agents.local import LocalEngine
 
-    return LocalEngine()
+    return LocalEngine(logs_dir)
 
 
 def check_engine(agents: EngineAgentConfig) -> None:

@@ -1,4 +1,7 @@
-"""`local`: each agent a `soak agent` process on this machine (each runs the usual workers)."""
+"""`local`: each agent a `soak agent` process on this machine (each runs the usual workers).
+
+Their output goes to a directory the run names (soak.runs.layout, handed down through
+make_engine): made at the start, removed with the agents."""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from soak.agents.engine import AgentState, OneByOneEngine
@@ -20,14 +22,16 @@ STOP_GRACE_S = 5.0
 class LocalEngine(OneByOneEngine):
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, logs_dir: Path) -> None:
+        self.logs_dir = logs_dir
         self._procs: list[subprocess.Popen[bytes]] = []
         self._dir: Path | None = None
 
     def _prepare(self, spec: AgentSpec) -> None:
         if self._procs:
             raise SoakError("local agents: start called twice")
-        self._dir = Path(tempfile.mkdtemp(prefix=f"{spec.name()}-"))
+        self.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._dir = self.logs_dir
 
     def _start_agent(self, spec: AgentSpec, index: int) -> None:
         assert self._dir is not None

@@ -1,4 +1,5 @@
-"""One side of a benchmark: a scenario's helper services and target, started and stopped.
+"""One side of a benchmark: a scenario's target as the bench measures it (its address,
+counters, what it ran on); the engine starts and stops it (plans.bench).
 
 `soak bench` has one side; `soak bench --compare` has two, measured in turns.
 """
@@ -6,67 +7,44 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from soak.config import Scenario
 from soak.errors import InputError, TargetStartError
-from soak.runs.layout import BENCH_SIDE_PREFIX, TargetFiles
+from soak.runs.live_targets import LiveGroup
 from soak.samplers.prom import PromSampler
 from soak.targets.base import Running
-from soak.targets.group import TargetGroup, load_address
-
-log = logging.getLogger(__name__)
+from soak.targets.group import load_address
 
 
 class Side:
-    def __init__(self, label: str, scenario: Scenario, run_id: str) -> None:
+    """`targets` is the engine's (runs.live_targets.LiveGroup): the bench plan starts and
+    stops it; the loop asks it for a fresh target between classes."""
+
+    def __init__(self, label: str, scenario: Scenario, run_id: str, targets: LiveGroup) -> None:
         if scenario.load is None:
             raise InputError(f"{scenario.name}: `soak bench` needs a `load:` section")
         self.label = label
         self.scenario = scenario
         self.run_id = run_id
-        self._tmp = tempfile.TemporaryDirectory(prefix=BENCH_SIDE_PREFIX.format(side=label))
-        self.run_dir = Path(self._tmp.name)
-        self.targets = TargetGroup(
-            scenario.target,
-            scenario.services,
-            scenario.setup,
-            files=TargetFiles(self.run_dir),
-            run_id=run_id,
-            base_dir=scenario.base_dir,
-            allow_targets=tuple(scenario.allow_targets),
-            on_event=self._on_event,
-        )
-        self.starts = 0
+        self.targets = targets
         self.notes: list[str] = []
         self._prom: PromSampler | None = None
 
-    # ------------------------------------------------------------ lifecycle
-
-    def _on_event(self, kind: str, message: str, value: float) -> None:
-        if kind == "error":  # a part that would not stop, volumes left: said, not fatal
-            log.warning("%s: %s", self.label, message)
+    # ------------------------------------------------------------ the target
 
     @property
     def running(self) -> Running | None:
         return self.targets.running
 
-    def start(self) -> None:
-        try:
-            self.targets.start()
-        except BaseException:
-            self.stop()
-            raise
-        self.starts += 1
+    @property
+    def starts(self) -> int:
+        return self.targets.starts
 
     def restart(self) -> None:
         """A fresh target (empty caches); its helper services keep running."""
         self.targets.restart_target()
-        self.starts += 1
 
     def check_alive(self) -> None:
         target = self.targets.target
@@ -75,10 +53,6 @@ class Side:
             raise TargetStartError(
                 f"{self.label}: target {info.describe()} during the bench: {tail}"
             )
-
-    def stop(self) -> None:
-        self.targets.stop()
-        self._tmp.cleanup()
 
     # ------------------------------------------------------------ what runs measure
 

@@ -12,7 +12,6 @@ import click
 
 from soak.bench.record import bench_dir, host_environment, write_outputs
 from soak.bench.render_result import render_text
-from soak.bench.side import Side
 from soak.config import Scenario, load_scenario
 from soak.config.bench import BenchConfig
 from soak.errors import CheckFailed, InputError
@@ -122,14 +121,14 @@ def bench_cmd(
     cfg = bench_config(sc, options)
     eng = engine or sc.load.engine
     from soak.bench.loop import plan_classes
-    from soak.plans.bench import bench_id, run_bench, side_id
+    from soak.plans.bench import bench_id, new_side, run_bench, side_id
 
     plan_classes(sc.load, cfg, eng)  # bad class names fail before anything starts
     run_id = bench_id(sc)
     started = time.time()
     env = host_environment(eng)
     two = compare_with is not None or bool(compare_sets)
-    sides = [Side("A", sc, side_id(run_id, "A", two))]
+    sides = [new_side("A", sc, side_id(run_id, "A", two))]
     if two:
         from soak.commands.compare import parse_thresholds
 
@@ -139,7 +138,7 @@ def bench_cmd(
             raise InputError(f"{compare_with}: `soak bench` needs a `load:` section")
         refuse_agents(sc_b.load, "`soak bench`")
         plan_classes(sc_b.load, cfg, eng)
-        sides.append(Side("B", sc_b, side_id(run_id, "B", two)))
+        sides.append(new_side("B", sc_b, side_id(run_id, "B", two)))
 
     def echo(line: str) -> None:
         click.echo(f"soak bench: {line}", err=True)

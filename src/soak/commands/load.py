@@ -16,7 +16,6 @@ from soak.commands.replay import replay_and_print, replay_cmd
 from soak.config import load_scenario
 from soak.errors import CheckFailed, InputError
 from soak.load.load_config import FLAT_OUT, LoadConfig
-from soak.load.oneshot import run_load
 from soak.load.summary import format_summary
 from soak.netsafety import check_allowed, parse_host_port
 from soak.units import parse_rate_qps
@@ -169,9 +168,9 @@ def load_cmd(
     if cfg.agents is not None:
         _run_agents(cfg, (host, port), cfg.duration_s, base, allow_targets, as_json)
         return
-    result = run_load(
-        cfg, (host, port), cfg.duration_s, cfg.rate_qps, base_dir=base, allow_targets=allow_targets
-    )
+    from soak.plans.load import run_load_in_process
+
+    result = run_load_in_process(cfg, (host, port), base_dir=base, allow_targets=allow_targets)
     if as_json:
         click.echo(json.dumps(result.to_json_dict(), indent=2))
     else:

@@ -1,14 +1,16 @@
 """A bench, as a plan: what happens when.
 
-Every side's target started (helpers, then the target, ready), the loop run over the
-sides in turns (bench.loop: per class a fresh target, the warm pass, the throwaway run,
-the measured runs, the knee and the fixed rates), each side's result assembled with
-what it ran on, and every side stopped whatever happened. The run id is the engine's
+Every side's targets started through the engine (runs.live_targets.LiveGroup: helpers,
+then the target, ready), the loop run over the sides in turns (bench.loop: per class a
+fresh target, the warm pass, the throwaway run, the measured runs, the knee and the
+fixed rates), each side's result assembled with what it ran on, and every side stopped
+whatever happened. The run id is the engine's
 (soak.runs.runid), each side's `<id>-<label>` when there are two.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +19,10 @@ from soak.bench.record import assemble
 from soak.bench.side import Side
 from soak.config.bench import BenchConfig
 from soak.config.scenario import Scenario
+from soak.runs.live_targets import LiveGroup
 from soak.runs.runid import new_run_id
+
+log = logging.getLogger(__name__)
 
 
 def bench_id(scenario: Scenario) -> str:
@@ -26,6 +31,17 @@ def bench_id(scenario: Scenario) -> str:
 
 def side_id(run_id: str, label: str, two: bool) -> str:
     return f"{run_id}-{label}" if two else run_id
+
+
+def new_side(label: str, scenario: Scenario, run_id: str) -> Side:
+    """A side named; its targets are the engine's, nothing started yet."""
+
+    def on_event(kind: str, message: str, value: float) -> None:
+        if kind == "error":  # a part that would not stop, volumes left: said, not fatal
+            log.warning("%s: %s", label, message)
+
+    targets = LiveGroup(scenario, label=label, run_id=run_id, on_event=on_event)
+    return Side(label, scenario, run_id, targets)
 
 
 def run_bench(
@@ -41,7 +57,7 @@ def run_bench(
     two = len(sides) > 1
     try:
         for side in sides:
-            side.start()
+            side.targets.start()
         rows = Bench(sides, cfg, engine, echo).run()
         return {
             side.label: assemble(
@@ -52,4 +68,4 @@ def run_bench(
         }  # fmt: skip
     finally:
         for side in sides:
-            side.stop()
+            side.targets.stop()

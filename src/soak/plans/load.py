@@ -1,12 +1,16 @@
-"""A standalone load on agents, as a plan (`soak load` with `load.agents`): the agents run
-as a soak run's do, and their totals merge. Its run id is the engine's (soak.runs.runid).
+"""A standalone load (`soak load`), as a plan: in process, or on agents.
 
-The same coordinator as a soak run's (soak.load.agents.fleet.AgentsLoad): the
-agents register, start together at one `start_at` and hold a lease, so a
-`soak load` killed leaves no agent sending past the lease. An agent lost (its
-lease run out, its task failed) is a note and the others finish. The engine's
-objects are removed at the end, on error and on SIGTERM; agents that have not
-all ended by the deadline are told to stop.
+In process (run_load_in_process): the workers (or dnsperf) started at the config's rate,
+waited for to the end of the duration, stopped, their totals returned; the same one load
+run as a bench's (soak.load.oneshot).
+
+On agents (`load.agents`, run_load_agents): the agents run as a soak run's do, and their
+totals merge. Its run id is the engine's (soak.runs.runid). The same coordinator as a
+soak run's (soak.load.agents.fleet.AgentsLoad): the agents register, start together at
+one `start_at` and hold a lease, so a `soak load` killed leaves no agent sending past the
+lease. An agent lost (its lease run out, its task failed) is a note and the others
+finish. The engine's objects are removed at the end, on error and on SIGTERM; agents
+that have not all ended by the deadline are told to stop.
 """
 
 from __future__ import annotations
@@ -22,14 +26,16 @@ from typing import Any
 
 from soak.agents.engine import AgentEngine, AgentState
 from soak.agents.engine_config import AgentsConfig
-from soak.agents.engines import make_engine
 from soak.clock import s_to_ns
-from soak.errors import SoakError
+from soak.errors import InputError, SoakError
 from soak.load.agents.fleet import AGENT_FIELDS, AgentsLoad
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
 from soak.load.merge import MergedResult, merge_agents
+from soak.load.oneshot import run_load
+from soak.load.stats import LoadResult
 from soak.points import Fault
+from soak.runs.layout import load_agents_dir
 from soak.runs.runid import new_run_id
 
 
@@ -76,6 +82,17 @@ class AgentsRun:
         }
 
 
+def run_load_in_process(
+    cfg: LoadConfig, server: tuple[str, int], *, base_dir: Path, allow_targets: tuple[str, ...]
+) -> LoadResult:
+    """One load run in this process at the config's rate for its duration; its totals."""
+    if cfg.duration_s is None:
+        raise InputError("a standalone load needs a duration (--duration)")
+    return run_load(
+        cfg, server, cfg.duration_s, cfg.rate_qps, base_dir=base_dir, allow_targets=allow_targets
+    )
+
+
 def run_load_agents(
     cfg: LoadConfig,
     server: tuple[str, int],
@@ -91,15 +108,17 @@ def run_load_agents(
     merge their totals; the engine's objects always removed."""
     agents = cfg.agents or AgentsConfig()
     origin_ns = [0]
+    run_id = run_id or new_run_id("load")
     load = AgentsLoad(
         cfg,
         server,
         base_dir=base_dir,
-        run_id=run_id or new_run_id("load"),
+        run_id=run_id,
         run_started_ns=lambda: origin_ns[0],
         run_duration_s=duration_s,
         allow_targets=allow_targets,
-        engine=engine or make_engine(agents),
+        logs_dir=load_agents_dir(run_id),
+        engine=engine,  # else the config's, its local agents writing in logs_dir
     )
     with stop_on_sigterm():
         try:

@@ -7,15 +7,18 @@ DATA_DIR/
   token               the control API's bearer token (0600)
   reserve.bin         space given back when the disk fills (runs.reserve)
   runs/<id>/          one run: result.json, report.html|json|md, spool/, profiles/,
-                      <target>.log, <target>-data/ (a process target's default data)
+                      <target>.log, <target>-data/ (a process target's default data),
+                      agents-<role>/ (local agents' output while they run)
   bench/<id>/         `soak bench` results (bench.json, bench.md, bench.html)
 ```
 
 Outside it: a `soak bench` side's targets write in a temporary `soak-bench-<side>-*`
-directory, and an upgrade in `soak-upgrade-<start>-<token>/` under its work directory
-(the system temp dir by default; a short path, since servers put unix sockets in it and
-a socket path has at most 107 bytes): `soak-upgrade.owner`, `data/`, `old/`, `new/`,
-`rollback/` (each version's files, as a run's), `migrate.log`, `rollback-migrate.log`.
+directory, a standalone `soak load`'s local agents in a temporary
+`soak-load-agents-<start>-<token>/`, and an upgrade in `soak-upgrade-<start>-<token>/`
+under its work directory (the system temp dir by default; a short path, since servers
+put unix sockets in it and a socket path has at most 107 bytes): `soak-upgrade.owner`,
+`data/`, `old/`, `new/`, `rollback/` (each version's files, as a run's), `migrate.log`,
+`rollback-migrate.log`.
 An upgrade's sqlite sink without a path writes `soak-upgrade.db` in the current
 directory, and points its sinks did not take stay in a temporary `soak-upgrade-spool-*`
 directory.
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +61,10 @@ TARGET_DATA = "{name}-data"
 BENCH_RESULT = "bench.json"
 BENCH_REPORTS = {"md": "bench.md", "html": "bench.html"}
 BENCH_SIDE_PREFIX = "soak-bench-{side}-"
+# Local agents' output (agents.local), in a run's directory or, for a standalone load,
+# in the temp directory:
+AGENTS_DIR = "agents-{role}"
+LOAD_AGENTS_PREFIX = "soak-load-agents-"
 # `soak compare --out DIR`:
 COMPARE_FILES = {"json": "compare.json", "md": "compare.md"}
 # An upgrade's, see above:
@@ -170,6 +178,16 @@ class TargetFiles:
 
     def data(self, target: str) -> Path:
         return self.dir / TARGET_DATA.format(name=safe_name(target))
+
+
+def agents_dir(run_dir: Path, role: str) -> Path:
+    """Where a run's local agents of `role` write their output while they run."""
+    return run_dir / AGENTS_DIR.format(role=role)
+
+
+def load_agents_dir(run_id: str) -> Path:
+    """A standalone load's (it has no run directory): in the temp directory, a short path."""
+    return Path(tempfile.gettempdir()) / f"{LOAD_AGENTS_PREFIX}{run_id_tail(run_id)}"
 
 
 def upgrade_run_dir(base: Path, run_id: str) -> Path:

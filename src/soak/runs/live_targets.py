@@ -1,5 +1,6 @@
 """The targets a run has started and not yet stopped, each under a key (an upgrade's
-`old`, `new`, `rollback`).
+`old`, `new`, `rollback`); and a bench side's group (LiveGroup: a scenario's helper
+services and target, in a temporary directory the data directory names).
 
 A target is built in the run's directory as the data directory names it (its own
 sub-directory per key, see layout.TargetFiles) and counted as live *before* its
@@ -9,13 +10,16 @@ stops it. A target that could not even be launched is not live.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from soak.config import Scenario
 from soak.errors import TargetStartError
-from soak.runs.layout import TargetFiles, targets_dir
+from soak.runs.layout import BENCH_SIDE_PREFIX, TargetFiles, targets_dir
 from soak.targets import build_target
 from soak.targets.base import ExitInfo, Running, Target
+from soak.targets.group import OnEvent, TargetGroup
 from soak.targets.specs import TargetConfig
 
 
@@ -80,3 +84,59 @@ class LiveTargets:
 
     def __contains__(self, key: str) -> bool:
         return key in self._live
+
+
+class LiveGroup:
+    """A bench side's helper services and target. Nothing exists before `start()`: its
+    directory is made there (so bad input found after a side is named leaves nothing),
+    and `stop()` stops the group and removes the directory."""
+
+    def __init__(self, scenario: Scenario, *, label: str, run_id: str, on_event: OnEvent) -> None:
+        self.scenario = scenario
+        self.label = label
+        self.run_id = run_id
+        self.on_event = on_event
+        self.starts = 0  # the target's starts, a restart counted (a bench row's `fresh`)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._group: TargetGroup | None = None
+
+    @property
+    def running(self) -> Running | None:
+        return self._group.running if self._group is not None else None
+
+    @property
+    def target(self) -> Target | None:
+        return self._group.target if self._group is not None else None
+
+    def start(self) -> None:
+        """Helpers, then the target, ready; on failure everything started is stopped."""
+        self._tmp = tempfile.TemporaryDirectory(prefix=BENCH_SIDE_PREFIX.format(side=self.label))
+        sc = self.scenario
+        self._group = TargetGroup(
+            sc.target,
+            sc.services,
+            sc.setup,
+            files=TargetFiles(Path(self._tmp.name)),
+            run_id=self.run_id,
+            base_dir=sc.base_dir,
+            allow_targets=tuple(sc.allow_targets),
+            on_event=self.on_event,
+        )
+        try:
+            self._group.start()
+        except BaseException:
+            self.stop()
+            raise
+        self.starts += 1
+
+    def restart_target(self) -> None:
+        """A fresh target (empty caches); its helper services keep running."""
+        assert self._group is not None, "restart before start"
+        self._group.restart_target()
+        self.starts += 1
+
+    def stop(self) -> None:
+        if self._group is not None:
+            self._group.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()

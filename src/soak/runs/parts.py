@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from soak.agents.spec import ROLE as LOAD_ROLE
 from soak.config import Scenario
 from soak.load.agents.fleet import AgentsLoad
 from soak.load.generator import LoadRunner
@@ -16,9 +17,10 @@ from soak.load.replay_load import ReplayLoad
 from soak.load.supervised import SupervisedLoad
 from soak.points import Point, event_point
 from soak.runs.context import RunContext
-from soak.runs.layout import profiles_dir, spool_dir, with_embedded_store
+from soak.runs.layout import agents_dir, profiles_dir, spool_dir, with_embedded_store
 from soak.runs.listening import RunFacts, RunListener
 from soak.samplers import TickRunner, build_samplers
+from soak.samplers.remote_samplers import ROLE as SAMPLER_ROLE
 from soak.samplers.remote_samplers import RemoteSamplers
 from soak.sinks import SinkSet, build_sinks
 from soak.targets.base import Running
@@ -74,6 +76,7 @@ class RunParts:
                 run_started_ns=origin_ns,
                 run_duration_s=sc.duration_s,
                 allow_targets=tuple(sc.allow_targets),
+                logs_dir=agents_dir(self.run_dir, LOAD_ROLE),
             )
         elif sc.load is not None and sc.load.replay is not None:
             self.load = ReplayLoad(
@@ -98,7 +101,11 @@ class RunParts:
         )
         if sc.samplers.agent is not None:
             self.remote_samplers = RemoteSamplers(
-                sc.samplers, sc.target.name, self.run_id, origin_ns
+                sc.samplers,
+                sc.target.name,
+                self.run_id,
+                origin_ns,
+                logs_dir=agents_dir(self.run_dir, SAMPLER_ROLE),
             )
             samplers.append(self.remote_samplers)
         self.tick_runner = TickRunner(

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from soak.agents.coordinator import AgentsOnEngine, Coordinator
@@ -130,14 +131,16 @@ class RemoteSamplers:
         run_id: str,
         origin_ns: Callable[[], int],
         *,
+        logs_dir: Path,
         engine: AgentEngine | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`logs_dir`: a local agent's output, named by the run (runs.layout.agents_dir)."""
         assert cfg.agent is not None
         self.cfg, self.agent_cfg = cfg, cfg.agent
         self.target_name, self.run_id, self.origin_ns = target_name, run_id, origin_ns
         self.clock = clock
-        self.engine = engine or make_engine(self.agent_cfg.engine_config())
+        self.engine = engine or make_engine(self.agent_cfg.engine_config(), logs_dir)
         self._hosted = AgentsOnEngine(self.engine)
         self.inbox = SamplerInbox(cfg.interval_s, self.agent_cfg.lease_s, clock)
         self._coordinator: Coordinator | None = None

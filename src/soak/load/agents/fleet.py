@@ -63,16 +63,18 @@ class AgentsLoad:
         run_started_ns: Callable[[], int],
         run_duration_s: float | None = None,
         allow_targets: Sequence[str] = (),
+        logs_dir: Path,
         engine: AgentEngine | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`logs_dir`: local agents' output, named by the run (runs.layout.agents_dir)."""
         self.cfg = cfg
         self.agents: AgentsConfig = cfg.agents or AgentsConfig()
         self.server = server
         self.base_dir, self.run_id, self.run_started_ns = base_dir, run_id, run_started_ns
         self.run_duration_s = run_duration_s  # from the origin: the agents stop there
         self.allow_targets = tuple(allow_targets)
-        self.engine = engine or make_engine(self.agents)
+        self.engine = engine or make_engine(self.agents, logs_dir)
         self._hosted = AgentsOnEngine(self.engine)
         self.clock = clock
         self.rate_qps = 0.0
