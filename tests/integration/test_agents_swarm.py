@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +27,7 @@ from soak.errors import InputError
 from soak.labels import LABEL_OWNER, LABEL_RUN
 from soak.load.load_config import LoadConfig
 from soak.plans.load import run_load_agents
+from soak.runs.runid import new_run_id
 from tests.support.agents import AGENT_IMAGE, agents_scenario
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for
@@ -46,7 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
 
 @pytest.fixture
 def run_id(client: Any, swarm: None) -> Iterator[str]:
-    rid = f"t-{uuid.uuid4().hex[:8]}"
+    rid = new_run_id("t")  # the engine's format: a standalone load's directory is named by it
     try:
         yield rid
     finally:

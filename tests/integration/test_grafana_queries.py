@@ -185,7 +185,9 @@ def test_cpu_per_query_expression_has_aligned_inputs(soaked: Soaked) -> None:
     common = [ts for ts in by_ref["A"] if ts in by_ref["B"] and by_ref["B"][ts]]
     assert common
     us_per_query = sorted(by_ref["A"][ts] / by_ref["B"][ts] * 1e6 for ts in common)
-    assert all(math.isfinite(us) and us > 0 for us in us_per_query), us_per_query
+    # A bucket can hold a tick whose CPU reading did not move (the kernel counts CPU in
+    # 10-ms ticks; beside two hogs one bucket of four read 0 at 86-97 µs for the rest).
+    assert all(math.isfinite(us) and us >= 0 for us in us_per_query), us_per_query
     # Not a speed figure (shared noisy cores): only the scale. A CPU seconds / q/s mix-up
     # would be off by 1e6.
     assert 1 < us_per_query[len(us_per_query) // 2] < 100_000, us_per_query

@@ -46,8 +46,11 @@ def test_the_swap_is_measured_and_a_loose_bound_passes(archive: Path, tmp_path: 
     # The old version answered before the stop, the new one after the start.
     assert swap.completed > 0
     # Every query ends as answered or lost, those the closed port refused included
-    # (issue: they were once in neither); the generator kept up, so all that was due left.
-    assert swap.sent == swap.completed + swap.lost and swap.sent == swap.due
+    # (issue: they were once in neither). What was due left, but for the few a busy
+    # machine keeps the generator from sending (1,100 of 1,101 beside two CPU hogs):
+    # those are the schedule's skipped queries, never counted sent.
+    assert swap.sent == swap.completed + swap.lost
+    assert swap.due - swap.due // 100 <= swap.sent <= swap.due
     assert swap.refused > 0 and swap.lost > 0
     assert f"the port refused {swap.refused} times" in swap.describe()
     assert 0 < swap.longest_gap_s < 10
