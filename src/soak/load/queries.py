@@ -40,7 +40,7 @@ def parse_line(line: str, where: str) -> Question | None:
     if len(parts) > 2:
         raise InputError(f"{where}: malformed query line {text!r} (want `name TYPE`)")
     type_text = parts[1] if len(parts) == 2 else "A"
-    rdtype = _rdtype(type_text.upper())
+    rdtype = rdtype_of(type_text.upper())
     if rdtype is None:
         raise InputError(f"{where}: unknown record type {type_text!r}")
     if wire.plain_name(parts[0]) is None:  # escapes, non-ASCII or bad: dnspython decides
@@ -52,7 +52,8 @@ def parse_line(line: str, where: str) -> Question | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _rdtype(text: str) -> int | None:
+def rdtype_of(text: str) -> int | None:
+    """The record type's number from its upper-case name (`AAAA`), None if unknown."""
     try:
         return int(dns.rdatatype.from_text(text))
     except dns.rdatatype.UnknownRdatatype:

@@ -18,6 +18,7 @@ import dns.rdatatype
 from soak.clock import NS_PER_S
 from soak.errors import InputError
 from soak.load import wire
+from soak.load.queries import rdtype_of
 from soak.load.replay_config import ReplayConfig, Rewrite
 from soak.traffic.capture import Capture, qname_text
 
@@ -96,10 +97,9 @@ class Classes:
 
 
 def _rdtype(text: str) -> int:
-    try:
-        return int(dns.rdatatype.from_text(text.upper()))
-    except dns.rdatatype.UnknownRdatatype:
-        raise InputError(f"replay class: unknown record type {text!r}") from None
+    if (rdtype := rdtype_of(text.upper())) is None:
+        raise InputError(f"replay class: unknown record type {text!r}")
+    return rdtype
 
 
 class Renamer:
