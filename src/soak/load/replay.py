@@ -348,6 +348,7 @@ class Replay:
         offsets = self.offsets.quantiles()
         skipped = sum(cw.skipped for cw in self.per_class)
         conns, b = self.conns, self.conns.book
+        handshake_us = conns.handshake.quantiles()
         return ReplayResult(
             classes=self.plan.classes.names,
             per_class=self.per_class,
@@ -367,6 +368,7 @@ class Replay:
                 "tls_resumed": b.conn_resumed,
                 "idled_out": conns.idled_out,
                 "udp_socket_errors": conns.socket_errors,
+                **{f"handshake_{q}_us": int(v) for q, v in handshake_us.items()},
             },
             unexpected=self.unexpected,
             late=self.late,
