@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from soak.analysis.approach import approaching
 from soak.analysis.changepoint import MIN_SEGMENT, last_change, suffix_minima, troughs
 from soak.analysis.levelling import (
     TAIL_CONFIDENCE_FACTOR,
@@ -102,15 +103,19 @@ def checked_growth(
             note = "grew until a change of course, flat since"
             return "levelling", None, after.slope_per_s, note, at
         # Flat, then rising (a leak's onset): the slope is the rise's, not diluted by
-        # the flat part. A rise that only changed pace keeps the whole run's slope.
+        # the flat part. A rise that only changed pace keeps the whole run's slope, and
+        # one that slowed (a curve's first piece steeper) is no onset.
         rose = grows(after, threshold_per_hour, p_value_max) and len(points) - k >= min_windows
-        if rose and not grows(before, threshold_per_hour, p_value_max):
+        steeper = after.slope_per_s > before.slope_per_s
+        if rose and steeper and not grows(before, threshold_per_hour, p_value_max):
             slope, note = after.slope_per_s, "growing since a change of course"
     if not floorgrows(points, threshold_per_hour, min_windows, p_value_max):
         note = "the floor it falls back to does not rise (a sawtooth)"
         return "ok", None, None, note, at
     since = slowing_part(points) if slope is None else None  # not a leak's onset
     settling = decelerating(since, threshold_per_hour, p_value_max) if since else None
+    if settling is None and slope is None:
+        settling = approaching(points, threshold_per_hour, p_value_max)
     if settling is not None:
         return "levelling", None, settling.slope_per_s, settling.note(resource), at
     return "growing", slope, None, note, at
