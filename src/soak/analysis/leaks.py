@@ -20,8 +20,12 @@ A whole-run rise is checked before it is called `growing` (soak.analysis.rises):
 `levelling` when the series is flat since its last change of course (start-up growth
 ended, a cache is full), `ok` when the floor it keeps falling back to does not rise (GC
 teeth longer than a window), `levelling` when the rise slows down part after part, with
-its projected plateau (soak.analysis.levelling); `levelling` too while a resource is
-under its declared cap (`leaks.caps`, soak.analysis.verdicts.toward_cap). A run whose
+its projected plateau (soak.analysis.levelling), or when it fits an approach to a
+plateau better than a line (soak.analysis.approach); `levelling` too while a resource is
+under its declared cap (`leaks.caps`, soak.analysis.verdicts.toward_cap). Start-up growth
+(a rise from the warm-up's end until it stops) is left out once it stops: a `growing`
+whole run is then judged by the windows after it (`leaks.startup_max_s` makes a rise
+that has not stopped wait, not judged, that long). A run whose
 whole slope is still diluted by a flat start is `growing` from a leak's onset (three
 windows above everything before a change of course). The verdict's `note` says which.
 
