@@ -184,7 +184,8 @@ def report(out: Path) -> None:
         if not after:
             print(f"{key}: no reading after {FIRST_S:.0f} s")
             continue
-        last = [(r["t_s"], r[key]) for r in rows if r["t_s"] >= end_t - SLOPE_WINDOW_S]
+        since = max(end_t - SLOPE_WINDOW_S, FIRST_S)  # never the start-up's readings
+        last = [(r["t_s"], r[key]) for r in rows if r["t_s"] >= since]
         b, se, s = slope_kib_h(last) if len(last) > 2 else (0.0, 0.0, 0.0)
         print(
             f"{key}: at {after[0]['t_s']:.0f} s {after[0][key]:,} KiB, at the end"
