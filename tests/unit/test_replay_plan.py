@@ -92,3 +92,11 @@ def test_offsets_quantiles_stay_small() -> None:
     assert len(o.counts) < 120
     q = o.quantiles()
     assert q["p50"] == 1_040_000 and q["max"] == 1_090_000
+
+
+def test_a_question_asked_again_is_one_object() -> None:
+    plan = Plan(cfg(), capture(), 1)
+    sent = [p.question for p in plan.queries(None)]
+    assert sent[0] == sent[3] == name("a.test") + b"\x00\x01\x00\x01"
+    assert sent[0] is sent[3]  # the capture's a.test A, twice: one bytes object
+    assert len({id(q) for q in sent}) == 3
