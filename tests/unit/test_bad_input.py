@@ -194,6 +194,14 @@ CASES: list[tuple[str, Case, str]] = [
      "load.replay: a replay plays from the run's own process; drop load.agents"),
     ("replay-capture-cut", _both(_set(*REPLAY), _file("c.pcap", good_pcap()[:-9])),
      "c.pcap: truncated pcap"),
+    ("capture-source-unknown", _set("capture", {"source": "netflow"}),
+     "capture.source: Input should be 'dnstap'"),
+    ("capture-socket-too-long", _set("capture", {"socket": "/tmp/" + "s" * 110}),
+     "capture.socket: /tmp/sss"),
+    ("capture-socket-no-dir", _set("capture", {"socket": "no-such-dir/tap.sock"}),
+     "no-such-dir is not a directory"),
+    ("capture-max-queries-zero", _set("capture", {"max_queries": 0}),
+     "capture.max_queries: Input should be greater than or equal to 1"),
 ]  # fmt: skip
 
 # What only the command line takes (flags, a file to read): no scenario body to post.
