@@ -18,7 +18,7 @@ from soak.sinks.sqlite import SqliteStore
 from soak.traffic.capture import Capture, read_capture
 from tests.e2e.soakrun import QUICK, last_json, run_soak
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import DEFAULT_LOCAL_DATA, unbound_conf
+from tests.support.servers import DEFAULT_LOCAL_DATA, unbound_conf, unbound_process_target
 from tests.support.traffic import dnstap_conf
 
 pytestmark = pytest.mark.e2e
@@ -44,15 +44,10 @@ def dnstap_target() -> dict[str, object]:
     """unbound on a port soak picks, writing its client queries as dnstap to the run's
     socket (`{run_dir}/dnstap.sock`, where `capture:` listens by default)."""
     conf = unbound_conf("{port.dns}", DEFAULT_LOCAL_DATA)  # type: ignore[arg-type]
-    return {
-        "runtime": "process",
-        "name": "unbound",
-        "version": "1.17",
-        "argv": ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
-        "ports": {"dns": {"protocol": "both"}},
-        "files": [{"dest": "unbound.conf", "content": conf + dnstap_conf("{run_dir}/dnstap.sock")}],  # type: ignore[arg-type]
-        "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
-    }
+    conf += dnstap_conf(Path("{run_dir}/dnstap.sock"))
+    target = unbound_process_target()
+    target["files"] = [{"dest": "unbound.conf", "content": conf}]
+    return target
 
 
 def run(tmp: Path, data: Path, name: str, load: dict[str, Any], seconds: int) -> dict[str, Any]:

@@ -71,6 +71,12 @@ def kinds(faults: list[Fault]) -> list[str]:
     return [f.kind for f in faults]
 
 
+def finished(cap: RunCapture) -> Fault:
+    """The recording finished: its `capture_written` event."""
+    (written,) = [f for f in cap.finish(drain_s=0.0) if f.kind == "capture_written"]
+    return written
+
+
 class Told:
     """Every fault a recording's check() has told so far."""
 
@@ -102,8 +108,7 @@ def test_a_writer_that_dies_loses_nothing_kept(tmp_path: Path, now_s: float) -> 
         (lost,) = told.until("capture_writer_lost")
         assert "4 queries kept" in lost.message
     finally:
-        faults = cap.finish(drain_s=0.0)
-    (written,) = [f for f in faults if f.kind == "capture_written"]
+        written = finished(cap)
     assert "1 before the run's origin" in written.message
     assert cap.written is not None and cap.written["queries"] == 3
     assert len(read_capture(cap.out).queries) == 3
@@ -122,8 +127,7 @@ def test_a_stream_closed_properly_and_a_full_capture(tmp_path: Path, now_s: floa
         (full,) = told.until("capture_full")
         assert "2 queries kept (capture.max_queries)" in full.message
     finally:
-        faults = cap.finish(drain_s=0.0)
-    (written,) = [f for f in faults if f.kind == "capture_written"]
+        written = finished(cap)
     assert "1 over capture.max_queries" in written.message
     assert len(read_capture(cap.out).queries) == 2
 
