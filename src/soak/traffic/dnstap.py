@@ -29,7 +29,14 @@ CTRL_ACCEPT, CTRL_START, CTRL_STOP, CTRL_READY, CTRL_FINISH = 1, 2, 3, 4, 5
 FIELD_CONTENT_TYPE = 1
 ESCAPE = b"\0\0\0\0"
 # dnstap.proto Message.Type and the fields we read
-CLIENT_QUERY, CLIENT_RESPONSE = 5, 6
+AUTH_QUERY, AUTH_RESPONSE, CLIENT_QUERY, CLIENT_RESPONSE = 1, 2, 5, 6
+# A query the server received from its client: CLIENT_QUERY from a recursive server's
+# client, AUTH_QUERY from an authoritative server's. BIND logs a query as AUTH_QUERY
+# unless recursion is available to its client and the query asks for it (RD): an
+# authoritative BIND's queries are all AUTH_QUERY, and `dnstap { client query; }` alone
+# selects none of them (docs/replay.md).
+SERVED_QUERIES = (CLIENT_QUERY, AUTH_QUERY)
+SERVED_RESPONSES = (CLIENT_RESPONSE, AUTH_RESPONSE)
 M_TYPE, M_FAMILY, M_PROTOCOL, M_QADDR, M_QPORT = 1, 2, 3, 4, 6
 M_QSEC, M_QNSEC, M_QMSG, M_RSEC, M_RNSEC = 8, 9, 10, 12, 13
 PROTO_UDP, PROTO_TCP = 1, 2  # SocketProtocol; DoT, DoH and the rest replay as TCP
@@ -129,7 +136,8 @@ def read_frames(blob: bytes, where: str) -> Frames:
 
 
 def add_frame(frame: bytes, builder: Builder) -> None:
-    """One dnstap frame: a client query into the builder, a client response counted."""
+    """One dnstap frame: a query the server received into the builder, its response
+    counted."""
     try:
         top = fields(frame)
         msg = top.get(14)
@@ -141,12 +149,12 @@ def add_frame(frame: bytes, builder: Builder) -> None:
         builder.skipped += 1
         return
     mtype = m.get(M_TYPE)
-    if mtype == CLIENT_RESPONSE:
+    if mtype in SERVED_RESPONSES:
         builder.responses += 1
         return
     query = m.get(M_QMSG)
-    if mtype != CLIENT_QUERY or not isinstance(query, bytes):
-        builder.skipped += 1  # resolver-side messages: not a client's query
+    if mtype not in SERVED_QUERIES or not isinstance(query, bytes):
+        builder.skipped += 1  # the server's own queries upstream: not a client's
         return
     addr = m.get(M_QADDR, b"")
     client = str(ipaddress.ip_address(addr)) if isinstance(addr, bytes) and addr else "?"
