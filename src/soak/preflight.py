@@ -136,7 +136,9 @@ def check_replay(scenario: Scenario, replay: ReplayConfig) -> None:
                 f"phases.{i}.rate_qps: a replay keeps its capture's timing; pace it with"
                 " load.replay.speed or load.replay.rate_qps"
             )
-    load_replay(replay.model_copy(update={"file": scenario.base_dir / replay.file}))
+    if replay.file is None:  # a run's id: where the run starts, its data directory says
+        return
+    load_replay(replay.at(scenario.base_dir))
 
 
 def check_capture(capture: CaptureConfig, base_dir: Path) -> None:

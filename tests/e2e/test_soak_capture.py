@@ -14,6 +14,8 @@ from typing import Any
 import dns.rdatatype
 import pytest
 
+from soak.runs.layout import DataDir
+from soak.runs.state import StateStore
 from soak.sinks.sqlite import SqliteStore
 from soak.traffic.capture import Capture, read_capture
 from tests.e2e.soakrun import QUICK, last_json, run_soak
@@ -72,6 +74,18 @@ def run(tmp: Path, data: Path, name: str, load: dict[str, Any], seconds: int) ->
     return status
 
 
+def replayed_file(data: Path, run_id: str) -> Path | None:
+    """The capture file a run's record says it replayed (its `from_run` found)."""
+    state = StateStore(DataDir(data).state_db)
+    try:
+        record = state.get_run(run_id)
+    finally:
+        state.close()
+    assert record is not None and record.scenario.load is not None
+    assert record.scenario.load.replay is not None
+    return record.scenario.load.replay.file
+
+
 def last_run(data: Path) -> str:
     return max((data / "runs").iterdir(), key=lambda p: p.stat().st_mtime).name
 
@@ -115,10 +129,12 @@ def test_run_captures_its_target_and_the_next_replays_it(tmp_path: Path, data: P
     written = next(e["message"] for e in first["events"] if e["kind"] == "capture_written")
     assert "before the run's origin" in written, written
 
-    # Run 2 replays that file once, and captures what it sent.
-    replay = {"timeout_s": "1s", "replay": {"file": info["file"], "loops": 1}}
+    # Run 2 replays that run's capture once (named by the run's id), and captures what
+    # it sent.
+    replay = {"timeout_s": "1s", "replay": {"from_run": first["id"], "loops": 1}}
     second = run(tmp_path, data, "rep", replay, int(capture.duration_ns / 1e9) + 4)
     again = read_capture(Path(second["capture"]["file"]))
+    assert replayed_file(data, second["id"]) == Path(info["file"])
     assert qtypes(again) == qtypes(capture) == sent_per_class(data, second["id"])
     assert per_client(again) == per_client(capture)
     assert len(again.clients) == len(capture.clients)

@@ -372,7 +372,7 @@ def load_replay(cfg: ReplayConfig) -> Capture:
     """The pre-flight: the capture read and checked before any socket exists."""
     from soak.traffic.sources import load_capture
 
-    return load_capture(cfg.file, cfg.clients_by_port)
+    return load_capture(cfg.path, cfg.clients_by_port)
 
 
 def run_replay(

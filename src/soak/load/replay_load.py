@@ -62,7 +62,7 @@ class ReplayLoad:
         """Reads the capture (the pre-flight checked it); nothing is sent before start()."""
         assert cfg.replay is not None
         self.cfg = cfg
-        replay_cfg = cfg.replay.model_copy(update={"file": base_dir / cfg.replay.file})
+        replay_cfg = cfg.replay.at(base_dir)
         self.replay = Replay(
             replay_cfg, load_replay(replay_cfg), server[0], server[1], cfg.timeout_s, cfg.seed or 0
         )

@@ -20,10 +20,11 @@ from typing import Any
 import dns.rdatatype
 
 from soak.clock import ns_to_s, s_to_ns
+from soak.config import Scenario
 from soak.errors import InputError
 from soak.placeholders import Placeholders, render
 from soak.points import Fault
-from soak.runs.layout import capture_path, dnstap_socket
+from soak.runs.layout import DataDir, capture_path, dnstap_socket
 from soak.traffic.capture import Builder, summary, write_capture
 from soak.traffic.capture_config import CaptureConfig
 from soak.traffic.dnstap import Listener
@@ -265,3 +266,27 @@ def _notes(recording: Builder, before: int) -> str:
     ]
     said = "; ".join(p for p in parts if p)
     return f"; not kept: {said}" if said else ""
+
+
+def resolve_from_run(scenario: Scenario, data_dir: DataDir) -> Scenario:
+    """`load.replay.from_run: ID`: the capture that run recorded of its target, in this
+    data directory, as `load.replay.file` (InputError, one line, if it has none). The
+    run keeps the path, so its record and report name the file it replayed."""
+    load = scenario.load
+    if load is None or load.replay is None or load.replay.from_run is None:
+        return scenario
+    run_id = load.replay.from_run
+    run_dir = data_dir.run_dir(run_id)
+    path = capture_path(run_dir)
+    if not path.is_file():
+        why = (
+            "has no capture: its scenario has no `capture:`, it recorded no query, or it"
+            " has not written it yet (at its capture.duration_s, else at its end)"
+            if run_dir.is_dir()
+            else f"no such run in {data_dir.root}"
+        )
+        raise InputError(f"load.replay.from_run: {run_id}: {why}")
+    replay = load.replay.model_copy(update={"file": path, "from_run": None})
+    copy = scenario.model_copy(update={"load": load.model_copy(update={"replay": replay})})
+    copy._base_dir = scenario.base_dir
+    return copy
