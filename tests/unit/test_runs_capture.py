@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 from soak.clock import NS_PER_S
+from soak.config import Scenario, scenario_from_data
+from soak.errors import InputError
 from soak.points import Fault
-from soak.runs.capture import RunCapture
+from soak.runs.capture import RunCapture, resolve_from_run, written_capture
+from soak.runs.layout import DataDir
 from soak.traffic import dnstap
 from soak.traffic.capture import read_capture
 from soak.traffic.capture_config import CaptureConfig
@@ -174,3 +177,39 @@ def test_nothing_recorded_is_said_and_no_file_is_written(tmp_path: Path) -> None
     faults = cap.finish(drain_s=0.0)
     assert kinds(faults) == ["capture_empty"]
     assert not cap.out.exists()
+
+
+def replaying(run_id: str, tmp_path: Path) -> Scenario:
+    data = {
+        "name": "next",
+        "target": {"runtime": "process", "argv": ["sleep", "60"]},
+        "load": {"replay": {"from_run": run_id}},
+        "phases": [{"name": "steady", "duration_s": "10s"}],
+    }
+    return scenario_from_data(data, "s.yaml", tmp_path)
+
+
+def test_from_run_finds_that_runs_capture(tmp_path: Path, now_s: float) -> None:
+    data = DataDir(tmp_path / "data")
+    run_dir = data.run_dir("cap-1")
+    run_dir.mkdir(parents=True)
+    with pytest.raises(InputError, match="cap-1: has no capture"):
+        resolve_from_run(replaying("cap-1", tmp_path), data)
+    with pytest.raises(InputError, match=f"other-1: no such run in {data.root}"):
+        resolve_from_run(replaying("other-1", tmp_path), data)
+    cap = recording(run_dir)  # a run's recording writes where from_run looks
+    try:
+        cap.begin(int((now_s - 5) * NS_PER_S))
+        w = Writer(cap.socket)
+        w.queries(now_s - 4, now_s - 3)
+        w.stop()
+        Told(cap).until("capture_writer_stopped")
+    finally:
+        finished(cap)
+    found = resolve_from_run(replaying("cap-1", tmp_path), data)
+    assert found.load is not None and found.load.replay is not None
+    assert found.load.replay.file == cap.out and found.load.replay.from_run is None
+    assert found.base_dir == tmp_path
+    # What a resumed run's result says of the file written before (no recording then).
+    assert written_capture(run_dir) == {**(cap.written or {}), "file": str(cap.out)}
+    assert written_capture(tmp_path) is None

@@ -25,7 +25,7 @@ from soak.errors import InputError
 from soak.placeholders import Placeholders, render
 from soak.points import Fault
 from soak.runs.layout import DataDir, capture_path, dnstap_socket
-from soak.traffic.capture import Builder, summary, write_capture
+from soak.traffic.capture import Builder, read_capture, summary, write_capture
 from soak.traffic.capture_config import CaptureConfig
 from soak.traffic.dnstap import Listener
 
@@ -239,17 +239,29 @@ class RunCapture:
         except OSError as exc:
             self.written = {"queries": 0, "error": str(exc)}
             return [Fault("capture_failed", f"capture: writing {self.out}: {exc}", 0.0)]
-        info = summary(capture)
-        qtypes = info["qtypes"]
-        assert isinstance(qtypes, dict)
-        names = {_type_name(k): v for k, v in qtypes.items()}
-        self.written = {"file": str(self.out), **info, "qtypes": names}
-        mix = ", ".join(f"{k} {v:,}" for k, v in names.items())
+        info = _named(summary(capture))
+        self.written = {"file": str(self.out), **info}
+        mix = ", ".join(f"{k} {v:,}" for k, v in info["qtypes"].items())
         message = (
             f"capture: {info['queries']:,} queries from {info['clients']:,} clients over"
             f" {info['duration_s']} s ({mix}) written to {self.out}{notes}"
         )
         return [Fault("capture_written", message, float(len(capture.queries)))]
+
+
+def written_capture(run_dir: Path) -> dict[str, Any] | None:
+    """What a run's capture file holds (as `RunCapture.written`), None without one."""
+    path = capture_path(run_dir)
+    if not path.is_file():
+        return None
+    return {"file": str(path), **_named(summary(read_capture(path)))}
+
+
+def _named(info: dict[str, Any]) -> dict[str, Any]:
+    """A capture's summary with its query types by name (A, AAAA) rather than number."""
+    qtypes = info["qtypes"]
+    assert isinstance(qtypes, dict)
+    return {**info, "qtypes": {_type_name(k): v for k, v in qtypes.items()}}
 
 
 def _type_name(qtype: object) -> str:

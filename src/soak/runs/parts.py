@@ -17,7 +17,7 @@ from soak.load.generator import LoadRunner
 from soak.load.replay_load import ReplayLoad
 from soak.load.supervised import SupervisedLoad
 from soak.points import Fault, Point, event_point
-from soak.runs.capture import DRAIN_S, RunCapture, socket_path
+from soak.runs.capture import DRAIN_S, RunCapture, socket_path, written_capture
 from soak.runs.context import RunContext
 from soak.runs.layout import agents_dir, profiles_dir, spool_dir, with_embedded_store
 from soak.runs.listening import RunFacts, RunListener
@@ -83,8 +83,8 @@ class RunParts:
         """Once the target has stopped (its writer given `drain_s` to close): the capture
         written (what it holds, for the result), its last events told; a fault is an
         event, never the run's end."""
-        if self.capture is None:
-            return None
+        if self.capture is None:  # a resumed run: what was written before it stands
+            return written_capture(self.run_dir) if self.scenario.capture is not None else None
         try:
             faults = self.capture.finish(drain_s)
         except Exception as exc:
