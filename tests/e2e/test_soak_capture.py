@@ -110,18 +110,30 @@ def sent_per_class(data: Path, run_id: str) -> dict[str, int]:
         store.close()
 
 
+def recorded_as_sent(capture: Capture, data: Path, run_id: str) -> bool:
+    """The capture holds the queries the run's load sent, per query type, and nothing
+    else; True when exactly those (nothing lost). A query lost on its way (a busy machine
+    can drop a UDP datagram on loopback) may be missing: then it holds at least every
+    query answered."""
+    ledger = assert_figures_agree(data, run_id)
+    if ledger["lost"] == 0:
+        assert qtypes(capture) == sent_per_class(data, run_id), ledger
+        return True
+    assert ledger["completed"] <= len(capture.queries) <= ledger["sent"], ledger
+    return False
+
+
 def test_run_captures_its_target_and_the_next_replays_it(tmp_path: Path, data: Path) -> None:
     # Run 1: the load's four UDP flows are the capture's four clients.
     load = {"rate_qps": 40, "flows": 4, "timeout_s": "1s", "mix": MIX}
     first = run(tmp_path, data, "cap", load, 8)
-    ledger = assert_figures_agree(data, first["id"])
     info = first["capture"]
     capture = read_capture(Path(info["file"]))
     assert Path(info["file"]).parent == data / "runs" / first["id"]
+    assert len(capture.queries) == info["queries"] and qtypes(capture) == info["qtypes"]
     # Every query the load sent, and nothing else: the readiness probe came before the
     # run's origin and is said to be left out.
-    assert len(capture.queries) == ledger["sent"] == info["queries"], (ledger, info)
-    assert qtypes(capture) == sent_per_class(data, first["id"]) == info["qtypes"]
+    recorded_as_sent(capture, data, first["id"])
     assert len(capture.clients) == 4
     kinds = [e["kind"] for e in first["events"]]
     assert kinds.count("capture_listening") == kinds.count("capture_written") == 1, kinds
@@ -130,11 +142,13 @@ def test_run_captures_its_target_and_the_next_replays_it(tmp_path: Path, data: P
     assert "before the run's origin" in written, written
 
     # Run 2 replays that run's capture once (named by the run's id), and captures what
-    # it sent.
+    # it sent: the first capture's query types and per-client counts again.
     replay = {"timeout_s": "1s", "replay": {"from_run": first["id"], "loops": 1}}
     second = run(tmp_path, data, "rep", replay, int(capture.duration_ns / 1e9) + 4)
-    again = read_capture(Path(second["capture"]["file"]))
     assert replayed_file(data, second["id"]) == Path(info["file"])
-    assert qtypes(again) == qtypes(capture) == sent_per_class(data, second["id"])
-    assert per_client(again) == per_client(capture)
-    assert len(again.clients) == len(capture.clients)
+    again = read_capture(Path(second["capture"]["file"]))
+    assert sum(sent_per_class(data, second["id"]).values()) == len(capture.queries)
+    if recorded_as_sent(again, data, second["id"]):
+        assert qtypes(again) == qtypes(capture)
+        assert per_client(again) == per_client(capture)
+        assert len(again.clients) == len(capture.clients)
