@@ -51,7 +51,7 @@ test-unit: setup
 	$(BIN)/pytest -q tests/unit
 
 test: system-deps setup lint typecheck docker-ready refdns agent-image
-	$(BIN)/pytest -q --durations=30 -m "not upgrades" tests
+	$(BIN)/pytest -q --durations=30 -n 2 --dist loadgroup -m "not upgrades" tests
 
 # Real-version upgrades (pdns 4.4 -> 4.7 -> 4.9 ...): builds the versioned images, then
 # runs the tests marked `upgrades` (`make test` leaves them out).

@@ -18,6 +18,11 @@ clock stretched by its time scale). Per labelled series:
 - slope error: the last pass's slope against the true rate;
 - levelling and not-judged (`insufficient`) passes.
 
+Besides the recorded fixtures, each leak fixture is scored once more with its warm-up
+ending at the leak's onset (shape "linear from the warm-up's end"): a leak from the
+start, as a per-query leak is, with nothing flat before it. No recording needed: the
+same samples, a later judged start.
+
 Exit 1 when any healthy series had a false alarm or any leak at or above its
 threshold was never `growing`.
 """
@@ -25,6 +30,7 @@ threshold was never `growing`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 from collections import defaultdict
@@ -54,6 +60,19 @@ def shortest_detection_h(fx: Fixture, s: Score, cfg: LeaksConfig) -> float | Non
     return max(rise_s, 2 * cfg.window_s) / 3600.0
 
 
+def from_warmup_end(fx: Fixture) -> Fixture | None:
+    """The fixture with its warm-up ending at its leaks' onset, only its leaks labelled."""
+    leaks = {r: lab for r, lab in fx.labels.items() if lab.kind == "leak"}
+    if not leaks:
+        return None
+    onset_s = min(lab.onset_s for lab in leaks.values())
+    labels = {
+        r: dataclasses.replace(lab, shape="linear from the warm-up's end")
+        for r, lab in leaks.items()
+    }
+    return dataclasses.replace(fx, name=f"{fx.name}@onset", warmup_s=onset_s, labels=labels)
+
+
 def fmt(value: float | None, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -70,11 +89,20 @@ def main() -> int:
         action="store_true",
         help="judge with the leaks.caps a fixture declares (its cache's memory)",
     )
+    ap.add_argument(
+        "--startup-max-h",
+        type=float,
+        help="leaks.startup_max_s, in replayed hours (default: the config's)",
+    )
     args = ap.parse_args()
     span = {"min_span_s": args.min_span_h * 3600} if args.min_span_h else {}
+    if args.startup_max_h is not None:
+        span["startup_max_s"] = args.startup_max_h * 3600
     cfg = LeaksConfig(**span)
+    recorded = fixtures(args.dir)
+    derived = [d for fx in recorded if (d := from_warmup_end(fx)) is not None]
     rows: list[tuple[Fixture, Score]] = [
-        (fx, s) for fx in fixtures(args.dir) for s in score(fx, cfg, args.declared_caps)
+        (fx, s) for fx in recorded + derived for s in score(fx, cfg, args.declared_caps)
     ]
     if not rows:
         print("leak_accuracy: no fixtures in tests/fixtures/leaks", file=sys.stderr)

@@ -35,6 +35,15 @@ def work() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on the one-node swarm share it (one engine, one swarm): under
+    `pytest -n` they run one after another on one worker (`--dist loadgroup`)."""
+    for item in items:
+        if "swarm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("swarm"))
+
+
 # The agent tests' Docker Swarm, per module as each module's tests share it. A module
 # with a `client` of its own (the service API's) has that one instead.
 @pytest.fixture(scope="module")

@@ -88,11 +88,17 @@ def test_passing_plan_exit_0_with_junit_and_json(archive: Path, tmp_path: Path, 
     checks = list(store.points(run_id, "upgrade_check"))
     assert len(checks) == 18 and all(p.fields["ok"] == 1 for p in checks)
     assert {p.tags["plan"] for p in checks} == {"pdns-auth-upgrade"}
-    ready = list(store.points(run_id, "event"))
+    events = list(store.points(run_id, "event"))
+    ready = [p for p in events if p.tags["kind"] == "ready"]
     assert sorted(p.tags["version"] for p in ready) == [
         "4.7 on the 4.3.1 schema",
         "4.7 on the migrated schema",
     ]
+    # each step an event of the run, as a soak's are (kind: its phase; value: its seconds)
+    step_events = [p for p in events if p.tags["kind"] != "ready"]
+    assert sorted((p.tags["kind"], p.fields["message"]) for p in step_events) == sorted(
+        (s["phase"], s["text"]) for s in steps
+    )
     store.close()
     # every step shown as it happened, in order
     phases = [line.split()[0] for line in proc.stdout.splitlines()[1:] if line.strip()]

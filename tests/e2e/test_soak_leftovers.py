@@ -84,6 +84,10 @@ def test_a_sigkilled_foreground_run_leaves_nothing(tmp_path: Path) -> None:
         "--data-dir", str(tmp_path / "other"),
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-2000:]
-    said = [ln for ln in again.stderr.splitlines() if "removed what dead runs left" in ln]
-    assert len(said) == 1 and "upstream of run leftovers-" in said[0], again.stderr[-2000:]
+    # The straggler never ends by itself: gone means swept.
     assert processes_under(runs) == []
+    said = [ln for ln in again.stderr.splitlines() if "removed what dead runs left" in ln]
+    # Any soak start on the machine sweeps: under `pytest -n` another test's start may
+    # have swept it first, and then this one has nothing to say.
+    assert len(said) <= 1, again.stderr[-2000:]
+    assert not said or "upstream of run leftovers-" in said[0], said

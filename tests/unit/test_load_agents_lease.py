@@ -162,6 +162,15 @@ def test_an_agent_keeps_its_lease_while_calls_get_through() -> None:
         lease.check(CoordinatorUnreachable("refused"))
 
 
+def test_each_agent_is_handed_its_share_of_the_asked_rate() -> None:
+    f = Fleet(4, {"all": 1.0}, 5.0)
+    f.set_rate(1000.0)
+    assert [f.reply(i).share_qps for i in range(4)] == [250.0] * 4
+    f.set_rate(600.0)  # a phase's new rate: every agent's share follows
+    assert f.reply(3).share_qps == 150.0
+    assert f.rate_qps == 600.0  # the fleet keeps the total (what a lost agent was due)
+
+
 def test_an_agent_and_its_coordinator_over_http() -> None:
     f = Fleet(1, {"all": 1.0}, 5.0)
     coordinator = Coordinator(fleet_calls(f), "sekrit", ("127.0.0.1", 0))
@@ -174,7 +183,7 @@ def test_an_agent_and_its_coordinator_over_http() -> None:
             f.set_rate(50.0)
             start_at = f.release(0)
         reply = client.heartbeat([window(0, start_at + S, 50, [250]).to_json_dict()])
-        assert reply.start_at_ns == start_at and reply.rate_qps == 50.0 and not reply.stop
+        assert reply.start_at_ns == start_at and reply.share_qps == 50.0 and not reply.stop
         totals = AgentTotals(
             agent=0,
             sent=50,

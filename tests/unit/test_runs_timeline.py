@@ -68,13 +68,9 @@ def test_no_warmup_means_verdicts_from_origin() -> None:
     assert timeline.warmup_end_ns(spans) == 7 * S
 
 
-def test_the_timeline_decides_the_loads_rate_and_when_it_changes() -> None:
+def test_the_timeline_places_the_loads_rate() -> None:
     tl = timeline.Timeline.of(scenario(), 1000 * S)
     assert tl.rate_at(999 * S) == 0.0  # before the origin: none yet
     assert tl.rate_at(1000 * S) == 50
     assert tl.rate_at(1600 * S) == 100
     assert tl.rate_at(4600 * S) == 0.0  # after the end: none
-    assert tl.rate_change(0) is None  # the load starts with the first phase's rate
-    assert tl.rate_change(1) == timeline.RateChange(100, 1600 * S)
-    assert [s.name for s in tl.phases_after(1000 * S)] == ["steady"]
-    assert tl.phases_after(1600 * S) == []  # entered already (a resumed run)

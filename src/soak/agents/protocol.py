@@ -11,8 +11,9 @@ and for the sampler agent of a target on another node (soak.samplers.member):
 Every call carries the run's token (`Authorization: Bearer ...`; agents read it
 from SOAK_AGENT_TOKEN, never from argv). The Reply says when the run's load
 starts (one `start_at` for all agents, wall clock ns) and how long it lasts (every
-agent stops sending at the run's end by its own clock), the asked total rate
-(each agent sends its segment's share), the lease and whether to stop. An agent
+agent stops sending at the run's end by its own clock), the agent's share of the
+asked rate (the coordinator divides it: soak.load.agents.lease), the lease and
+whether to stop. An agent
 that cannot renew its lease for `lease_s` stops by itself: a coordinator that is
 gone (the service SIGKILLed) leaves no load running past the lease. Both kinds of
 agent keep it with Lease and wait for the run's start with wait_for_start: the
@@ -61,7 +62,7 @@ class JsonReply:
 @dataclass(frozen=True)
 class Reply(JsonReply):
     start_at_ns: int | None  # None until every agent has registered
-    rate_qps: float  # the asked total; the agent sends its segment's share
+    share_qps: float  # this agent's share of the asked total rate: what it sends
     lease_s: float
     stop: bool
     duration_s: float | None = None  # from start_at to the run's end; None: until stopped

@@ -86,6 +86,19 @@ def _best_split(sums: _Sums, start: int, end: int) -> int | None:
     return None
 
 
+def line_sse(points: Sequence[Pair]) -> float:
+    """Squared error of the least-squares line through all the points."""
+    return _Sums(points).sse(0, len(points))
+
+
+def two_lines_sse(points: Sequence[Pair]) -> float:
+    """Squared error of the best two least-squares lines split anywhere (each at least
+    MIN_SEGMENT points): a corner; inf when the points are too few to split."""
+    sums, n = _Sums(points), len(points)
+    splits = range(MIN_SEGMENT, n - MIN_SEGMENT + 1)
+    return min((sums.sse(0, k) + sums.sse(k, n) for k in splits), default=math.inf)
+
+
 def changes(points: Sequence[Pair]) -> list[int]:
     """Indexes of the first point after each change of course, in order."""
     sums = _Sums(points)

@@ -20,8 +20,12 @@ A whole-run rise is checked before it is called `growing` (soak.analysis.rises):
 `levelling` when the series is flat since its last change of course (start-up growth
 ended, a cache is full), `ok` when the floor it keeps falling back to does not rise (GC
 teeth longer than a window), `levelling` when the rise slows down part after part, with
-its projected plateau (soak.analysis.levelling); `levelling` too while a resource is
-under its declared cap (`leaks.caps`, soak.analysis.verdicts.toward_cap). A run whose
+its projected plateau (soak.analysis.levelling), or when it fits an approach to a
+plateau better than a line (soak.analysis.approach); `levelling` too while a resource is
+under its declared cap (`leaks.caps`, soak.analysis.verdicts.toward_cap). Start-up growth
+(a rise from the warm-up's end until it stops) is left out once it stops: a `growing`
+whole run is then judged by the windows after it (`leaks.startup_max_s` makes a rise
+that has not stopped wait, not judged, that long). A run whose
 whole slope is still diluted by a flat start is `growing` from a leak's onset (three
 windows above everything before a change of course). The verdict's `note` says which.
 
@@ -36,8 +40,8 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from soak.analysis.levelling import TAIL_CONFIDENCE_FACTOR, TAIL_MAX_SHARE_OF_HEAD
-from soak.analysis.rises import checked_growth, grows, leak_onset
+from soak.analysis.levelling import TAIL_CONFIDENCE_FACTOR, TAIL_MAX_SHARE_OF_HEAD, span_text
+from soak.analysis.rises import checked_growth, grows, leak_onset, startup_end
 from soak.analysis.trendfit import Trend, TrendFit
 from soak.points import Point
 from soak.windows import WindowMinima
@@ -142,6 +146,11 @@ class LeakFit:
 
     def __init__(self) -> None:
         self._given: tuple[object, LeakVerdict] | None = None
+        # Start-up growth (soak.analysis.rises.startup_end): None while undecided (the
+        # series rises from the warm-up's end and has not stopped yet), then fixed as a
+        # warm-up is: 0 (none), or the first window after it.
+        self._startup_end: int | None = None
+        self._after: LeakFit | None = None  # the fits of the windows after start-up growth
         self._start(0)
 
     def _start(self, group: int) -> None:
@@ -164,6 +173,8 @@ class LeakFit:
         self._windows = windows
         for start in range(self._points * group, len(windows) - group + 1, group):
             self._append(_merged(windows[start : start + group]) if group > 1 else windows[start])
+        if self._after is not None and self._startup_end is not None:
+            self._after.update(windows[self._startup_end :])
 
     def verdict(
         self,
@@ -173,17 +184,72 @@ class LeakFit:
         min_windows: int,
         p_value_max: float,
         min_span_s: float = 0.0,
+        startup_max_s: float = 0.0,
     ) -> LeakVerdict:
-        """`min_span_s`: no verdict (`insufficient`) before the windows span that long."""
-        asked = (self._windows, resource, threshold_per_hour, min_windows, p_value_max, min_span_s)
+        """`min_span_s`: no verdict (`insufficient`) before the windows span that long.
+        `startup_max_s`: a rise from the warm-up's end that has not stopped is not judged
+        (`insufficient`) before the windows span that long (0: judged at once)."""
+        asked = (
+            self._windows,
+            resource,
+            threshold_per_hour,
+            min_windows,
+            p_value_max,
+            min_span_s,
+            startup_max_s,
+        )
         if self._given is not None and self._given[0] == asked:
             return self._given[1]
         v = self._verdict(resource, threshold_per_hour, min_windows, p_value_max)
+        if v.verdict != "insufficient":
+            v = self._past_startup(v, min_windows, p_value_max, startup_max_s)
         if v.verdict != "insufficient" and self._span_s() < min_span_s:
             short = "not judged yet: the windows span less than leaks.min_span_s"
             v = dataclasses.replace(v, verdict="insufficient", note=short)
         self._given = (asked, v)
         return v
+
+    def _past_startup(
+        self, v: LeakVerdict, min_windows: int, p_value_max: float, startup_max_s: float
+    ) -> LeakVerdict:
+        """A verdict given what start-up growth says: `insufficient` while a rise from the
+        warm-up's end has not stopped and may still wait (`startup_max_s`); once start-up
+        growth has stopped, a `growing` whole run judged by the windows after it alone (as
+        if the warm-up had lasted until then: the start-up's rise is no leak)."""
+        if self._startup_end is None:
+            end = startup_end(
+                self._fitted, self._whole.trend(p_value_max), v.threshold_per_hour, p_value_max
+            )
+            if end is not None:
+                self._startup_end = end * self._group
+                if end:
+                    self._after = LeakFit()
+                    self._after._startup_end = 0  # its own windows start after start-up
+                    self._after.update(self._windows[self._startup_end :])
+        if self._startup_end is None:
+            if self._span_s() >= startup_max_s:
+                return v
+            note = (
+                "not judged yet: rising since the warm-up's end and not stopped (start-up"
+                " growth, or a leak from the start): judged once it stops, or once the"
+                f" windows span {span_text(startup_max_s / 3600)} (leaks.startup_max_s)"
+            )
+            return dataclasses.replace(v, verdict="insufficient", note=note)
+        if self._after is None or v.verdict != "growing":
+            return v
+        after = self._after.verdict(
+            resource=v.resource,
+            threshold_per_hour=v.threshold_per_hour,
+            min_windows=min_windows,
+            p_value_max=p_value_max,
+        )
+        at = self._windows[self._startup_end][0]
+        since = "start-up growth stopped"
+        if after.verdict == "insufficient":
+            note = f"grew until {since}; too few windows since to say more"
+            return dataclasses.replace(v, verdict="levelling", note=note, change_at_s=at)
+        note = f"{since}; since then: {after.note}" if after.note else f"{since}; judged since"
+        return dataclasses.replace(after, windows=v.windows, note=note, change_at_s=at)
 
     def _span_s(self) -> float:
         """From the first window's start to the last one's end (midpoints and their step)."""

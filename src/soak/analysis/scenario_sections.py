@@ -31,6 +31,11 @@ class LeaksConfig(StrictModel):
     # No verdict before the judged windows span this long (None: min_windows windows are
     # enough): start-up growth that outlasts the warm-up is then past before any judgement.
     min_span_s: DurationS | None = None
+    # Start-up growth is left out once it stops (judged from its end). Until the windows
+    # span this long, a rise from the warm-up's end that has not stopped yet is not judged
+    # (start-up growth or a leak from the start: nothing tells them apart); 0: judged at
+    # once, a leak from the start found as soon as its trend is.
+    startup_max_s: DurationS = 0.0
     p_value: float = Field(default=0.05, gt=0, lt=1)
     interval_s: DurationS = 60.0  # how often verdicts are computed
     # field name (of process/runtime) -> growth threshold per hour

@@ -8,6 +8,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from soak.analysis.pvalues import betainc
+
 
 def median(values: Sequence[float]) -> float:
     if not values:
@@ -154,34 +156,4 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
         return (0.0, 1.0) if m1 == m2 else (math.copysign(math.inf, m2 - m1), 0.0)
     t = (m2 - m1) / math.sqrt(se2)
     df = se2**2 / ((v1 / n1) ** 2 / (n1 - 1) + (v2 / n2) ** 2 / (n2 - 1))
-    return t, min(1.0, _betainc(df / 2, 0.5, df / (df + t * t)))
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b) (continued fraction, Lentz)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x > (a + 1) / (a + b + 2):  # the fraction converges fast on the other side
-        return 1.0 - _betainc(b, a, 1.0 - x)
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 300):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= c * d
-        if abs(c * d - 1.0) < 1e-12:
-            break
-    return front * result / a
+    return t, min(1.0, betainc(df / 2, 0.5, df / (df + t * t)))

@@ -1,6 +1,7 @@
 """A load agent under a coordinator: register, start at the run's start_at, send its
-windows with every heartbeat, follow the asked rate, and stop when told to or when
-its lease runs out (soak.agents.protocol).
+windows with every heartbeat, follow its share of the asked rate (the coordinator's
+reply carries it: the agent divides nothing), and stop when told to or when its lease
+runs out (soak.agents.protocol).
 
 The seconds are on the run's grid: each closed window is sent stamped with the end
 of the second its queries were due in (start_at + (k + 1) s, the same on every
@@ -28,7 +29,7 @@ from soak.errors import SoakError
 from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
 from soak.load.merge import AgentTotals, AgentWindow
-from soak.load.segments import Segment, agent_phase, rate_share_qps, segment_config
+from soak.load.segments import Segment, agent_phase, segment_config
 
 WAIT_POLL_S = 0.2  # how often an agent asks for start_at while the others register
 
@@ -82,8 +83,8 @@ def run_member(
         phase=agent_phase(segment),
     )
     runner.keep_ledger = True  # its closed windows go to the coordinator by grid second
-    rate_qps = reply.rate_qps
-    runner.start(rate_share_qps(rate_qps, segment.count), max_duration_s, begin_at_s=origin_s)
+    share_qps = reply.share_qps  # the coordinator divided the run's rate
+    runner.start(share_qps, max_duration_s, begin_at_s=origin_s)
     lease = Lease(reply.lease_s, clocks.monotonic)
     unsent: list[AgentWindow] = []
     second = 1
@@ -98,9 +99,9 @@ def run_member(
                 lease.check(exc)
             if reply.stop or finished or second >= max_duration_s:
                 break
-            if reply.rate_qps != rate_qps:
-                rate_qps = reply.rate_qps
-                runner.set_rate(rate_share_qps(rate_qps, segment.count))
+            if reply.share_qps != share_qps:
+                share_qps = reply.share_qps
+                runner.set_rate(share_qps)
             second += 1
     finally:
         result = runner.stop()
@@ -109,7 +110,7 @@ def run_member(
         segment.index,
         result,
         runner.latency_histogram(),
-        rate_target_qps=rate_share_qps(rate_qps, segment.count),
+        rate_target_qps=share_qps,
         duration_s=result.duration_s,
     )
     _deliver(client, unsent, totals)

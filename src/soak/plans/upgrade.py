@@ -107,7 +107,7 @@ class UpgradeRun:
         """The run to its end; an Interrupted (SIGINT, SIGTERM) stops it where it is,
         and the clean-up runs to its end either way. Whatever ends it is in the result
         (the reports are written from it), an unexpected error too (exit 3)."""
-        self.out.start_s = time.monotonic()
+        self.out.begin()
         try:
             try:
                 self._claim_run_dir()

@@ -25,8 +25,9 @@ from soak.placeholders import Placeholders, fill_services, render_known
 from soak.report import PhaseSpan, ReportInput
 from soak.results.grew import report_section
 from soak.runs import timeline
+from soak.runs.events import EventRecord
 from soak.runs.layout import DataDir, read_result, report_path
-from soak.runs.state import EventRecord, RunRecord, StateStore
+from soak.runs.state import RunRecord, StateStore
 from soak.sinks.sqlite import SqliteStore
 from soak.targets.base import Running
 from soak.targets.specs import DockerTarget, ProcessTarget

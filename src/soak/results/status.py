@@ -71,8 +71,8 @@ def run_status(
         if record.ended_ns is None:
             status["remaining_s"] = round(max(0.0, duration_s - elapsed_s), 1)
         if record.active:
-            plan = timeline.Timeline.of(scenario, record.origin_ns)
-            status["rate_target_qps"] = plan.rate_at(now_ns)
+            phases = timeline.Timeline.of(scenario, record.origin_ns)
+            status["rate_target_qps"] = phases.rate_at(now_ns)
     if live is not None:
         status.update(_live(live()))
     elif not brief and points_db is not None and points_db.exists():

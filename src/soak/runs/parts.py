@@ -16,9 +16,10 @@ from soak.load.agents.fleet import AgentsLoad
 from soak.load.generator import LoadRunner
 from soak.load.replay_load import ReplayLoad
 from soak.load.supervised import SupervisedLoad
-from soak.points import Fault, Point, event_point
+from soak.points import Fault, Point
 from soak.runs.capture import DRAIN_S, RunCapture, socket_path, written_capture
 from soak.runs.context import RunContext
+from soak.runs.events import RunEvents
 from soak.runs.layout import agents_dir, profiles_dir, spool_dir, with_embedded_store
 from soak.runs.listening import RunFacts, RunListener
 from soak.samplers import TickRunner, build_samplers
@@ -45,6 +46,7 @@ class RunParts:
         self.run_dir = run_dir
         self.ctx = ctx
         self.run_tags = run_tags
+        self.events = RunEvents(run_id, run_tags, record=ctx.state.record_event, write=self.write)
         self.sinks: SinkSet | None = None
         self.load: SupervisedLoad | AgentsLoad | ReplayLoad | None = None
         self.tick_runner: TickRunner | None = None
@@ -154,9 +156,7 @@ class RunParts:
         self, kind: str, message: str, value: float = 0.0, time_ns: int | None = None
     ) -> None:
         """Into the state store (status, report) and the sinks (Grafana annotations)."""
-        t_ns = time_ns if time_ns is not None else time.time_ns()
-        self.ctx.state.add_event(self.run_id, t_ns, kind, message, float(value))
-        self.write([event_point(kind, message, t_ns, value).with_tags(self.run_tags)])
+        self.events.add(kind, message, value, time_ns)
 
     def try_event(
         self, kind: str, message: str, time_ns: int | None = None, value: float = 0.0

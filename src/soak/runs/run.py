@@ -1,9 +1,10 @@
-"""One soak run: builds and owns its parts, and does what the scheduler's jobs ask.
+"""One soak run: builds and owns its parts, and does what its plan's steps ask.
 
 A Run is built from its stored record and a RunContext (the service's state
-store, data directory, metrics and end hook), never from globals. Its job methods
-(`tick`, `analyse`, `enter_phase`, `finish`) are called by the scheduler's
-threads; a lock keeps one of them at a time on the run's parts. The parts:
+store, data directory, metrics and end hook), never from globals. Its step methods
+(`tick`, `analyse`, `enter_phase`, `finish`) are the soak plan's steps
+(`plans.soak`), called by the threads of whoever times them (the service's
+scheduler); a lock keeps one of them at a time on the run's parts. The parts:
 its targets (`targets.group.TargetGroup`), sinks, load, samplers and the listener of
 its leak passes (`runs.parts.RunParts`), their supervision (`runs.supervise.Supervisor`) and
 its ticks and analysis (`runs.ticking.Ticker`).
@@ -30,7 +31,7 @@ from soak.runs.reserve import release_reserve
 from soak.runs.state import RunRecord, RunStatus
 from soak.runs.supervise import Supervisor, owner
 from soak.runs.ticking import Ticker
-from soak.runs.timeline import Timeline
+from soak.runs.timeline import RateChange, Timeline
 from soak.targets.group import OnEvent, TargetGroup
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,6 @@ class Run:
             origin_ns=origin_ns,
             target_state=self.supervisor.target_state(),
         )
-        self.enter_phase(0)
 
     def resume(self) -> None:
         """After a service restart: re-attach the targets, restart the load, record the gap."""
@@ -185,7 +185,7 @@ class Run:
         self.outcome = Outcome(RunStatus.ERROR, message)
         self.finished.set()
 
-    # The scheduler's jobs.
+    # The plan's steps.
 
     def tick(self) -> None:
         with self._lock:
@@ -197,13 +197,14 @@ class Run:
             if not self.ending:
                 self.ticker.analyse(time.time_ns(), self.timeline.warmup_end_ns)
 
-    def enter_phase(self, index: int) -> None:
+    def enter_phase(self, index: int, change: RateChange | None = None) -> None:
+        """Phase `index` from now; `change` the load's rate from the phase's start (none
+        for the first phase: the load started with its rate)."""
         with self._lock:
             if self.ending or index == self.phase_index:
                 return
             span = self.timeline.spans[index]
             self.phase_index = index
-            change = self.timeline.rate_change(index)
             if self.parts.load is not None and change is not None:
                 self.parts.load.set_rate(change.rate_qps, at_ns=change.at_ns)
             replay = self.scenario.load.replay if self.scenario.load is not None else None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.config import Scenario
+from soak.runs.events import EventRecord
 
 
 class RunStatus(StrEnum):
@@ -103,15 +104,6 @@ class RunRecord:
         return self.status in ACTIVE
 
 
-@dataclass(frozen=True)
-class EventRecord:
-    run_id: str
-    time_ns: int
-    kind: str
-    message: str
-    value: float
-
-
 def scenario_to_json(scenario: Scenario) -> str:
     return scenario.model_dump_json()
 
@@ -193,6 +185,10 @@ class StateStore:
         with self._lock:
             rows = self._db.execute(query + " ORDER BY created_ns", args).fetchall()
         return [_record(r) for r in rows]
+
+    def record_event(self, event: EventRecord) -> None:
+        """An event of a run (`runs.events.RunEvents`: the one path events take)."""
+        self.add_event(event.run_id, event.time_ns, event.kind, event.message, event.value)
 
     def add_event(self, run_id: str, time_ns: int, kind: str, message: str, value: float) -> None:
         with self._lock:

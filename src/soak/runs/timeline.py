@@ -116,25 +116,13 @@ class Timeline:
     def span_at(self, time_ns: int) -> PhaseSpan | None:
         return span_at(list(self.spans), time_ns)
 
-    # The load's rate: decided here, from the phases; the run applies it (Run.start,
-    # Run.enter_phase), the scheduler only times the phases' starts.
+    # The load's rate: each phase's, placed here; the soak plan (plans.soak) says when
+    # it changes, the run applies it (Run.start, Run.resume, Run.enter_phase).
 
     def rate_at(self, time_ns: int) -> float:
         """The rate the load carries at `time_ns`: its phase's (0 before or after the run)."""
         span = self.span_at(time_ns)
         return span.rate_qps if span is not None else 0.0
-
-    def rate_change(self, index: int) -> RateChange | None:
-        """What entering phase `index` does to the load: its rate from its start, on the
-        run's grid; None for the first (the load starts with its rate)."""
-        if index == 0:
-            return None
-        span = self.spans[index]
-        return RateChange(span.rate_qps, span.start_ns)
-
-    def phases_after(self, now_ns: int) -> list[PhaseSpan]:
-        """The phases still to be entered after `now_ns` (each one a rate change)."""
-        return [span for span in self.spans[1:] if span.start_ns > now_ns]
 
     def remaining_s(self, now_ns: int) -> float:
         return max(0.0, ns_to_s(self.end_ns - now_ns))

@@ -1,7 +1,8 @@
 """The runs of one service (or one foreground command): submit, start, stop, resume, look up.
 
 The manager owns the state store, the scheduler and the service's metrics
-registry, and the live Run objects. The HTTP API and the foreground command
+registry, and the live Run objects; each run is driven by its soak plan
+(`plans.soak`), whose steps the scheduler times. The HTTP API and the foreground command
 both drive it; neither holds a Run of its own.
 """
 
@@ -18,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from soak.config import Scenario
 from soak.errors import InputError, SoakError
+from soak.plans.soak import SoakPlan
 from soak.results.alerts import LeakAlerts
 from soak.results.judge import judge_and_report
 from soak.results.status import run_status
@@ -102,14 +104,14 @@ class RunManager:
         for record in self.state.list_runs((RunStatus.RUNNING,)):
             if record.foreground:
                 continue  # its own process owns it; `soak start --foreground` does not resume
-            run = Run(record, self.ctx)
+            plan = SoakPlan(Run(record, self.ctx))
             try:
-                run.resume()
+                plan.resume()
             except SoakError as exc:
                 log.warning("run %s could not be resumed: %s", record.id, exc)
                 continue
-            self._adopt(run)  # an end already past runs at once (date job, no grace limit)
-            resumed.append(run.id)
+            self._adopt(plan)  # an end already past runs at once (date job, no grace limit)
+            resumed.append(plan.id)
         # A run still `pending` never got its target ready: it cannot be resumed.
         for record in self.state.list_runs((RunStatus.PENDING,)):
             if not record.foreground:
@@ -127,16 +129,18 @@ class RunManager:
         return Run(record, self.ctx)
 
     def launch(self, run: Run) -> None:
-        """Start the run's parts now (blocking) and schedule its jobs; raise if it cannot start."""
+        """Start the run's parts now (blocking) and schedule its plan's steps; raise if it
+        cannot start."""
         with self._lock:
             self.runs[run.id] = run
+        plan = SoakPlan(run)
         try:
-            run.start()
+            plan.start()
         except BaseException:
             with self._lock:
                 self.runs.pop(run.id, None)
             raise
-        self._adopt(run)
+        self._adopt(plan)
 
     def submit(self, scenario: Scenario) -> RunRecord:
         """The API's POST /runs: the record now, the start in a scheduler thread."""
@@ -157,10 +161,10 @@ class RunManager:
         self.scheduler.run_soon(run.id, "start", start)
         return run.record
 
-    def _adopt(self, run: Run) -> None:
+    def _adopt(self, plan: SoakPlan) -> None:
         with self._lock:
-            self.runs[run.id] = run
-        self.scheduler.add_run(run, time.time_ns())
+            self.runs[plan.id] = plan.run
+        self.scheduler.add_plan(plan, time.time_ns())
 
     def _finished(self, run_id: str) -> None:
         """A run has ended: its jobs go; its record, events and files stay."""

@@ -1,15 +1,16 @@
-"""The service's scheduler: each soak's ticks, leak analysis, phase changes and end as jobs.
+"""The service's scheduler: it runs soak plans, each step of a plan one job.
 
-One APScheduler 3.x BackgroundScheduler holds the jobs of every run. Ticks use an
-interval trigger whose start is the run's origin, so they fall on the absolute
-grid origin + k*interval. A late tick runs once (coalesce, no grace limit) and
-the run records its lag; it is never run twice to catch up.
+The plan (`plans.soak`) says what happens when (its phases, ticks, leak passes and
+end); this only times the steps. One APScheduler 3.x BackgroundScheduler holds the
+jobs of every run. A step on a grid is an interval trigger whose start is the grid's
+origin, so ticks fall on the absolute grid origin + k*interval. A late tick runs once
+(coalesce, no grace limit) and the run records its lag; it is never run twice to
+catch up.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from soak.clock import ns_to_s
+from soak.plans.soak import Every, SoakPlan
 from soak.runs.run import Run
 
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
@@ -51,45 +53,26 @@ class SoakScheduler:
         if self._sched.running:
             self._sched.shutdown(wait=True)
 
-    def add_run(self, run: Run, now_ns: int) -> None:
-        """Jobs for the rest of a run that has started (or resumed) at `now_ns`."""
-        rid = run.id
-        timeline = run.timeline
-        end = _utc(timeline.end_ns)
-        self._sched.add_job(
-            _guarded(run, "tick", run.tick),
-            "interval",
-            seconds=run.scenario.samplers.interval_s,
-            start_date=_utc(timeline.origin_ns),
-            end_date=end,
-            id=f"{rid}:tick",
-            replace_existing=True,
-        )
-        leaks_s = run.scenario.leaks.interval_s
-        self._sched.add_job(
-            _guarded(run, "analyse", run.analyse),
-            "interval",
-            seconds=leaks_s,
-            start_date=_utc(max(timeline.warmup_end_ns, timeline.origin_ns)),
-            end_date=end,
-            id=f"{rid}:leaks",
-            replace_existing=True,
-        )
-        for span in timeline.phases_after(now_ns):  # the timeline decides, this times
-            self._sched.add_job(
-                _guarded(run, "phase", functools.partial(run.enter_phase, span.index)),
-                "date",
-                run_date=_utc(span.start_ns),
-                id=f"{rid}:phase:{span.index}",
-                replace_existing=True,
-            )
-        self._sched.add_job(
-            _guarded(run, "end", run.finish),
-            "date",
-            run_date=end,
-            id=f"{rid}:end",
-            replace_existing=True,
-        )
+    def add_plan(self, plan: SoakPlan, now_ns: int) -> None:
+        """Jobs for the rest of a soak plan whose run has started (or resumed) at `now_ns`."""
+        for step in plan.steps(now_ns):
+            job = _guarded(plan.run, step.name, step.step)
+            job_id = f"{plan.id}:{step.job}"
+            if isinstance(step, Every):
+                self._sched.add_job(
+                    job,
+                    "interval",
+                    seconds=step.interval_s,
+                    start_date=_utc(step.start_ns),
+                    end_date=_utc(step.end_ns),
+                    id=job_id,
+                    replace_existing=True,
+                )
+            else:
+                run_date = _utc(step.at_ns)
+                self._sched.add_job(
+                    job, "date", run_date=run_date, id=job_id, replace_existing=True
+                )
 
     def run_soon(self, run_id: str, name: str, func: Callable[[], Any]) -> None:
         """A one-off job now (start, stop): the API answers without waiting for it."""

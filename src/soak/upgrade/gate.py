@@ -37,8 +37,8 @@ from soak.upgrade.template import Values
 
 
 def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
-    """`upgrade_check` points (and `ready` events) to the plan's sinks; none configured:
-    nothing written. A sink that did not take them leaves its spool behind, and the
+    """`upgrade_check` points, `ready` events and each step's event to the plan's sinks;
+    none configured: nothing written. A sink that did not take them leaves its spool behind, and the
     returned line says where (there is no later run to replay it)."""
     if not plan.sinks:
         return None
@@ -49,6 +49,7 @@ def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
     points = check_points(
         result, target=plan.new.name, version=plan.new.version, time_ns=now_ns
     ) + ready_points(result, versions=versions, time_ns=now_ns)
+    points += result.event_points  # its steps, as a soak run's events
     return write_once(plan.sinks, points, default_sqlite_path=Path.cwd() / UPGRADE_SQLITE)
 
 

@@ -12,6 +12,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from soak.clock import s_to_ns
+from soak.runs.events import RunEvents
 from soak.upgrade.cases import (
     ROLLBACK_PREFIX,
     CaseBook,
@@ -23,7 +25,7 @@ from soak.upgrade.cases import (
 from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import UpgradePlan
 from soak.upgrade.interrupt import Interrupted
-from soak.upgrade.result import StepRecord, UpgradeResult
+from soak.upgrade.result import StepRecord, UpgradeResult, run_tags
 from soak.upgrade.template import Values
 
 Show = Callable[[str, str], None]  # phase, text
@@ -46,11 +48,21 @@ class Outcome:
         self.values = values
         self._show = show
         self.phase_now = "data"  # what the run was doing, for an interruption
-        self.start_s = time.monotonic()
+        self.begin()
         self.cases = CaseBook(planned_cases(plan))
         self.result = UpgradeResult(
             plan.name, run_id, run_dir, keep, datetime.now(UTC).isoformat(timespec="seconds")
         )
+        # Each step is an event of the run, as a soak's are: the engine's one event path.
+        tags = run_tags(plan.name, run_id, plan.new.name, plan.new.version)
+        self.events = RunEvents(
+            run_id, tags, record=self.result.events.append, write=self.result.event_points.extend
+        )
+
+    def begin(self) -> None:
+        """The run starts now: its steps' offsets (monotonic) and events' times (wall)."""
+        self.start_s = time.monotonic()
+        self.start_ns = time.time_ns()
 
     def show(
         self,
@@ -65,6 +77,9 @@ class Outcome:
         began = time.monotonic() - duration_ms / 1000.0 if started_s is None else started_s
         offset_s = max(0.0, began - self.start_s)
         self.result.steps.append(StepRecord(phase, text, ok, duration_ms, offset_s))
+        # The event: kind the step's phase, value its seconds, at the wall time it began
+        # (the run's wall start plus its monotonic offset: the steps keep their order).
+        self.events.add(phase, text, duration_ms / 1000.0, self.start_ns + s_to_ns(offset_s))
         self._show(phase, text)
 
     def show_since(self, phase: str, text: str, start_s: float, ok: bool = True) -> None:

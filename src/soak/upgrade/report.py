@@ -15,7 +15,7 @@ from typing import Any
 
 from soak.points import Point, event_point
 from soak.upgrade.checklist import CheckResult
-from soak.upgrade.result import StepRecord, UpgradeResult
+from soak.upgrade.result import StepRecord, UpgradeResult, run_tags
 from soak.words import plural
 
 _XML_ILLEGAL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -269,13 +269,7 @@ def write_json(path: Path, results: list[UpgradeResult], matrix: bool) -> None:
 def check_points(result: UpgradeResult, *, target: str, version: str, time_ns: int) -> list[Point]:
     """`upgrade_check` points (docs/architecture.md "Time series"), one per check, at the
     end of the run."""
-    run_tags = {
-        "soak": result.run_id,
-        "scenario": result.plan,
-        "target": target,
-        "version": version,
-        "plan": result.plan,
-    }
+    tags = run_tags(result.plan, result.run_id, target, version)
     return [
         Point(
             "upgrade_check",
@@ -285,7 +279,7 @@ def check_points(result: UpgradeResult, *, target: str, version: str, time_ns: i
                 "message": "" if c.status == "pass" else c.message,
             },
             time_ns,
-            {**run_tags, "check": c.name},
+            {**tags, "check": c.name},
         )
         for c in result.checks
     ]
@@ -301,13 +295,7 @@ def ready_points(
         if ready_s is None or side not in versions:
             continue
         target, version = versions[side]
-        tags = {
-            "soak": result.run_id,
-            "scenario": result.plan,
-            "target": target,
-            "version": version,
-            "plan": result.plan,
-        }
+        tags = run_tags(result.plan, result.run_id, target, version)
         message = f"{side} version ready after {ready_s:.2f} s"
         points.append(event_point("ready", message, time_ns, ready_s).with_tags(tags))
     return points

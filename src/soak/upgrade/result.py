@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from soak.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, EXIT_OK
+from soak.points import Point
+from soak.runs.events import EventRecord
 from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import ApiStep, CommandStep, DnsStep, PopulateStep
 from soak.upgrade.swap import SwapStats
@@ -34,6 +36,10 @@ class UpgradeResult:
     rollback_ready_s: float | None = None
     checks: list[CheckResult] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
+    # Each step as the run engine records every run's events (runs.events), and their
+    # `event` points for the plan's sinks (written at the end with the checks').
+    events: list[EventRecord] = field(default_factory=list)
+    event_points: list[Point] = field(default_factory=list)
     # The plan could not run (a bad plan, a missing image or binary, the old version
     # failing on its own data): exit 2. The new version failing on the old data is a
     # failed check instead (exit 1).
@@ -54,6 +60,11 @@ class UpgradeResult:
         if self.start_error is not None:
             return EXIT_BAD_INPUT
         return EXIT_OK if self.checks and self.count("pass") == len(self.checks) else EXIT_FAILED
+
+
+def run_tags(plan: str, run_id: str, target: str, version: str) -> dict[str, str]:
+    """The tags of an upgrade's points (docs/architecture.md "Time series")."""
+    return {"soak": run_id, "scenario": plan, "target": target, "version": version, "plan": plan}
 
 
 def describe_step(step: PopulateStep) -> str:

@@ -23,6 +23,7 @@ from soak.agents.coordinator import Calls
 from soak.agents.protocol import DONE, HEARTBEAT, REGISTER, Reply
 from soak.clock import NS_PER_S, ns_to_s, s_to_ns
 from soak.load.merge import AgentTotals, AgentWindow, sum_windows
+from soak.load.segments import rate_share_qps
 
 START_MARGIN_S = 1.0  # start_at this far ahead at least: agents ask every 0.2 s, then
 # start their workers' interpreters (about 0.1-0.3 s) before it comes
@@ -107,7 +108,8 @@ class Fleet:
         duration_s = None
         if self.start_at_ns is not None and self.end_ns is not None:
             duration_s = max(0.0, ns_to_s(self.end_ns - self.start_at_ns))
-        return Reply(self.start_at_ns, self.rate_qps, self.lease_s, stop, duration_s)
+        share_qps = rate_share_qps(self.rate_qps, self.count)  # equal shares interleave
+        return Reply(self.start_at_ns, share_qps, self.lease_s, stop, duration_s)
 
     def register(self, index: int) -> Reply:
         slot = self._slot(index)

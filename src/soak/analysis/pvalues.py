@@ -1,0 +1,48 @@
+"""p-values of the tests the analysis and the benchmarks make: Student's t and the F test
+of one added parameter, through the regularized incomplete beta function. Pure."""
+
+from __future__ import annotations
+
+import math
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (continued fraction, Lentz)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x > (a + 1) / (a + b + 2):  # the fraction converges fast on the other side
+        return 1.0 - betainc(b, a, 1.0 - x)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 300):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-12:
+            break
+    return front * result / a
+
+
+def f_test_p_value(sse_fewer: float, sse_more: float, n: int, params_more: int) -> float:
+    """p of an F test that a model with one parameter more (params_more in all) fits n
+    points better than one without it only by chance: F(1, n - params_more)."""
+    df = n - params_more
+    if df <= 0 or sse_more >= sse_fewer:
+        return 1.0
+    if sse_more <= 0:
+        return 0.0
+    f = (sse_fewer - sse_more) / (sse_more / df)
+    return betainc(df / 2, 0.5, df / (df + f))
