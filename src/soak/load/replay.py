@@ -347,7 +347,7 @@ class Replay:
     def result(self, duration_s: float) -> ReplayResult:
         offsets = self.offsets.quantiles()
         skipped = sum(cw.skipped for cw in self.per_class)
-        conns, b = self.conns, self.conns.book
+        conns = self.conns
         return ReplayResult(
             classes=self.plan.classes.names,
             per_class=self.per_class,
@@ -361,13 +361,7 @@ class Replay:
             sent_per_client=[c.sent for c in self.clients],
             offset_us=offsets,
             generator_bound=skipped > 0 or offsets["p99"] > BOUND_P99_US,
-            connections={
-                "opened": b.conn_opened,
-                "errors": b.conn_errors,
-                "tls_resumed": b.conn_resumed,
-                "idled_out": conns.idled_out,
-                "udp_socket_errors": conns.socket_errors,
-            },
+            connections=conns.counts(),
             unexpected=self.unexpected,
             late=self.late,
             fds_peak=conns.fds_peak,
@@ -378,7 +372,7 @@ def load_replay(cfg: ReplayConfig) -> Capture:
     """The pre-flight: the capture read and checked before any socket exists."""
     from soak.traffic.sources import load_capture
 
-    return load_capture(cfg.file, cfg.clients_by_port)
+    return load_capture(cfg.path, cfg.clients_by_port)
 
 
 def run_replay(
