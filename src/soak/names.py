@@ -58,6 +58,12 @@ _LOAD_FIELDS = (
     "send_offset_p50_us",
     "send_offset_p99_us",
     "send_offset_max_us",
+    # A replay's connections, on `all` (soak.load.replay_load): grown in the window.
+    "conn_opened",
+    "conn_reused",
+    "conn_idled_out",
+    "conn_errors",
+    "sockets_open",
 )
 _RCODES = (r"rcode_[a-z0-9_]+",)
 

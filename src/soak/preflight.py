@@ -28,6 +28,8 @@ from soak.load.replay_config import ReplayConfig
 from soak.netsafety import check_allowed
 from soak.placeholders import Placeholders, fill_services, render, reveal, services_named
 from soak.targets.specs import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
+from soak.traffic.capture_config import CaptureConfig
+from soak.traffic.dnstap import SOCKET_PATH_MAX_BYTES
 
 # What one load worker can send at most, by protocol: above the best this engine has
 # measured (docs/benchmarks.md, "compiled UDP loop": 222,806 q/s over UDP and 96,509 q/s
@@ -53,6 +55,8 @@ def check_scenario(scenario: Scenario, *, secrets: bool = True) -> None:
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
     check_targets([*scenario.services, scenario.target], scenario.base_dir, scenario.allow_targets)
     check_placeholders(scenario)
+    if scenario.capture is not None:
+        check_capture(scenario.capture, scenario.base_dir)
 
 
 def check_targets(
@@ -132,7 +136,27 @@ def check_replay(scenario: Scenario, replay: ReplayConfig) -> None:
                 f"phases.{i}.rate_qps: a replay keeps its capture's timing; pace it with"
                 " load.replay.speed or load.replay.rate_qps"
             )
-    load_replay(replay.model_copy(update={"file": scenario.base_dir / replay.file}))
+    if replay.file is None:  # a run's id: where the run starts, its data directory says
+        return
+    load_replay(replay.at(scenario.base_dir))
+
+
+def check_capture(capture: CaptureConfig, base_dir: Path) -> None:
+    """`capture.socket` given as a path: it must fit a unix socket and its directory
+    exist. One with `{run_dir}` is checked when the run opens it (the run's directory
+    is named then): a path too long ends the start with one line, before the target."""
+    if capture.socket is None or "{run_dir}" in capture.socket:
+        return
+    path = Path(capture.socket)
+    path = path if path.is_absolute() else base_dir / path
+    size = len(os.fsencode(path))
+    if size > SOCKET_PATH_MAX_BYTES:
+        raise InputError(
+            f"capture.socket: {path} is {size} bytes, more than the {SOCKET_PATH_MAX_BYTES}"
+            " a unix socket path may hold"
+        )
+    if not path.parent.is_dir():
+        raise InputError(f"capture.socket: {path.parent} is not a directory")
 
 
 def check_load(load: LoadConfig, base_dir: Path, rates: Iterable[tuple[str, float]]) -> None:

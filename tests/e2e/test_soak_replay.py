@@ -84,8 +84,20 @@ def test_soak_run_replays_a_capture(tmp_path: Path) -> None:
             assert counts["due"] == counts["sent"] == counts["completed"] + counts["lost"]
             assert counts["completed"] >= 0.9 * counts["sent"], (cls, counts)
         offsets = send_offsets(store, status["id"])
+        conns = {
+            field: class_sum(store, status["id"], field, "all")
+            for field in ("conn_opened", "conn_reused", "conn_idled_out", "conn_errors")
+        }
     finally:
         store.close()
+    # The TCP client's connections, window by window: each loop (new clients, as
+    # rename_clients asks) opens one for its first TCP query and reuses it for its
+    # second; none idles out (10 s) before the next loop retires it.
+    planned_tcp = sum(1 for q in plan.queries(RUN_S * NS_PER_S) if q.transport == TCP)
+    assert conns["conn_errors"] == 0 and conns["conn_idled_out"] == 0, conns
+    assert conns["conn_opened"] - 1 <= conns["conn_reused"] <= conns["conn_opened"], conns
+    sent_tcp = conns["conn_opened"] + conns["conn_reused"]
+    assert planned_tcp - 2 <= sent_tcp <= planned_tcp, (planned_tcp, conns)
     # The replay's fidelity: each window's send offsets, on its `all` point.
     assert len(offsets) >= RUN_S - 4, offsets
     for at_ns, (p50, p99, most) in offsets.items():
@@ -99,6 +111,8 @@ def test_soak_run_replays_a_capture(tmp_path: Path) -> None:
     steady = report["phases"][-1]["metrics"]["send_offset_p99_us"]
     assert steady["max"] == max(p99 for _, p99, _ in offsets.values() if p99 <= steady["max"])
     assert "Replay send offset p99, µs" in Path(status["reports"]["md"]).read_text()
+    assert report["phases"][-1]["metrics"]["conn_opened"] >= 1
+    assert "Replay connections opened" in Path(status["reports"]["md"]).read_text()
     # Each phase names the replay's pace, not a load rate the replay does not use.
     phases = [e["message"] for e in status["events"] if e["kind"] == "phase"]
     assert phases and all(m.endswith("(replay at 2x)") for m in phases), phases

@@ -23,18 +23,28 @@ from soak.traffic.dnstap import Listener
 from soak.traffic.pcap import read_pcap
 from soak.traffic.sources import finish
 from tests.support.servers import unbound
-from tests.support.traffic import tcpdump_lo, unbound_dnstap
+from tests.support.traffic import PROBE, TapRecording, named_dnstap, tcpdump_lo, unbound_dnstap
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 SOAK = str(Path(sys.executable).parent / "soak")
-PROBE = ("www.example.test.", 1)  # what the servers' readiness probe asks
 LINES = ["mail.example.test A", "ns.example.test A", "www.example.test AAAA", "example.test MX"]
 
 
 def soak(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([SOAK, *args], capture_output=True, text=True, timeout=120)
+
+
+def soak_load_json(port: int, qfile: Path) -> dict[str, int]:
+    """`soak load` of `qfile`'s lines in turn, 300 q/s for 2 s over 4 UDP flows."""
+    proc = soak(
+        "load", "--server", f"127.0.0.1:{port}", "--queries", str(qfile),
+        "--rate", "300", "--duration", "2", "--flows", "4", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, int] = json.loads(proc.stdout)
+    return result
 
 
 def subdir(tmp: Path, name: str) -> Path:
@@ -73,32 +83,21 @@ def check_replay_matches(d: dict[str, object], capture: Capture) -> None:
 def test_dnstap_capture_of_soak_load_replays_its_mix(tmp_path: Path) -> None:
     qfile = tmp_path / "q.txt"
     qfile.write_text("\n".join(LINES) + "\n")
-    sock = tmp_path / "tap.sock"
-    listener = Listener(sock)
-    builder = Builder("dnstap", by_port=True)
-    want = [-1]  # the load's queries, once known
-
-    def loaded() -> bool:
-        n = sum(1 for r in builder._raw if (qname_text(r[6]), r[5]) != PROBE)
-        return want[0] >= 0 and n >= want[0]
-
-    recorder = threading.Thread(target=listener.record, args=(120, builder, loaded))
-    recorder.start()
+    recording = TapRecording(tmp_path / "tap.sock")
     try:
-        with unbound_dnstap(tmp_path, sock) as a:
-            proc = soak(
-                "load", "--server", f"127.0.0.1:{a.port}", "--queries", str(qfile),
-                "--rate", "300", "--duration", "2", "--flows", "4", "--json",
-            )  # fmt: skip
-            assert proc.returncode == 0, proc.stderr
-            sent = json.loads(proc.stdout)["sent"]
-            want[0] = sent
-            recorder.join(120)
+        with unbound_dnstap(tmp_path, recording.listener.path) as a:
+            sent = soak_load_json(a.port, qfile)["sent"]
+            recording.wait(sent)
     finally:
-        want[0] = 0
-        recorder.join()
-        listener.close()
-    capture = finish(builder, "dnstap")
+        recording.close()
+    capture = finish(recording.builder, "dnstap")
+    check_load_mix(capture, sent)
+    with unbound(subdir(tmp_path, "b")) as b:
+        check_replay_matches(replay_json(tmp_path, capture, b.port), capture)
+
+
+def check_load_mix(capture: Capture, sent: int) -> None:
+    """The capture holds what `soak_load_json` sent of LINES, and the readiness probe."""
     load_part = [q for q in capture.queries if (qname_text(q.qname), q.qtype) != PROBE]
     # The load cycles through the file's lines: the capture holds that mix exactly.
     mix = collections.Counter(dns.rdatatype.to_text(q.qtype) for q in load_part)  # type: ignore[arg-type]
@@ -109,8 +108,56 @@ def test_dnstap_capture_of_soak_load_replays_its_mix(tmp_path: Path) -> None:
     }
     assert len(load_part) == sent
     assert len({q.client for q in load_part}) == 4  # the load's four source ports
-    with unbound(subdir(tmp_path, "b")) as b:
-        check_replay_matches(replay_json(tmp_path, capture, b.port), capture)
+
+
+@pytest.mark.parametrize(
+    ("recursion", "tap"),
+    [(False, "auth query;"), (True, "client query;")],
+    ids=["authoritative-auth-query", "recursive-client-query"],
+)
+def test_dnstap_capture_of_bind9(tmp_path: Path, recursion: bool, tap: str) -> None:
+    """BIND 9.18 writes its clients' queries as dnstap: an authoritative server's as
+    AUTH_QUERY (`dnstap { auth query; }`), a recursive one's (RD set) as CLIENT_QUERY."""
+    qfile = tmp_path / "q.txt"
+    qfile.write_text("\n".join(LINES) + "\n")
+    recording = TapRecording(tmp_path / "tap.sock")
+    try:
+        with named_dnstap(tmp_path, recording.listener.path, recursion=recursion, tap=tap) as a:
+            sent = soak_load_json(a.port, qfile)["sent"]
+            recording.wait(sent)
+    finally:
+        recording.close()
+    check_load_mix(finish(recording.builder, "dnstap"), sent)
+
+
+def test_authoritative_bind9_selects_no_client_query(tmp_path: Path) -> None:
+    """Why `dnstap { client query; }` gives nothing from an authoritative BIND: it logs
+    a query as CLIENT_QUERY only when recursion is available to the client (else
+    AUTH_QUERY), while its responses to RD queries are CLIENT_RESPONSE. So every
+    response of the load arrives, and no query."""
+    qfile = tmp_path / "q.txt"
+    qfile.write_text("\n".join(LINES) + "\n")
+    listener = Listener(tmp_path / "tap.sock")
+    builder = Builder("dnstap")
+    want = [-1]  # the responses to wait for, once known; 0: stop
+
+    def answered() -> bool:
+        return want[0] >= 0 and builder.responses >= want[0]
+
+    recorder = threading.Thread(target=listener.record, args=(120, builder, answered))
+    recorder.start()
+    tap = "client query; client response;"
+    try:
+        with named_dnstap(tmp_path, listener.path, recursion=False, tap=tap) as a:
+            answers = soak_load_json(a.port, qfile)["completed"] + 1  # and the readiness probe
+            want[0] = answers
+            recorder.join(120)
+    finally:
+        want[0] = 0
+        recorder.join()
+        listener.close()
+    assert builder.responses >= answers > 1
+    assert len(builder) == 0
 
 
 def test_pcap_of_dnsperf_udp_and_tcp_replays(tmp_path: Path) -> None:

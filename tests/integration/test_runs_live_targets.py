@@ -12,6 +12,7 @@ from soak.errors import TargetStartError
 from soak.procfs import pid_alive
 from soak.runs.layout import TargetFiles, targets_dir
 from soak.runs.live_targets import LiveTargets
+from soak.runs.runid import new_run_id
 from soak.targets.specs import TargetConfig
 
 pytestmark = pytest.mark.integration
@@ -23,7 +24,7 @@ def process(name: str, argv: list[str]) -> TargetConfig:
 
 
 def test_a_started_target_is_live_until_stopped(tmp_path: Path) -> None:
-    live = LiveTargets(run_dir=tmp_path / "run", run_id="t-live", base_dir=tmp_path)
+    live = LiveTargets(run_dir=tmp_path / "run", run_id=new_run_id("t-live"), base_dir=tmp_path)
     live.start("old", process("sleeper", ["sleep", "300"]))
     running = live.wait_ready("old")
     assert live.started() == ["old"] and running.pid is not None and pid_alive(running.pid)
@@ -35,7 +36,7 @@ def test_a_started_target_is_live_until_stopped(tmp_path: Path) -> None:
 
 
 def test_a_target_that_cannot_launch_is_not_live(tmp_path: Path) -> None:
-    live = LiveTargets(run_dir=tmp_path / "run", run_id="t-live", base_dir=tmp_path)
+    live = LiveTargets(run_dir=tmp_path / "run", run_id=new_run_id("t-live"), base_dir=tmp_path)
     with pytest.raises(TargetStartError):
         live.start("new", process("missing", [str(tmp_path / "no-such-binary")]))
     assert live.started() == []

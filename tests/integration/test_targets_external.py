@@ -9,6 +9,7 @@ from pydantic import TypeAdapter
 
 from soak.errors import InputError, TargetStartError, UnsafeTargetError
 from soak.runs.layout import TargetFiles
+from soak.runs.runid import new_run_id
 from soak.targets import Target, build_target
 from soak.targets.specs import TargetConfig
 from tests.support.servers import unbound
@@ -20,7 +21,9 @@ ANSWER = "192.0.2.10"
 
 def external(tmp: Path, **fields: object) -> Target:
     cfg = TypeAdapter(TargetConfig).validate_python({"runtime": "external", **fields})
-    return build_target(cfg, files=TargetFiles(tmp / "run"), run_id="t-ext", base_dir=tmp)
+    return build_target(
+        cfg, files=TargetFiles(tmp / "run"), run_id=new_run_id("t-ext"), base_dir=tmp
+    )
 
 
 def test_external_by_pidfile_is_probed_and_seen_gone(tmp_path: Path) -> None:

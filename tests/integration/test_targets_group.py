@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 from soak.errors import TargetStartError
 from soak.procfs import pid_alive
 from soak.runs.layout import TargetFiles
+from soak.runs.runid import new_run_id
 from soak.targets.group import TargetGroup
 from soak.targets.specs import TargetConfig
 
@@ -33,7 +34,7 @@ def group(tmp_path: Path, target: TargetConfig, events: list[tuple[str, str]]) -
         [helper],
         [],
         files=TargetFiles(tmp_path / "run"),
-        run_id="t-group",
+        run_id=new_run_id("t-group"),
         base_dir=tmp_path,
         on_event=lambda kind, message, value: events.append((kind, message)),
     )

@@ -21,6 +21,7 @@ from soak.errors import TargetStartError
 from soak.probes import dns_query, http_request
 from soak.procfs import pid_alive, read_fd_limit
 from soak.runs.layout import TargetFiles
+from soak.runs.runid import new_run_id
 from soak.targets import Target, build_target
 from soak.targets.process import group_alive
 from soak.targets.specs import TargetConfig
@@ -43,7 +44,9 @@ def target(tmp: Path, spec: str, **fmt: Any) -> Target:
 
 def built(tmp: Path, spec: dict[str, Any]) -> Target:
     cfg = TypeAdapter(TargetConfig).validate_python(spec)
-    return build_target(cfg, files=TargetFiles(tmp / "run"), run_id="t-proc", base_dir=tmp)
+    return build_target(
+        cfg, files=TargetFiles(tmp / "run"), run_id=new_run_id("t-proc"), base_dir=tmp
+    )
 
 
 def shell_target(tmp: Path, name: str, script: str, **more: Any) -> Target:

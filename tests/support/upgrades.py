@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from soak.plans.upgrade import UpgradeRun
+from soak.runs.runid import new_run_id
 from soak.upgrade.config import load_plan
 from soak.upgrade.result import UpgradeResult
 from tests.support.skips import not_installed
@@ -28,17 +29,20 @@ def run_plan(
     overrides: Sequence[str],
     work: Path,
     *,
-    run_id: str = "t",
+    run_id: str | None = None,
     keep: bool = False,
     matrix_entry: str | None = None,
 ) -> tuple[UpgradeResult, list[str]]:
-    """The plan with `--set` overrides, run in `work/run`; the result and the steps shown."""
+    """The plan with `--set` overrides, run in `work/run`; the result and the steps shown.
+
+    The run's id is new (as a command's is): a stop finds a target's processes by their run
+    id and target name, so two runs under one id would stop each other's."""
     plan = load_plan(path, list(overrides), matrix_entry=matrix_entry)
     lines: list[str] = []
     runner = UpgradeRun(
         plan,
         run_dir=work / "run",
-        run_id=run_id,
+        run_id=run_id or new_run_id("t"),
         keep=keep,
         env={},
         show=lambda phase, text: lines.append(f"{phase} {text}"),

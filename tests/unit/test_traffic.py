@@ -167,14 +167,18 @@ def test_dnstap_file(tmp_path: Path) -> None:
         tap(6, response("a.test"), 10, b"\x7f\0\0\x01", 3000),
         tap(5, query("b.test", "AAAA"), 11, b"\x7f\0\0\x02", 3001, proto=2),
         tap(3, query("upstream.test"), 11, b"\x7f\0\0\x01", 53),  # resolver query: not a client's
+        # an authoritative server's client query (BIND without recursion), and its answer
+        tap(1, query("c.test", "MX"), 12, b"\x7f\0\0\x03", 3002),
+        tap(2, response("c.test"), 12, b"\x7f\0\0\x03", 3002),
     ]
     f = tmp_path / "t.dnstap"
     f.write_bytes(dnstap.file_bytes(frames))
     c = load_capture(f)
-    assert c.clients == ["127.0.0.1", "127.0.0.2"]
+    assert c.clients == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
     assert [(q.offset_ns, q.qtype, q.transport) for q in c.queries] == [
         (0, 1, UDP),
         (1_000_000_000, 28, TCP),
+        (2_000_000_000, 15, UDP),
     ]
 
 

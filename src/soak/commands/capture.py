@@ -2,8 +2,9 @@
 `soak load --replay` (or a scenario's `load.replay`) plays back (docs/replay.md).
 
 From a dnstap socket the running server writes to (unbound: `dnstap-socket-path`
-with `dnstap-log-client-query-messages: yes`; BIND: `dnstap { client query; };`
-with `dnstap-output unix`), for a duration; or from a pcap, pcapng or dnstap file
+with `dnstap-log-client-query-messages: yes`; BIND: `dnstap { auth query; client
+query; };` with `dnstap-output unix`: an authoritative BIND logs its clients' queries
+as AUTH_QUERY), for a duration; or from a pcap, pcapng or dnstap file
 the user brings.
 """
 

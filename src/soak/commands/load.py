@@ -158,9 +158,8 @@ def load_cmd(
         options["tls"] = {"resumption": tls_resumption}
     cfg, base = _config(queries, scenario, options)
     if cfg.replay is not None:  # a scenario's load.replay: its file is relative to it
-        section = cfg.replay.model_copy(update={"file": base / cfg.replay.file})
         replay_and_print(
-            section, (host, port), cfg.duration_s, cfg.timeout_s, cfg.seed or 0, as_json
+            cfg.replay.at(base), (host, port), cfg.duration_s, cfg.timeout_s, cfg.seed or 0, as_json
         )
         return
     if cfg.duration_s is None or cfg.duration_s <= 0:

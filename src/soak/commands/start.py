@@ -56,6 +56,11 @@ def start_cmd(
         except ValueError as exc:
             raise InputError(f"--duration: {exc}") from exc
         scenario = scaled_scenario(scenario, total_s)
+    if foreground:  # a service finds a run's capture in its own data directory
+        from soak.runs.capture import resolve_from_run
+        from soak.runs.layout import DataDir
+
+        scenario = resolve_from_run(scenario, DataDir(data_dir_or_default(data_dir)))
     # Every file it names, its rates: before anything starts. Secrets by reference are
     # read where the run runs (a service checks its own environment again on POST /runs).
     check_scenario(scenario, secrets=foreground)

@@ -13,6 +13,7 @@ from soak.load.load_config import LoadConfig, rate_json, rate_or_max
 from soak.samplers.selection import SamplersConfig
 from soak.sinks.destinations import SinkConfig, SpoolConfig
 from soak.targets.specs import SetupCall, TargetConfig
+from soak.traffic.capture_config import CaptureConfig
 from soak.units import DurationS, FileModel, SizeBytes, StrictModel
 
 
@@ -64,6 +65,7 @@ class Scenario(FileModel):
     criteria: CriteriaConfig = Field(default_factory=CriteriaConfig)
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    capture: CaptureConfig | None = None  # record the target's client queries (dnstap)
     bench: BenchConfig | None = None  # `soak bench` only
 
     @property

@@ -349,7 +349,7 @@ class Replay:
     def result(self, duration_s: float) -> ReplayResult:
         offsets = self.offsets.quantiles()
         skipped = sum(cw.skipped for cw in self.per_class)
-        conns, b = self.conns, self.conns.book
+        conns = self.conns
         handshake_us = conns.handshake.quantiles()
         return ReplayResult(
             classes=self.plan.classes.names,
@@ -365,11 +365,7 @@ class Replay:
             offset_us=offsets,
             generator_bound=skipped > 0 or offsets["p99"] > BOUND_P99_US,
             connections={
-                "opened": b.conn_opened,
-                "errors": b.conn_errors,
-                "tls_resumed": b.conn_resumed,
-                "idled_out": conns.idled_out,
-                "udp_socket_errors": conns.socket_errors,
+                **conns.counts(),
                 **{f"handshake_{q}_us": int(v) for q, v in handshake_us.items()},
             },
             unexpected=self.unexpected,
@@ -382,7 +378,7 @@ def load_replay(cfg: ReplayConfig) -> Capture:
     """The pre-flight: the capture read and checked before any socket exists."""
     from soak.traffic.sources import load_capture
 
-    return load_capture(cfg.file, cfg.clients_by_port)
+    return load_capture(cfg.path, cfg.clients_by_port)
 
 
 def run_replay(

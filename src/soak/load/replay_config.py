@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from soak.errors import InputError
 from soak.units import DurationS, StrictModel, parse_rate_qps
 
 
@@ -47,7 +48,11 @@ class ReplayClass(StrictModel):
 
 
 class ReplayConfig(StrictModel):
-    file: Path  # a soak capture, a pcap/pcapng or a dnstap file
+    file: Path | None = None  # a soak capture, a pcap/pcapng or a dnstap file
+    # Or the capture a soak run recorded of its target (`capture:`), by the run's id:
+    # `soak start` and the service find it in their data directory and set `file`
+    # (soak.runs.capture.resolve_from_run).
+    from_run: str | None = None
     # The capture's own transport per query, or one for all (TCP, DoT, DoH, UDP).
     transport: Literal["capture", "udp", "tcp", "dot", "doh"] = "capture"
     speed: float | None = Field(default=None, gt=0)  # 2 or "2x": twice as fast
@@ -81,7 +86,26 @@ class ReplayConfig(StrictModel):
     def _one_pace(self) -> ReplayConfig:
         if self.speed is not None and self.rate_qps is not None:
             raise ValueError("give speed or rate_qps, not both")
+        if self.file is not None and self.from_run is not None:
+            raise ValueError("give file or from_run, not both")
+        if self.file is None and self.from_run is None:
+            raise ValueError("give file (a capture) or from_run (a run that captured)")
         return self
+
+    @property
+    def path(self) -> Path:
+        """The capture's file; InputError while it is still a run's id (`soak load` and
+        `soak validate` do not look into a data directory)."""
+        if self.file is None:
+            raise InputError(
+                f"load.replay.from_run: {self.from_run}: only `soak start` and the service find"
+                " a run's capture; give load.replay.file (the path the run printed)"
+            )
+        return self.file
+
+    def at(self, base_dir: Path) -> ReplayConfig:
+        """The config with its file found from `base_dir` (the scenario's directory)."""
+        return self.model_copy(update={"file": base_dir / self.path})
 
     def pace(self) -> str:
         """How fast the capture plays, as a phase names it: "replay at 2x", "replay at

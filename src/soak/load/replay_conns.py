@@ -1,7 +1,8 @@
 """The replay's clients and their sockets (soak.load.replay): each client's UDP
 socket and stream connections, opened on its first query, reused while it keeps
 asking, closed when idle, retired when the capture's client moved to a new
-connection, and counted (connections opened, errors, idled out, sockets at once).
+connection, and counted (connections opened, reused, errors, idled out, sockets at
+once).
 
 The queries themselves (the id ring, the ledger) stay with the Replay: this module
 is told how to end a query abandoned under a closed connection (`abandon`) and
@@ -89,7 +90,21 @@ class ClientConns:
         self.next_idle_ns = 0
         self.retiring: list[tuple[Client, StreamFlow]] = []
         self.idled_out = self.socket_errors = 0
+        self.reused = 0  # queries sent on a connection already open (not its first)
         self.open_sockets = self.fds_peak = 0
+
+    def counts(self) -> dict[str, int]:
+        """The connection figures so far, from the first query: the replay's result
+        shows them whole, a soak run's windows their growth (soak.load.replay_load)."""
+        b = self.book
+        return {
+            "opened": b.conn_opened,
+            "reused": self.reused,
+            "errors": b.conn_errors,
+            "tls_resumed": b.conn_resumed,
+            "idled_out": self.idled_out,
+            "udp_socket_errors": self.socket_errors,
+        }
 
     # ------------------------------------------------------------ opening
 
@@ -132,10 +147,12 @@ class ClientConns:
 
     def stream_for(self, client: Client, q: Planned, now: int) -> StreamFlow | None:
         f = client.flows.get(q.conn)
-        if f is None:
-            f = self.new_flow(client, now)
-            if f is not None:
-                client.flows[q.conn] = f
+        if f is not None:
+            self.reused += 1
+            return f
+        f = self.new_flow(client, now)
+        if f is not None:
+            client.flows[q.conn] = f
         return f
 
     # ------------------------------------------------------------ closing

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,28 @@ from soak.points import Fault, Point
 
 # The send offsets' quantiles on each `load` point of class `all` (send_offset_p99_us...).
 OFFSET_QUANTILES = ("p50", "p99", "max")
+# The replay's connection counts (replay_conns.ClientConns.counts) grown while a window
+# was open, on its `all` point: connections opened, queries sent on one already open,
+# connections closed idle, connection errors. Counted when the window closes (its
+# queries ended), so a window's figures lag its queries by up to load.timeout_s.
+CONN_FIELDS = {
+    "opened": "conn_opened",
+    "reused": "conn_reused",
+    "idled_out": "conn_idled_out",
+    "errors": "conn_errors",
+}
+SOCKETS_OPEN = "sockets_open"  # the client sockets and connections open as it closed
+
+
+@dataclass
+class Closed:
+    """A closed window, its queries' send offsets, its connection counts."""
+
+    window: Window
+    offsets: Offsets
+    conns: dict[str, int]
+
+
 # Past the run's end, the queries in flight get their timeout and this much to end.
 JOIN_GRACE_S = 5.0
 
@@ -39,7 +62,7 @@ class ReplayLoad:
         """Reads the capture (the pre-flight checked it); nothing is sent before start()."""
         assert cfg.replay is not None
         self.cfg = cfg
-        replay_cfg = cfg.replay.model_copy(update={"file": base_dir / cfg.replay.file})
+        replay_cfg = cfg.replay.at(base_dir)
         self.replay = Replay(
             replay_cfg, load_replay(replay_cfg), server[0], server[1], cfg.timeout_s, cfg.seed or 0
         )
@@ -53,7 +76,8 @@ class ReplayLoad:
         self.end_ns = 0
         self._lock = threading.Lock()
         # Closed, not yet handed out as points, each with its queries' send offsets.
-        self._closed_windows: list[tuple[Window, Offsets]] = []
+        self._closed_windows: list[Closed] = []
+        self._conns_seen = self.replay.conns.counts()  # as the last window closed
         self._bound_at: str | None = None  # the first window that missed the timing
         self._bound_told = False
         self._total = MixStats(self.names, self.highest_us)  # every closed window
@@ -99,8 +123,12 @@ class ReplayLoad:
                 f"second {window.second} of the run: send offset p99 {p99_us:,.0f} µs"
                 f" (at most {BOUND_P99_US:,} µs), {skipped} skipped"
             )
+        counts = self.replay.conns.counts()  # the replay's thread: no race either
+        grown = {name: counts[k] - self._conns_seen[k] for k, name in CONN_FIELDS.items()}
+        grown[SOCKETS_OPEN] = self.replay.conns.open_sockets
+        self._conns_seen = counts
         with self._lock:
-            self._closed_windows.append((window, offsets))
+            self._closed_windows.append(Closed(window, offsets, grown))
             self._total.add_window(window)
 
     def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
@@ -126,17 +154,25 @@ class ReplayLoad:
             faults.append(Fault("load_failed", f"the replay stopped: {self._error}", 1.0))
         return faults
 
-    def _fields(self, *windows: tuple[Window, Offsets]) -> dict[str, dict[str, float]]:
-        """The windows' ledger fields per class; on `all`, their send offsets (fidelity)."""
+    def _fields(self, *windows: Closed) -> dict[str, dict[str, float]]:
+        """The windows' ledger fields per class; on `all`, their send offsets (fidelity)
+        and connection counts (the last window's open sockets)."""
         stats = MixStats(self.names, self.highest_us)
         offsets = Offsets()
-        for window, window_offsets in windows:
-            stats.add_window(window)
-            offsets.merge(window_offsets)
+        conns = dict.fromkeys(CONN_FIELDS.values(), 0.0)
+        for closed in windows:
+            stats.add_window(closed.window)
+            offsets.merge(closed.offsets)
+            for name in CONN_FIELDS.values():
+                conns[name] += closed.conns[name]
         fields: dict[str, dict[str, float]] = stats.fields()
-        if offsets.counts and "all" in fields:
+        if "all" not in fields:
+            return fields
+        if offsets.counts:
             quantiles = offsets.quantiles()
             fields["all"].update({f"send_offset_{q}_us": quantiles[q] for q in OFFSET_QUANTILES})
+        conns[SOCKETS_OPEN] = float(windows[-1].conns[SOCKETS_OPEN]) if windows else 0.0
+        fields["all"].update(conns)
         return fields
 
     def take_points(self, time_ns: int, end_ns: int | None = None) -> list[Point]:
@@ -147,13 +183,13 @@ class ReplayLoad:
             windows, self._closed_windows = self._closed_windows, []
         cut_ns = min(end_ns or self.end_ns, self.end_ns)
         points: list[Point] = []
-        after: list[tuple[Window, Offsets]] = []
-        for window in windows:
-            at_ns = second_end_ns(self.grid_ns, window[0].second)
+        after: list[Closed] = []
+        for closed in windows:
+            at_ns = second_end_ns(self.grid_ns, closed.window.second)
             if at_ns <= cut_ns:
-                points += load_points(self._fields(window), {}, at_ns)
+                points += load_points(self._fields(closed), {}, at_ns)
             else:
-                after.append(window)
+                after.append(closed)
         if after:
             points += load_points(self._fields(*after), {}, cut_ns)
         return points

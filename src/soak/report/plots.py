@@ -131,6 +131,10 @@ PHASE_METRICS: tuple[PhaseMetric, ...] = (
     PhaseMetric("send_offset_p50_us", "load", "send_offset_p50_us", "mean_max", ALL),
     PhaseMetric("send_offset_p99_us", "load", "send_offset_p99_us", "mean_max", ALL),
     PhaseMetric("send_offset_max_us", "load", "send_offset_max_us", "mean_max", ALL),
+    # A replay's connections: opened, reused (queries on one already open), closed idle.
+    PhaseMetric("conn_opened", "load", "conn_opened", "sum", ALL),
+    PhaseMetric("conn_reused", "load", "conn_reused", "sum", ALL),
+    PhaseMetric("conn_idled_out", "load", "conn_idled_out", "sum", ALL),
     PhaseMetric("cpu_cores", "process", "cpu_cores", "mean"),
     PhaseMetric("rss_anon_bytes", "process", "rss_anon_bytes", "range"),
     PhaseMetric("rss_file_bytes", "process", "rss_file_bytes", "range"),

@@ -116,6 +116,8 @@ def write_result(end: RunEnd, outcome: Outcome) -> None:
         "restarts": end.restarts,
         "load_totals": load_totals,
     }
+    if end.capture is not None:  # `capture:`: the file a later run replays, its figures
+        result["capture"] = end.capture
     end.run_dir.mkdir(parents=True, exist_ok=True)
     result_path(end.run_dir).write_text(json.dumps(result, indent=2, default=str) + "\n")
 

@@ -84,6 +84,8 @@ def run_status(
         status["passed"] = result.get("passed")
         if "load_totals" not in status and result.get("load_totals"):
             status.update(_lost(result["load_totals"]))
+        if result.get("capture"):  # `capture:`: the file a later run replays
+            status["capture"] = result["capture"]
     if brief:
         return status
     status["events"] = [

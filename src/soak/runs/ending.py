@@ -61,6 +61,7 @@ class RunEnd:
     state: StateStore
     event: Callable[[str, str, float], None]  # kind, message, value: into the run's events
     lost_agents: list[str] = field(default_factory=list)  # load agents lost, as their events say
+    capture: dict[str, Any] | None = None  # `capture:`: the file written and its figures
 
 
 EndHook = Callable[[RunEnd], Outcome]

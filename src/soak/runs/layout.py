@@ -8,7 +8,9 @@ DATA_DIR/
   reserve.bin         space given back when the disk fills (runs.reserve)
   runs/<id>/          one run: result.json, report.html|json|md, spool/, profiles/,
                       <target>.log, <target>-data/ (a process target's default data),
-                      agents-<role>/ (local agents' output while they run)
+                      agents-<role>/ (local agents' output while they run),
+                      capture.soakcap (the target's client queries, with `capture:`),
+                      dnstap.sock (where soak listens for them, while the run goes)
   bench/<id>/         `soak bench` results (bench.json, bench.md, bench.html)
 ```
 
@@ -57,6 +59,8 @@ SPOOL = "spool"
 PROFILES = "profiles"
 TARGET_LOG = "{name}.log"
 TARGET_DATA = "{name}-data"
+CAPTURE = "capture.soakcap"
+DNSTAP_SOCKET = "dnstap.sock"
 # In a bench's directory:
 BENCH_RESULT = "bench.json"
 BENCH_REPORTS = {"md": "bench.md", "html": "bench.html"}
@@ -163,6 +167,16 @@ def spool_dir(run_dir: Path) -> Path:
 def profiles_dir(run_dir: Path) -> Path:
     """The Go profiles a run keeps (soak.profiles names the files in it)."""
     return run_dir / PROFILES
+
+
+def capture_path(run_dir: Path) -> Path:
+    """The capture a run with `capture:` records of its target (a later run replays it)."""
+    return run_dir / CAPTURE
+
+
+def dnstap_socket(run_dir: Path) -> Path:
+    """Where a run with `capture:` listens for its target's dnstap by default."""
+    return run_dir / DNSTAP_SOCKET
 
 
 @dataclass(frozen=True)

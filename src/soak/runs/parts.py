@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from soak.agents.spec import ROLE as LOAD_ROLE
 from soak.config import Scenario
@@ -15,7 +16,8 @@ from soak.load.agents.fleet import AgentsLoad
 from soak.load.generator import LoadRunner
 from soak.load.replay_load import ReplayLoad
 from soak.load.supervised import SupervisedLoad
-from soak.points import Point
+from soak.points import Fault, Point
+from soak.runs.capture import DRAIN_S, RunCapture, socket_path, written_capture
 from soak.runs.context import RunContext
 from soak.runs.events import RunEvents
 from soak.runs.layout import agents_dir, profiles_dir, spool_dir, with_embedded_store
@@ -50,6 +52,7 @@ class RunParts:
         self.tick_runner: TickRunner | None = None
         self.remote_samplers: RemoteSamplers | None = None  # a target on another node
         self.listener: RunListener | None = None  # its leak alerts, where registered
+        self.capture: RunCapture | None = None  # its target's queries recorded (`capture:`)
 
     def build_sinks(self) -> None:
         self.sinks = build_sinks(
@@ -60,6 +63,37 @@ class RunParts:
             metrics=self.ctx.metrics,
             default_spool_dir=spool_dir(self.run_dir),
         )
+
+    def open_capture(self) -> None:
+        """`capture:`: the socket the target writes its dnstap to, listened on before the
+        target starts (InputError: it cannot be bound)."""
+        cfg = self.scenario.capture
+        if cfg is None:
+            return
+        sc = self.scenario
+        path = socket_path(cfg, self.run_dir, sc.target.host, sc.base_dir)
+        self.capture = RunCapture(cfg, path, self.run_dir)
+        self.capture.open()
+        self.event("capture_listening", f"capture: listening for dnstap on {path}")
+
+    def check_capture(self, now_ns: int) -> None:
+        if self.capture is not None:
+            for f in self.capture.check(now_ns):
+                self.event(f.kind, f.message, f.value, now_ns)
+
+    def finish_capture(self, now_ns: int, drain_s: float = DRAIN_S) -> dict[str, Any] | None:
+        """Once the target has stopped (its writer given `drain_s` to close): the capture
+        written (what it holds, for the result), its last events told; a fault is an
+        event, never the run's end."""
+        if self.capture is None:  # a resumed run: what was written before it stands
+            return written_capture(self.run_dir) if self.scenario.capture is not None else None
+        try:
+            faults = self.capture.finish(drain_s)
+        except Exception as exc:
+            faults = [Fault("capture_failed", f"capture: finishing: {exc}", 0.0)]
+        for f in faults:
+            self.try_event(f.kind, f.message, now_ns, f.value)
+        return self.capture.written
 
     def build_load_and_samplers(
         self,
@@ -124,10 +158,12 @@ class RunParts:
         """Into the state store (status, report) and the sinks (Grafana annotations)."""
         self.events.add(kind, message, value, time_ns)
 
-    def try_event(self, kind: str, message: str, time_ns: int | None = None) -> None:
+    def try_event(
+        self, kind: str, message: str, time_ns: int | None = None, value: float = 0.0
+    ) -> None:
         """An event that may not be writable (a full disk): logged if it is not."""
         try:
-            self.event(kind, message, 0.0, time_ns)
+            self.event(kind, message, value, time_ns)
         except Exception as exc:
             log.error("run %s: event %s not recorded (%s): %s", self.run_id, kind, exc, message)
 

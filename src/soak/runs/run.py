@@ -86,6 +86,7 @@ class Run:
         self.ctx.state.update_run(self.id, target_state={"owner": owner()})
         try:
             self.parts.build_sinks()
+            self.parts.open_capture()  # the target's dnstap connects as it starts
             self.targets.start()
             self.parts.build_load_and_samplers(
                 lambda: self.targets.running,
@@ -101,6 +102,8 @@ class Run:
             lead_ns = s_to_ns(self.parts.load.start_lead_s) if self.parts.load else 0
             origin_ns = WHOLE_SECONDS.after(time.time_ns() + lead_ns)
             self.timeline = Timeline.of(self.scenario, origin_ns)
+            if self.parts.capture is not None:
+                self.parts.capture.begin(origin_ns)
             if self.parts.load is not None:
                 self.parts.load.start(
                     self.timeline.rate_at(origin_ns),
@@ -142,6 +145,9 @@ class Run:
         gap_from = rec.last_tick_ns or rec.origin_ns
         gap_s = ns_to_s(now_ns - gap_from)
         self.event("gap", f"service was away for {gap_s:.1f} s; run resumed", gap_s, now_ns)
+        if self.scenario.capture is not None:  # it was in the service's memory
+            message = "capture: not resumed; what was recorded before the service stopped stands"
+            self.event("capture_not_resumed", message, 0.0, now_ns)
         span = self.timeline.span_at(now_ns)
         if span is None:  # ended while the service was away
             return
@@ -167,6 +173,8 @@ class Run:
         target_state = self.supervisor.target_state()
         self.parts.stop()
         self.targets.stop()
+        if self.parts.capture is not None:  # before the origin: nothing of the run's
+            self.parts.capture.close()
         self.ctx.state.update_run(
             self.id,
             status=RunStatus.ERROR,
@@ -250,7 +258,10 @@ class Run:
                 self.parts.try_event("pprof_failed", f"profile at the end: {exc}", now_ns)
         # The target first: a store that fails below must not leave it running.
         self.parts.stop(close_listener=False, ended_ns=now_ns)
+        if self.parts.capture is not None and ending is not Ending.ERROR:
+            self.parts.capture.flush()  # the load's last queries, still queued in the target
         self.targets.stop()
+        capture = self.parts.finish_capture(now_ns)  # the stopped target's last frames in
         self.parts.try_event("stop", f"run ended: {message}", now_ns)
         if self.parts.load is not None:
             self.load_totals = self.parts.load.totals()
@@ -277,6 +288,7 @@ class Run:
                 state=self.ctx.state,
                 event=self.event,
                 lost_agents=list(self.supervisor.lost_agents),
+                capture=capture,
             )
         )
 
@@ -301,6 +313,8 @@ class Run:
                 return
             self.ending = True
             self.parts.stop()
+            # The target runs on, its writer connected: what was recorded is written now.
+            self.parts.finish_capture(time.time_ns(), drain_s=0.0)
             self.parts.close_sinks()
             self.finished.set()
 

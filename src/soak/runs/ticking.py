@@ -43,6 +43,7 @@ class Ticker:
         self.supervisor.check_load(tick_ns, timeline.remaining_s(tick_ns))
         self.supervisor.check_helpers(tick_ns)
         self.supervisor.check_target(tick_ns)
+        self.parts.check_capture(tick_ns)
         points = runner.run_tick(tick_ns) if runner is not None else []
         self.parts.write(points)
         self._remember(points)

@@ -22,6 +22,7 @@ from soak.config import InvalidModel, Scenario, parse_yaml, scenario_from_data
 from soak.errors import InputError, not_utf8
 from soak.preflight import check_scenario
 from soak.results.reportinput import REPORT_MEDIA, report_text
+from soak.runs.capture import resolve_from_run
 from soak.runs.timeline import scaled_scenario
 from soak.service.auth import token_matches
 from soak.service.manager import RunManager, UnknownRun
@@ -85,6 +86,7 @@ def create_app(manager: RunManager, token: str) -> Starlette:
         q = request.query_params
         try:
             scenario = parse_scenario(body, q.get("base_dir"), q.get("duration"))
+            scenario = resolve_from_run(scenario, manager.data_dir)  # a run's capture
             # Every file it names read and parsed, its rates weighed: before a record.
             await run_in_threadpool(check_scenario, scenario)
         except InputError as exc:

@@ -118,6 +118,9 @@ def _print_result(status: dict[str, Any], as_json: bool) -> None:
     click.echo(f"result: {status.get('status')}: {status.get('message')}")
     for fmt, path in (status.get("reports") or {}).items():
         click.echo(f"report ({fmt}): {path}")
+    capture = status.get("capture") or {}
+    if capture.get("file"):  # what a next run's load.replay.file names
+        click.echo(f"capture ({capture.get('queries', 0):,} queries): {capture['file']}")
 
 
 def _trap_signals(stop: threading.Event) -> dict[int, Any]:

@@ -17,6 +17,7 @@ reader says so (bad input) rather than replaying part of it unannounced.
 from __future__ import annotations
 
 import json
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -66,9 +67,12 @@ def write_capture(path: Path, capture: Capture) -> None:
         "duration_ns": capture.duration_ns,
     }
     blob = json.dumps(header).encode()
-    with path.open("wb") as f:
+    # Whole or not at all: a reader (a replay, a run in progress) never meets half a file.
+    part = path.with_name(path.name + ".part")
+    with part.open("wb") as f:
         f.write(MAGIC + len(blob).to_bytes(4, "big") + blob)
         f.write(b"".join(_record(q) for q in capture.queries))
+    os.replace(part, path)
 
 
 def _record(q: Query) -> bytes:
@@ -139,13 +143,20 @@ class Builder:
     """Collects queries as sources find them (any order) into a Capture: clients
     numbered by first appearance, connections per client, offsets from the first query."""
 
-    def __init__(self, source: str, by_port: bool = False) -> None:
+    def __init__(self, source: str, by_port: bool = False, max_queries: int | None = None) -> None:
         self.source = source
         # A client is a source address; with by_port an address and port (clients
         # behind one address, or load generators on loopback, tell apart that way).
         self.by_port = by_port
         self.responses = 0  # DNS responses seen (a capture of these only is bad input)
         self.skipped = 0  # packets that were DNS-like but unusable (say so, drop none silently)
+        # Memory is bounded: past `max_queries` queries are counted, not kept.
+        self.max_queries = max_queries
+        self.over_max = 0
+        # Queries at or after `until_ns` (their own time) are counted, not kept: a
+        # recording that covers a span (soak.runs.capture) sets it once it knows it.
+        self.until_ns: int | None = None
+        self.after_end = 0
         self._raw: list[tuple[int, str, object, int, int, int, bytes]] = []
 
     def add(
@@ -161,9 +172,23 @@ class Builder:
                 self.skipped += 1
             return
         flags, qtype, qname = parsed
+        if self.until_ns is not None and time_ns >= self.until_ns:
+            self.after_end += 1
+            return
+        if self.max_queries is not None and len(self._raw) >= self.max_queries:
+            self.over_max += 1
+            return
         if self.by_port and transport == UDP:
             client = f"{client}#{conn_key}"
         self._raw.append((time_ns, client, conn_key, transport, flags, qtype, qname))
+
+    def drop_before(self, since_ns: int) -> int:
+        """The queries timed before `since_ns` dropped (a run's readiness probes, before
+        its origin); how many."""
+        kept = [r for r in self._raw if r[0] >= since_ns]
+        dropped = len(self._raw) - len(kept)
+        self._raw = kept
+        return dropped
 
     def capture(self) -> Capture:
         self._raw.sort(key=lambda r: r[0])

@@ -29,10 +29,19 @@ CTRL_ACCEPT, CTRL_START, CTRL_STOP, CTRL_READY, CTRL_FINISH = 1, 2, 3, 4, 5
 FIELD_CONTENT_TYPE = 1
 ESCAPE = b"\0\0\0\0"
 # dnstap.proto Message.Type and the fields we read
-CLIENT_QUERY, CLIENT_RESPONSE = 5, 6
+AUTH_QUERY, AUTH_RESPONSE, CLIENT_QUERY, CLIENT_RESPONSE = 1, 2, 5, 6
+# A query the server received from its client: CLIENT_QUERY from a recursive server's
+# client, AUTH_QUERY from an authoritative server's. BIND logs a query as AUTH_QUERY
+# unless recursion is available to its client and the query asks for it (RD): an
+# authoritative BIND's queries are all AUTH_QUERY, and `dnstap { client query; }` alone
+# selects none of them (docs/replay.md).
+SERVED_QUERIES = (CLIENT_QUERY, AUTH_QUERY)
+SERVED_RESPONSES = (CLIENT_RESPONSE, AUTH_RESPONSE)
 M_TYPE, M_FAMILY, M_PROTOCOL, M_QADDR, M_QPORT = 1, 2, 3, 4, 6
 M_QSEC, M_QNSEC, M_QMSG, M_RSEC, M_RNSEC = 8, 9, 10, 12, 13
 PROTO_UDP, PROTO_TCP = 1, 2  # SocketProtocol; DoT, DoH and the rest replay as TCP
+# sockaddr_un's sun_path is 108 bytes on Linux, one of them the terminating NUL.
+SOCKET_PATH_MAX_BYTES = 107
 
 
 def is_dnstap(head: bytes) -> bool:
@@ -127,7 +136,8 @@ def read_frames(blob: bytes, where: str) -> Frames:
 
 
 def add_frame(frame: bytes, builder: Builder) -> None:
-    """One dnstap frame: a client query into the builder, a client response counted."""
+    """One dnstap frame: a query the server received into the builder, its response
+    counted."""
     try:
         top = fields(frame)
         msg = top.get(14)
@@ -139,12 +149,12 @@ def add_frame(frame: bytes, builder: Builder) -> None:
         builder.skipped += 1
         return
     mtype = m.get(M_TYPE)
-    if mtype == CLIENT_RESPONSE:
+    if mtype in SERVED_RESPONSES:
         builder.responses += 1
         return
     query = m.get(M_QMSG)
-    if mtype != CLIENT_QUERY or not isinstance(query, bytes):
-        builder.skipped += 1  # resolver-side messages: not a client's query
+    if mtype not in SERVED_QUERIES or not isinstance(query, bytes):
+        builder.skipped += 1  # the server's own queries upstream: not a client's
         return
     addr = m.get(M_QADDR, b"")
     client = str(ipaddress.ip_address(addr)) if isinstance(addr, bytes) and addr else "?"
@@ -179,12 +189,33 @@ class Listener:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        if len(os.fsencode(path)) > SOCKET_PATH_MAX_BYTES:
+            raise InputError(
+                f"dnstap socket {path}: {len(os.fsencode(path))} bytes, more than the"
+                f" {SOCKET_PATH_MAX_BYTES} a unix socket path may hold: choose a shorter path"
+            )
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
+        try:
+            self.sock.bind(str(path))
+        except OSError as exc:
+            self.sock.close()
+            raise InputError(f"dnstap socket {path}: {exc.strerror or exc}") from None
         os.chmod(path, 0o777)  # the server may run as its own user
         self.sock.listen(8)
+        # What the writers did, read by whoever watches a recording from another thread
+        # (soak.runs.capture turns changes into a run's events).
+        self.connected = 0  # writer connections accepted
+        self.stopped = 0  # ... that ended with STOP (the writer closed its stream)
+        self.lost = 0  # ... that ended without STOP (the writer died or dropped it)
+        self.frames = 0  # data frames received
+        self.last_frame_mono_ns = 0  # time.monotonic_ns() of the last data frame
+        self._said_stop: set[socket.socket] = set()
+
+    @property
+    def open_connections(self) -> int:
+        return self.connected - self.stopped - self.lost
 
     def close(self) -> None:
         self.sock.close()
@@ -213,20 +244,30 @@ class Listener:
                         conn.setblocking(False)
                         buffers[conn] = bytearray()
                         sel.register(conn, selectors.EVENT_READ)
+                        self.connected += 1
                         continue
                     got = _recv(s)
                     if got is None:
                         sel.unregister(s)
-                        s.close()
+                        self._closed(s)
                         buffers.pop(s, None)
                         continue
                     buffers[s] += got
                     count += self._frames(s, buffers[s], builder)
         finally:
             for s in buffers:
-                s.close()
+                self._closed(s)
             sel.close()
         return count
+
+    def _closed(self, s: socket.socket) -> None:
+        """A writer's connection ends: with its STOP said, or lost."""
+        if s in self._said_stop:
+            self._said_stop.discard(s)
+            self.stopped += 1
+        else:
+            self.lost += 1
+        s.close()
 
     def _frames(self, s: socket.socket, buf: bytearray, builder: Builder) -> int:
         """Complete frames at the start of `buf` (consumed); control frames answered."""
@@ -244,13 +285,17 @@ class Listener:
                 if ctype == CTRL_READY:
                     s.sendall(control_frame(CTRL_ACCEPT))
                 elif ctype == CTRL_STOP:
-                    s.sendall(control_frame(CTRL_FINISH, None))
+                    self._said_stop.add(s)
+                    with contextlib.suppress(OSError):  # a writer that left at once
+                        s.sendall(control_frame(CTRL_FINISH, None))
                 continue
             if len(buf) < 4 + size:
                 break
             add_frame(bytes(buf[4 : 4 + size]), builder)
             del buf[: 4 + size]
             count += 1
+            self.frames += 1
+            self.last_frame_mono_ns = time.monotonic_ns()
         return count
 
 
