@@ -22,8 +22,12 @@ against clients in the capture.
 
     PYTHONPATH=src .venv/bin/python bench/replay_memory.py --out /work/mem-run \\
         [--capture-s 600] [--capture-qps 1000] [--flows 100] [--plan-s 86400] \\
-        [--memory-s 7200] [--every-s 30]
+        [--memory-s 7200] [--every-s 30] [--capture FILE]
     PYTHONPATH=src .venv/bin/python bench/replay_memory.py report --out DIR
+
+--capture FILE replays a capture made before (soak capture, pcap or dnstap) rather
+than making one; `report` prints the figures again from DIR's files (a run still
+going included).
 """
 
 from __future__ import annotations
