@@ -11,6 +11,7 @@ needs another fault."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,7 @@ def test_a_replay_that_raises_is_restarted_and_the_ledger_adds_up(tmp_path: Path
     planned = sum(1 for _ in plan.queries(RUN_S * NS_PER_S))
     assert planned - len(capture.queries) <= ledger["due"] <= planned, (planned, ledger)
     assert ledger["due"] == ledger["sent"] + ledger["skipped"], ledger
+    # The live status lines name the replay's planned rate (4 queries a 2/3-s loop) as
+    # the asked one, not the load's rate_qps that a replay does not use.
+    asked = re.findall(r"rate [\d,]+ of ([\d,.]+) q/s", proc.stderr)
+    assert asked and set(asked) == {"6"}, proc.stderr[-2000:]
