@@ -23,7 +23,12 @@ from soak.load.replay_plan import Plan
 from soak.traffic.capture import UDP, Capture, Query, write_capture
 from tests.e2e.soakrun import QUICK, last_json, run_soak
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import free_port, unbound_conf, unbound_tls_conf
+from tests.support.servers import (
+    free_port,
+    unbound_conf,
+    unbound_process_target,
+    unbound_tls_conf,
+)
 from tests.support.tls import make_cert
 
 pytestmark = pytest.mark.e2e
@@ -43,15 +48,7 @@ def doh_unbound_target(tmp: Path, doh_port: int) -> dict[str, object]:
     cert, key = make_cert(tmp)
     tls = unbound_tls_conf(cert, key, free_port(), doh_port) + "\n    http-max-streams: 1"
     conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"], 1, tls)  # type: ignore[arg-type]
-    return {
-        "runtime": "process",
-        "name": "unbound",
-        "version": "1.17",
-        "argv": ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
-        "ports": {"dns": {"protocol": "both"}},
-        "files": [{"dest": "unbound.conf", "content": conf}],
-        "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
-    }
+    return unbound_process_target(conf=conf)
 
 
 def test_a_replay_that_raises_is_restarted_and_the_ledger_adds_up(tmp_path: Path) -> None:
