@@ -202,7 +202,10 @@ class ReplayLoad:
         lead_ns = s_to_ns(self.start_lead_s)
         at_ns = WHOLE_SECONDS.at_or_after(time.time_ns() + lead_ns) - self.grid_ns
         self._wind_up(at_ns)
-        self.replay = self._new_replay()
+        try:
+            self.replay = self._new_replay()
+        except Exception as exc:  # no fresh one (out of file descriptors): no more tries
+            return Fault("load_failed", f"the replay could not be restarted: {exc}", 1.0)
         self._error, self._error_told = None, False
         self.restarts += 1
         self._play_from(at_ns)

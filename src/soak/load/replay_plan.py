@@ -168,8 +168,8 @@ class Plan:
             if end_ns is not None and base >= end_ns:
                 return
             renamer = self.renamer
-            for i in range(first, len(self.capture.queries)):
-                q = self.capture.queries[i]
+            queries = self.capture.queries
+            for i, q in enumerate(queries[first:] if first else queries, first):
                 due = base + int(q.offset_ns / speed)
                 if end_ns is not None and due >= end_ns:
                     return
