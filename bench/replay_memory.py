@@ -138,12 +138,12 @@ def watch_sizes(replay: Any, path: Path, stop: threading.Event) -> None:
             conns = replay.conns
             row = {
                 "t_s": round(time.monotonic() - start, 1),
-                "windows": len(replay.windows),
-                "inflight_seconds": len(replay.inflight),
+                "windows": len(replay.ledger.windows),
+                "inflight_seconds": len(replay.ledger.inflight),
                 "sent_order": len(replay.sent_order),
                 "offset_keys": len(replay.offsets.counts),
-                "latency_keys": sum(len(cw.lat_us) for cw in replay.per_class),
-                "rcode_keys": sum(len(cw.rcodes) for cw in replay.per_class),
+                "latency_keys": sum(len(cw.lat_us) for cw in replay.ledger.per_class),
+                "rcode_keys": sum(len(cw.rcodes) for cw in replay.ledger.per_class),
                 "by_fd": len(conns.by_fd),
                 "holding": len(conns.holding),
                 "retiring": len(conns.retiring),

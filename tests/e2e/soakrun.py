@@ -124,5 +124,35 @@ def status(port: int, run_id: str) -> dict[str, Any]:
     return result
 
 
+def ran_for(port: int, run_id: str, seconds: float) -> dict[str, Any]:
+    """The status of the service's run once it is running and has run `seconds`."""
+    found: dict[str, Any] = wait_for(
+        lambda: (
+            (s := status(port, run_id))["status"] == "running"
+            and (s["elapsed_s"] or 0) > seconds
+            and s
+        ),
+        60.0,
+        f"the run has run {seconds:g} s",
+    )
+    return found
+
+
+def ends_passed(
+    port: int, run_id: str, timeout_s: float = 90.0, unless: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The status of the service's run once it has ended, which it must have passed, or
+    failed by the criteria named in `unless` alone."""
+    final: dict[str, Any] = wait_for(
+        lambda: (s := status(port, run_id))["status"] not in ("pending", "running") and s,
+        timeout_s,
+        "the run ends",
+    )
+    failed = {c["name"] for c in final.get("criteria", []) if not c["ok"]}
+    if final["status"] != "failed" or not failed or not failed <= set(unless):
+        assert final["status"] == "passed", (final["message"], final["events"][-5:])
+    return final
+
+
 def kinds(st: dict[str, Any]) -> list[str]:
     return [e["kind"] for e in st["events"]]

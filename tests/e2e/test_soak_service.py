@@ -1,5 +1,6 @@
 """`soak serve` end to end: a submitted soak survives kill -9 of its target and a restart
-of the service itself (resumed, with the gap recorded)."""
+of the service itself (resumed, with the gap recorded; a replay goes on at its place
+in the plan)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -15,12 +17,18 @@ from pathlib import Path
 import pytest
 
 from soak.clock import NS_PER_S, ns_to_s
+from soak.load.replay_config import ReplayConfig
+from soak.load.replay_plan import Plan
+from soak.runs.state import StateStore
+from soak.traffic.capture import UDP, Capture, Query, qname_text, write_capture
 from tests.e2e.soakrun import (
     DEMO,
     QUICK,
     TOKEN,
+    ends_passed,
     kinds,
     processes_under,
+    ran_for,
     run_soak,
     service,
     service_place,
@@ -29,7 +37,7 @@ from tests.e2e.soakrun import (
 )
 from tests.support.ledger import assert_figures_agree
 from tests.support.procs import children, cmdline
-from tests.support.servers import free_port
+from tests.support.servers import free_port, unbound_conf, unbound_process_target
 
 pytestmark = pytest.mark.e2e
 
@@ -114,7 +122,6 @@ def test_service_sigkilled_mid_run_resumes_every_tick_once(tmp_path: Path) -> No
     """SIGKILL of `soak serve` (no shutdown at all), then a new service on the same data:
     the run resumes with a `gap` event, its load workers did not outlive the old
     service, and every tick stored before the kill is in the store exactly once."""
-    from soak.runs.state import StateStore
     from soak.sinks.sqlite import SqliteStore
 
     data, port, url = service_place(tmp_path)
@@ -127,13 +134,7 @@ def test_service_sigkilled_mid_run_resumes_every_tick_once(tmp_path: Path) -> No
         )  # fmt: skip
         assert started.returncode == 0, started.stderr
         run_id = started.stdout.strip()
-        wait_for(
-            lambda: (
-                (s := status(port, run_id))["status"] == "running" and (s["elapsed_s"] or 0) > 8
-            ),
-            60.0,
-            "the run has run 8 s",
-        )
+        ran_for(port, run_id, 8)
         workers = [pid for pid in children(serve.pid) if "soak.load" in cmdline(pid)]
         assert workers  # the load engine's worker processes (targets are children too)
         serve.kill()
@@ -148,12 +149,7 @@ def test_service_sigkilled_mid_run_resumes_every_tick_once(tmp_path: Path) -> No
         )
         gap_s = next(e for e in resumed["events"] if e["kind"] == "gap")["value"]
         assert gap_s >= 2.0
-        final = wait_for(
-            lambda: (s := status(port, run_id))["status"] not in ("pending", "running") and s,
-            90.0,
-            "the run ends",
-        )
-    assert final["status"] == "passed", (final["message"], final["events"][-5:])
+        ends_passed(port, run_id)
     record = StateStore(data / "state.db").get_run(run_id)
     assert record is not None and record.origin_ns is not None
     store = SqliteStore(data / "points.db")
@@ -174,6 +170,94 @@ def test_service_sigkilled_mid_run_resumes_every_tick_once(tmp_path: Path) -> No
         assert killed_ns - before[-1] < 3 * NS_PER_S, tags
         # The hole in the store is the gap the event reports.
         assert after and abs(ns_to_s(after[0] - before[-1]) - gap_s) < 2.5, tags
+
+
+REPLAY_RUN_S = 30
+REPLAY_SEED = 7
+REPLAY_REWRITE = {"zones": ["example.test"], "from_loop": 0}
+REPLAY_NAMES = [
+    b"\x01a\x04test\x00",
+    b"\x01b\x04test\x00",
+    b"\x01c\x04test\x00",
+    b"\x01d\x04test\x00",
+]
+
+
+def replay_capture() -> Capture:
+    """One client, four names 250 ms apart: a loop lasts 1 s, and each loop's names are
+    fresh (rewritten under example.test), so a name the server saw tells its loop."""
+    queries = [
+        Query(k * 250_000_000, 0, 0, 0x0100, 1, UDP, name) for k, name in enumerate(REPLAY_NAMES)
+    ]
+    return Capture("test", ["10.0.0.1"], queries)
+
+
+def logging_unbound(log: Path) -> dict[str, object]:
+    """unbound as the run's target, logging every query it receives (`log-queries`)."""
+    conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"])  # type: ignore[arg-type]
+    return unbound_process_target(
+        conf=conf.replace('logfile: ""', f'logfile: "{log}"\n    log-queries: yes')
+    )
+
+
+def test_resumed_replay_continues_its_loops(tmp_path: Path) -> None:
+    write_capture(tmp_path / "c.soakcap", replay_capture())
+    log = tmp_path / "queries.log"
+    scenario = {
+        "name": "replay-resume",
+        "target": logging_unbound(log),
+        "phases": [{"name": "steady", "duration_s": f"{REPLAY_RUN_S}s"}],
+        "load": {
+            "timeout_s": "1s",
+            "seed": REPLAY_SEED,
+            "replay": {"file": str(tmp_path / "c.soakcap"), "rewrite": REPLAY_REWRITE},
+        },
+        "criteria": {"leaks_ok": False, "p99_ms_max": {}},
+    }
+    path = tmp_path / "resume.yaml"
+    path.write_text(json.dumps(scenario))
+    data, port, url = service_place(tmp_path)
+    with service(data, port) as serve:
+        started = run_soak("start", str(path), *QUICK, "--server", url, env={"SOAK_TOKEN": TOKEN})
+        assert started.returncode == 0, started.stderr
+        run_id = started.stdout.strip()
+        ran_for(port, run_id, 6)
+        serve.kill()
+        serve.wait(10)
+    time.sleep(3.0)  # the service is away for more than a loop
+    with service(data, port):
+        wait_for(lambda: "gap" in kinds(status(port, run_id)), 30.0, "the gap event")
+        # the replay plays in a thread of the run's process: on a machine whose cores
+        # are taken it may miss the capture's timing, and the run then says so
+        ends_passed(port, run_id, unless=("generator",))
+    record = StateStore(data / "state.db").get_run(run_id)
+    assert record is not None and record.origin_ns is not None
+    # Each name the server received, its loop (from the plan: a loop's names are its own)
+    cfg = ReplayConfig(file=tmp_path / "c.soakcap", rewrite=REPLAY_REWRITE)  # type: ignore[arg-type]
+    plan = Plan(cfg, replay_capture(), REPLAY_SEED)
+    loop_of = {
+        qname_text(p.question[:-4]): p.loop for p in plan.queries(2 * REPLAY_RUN_S * NS_PER_S)
+    }
+    received = [
+        (int(at), loop_of[name])
+        for at, name in re.findall(
+            r"^\[(\d+)\] unbound\[\S+\] info: 127\.0\.0\.1 (\S+) A IN", log.read_text(), re.M
+        )
+        if name in loop_of
+    ]
+    assert received, log.read_text()[-2000:]
+    # The service's absence is the longest silence; the loops go on across it, as the
+    # run's clock does: the first after it is the loop of its second of the run.
+    (before_s, last_loop), (after_s, first_loop) = max(
+        itertools.pairwise(received), key=lambda pair: pair[1][0] - pair[0][0]
+    )
+    assert after_s - before_s >= 3, received
+    assert first_loop > last_loop + 1 and first_loop > 0, (last_loop, first_loop)
+    since_origin_s = after_s - record.origin_ns // NS_PER_S  # a loop lasts 1 s here
+    assert abs(first_loop - since_origin_s) <= 1, (first_loop, since_origin_s)
+    loops = [loop for _, loop in received]
+    assert loops == sorted(loops)  # never back to an earlier loop's names
+    assert_figures_agree(data, run_id, kept_up=False)  # generator-bound: skips
 
 
 def alive(pid: int) -> bool:

@@ -238,8 +238,8 @@ def test_tcp_replay_one_connection_per_client_until_idle(tmp_path: Path) -> None
     assert sum(replay.conns.handshake.counts.values()) == 6
     assert replay.conns.book.handshake_us == {}
     # The totals keep counts, not a day of latencies (those go out with each window).
-    assert [cw.completed for cw in replay.per_class] == [60]
-    assert all(cw.lat_us == {} for cw in replay.per_class)
+    assert [cw.completed for cw in replay.ledger.per_class] == [60]
+    assert all(cw.lat_us == {} for cw in replay.ledger.per_class)
     assert d["completed"] == d["sent"] == 60 and d["sent_per_client"] == [20, 20, 20]
 
 

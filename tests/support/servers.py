@@ -158,10 +158,12 @@ def bench_load(workers: int, mix: list[dict[str, object]] = LOCAL_QUERIES) -> di
     return {"workers": workers, "flows": 16, "timeout_s": "1s", "mix": mix}
 
 
-def unbound_process_target(threads: int = 1) -> dict[str, object]:
+def unbound_process_target(threads: int = 1, conf: str | None = None) -> dict[str, object]:
     """A scenario's `target`: unbound as a process on a port soak picks, answering
-    www.example.test A with 192.0.2.10 (the bench scenarios' server)."""
-    conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"], threads)  # type: ignore[arg-type]
+    www.example.test A with 192.0.2.10 (the bench scenarios' server); `conf`: a config
+    of the test's own instead (its port `{port.dns}`)."""
+    if conf is None:
+        conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"], threads)  # type: ignore[arg-type]
     return {
         "runtime": "process",
         "name": "unbound",

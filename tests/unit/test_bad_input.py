@@ -207,6 +207,10 @@ CASES: list[tuple[str, Case, str]] = [
     ("replay-file-and-from-run",
      _set("load.mix", [], "load.replay", {"file": "c.pcap", "from_run": "x-1"}),
      "load.replay: Value error, give file or from_run, not both"),
+    ("replay-rewrite-zone-too-long",
+     _set("load.mix", [], "load.replay",
+          {"file": "c.pcap", "rewrite": {"zones": [".".join(["z" * 60] * 4)]}}),
+     "': too long for a 12-byte label (a name is at most 255 bytes)"),
 ]  # fmt: skip
 
 # What only the command line takes (flags, a file to read): no scenario body to post.

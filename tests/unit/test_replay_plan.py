@@ -100,3 +100,20 @@ def test_a_question_asked_again_is_one_object() -> None:
     assert sent[0] == sent[3] == name("a.test") + b"\x00\x01\x00\x01"
     assert sent[0] is sent[3]  # the capture's a.test A, twice: one bytes object
     assert len({id(q) for q in sent}) == 3
+
+
+def test_a_start_continues_the_loops_and_names_of_a_replay_from_the_origin() -> None:
+    """A replay started (or restarted) at an offset plays what one from the origin would
+    have played from there: the same times, loop numbers and rewritten names."""
+    c = cfg(speed="2x", rewrite={"zones": ["z.test"], "from_loop": 1})
+    whole = list(Plan(c, capture(), 5).queries(2_000_000_000))  # a loop lasts 200 ms
+    start_ns = 1_010_000_000  # loop 5, after its first query (due at 1,000 ms)
+    later = list(Plan(c, capture(), 5).queries(2_000_000_000, start_ns))
+    assert later == [p for p in whole if p.due_ns >= start_ns]
+    assert (later[0].loop, later[0].index, later[0].due_ns) == (5, 1, 1_050_000_000)
+    assert later[0].question == whole[21].question != whole[1].question  # loop 5's name
+    # at a loop's very end: the next loop's first query
+    assert Plan(c, capture(), 5).position(1_190_000_000) == (6, 0)
+    # what a stopped replay left unsent, by time and class, with no names made
+    dues = list(Plan(c, capture(), 5).dues(5, 1, 1_300_000_000))
+    assert dues == [(p.due_ns, p.cls) for p in whole if 1_050_000_000 <= p.due_ns < 1_300_000_000]

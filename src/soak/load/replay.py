@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterator
 from soak.clock import NS_PER_S, ns_to_s, s_to_ns
 from soak.load import wire
 from soak.load.conn import UP, StreamFlow, TlsSpec
-from soak.load.ledger import ClassWindow, Window, empty_window
 from soak.load.replay_config import ReplayConfig
 from soak.load.replay_conns import ClientConns
 from soak.load.replay_plan import Plan, Planned
 from soak.load.replay_result import Offsets, ReplayResult
+from soak.load.replay_windows import ReplayWindows
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
 from soak.traffic.capture import UDP, Capture
 
@@ -43,7 +43,6 @@ BACKLOG_NS = s_to_ns(MAX_BACKLOG_S)
 # Offsets of the send time from the planned one, in µs: p99 beyond this means the
 # generator did not keep the capture's timing (said aloud, as generator-bound).
 BOUND_P99_US = 10_000
-MAX_PROBLEMS = 20
 
 
 class Replay:
@@ -83,28 +82,14 @@ class Replay:
         self.ring_k = [0] * RING
         self.next_slot = 0
         self.sent_order: collections.deque[tuple[int, int]] = collections.deque()
-        self.windows: dict[int, Window] = {}
-        self.inflight: collections.Counter[int] = collections.Counter()
-        # Closed windows are summed as they close (a day's replay keeps no day of
-        # windows), their counts and rcodes; `on_window` hands each, latencies and all,
-        # to whoever records the ledger.
-        self.per_class = [ClassWindow() for _ in range(self.nc)]
-        self.closed_below = 0
-        self.closed_count = 0
-        self.problems: list[str] = []
-        self.on_window: Callable[[Window], None] | None = None
+        self.ledger = ReplayWindows(self.nc)
+        # The last query counted in the ledger (sent or skipped): a replay that raised
+        # counts the rest from the next one (wind_up).
+        self.last_counted: Planned | None = None
+        self.start_ns = 0
         self.offsets = Offsets()
         self.unexpected = self.late = 0
         self.loops_seen = 0
-
-    # ------------------------------------------------------------ the ledger
-
-    def count(self, second: int, c: int, what: str, n: int = 1) -> None:
-        w = self.windows.get(second)
-        if w is None:
-            w = self.windows[second] = empty_window(second, self.nc)
-        cw = w.classes[c]
-        setattr(cw, what, getattr(cw, what) + n)
 
     def end_query(self, slot: int, how: str, now: int, reply: bytes = b"") -> None:
         """A query in flight ends: completed (with its reply), lost or abandoned."""
@@ -112,46 +97,12 @@ class Replay:
         if t <= 0:
             return
         self.ring_t[slot] = -t if how == "lost" else 0
-        second, c = self.ring_w[slot], self.ring_c[slot]
         self.clients[self.ring_k[slot]].inflight.discard(slot)
-        self.inflight[second] -= 1
-        cw = self.windows[second].classes[c]
+        second, c = self.ring_w[slot], self.ring_c[slot]
         if how == "completed":
-            cw.completed += 1
-            us = (now - t) // 1000
-            cw.lat_us[us] = cw.lat_us.get(us, 0) + 1
-            code = wire.rcode(reply)
-            cw.rcodes[code] = cw.rcodes.get(code, 0) + 1
-        elif how == "lost":
-            cw.lost += 1
+            self.ledger.ended(second, c, how, (now - t) // 1000, wire.rcode(reply))
         else:
-            cw.abandoned += 1
-
-    def close_windows(self, below: int) -> None:
-        """Every second before `below` with nothing in flight, in order."""
-        for second in sorted(self.windows):
-            if second >= below or self.inflight[second] > 0:
-                break
-            self.closed_window(self.windows.pop(second))
-            del self.inflight[second]
-
-    def closed_window(self, w: Window) -> None:
-        """A window's counts summed into the totals, and the window handed on whole.
-
-        Its latencies stay with the window (on_window: a soak run's ledger, in a bounded
-        HDR histogram): the totals are read for their counts and rcodes only, and a sum
-        of latencies nobody reads grew for hours, a key at a time, as the tail filled
-        (three digits: up to 3,700 keys a class)."""
-        for total, cw in zip(self.per_class, w.classes, strict=True):
-            exact, cw.lat_us = cw.lat_us, {}
-            total.add(cw)
-            cw.lat_us = exact
-        if len(self.problems) < MAX_PROBLEMS:
-            self.problems += w.problems()[: MAX_PROBLEMS - len(self.problems)]
-        self.closed_count += 1
-        self.closed_below = w.second + 1
-        if self.on_window is not None:
-            self.on_window(w)
+            self.ledger.ended(second, c, how)
 
     # ------------------------------------------------------------ clients
 
@@ -179,9 +130,9 @@ class Replay:
                     self.conns.retire(client, f)
             client.loop = q.loop
         slot = self.take_slot()
-        self.count(second, q.cls, "due")
         if slot < 0:  # 65,536 in flight: this one cannot leave
-            self.count(second, q.cls, "skipped")
+            self.ledger.count(second, q.cls, "due")
+            self.ledger.count(second, q.cls, "skipped")
             return
         message = bytearray(wire.HEADER + q.question)
         wire.set_id(message, slot)
@@ -201,13 +152,15 @@ class Replay:
         self.offsets.add((t - planned_ns) // 1000, second)
         self.ring_t[slot], self.ring_c[slot], self.ring_q[slot] = t, q.cls, q.question
         self.ring_w[slot], self.ring_k[slot] = second, q.client
-        self.inflight[second] += 1
-        self.count(second, q.cls, "sent")
         self.sent_order.append((t, slot))
         client.inflight.add(slot)
         self.conns.holding.add(q.client)
         client.sent += 1
         client.last_ns = t
+        # Counted last: a send that raised left its query uncounted (wind_up counts it).
+        self.ledger.inflight[second] += 1
+        self.ledger.count(second, q.cls, "due")
+        self.ledger.count(second, q.cls, "sent")
 
     def queue(self, f: StreamFlow, slot: int, q: Planned, message: bytes, now: int) -> None:
         if self.cfg.transport == "doh":
@@ -298,16 +251,19 @@ class Replay:
         duration_s: float | None,
         origin_ns: int | None = None,
         stopping: Callable[[], bool] | None = None,
+        start_ns: int = 0,
     ) -> ReplayResult:
         """Plays the plan from `origin_ns` (monotonic; its second 0) if given, else in a
-        moment; `stopping()` true ends the sending, and the queries in flight end as
-        answered or lost (their windows close with them)."""
+        moment, until `duration_s` after it; from `start_ns` after it if given (a restart,
+        a resumed run: Plan.queries); `stopping()` true ends the sending, and the queries
+        in flight end as answered or lost (their windows close with them)."""
         end_ns = None if duration_s is None else s_to_ns(duration_s)
-        plan: Iterator[Planned] = self.plan.queries(end_ns)
+        self.start_ns = start_ns
+        plan: Iterator[Planned] = self.plan.queries(end_ns, start_ns)
         origin = monotonic_ns() + START_DELAY_NS if origin_ns is None else origin_ns
-        nxt = next(plan, None)
         next_sweep = origin
         try:
+            nxt = next(plan, None)
             while True:
                 now = monotonic_ns()
                 sent_here = 0
@@ -315,15 +271,16 @@ class Replay:
                     planned = origin + nxt.due_ns
                     second = nxt.due_ns // NS_PER_S
                     if now - planned > BACKLOG_NS:  # too far behind: due, never sent
-                        self.count(second, nxt.cls, "due")
-                        self.count(second, nxt.cls, "skipped")
+                        self.ledger.count(second, nxt.cls, "due")
+                        self.ledger.count(second, nxt.cls, "skipped")
                     else:
                         self.send(nxt, second, planned, now)
+                    self.last_counted = nxt
                     self.loops_seen = max(self.loops_seen, nxt.loop + 1)
                     nxt = next(plan, None)
                     sent_here += 1
                     now = monotonic_ns()
-                if nxt is None and not any(self.inflight.values()):
+                if nxt is None and not self.ledger.busy():
                     break
                 if nxt is not None:
                     wait_ns = origin + nxt.due_ns - monotonic_ns()
@@ -338,24 +295,40 @@ class Replay:
                         nxt = None  # nothing more is sent; what is in flight ends
                     self.sweep(now)
                     due_second = (nxt.due_ns if nxt is not None else end_ns or 0) // NS_PER_S
-                    self.close_windows(due_second if nxt is not None else 1 << 62)
+                    self.ledger.close_windows(due_second if nxt is not None else 1 << 62)
                     next_sweep = now + SWEEP_NS
-            self.close_windows(1 << 62)
+            self.ledger.close_windows(1 << 62)
             ended = monotonic_ns()
         finally:
             self.conns.shut()
-        return self.result(ns_to_s(ended - origin))
+        return self.result(ns_to_s(ended - origin - start_ns))
+
+    def wind_up(self, until_ns: int) -> None:
+        """After run() raised (its sockets closed): the queries it had not come to that
+        were due before `until_ns` (after the origin) count as due and skipped, then every
+        window it left open closes (ReplayWindows.close_all: in flight, abandoned)."""
+        last = self.last_counted
+        if last is not None:
+            loop, first = last.loop, last.index + 1
+        else:
+            loop, first = self.plan.position(self.start_ns)
+        for due_ns, cls in self.plan.dues(loop, first, until_ns):
+            second = due_ns // NS_PER_S
+            self.ledger.count(second, cls, "due")
+            self.ledger.count(second, cls, "skipped")
+        self.ledger.close_all()
 
     def result(self, duration_s: float) -> ReplayResult:
         offsets = self.offsets.quantiles()
-        skipped = sum(cw.skipped for cw in self.per_class)
+        ledger = self.ledger
+        skipped = sum(cw.skipped for cw in ledger.per_class)
         conns = self.conns
         handshake_us = conns.handshake.quantiles()
         return ReplayResult(
             classes=self.plan.classes.names,
-            per_class=self.per_class,
-            windows=self.closed_count,
-            problems=self.problems,
+            per_class=ledger.per_class,
+            windows=ledger.closed_count,
+            problems=ledger.problems,
             loops=self.loops_seen,
             clients=len(self.clients),
             speed=self.plan.speed,

@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
+import dns.exception
+import dns.name
 from pydantic import Field, field_validator, model_validator
 
 from soak.errors import InputError
@@ -25,6 +27,22 @@ class Rewrite(StrictModel):
     zones: list[str] = Field(min_length=1)
     from_loop: int = Field(default=1, ge=0)
     label_length: int = Field(default=12, ge=4, le=63)
+
+    @model_validator(mode="after")
+    def _names_fit(self) -> Rewrite:
+        """Every zone a name, and a new name under it at most 255 bytes: found when the
+        scenario is read, not when the replay reaches the loop that rewrites."""
+        for zone in self.zones:
+            try:
+                wire = dns.name.from_text(zone).to_wire() or b"\0"
+            except dns.exception.DNSException as exc:
+                raise ValueError(f"zone {zone!r}: {exc}") from None
+            if 1 + self.label_length + len(wire) > 255:
+                raise ValueError(
+                    f"zone {zone!r}: too long for a {self.label_length}-byte label"
+                    " (a name is at most 255 bytes)"
+                )
+        return self
 
 
 class ReplayClass(StrictModel):

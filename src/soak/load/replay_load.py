@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from soak.clock import ns_to_s, second_end_ns
+from soak.clock import NS_PER_S, WHOLE_SECONDS, ns_to_s, s_to_ns, second_end_ns
 from soak.load.ledger import Window
 from soak.load.load_config import LoadConfig
 from soak.load.replay import BOUND_P99_US, Replay, load_replay, monotonic_ns
@@ -58,33 +60,62 @@ JOIN_GRACE_S = 5.0
 class ReplayLoad:
     start_lead_s = 1.0  # the thread starts at once; the origin only needs to lie ahead
 
-    def __init__(self, cfg: LoadConfig, server: tuple[str, int], base_dir: Path) -> None:
-        """Reads the capture (the pre-flight checked it); nothing is sent before start()."""
+    def __init__(
+        self,
+        cfg: LoadConfig,
+        server: tuple[str, int],
+        base_dir: Path,
+        run_origin_ns: Callable[[], int] | None = None,
+    ) -> None:
+        """Reads the capture (the pre-flight checked it); nothing is sent before start().
+        `run_origin_ns()`: the run's origin (wall clock), the replay's second 0 wherever
+        it starts (a resumed run: its place in the plan); else the origin start() gets."""
         assert cfg.replay is not None
         self.cfg = cfg
-        replay_cfg = cfg.replay.at(base_dir)
-        self.replay = Replay(
-            replay_cfg, load_replay(replay_cfg), server[0], server[1], cfg.timeout_s, cfg.seed or 0
-        )
-        self.replay.on_window = self._closed
-        self.replay.offsets.by_second = {}  # each window's offsets go out with its point
-        self.names = list(self.replay.plan.classes.names)
+        self.replay_cfg = cfg.replay.at(base_dir)
+        self.capture = load_replay(self.replay_cfg)
+        self.server = server
+        self.run_origin_ns = run_origin_ns
+        self.names: list[str] = []
         self.highest_us = int(cfg.timeout_s * 1e6) + 1000
         self.rate_qps = 0.0  # the phases' rate: recorded, not applied (docs/replay.md)
-        self.restarts = 0  # the face SupervisedLoad has; a replay is not restarted
-        self.grid_ns = 0
+        self.restarts = 0  # fresh replays after one raised (the face SupervisedLoad has)
+        self.grid_ns = 0  # wall time of the replay's second 0: the run's origin
         self.end_ns = 0
         self._lock = threading.Lock()
         # Closed, not yet handed out as points, each with its queries' send offsets.
         self._closed_windows: list[Closed] = []
-        self._conns_seen = self.replay.conns.counts()  # as the last window closed
+        self._conns_seen: dict[str, int] = {}  # the replay's counts as its last window closed
+        self._wound_up = False  # the replay that raised has closed its windows
+        self.replay = self._new_replay()
+        self.names = list(self.replay.plan.classes.names)
         self._bound_at: str | None = None  # the first window that missed the timing
         self._bound_told = False
         self._total = MixStats(self.names, self.highest_us)  # every closed window
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._error: str | None = None
+        self._error: str | None = None  # the replay's, until it is restarted
         self._error_told = False
+
+    @property
+    def planned_rate_qps(self) -> float:
+        """The replay's mean rate as planned (the capture's, scaled): what it is asked."""
+        return self.replay.plan.rate_qps
+
+    def _new_replay(self) -> Replay:
+        replay = Replay(
+            self.replay_cfg,
+            self.capture,
+            self.server[0],
+            self.server[1],
+            self.cfg.timeout_s,
+            self.cfg.seed or 0,
+        )
+        replay.ledger.on_window = partial(self._closed, replay)
+        replay.offsets.by_second = {}  # each window's offsets go out with its point
+        self._conns_seen = replay.conns.counts()
+        self._wound_up = False
+        return replay
 
     def prepare(self, max_duration_s: float) -> None:
         """Nothing to prepare: the capture was read on construction."""
@@ -96,26 +127,32 @@ class ReplayLoad:
         begin_at_ns: int | None = None,  # wall clock: the run's origin, its second 0
         end_ns: int | None = None,  # wall clock: the run's end, where sending ends
     ) -> None:
-        """The replay from the run's origin (else the next whole second) to its end."""
+        """The replay from the run's origin (else the next whole second) to its end; a
+        resumed run's from its next whole second, at that place in the plan."""
         self.rate_qps = rate_qps
         begin_at_ns, end_ns = run_span_ns(remaining_s, begin_at_ns, end_ns, self.start_lead_s)
-        self.grid_ns, self.end_ns = begin_at_ns, end_ns
-        origin_mono_ns = monotonic_ns() + (begin_at_ns - time.time_ns())
-        send_s = ns_to_s(end_ns - begin_at_ns)
-        self._thread = threading.Thread(
-            target=self._play, args=(send_s, origin_mono_ns), name="replay", daemon=True
-        )
+        origin_ns = self.run_origin_ns() if self.run_origin_ns is not None else begin_at_ns
+        self.grid_ns, self.end_ns = origin_ns, end_ns
+        self._play_from(begin_at_ns - origin_ns)
+
+    def _play_from(self, start_ns: int) -> None:
+        """The replay's thread, sending from `start_ns` after the run's origin."""
+        origin_mono_ns = monotonic_ns() + (self.grid_ns - time.time_ns())
+        send_s = ns_to_s(self.end_ns - self.grid_ns)
+        args = (self.replay, send_s, origin_mono_ns, start_ns)
+        self._thread = threading.Thread(target=self._play, args=args, name="replay", daemon=True)
         self._thread.start()
 
-    def _play(self, send_s: float, origin_mono_ns: int) -> None:
+    def _play(self, replay: Replay, send_s: float, origin_mono_ns: int, start_ns: int) -> None:
         try:
-            self.replay.run(send_s, origin_ns=origin_mono_ns, stopping=self._stop.is_set)
-        except Exception as exc:  # told as the run's event by check()
+            replay.run(send_s, origin_mono_ns, self._stop.is_set, start_ns)
+        except Exception as exc:  # told as the run's event by check(), restarted there
             self._error = f"{type(exc).__name__}: {exc}"
 
-    def _closed(self, window: Window) -> None:
-        """In the replay's thread: a window closed (every query due in it ended)."""
-        offsets = self.replay.offsets.take(window.second)  # the replay's thread: no race
+    def _closed(self, replay: Replay, window: Window) -> None:
+        """In the replay's thread (or, for a replay that raised, the one winding it up):
+        a window closed (every query due in it ended)."""
+        offsets = replay.offsets.take(window.second)  # the replay's thread: no race
         p99_us = offsets.quantiles()["p99"]
         skipped = window.total().skipped
         if self._bound_at is None and (skipped or p99_us > BOUND_P99_US):
@@ -123,9 +160,9 @@ class ReplayLoad:
                 f"second {window.second} of the run: send offset p99 {p99_us:,.0f} µs"
                 f" (at most {BOUND_P99_US:,} µs), {skipped} skipped"
             )
-        counts = self.replay.conns.counts()  # the replay's thread: no race either
+        counts = replay.conns.counts()  # the replay's thread: no race either
         grown = {name: counts[k] - self._conns_seen[k] for k, name in CONN_FIELDS.items()}
-        grown[SOCKETS_OPEN] = self.replay.conns.open_sockets
+        grown[SOCKETS_OPEN] = replay.conns.open_sockets
         self._conns_seen = counts
         with self._lock:
             self._closed_windows.append(Closed(window, offsets, grown))
@@ -142,8 +179,10 @@ class ReplayLoad:
         return {}
 
     def check(self, remaining_s: float) -> list[Fault]:
-        """The replay's failure, and the first window that missed the capture's timing,
-        each once, as the run's events."""
+        """The first window that missed the capture's timing, once; a replay that raised
+        (`load_failed`), restarted for the rest of the run (`load_restarted`), as the
+        workers' engine is (SupervisedLoad): at most one restart a tick, none once the
+        run's time is up."""
         faults: list[Fault] = []
         if self._bound_at is not None and not self._bound_told:
             self._bound_told = True
@@ -152,7 +191,42 @@ class ReplayLoad:
         if self._error is not None and not self._error_told:
             self._error_told = True
             faults.append(Fault("load_failed", f"the replay stopped: {self._error}", 1.0))
+            if remaining_s > 0 and not self._stop.is_set():
+                faults.append(self._restart(self._error))
         return faults
+
+    def _restart(self, why: str) -> Fault:
+        """The replay that raised wound up to the next whole second (at least the start
+        lead away), a fresh one from there: its loop and names as if none had stopped."""
+        self._join()
+        lead_ns = s_to_ns(self.start_lead_s)
+        at_ns = WHOLE_SECONDS.at_or_after(time.time_ns() + lead_ns) - self.grid_ns
+        self._wind_up(at_ns)
+        try:
+            self.replay = self._new_replay()
+        except Exception as exc:  # no fresh one (out of file descriptors): no more tries
+            return Fault("load_failed", f"the replay could not be restarted: {exc}", 1.0)
+        self._error, self._error_told = None, False
+        self.restarts += 1
+        self._play_from(at_ns)
+        loop = self.replay.plan.position(at_ns)[0]
+        message = (
+            f"load engine restarted ({self.restarts}): the replay stopped: {why};"
+            f" a fresh one from second {at_ns // NS_PER_S} of the run (loop {loop})"
+        )
+        return Fault("load_restarted", message, float(self.restarts))
+
+    def _wind_up(self, until_ns: int) -> None:
+        """The replay that raised: its windows closed, the queries it did not come to
+        before `until_ns` (after the origin; the run's end at most) due and skipped."""
+        self.replay.wind_up(min(until_ns, self.end_ns - self.grid_ns))
+        self._wound_up = True
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._thread.join(self.cfg.timeout_s + JOIN_GRACE_S)
+            if self._thread.is_alive():
+                raise RuntimeError("the replay did not stop")
 
     def _fields(self, *windows: Closed) -> dict[str, dict[str, float]]:
         """The windows' ledger fields per class; on `all`, their send offsets (fidelity)
@@ -206,13 +280,14 @@ class ReplayLoad:
         totals: dict[str, Any] = {name: int(getattr(result, name, 0) or 0) for name in TOTAL_FIELDS}
         totals["latency_ms"] = dict(result.latency_ms)
         totals["seconds"] = seconds
-        totals["load_restarts"] = 0
+        totals["load_restarts"] = self.restarts
         return totals
 
     def stop(self) -> None:
-        """Sending ends; the queries in flight end (answered or lost at their timeout)."""
+        """Sending ends; the queries in flight end (answered or lost at their timeout).
+        A replay that raised and was not restarted closes its windows here, what was due
+        before now counted (skipped where unsent)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self.cfg.timeout_s + JOIN_GRACE_S)
-            if self._thread.is_alive():
-                raise RuntimeError("the replay did not stop")
+        self._join()
+        if self._error is not None and not self._wound_up:
+            self._wind_up(time.time_ns() - self.grid_ns)

@@ -7,6 +7,7 @@ capture holds one capture in memory, not a day of queries.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ class Planned:
     flags: int
     question: bytes  # wire form: name, type, class IN
     cls: int
+    index: int  # the captured query's (its place in the capture's order)
 
 
 def speed_of(cfg: ReplayConfig, capture: Capture) -> float:
@@ -107,10 +109,8 @@ class Renamer:
     name), so the same seed gives the same names and each loop new ones."""
 
     def __init__(self, rewrite: Rewrite, seed: int) -> None:
-        try:
-            self.zones = [dns.name.from_text(z).to_wire() or b"\0" for z in rewrite.zones]
-        except dns.exception.DNSException as exc:
-            raise InputError(f"replay rewrite: bad zone: {exc}") from None
+        # Each a name, and short enough for a label under it (Rewrite checked both).
+        self.zones = [dns.name.from_text(z).to_wire() or b"\0" for z in rewrite.zones]
         self.from_loop = rewrite.from_loop
         self.length = rewrite.label_length
         self.seed = seed.to_bytes(8, "big", signed=True)
@@ -130,8 +130,6 @@ class Renamer:
             label = digest.hex()[: self.length].encode()
             zone = self.zones[digest[-1] % len(self.zones)]
             got = self._names[qname] = bytes([len(label)]) + label + zone
-            if len(got) > 255:
-                raise InputError(f"replay rewrite: a zone too long for a {self.length}-byte label")
         return got
 
 
@@ -167,9 +165,12 @@ class Plan:
     def rate_qps(self) -> float:
         return len(self.capture.queries) * NS_PER_S / self.period_ns
 
-    def queries(self, end_ns: int | None) -> Iterator[Planned]:
-        """Loop after loop until `end_ns` or the config's loops; without either, one."""
-        loop = 0
+    def queries(self, end_ns: int | None, start_ns: int = 0) -> Iterator[Planned]:
+        """Loop after loop until `end_ns` or the config's loops; without either, one. From
+        `start_ns` (after the origin) if given: the first query due at or after it, in the
+        loop it falls in, so that the loop numbers and the rewritten names are those a
+        replay from the origin would have sent there."""
+        loop, first = self.position(start_ns)
         speed = self.speed
         loops = self.loops if self.loops is not None or end_ns is not None else 1
         while loops is None or loop < loops:
@@ -177,7 +178,8 @@ class Plan:
             if end_ns is not None and base >= end_ns:
                 return
             renamer = self.renamer
-            for i, q in enumerate(self.capture.queries):
+            queries = self.capture.queries
+            for i, q in enumerate(queries[first:] if first else queries, first):
                 due = base + int(q.offset_ns / speed)
                 if end_ns is not None and due >= end_ns:
                     return
@@ -185,6 +187,31 @@ class Plan:
                 if renamer is not None and loop >= renamer.from_loop:
                     question = wire.question(renamer.name(loop, q.qname), q.qtype)
                 yield Planned(
-                    due, loop, q.client, q.conn, q.transport, q.flags, question, self._cls[i]
+                    due, loop, q.client, q.conn, q.transport, q.flags, question, self._cls[i], i
                 )
-            loop += 1
+            loop, first = loop + 1, 0
+
+    def position(self, at_ns: int) -> tuple[int, int]:
+        """(loop, index) of the first query due at or after `at_ns` (a loop's end: the
+        next loop's first query)."""
+        loop, into_ns = divmod(max(at_ns, 0), self.period_ns)
+        speed = self.speed
+        first = bisect.bisect_left(
+            self.capture.queries, into_ns, key=lambda q: int(q.offset_ns / speed)
+        )
+        if first == len(self.capture.queries):
+            return loop + 1, 0
+        return loop, first
+
+    def dues(self, loop: int, first: int, end_ns: int) -> Iterator[tuple[int, int]]:
+        """(due time, class) of each query from the capture's query `first` of `loop` on,
+        until `end_ns`: what a replay that stopped there left unsent (no names made)."""
+        queries, speed = self.capture.queries, self.speed
+        while self.loops is None or loop < self.loops:
+            base = loop * self.period_ns
+            for i in range(first, len(queries)):
+                due = base + int(queries[i].offset_ns / speed)
+                if due >= end_ns:
+                    return
+                yield due, self._cls[i]
+            loop, first = loop + 1, 0

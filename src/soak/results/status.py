@@ -70,7 +70,11 @@ def run_status(
         # An ended run has nothing remaining, however early it ended (stopped, failed).
         if record.ended_ns is None:
             status["remaining_s"] = round(max(0.0, duration_s - elapsed_s), 1)
-        if record.active:
+        replay = scenario.load.replay if scenario.load is not None else None
+        if replay is not None:  # its plan's rate, not the phases' (live figures have it)
+            if replay.rate_qps is not None:
+                status["rate_target_qps"] = replay.rate_qps
+        elif record.active:
             phases = timeline.Timeline.of(scenario, record.origin_ns)
             status["rate_target_qps"] = phases.rate_at(now_ns)
     if live is not None:
@@ -131,6 +135,8 @@ def _live(live: LiveFigures) -> dict[str, Any]:
     out: dict[str, Any] = {"latest": dict(live.latest), "restarts": live.restarts}
     if live.target_pid is not None:
         out["target_pid"] = live.target_pid
+    if live.rate_target_qps is not None:
+        out["rate_target_qps"] = live.rate_target_qps
     load_all = live.latest.get("load,class=all", {})
     if load_all:
         out["rate_achieved_qps"] = load_all.get("rate_achieved")

@@ -21,3 +21,5 @@ class LiveFigures:
     target_pid: int | None = None
     verdicts: list[LeakVerdict] = field(default_factory=list)
     load_totals: dict[str, Any] = field(default_factory=dict)  # {} once the load has stopped
+    # The rate the load is asked where the phases' rate is not it: a replay's plan's.
+    rate_target_qps: float | None = None

@@ -116,7 +116,10 @@ class RunParts:
             )
         elif sc.load is not None and sc.load.replay is not None:
             self.load = ReplayLoad(
-                sc.load, load_address(sc.load.server, running()), base_dir=sc.base_dir
+                sc.load,
+                load_address(sc.load.server, running()),
+                base_dir=sc.base_dir,
+                run_origin_ns=origin_ns,
             )
         elif sc.load is not None:
             self.load = SupervisedLoad(

@@ -22,6 +22,7 @@ from typing import Any
 from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns
 from soak.config import Scenario
 from soak.errors import SoakError
+from soak.load.replay_load import ReplayLoad
 from soak.runs.context import RunContext
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.layout import TargetFiles
@@ -340,6 +341,7 @@ class Run:
             target_pid=running.pid if running is not None else None,
             verdicts=list(self.ticker.verdicts),
             load_totals=totals,
+            rate_target_qps=load.planned_rate_qps if isinstance(load, ReplayLoad) else None,
         )
 
 
