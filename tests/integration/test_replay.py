@@ -233,6 +233,13 @@ def test_tcp_replay_one_connection_per_client_until_idle(tmp_path: Path) -> None
     d = result[0].as_dict()
     assert d["connections"]["opened"] == 6
     assert d["connections"]["idled_out"] == 3
+    # The six set-up times, kept as a bounded histogram; the book's whole-µs dict emptied.
+    assert 0 < d["connections"]["handshake_p50_us"] <= d["connections"]["handshake_max_us"]
+    assert sum(replay.conns.handshake.counts.values()) == 6
+    assert replay.conns.book.handshake_us == {}
+    # The totals keep counts, not a day of latencies (those go out with each window).
+    assert [cw.completed for cw in replay.ledger.per_class] == [60]
+    assert all(cw.lat_us == {} for cw in replay.ledger.per_class)
     assert d["completed"] == d["sent"] == 60 and d["sent_per_client"] == [20, 20, 20]
 
 

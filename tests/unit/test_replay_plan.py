@@ -94,6 +94,14 @@ def test_offsets_quantiles_stay_small() -> None:
     assert q["p50"] == 1_040_000 and q["max"] == 1_090_000
 
 
+def test_a_question_asked_again_is_one_object() -> None:
+    plan = Plan(cfg(), capture(), 1)
+    sent = [p.question for p in plan.queries(None)]
+    assert sent[0] == sent[3] == name("a.test") + b"\x00\x01\x00\x01"
+    assert sent[0] is sent[3]  # the capture's a.test A, twice: one bytes object
+    assert len({id(q) for q in sent}) == 3
+
+
 def test_a_start_continues_the_loops_and_names_of_a_replay_from_the_origin() -> None:
     """A replay started (or restarted) at an offset plays what one from the origin would
     have played from there: the same times, loop numbers and rewritten names."""

@@ -194,6 +194,21 @@ def test_capture_round_trip(tmp_path: Path) -> None:
     assert back.queries == c.queries and back.clients == c.clients
 
 
+def test_a_name_asked_again_is_one_object(tmp_path: Path) -> None:
+    """A capture read for a day's replay holds each distinct name once."""
+    frames = [
+        (100.0 + k / 10, ether(ipv4("10.0.0.1", "10.0.0.53", 17, udp(4000, 53, query(n)))))
+        for k, n in enumerate(["a.test", "b.test", "a.test"])
+    ]
+    (tmp_path / "t.pcap").write_bytes(pcap(frames))
+    from_pcap = load_capture(tmp_path / "t.pcap")
+    write_capture(tmp_path / "c.soakcap", from_pcap)
+    for c in (from_pcap, load_capture(tmp_path / "c.soakcap")):
+        a1, b, a2 = (q.qname for q in c.queries)
+        assert a1 == a2 == b"\x01a\x04test\x00" != b
+        assert a1 is a2
+
+
 # ----------------------------------------------------------------- bad input
 
 

@@ -323,6 +323,7 @@ class Replay:
         ledger = self.ledger
         skipped = sum(cw.skipped for cw in ledger.per_class)
         conns = self.conns
+        handshake_us = conns.handshake.quantiles()
         return ReplayResult(
             classes=self.plan.classes.names,
             per_class=ledger.per_class,
@@ -336,7 +337,10 @@ class Replay:
             sent_per_client=[c.sent for c in self.clients],
             offset_us=offsets,
             generator_bound=skipped > 0 or offsets["p99"] > BOUND_P99_US,
-            connections=conns.counts(),
+            connections={
+                **conns.counts(),
+                **{f"handshake_{q}_us": int(v) for q, v in handshake_us.items()},
+            },
             unexpected=self.unexpected,
             late=self.late,
             fds_peak=conns.fds_peak,

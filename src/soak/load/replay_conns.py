@@ -22,6 +22,7 @@ from soak.clock import s_to_ns
 from soak.load.conn import Policy, StreamFlow, TlsSpec, tls_context
 from soak.load.replay_config import ReplayConfig
 from soak.load.replay_plan import Planned
+from soak.load.replay_result import Offsets, three_digits
 
 IDLE_SWEEP_NS = 100_000_000  # idle sockets looked for this often
 
@@ -79,6 +80,10 @@ class ClientConns:
                 spec = TlsSpec(spec.resumption, spec.server_name, spec.ca_file, ("h2",))
             self.ctx = tls_context(spec)
         self.book = ConnBook(abandon)
+        # Connection set-up times (µs, three digits: three_digits), folded in from the
+        # book's whole-µs dict as the replay goes, so that a day of reconnecting
+        # clients keeps a bounded histogram rather than a key for every µs of the tail.
+        self.handshake = Offsets()
         self.ep = select.epoll()
         self.by_fd: dict[int, tuple[Client, StreamFlow | None]] = {}
         self.holding: set[int] = set()  # clients with a socket or connection open
@@ -195,10 +200,19 @@ class ClientConns:
         if now >= self.next_idle_ns:
             self.next_idle_ns = now + IDLE_SWEEP_NS
             self.idle(now)
+            self.fold_handshakes()
         for client, f in list(self.retiring):
             if not self.in_flight(f):
                 self.retiring.remove((client, f))
                 self.close_flow(client, f)
+
+    def fold_handshakes(self) -> None:
+        """The set-up times StreamFlow wrote by whole µs since the last fold, into
+        `handshake`; the book's dict emptied (nothing else reads it here)."""
+        book = self.book.handshake_us
+        for us, n in book.items():
+            self.handshake.counts[three_digits(us)] += n
+        book.clear()
 
     def idle(self, now: int) -> None:
         """Sockets idle for idle_timeout_s with nothing in flight close (UDP ones too: a
@@ -228,6 +242,7 @@ class ClientConns:
                 self.close_flow(client, f)
         for client, f in self.retiring:
             self.close_flow(client, f)
+        self.fold_handshakes()
         self.ep.close()
 
 

@@ -133,6 +133,20 @@ class Renamer:
         return got
 
 
+def shared_questions(capture: Capture) -> list[bytes]:
+    """Each captured query's question in wire form, one object per distinct question:
+    a capture repeats its names, and a copy per query (55 bytes each) was a third of
+    the plan's and the capture's memory (600,000 queries of 5 names: 31.5 MiB)."""
+    seen: dict[tuple[bytes, int], bytes] = {}
+    questions = []
+    for q in capture.queries:
+        question = seen.get((q.qname, q.qtype))
+        if question is None:
+            question = seen[q.qname, q.qtype] = wire.question(q.qname, q.qtype)
+        questions.append(question)
+    return questions
+
+
 class Plan:
     """The replay's queries, loop after loop, until `end_ns` (after the origin) or `loops`."""
 
@@ -144,7 +158,7 @@ class Plan:
         self.renamer = Renamer(cfg.rewrite, seed) if cfg.rewrite is not None else None
         self.loops = cfg.loops
         # The question of each captured query, encoded once (rewritten ones per loop).
-        self._questions = [wire.question(q.qname, q.qtype) for q in capture.queries]
+        self._questions = shared_questions(capture)
         self._cls = [self.classes.of(q.qtype, q.qname) for q in capture.queries]
 
     @property

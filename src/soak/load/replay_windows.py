@@ -13,7 +13,6 @@ import collections
 from collections.abc import Callable
 
 from soak.load.ledger import ClassWindow, Window, empty_window
-from soak.load.replay_result import three_digits
 
 MAX_PROBLEMS = 20
 
@@ -24,7 +23,8 @@ class ReplayWindows:
         self.windows: dict[int, Window] = {}
         self.inflight: collections.Counter[int] = collections.Counter()
         # Closed windows are summed as they close (a day's replay keeps no day of
-        # windows); `on_window` hands each to whoever records the ledger.
+        # windows), their counts and rcodes; `on_window` hands each, latencies and all,
+        # to whoever records the ledger.
         self.per_class = [ClassWindow() for _ in range(classes)]
         self.closed_below = 0
         self.closed_count = 0
@@ -77,15 +77,16 @@ class ReplayWindows:
         self.inflight.clear()
 
     def closed_window(self, w: Window) -> None:
-        """A window summed into the totals (latencies to three digits: three_digits) and
-        handed on whole."""
+        """A window's counts summed into the totals, and the window handed on whole.
+
+        Its latencies stay with the window (on_window: a soak run's ledger, in a bounded
+        HDR histogram): the totals are read for their counts and rcodes only, and a sum
+        of latencies nobody reads grew for hours, a key at a time, as the tail filled
+        (three digits: up to 3,700 keys a class)."""
         for total, cw in zip(self.per_class, w.classes, strict=True):
             exact, cw.lat_us = cw.lat_us, {}
             total.add(cw)
             cw.lat_us = exact
-            for us, n in exact.items():
-                key = three_digits(us)
-                total.lat_us[key] = total.lat_us.get(key, 0) + n
         if len(self.problems) < MAX_PROBLEMS:
             self.problems += w.problems()[: MAX_PROBLEMS - len(self.problems)]
         self.closed_count += 1

@@ -124,6 +124,9 @@ def _header(f: BinaryIO, path: Path) -> dict[str, object]:
 
 def _records(data: bytes, path: Path) -> Iterator[Query]:
     pos, end, size = 0, len(data), RECORD.size
+    # A capture repeats its names: one bytes object per distinct name, not per query
+    # (a 10-minute capture held in memory for a day's replay).
+    names: dict[bytes, bytes] = {}
     while pos < end:
         if end - pos < size:
             raise InputError(f"{path}: truncated capture: a record cut short at byte {pos}")
@@ -131,7 +134,8 @@ def _records(data: bytes, path: Path) -> Iterator[Query]:
         pos += size
         if end - pos < nlen:
             raise InputError(f"{path}: truncated capture: a name cut short at byte {pos}")
-        yield Query(offset, client, conn, flags, qtype, transport, data[pos : pos + nlen])
+        qname = data[pos : pos + nlen]
+        yield Query(offset, client, conn, flags, qtype, transport, names.setdefault(qname, qname))
         pos += nlen
 
 
@@ -192,6 +196,7 @@ class Builder:
         conns: dict[tuple[str, object], int] = {}
         per_client_conns: dict[str, int] = {}
         out = []
+        names: dict[bytes, bytes] = {}  # one object per distinct name, as _records
         first = self._raw[0][0] if self._raw else 0
         for time_ns, client, conn_key, transport, flags, qtype, qname in self._raw:
             cid = clients.setdefault(client, len(clients))
@@ -202,6 +207,7 @@ class Builder:
                     conns[key] = per_client_conns.get(client, 0)
                     per_client_conns[client] = conns[key] + 1
                 conn = conns[key]
+            qname = names.setdefault(qname, qname)
             out.append(Query(time_ns - first, cid, conn, flags, qtype, transport, qname))
         return Capture(self.source, list(clients), out)
 

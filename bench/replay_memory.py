@@ -1,0 +1,280 @@
+"""The replay's own memory over hours: a day's replay planned from a real capture.
+
+The capture is made here the way a user makes one: unbound (one thread, local-data
+answers) writes its client queries as dnstap to `soak capture --dnstap-socket
+--clients-by-port` while `soak load` drives it from --flows UDP source ports at
+--capture-qps for --capture-s seconds (the six queries of DEFAULT_QUERIES,
+tests/support/servers.py). Each source port is a client of the capture.
+
+The replay is the engine `soak load --replay` runs (soak.load.replay.Replay), in a
+process of its own started by this script (`child`), planned for --plan-s seconds
+(a day by default: the capture looped with time shifted, new sockets each loop)
+against a second unbound, at the capture's own timing. A day's plan is cut at
+--memory-s: SIGTERM ends the sending, the queries in flight end, and the child
+prints the replay's result. Every --every-s the child's VmRSS, RssAnon and RssFile
+(/proc/PID/status) go to rss.jsonl in --out; every 60 s the child writes the sizes
+of its own tables (windows, histograms, sockets) to sizes.jsonl.
+
+Printed: RSS after the first 5 minutes, at the end, the largest; the least-squares
+slope of RSS over the last 90 minutes in KiB/h with its standard error and the
+readings' scatter about the line; queries sent, answered, lost; clients replayed
+against clients in the capture.
+
+    PYTHONPATH=src .venv/bin/python bench/replay_memory.py --out /work/mem-run \\
+        [--capture-s 600] [--capture-qps 1000] [--flows 100] [--plan-s 86400] \\
+        [--memory-s 7200] [--every-s 30] [--capture FILE]
+    PYTHONPATH=src .venv/bin/python bench/replay_memory.py report --out DIR
+
+--capture FILE replays a capture made before (soak capture, pcap or dnstap) rather
+than making one; `report` prints the figures again from DIR's files (a run still
+going included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.servers import DEFAULT_QUERIES, unbound  # noqa: E402
+from tests.support.traffic import unbound_dnstap  # noqa: E402
+from tests.support.waiting import wait_for  # noqa: E402
+
+SOAK = str(Path(sys.executable).parent / "soak")
+FIRST_S = 300.0  # RSS "after the first 5 minutes": the first reading from here on
+SLOPE_WINDOW_S = 5400.0  # the slope over the last 90 minutes
+S_PER_H = 3600.0
+OPTIONS: dict[str, tuple[type, float, str]] = {
+    "--capture-s": (float, 600, "the capture's length"),
+    "--capture-qps": (float, 1000, "the rate soak load drives the captured server at"),
+    "--flows": (int, 100, "soak load's UDP source ports: the capture's clients"),
+    "--plan-s": (float, 86400, "the replay's planned length (a day)"),
+    "--memory-s": (float, 7200, "where the plan is cut: the run's length"),
+    "--every-s": (float, 30, "RSS read this often"),
+    "--timeout": (float, 1.0, "the replay's query timeout"),
+}
+
+
+# ------------------------------------------------------------ the capture
+
+
+def make_capture(out: Path, capture_s: float, qps: float, flows: int) -> Path:
+    """A dnstap capture by `soak capture` of `soak load` against unbound."""
+    cap, sock = out / "capture.soakcap", out / "tap.sock"
+    qfile = out / "queries.txt"
+    qfile.write_text("\n".join(DEFAULT_QUERIES) + "\n")
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        # Listening for as long as unbound needs to start, the load, and its drain.
+        listen_s = capture_s + 30
+        recorder = subprocess.Popen(
+            [
+                *(SOAK, "capture", "--dnstap-socket", str(sock)),
+                *("--duration", f"{listen_s:.0f}s", "--clients-by-port", "-o", str(cap), "--json"),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        wait_for(lambda: sock.exists() or recorder.poll() is not None, 30, "dnstap socket", 0.05)
+        started = time.monotonic()
+        with unbound_dnstap(tmp, sock) as server:
+            load = subprocess.run(
+                [
+                    *(SOAK, "load", "--server", f"127.0.0.1:{server.port}"),
+                    *("--queries", str(qfile)),
+                    *("--rate", f"{qps:g}", "--duration", f"{capture_s:g}", "--flows", str(flows)),
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            sent = json.loads(load.stdout)["sent"]
+            left_s = listen_s - (time.monotonic() - started)
+            out_text, _ = recorder.communicate(timeout=left_s + 60)
+    info = json.loads(out_text)
+    print(f"capture: soak load sent {sent}; {json.dumps(info)}", flush=True)
+    (out / "capture.json").write_text(json.dumps({"load_sent": sent, **info}) + "\n")
+    return cap
+
+
+# ------------------------------------------------------------ the replay's process
+
+
+def child(args: argparse.Namespace) -> None:
+    """The replay planned for `plan_s`, sending until SIGTERM; its result as JSON."""
+    from soak.load.replay import Replay, load_replay
+    from soak.load.replay_config import ReplayConfig
+
+    cfg = ReplayConfig(file=Path(args.capture))
+    replay = Replay(cfg, load_replay(cfg), "127.0.0.1", args.port, args.timeout)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    sizes = Path(args.out) / "sizes.jsonl"
+    threading.Thread(target=watch_sizes, args=(replay, sizes, stop), daemon=True).start()
+    result = replay.run(args.plan_s, stopping=stop.is_set).as_dict()
+    per_client = result.pop("sent_per_client")
+    result["clients_replayed"] = sum(1 for n in per_client if n > 0)
+    print(json.dumps(result))
+
+
+def watch_sizes(replay: Any, path: Path, stop: threading.Event) -> None:
+    """The replay's tables, by length, every minute: which one follows the run's length."""
+    start = time.monotonic()
+    with path.open("a") as f:
+        while not stop.wait(60):
+            conns = replay.conns
+            row = {
+                "t_s": round(time.monotonic() - start, 1),
+                "windows": len(replay.ledger.windows),
+                "inflight_seconds": len(replay.ledger.inflight),
+                "sent_order": len(replay.sent_order),
+                "offset_keys": len(replay.offsets.counts),
+                "latency_keys": sum(len(cw.lat_us) for cw in replay.ledger.per_class),
+                "rcode_keys": sum(len(cw.rcodes) for cw in replay.ledger.per_class),
+                "by_fd": len(conns.by_fd),
+                "holding": len(conns.holding),
+                "retiring": len(conns.retiring),
+                "handshake_keys": len(conns.book.handshake_us),
+                "loops": replay.loops_seen,
+            }
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+
+
+# ------------------------------------------------------------ the readings
+
+
+def status_kib(pid: int) -> dict[str, int]:
+    fields = {"VmRSS": "rss_kib", "RssAnon": "anon_kib", "RssFile": "file_kib"}
+    found: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key = line.split(":", 1)[0]
+        if key in fields:
+            found[fields[key]] = int(line.split()[1])
+    return found
+
+
+def slope_kib_h(points: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """Least squares over (t_s, KiB): slope in KiB/h, its standard error, and the
+    readings' standard deviation about the line (KiB)."""
+    n = len(points)
+    mt = sum(t for t, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((t - mt) ** 2 for t, _ in points)
+    b = sum((t - mt) * (y - my) for t, y in points) / sxx
+    resid = [y - (my + b * (t - mt)) for t, y in points]
+    s = math.sqrt(sum(r * r for r in resid) / max(n - 2, 1))
+    return b * S_PER_H, s / math.sqrt(sxx) * S_PER_H, s
+
+
+def report(out: Path) -> None:
+    rows = [json.loads(line) for line in (out / "rss.jsonl").read_text().splitlines()]
+    end_t = rows[-1]["t_s"]
+    for key in ("rss_kib", "anon_kib"):
+        after = [r for r in rows if r["t_s"] >= FIRST_S]
+        if not after:
+            print(f"{key}: no reading after {FIRST_S:.0f} s")
+            continue
+        since = max(end_t - SLOPE_WINDOW_S, FIRST_S)  # never the start-up's readings
+        last = [(r["t_s"], r[key]) for r in rows if r["t_s"] >= since]
+        b, se, s = slope_kib_h(last) if len(last) > 2 else (0.0, 0.0, 0.0)
+        print(
+            f"{key}: at {after[0]['t_s']:.0f} s {after[0][key]:,} KiB, at the end"
+            f" ({end_t:.0f} s) {rows[-1][key]:,} KiB, max {max(r[key] for r in rows):,} KiB"
+            f" (at {max(rows, key=lambda r: r[key])['t_s']:.0f} s); slope over the last"
+            f" {(end_t - last[0][0]) / 60:.0f} min ({len(last)} readings):"
+            f" {b:+,.1f} ± {se:,.1f} KiB/h (standard error), readings' scatter about"
+            f" the line {s:,.1f} KiB"
+        )
+    result_path = out / "result.json"
+    if result_path.exists():
+        d = json.loads(result_path.read_text())
+        cap = json.loads((out / "capture.json").read_text())
+        print(
+            f"replay: {d['loops']} loops in {d['duration_s']:.0f} s, due {d['due']:,},"
+            f" sent {d['sent']:,}, answered {d['completed']:,}, lost {d['lost']:,}"
+            f" (late {d['late']}), skipped {d['skipped']:,}, abandoned {d['abandoned']:,};"
+            f" send offset µs {d['send_offset_us']}; generator-bound {d['generator_bound']};"
+            f" clients replayed {d['clients_replayed']} of {d['clients']} in the capture"
+            f" ({cap['clients']} by the capture's summary);"
+            f" client sockets at once, at most {d['client_sockets_peak']}"
+        )
+
+
+def replay_and_sample(args: argparse.Namespace, cap: Path, out: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp_s, unbound(Path(tmp_s)) as server:
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, __file__, "child", "--capture", str(cap), "--out", str(out)),
+                *("--port", str(server.port), "--plan-s", str(args.plan_s)),
+                *("--timeout", str(args.timeout)),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        start = time.monotonic()
+        with (out / "rss.jsonl").open("w") as f:
+            while proc.poll() is None:
+                t = time.monotonic() - start
+                if t >= args.memory_s:
+                    proc.send_signal(signal.SIGTERM)
+                    break
+                row = {"t_s": round(t, 1), "at": time.strftime("%H:%M:%S"), **status_kib(proc.pid)}
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+                time.sleep(args.every_s - (time.monotonic() - start) % args.every_s)
+            with_end = status_kib(proc.pid) if proc.poll() is None else {}
+            if with_end:
+                t = round(time.monotonic() - start, 1)
+                f.write(json.dumps({"t_s": t, "at": time.strftime("%H:%M:%S"), **with_end}) + "\n")
+        stdout, _ = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"the replay failed (exit {proc.returncode})")
+    (out / "result.json").write_text(stdout)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", nargs="?", default="run", choices=["run", "child", "report"])
+    ap.add_argument("--out", required=True)
+    for flag, (kind, default, what) in OPTIONS.items():
+        ap.add_argument(flag, type=kind, default=default, help=what)
+    ap.add_argument("--capture", help="child: the capture file; run: reuse this one")
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args()
+    out = Path(args.out)
+    if args.mode == "child":
+        child(args)
+        return
+    if args.mode == "report":
+        report(out)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"{os.cpu_count()} CPUs, load average {Path('/proc/loadavg').read_text().split()[:3]}")
+    if args.capture:  # one made before (a soak capture, pcap or dnstap file), converted
+        cap = out / "capture.soakcap"
+        argv = [SOAK, "capture", "--from", args.capture, "-o", str(cap), "--json"]
+        converted = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+        (out / "capture.json").write_text(converted)
+    else:
+        cap = make_capture(out, args.capture_s, args.capture_qps, args.flows)
+    print(f"replay: planned {args.plan_s:.0f} s, cut at {args.memory_s:.0f} s", flush=True)
+    replay_and_sample(args, cap, out)
+    report(out)
+
+
+if __name__ == "__main__":
+    main()
