@@ -17,8 +17,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import dns.rdatatype
-
 from soak.clock import ns_to_s, s_to_ns
 from soak.config import Scenario
 from soak.errors import InputError
@@ -239,9 +237,11 @@ class RunCapture:
         except OSError as exc:
             self.written = {"queries": 0, "error": str(exc)}
             return [Fault("capture_failed", f"capture: writing {self.out}: {exc}", 0.0)]
-        info = _named(summary(capture))
+        info = summary(capture)
         self.written = {"file": str(self.out), **info}
-        mix = ", ".join(f"{k} {v:,}" for k, v in info["qtypes"].items())
+        qtypes = info["qtypes"]
+        assert isinstance(qtypes, dict)
+        mix = ", ".join(f"{k} {v:,}" for k, v in qtypes.items())
         message = (
             f"capture: {info['queries']:,} queries from {info['clients']:,} clients over"
             f" {info['duration_s']} s ({mix}) written to {self.out}{notes}"
@@ -254,18 +254,7 @@ def written_capture(run_dir: Path) -> dict[str, Any] | None:
     path = capture_path(run_dir)
     if not path.is_file():
         return None
-    return {"file": str(path), **_named(summary(read_capture(path)))}
-
-
-def _named(info: dict[str, Any]) -> dict[str, Any]:
-    """A capture's summary with its query types by name (A, AAAA) rather than number."""
-    qtypes = info["qtypes"]
-    assert isinstance(qtypes, dict)
-    return {**info, "qtypes": {_type_name(k): v for k, v in qtypes.items()}}
-
-
-def _type_name(qtype: object) -> str:
-    return dns.rdatatype.to_text(qtype) if isinstance(qtype, int) else str(qtype)  # type: ignore[arg-type]
+    return {"file": str(path), **summary(read_capture(path))}
 
 
 def _notes(recording: Builder, before: int) -> str:

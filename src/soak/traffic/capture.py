@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+import dns.rdatatype
+
 from soak.clock import ns_to_s
 from soak.errors import InputError
 
@@ -265,6 +267,9 @@ def summary(capture: Capture) -> dict[str, object]:
         "queries": len(capture.queries),
         "clients": len(capture.clients),
         "duration_s": round(ns_to_s(capture.duration_ns), 3),
-        "qtypes": dict(qtypes.most_common()),
+        # By name (A, AAAA), as a run's record and the replay's classes say them.
+        "qtypes": {
+            dns.rdatatype.to_text(dns.rdatatype.RdataType(t)): n for t, n in qtypes.most_common()
+        },
         "transports": dict(transports),
     }
