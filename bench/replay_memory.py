@@ -141,7 +141,7 @@ def watch_sizes(replay: Any, path: Path, stop: threading.Event) -> None:
                 "windows": len(replay.ledger.windows),
                 "inflight_seconds": len(replay.ledger.inflight),
                 "sent_order": len(replay.sent_order),
-                "offset_keys": len(replay.offsets.counts),
+                "offset_buckets": replay.offsets.buckets_used(),
                 "latency_keys": sum(len(cw.lat_us) for cw in replay.ledger.per_class),
                 "rcode_keys": sum(len(cw.rcodes) for cw in replay.ledger.per_class),
                 "by_fd": len(conns.by_fd),

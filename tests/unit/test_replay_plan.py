@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,16 +83,27 @@ def test_rewrite_fresh_per_loop_same_per_seed() -> None:
 
 
 def test_offsets_quantiles_stay_small() -> None:
-    from soak.load.replay_result import Offsets
+    from soak.load.replay_result import Offsets, OffsetTotals
 
-    o = Offsets()
+    totals, window = OffsetTotals(), Offsets()
+    size_kib = memory_kib(totals)
     for us in range(1, 101):
-        o.add(us)
+        totals.add(us)
+        window.add(us)
     for us in range(1_000_000, 1_100_000):  # far behind: three significant digits kept
-        o.add(us)
-    assert len(o.counts) < 120
-    q = o.quantiles()
-    assert q["p50"] == 1_040_000 and q["max"] == 1_090_000
+        totals.add(us)
+        window.add(us)
+    assert len(window.counts) < 120 and totals.buckets_used() == len(window.counts)
+    assert totals.quantiles() == window.quantiles()
+    assert totals.quantiles()["p50"] == 1_040_000 and totals.quantiles()["max"] == 1_090_000
+    for us in (5_000_000_000, 9_999_999_999_999, -3):  # past the last bucket; early
+        totals.add(us)
+    assert totals.quantiles()["max"] == 9_990_000_000_000
+    assert memory_kib(totals) == size_kib  # allocated once, whatever was added
+
+
+def memory_kib(totals: object) -> int:
+    return sum(sys.getsizeof(v) for v in vars(totals).values() if not isinstance(v, int)) // 1024
 
 
 def test_a_question_asked_again_is_one_object() -> None:

@@ -31,7 +31,7 @@ from soak.load.conn import UP, StreamFlow, TlsSpec
 from soak.load.replay_config import ReplayConfig
 from soak.load.replay_conns import ClientConns
 from soak.load.replay_plan import Plan, Planned
-from soak.load.replay_result import Offsets, ReplayResult
+from soak.load.replay_result import OffsetTotals, ReplayResult
 from soak.load.replay_windows import ReplayWindows
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
 from soak.traffic.capture import UDP, Capture
@@ -87,7 +87,7 @@ class Replay:
         # counts the rest from the next one (wind_up).
         self.last_counted: Planned | None = None
         self.start_ns = 0
-        self.offsets = Offsets()
+        self.offsets = OffsetTotals()
         self.unexpected = self.late = 0
         self.loops_seen = 0
 

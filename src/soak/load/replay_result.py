@@ -3,6 +3,7 @@ keeps as counts, and the text summary `soak load --replay` prints (docs/replay.m
 
 from __future__ import annotations
 
+import array
 import collections
 from dataclasses import dataclass
 from typing import Any
@@ -70,42 +71,94 @@ def three_digits(us: int) -> int:
     return us // scale * scale
 
 
+def _quantiles(counts: list[tuple[int, int]], max_us: int) -> dict[str, float]:
+    """p50, p99 (the value reached by that share of the counts) and max of `counts`,
+    (value µs, count) pairs in rising order of value."""
+    n = sum(c for _, c in counts)
+    if not n:
+        return {"p50": 0.0, "p99": 0.0, "max": 0.0}
+    out: dict[str, float] = {}
+    want = [("p50", 0.5), ("p99", 0.99)]
+    seen = 0
+    for us, c in counts:
+        seen += c
+        while want and seen >= want[0][1] * n:
+            out[want.pop(0)[0]] = float(us)
+    out["max"] = float(max_us)
+    return out
+
+
 class Offsets:
-    """Send-time offsets (µs after the planned time) as counts per value."""
+    """Send-time offsets (µs after the planned time) as counts per value: a second's or
+    a window's, few values, dropped when handed out."""
 
     def __init__(self) -> None:
         self.counts: collections.Counter[int] = collections.Counter()
-        # Per due second, where a soak run takes them window by window (take()); None
-        # elsewhere, so that a day's `soak load --replay` keeps one histogram only.
+
+    def add(self, us: int) -> None:
+        self.counts[three_digits(us)] += 1
+
+    def merge(self, other: Offsets) -> None:
+        self.counts.update(other.counts)
+
+    def quantiles(self) -> dict[str, float]:
+        return _quantiles(sorted(self.counts.items()), max(self.counts, default=0))
+
+
+# The whole replay's histogram: a bucket per value three_digits keeps from 0 to 1,000 s
+# (exact below 1 ms, then 900 a decade), allocated once, so that a replay of days holds
+# the same memory at its end as after its first second; later offsets share the last
+# bucket, and the max is kept beside it.
+_EXACT_US = 1000
+_DECADES = 6
+_BUCKETS = _EXACT_US + 900 * _DECADES
+
+
+def _bucket(us: int) -> int:
+    if us < _EXACT_US:
+        return us
+    digits = len(str(us)) - 3  # 1 for 1,000-9,999 µs
+    if digits > _DECADES:
+        return _BUCKETS - 1
+    return _EXACT_US + (digits - 1) * 900 + us // 10**digits - 100
+
+
+def _bucket_us(index: int) -> int:
+    if index < _EXACT_US:
+        return index
+    decade, step = divmod(index - _EXACT_US, 900)
+    return (step + 100) * 10 ** (decade + 1)
+
+
+class OffsetTotals:
+    """A replay's send-time offsets (µs after the planned time): the whole run's, in a
+    fixed-size histogram, and, where a soak run takes them window by window (take()),
+    each due second's."""
+
+    def __init__(self) -> None:
+        self._counts = array.array("Q", bytes(8 * _BUCKETS))
+        self.max_us = 0
+        # None for `soak load --replay`, which reports the whole run only.
         self.by_second: dict[int, Offsets] | None = None
 
     def add(self, us: int, second: int | None = None) -> None:
-        key = three_digits(us)
-        self.counts[key] += 1
+        us = three_digits(max(us, 0))  # never early: a clock stepped back is on time
+        self._counts[_bucket(us)] += 1
+        self.max_us = max(self.max_us, us)  # as the windows' (three digits)
         if self.by_second is not None and second is not None:
-            self.by_second.setdefault(second, Offsets()).counts[key] += 1
+            self.by_second.setdefault(second, Offsets()).counts[us] += 1
 
     def take(self, second: int) -> Offsets:
         """The offsets of the queries due in `second` (empty if none was sent), forgotten."""
         found = None if self.by_second is None else self.by_second.pop(second, None)
         return found if found is not None else Offsets()
 
-    def merge(self, other: Offsets) -> None:
-        self.counts.update(other.counts)
+    def buckets_used(self) -> int:
+        return sum(1 for c in self._counts if c)
 
     def quantiles(self) -> dict[str, float]:
-        n = sum(self.counts.values())
-        if not n:
-            return {"p50": 0.0, "p99": 0.0, "max": 0.0}
-        out: dict[str, float] = {}
-        want = [("p50", 0.5), ("p99", 0.99)]
-        seen = 0
-        for us in sorted(self.counts):
-            seen += self.counts[us]
-            while want and seen >= want[0][1] * n:
-                out[want.pop(0)[0]] = float(us)
-        out["max"] = float(max(self.counts))
-        return out
+        used = [(_bucket_us(i), c) for i, c in enumerate(self._counts) if c]
+        return _quantiles(used, self.max_us)
 
 
 def format_replay(r: ReplayResult, server: str) -> str:
