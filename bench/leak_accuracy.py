@@ -30,7 +30,6 @@ threshold was never `growing`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 import sys
 from collections import defaultdict
@@ -38,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support
 
-from tests.support.leakcorpus import FIXTURES, Fixture, Score, fixtures, score
+from tests.support.leakcorpus import FIXTURES, Fixture, Score, fixtures, from_warmup_end, score
 
 from soak.analysis.leaks import window_minima
 from soak.analysis.scenario_sections import LeaksConfig
@@ -58,19 +57,6 @@ def shortest_detection_h(fx: Fixture, s: Score, cfg: LeaksConfig) -> float | Non
     noise = max(minima) - min(minima) if len(minima) >= 2 else 0.0
     rise_s = noise / s.label.rate_per_s * fx.time_scale  # replayed seconds
     return max(rise_s, 2 * cfg.window_s) / 3600.0
-
-
-def from_warmup_end(fx: Fixture) -> Fixture | None:
-    """The fixture with its warm-up ending at its leaks' onset, only its leaks labelled."""
-    leaks = {r: lab for r, lab in fx.labels.items() if lab.kind == "leak"}
-    if not leaks:
-        return None
-    onset_s = min(lab.onset_s for lab in leaks.values())
-    labels = {
-        r: dataclasses.replace(lab, shape="linear from the warm-up's end")
-        for r, lab in leaks.items()
-    }
-    return dataclasses.replace(fx, name=f"{fx.name}@onset", warmup_s=onset_s, labels=labels)
 
 
 def fmt(value: float | None, spec: str = ".2f") -> str:

@@ -41,6 +41,7 @@ def leaky_scenario(name: str, am_url: str, leaky_args: list[str]) -> dict[str, A
             "window_s": "3s",
             "min_windows": 4,
             "interval_s": "3s",
+            "startup_max_s": 0,  # the leak starts with the target: judged at once
             "thresholds": {"rss_anon_bytes": "100MiB/h"},
         },
         "alerting": {"alertmanagers": [am_url], "resend_interval_s": "5s"},

@@ -140,6 +140,7 @@ def scenario(data_dir: Path, influx_url: str, dead_url: str) -> dict[str, Any]:
             "window_s": 1,
             "min_windows": 3,
             "interval_s": 2,
+            "startup_max_s": 0,  # filling from the start: judged at once
             "thresholds": {r: "1/h" for r in ("rss_anon_bytes", "heap_inuse_bytes", "fds")},
         },
         "criteria": {"lost_ratio_max": None, "restarts_max": None, "leaks_ok": False},

@@ -17,6 +17,7 @@ clock; its only cost is that a window holds 10 samples instead of a real run's 1
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import tempfile
@@ -124,6 +125,19 @@ def fixtures(folder: Path = FIXTURES) -> list[Fixture]:
 class Pass:
     at_s: float  # recorded seconds from the first tick
     verdicts: dict[str, LeakVerdict]
+
+
+def from_warmup_end(fx: Fixture) -> Fixture | None:
+    """The fixture with its warm-up ending at its leaks' onset, only its leaks labelled."""
+    leaks = {r: lab for r, lab in fx.labels.items() if lab.kind == "leak"}
+    if not leaks:
+        return None
+    onset_s = min(lab.onset_s for lab in leaks.values())
+    labels = {
+        r: dataclasses.replace(lab, shape="linear from the warm-up's end")
+        for r, lab in leaks.items()
+    }
+    return dataclasses.replace(fx, name=f"{fx.name}@onset", warmup_s=onset_s, labels=labels)
 
 
 def replay(fx: Fixture, cfg: LeaksConfig | None = None) -> Iterator[Pass]:

@@ -164,6 +164,19 @@ def test_leak_verdicts() -> None:
     assert by(evaluate_criteria(cfg(leaks_ok=False), data), "leak[rss_anon_bytes]") == []
 
 
+def test_a_rise_waited_for_is_not_judged_with_its_slope_and_why() -> None:
+    data = load_run()
+    note = "not judged yet: rising since the warm-up's end and not stopped"
+    data.verdicts = [
+        LeakVerdict("rss_anon_bytes", "insufficient", 8 * 2**20, 1e-4, 9, 5e6, note=note)
+    ]
+    (rss,) = by(evaluate_criteria(cfg(), data), "leak[rss_anon_bytes]")
+    assert rss.result == "not judged"
+    assert rss.message.startswith(
+        "rss_anon_bytes at 8 MiB/h (threshold 4.77 MiB/h); not judged yet"
+    )
+
+
 def test_api_latency_per_endpoint() -> None:
     data = load_run()
     data.api_latency_ms = {

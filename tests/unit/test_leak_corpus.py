@@ -7,38 +7,38 @@ from pathlib import Path
 
 import pytest
 
-from soak.analysis.scenario_sections import LeaksConfig
-from tests.support.leakcorpus import Fixture, Label, Score, fixtures, load, save, score
+from soak.analysis.scenario_sections import STARTUP_WINDOWS, LeaksConfig
+from tests.support.leakcorpus import (
+    Fixture,
+    Label,
+    Score,
+    fixtures,
+    from_warmup_end,
+    load,
+    save,
+    score,
+)
 
 KiB = 1024
-# Cases today's analysis gets wrong, each with the reason (docs/benchmarks.md has the numbers).
+# What the default wait for start-up growth (leaks.startup_max_s, 24 windows) is for: judged
+# at once (startup_max_s 0), each of these healthy series is `growing` for a while, with the
+# reason (docs/benchmarks.md has the numbers).
 _FILLING = (
-    "a cache still filling for minutes after the warm-up rises like a leak above the threshold"
-    " until it reaches its cap: without its declared cap (leaks.caps) or a wait for start-up"
-    " growth to stop (leaks.startup_max_s; the tests below) nothing tells them apart"
+    "a cache still filling for hours (replayed) after the warm-up rises like a leak above the"
+    " threshold until it reaches its cap"
 )
 _SLOWING = (
-    "a rise slowing toward its plateau at 5 to 1 x the threshold (an exponential approach,"
-    " time constant 150 recorded s): `levelling` (the approach fitted) from its 9th or 10th"
-    " window; before, the bend is one noise could draw (at p 0.005), and RSS is `growing` for"
-    " 2 windows at 3.3 h where a trend over the threshold fits under the curve"
+    "a rise slowing toward its plateau at 5 to 1 x the threshold (an exponential approach):"
+    " before its 9th or 10th window the bend is one noise could draw"
 )
-KNOWN_WRONG: dict[tuple[str, str], str] = {
+_STARTING = "start-up growth goes on past the warm-up, as a leak from the start would rise"
+JUDGED_AT_ONCE_WRONG: dict[tuple[str, str], str] = {
     ("refdns-cache-cap", "rss_anon_bytes"): _FILLING,
     ("pdns-recursor-cache-cap", "rss_anon_bytes"): _FILLING,
-    ("refdns-startup", "rss_anon_bytes"): (
-        "start-up growth goes on 40 recorded s (40 replayed min) past the warm-up: `growing`"
-        " for 7 windows, until it shows flat, a rise no observer can tell from a leak from the"
-        " start (the 10-MiB step at 3.5 h is judged from the start-up's end: never `growing`)"
-    ),
+    ("refdns-startup", "rss_anon_bytes"): _STARTING,
+    ("refdns-startup", "heap_inuse_bytes"): _STARTING,
     ("refdns-settle", "rss_anon_bytes"): _SLOWING,
     ("refdns-settle", "heap_inuse_bytes"): _SLOWING,
-    ("refdns-startup", "heap_inuse_bytes"): (
-        "start-up growth and the first GC tooth climb 46 MiB over 80 replayed min past the"
-        " warm-up before the heap first falls back: `growing` at the first 30 judged passes,"
-        " a rise no observer can tell from a leak's until it falls (the troughs after it are"
-        " judged, `ok`)"
-    ),
 }
 
 
@@ -57,13 +57,7 @@ def test_the_corpus_holds_both_kinds() -> None:
 
 
 def _params() -> list[object]:
-    """Every labelled series; a known wrong one is a strict xfail (fixed: remove it here)."""
-    out: list[object] = []
-    for fx, r in _cases():
-        reason = KNOWN_WRONG.get((fx.name, r))
-        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-        out.append(pytest.param(fx.name, r, marks=marks, id=f"{fx.name}-{r}"))
-    return out
+    return [pytest.param(fx.name, r, id=f"{fx.name}-{r}") for fx, r in _cases()]
 
 
 @pytest.mark.parametrize(("name", "resource"), _params())
@@ -113,18 +107,34 @@ def test_a_cache_filling_past_the_warm_up_under_its_declared_cap_is_levelling(
             assert "levelling" in s.verdicts
 
 
-# Long enough for every start-up rise of the corpus to stop (the 25,000-entry cache fills
-# for 3.4 h past the warm-up, and is seen flat 3 windows later).
-STARTUP_MAX_S = 4 * 3600.0
+def test_judged_at_once_start_up_growth_is_called_a_leak() -> None:
+    """With no wait for start-up growth (leaks.startup_max_s 0) the series that rise past
+    the warm-up are `growing` for a while, and only those: what the default wait is for."""
+    cfg = LeaksConfig(startup_max_s=0)
+    wrong = {
+        (s.fixture, s.resource)
+        for fx in fixtures()
+        for s in score(fx, cfg)
+        if s.false_alarms or (s.must_detect and not s.detected)
+    }
+    assert wrong == set(JUDGED_AT_ONCE_WRONG)
 
 
-def test_waiting_for_start_up_growth_to_stop_leaves_no_false_alarm() -> None:
-    """With leaks.startup_max_s 4 h a rise from the warm-up's end is not judged until it
-    stops (or 4 h): every healthy series of the corpus, caches and start-up included, is
-    never `growing`, and every leak (all starting after a flat hour) is found."""
-    cfg = LeaksConfig(startup_max_s=STARTUP_MAX_S)
-    for fx in fixtures():
-        for s in score(fx, cfg):
-            assert s.false_alarms == 0, (s.fixture, s.resource, s.verdicts)
+def test_a_leak_from_the_warm_ups_end_is_found_once_the_wait_is_over() -> None:
+    """A leak rising from the warm-up's end is `not judged` while it may still be start-up
+    growth (24 windows by default), then `growing`; judged at once, it is found sooner."""
+    waited: list[float | None] = []
+    at_once: list[float | None] = []
+    for fx in filter(None, map(from_warmup_end, fixtures())):
+        wait_s = STARTUP_WINDOWS * LeaksConfig().window_s / fx.time_scale  # recorded s
+        for s in score(fx):
             if s.must_detect:
                 assert s.detected, (s.fixture, s.resource, s.verdicts)
+                waited.append(s.detection_delay_s and s.detection_delay_s - wait_s)
+        at_once += [
+            s.detection_delay_s and s.detection_delay_s - wait_s
+            for s in score(fx, LeaksConfig(startup_max_s=0))
+            if s.must_detect
+        ]
+    assert waited and all(d is not None and d >= -1 for d in waited)  # its last tick
+    assert at_once and all(d is not None and d < -60 for d in at_once)  # hours sooner

@@ -123,7 +123,7 @@ def test_pass_over_a_growing_store_gives_the_full_read_verdicts(
     tmp_path: Path, drift_per_h: float, expected: str
 ) -> None:
     store = SqliteStore(tmp_path / "points.db")
-    cfg = LeaksConfig()
+    cfg = LeaksConfig(startup_max_s=0)  # as the reference, which judges at once
     start_ns = 1_765_000_000 * 10**9 + 123_456_789
     since_ns = start_ns + 600 * 10**9  # after a warm-up
     step_s, per_pass = 10.0, 6 * 6  # a pass every 6 minutes of 10-s ticks

@@ -314,7 +314,11 @@ def _leak(v: LeakVerdict) -> CriterionResult:
     messages = {
         "growing": f"{v.resource} growing at {slope} (threshold {limit}), p={v.p_value:.2g}",
         "levelling": f"{v.resource} grew, then levelled (now {recent}, threshold {limit})",
-        "insufficient": f"{v.resource}: too few windows to judge ({v.windows})",
+        "insufficient": (
+            f"{v.resource} at {slope} (threshold {limit})"  # a wait: the note says which
+            if v.note
+            else f"{v.resource}: too few windows to judge ({v.windows})"
+        ),
         "ok": f"{v.resource} flat: {slope} (threshold {limit})",
     }
     judged = v.verdict != "insufficient"

@@ -25,6 +25,10 @@ def parse_rate_per_h(value: Any) -> float:
     raise ValueError(f"not a rate: {value!r} (use e.g. 5MiB/h, 1/h)")
 
 
+# A rise from the warm-up's end is judged once it stops or after this many windows.
+STARTUP_WINDOWS = 24
+
+
 class LeaksConfig(StrictModel):
     window_s: DurationS = 600.0  # the minimum of each window removes the GC sawtooth
     min_windows: int = Field(default=6, ge=3)
@@ -34,8 +38,10 @@ class LeaksConfig(StrictModel):
     # Start-up growth is left out once it stops (judged from its end). Until the windows
     # span this long, a rise from the warm-up's end that has not stopped yet is not judged
     # (start-up growth or a leak from the start: nothing tells them apart); 0: judged at
-    # once, a leak from the start found as soon as its trend is.
-    startup_max_s: DurationS = 0.0
+    # once, a leak from the start found as soon as its trend is. None: STARTUP_WINDOWS
+    # windows (4 h at 10-min windows), what the caches and start-ups of the labelled
+    # corpus need to stop rising (docs/analysis.md).
+    startup_max_s: DurationS | None = None
     p_value: float = Field(default=0.05, gt=0, lt=1)
     interval_s: DurationS = 60.0  # how often verdicts are computed
     # field name (of process/runtime) -> growth threshold per hour
@@ -52,6 +58,13 @@ class LeaksConfig(StrictModel):
     # field name -> the level it is expected to grow to (a cache's size; "512MiB" or a
     # count): growth below it is `levelling`, with when it gets there.
     caps: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def startup_wait_s(self) -> float:
+        """How long a rise from the warm-up's end may go on before it is judged."""
+        if self.startup_max_s is None:
+            return STARTUP_WINDOWS * self.window_s
+        return self.startup_max_s
 
     @field_validator("caps", mode="before")
     @classmethod

@@ -86,7 +86,7 @@ def run_verdicts(
             threshold_per_hour=threshold,
             min_windows=cfg.min_windows,
             min_span_s=cfg.min_span_s or 0.0,
-            startup_max_s=cfg.startup_max_s,
+            startup_max_s=cfg.startup_wait_s,
             p_value_max=cfg.p_value,
         )
         cap = cfg.caps.get(resource)
