@@ -1,12 +1,10 @@
 """A soak run whose replay raises mid-run: the replay is restarted for the rest of the
 run, and the run's ledger still adds up, every planned query counted once.
 
-The fault is a real server's: unbound with `http-max-streams: 1` tells its DoH
-clients (SETTINGS_MAX_CONCURRENT_STREAMS) to keep one query in flight per
-connection, and a replayed client that asks two at once on an open connection makes
-the HTTP/2 library refuse the second (TooManyStreamsError), which the replay does not
-handle today. Should the replay learn to open another connection there, this test
-needs another fault."""
+The fault is put in the soak process by tests/support/faults (its 6th replayed query
+raises): the last server fault that made a replay raise, a DoH server's stream limit
+(TooManyStreamsError), now opens another connection
+(tests/integration/test_replay.py), and the run must still survive whatever else may."""
 
 from __future__ import annotations
 
@@ -23,48 +21,30 @@ from soak.load.replay_plan import Plan
 from soak.traffic.capture import UDP, Capture, Query, write_capture
 from tests.e2e.soakrun import QUICK, last_json, run_soak
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import (
-    free_port,
-    unbound_conf,
-    unbound_process_target,
-    unbound_tls_conf,
-)
-from tests.support.tls import make_cert
+from tests.support.servers import unbound_process_target
 
 pytestmark = pytest.mark.e2e
 
 RUN_S = 16
+FAULTS = Path(__file__).parents[1] / "support" / "faults"
 WWW = b"\x03www\x07example\x04test\x00"
 
 
 def pairs_capture() -> Capture:
-    """One client asking two queries at once, twice, 500 ms apart: the first pair leaves
-    while its connection opens (before the server's SETTINGS), the second on it, open."""
+    """One client asking two queries at once, twice, 500 ms apart."""
     queries = [Query(t, 0, 0, 0x0100, 1, UDP, WWW) for t in (0, 0, 500_000_000, 500_000_000)]
     return Capture("test", ["10.0.0.1"], queries)
-
-
-def doh_unbound_target(tmp: Path, doh_port: int) -> dict[str, object]:
-    cert, key = make_cert(tmp)
-    tls = unbound_tls_conf(cert, key, free_port(), doh_port) + "\n    http-max-streams: 1"
-    conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"], 1, tls)  # type: ignore[arg-type]
-    return unbound_process_target(conf=conf)
 
 
 def test_a_replay_that_raises_is_restarted_and_the_ledger_adds_up(tmp_path: Path) -> None:
     capture = pairs_capture()
     write_capture(tmp_path / "c.soakcap", capture)
-    doh_port = free_port()
     scenario = {
         "name": "replay-restart",
-        "target": doh_unbound_target(tmp_path, doh_port),
+        "target": unbound_process_target(),
         "phases": [{"name": "steady", "duration_s": f"{RUN_S}s"}],
-        "load": {
-            "server": f"127.0.0.1:{doh_port}",
-            "timeout_s": "1s",
-            "replay": {"file": "c.soakcap", "transport": "doh"},
-        },
-        # the refused streams are lost and the restarts skip: no criterion is the point
+        "load": {"timeout_s": "1s", "replay": {"file": "c.soakcap"}},
+        # the restart skips what was due meanwhile: no criterion is the point
         "criteria": {"leaks_ok": False, "lost_ratio_max": None},
     }
     path = tmp_path / "restart.yaml"
@@ -73,6 +53,7 @@ def test_a_replay_that_raises_is_restarted_and_the_ledger_adds_up(tmp_path: Path
     proc = run_soak(
         "start", str(path), "--foreground", "--duration", f"{RUN_S}s", *QUICK,
         "--data-dir", str(data), "--json",
+        env={"PYTHONPATH": str(FAULTS), "SOAK_TEST_REPLAY_RAISE_AT": "6"},
     )  # fmt: skip
     assert proc.stdout, proc.stderr[-3000:]
     status: dict[str, Any] = last_json(proc.stdout)
@@ -80,7 +61,7 @@ def test_a_replay_that_raises_is_restarted_and_the_ledger_adds_up(tmp_path: Path
     events = [(e["kind"], e["message"]) for e in status["events"]]
     failed = [m for k, m in events if k == "load_failed"]
     restarted = [m for k, m in events if k == "load_restarted"]
-    assert failed and "TooManyStreamsError" in failed[0], events
+    assert failed and "injected fault" in failed[0], events
     assert restarted and "a fresh one from second" in restarted[0], events
     # each restart follows the failure it answers, in the workers' event kinds
     kinds = [k for k, _ in events if k in ("load_failed", "load_restarted")]
@@ -93,7 +74,7 @@ def test_a_replay_that_raises_is_restarted_and_the_ledger_adds_up(tmp_path: Path
     # ... and every query planned before the run's end is counted once: none lost from
     # the accounting between a failure and its restart, none counted twice (the one
     # loop in progress as the load stopped may be cut short).
-    plan = Plan(ReplayConfig(file=tmp_path / "c.soakcap", transport="doh"), capture, 0)
+    plan = Plan(ReplayConfig(file=tmp_path / "c.soakcap"), capture, 0)
     planned = sum(1 for _ in plan.queries(RUN_S * NS_PER_S))
     assert planned - len(capture.queries) <= ledger["due"] <= planned, (planned, ledger)
     assert ledger["due"] == ledger["sent"] + ledger["skipped"], ledger

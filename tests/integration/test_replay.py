@@ -306,6 +306,24 @@ def test_tls_replay_per_client_connections(tmp_path: Path, transport: str) -> No
     assert d["connections"]["opened"] == 2 and d["connections"]["errors"] == 0
 
 
+def test_doh_over_the_servers_streams_opens_another_connection(tmp_path: Path) -> None:
+    """unbound with `http-max-streams: 1` lets a DoH connection carry one query at a
+    time (its SETTINGS): a client asking two at once on an open connection sends the
+    second on a new one, as an HTTP/2 client does, and nothing is refused or lost."""
+    from tests.support.tls import make_cert
+
+    www = b"\x03www\x07example\x04test\x00"
+    times_ns = [0, 300_000_000, 300_000_000, 600_000_000, 600_000_000]
+    capture = Capture("t", ["10.0.0.1"], [Query(t, 0, 0, 0x0100, 1, UDP, www) for t in times_ns])
+    cfg = ReplayConfig(file=tmp_path / "unused", transport="doh", idle_timeout_s=30)
+    cert = make_cert(tmp_path)
+    with unbound(tmp_path, tls=cert, tls_options="http-max-streams: 1") as server:
+        d = Replay(cfg, capture, "127.0.0.1", server.port_for("doh"), 2.0).run(None).as_dict()
+    assert d["completed"] == d["sent"] == 5 and d["lost"] == 0, d
+    conns = d["connections"]
+    assert conns["errors"] == 0 and conns["opened"] >= 2, conns
+
+
 def test_udp_sockets_idle_out_too(tmp_path: Path) -> None:
     """A capture's clients may outnumber the file descriptors: a UDP client's socket
     closes after idle_timeout_s with nothing in flight, and opens again when it asks."""

@@ -223,14 +223,17 @@ def unbound(
     local_data: list[str] | None = None,
     threads: int = 1,
     tls: tuple[Path, Path] | None = None,
+    tls_options: str = "",
 ) -> Iterator[ServerProc]:
-    """unbound on loopback; with `tls` (certificate, key) also DoT and DoH (extra ports)."""
+    """unbound on loopback; with `tls` (certificate, key) also DoT and DoH (extra ports),
+    with `tls_options` (server: lines, e.g. "http-max-streams: 1") added."""
     port = free_port()
     extra: dict[str, int] = {}
     tls_conf = ""
     if tls is not None:
         extra = {"dot": free_port(), "doh": free_port()}
         tls_conf = unbound_tls_conf(tls[0], tls[1], extra["dot"], extra["doh"])
+        tls_conf += "".join(f"\n    {line}" for line in tls_options.splitlines())
     conf = tmp / "unbound.conf"
     conf.write_text(unbound_conf(port, local_data or DEFAULT_LOCAL_DATA, threads, tls_conf))
     with serving(

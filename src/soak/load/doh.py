@@ -54,6 +54,19 @@ class DohFlow(StreamFlow):
         return len(self.streams) < self.h2.remote_settings.max_concurrent_streams
 
     def queue(self, slot: int, question: bytes, now: int) -> None:
+        self.carried += 1
+        self.last_send_ns = now
+        try:
+            self._request(slot, question)
+        except h2.exceptions.ProtocolError:
+            # Refused by the connection's own state (closed, out of streams or of flow-
+            # control window): the query is sent and will be lost; a new one replaces it.
+            self.book.conn_errors += 1
+            self.answered += 1
+            self.goaway = True
+        self.wbuf += self.h2.data_to_send()
+
+    def _request(self, slot: int, question: bytes) -> None:
         conn = self.h2
         sid = conn.get_next_available_stream_id()
         msg = wire.query(question)  # id 0
@@ -71,9 +84,6 @@ class DohFlow(StreamFlow):
             conn.send_headers(sid, headers)
             conn.send_data(sid, msg, end_stream=True)
         self.streams[sid] = (slot, bytearray(), True)
-        self.wbuf += conn.data_to_send()
-        self.carried += 1
-        self.last_send_ns = now
 
     def _headers(self, method: bytes, path: bytes) -> list[tuple[bytes, bytes]]:
         return [

@@ -147,9 +147,11 @@ class ClientConns:
 
     def stream_for(self, client: Client, q: Planned, now: int) -> StreamFlow | None:
         f = client.flows.get(q.conn)
-        if f is not None:
+        if f is not None and f.accepting(now):
             self.reused += 1
             return f
+        if f is not None:  # told to go away, or at the server's streams in flight (DoH):
+            self.retire(client, f)  # another connection, as an HTTP/2 client opens
         f = self.new_flow(client, now)
         if f is not None:
             client.flows[q.conn] = f

@@ -1,0 +1,27 @@
+"""A fault for the tests, loaded by a process whose PYTHONPATH starts here: with
+SOAK_TEST_REPLAY_RAISE_AT=N, the Nth query a replay of this process sends raises
+(RuntimeError, once). No server makes today's replay raise any more (a DoH server's
+stream limit opens another connection), so a test of what a soak run does when its
+replay raises puts the exception there itself."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+_AT = int(os.environ.get("SOAK_TEST_REPLAY_RAISE_AT", "0"))
+
+if _AT > 0:
+    from soak.load import replay
+
+    _send = replay.Replay.send
+    _sent = 0
+
+    def _send_or_raise(self: replay.Replay, *args: Any, **kwargs: Any) -> None:
+        global _sent
+        _sent += 1
+        if _sent == _AT:
+            raise RuntimeError(f"injected fault: the replay's query {_AT} raised")
+        _send(self, *args, **kwargs)
+
+    replay.Replay.send = _send_or_raise  # type: ignore[method-assign]
