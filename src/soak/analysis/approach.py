@@ -31,7 +31,7 @@ from itertools import pairwise
 
 from soak.analysis.changepoint import line_sse, two_lines_sse
 from soak.analysis.levelling import TAIL_CONFIDENCE_FACTOR, Settling
-from soak.analysis.pvalues import betainc, f_test_p_value
+from soak.analysis.pvalues import f_test_p_value, slope_falls_p_value
 
 Pair = tuple[float, float]
 
@@ -116,22 +116,7 @@ def _increments_fall_p_value(points: Sequence[Pair]) -> float:
     rates = [
         ((t0 + t1) / 2, (v1 - v0) / (t1 - t0)) for (t0, v0), (t1, v1) in pairwise(points) if t1 > t0
     ]
-    n = len(rates)
-    if n < 3:
-        return 1.0
-    mid_t = sum(t for t, _ in rates) / n
-    mean = sum(r for _, r in rates) / n
-    stt = sum((t - mid_t) ** 2 for t, _ in rates)
-    if stt <= 0:
-        return 1.0
-    slope = sum((t - mid_t) * (r - mean) for t, r in rates) / stt
-    sse = sum((r - mean - slope * (t - mid_t)) ** 2 for t, r in rates)
-    df = n - 2
-    if sse <= 0:
-        return 0.0 if slope < 0 else 1.0
-    t_stat = slope / math.sqrt(sse / df / stt)
-    two_sided = betainc(df / 2, 0.5, df / (df + t_stat * t_stat))
-    return two_sided / 2 if t_stat < 0 else 1.0 - two_sided / 2
+    return slope_falls_p_value(rates)
 
 
 def approaching(

@@ -1,9 +1,11 @@
-"""p-values of the tests the analysis and the benchmarks make: Student's t and the F test
-of one added parameter, through the regularized incomplete beta function. Pure."""
+"""p-values of the tests the analysis and the benchmarks make: Student's t (of a
+least-squares slope, of two means) and the F test of one added parameter, through the
+regularized incomplete beta function. Pure."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 
 def betainc(a: float, b: float, x: float) -> float:
@@ -46,3 +48,29 @@ def f_test_p_value(sse_fewer: float, sse_more: float, n: int, params_more: int) 
         return 0.0
     f = (sse_fewer - sse_more) / (sse_more / df)
     return betainc(df / 2, 0.5, df / (df + f))
+
+
+def t_two_sided_p_value(t: float, df: float) -> float:
+    """Two-sided p of Student's t with `df` degrees of freedom."""
+    return min(1.0, betainc(df / 2, 0.5, df / (df + t * t)))
+
+
+def slope_falls_p_value(points: Sequence[tuple[float, float]]) -> float:
+    """One-sided p that the least-squares slope of y on x is below zero only by chance
+    (Student's t of the slope, n - 2 degrees of freedom); 1 with fewer than 3 points."""
+    n = len(points)
+    if n < 3:
+        return 1.0
+    mid_x = sum(x for x, _ in points) / n
+    mean = sum(y for _, y in points) / n
+    sxx = sum((x - mid_x) ** 2 for x, _ in points)
+    if sxx <= 0:
+        return 1.0
+    slope = sum((x - mid_x) * (y - mean) for x, y in points) / sxx
+    sse = sum((y - mean - slope * (x - mid_x)) ** 2 for x, y in points)
+    df = n - 2
+    if sse <= 0:
+        return 0.0 if slope < 0 else 1.0
+    t = slope / math.sqrt(sse / df / sxx)
+    two_sided = t_two_sided_p_value(t, df)
+    return two_sided / 2 if t < 0 else 1.0 - two_sided / 2

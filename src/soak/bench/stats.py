@@ -8,7 +8,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from soak.analysis.pvalues import betainc
+from soak.analysis.pvalues import t_two_sided_p_value
 
 
 def median(values: Sequence[float]) -> float:
@@ -156,4 +156,4 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
         return (0.0, 1.0) if m1 == m2 else (math.copysign(math.inf, m2 - m1), 0.0)
     t = (m2 - m1) / math.sqrt(se2)
     df = se2**2 / ((v1 / n1) ** 2 / (n1 - 1) + (v2 / n2) ** 2 / (n2 - 1))
-    return t, min(1.0, betainc(df / 2, 0.5, df / (df + t * t)))
+    return t, t_two_sided_p_value(t, df)
