@@ -142,9 +142,16 @@ def check_replay(scenario: Scenario, replay: ReplayConfig) -> None:
 
 
 def check_capture(capture: CaptureConfig, base_dir: Path) -> None:
-    """`capture.socket` given as a path: it must fit a unix socket and its directory
-    exist. One with `{run_dir}` is checked when the run opens it (the run's directory
-    is named then): a path too long ends the start with one line, before the target."""
+    """`capture.source: pcap`: tcpdump must be installed. `capture.socket` given as a
+    path: it must fit a unix socket and its directory exist. One with `{run_dir}` is
+    checked when the run opens it (the run's directory is named then): a path too long
+    ends the start with one line, before the target."""
+    if capture.source == "pcap":
+        if shutil.which("tcpdump") is None:
+            raise InputError(
+                "capture.source pcap: tcpdump is not installed (Debian: apt-get install tcpdump)"
+            )
+        return
     if capture.socket is None or "{run_dir}" in capture.socket:
         return
     path = Path(capture.socket)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import collections
 import json
+import os
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,13 +54,21 @@ def dnstap_target() -> dict[str, object]:
     return target
 
 
-def run(tmp: Path, data: Path, name: str, load: dict[str, Any], seconds: int) -> dict[str, Any]:
+def run(
+    tmp: Path,
+    data: Path,
+    name: str,
+    load: dict[str, Any],
+    seconds: int,
+    source: str = "dnstap",
+) -> dict[str, Any]:
+    """`source` pcap: tcpdump on loopback records an unbound that writes no dnstap."""
     scenario = {
         "name": name,
-        "target": dnstap_target(),
+        "target": dnstap_target() if source == "dnstap" else unbound_process_target(),
         "phases": [{"name": "steady", "duration_s": f"{seconds}s"}],
         "load": load,
-        "capture": {"clients_by_port": True},
+        "capture": {"clients_by_port": True, "source": source},
         # Seconds of unbound filling its caches are no leak verdict; the cores are shared.
         "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
     }
@@ -152,3 +162,54 @@ def test_run_captures_its_target_and_the_next_replays_it(tmp_path: Path, data: P
         assert qtypes(again) == qtypes(capture)
         assert per_client(again) == per_client(capture)
         assert len(again.clients) == len(capture.clients)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tcpdump needs CAP_NET_RAW: run as root")
+@pytest.mark.parametrize("protocol", ["udp", "tcp"])
+def test_run_captures_its_target_with_tcpdump(tmp_path: Path, data: Path, protocol: str) -> None:
+    """`capture.source: pcap`: a server that writes no dnstap, recorded by tcpdump on
+    loopback (only what goes to it: a TCP stream is read from the client's side alone)
+    from before the run's origin: every query the load sent, per type; over UDP its four
+    flows are four clients, over TCP one client (an address) with its four connections.
+    The pcap stays beside the capture."""
+    load = {"rate_qps": 40, "flows": 4, "timeout_s": "1s", "mix": MIX, "protocol": protocol}
+    status = run(tmp_path, data, f"pcap-{protocol}", load, 8, source="pcap")
+    info = status["capture"]
+    capture = read_capture(Path(info["file"]))
+    assert len(capture.queries) == info["queries"] and qtypes(capture) == info["qtypes"]
+    recorded_as_sent(capture, data, status["id"])
+    assert info["transports"] == {protocol: len(capture.queries)}
+    if protocol == "udp":
+        assert len(capture.clients) == 4
+    else:
+        assert len(capture.clients) == 1
+        assert len({q.conn for q in capture.queries}) == 4
+    events = {e["kind"]: e["message"] for e in status["events"]}
+    assert "tcpdump on lo to 127.0.0.1:" in events["capture_listening"], events
+    assert "capture_written" in events and "capture_failed" not in events, events
+    assert (data / "runs" / status["id"] / "capture.pcap").stat().st_size > 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tcpdump needs CAP_NET_RAW: run as root")
+def test_a_tcpdump_that_cannot_listen_ends_the_run_at_its_start(tmp_path: Path, data: Path) -> None:
+    """tcpdump refusing (here: no such interface; without CAP_NET_RAW the same way) ends
+    the run `error` before its load, exit 2, with tcpdump's own line; the target stopped."""
+    scenario = {
+        "name": "pcap-bad",
+        "target": unbound_process_target(),
+        "phases": [{"name": "steady", "duration_s": "5s"}],
+        "load": {"rate_qps": 10, "mix": MIX},
+        "capture": {"source": "pcap", "interface": "soak-none0"},
+    }
+    path = tmp_path / "bad.yaml"
+    path.write_text(json.dumps(scenario))
+    proc = run_soak("start", str(path), "--foreground", *QUICK, "--data-dir", str(data))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "capture: tcpdump on soak-none0 to 127.0.0.1:" in proc.stderr, proc.stderr[-2000:]
+    assert "No such device" in proc.stderr.splitlines()[-1], proc.stderr[-2000:]
+    status = last_json(run_soak("status", "--data-dir", str(data), "--json", last_run(data)).stdout)
+    assert status["status"] == "error", status
+    assert not any(e["kind"] == "capture_written" for e in status["events"])
+    run_dir = data / "runs" / status["id"]
+    found = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
+    assert found.stdout == "", found.stdout  # the target started for it is stopped

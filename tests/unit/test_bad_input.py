@@ -200,6 +200,8 @@ CASES: list[tuple[str, Case, str]] = [
      "capture.socket: /tmp/sss"),
     ("capture-socket-no-dir", _set("capture", {"socket": "no-such-dir/tap.sock"}),
      "no-such-dir is not a directory"),
+    ("capture-pcap-with-socket", _set("capture", {"source": "pcap", "socket": "t.sock"}),
+     "capture.socket is dnstap's; a pcap capture listens on `interface`"),
     ("capture-max-queries-zero", _set("capture", {"max_queries": 0}),
      "capture.max_queries: Input should be greater than or equal to 1"),
     ("replay-from-run-unknown", _set("load.mix", [], "load.replay", {"from_run": "x-1"}),
@@ -384,3 +386,15 @@ def test_a_client_leaves_the_secrets_to_the_service(tmp_path: Path) -> None:
     check_scenario(scenario, secrets=False)
     with pytest.raises(InputError, match="SOAK_TEST_NEVER_SET is not set"):
         check_scenario(scenario)
+
+
+def test_a_pcap_capture_without_tcpdump_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from soak.errors import InputError
+    from soak.preflight import check_capture
+    from soak.traffic.capture_config import CaptureConfig
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH where no tcpdump is
+    with pytest.raises(InputError, match="tcpdump is not installed"):
+        check_capture(CaptureConfig(source="pcap"), tmp_path)

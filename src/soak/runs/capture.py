@@ -221,32 +221,39 @@ class RunCapture:
         """The capture file from what was kept since the origin; its figures as an event
         (and in `written`, for the run's result)."""
         with self.recording.lock:
-            before = self.recording.drop_before(self.origin_ns or 0)
-            if not len(self.recording):
-                self.written = {"queries": 0}
-                capture = None
-            else:
-                capture = self.recording.capture()
+            self.written, faults = write_kept(
+                self.recording, self.origin_ns or 0, self.out, str(self.socket)
+            )
             self.recording.until_ns = 0  # anything later is counted, not kept
-        notes = _notes(self.recording, before)
-        if capture is None:
-            message = f"capture: no client query recorded on {self.socket}; no file written{notes}"
-            return [Fault("capture_empty", message, 0.0)]
-        try:
-            write_capture(self.out, capture)
-        except OSError as exc:
-            self.written = {"queries": 0, "error": str(exc)}
-            return [Fault("capture_failed", f"capture: writing {self.out}: {exc}", 0.0)]
-        info = summary(capture)
-        self.written = {"file": str(self.out), **info}
-        qtypes = info["qtypes"]
-        assert isinstance(qtypes, dict)
-        mix = ", ".join(f"{k} {v:,}" for k, v in qtypes.items())
-        message = (
-            f"capture: {info['queries']:,} queries from {info['clients']:,} clients over"
-            f" {info['duration_s']} s ({mix}) written to {self.out}{notes}"
-        )
-        return [Fault("capture_written", message, float(len(capture.queries)))]
+        return faults
+
+
+def write_kept(
+    recording: Builder, origin_ns: int, out: Path, where: str, more_notes: str = ""
+) -> tuple[dict[str, Any], list[Fault]]:
+    """What a recording kept from `origin_ns` on, written to `out`: what the file holds
+    (for the run's result) and the event that says so, with what was not kept."""
+    before = recording.drop_before(origin_ns)
+    notes = _notes(recording, before, more_notes)
+    if not len(recording):
+        message = f"capture: no client query recorded on {where}; no file written{notes}"
+        return {"queries": 0}, [Fault("capture_empty", message, 0.0)]
+    capture = recording.capture()
+    try:
+        write_capture(out, capture)
+    except OSError as exc:
+        message = f"capture: writing {out}: {exc}"
+        return {"queries": 0, "error": str(exc)}, [Fault("capture_failed", message, 0.0)]
+    info = summary(capture)
+    qtypes = info["qtypes"]
+    assert isinstance(qtypes, dict)
+    mix = ", ".join(f"{k} {v:,}" for k, v in qtypes.items())
+    message = (
+        f"capture: {info['queries']:,} queries from {info['clients']:,} clients over"
+        f" {info['duration_s']} s ({mix}) written to {out}{notes}"
+    )
+    written = {"file": str(out), **info}
+    return written, [Fault("capture_written", message, float(len(capture.queries)))]
 
 
 def written_capture(run_dir: Path) -> dict[str, Any] | None:
@@ -257,9 +264,10 @@ def written_capture(run_dir: Path) -> dict[str, Any] | None:
     return {"file": str(path), **summary(read_capture(path))}
 
 
-def _notes(recording: Builder, before: int) -> str:
+def _notes(recording: Builder, before: int, more: str = "") -> str:
     """What was seen but not kept, said with the figures (nothing dropped silently)."""
     parts = [
+        more,
         f"{before:,} before the run's origin" if before else "",
         f"{recording.after_end:,} after the capture's span" if recording.after_end else "",
         f"{recording.over_max:,} over capture.max_queries" if recording.over_max else "",

@@ -10,7 +10,8 @@ DATA_DIR/
                       <target>.log, <target>-data/ (a process target's default data),
                       agents-<role>/ (local agents' output while they run),
                       capture.soakcap (the target's client queries, with `capture:`),
-                      dnstap.sock (where soak listens for them, while the run goes)
+                      dnstap.sock (where soak listens for them, while the run goes),
+                      capture.pcap and tcpdump.log (with `capture.source: pcap`)
   bench/<id>/         `soak bench` results (bench.json, bench.md, bench.html)
 ```
 
@@ -61,6 +62,8 @@ TARGET_LOG = "{name}.log"
 TARGET_DATA = "{name}-data"
 CAPTURE = "capture.soakcap"
 DNSTAP_SOCKET = "dnstap.sock"
+CAPTURE_PCAP = "capture.pcap"  # `capture.source: pcap`: what tcpdump wrote
+CAPTURE_PCAP_LOG = "tcpdump.log"
 # In a bench's directory:
 BENCH_RESULT = "bench.json"
 BENCH_REPORTS = {"md": "bench.md", "html": "bench.html"}
@@ -172,6 +175,11 @@ def profiles_dir(run_dir: Path) -> Path:
 def capture_path(run_dir: Path) -> Path:
     """The capture a run with `capture:` records of its target (a later run replays it)."""
     return run_dir / CAPTURE
+
+
+def capture_pcap_paths(run_dir: Path) -> tuple[Path, Path]:
+    """The pcap a run with `capture.source: pcap` has tcpdump write, and tcpdump's log."""
+    return run_dir / CAPTURE_PCAP, run_dir / CAPTURE_PCAP_LOG
 
 
 def dnstap_socket(run_dir: Path) -> Path:

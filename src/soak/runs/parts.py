@@ -18,6 +18,7 @@ from soak.load.replay_load import ReplayLoad
 from soak.load.supervised import SupervisedLoad
 from soak.points import Fault, Point
 from soak.runs.capture import DRAIN_S, RunCapture, socket_path, written_capture
+from soak.runs.capture_pcap import PcapCapture
 from soak.runs.context import RunContext
 from soak.runs.events import RunEvents
 from soak.runs.layout import agents_dir, profiles_dir, spool_dir, with_embedded_store
@@ -52,7 +53,7 @@ class RunParts:
         self.tick_runner: TickRunner | None = None
         self.remote_samplers: RemoteSamplers | None = None  # a target on another node
         self.listener: RunListener | None = None  # its leak alerts, where registered
-        self.capture: RunCapture | None = None  # its target's queries recorded (`capture:`)
+        self.capture: RunCapture | PcapCapture | None = None  # `capture:`: its target's queries
 
     def build_sinks(self) -> None:
         self.sinks = build_sinks(
@@ -70,11 +71,22 @@ class RunParts:
         cfg = self.scenario.capture
         if cfg is None:
             return
+        if cfg.source == "pcap":  # started once the target is up (attach_capture)
+            self.capture = PcapCapture(cfg, self.run_dir)
+            return
         sc = self.scenario
         path = socket_path(cfg, self.run_dir, sc.target.host, sc.base_dir)
         self.capture = RunCapture(cfg, path, self.run_dir)
         self.capture.open()
         self.event("capture_listening", f"capture: listening for dnstap on {path}")
+
+    def attach_capture(self, running: Running | None) -> None:
+        """`capture.source: pcap`: tcpdump on what goes to the load's server, listening
+        before the run's origin (TargetStartError with tcpdump's line if it cannot)."""
+        if isinstance(self.capture, PcapCapture):
+            load = self.scenario.load
+            host, port = load_address(load.server if load else None, running)
+            self.event("capture_listening", self.capture.attach(host, port))
 
     def check_capture(self, now_ns: int) -> None:
         if self.capture is not None:

@@ -89,6 +89,7 @@ class Run:
             self.parts.build_sinks()
             self.parts.open_capture()  # the target's dnstap connects as it starts
             self.targets.start()
+            self.parts.attach_capture(self.targets.running)  # tcpdump: its port known now
             self.parts.build_load_and_samplers(
                 lambda: self.targets.running,
                 lambda: self.timeline.warmup_end_ns,

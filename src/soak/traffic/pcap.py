@@ -45,14 +45,15 @@ class Packet:
     data: bytes
 
 
-def read_pcap(path: Path, by_port: bool = False) -> Builder:
-    """Every DNS message of the file into a Builder (queries kept, responses counted)."""
+def read_pcap(path: Path, by_port: bool = False, into: Builder | None = None) -> Builder:
+    """Every DNS message of the file into a Builder (queries kept, responses counted);
+    `into`: one of the caller's (its span and bound set), else a new one."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     packets = _pcapng(data, path) if data[:4] == PCAPNG_SHB else _pcap(data, path)
-    builder = Builder(f"pcap:{path.name}", by_port)
+    builder = into if into is not None else Builder(f"pcap:{path.name}", by_port)
     streams = Streams()
     for pkt in packets:
         _packet(pkt, builder, streams)
