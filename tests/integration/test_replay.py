@@ -18,6 +18,7 @@ import pytest
 
 from soak.load.replay import Replay
 from soak.load.replay_config import ReplayConfig
+from soak.load.replay_result import format_replay
 from soak.traffic.capture import TCP, UDP, Builder, Capture, Query, qname_text, write_capture
 from soak.traffic.dnstap import Listener
 from soak.traffic.pcap import read_pcap
@@ -322,6 +323,27 @@ def test_doh_over_the_servers_streams_opens_another_connection(tmp_path: Path) -
     assert d["completed"] == d["sent"] == 5 and d["lost"] == 0, d
     conns = d["connections"]
     assert conns["errors"] == 0 and conns["opened"] >= 2, conns
+
+
+def test_clients_past_the_servers_tcp_slots_lose_every_query_and_are_named(
+    tmp_path: Path,
+) -> None:
+    """unbound with 10 TCP slots (`incoming-num-tcp`, one thread) and 40 TCP clients, each
+    with a connection it keeps: the connections past its slots wait unread in its
+    backlog, their queries are lost, and the replay says how many clients lost every
+    query, from the same losses as its ledger."""
+    www = b"\x03www\x07example\x04test\x00"
+    qs = [Query(k * 2_500_000, k % 40, 0, 0x0100, 1, TCP, www) for k in range(1200)]
+    capture = Capture("t", [f"10.0.0.{c}" for c in range(40)], qs)
+    cfg = ReplayConfig(file=tmp_path / "unused", transport="tcp", idle_timeout_s=30)
+    with unbound(tmp_path, tcp_slots=10) as server:
+        result = Replay(cfg, capture, "127.0.0.1", server.port, 0.5).run(None)
+    d = result.as_dict()
+    assert sum(d["lost_per_client"]) == d["lost"] > 0 and d["sent"] == 1200, d
+    assert 0 < d["clients_all_lost"] <= 40 - 10, d
+    assert d["lost_per_client"].count(0) >= 1, d  # and some clients had every answer
+    text = format_replay(result, "unbound")
+    assert f"Clients with every query lost: {d['clients_all_lost']} of 40" in text, text
 
 
 def test_udp_sockets_idle_out_too(tmp_path: Path) -> None:

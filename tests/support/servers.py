@@ -224,9 +224,11 @@ def unbound(
     threads: int = 1,
     tls: tuple[Path, Path] | None = None,
     tls_options: str = "",
+    tcp_slots: int | None = None,
 ) -> Iterator[ServerProc]:
     """unbound on loopback; with `tls` (certificate, key) also DoT and DoH (extra ports),
-    with `tls_options` (server: lines, e.g. "http-max-streams: 1") added."""
+    with `tls_options` (server: lines, e.g. "http-max-streams: 1") added; `tcp_slots`:
+    its incoming-num-tcp without TLS (unbound's default is 10 a thread)."""
     port = free_port()
     extra: dict[str, int] = {}
     tls_conf = ""
@@ -234,6 +236,8 @@ def unbound(
         extra = {"dot": free_port(), "doh": free_port()}
         tls_conf = unbound_tls_conf(tls[0], tls[1], extra["dot"], extra["doh"])
         tls_conf += "".join(f"\n    {line}" for line in tls_options.splitlines())
+    elif tcp_slots is not None:
+        tls_conf = f"\n    incoming-num-tcp: {tcp_slots}"
     conf = tmp / "unbound.conf"
     conf.write_text(unbound_conf(port, local_data or DEFAULT_LOCAL_DATA, threads, tls_conf))
     with serving(

@@ -97,7 +97,9 @@ class Replay:
         if t <= 0:
             return
         self.ring_t[slot] = -t if how == "lost" else 0
-        self.clients[self.ring_k[slot]].inflight.discard(slot)
+        client = self.clients[self.ring_k[slot]]
+        client.inflight.discard(slot)
+        client.lost += how == "lost"
         second, c = self.ring_w[slot], self.ring_c[slot]
         if how == "completed":
             self.ledger.ended(second, c, how, (now - t) // 1000, wire.rcode(reply))
@@ -335,6 +337,7 @@ class Replay:
             rate_qps=self.plan.rate_qps,
             duration_s=duration_s,
             sent_per_client=[c.sent for c in self.clients],
+            lost_per_client=[c.lost for c in self.clients],
             offset_us=offsets,
             generator_bound=skipped > 0 or offsets["p99"] > BOUND_P99_US,
             connections={

@@ -51,6 +51,7 @@ class Client:
     loop: int = -1  # the loop its sockets were opened in
     last_ns: int = 0  # its last query left
     sent: int = 0
+    lost: int = 0  # of its queries sent, ended lost (no answer within the timeout)
     inflight: set[int] = field(default_factory=set)  # ring slots
 
 

@@ -23,12 +23,20 @@ class ReplayResult:
     rate_qps: float
     duration_s: float
     sent_per_client: list[int]
+    lost_per_client: list[int]  # the same losses as the ledger's, by client
     offset_us: dict[str, float]  # p50, p99, max of the send time after the planned one
     generator_bound: bool
     connections: dict[str, int]
     unexpected: int
     late: int  # replies after their timeout (their queries counted lost)
     fds_peak: int  # client sockets open at once, at most
+
+    @property
+    def clients_all_lost(self) -> int:
+        """Clients that sent and had every query lost: a server that holds fewer clients
+        or connections than the capture has (its TCP slots, a rate limit per client)."""
+        pairs = zip(self.sent_per_client, self.lost_per_client, strict=True)
+        return sum(1 for sent, lost in pairs if sent and lost == sent)
 
     def as_dict(self) -> dict[str, Any]:
         per = self.per_class
@@ -56,6 +64,8 @@ class ReplayResult:
             "late": self.late,
             "client_sockets_peak": self.fds_peak,
             "sent_per_client": self.sent_per_client,
+            "lost_per_client": self.lost_per_client,
+            "clients_all_lost": self.clients_all_lost,
             "windows": self.windows,
             "problems": self.problems,
         }
@@ -186,6 +196,14 @@ def format_replay(r: ReplayResult, server: str) -> str:
             f"  {name:<12} due {c['due']} sent {c['sent']} completed {c['completed']}"
             f" lost {c['lost']} abandoned {c['abandoned']}"
         )
+    answered_some = r.clients - r.clients_all_lost - r.sent_per_client.count(0)
+    if r.clients_all_lost and answered_some:
+        lines += [
+            "",
+            f"Clients with every query lost: {r.clients_all_lost} of {r.clients}, while it"
+            f" answered {answered_some}: a limit on its connections or clients? (lost per"
+            " client: --json, lost_per_client)",
+        ]
     if r.generator_bound:
         lines += [
             "",
