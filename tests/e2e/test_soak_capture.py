@@ -23,6 +23,7 @@ from soak.traffic.capture import Capture, read_capture
 from tests.e2e.soakrun import QUICK, last_json, run_soak
 from tests.support.ledger import assert_figures_agree
 from tests.support.servers import DEFAULT_LOCAL_DATA, unbound_conf, unbound_process_target
+from tests.support.skips import docker_skip_reason
 from tests.support.traffic import dnstap_conf
 
 pytestmark = pytest.mark.e2e
@@ -213,3 +214,48 @@ def test_a_tcpdump_that_cannot_listen_ends_the_run_at_its_start(tmp_path: Path, 
     run_dir = data / "runs" / status["id"]
     found = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
     assert found.stdout == "", found.stdout  # the target started for it is stopped
+
+
+def container_tap_target() -> dict[str, object]:
+    """soak-test/unbound (its server runs as the image's `unbound` user) writing dnstap to
+    /run/tap/dnstap.sock, a bind mount of the run's `tap` directory, where soak listens."""
+    conf = unbound_conf(5300, DEFAULT_LOCAL_DATA).replace("127.0.0.1@5300", "0.0.0.0@5300")
+    conf = conf.replace("access-control: 127.0.0.0/8 allow", "access-control: 0.0.0.0/0 allow")
+    conf += dnstap_conf(Path("/run/tap/dnstap.sock"))
+    return {
+        "name": "unbound",
+        "runtime": "docker",
+        "image": "soak-test/unbound:latest",
+        "ports": {"dns": {"container": 5300, "protocol": "both"}},
+        "files": [{"dest": "unbound.conf", "content": conf}],
+        "mounts": [
+            {"source": "{run_dir}/unbound.conf", "target": "/etc/unbound/soak.conf"},
+            {"source": "{run_dir}/tap", "target": "/run/tap"},
+        ],
+        "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
+    }
+
+
+def test_a_container_target_writes_its_dnstap_through_a_mount(tmp_path: Path, data: Path) -> None:
+    """A container's server, running as its own user, reaches the socket in the run's
+    `tap` directory through a bind mount (soak makes that directory passable by others):
+    every query the load sent is in the capture."""
+    if (reason := docker_skip_reason(["soak-test/unbound:latest"])) is not None:
+        pytest.skip(reason)
+    scenario = {
+        "name": "ctap",
+        "target": container_tap_target(),
+        "phases": [{"name": "steady", "duration_s": "8s"}],
+        "load": {"rate_qps": 40, "flows": 4, "timeout_s": "1s", "mix": MIX},
+        "capture": {"socket": "{run_dir}/tap/dnstap.sock", "clients_by_port": True},
+        "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
+    }
+    path = tmp_path / "ctap.yaml"
+    path.write_text(json.dumps(scenario))
+    proc = run_soak("start", str(path), "--foreground", *QUICK, "--data-dir", str(data))
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    status = last_json(run_soak("status", "--data-dir", str(data), "--json", last_run(data)).stdout)
+    kinds = [e["kind"] for e in status["events"]]
+    assert "capture_connected" in kinds and "capture_written" in kinds, status["events"]
+    capture = read_capture(Path(status["capture"]["file"]))
+    recorded_as_sent(capture, data, status["id"])

@@ -93,7 +93,12 @@ class RunCapture:
     def open(self) -> None:
         """The socket bound and read, before the target starts (InputError if it cannot
         be bound: a path too long, a directory that does not exist)."""
-        self.socket.parent.mkdir(parents=True, exist_ok=True)
+        parent = self.socket.parent
+        if not parent.exists():
+            parent.mkdir(parents=True)
+            # A server in a container runs as its own user and reaches the socket through
+            # a bind mount of this directory: others may pass through it (not list it).
+            parent.chmod(0o711)
         try:
             self.listener = Listener(self.socket)
         except InputError as exc:
