@@ -130,7 +130,11 @@ def test_leak_alert_sees_the_growing_verdict_and_restart_alert_the_restart(
     by_uid = {q.where.split()[1]: q for q in g.alert_queries()}
     tf = g.time_filter(relative="900s")
     growing = soaked.influx.query(g.expand(by_uid["soak-leak-growing"].text, {}, tf), DB)
-    assert {s["tags"]["resource"] for s in growing} & {"rss_anon_bytes", "heap_inuse_bytes"}
+    last = soaked.influx.query(
+        'SELECT * FROM "leak" GROUP BY "resource" ORDER BY time DESC LIMIT 1', DB
+    )
+    said = {s["tags"]["resource"]: s["values"][0][s["columns"].index("verdict")] for s in last}
+    assert {s["tags"]["resource"] for s in growing} & {"rss_anon_bytes", "heap_inuse_bytes"}, said
     restarts = soaked.influx.query(g.expand(by_uid["soak-target-restarted"].text, {}, tf), DB)
     assert sum(row[1] for s in restarts for row in s["values"]) >= 1
     spooling = soaked.influx.query(g.expand(by_uid["soak-sink-spooling"].text, {}, tf), DB)
