@@ -151,19 +151,23 @@ def cli_load(port: int, tmp_path: Path, *extra: str) -> str:
     """`soak load` of www.example.test A at 100 q/s for 1 s; its standard output.
 
     A 10-s answer timeout: on a busy machine an answer may take longer than the
-    default, and these tests are about the protocol, not the latency."""
+    default, and these tests are about the protocol, not the latency. 4 connections,
+    not the default 128: with 128 of its 200 TCP slots taken, unbound cuts its idle
+    timeout to 1% (300 ms) or less and closes connections as the load opens them (3,000
+    opened for 100 queries beside two CPU hogs, and a query now and then lost on one
+    it closed), which is the server's answer to that many clients, not the protocol's."""
     qfile = tmp_path / "q.txt"
     qfile.write_text("www.example.test A\n")
     argv = [sys.executable, "-m", "soak.cli", "load", "--server", f"127.0.0.1:{port}"]
     argv += ["--queries", str(qfile), "--rate", "100", "--duration", "1"]
-    argv += ["--timeout", "10", *extra]
+    argv += ["--timeout", "10", "--flows", "4", *extra]
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
 
 def test_cli_doh_get_json(ub: ServerProc, tmp_path: Path) -> None:
     extra = ("--protocol", "doh", "--doh-method", "GET", "--json")
     d = json.loads(cli_load(ub.extra_ports["doh"], tmp_path, *extra))
-    assert d["completed"] == 100 and d["connections"]["opened"] >= 1
+    assert d["completed"] == 100 and d["connections"]["opened"] >= 1, d["connections"]
 
 
 def test_ca_file_verifies_the_server(
