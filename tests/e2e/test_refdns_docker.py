@@ -42,7 +42,9 @@ def test_template_soaks_the_hardened_image_as_it_stands(engine: Any, tmp_path: P
     st = last_json(proc.stdout)
     run_id = st["id"]
     assert st["status"] in ("passed", "failed") and "completed" in str(st["events"])
-    assert_figures_agree(data, run_id)
+    # 2,000 q/s beside other work may leave a few queries skipped (5 of 29,542 in a run
+    # beside two CPU hogs): the figures must agree; the generator need not keep up here.
+    assert_figures_agree(data, run_id, kept_up=False)
     store = SqliteStore(data / "points.db")
     try:
 

@@ -87,14 +87,15 @@ class Told:
         self.cap = cap
         self.faults: list[Fault] = []
 
-    def until(self, kind: str) -> list[Fault]:
-        """Checked until one of `kind` has been told; those of that kind."""
+    def until(self, kind: str, count: int = 1) -> list[Fault]:
+        """Checked until `count` of `kind` have been told; those of that kind."""
 
         def check() -> list[Fault]:
             self.faults += self.cap.check(time.time_ns())
-            return [f for f in self.faults if f.kind == kind]
+            found = [f for f in self.faults if f.kind == kind]
+            return found if len(found) >= count else []
 
-        found: list[Fault] = wait_for(check, 10, f"a {kind} event", 0.05)
+        found: list[Fault] = wait_for(check, 10, f"{count} {kind} event(s)", 0.05)
         return found
 
 
