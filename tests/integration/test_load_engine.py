@@ -206,7 +206,10 @@ def test_dnsperf_engine_against_unbound(server: ServerProc, tmp_path: Path) -> N
     d = result.to_json_dict()
     assert d["engine"] == "dnsperf" and d["sent"] == d["completed"] + d["lost"]
     assert 900 <= d["sent"] <= 1001 and d["lost"] == 0
-    assert d["rcodes"] == {"NOERROR": d["completed"] // 2, "NXDOMAIN": d["completed"] // 2}
+    # the two queries in turn: an odd count has one more of the first
+    rcodes = d["rcodes"]
+    assert set(rcodes) == {"NOERROR", "NXDOMAIN"} and sum(rcodes.values()) == d["completed"]
+    assert 0 <= rcodes["NOERROR"] - rcodes["NXDOMAIN"] <= 1, rcodes
     assert d["latency_ms"]["avg"] > 0 and d["latency_ms"]["p99"] is None
 
 

@@ -85,3 +85,6 @@ def test_argv_maps_the_settings(tmp_path: Path) -> None:
     assert "-s 127.0.0.1 -p 5300" in joined and "-l 30" in joined and "-Q 2000" in joined
     assert "-m tcp" in joined and "-c 4" in joined and "-T 2" in joined and "-t 1.5" in joined
     assert "-Q" not in dnsperf_argv(cfg, "127.0.0.1", 53, tmp_path / "q", 5, 0)
+    # a knee step's rate halves down to 1,062.5: dnsperf refuses that, whole q/s it takes
+    halved = dnsperf_argv(cfg, "127.0.0.1", 53, tmp_path / "q", 5, 1062.5)
+    assert halved[halved.index("-Q") + 1] == "1062"

@@ -128,8 +128,8 @@ def dnsperf_argv(
         name = cfg.tls.server_name or host
         uri = f"https://{name if ':' not in name else f'[{name}]'}:{port}{cfg.doh.path}"
         argv += ["-O", f"doh-uri={uri}", "-O", f"doh-method={cfg.doh.method}"]
-    if rate_qps > 0:
-        argv += ["-Q", f"{rate_qps:g}"]
+    if rate_qps > 0:  # dnsperf takes whole queries a second ("invalid max_qps: 1062.5")
+        argv += ["-Q", str(max(1, round(rate_qps)))]
     return argv
 
 
