@@ -65,7 +65,7 @@ def test_template_soaks_the_hardened_image_as_it_stands(engine: Any, tmp_path: P
     finally:
         store.close()
     label = f"soak.run={run_id}"
-    assert engine.containers.list(all=True, filters={"label": label}) == []
+    assert engine.containers.list(all=True, filters={"label": label}, ignore_removed=True) == []
     assert engine.volumes.list(filters={"label": label}) == []
 
 

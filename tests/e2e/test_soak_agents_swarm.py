@@ -90,7 +90,7 @@ def start(tmp_path: Path, port: int, duration_s: int) -> subprocess.Popen[str]:
 def running_containers(client: Any) -> dict[int, Any]:
     """segment index -> the running agent containers (the index from the service's name)."""
     out = {}
-    for c in client.containers.list(filters={"label": f"{LABEL_ROLE}={ROLE}"}):
+    for c in client.containers.list(filters={"label": f"{LABEL_ROLE}={ROLE}"}, ignore_removed=True):
         name = c.labels.get("com.docker.swarm.service.name", "")
         found = re.fullmatch(rf"soak-agent-{NAME}-.+-(\d+)", name)
         if found:

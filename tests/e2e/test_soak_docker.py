@@ -44,5 +44,5 @@ def test_docker_soak_samples_the_container_and_leaves_nothing(engine: Any, tmp_p
         store.close()
 
     label = f"soak.run={run_id}"
-    assert engine.containers.list(all=True, filters={"label": label}) == []
+    assert engine.containers.list(all=True, filters={"label": label}, ignore_removed=True) == []
     assert engine.volumes.list(filters={"label": label}) == []

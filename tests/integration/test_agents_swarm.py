@@ -180,7 +180,7 @@ def test_an_agent_killed_is_reported_and_the_others_finish(
             for service in client.services.list(filters=owner):
                 if service.name.endswith("-1"):
                     name = {"label": f"com.docker.swarm.service.name={service.name}"}
-                    running = client.containers.list(filters=name)
+                    running = client.containers.list(filters=name, ignore_removed=True)
                     return running[0] if running else None
             return None
 

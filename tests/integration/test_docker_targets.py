@@ -40,7 +40,9 @@ engine = docker_engine_fixture(IMAGES)
 def run_id(engine: Any) -> Iterator[str]:
     rid = f"t-{uuid.uuid4().hex[:10]}"
     yield rid
-    left = engine.containers.list(all=True, filters={"label": f"soak.run={rid}"})
+    left = engine.containers.list(
+        all=True, filters={"label": f"soak.run={rid}"}, ignore_removed=True
+    )
     cleanup_stale(rid)
     assert not left, f"containers left behind: {[c.name for c in left]}"
 
@@ -84,7 +86,9 @@ ready:
 
 def labelled(engine: Any, run_id: str) -> tuple[list[Any], list[Any]]:
     label = {"label": f"soak.run={run_id}"}
-    return engine.containers.list(all=True, filters=label), engine.volumes.list(filters=label)
+    return engine.containers.list(
+        all=True, filters=label, ignore_removed=True
+    ), engine.volumes.list(filters=label)
 
 
 def test_pdns_hardened_container_fresh_volume_reused_by_next_version(

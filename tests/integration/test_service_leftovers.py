@@ -113,7 +113,12 @@ def test_a_foreground_start_removes_a_dead_runs_container_in_one_line(
         manager.shutdown()
         line = manager.leftovers
         assert line is not None and "container(s)/volume(s)" in line, line
-        assert engine.containers.list(all=True, filters={"label": f"soak.run={run_id}"}) == []
+        assert (
+            engine.containers.list(
+                all=True, filters={"label": f"soak.run={run_id}"}, ignore_removed=True
+            )
+            == []
+        )
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)

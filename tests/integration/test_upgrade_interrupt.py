@@ -53,7 +53,9 @@ SLEEPING = {"populate": "-old-unbound", "migrate": "-migrate", "checks": "-new-u
 
 def sleeping(engine: Any, run_id: str, suffix: str) -> bool:
     """A `sleep` runs in the run's container whose name ends with `suffix`."""
-    for container in engine.containers.list(filters={"label": f"soak.upgrade={run_id}"}):
+    for container in engine.containers.list(
+        filters={"label": f"soak.upgrade={run_id}"}, ignore_removed=True
+    ):
         if (container.name or "").endswith(suffix):
             with contextlib.suppress(docker.errors.APIError):  # it may be just going
                 processes = container.top().get("Processes") or []
@@ -158,7 +160,7 @@ def leftovers(engine: Any, run_id: str) -> tuple[list[str], list[str]]:
     """Containers (all states) and volumes of the run, by label and by name."""
     containers = [
         c.name
-        for c in engine.containers.list(all=True)
+        for c in engine.containers.list(all=True, ignore_removed=True)
         if run_id in (c.name or "") or c.labels.get("soak.upgrade") == run_id
     ]
     volumes = [

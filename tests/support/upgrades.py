@@ -58,7 +58,7 @@ def docker_leftovers(run_id: str) -> tuple[list[str], list[str]]:
     try:
         containers = [
             c.name
-            for c in client.containers.list(all=True)
+            for c in client.containers.list(all=True, ignore_removed=True)
             if run_id in (c.name or "") or run_id in str(c.labels.get("soak.run", ""))
         ]
         volumes = [v.name for v in client.volumes.list() if run_id in (v.name or "")]

@@ -52,7 +52,11 @@ def cleanup_labelled(run_id: str | None, keep_runs: tuple[str, ...] = ()) -> int
         return 0
     label_filter = f"{LABEL_RUN}={run_id}" if run_id is not None else LABEL_RUN
     removed = 0
-    containers = client.containers.list(all=True, filters={"label": label_filter})
+    # A container removed between the engine's list and its inspect (by another run's
+    # clean-up) is one fewer to remove, not an error.
+    containers = client.containers.list(
+        all=True, filters={"label": label_filter}, ignore_removed=True
+    )
     for container in containers:
         if is_stale(container.labels, run_id, keep_runs):
             removed += _remove(container, "container")

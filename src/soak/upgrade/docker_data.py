@@ -174,7 +174,9 @@ def _remove_labelled(label_filter: str, keep_volumes: bool) -> int:
 
     client = _engine()
     try:
-        containers = client.containers.list(all=True, filters={"label": label_filter})
+        containers = client.containers.list(
+            all=True, filters={"label": label_filter}, ignore_removed=True
+        )
         volumes = [] if keep_volumes else client.volumes.list(filters={"label": label_filter})
     finally:
         client.close()
