@@ -81,6 +81,11 @@ def test_unbound_that_daemonizes_is_named_and_stopped(tmp_path: Path) -> None:
             "argv": ["unbound", "-c", "{run_dir}/unbound.conf"],
             "ports": {"dns": {"protocol": "both"}},
             "files": [{"dest": "unbound.conf", "template": "unbound.conf.tmpl"}],
+            # An answer, not the default TCP accept: unbound listens before it forks, so
+            # on a busy machine an accept can come while the parent is all there is.
+            "ready": {
+                "probes": [{"kind": "dns", "name": "www.example.test", "answer": "192.0.2.10"}]
+            },
         },
     )
     message = start_fails(unbound)

@@ -8,6 +8,11 @@ and the pcap becomes the run's capture file, read by the same reader as `soak ca
 --from` (soak.traffic.pcap), kept from the run's origin and for `capture.duration_s`,
 at most `capture.max_queries`. tcpdump needs CAP_NET_RAW: root, or the capability given
 to its binary; without it the run ends at its start with tcpdump's own line.
+
+tcpdump carries the run's process mark (targets/tree.py) as "tcpdump (capture)": a
+soak SIGKILLed while it records leaves it running, and the next soak command's sweep
+finds and stops it. A foreground run's tcpdump also dies with its soak process at once;
+a service's is left to that sweep, since a resumed run starts no capture of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from soak.errors import TargetStartError
 from soak.points import Fault
 from soak.runs.capture import SETTLE_S, write_kept
 from soak.runs.layout import capture_path, capture_pcap_paths
+from soak.targets.tree import MARK_ENV, die_with_parent, own_mark
 from soak.traffic.capture import Builder
 from soak.traffic.capture_config import CaptureConfig
 from soak.traffic.pcap import read_pcap
@@ -36,6 +42,7 @@ POLL_S = 0.05
 # Packets tcpdump writes at most (-c), per query kept: a TCP query's connection adds a
 # SYN and ACKs to it, and the file must stay bounded as the kept queries are.
 PACKETS_PER_QUERY = 4
+MARK_NAME = "tcpdump (capture)"  # its mark's target: what the sweep's line names
 _STATS = re.compile(r"^(\d+) packets? (captured|received by filter|dropped by kernel)", re.M)
 
 
@@ -58,8 +65,13 @@ class PcapCapture:
     """One run's recording through tcpdump: started once the target is up (`attach`),
     begun at the run's origin, checked every tick, finished once the target stopped."""
 
-    def __init__(self, cfg: CaptureConfig, run_dir: Path) -> None:
+    def __init__(
+        self, cfg: CaptureConfig, run_dir: Path, run_id: str, *, dies_with_owner: bool
+    ) -> None:
+        """`dies_with_owner`: a foreground run's (its soak process is the run)."""
         self.cfg = cfg
+        self.run_id = run_id
+        self.dies_with_owner = dies_with_owner
         self.out = capture_path(run_dir)
         self.pcap, self.log = capture_pcap_paths(run_dir)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -77,9 +89,13 @@ class PcapCapture:
         with its own line if it cannot: not installed, no permission); what is recorded."""
         self.where = f"{self.cfg.interface} to {host}:{port}"
         argv = tcpdump_argv(self.cfg, host, port, self.pcap)
+        env = {**os.environ, MARK_ENV: own_mark(self.run_id, MARK_NAME, None).text()}
+        preexec = die_with_parent(os.getpid()) if self.dies_with_owner else None
         with self.log.open("wb") as log:
             try:
-                self.proc = subprocess.Popen(argv, stdout=log, stderr=log)
+                self.proc = subprocess.Popen(
+                    argv, stdout=log, stderr=log, env=env, preexec_fn=preexec
+                )
             except OSError as exc:
                 raise TargetStartError(f"capture: tcpdump: {exc.strerror or exc}") from None
         deadline = time.monotonic() + LISTEN_WAIT_S

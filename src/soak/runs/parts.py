@@ -41,8 +41,13 @@ class RunParts:
         run_dir: Path,
         ctx: RunContext,
         run_tags: dict[str, str],
+        *,
+        foreground: bool,
     ) -> None:
+        """`foreground`: the run lives and dies with this soak process (a service's
+        outlives it: the next service resumes it)."""
         self.run_id = run_id
+        self.foreground = foreground
         self.scenario = scenario
         self.run_dir = run_dir
         self.ctx = ctx
@@ -72,7 +77,9 @@ class RunParts:
         if cfg is None:
             return
         if cfg.source == "pcap":  # started once the target is up (attach_capture)
-            self.capture = PcapCapture(cfg, self.run_dir)
+            self.capture = PcapCapture(
+                cfg, self.run_dir, self.run_id, dies_with_owner=self.foreground
+            )
             return
         sc = self.scenario
         path = socket_path(cfg, self.run_dir, sc.target.host, sc.base_dir)

@@ -67,7 +67,9 @@ class Run:
         tgt = self.scenario.target
         run_tags = {"soak": self.id, "scenario": self.scenario.name}
         run_tags |= {"target": tgt.name, "version": tgt.version}
-        self.parts = RunParts(self.id, self.scenario, self.run_dir, ctx, run_tags)
+        self.parts = RunParts(
+            self.id, self.scenario, self.run_dir, ctx, run_tags, foreground=record.foreground
+        )
         self.targets = _group(record, self.parts.event, ctx.data_dir.root)
         self.supervisor = Supervisor(
             self.targets, self.parts, restarts=record.restarts, end=self._finish_locked
