@@ -190,9 +190,10 @@ def test_an_agent_killed_is_reported_and_the_others_finish(
             return found if found and len(found.top()["Processes"]) > 1 else None
 
         container = wait_for(agent_1_sending, 120, "agent 1's workers", 0.2)
+        seen = container.top()["Processes"]
         container.kill()
         out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 1, err
+        assert proc.returncode == 1, (err, seen)
         result = json.loads(out)
         assert [s["state"] for s in result["states"]] == ["complete", "failed", "complete"]
         assert "agent 1 of 3 lost at +0:00:" in " ".join(result["notes"])
