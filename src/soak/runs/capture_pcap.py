@@ -81,9 +81,6 @@ class PcapCapture:
         self.written: dict[str, Any] | None = None
         self._exit_told = False
 
-    def open(self) -> None:
-        """Nothing before the target starts: its address is known once it has."""
-
     def attach(self, host: str, port: int) -> str:
         """tcpdump started on what goes to the target, and listening (TargetStartError
         with its own line if it cannot: not installed, no permission); what is recorded."""
