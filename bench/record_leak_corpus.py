@@ -25,18 +25,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support, bench
 
-from tests.support.leakcorpus import FIXTURES, MEASUREMENT, Fixture, Label, save
+from tests.support.leakcorpus import FIXTURES, MEASUREMENT, REAL_TIME, Fixture, Label, save
 
 from soak.analysis.scenario_sections import LeaksConfig
 from soak.clock import ns_to_s
@@ -50,6 +55,7 @@ TIME_SCALE = 60.0
 KiB = 1024
 MiB = 1024**2
 TOKEN = "soak-corpus-token"
+ZIPF_FILE = Path(tempfile.gettempdir()) / "soak-leak-corpus-zipf.txt"  # seeded: made again at will
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,26 @@ class Case:
     miss_weight: int = 0  # unique names a second share of the mix: the answer cache fills
     env: dict[str, str] = field(default_factory=dict)
     target: dict[str, object] | None = None  # a real server; None: testbed/refdns
+    # The real-time corpus (bench/leak_corpus_real_time.py) only:
+    half: str | None = None  # "tuning" or "held-out"
+    steady_s: float | None = None  # longer or shorter than --steady-s
+    zipf_weight: int = 0  # names of a Zipf popularity, of 18 (the cache fills and expires)
+    accounting: str | None = None  # "unbound": unbound-control stats polled every tick
+    prom: dict[str, str] | None = None  # a real server's /metrics on its `api` port
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How a corpus is recorded: the stretched one (minutes read as hours) or real time."""
+
+    tick_s: float
+    time_scale: float
+    rate_qps: int
+    real_time: bool
+
+
+STRETCHED = Mode(tick_s=1.0, time_scale=TIME_SCALE, rate_qps=200, real_time=False)
+REAL_TIME_MODE = Mode(tick_s=10.0, time_scale=1.0, rate_qps=50, real_time=True)
 
 
 def flat(*resources: str, shape: str = "flat") -> dict[str, Label]:
@@ -384,7 +410,9 @@ REFDNS_PROM = {
 }
 
 
-def scenario(case: Case, warmup_s: float, steady_s: float) -> dict[str, object]:
+def scenario(
+    case: Case, warmup_s: float, steady_s: float, mode: Mode = STRETCHED, zipf: Path | None = None
+) -> dict[str, object]:
     mix: list[dict[str, object]] = [
         {"name": "cached", "weight": 5, "file": str(QUERIES / "cached.txt")},
         {"name": "local", "weight": 2, "file": str(QUERIES / "local.txt")},
@@ -392,6 +420,15 @@ def scenario(case: Case, warmup_s: float, steady_s: float) -> dict[str, object]:
     ]
     if case.miss_weight:
         mix.append({"name": "miss", "weight": case.miss_weight, "random": {"zone": "miss.example"}})
+    if case.zipf_weight and zipf is not None:
+        mix.append({"name": "zipf", "weight": case.zipf_weight, "file": str(zipf)})
+    prom = None if case.target else {**REFDNS_PROM}
+    if case.prom:
+        prom = {"port": "api", "path": "/metrics", "map": dict(case.prom)}
+    elif prom and mode.real_time:
+        from bench.leak_corpus_real_time import REFDNS_ACCOUNTING
+
+        prom["map"] = {**REFDNS_PROM["map"], **REFDNS_ACCOUNTING}  # type: ignore[dict-item]
     return {
         "name": f"corpus-{case.name}",
         "description": f"leak corpus: {case.name}",
@@ -439,28 +476,44 @@ def scenario(case: Case, warmup_s: float, steady_s: float) -> dict[str, object]:
             },
             "on_exit": "fail",
         },
-        "load": {"rate_qps": 200, "workers": 1, "flows": 16, "timeout_s": "2s", "mix": mix},
+        "load": {
+            "rate_qps": mode.rate_qps,
+            "workers": 1,
+            "flows": 16,
+            "timeout_s": "2s",
+            "mix": mix,
+        },
         "phases": [
             {"name": "warmup", "duration_s": f"{warmup_s:g}s", "warmup": True},
             {"name": "steady", "duration_s": f"{steady_s:g}s"},
         ],
-        "samplers": {"interval_s": "1s", **({} if case.target else {"prom": REFDNS_PROM})},
-        "leaks": scaled_leaks(),
+        "samplers": {"interval_s": f"{mode.tick_s:g}s", **({"prom": prom} if prom else {})},
+        "leaks": {} if mode.real_time else scaled_leaks(),
         "criteria": {"p99_ms_max": {}, "lost_ratio_max": 0.01},
     }
 
 
-def record(case: Case, out: Path, warmup_s: float, steady_s: float) -> Path:
+def record(case: Case, out: Path, warmup_s: float, steady_s: float, mode: Mode = STRETCHED) -> Path:
+    steady_s = case.steady_s if case.steady_s is not None else steady_s
     with tempfile.TemporaryDirectory(prefix="lc-") as tmp:  # short: unix socket paths
         data = Path(tmp)
         path = data / "scenario.yaml"
-        path.write_text(yaml.safe_dump(scenario(case, warmup_s, steady_s), sort_keys=False))
+        zipf = ZIPF_FILE if case.zipf_weight else None
+        control = data / "unbound.ctl"
+        doc = yaml.safe_dump(scenario(case, warmup_s, steady_s, mode, zipf), sort_keys=False)
+        path.write_text(doc.replace("{control}", str(control)))
+        poller = AccountingPoller(control, mode.tick_s) if case.accounting == "unbound" else None
+        if poller:
+            poller.start()
+        started = time.time()
         done = subprocess.run(
             [str(SOAK), "start", str(path), "--foreground", "--data-dir", str(data)],
             capture_output=True,
             text=True,
             check=False,
         )
+        if poller:
+            poller.stop()
         if done.returncode not in (0, 1):
             raise RuntimeError(f"{case.name}: soak exited {done.returncode}: {done.stderr[-2000:]}")
         runs = json.loads(
@@ -472,22 +525,94 @@ def record(case: Case, out: Path, warmup_s: float, steady_s: float) -> Path:
             ).stdout
         )
         run_id = runs[-1]["id"]
-        series = read_series(data / "points.db", run_id)
+        series, t0_ns = read_series(data / "points.db", run_id, mode.tick_s)
+        if poller:
+            series.update(poller.series(t0_ns, mode.tick_s))
+    how = (
+        f"recorded in real time by bench/record_leak_corpus.py --real-time on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, {socket.gethostname()} "
+        f"({os.cpu_count()} cores): soak start --foreground, {mode.tick_s:g}-s ticks, "
+        f"{warmup_s:g} s warm-up, {steady_s:g} s steady"
+        if mode.real_time
+        else ""
+    )
     fx = Fixture(
         name=case.name,
-        source=source(case) + (f", {case.miss_weight}/18 unique names" if case.miss_weight else ""),
-        tick_s=1.0,
-        time_scale=TIME_SCALE,
+        source=source(case, mode.rate_qps)
+        + (f", {case.miss_weight}/18 unique names" if case.miss_weight else ""),
+        tick_s=mode.tick_s,
+        time_scale=mode.time_scale,
         warmup_s=warmup_s,
         series=series,
         labels={r: lab for r, lab in case.labels.items() if r in series},
+        half=case.half,
+        recorded=how,
     )
-    target = out / f"{case.name}.json"
+    target = out / (f"{case.name}.json.gz" if mode.real_time else f"{case.name}.json")
     save(fx, target)
     return target
 
 
-def source(case: Case) -> str:
+class AccountingPoller:
+    """unbound's own accounting (`unbound-control stats_noreset`) every tick, beside the run:
+    the cache's memory and entries and the queries it counted, with their wall time."""
+
+    def __init__(self, control: Path, tick_s: float) -> None:
+        self._conf = control.with_suffix(".conf")
+        self._conf.write_text(
+            f'remote-control:\n    control-enable: yes\n    control-interface: "{control}"\n'
+            "    control-use-cert: no\n"
+        )
+        self._tick_s = tick_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.samples: list[tuple[int, dict[str, float]]] = []
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._tick_s / 2):
+            got = subprocess.run(
+                ["unbound-control", "-c", str(self._conf), "stats_noreset"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if got.returncode != 0:
+                continue  # not up yet, or gone: a missing sample stays null
+            stats = dict(line.split("=", 1) for line in got.stdout.splitlines() if "=" in line)
+            try:
+                values = {
+                    "cache_bytes": float(stats["mem.cache.rrset"])
+                    + float(stats["mem.cache.message"]),
+                    "cache_entries": float(stats["msg.cache.count"])
+                    + float(stats["rrset.cache.count"]),
+                    "server_queries": float(stats["total.num.queries"]),
+                }
+            except KeyError:
+                continue
+            self.samples.append((time.time_ns(), values))
+
+    def series(self, t0_ns: int, tick_s: float) -> dict[str, list[float | None]]:
+        """On the run's ticks: the last sample at or before each tick."""
+        if not self.samples:
+            return {}
+        last_i = round((self.samples[-1][0] - t0_ns) / (tick_s * 1e9))
+        out: dict[str, list[float | None]] = {k: [None] * (last_i + 1) for k in self.samples[0][1]}
+        for t_ns, values in self.samples:
+            i = math.floor((t_ns - t0_ns) / (tick_s * 1e9))
+            if 0 <= i <= last_i:
+                for k, v in values.items():
+                    out[k][i] = v
+        return out
+
+
+def source(case: Case, rate_qps: int = 200) -> str:
     if case.target is not None:
         files = case.target.get("files")
         conf = files[0]["content"] if files else " ".join(case.target["argv"])  # type: ignore[index]
@@ -495,11 +620,15 @@ def source(case: Case) -> str:
     else:
         said = f"refdns {' '.join(case.args) or '(no shape)'}"
     miss = f", {case.miss_weight}/18 of them unique names" if case.miss_weight else ""
-    return f"{said}; 200 q/s{miss}"
+    zipf = f", {case.zipf_weight}/18 Zipf names" if case.zipf_weight else ""
+    return f"{said}; {rate_qps} q/s{miss}{zipf}"
 
 
-def read_series(db: Path, run_id: str) -> dict[str, list[float | None]]:
-    """Each resource as one value a tick from the run's first tick (null: no sample)."""
+def read_series(
+    db: Path, run_id: str, tick_s: float = 1.0
+) -> tuple[dict[str, list[float | None]], int]:
+    """Each resource as one value a tick from the run's first tick (null: no sample), and
+    that first tick's time."""
     store = SqliteStore(db)
     try:
         raw = {}
@@ -512,11 +641,11 @@ def read_series(db: Path, run_id: str) -> dict[str, list[float | None]]:
     t0 = min(s[0][0] for s in raw.values() if s)
     out: dict[str, list[float | None]] = {}
     for resource, samples in raw.items():
-        values: list[float | None] = [None] * (round(ns_to_s(samples[-1][0] - t0)) + 1)
+        values: list[float | None] = [None] * (round(ns_to_s(samples[-1][0] - t0) / tick_s) + 1)
         for t, v in samples:
-            values[round(ns_to_s(t - t0))] = int(v) if v.is_integer() else v
+            values[round(ns_to_s(t - t0) / tick_s)] = int(v) if v.is_integer() else v
         out[resource] = values
-    return out
+    return out, t0
 
 
 def main() -> int:
@@ -525,18 +654,39 @@ def main() -> int:
     ap.add_argument("--warmup-s", type=float, default=60.0)
     ap.add_argument("--steady-s", type=float, default=300.0)
     ap.add_argument("--jobs", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=FIXTURES)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--real-time",
+        action="store_true",
+        help="the real-time corpus (bench/leak_corpus_real_time.py): 10-s ticks, 2-h steady",
+    )
     args = ap.parse_args()
-    names = {c.name for c in CASES}
+    mode = STRETCHED
+    cases_all = CASES
+    if args.real_time:
+        from bench.leak_corpus_real_time import CASES as REAL_TIME_CASES
+
+        mode, cases_all = REAL_TIME_MODE, REAL_TIME_CASES
+        if args.warmup_s == 60.0:
+            args.warmup_s = 600.0
+        if args.steady_s == 300.0:
+            args.steady_s = 7200.0
+    args.out = args.out or (REAL_TIME if args.real_time else FIXTURES)
+    names = {c.name for c in cases_all}
     unknown = set(args.only or []) - names
     if unknown:
         print(f"record_leak_corpus: unknown case(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
-    cases = [c for c in CASES if not args.only or c.name in args.only]
+    cases = [c for c in cases_all if not args.only or c.name in args.only]
     args.out.mkdir(parents=True, exist_ok=True)
+    if any(c.zipf_weight for c in cases):
+        from bench.leak_corpus_real_time import zipf_queries
+
+        zipf_queries(ZIPF_FILE)  # once, before the cases start side by side
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = {
-            c.name: pool.submit(record, c, args.out, args.warmup_s, args.steady_s) for c in cases
+            c.name: pool.submit(record, c, args.out, args.warmup_s, args.steady_s, mode)
+            for c in cases
         }
         failed = 0
         for name, fut in futures.items():

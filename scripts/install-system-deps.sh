@@ -21,7 +21,7 @@ PACKAGES=(
   python3-venv
   pdns-server pdns-backend-sqlite3 pdns-recursor unbound dnsmasq-base dnsperf
   knot-resolver dnsdist bind9 bind9-utils openssl gcc libc6-dev python3-dev
-  bind9-dnsutils sqlite3 procps iproute2
+  bind9-dnsutils sqlite3 procps iproute2 tcpdump knot-resolver-module-http
   docker.io docker-compose mmdebstrap
   influxdb victoria-metrics prometheus prometheus-alertmanager
   chromium

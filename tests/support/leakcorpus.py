@@ -18,6 +18,7 @@ clock; its only cost is that a window holds 10 samples instead of a real run's 1
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import statistics
 import tempfile
@@ -34,6 +35,9 @@ from soak.sinks.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "leaks"
+# Recorded in real time (time_scale 1, 10-s ticks, gzip): the corpus the scorer reports.
+REAL_TIME = FIXTURES / "real-time"
+HALVES = ("tuning", "held-out")
 START_NS = 1_764_547_200 * NS_PER_S  # 2025-12-01 00:00 UTC: any fixed origin
 RUN_ID = "corpus"
 
@@ -44,6 +48,11 @@ MEASUREMENT = {
     "threads": "process",
     "heap_inuse_bytes": "runtime",
     "goroutines": "runtime",
+    # What the server says it holds and has answered (its own accounting): evidence
+    # beside RSS, never judged as a leak on its own.
+    "cache_bytes": "runtime",
+    "cache_entries": "runtime",
+    "server_queries": "runtime",
 }
 
 
@@ -71,6 +80,10 @@ class Fixture:
     # What an operator would declare in `leaks.caps` (a cache's memory): used when the
     # scorer is asked to (bench/leak_accuracy.py --declared-caps), not by default.
     caps: dict[str, float] = field(default_factory=dict)
+    # The real-time corpus is split, fixed in its fixtures: parameters are chosen on the
+    # "tuning" half only, the "held-out" half is scored apart. None: the stretched corpus.
+    half: str | None = None
+    recorded: str = ""  # how, when and on what machine it was recorded
 
     @property
     def recorded_s(self) -> float:
@@ -78,7 +91,8 @@ class Fixture:
 
 
 def load(path: Path) -> Fixture:
-    raw = json.loads(path.read_text())
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    raw = json.loads(text)
     return Fixture(
         name=raw["name"],
         source=raw["source"],
@@ -88,6 +102,8 @@ def load(path: Path) -> Fixture:
         series={k: list(v) for k, v in raw["series"].items()},
         labels={k: Label(**v) for k, v in raw["labels"].items()},
         caps={k: float(v) for k, v in raw.get("caps", {}).items()},
+        half=raw.get("half"),
+        recorded=raw.get("recorded", ""),
     )
 
 
@@ -100,6 +116,7 @@ def save(fx: Fixture, path: Path) -> None:
         "time_scale": fx.time_scale,
         "warmup_s": fx.warmup_s,
         **({"caps": fx.caps} if fx.caps else {}),
+        **({"half": fx.half, "recorded": fx.recorded} if fx.half else {}),
         "labels": {
             k: {
                 "kind": v.kind,
@@ -114,11 +131,17 @@ def save(fx: Fixture, path: Path) -> None:
     lines = [json.dumps(head)[:-1] + ', "series": {']
     series = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in fx.series.items()]
     lines += [",\n".join(series), "}}"]
-    path.write_text("\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode(), mtime=0))
+    else:
+        path.write_text(text)
 
 
-def fixtures(folder: Path = FIXTURES) -> list[Fixture]:
-    return [load(p) for p in sorted(folder.glob("*.json"))]
+def fixtures(folder: Path = FIXTURES, half: str | None = None) -> list[Fixture]:
+    """The fixtures of a folder (`*.json`, `*.json.gz`), of one half where asked."""
+    paths = sorted([*folder.glob("*.json"), *folder.glob("*.json.gz")])
+    return [fx for fx in map(load, paths) if half is None or fx.half == half]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,237 @@
+"""The real-time leak corpus's cases (bench/record_leak_corpus.py --real-time).
+
+Every case is recorded in real time (time_scale 1): a cache fills at the pace of its
+traffic's distinct names and TTLs, an allocator and a GC keep their own periods. Ticks
+are 10 s, the warm-up is one default leak window (10 min), the steady part two hours
+unless a case says otherwise; the load is 50 q/s, half of it names drawn with a Zipf
+popularity from two million (answered by the upstream with a 1-h TTL: entries expire
+while others arrive), the rest the cached/local/blocked classes.
+
+Leak rates are chosen against the *default* thresholds per hour (5 MiB/h of RSS or heap,
+10 goroutines/h, 1 fd/h), unscaled: 2x the RSS threshold is 2.84 KiB/s.
+
+The corpus is split in two halves, fixed here and written into each fixture: the
+detector's parameters are chosen on the tuning half only; the held-out half is scored
+apart (bench/leak_accuracy.py --real-time). Each half holds leaks from the first query,
+a leak after a flat part, caches that fill and servers that stay flat.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from bench.record_leak_corpus import (
+    ALL,
+    KRESD_CONF,
+    NAMED_CONF,
+    PROC,
+    RECURSOR_CONF,
+    UNBOUND_CONF,
+    Case,
+    flat,
+    leak,
+    process_target,
+)
+
+KiB = 1024
+RSS_THRESHOLD_KIB_PER_S = 5 * 1024 / 3600  # the default 5 MiB/h
+ZIPF_NAMES = 2_000_000
+ZIPF_LINES = 400_000  # cycled: at 25 q/s of the class, once in 4.4 h
+ZIPF_S = 1.05
+ZIPF_ZONE = "zipf.example"
+ONSET_S = 2400.0  # a leak after a flat part: 30 min into the steady part
+
+
+def zipf_queries(path: Path, seed: int = 41) -> Path:
+    """A dnsperf-format file of names drawn with a Zipf popularity (rank r has weight
+    r^-s): a few names asked all the time, a long tail asked once; seeded, repeatable."""
+    if path.exists():
+        return path
+    rng = random.Random(seed)
+    weights = [r**-ZIPF_S for r in range(1, ZIPF_NAMES + 1)]
+    ranks = rng.choices(range(ZIPF_NAMES), weights=weights, k=ZIPF_LINES)
+    path.write_text("".join(f"n{r}.{ZIPF_ZONE} A\n" for r in ranks))
+    return path
+
+
+def rss_leak(times_threshold: float, onset_s: float = 0.0) -> list[str]:
+    kib_per_s = RSS_THRESHOLD_KIB_PER_S * times_threshold
+    return ["-shape=leak", f"-shape-kib-per-s={kib_per_s:.4f}", f"-shape-onset={onset_s:g}s"]
+
+
+def leak_labels(times_threshold: float, onset_s: float = 0.0) -> dict[str, object]:
+    rate = RSS_THRESHOLD_KIB_PER_S * times_threshold * KiB
+    return {
+        **leak(rate, onset_s, "rss_anon_bytes", "heap_inuse_bytes"),
+        **flat("fds", "goroutines", "threads"),
+    }
+
+
+# pdns-recursor's webserver gives /metrics (no key needed): its cache beside its RSS
+# (cache-bytes is left out of the web's stats unless stats-api-disabled-list says less).
+RECURSOR_WEB = """webserver=yes
+webserver-address=127.0.0.1
+webserver-port={port.api}
+webserver-allow-from=127.0.0.0/8
+stats-api-disabled-list=
+"""
+RECURSOR_PROM = {
+    "cache_entries": "pdns_recursor_cache_entries",
+    "cache_bytes": "pdns_recursor_cache_bytes",
+    "server_queries": "pdns_recursor_questions",
+}
+REFDNS_ACCOUNTING = {
+    "cache_entries": "refdns_cache_entries",
+    "server_queries": "sum(refdns_queries_total)",
+}
+
+# unbound's own accounting through unbound-control (the recorder polls it every tick).
+# extended-statistics: mem.cache.* and the caches' counts are given only with it.
+UNBOUND_BIG = (
+    UNBOUND_CONF.replace("msg-cache-size: 4m", "extended-statistics: yes\n    msg-cache-size: 256m")
+    .replace("rrset-cache-size: 8m", "rrset-cache-size: 512m")
+    .replace(
+        "remote-control:\n    control-enable: no\n",
+        'remote-control:\n    control-enable: yes\n    control-interface: "{control}"\n'
+        "    control-use-cert: no\n",
+    )
+)
+
+NAMED_RECURSIVE = """options {
+    directory "{data_dir}";
+    pid-file none;
+    session-keyfile "{data_dir}/session.key";
+    listen-on port {port.dns} { 127.0.0.1; };
+    listen-on-v6 { none; };
+    recursion yes;
+    allow-recursion { 127.0.0.0/8; };
+    forwarders { 127.0.0.1 port {service.upstream.port.dns}; };
+    forward only;
+    dnssec-validation no;
+    max-cache-size 256m;
+};
+controls { };
+logging { category default { null; }; };
+"""
+
+
+def _recursor(entries: int) -> dict[str, object]:
+    target = process_target(
+        "pdns-recursor",
+        ["pdns_recursor", "--config-dir={run_dir}"],
+        RECURSOR_CONF.replace("{entries}", str(entries)) + RECURSOR_WEB,
+        "recursor.conf",
+    )
+    return {**target, "ports": {"dns": {"protocol": "both"}, "api": {}}}
+
+
+def _named(conf: str) -> dict[str, object]:
+    return process_target(
+        "named", ["named", "-g", "-n", "1", "-c", "{run_dir}/named.conf"], conf, "named.conf"
+    )
+
+
+CACHE = {**flat("rss_anon_bytes", shape="cache-fill"), **flat("fds", "threads")}
+
+CASES = [
+    # --- tuning half ---
+    Case("rt-refdns-flat", [], flat(*ALL), half="tuning"),
+    Case("rt-refdns-leak-2x", rss_leak(2), leak_labels(2), half="tuning"),  # type: ignore[arg-type]
+    Case(
+        "rt-refdns-leak-1000x",
+        rss_leak(1000),
+        leak_labels(1000),  # type: ignore[arg-type]
+        half="tuning",
+        steady_s=1800.0,  # 5 GiB/h: half an hour is 2.5 GiB
+    ),
+    Case(
+        "rt-refdns-leak-10x-onset", rss_leak(10, ONSET_S), leak_labels(10, ONSET_S), half="tuning"
+    ),  # type: ignore[arg-type]
+    Case(
+        "rt-refdns-fd-leak",
+        ["-shape=fds", "-shape-per-s=0.00111"],  # 4 fds/h: 4x the threshold, from the start
+        {**leak(0.00111, 0.0, "fds"), **flat("goroutines", "threads")},
+        half="tuning",
+    ),
+    Case(
+        "rt-unbound-cache",
+        [],
+        {**CACHE},
+        zipf_weight=9,
+        accounting="unbound",
+        half="tuning",
+        target=process_target(
+            "unbound",
+            ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
+            UNBOUND_BIG,
+            "unbound.conf",
+        ),
+    ),
+    Case(
+        "rt-pdns-recursor-cache",
+        [],
+        {**CACHE},
+        zipf_weight=9,
+        half="tuning",
+        target=_recursor(1_000_000),
+        prom=RECURSOR_PROM,
+    ),
+    Case(
+        "rt-bind9-auth",
+        [],
+        {**flat("rss_anon_bytes", shape="startup"), **flat("fds", "threads")},
+        half="tuning",
+        target={**_named(NAMED_CONF)},
+    ),
+    # --- held-out half ---
+    Case(
+        "rt-refdns-cache",
+        ["-cache-entries=200000"],
+        {
+            **flat("rss_anon_bytes", "heap_inuse_bytes", shape="cache-fill"),
+            **flat("fds", "goroutines", "threads"),
+        },
+        zipf_weight=9,
+        half="held-out",
+    ),
+    Case("rt-refdns-leak-1x", rss_leak(1), leak_labels(1), half="held-out"),  # type: ignore[arg-type]
+    Case("rt-refdns-leak-10x", rss_leak(10), leak_labels(10), half="held-out"),  # type: ignore[arg-type]
+    Case(
+        "rt-refdns-goroutine-leak",
+        ["-shape=goroutines", "-shape-per-s=0.0111"],  # 40/h: 4x the threshold, from the start
+        {**leak(0.0111, 0.0, "goroutines"), **flat("fds", "threads")},
+        half="held-out",
+    ),
+    Case(
+        "rt-knot-resolver-cache",
+        [],
+        {**CACHE},
+        zipf_weight=9,
+        half="held-out",
+        target=process_target(
+            "kresd",
+            ["kresd", "-n", "-q", "-c", "{run_dir}/kresd.conf", "{data_dir}"],
+            KRESD_CONF.replace("4 * MB", "256 * MB"),
+            "kresd.conf",
+        ),
+    ),
+    Case(
+        "rt-bind9-recursive",
+        [],
+        {**CACHE},
+        zipf_weight=9,
+        half="held-out",
+        target=_named(NAMED_RECURSIVE),
+    ),
+    Case(
+        "rt-pdns-recursor-small",
+        [],
+        {**flat("rss_anon_bytes", shape="cache-cap"), **flat("fds", "threads")},
+        zipf_weight=9,
+        half="held-out",
+        target=_recursor(20_000),
+        prom=RECURSOR_PROM,
+    ),
+]
+PROC_ONLY = PROC
