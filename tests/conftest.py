@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.agents import AGENT_IMAGE, one_node_swarm, swarm_client
+from tests.support.skips import ci_forbids_skip
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +34,50 @@ def work() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="su-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _skip_reason(longrepr: Any) -> str:
+    """A skip report's reason: pytest keeps it as (file, line, "Skipped: reason")."""
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _fail_forbidden_skip(report: Any) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        why = ci_forbids_skip(_skip_reason(report.longrepr))
+        if why is not None:
+            report.outcome = "failed"
+            report.longrepr = why
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under CI=true a test whose tool, image or engine is missing fails; never skips."""
+    outcome = yield
+    _fail_forbidden_skip(outcome.get_result())  # type: ignore[attr-defined]
+
+
+# Modules skipped whole (pytest.skip(allow_module_level=True)) under CI=true: a failed
+# collection would stop the whole session, so they are named at its end and fail it.
+_FORBIDDEN_MODULE_SKIPS: list[str] = []
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.skipped:
+        why = ci_forbids_skip(_skip_reason(report.longrepr))
+        if why is not None:
+            _FORBIDDEN_MODULE_SKIPS.append(f"{report.nodeid}: {why}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in _FORBIDDEN_MODULE_SKIPS:
+        terminalreporter.write_line(f"FAILED (module skipped) {line}", red=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _FORBIDDEN_MODULE_SKIPS and exitstatus in (0, 5):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(tryfirst=True)

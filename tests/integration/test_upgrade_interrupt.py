@@ -28,7 +28,8 @@ import yaml
 from tests.support.procs import cmdlines
 from tests.support.skips import docker_skip_reason
 
-pytestmark = [pytest.mark.integration, pytest.mark.docker]
+# soak-test/unbound:1.26 is a versioned image: built by `make test-upgrades`, run there.
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.upgrades]
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "soak-test/unbound:1.26"

@@ -19,16 +19,22 @@ import yaml
 from tests.support.skips import docker_skip_reason
 from tests.support.upgrades import docker_leftovers, run_plan
 
-pytestmark = [pytest.mark.integration, pytest.mark.docker]
+# The old version's image is a versioned one: built by `make test-upgrades`, run there.
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.upgrades]
 
 IMAGE = "soak-test/unbound:1.13"
 MOUNT = "/var/lib/soak-unbound"
 REPO = Path(__file__).resolve().parents[2]
 
-if shutil.which("unbound") is None:
-    pytest.skip("unbound is not installed on this host", allow_module_level=True)
-if (_SKIP := docker_skip_reason([IMAGE], "scripts/build-test-images.sh upgrades")) is not None:
-    pytest.skip(_SKIP, allow_module_level=True)
+
+@pytest.fixture(autouse=True, scope="module")
+def _needs() -> None:
+    """Asked only when a test of this module runs (`make test` deselects them)."""
+    if shutil.which("unbound") is None:
+        pytest.skip("unbound is not installed on this host")
+    if (reason := docker_skip_reason([IMAGE], "scripts/build-test-images.sh upgrades")) is not None:
+        pytest.skip(reason)
+
 
 # The shipped plan's server section (the same answers), listening where each runtime needs.
 SERVER = """server:

@@ -35,8 +35,13 @@ IMAGES = (
     "soak-test/knot-resolver:5.7",
 )
 
-if (_SKIP := docker_skip_reason(IMAGES, "make test-upgrades builds it")) is not None:
-    pytest.skip(_SKIP, allow_module_level=True)
+
+@pytest.fixture(autouse=True, scope="module")
+def _images() -> None:
+    """The versioned images, asked only when a test of this module runs (not when
+    `make test` deselects it: `make test-upgrades` builds them first)."""
+    if (reason := docker_skip_reason(IMAGES, "make test-upgrades builds it")) is not None:
+        pytest.skip(reason)
 
 
 def run(
