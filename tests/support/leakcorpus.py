@@ -40,6 +40,12 @@ REAL_TIME = FIXTURES / "real-time"
 HALVES = ("tuning", "held-out")
 START_NS = 1_764_547_200 * NS_PER_S  # 2025-12-01 00:00 UTC: any fixed origin
 RUN_ID = "corpus"
+# The recordings' machine (24 GiB, a target without a memory limit): what a run there
+# measures a rise against (soak.runs.ticking.leak_limits).
+MACHINE_LIMITS = {
+    "rss_anon_bytes": 24 * 1024**3,
+    "heap_inuse_bytes": 24 * 1024**3,
+}
 
 # Where each judged resource is sampled (docs/architecture.md "Time series").
 MEASUREMENT = {
@@ -185,7 +191,15 @@ def replay(fx: Fixture, cfg: LeaksConfig | None = None) -> Iterator[Pass]:
                 if t_ns < next_pass_ns:
                     continue
                 next_pass_ns += interval_ns * ((t_ns - next_pass_ns) // interval_ns + 1)
-                found = run_verdicts(store, RUN_ID, cfg, since_ns, fits)
+                found = run_verdicts(
+                    store,
+                    RUN_ID,
+                    cfg,
+                    since_ns,
+                    fits,
+                    limits=MACHINE_LIMITS,
+                    sample_interval_s=fx.tick_s * fx.time_scale,
+                )
                 yield Pass(i * fx.tick_s, {v.resource: v for v in found})
         finally:
             store.close()

@@ -38,15 +38,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 
+from soak.analysis.leakverdict import VERDICTS as VERDICTS
+from soak.analysis.leakverdict import WHY_NOT_JUDGED as WHY_NOT_JUDGED
+from soak.analysis.leakverdict import LeakVerdict as LeakVerdict
+from soak.analysis.leakverdict import leak_points as leak_points
 from soak.analysis.levelling import TAIL_CONFIDENCE_FACTOR, TAIL_MAX_SHARE_OF_HEAD, span_text
+from soak.analysis.pvalues import mann_kendall_points_needed
 from soak.analysis.rises import checked_growth, grows, leak_onset, startup_end
 from soak.analysis.trendfit import Trend, TrendFit
-from soak.points import Point
 from soak.windows import WindowMinima
-
-VERDICTS = ("ok", "growing", "levelling", "insufficient")
 
 # The last part judged for `levelling` is this share of the windows (at least
 # _TAIL_MIN_WINDOWS of them, and as many again before it).
@@ -56,22 +57,6 @@ _TAIL_MIN_WINDOWS = 3
 # fit (soak.analysis.trendfit): a week of 10-min windows (1,008) is merged into
 # at most this many points (minima of consecutive windows).
 MAX_WINDOWS = 400
-
-
-@dataclass(frozen=True, slots=True)
-class LeakVerdict:
-    resource: str
-    verdict: str  # one of VERDICTS
-    slope_per_hour: float  # Theil-Sen slope of the window minima, units per hour
-    p_value: float  # Mann-Kendall, two-sided
-    windows: int  # complete windows used
-    threshold_per_hour: float
-    # Slope of the last part (the tail judged for `levelling`); 0 when too short.
-    recent_slope_per_hour: float = 0.0
-    # Why a whole-run rise was not called `growing`, or what a `growing` slope is of
-    # (soak.analysis.changepoint): "" when the whole run's trend said it all.
-    note: str = ""
-    change_at_s: float | None = None  # the last change of course (window midpoint, epoch s)
 
 
 def window_minima(
@@ -205,7 +190,7 @@ class LeakFit:
             v = self._past_startup(v, min_windows, p_value_max, startup_max_s)
         if v.verdict != "insufficient" and self._span_s() < min_span_s:
             short = "not judged yet: the windows span less than leaks.min_span_s"
-            v = dataclasses.replace(v, verdict="insufficient", note=short)
+            v = dataclasses.replace(v, verdict="insufficient", note=short, why="span")
         self._given = (asked, v)
         return v
 
@@ -227,14 +212,15 @@ class LeakFit:
                     self._after._startup_end = 0  # its own windows start after start-up
                     self._after.update(self._windows[self._startup_end :])
         if self._startup_end is None:
-            if self._span_s() >= startup_max_s:
+            rising = grows(self._whole.trend(p_value_max), v.threshold_per_hour, p_value_max)
+            if not rising or self._span_s() >= startup_max_s:
                 return v
             note = (
                 "not judged yet: rising since the warm-up's end and not stopped (start-up"
                 " growth, or a leak from the start): judged once it stops, or once the"
                 f" windows span {span_text(startup_max_s / 3600)} (leaks.startup_max_s)"
             )
-            return dataclasses.replace(v, verdict="insufficient", note=note)
+            return dataclasses.replace(v, verdict="insufficient", note=note, why="startup")
         if self._after is None or v.verdict != "growing":
             return v
         after = self._after.verdict(
@@ -296,7 +282,12 @@ class LeakFit:
             )
 
         if n < min_windows:
-            return verdict("insufficient")
+            note = f"not judged yet: {n} of {min_windows} windows (leaks.min_windows)"
+            return dataclasses.replace(verdict("insufficient"), note=note, why="windows")
+        if n < (need := mann_kendall_points_needed(p_value_max)):
+            note = f"not judged yet: {n} windows cannot show a trend at p < {p_value_max:g}"
+            note += f" (the trend test needs {need})"
+            return dataclasses.replace(verdict("insufficient"), note=note, why="power")
         if len(self._head) < _TAIL_MIN_WINDOWS:
             levelled, tail_per_h = False, 0.0
         else:
@@ -383,16 +374,3 @@ def leak_verdict_from_minima(
         min_windows=min_windows,
         p_value_max=p_value_max,
     )
-
-
-def leak_points(verdicts: Sequence[LeakVerdict], time_ns: int) -> list[Point]:
-    """`leak` points (tag `resource`; fields slope_per_hour, p_value, verdict)."""
-    return [
-        Point(
-            "leak",
-            {"slope_per_hour": v.slope_per_hour, "p_value": v.p_value, "verdict": v.verdict},
-            time_ns,
-            {"resource": v.resource},
-        )
-        for v in verdicts
-    ]

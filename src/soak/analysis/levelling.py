@@ -110,7 +110,12 @@ def decelerating(
 
 
 def amount(resource: str, value: float) -> str:
-    return f"{value / 1024**2:.4g} MiB" if resource.endswith("_bytes") else f"{value:.4g}"
+    """A resource's value in words: bytes in MiB, or GiB from 10 GiB on; a count as it is."""
+    if not resource.endswith("_bytes"):
+        return f"{value:.4g}"
+    if abs(value) >= 10 * 1024**3:
+        return f"{value / 1024**3:.3g} GiB"
+    return f"{value / 1024**2:.4g} MiB"
 
 
 def span_text(hours: float) -> str:

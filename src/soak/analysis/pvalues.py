@@ -74,3 +74,22 @@ def slope_falls_p_value(points: Sequence[tuple[float, float]]) -> float:
     t = slope / math.sqrt(sse / df / sxx)
     two_sided = t_two_sided_p_value(t, df)
     return two_sided / 2 if t < 0 else 1.0 - two_sided / 2
+
+
+def mann_kendall_smallest_p(n: int) -> float:
+    """The smallest two-sided p-value Mann-Kendall can give on n points (every pair in
+    order, no ties; normal approximation with the continuity correction, as the test)."""
+    if n < 2:
+        return 1.0
+    s_max = n * (n - 1) / 2
+    var_s = n * (n - 1) * (2 * n + 5) / 18.0
+    return min(1.0, math.erfc((s_max - 1) / math.sqrt(var_s) / math.sqrt(2.0)))
+
+
+def mann_kendall_points_needed(p_value_max: float) -> int:
+    """The fewest points on which Mann-Kendall can reach p < p_value_max (5 at 0.05):
+    fewer can show no trend at all, so they can give no verdict, not even `ok`."""
+    n = 2
+    while mann_kendall_smallest_p(n) >= p_value_max:
+        n += 1
+    return n

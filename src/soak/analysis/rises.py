@@ -170,7 +170,10 @@ def startup_end(
     threshold (flat, or falling back: a cache at its cap, a GC); None while it has not
     (start-up growth or a leak from the start: nothing tells them apart until it stops)."""
     if not grows(whole, threshold_per_hour, p_value_max):
-        return 0
+        # Flat from the start only when the trend says so with confidence (its upper bound
+        # under the threshold): a rise too young to be significant is no flat start, and
+        # fixing "none" on it would let that rise skip the wait later.
+        return 0 if whole.slope_upper_per_s * 3600.0 < threshold_per_hour else None
     bounds = [0, *changes(points), len(points)]
     for a, b in pairwise(bounds):
         if TrendFit(points[a:b]).trend(p_value_max).slope_per_s * 3600.0 <= threshold_per_hour:

@@ -43,6 +43,10 @@ class LeaksConfig(StrictModel):
     # corpus need to stop rising (docs/analysis.md).
     startup_max_s: DurationS | None = None
     p_value: float = Field(default=0.05, gt=0, lt=1)
+    # A rise that reaches the target's limit (its container's memory, limits.memory_bytes,
+    # else the machine's memory; its fd limit) within this long is `growing` at once,
+    # whatever waits (soak.analysis.reach).
+    horizon_s: DurationS = Field(default=6 * 3600.0, gt=0)
     interval_s: DurationS = 60.0  # how often verdicts are computed
     # field name (of process/runtime) -> growth threshold per hour
     thresholds: dict[str, float] = Field(

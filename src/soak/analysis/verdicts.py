@@ -7,10 +7,19 @@ Glue between the point store and the pure leak analysis: a resource named in
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Protocol
 
+from soak.analysis.accounting import (
+    ACCOUNTING_FIELDS,
+    Accounting,
+    accounting,
+    explains,
+    unexplained,
+)
 from soak.analysis.leaks import LeakFits, LeakVerdict
 from soak.analysis.levelling import amount, span_text
+from soak.analysis.reach import Reach, reaching, short_window_s
 from soak.analysis.scenario_sections import LeaksConfig
 from soak.clock import ns_to_s
 
@@ -67,13 +76,19 @@ def run_verdicts(
     cfg: LeaksConfig,
     since_ns: int,
     fits: LeakFits | None = None,
+    limits: Mapping[str, float] | None = None,
+    sample_interval_s: float = 1.0,
 ) -> list[LeakVerdict]:
     """A verdict for every resource with a threshold that the run sampled at all.
 
     Periodic passes give the same `fits` each time: a pass then costs a new
-    window's points, not the run's (soak.analysis.leaks.LeakFit).
+    window's points, not the run's (soak.analysis.leaks.LeakFit). `limits`: each
+    resource's limit (memory bytes, fds), for growth that reaches it soon
+    (soak.analysis.reach); the server's own accounting, where sampled, says what a
+    memory rise is (soak.analysis.accounting).
     """
     fits = fits if fits is not None else LeakFits()
+    acc = _accounting(store, soak_id, cfg, since_ns)
     verdicts = []
     for resource, threshold in cfg.thresholds.items():
         minima = resource_minima(store, soak_id, resource, since_ns, cfg.window_s)
@@ -81,17 +96,68 @@ def run_verdicts(
             continue
         fit = fits.fit((soak_id, resource, since_ns, cfg.window_s))
         fit.update(minima)  # the store's own tuple: the same object while nothing closed
-        v = fit.verdict(
-            resource=resource,
-            threshold_per_hour=threshold,
-            min_windows=cfg.min_windows,
-            min_span_s=cfg.min_span_s or 0.0,
-            startup_max_s=cfg.startup_wait_s,
-            p_value_max=cfg.p_value,
-        )
+        asked = {
+            "resource": resource,
+            "threshold_per_hour": threshold,
+            "min_windows": cfg.min_windows,
+            "min_span_s": cfg.min_span_s or 0.0,
+            "p_value_max": cfg.p_value,
+        }
+        v = fit.verdict(**asked, startup_max_s=cfg.startup_wait_s)  # type: ignore[arg-type]
+        if acc is not None and v.verdict in ("growing", "insufficient"):
+            at_once = fit.verdict(**asked, startup_max_s=0.0)  # type: ignore[arg-type]
+            v = with_accounting(v, at_once, acc)
+        limit = (limits or {}).get(resource)
+        if limit and v.verdict != "growing":
+            short_s = short_window_s(cfg.window_s, sample_interval_s)
+            short = resource_minima(store, soak_id, resource, since_ns, short_s)
+            reach = reaching(short or (), limit, cfg.horizon_s, cfg.p_value)
+            if reach is not None and not (
+                acc is not None and explains(acc, resource, reach.slope_per_s)
+            ):
+                v = at_limit(v, reach)
         cap = cfg.caps.get(resource)
         verdicts.append(toward_cap(v, minima[-1][1], cap) if cap and minima else v)
     return verdicts
+
+
+def _accounting(
+    store: SeriesReader, soak_id: str, cfg: LeaksConfig, since_ns: int
+) -> Accounting | None:
+    """The server's own accounting over the judged windows, where the run samples one."""
+    for field in ACCOUNTING_FIELDS:
+        minima = resource_minima(store, soak_id, field, since_ns, cfg.window_s)
+        if minima and len(minima) >= 2:
+            return accounting(field, minima, cfg.p_value)
+    return None
+
+
+def with_accounting(v: LeakVerdict, at_once: LeakVerdict, acc: Accounting) -> LeakVerdict:
+    """A memory verdict given what the server says it holds: a rise its still-filling cache
+    explains is `levelling`; one while its cache stays flat is judged at once (`at_once`:
+    the verdict with no wait for start-up growth)."""
+    if at_once.verdict == "growing" and explains(acc, v.resource, at_once.slope_per_hour / 3600):
+        note = f"explained: {acc.words()}, still filling (a cache fills toward its cap)"
+        return dataclasses.replace(at_once, verdict="levelling", note=note, why="")
+    if v.why != "startup" or at_once.why:
+        return v
+    if unexplained(acc, v.resource):
+        said = f"judged at once: {acc.words()}, flat: the rise is not its cache"
+    elif acc.filling:
+        said = f"judged at once: {acc.words()}, still filling"
+    else:
+        return v
+    note = f"{said}; {at_once.note}" if at_once.note else said
+    return dataclasses.replace(at_once, note=note)
+
+
+def at_limit(v: LeakVerdict, reach: Reach) -> LeakVerdict:
+    """`growing` at once: at its pace the resource reaches its limit within the horizon."""
+    limit = amount(v.resource, reach.limit)
+    note = f"reaches its limit {limit} in {span_text(reach.to_limit_s / 3600)} at this pace"
+    return dataclasses.replace(
+        v, verdict="growing", slope_per_hour=reach.slope_per_s * 3600.0, note=note, why=""
+    )
 
 
 def toward_cap(v: LeakVerdict, current: float, cap: float) -> LeakVerdict:

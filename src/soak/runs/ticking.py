@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from soak import hostproc
+from soak.analysis.growth import MEMORY_RESOURCES
 from soak.analysis.leaks import LeakFits, LeakVerdict, leak_points
 from soak.analysis.verdicts import run_verdicts
 from soak.clock import TickGrid, ns_to_s
@@ -13,6 +15,24 @@ from soak.runs.parts import RunParts
 from soak.runs.supervise import Supervisor
 from soak.runs.timeline import Timeline
 from soak.samplers.pprof import PprofSampler
+
+
+def leak_limits(memory_limit_bytes: float | None, fd_limit: object) -> dict[str, float]:
+    """What a growing resource is measured against (soak.analysis.reach): the target's memory
+    limit, else the machine's memory (a target without a limit shares it); the fd limit
+    its process sampler read."""
+    limits: dict[str, float] = {}
+    memory = memory_limit_bytes
+    if memory is None:
+        try:
+            memory = hostproc.read_meminfo().get("MemTotal")
+        except OSError:
+            memory = None  # no /proc/meminfo: no memory limit to project to
+    if memory:
+        limits.update(dict.fromkeys(MEMORY_RESOURCES, float(memory)))
+    if isinstance(fd_limit, int | float) and fd_limit > 0:
+        limits["fds"] = float(fd_limit)
+    return limits
 
 
 class Ticker:
@@ -60,8 +80,17 @@ class Ticker:
             return
         store = sinks.store
         was_growing = {v.resource for v in self.verdicts if v.verdict == "growing"}
+        scenario = self.parts.scenario
         self.verdicts = run_verdicts(
-            store, self.parts.run_id, self.parts.scenario.leaks, since_ns, self.leak_fits
+            store,
+            self.parts.run_id,
+            scenario.leaks,
+            since_ns,
+            self.leak_fits,
+            limits=leak_limits(
+                scenario.memory_limit_bytes, store.latest(self.parts.run_id, "process", "fd_limit")
+            ),
+            sample_interval_s=scenario.samplers.interval_s,
         )
         points = leak_points(self.verdicts, now_ns)
         runner = self.parts.tick_runner
