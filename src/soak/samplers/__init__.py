@@ -45,6 +45,7 @@ def build_samplers(
     from soak.samplers.pprof import PprofSampler
     from soak.samplers.proc import ProcSampler
     from soak.samplers.prom import PromSampler
+    from soak.samplers.server import ServerSampler
     from soak.samplers.smaps import SmapsSampler
     from soak.samplers.target import TargetSampler
 
@@ -55,6 +56,8 @@ def build_samplers(
         samplers.append(SmapsSampler(cfg.smaps, target, proc_root=proc_root))
     if cfg.prom is not None:
         samplers.append(PromSampler(cfg.prom, target, client=http_client))
+    if cfg.server is not None:
+        samplers.append(ServerSampler(cfg.server, target))
     if cfg.pprof is not None:
         samplers.append(
             PprofSampler(

@@ -55,6 +55,16 @@ class PromSamplerConfig(StrictModel):
     timeout_s: DurationS = 5.0
 
 
+class ServerSamplerConfig(StrictModel):
+    """What the server says of itself (soak.samplers.server): unbound's remote control."""
+
+    kind: Literal["unbound"] = "unbound"
+    # unbound's `control-interface` socket; a relative path is in the run's directory
+    # (where `{run_dir}` in the target's files points).
+    control_socket: str = "unbound.ctl"
+    timeout_s: DurationS = 5.0
+
+
 class HttpCallConfig(StrictModel):
     endpoint: str | None = None  # the `endpoint` tag; default "METHOD path"
     method: str = "GET"
@@ -120,6 +130,7 @@ class SamplersConfig(StrictModel):
     proc: ProcSamplerConfig = Field(default_factory=ProcSamplerConfig)
     smaps: SmapsSamplerConfig | None = None
     prom: PromSamplerConfig | None = None
+    server: ServerSamplerConfig | None = None  # the server's own accounting and query count
     pprof: PprofSamplerConfig | None = None
     http: list[HttpCallConfig] = Field(default_factory=list)
     dig: list[DigProbeConfig] = Field(default_factory=list)

@@ -1,0 +1,90 @@
+"""The `server` sampler: what the server says of itself, beside what /proc says of it.
+
+unbound answers its remote-control socket (`remote-control: control-enable: yes`, a
+`control-interface` socket path, `control-use-cert: no`, and `extended-statistics: yes`
+for the cache figures) with `stats_noreset`, spoken directly ("UBCT1 <command>\\n", as
+unbound-control does): the queries it received (`total.num.queries`), the bytes its
+message and RRset caches hold and their entries. They become `runtime` fields:
+`server_queries`, `cache_bytes`, `cache_entries`: the leak analysis's accounting
+(soak.analysis.accounting) and the audit's count of the queries the server received.
+
+Servers with Prometheus metrics (pdns-recursor, refdns, knot-resolver) give the same
+fields through the `prom` sampler's map; this one is for those without.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from soak.points import FieldValue, Point
+from soak.samplers.base import TargetFn, TargetSectionSampler
+from soak.samplers.selection import ServerSamplerConfig
+
+_CONTROL_VERSION = b"UBCT1 "
+_MAX_REPLY_BYTES = 4 * 1024 * 1024
+
+
+def parse_unbound_stats(text: str) -> dict[str, FieldValue]:
+    """`name=value` lines of `unbound-control stats_noreset` -> the server's own figures
+    (each only when every line it needs is there)."""
+    stats: dict[str, float] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep:
+            try:
+                stats[name.strip()] = float(value)
+            except ValueError:
+                continue  # a histogram label or text: not a figure
+    fields: dict[str, FieldValue] = {}
+    if "total.num.queries" in stats:
+        fields["server_queries"] = stats["total.num.queries"]
+    if {"mem.cache.rrset", "mem.cache.message"} <= stats.keys():
+        fields["cache_bytes"] = stats["mem.cache.rrset"] + stats["mem.cache.message"]
+    if {"msg.cache.count", "rrset.cache.count"} <= stats.keys():
+        fields["cache_entries"] = stats["msg.cache.count"] + stats["rrset.cache.count"]
+    return fields
+
+
+def unbound_control(socket_path: Path, command: str, timeout_s: float) -> str:
+    """One remote-control command over unbound's unix socket (no TLS); its whole reply."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        s.connect(str(socket_path))
+        s.sendall(_CONTROL_VERSION + command.encode() + b"\n")
+        chunks: list[bytes] = []
+        size = 0
+        while size < _MAX_REPLY_BYTES:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    reply = b"".join(chunks).decode("utf-8", errors="replace")
+    if reply.startswith("error"):
+        raise RuntimeError(f"unbound remote control: {reply.strip()}")
+    return reply
+
+
+class ServerSampler(TargetSectionSampler[ServerSamplerConfig]):
+    name = "server"
+
+    def __init__(self, cfg: ServerSamplerConfig, target: TargetFn) -> None:
+        super().__init__(cfg, target)
+
+    def socket_path(self, run_dir: Path | None) -> Path:
+        path = Path(self.cfg.control_socket)
+        if path.is_absolute() or run_dir is None:
+            return path
+        return run_dir / path
+
+    def sample(self, tick_time_ns: int) -> list[Point]:
+        running = self.target()
+        if running is None:
+            return []
+        path = self.socket_path(running.run_dir)
+        reply = unbound_control(path, "stats_noreset", self.cfg.timeout_s)
+        fields = parse_unbound_stats(reply)
+        if not fields:
+            raise RuntimeError(f"{path}: stats_noreset gave no queries or cache figures")
+        return [Point("runtime", fields, tick_time_ns)]
