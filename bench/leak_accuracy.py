@@ -37,7 +37,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support
 
-from tests.support.leakcorpus import FIXTURES, Fixture, Score, fixtures, from_warmup_end, score
+from tests.support.leakcorpus import (
+    FIXTURES,
+    REAL_TIME,
+    Fixture,
+    Score,
+    fixtures,
+    from_warmup_end,
+    score,
+)
 
 from soak.analysis.leaks import window_minima
 from soak.analysis.scenario_sections import LeaksConfig
@@ -63,36 +71,8 @@ def fmt(value: float | None, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--detail", action="store_true", help="a row per labelled series too")
-    ap.add_argument("--dir", type=Path, default=FIXTURES, help="the fixtures' folder")
-    ap.add_argument(
-        "--min-span-h", type=float, help="leaks.min_span_s, in replayed hours (default: none)"
-    )
-    ap.add_argument(
-        "--declared-caps",
-        action="store_true",
-        help="judge with the leaks.caps a fixture declares (its cache's memory)",
-    )
-    ap.add_argument(
-        "--startup-max-h",
-        type=float,
-        help="leaks.startup_max_s, in replayed hours (default: the config's)",
-    )
-    args = ap.parse_args()
-    span = {"min_span_s": args.min_span_h * 3600} if args.min_span_h else {}
-    if args.startup_max_h is not None:
-        span["startup_max_s"] = args.startup_max_h * 3600
-    cfg = LeaksConfig(**span)
-    recorded = fixtures(args.dir)
-    derived = [d for fx in recorded if (d := from_warmup_end(fx)) is not None]
-    rows: list[tuple[Fixture, Score]] = [
-        (fx, s) for fx in recorded + derived for s in score(fx, cfg, args.declared_caps)
-    ]
-    if not rows:
-        print("leak_accuracy: no fixtures in tests/fixtures/leaks", file=sys.stderr)
-        return 2
+def shape_table(rows: list[tuple[Fixture, Score]], cfg: LeaksConfig) -> None:
+    """One row per label shape: false alarms, leaks found, onset to `growing` (replayed h)."""
     by_shape: dict[str, list[tuple[Fixture, Score]]] = defaultdict(list)
     for fx, s in rows:
         by_shape[f"{s.label.kind} {s.label.shape}"].append((fx, s))
@@ -122,6 +102,50 @@ def main() -> int:
             f" | {sum(s.levelling_passes for s in scores)}"
             f" | {sum(s.insufficient_passes for s in scores)}"
         )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--detail", action="store_true", help="a row per labelled series too")
+    ap.add_argument("--dir", type=Path, default=None, help="the fixtures' folder")
+    ap.add_argument(
+        "--real-time",
+        action="store_true",
+        help="the real-time corpus (tests/fixtures/leaks/real-time), each half apart",
+    )
+    ap.add_argument(
+        "--min-span-h", type=float, help="leaks.min_span_s, in replayed hours (default: none)"
+    )
+    ap.add_argument(
+        "--declared-caps",
+        action="store_true",
+        help="judge with the leaks.caps a fixture declares (its cache's memory)",
+    )
+    ap.add_argument(
+        "--startup-max-h",
+        type=float,
+        help="leaks.startup_max_s, in replayed hours (default: the config's)",
+    )
+    args = ap.parse_args()
+    span = {"min_span_s": args.min_span_h * 3600} if args.min_span_h else {}
+    if args.startup_max_h is not None:
+        span["startup_max_s"] = args.startup_max_h * 3600
+    cfg = LeaksConfig(**span)
+    folder = args.dir or (REAL_TIME if args.real_time else FIXTURES)
+    recorded = fixtures(folder)
+    # The real-time corpus records its leaks from the first query: nothing to derive.
+    derived = [d for fx in recorded if fx.half is None and (d := from_warmup_end(fx)) is not None]
+    rows: list[tuple[Fixture, Score]] = [
+        (fx, s) for fx in recorded + derived for s in score(fx, cfg, args.declared_caps)
+    ]
+    if not rows:
+        print("leak_accuracy: no fixtures in tests/fixtures/leaks", file=sys.stderr)
+        return 2
+    halves = sorted({fx.half for fx, _ in rows if fx.half}) or [None]
+    for half in halves:
+        if half is not None:
+            print(f"\n## {half} half\n")
+        shape_table([(fx, sc) for fx, sc in rows if fx.half == half], cfg)
     if args.detail:
         print()
         print(
@@ -131,8 +155,9 @@ def main() -> int:
         print("|---" * 9 + "|")
         for fx, s in rows:
             first = None if s.first_growing_s is None else s.first_growing_s * fx.time_scale / 3600
+            name = f"{fx.name} ({fx.half})" if fx.half else fx.name
             print(
-                f"{fx.name} | {s.resource} | {s.label.kind} {s.label.shape} | {s.true_per_hour:.4g}"
+                f"{name} | {s.resource} | {s.label.kind} {s.label.shape} | {s.true_per_hour:.4g}"
                 f" | {s.threshold_per_hour:.4g} | {s.final} | {s.final_slope_per_hour:.4g}"
                 f" | {fmt(first)} | {s.false_alarms}"
             )
