@@ -84,9 +84,7 @@ def store_with(tmp_path: Path, series: dict[str, list[float]], step_s: float) ->
 
 
 def verdicts(store: SqliteStore, cfg: LeaksConfig, limits: dict[str, float] | None = None):  # type: ignore[no-untyped-def]
-    found = run_verdicts(
-        store, "r", cfg, T0_S * NS_PER_S, limits=limits, sample_interval_s=10.0
-    )
+    found = run_verdicts(store, "r", cfg, T0_S * NS_PER_S, limits=limits, sample_interval_s=10.0)
     return {v.resource: v for v in found}
 
 

@@ -14,7 +14,7 @@ each as an `accounting` event (soak.results.judge) and the report shows them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,6 +22,12 @@ from typing import Any
 from soak.analysis.rundata import StoreReader
 from soak.clock import NS_PER_S, s_to_ns
 from soak.points import Point
+from soak.report.witnesses import (
+    ScheduledPhase,
+    Window,
+    schedule_disagreements,
+    server_disagreements,
+)
 
 COUNTS = ("due", "sent", "completed", "lost")
 # What result.json's load_totals takes from the ledger (ledger_totals).
@@ -36,9 +42,11 @@ class LedgerSums:
     counts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TOTALS, 0.0))
     windows: int = 0
     problems: list[str] = field(default_factory=list)
+    all_windows: list[Window] = field(default_factory=list)  # for the witnesses
 
     def add(self, p: Point) -> None:
         self.windows += 1
+        self.all_windows.append(Window(p.time_ns, _count(p, "sent"), _count(p, "completed")))
         for name in TOTALS:
             self.counts[name] += _count(p, name)
         self._check(p)
@@ -62,6 +70,16 @@ class LedgerSums:
                 f"window at {p.time_ns}: sent {n('sent'):g} + skipped {n('skipped'):g}"
                 f" != due {n('due'):g}"
             )
+
+
+def server_count(store: StoreReader, run_id: str) -> list[tuple[int, float]]:
+    """The server's own count of the queries it received (`runtime` field server_queries)."""
+    out = []
+    for p in store.points(run_id, "runtime"):
+        value = p.fields.get("server_queries")
+        if isinstance(value, int | float):
+            out.append((p.time_ns, float(value)))
+    return out
 
 
 def _count(p: Point, name: str) -> float:
@@ -146,14 +164,22 @@ def audit(
     run_id: str,
     report: Mapping[str, Any],
     load_totals: Mapping[str, Any] | None = None,
+    schedule: Sequence[ScheduledPhase] = (),
+    run_ended: bool = True,
 ) -> list[str]:
     """Every disagreement between the report's load figures (and `load_totals`) and the
-    ledger; empty when they all agree."""
+    ledger, and between the ledger and its witnesses (soak.report.witnesses: the schedule,
+    the server's own count); empty when they all agree."""
     since_ns = judged_since_ns(report)
     whole, judged = ledger_split(store, run_id, since_ns)
+    sent_total = (load_totals or {}).get("sent")
     if whole.windows == 0:
+        if isinstance(sent_total, int | float) and sent_total > 0:
+            return [f"no ledger windows for a run that sent {sent_total:,.0f} queries"]
         return []  # a run without load
     out = list(whole.problems)
+    out += schedule_disagreements(report, schedule, run_ended)
+    out += server_disagreements(whole.all_windows, server_count(store, run_id))
     if whole.counts["completed"] > whole.counts["sent"]:
         out.append(f"completed {whole.counts['completed']:,.0f} above sent")
     phases = [row.get("metrics", {}) for row in report.get("phases", [])]
@@ -161,6 +187,9 @@ def audit(
     classes = {row.get("class"): row for row in report.get("classes", [])}
     if judged is not None and "all" in classes:
         out += _differ("classes `all`", classes["all"], judged.counts)
+        parts = [row for name, row in classes.items() if name != "all"]
+        if parts:  # the classes' own windows, kept apart from `all`'s: they add up to it
+            out += _differ("classes (summed)", _summed(parts), judged.counts)
     agents = report.get("agents") or []
     if judged is not None and agents:  # an agent lost is in no row: its due is not either
         sums = {k: v for k, v in _summed(agents).items() if k != "due"}

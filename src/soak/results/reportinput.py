@@ -23,6 +23,7 @@ from soak.config import Scenario
 from soak.errors import InputError
 from soak.placeholders import Placeholders, fill_services, render_known
 from soak.report import PhaseSpan, ReportInput
+from soak.report.witnesses import ScheduledPhase
 from soak.results.grew import report_section
 from soak.runs import timeline
 from soak.runs.events import EventRecord
@@ -70,9 +71,32 @@ def audited_report(
         inp = report_input(record, state, store)
         report = build_report(store, inp, what_grew=report_section)
         result = read_result(record.run_dir) or {}
-        return report, audit(store, record.id, report, result.get("load_totals"))
+        schedule = scheduled_phases(record)
+        found = audit(
+            store,
+            record.id,
+            report,
+            result.get("load_totals"),
+            schedule,
+            run_ended=record.ended_ns is not None,
+        )
+        return report, found
     finally:
         store.close()
+
+
+def scheduled_phases(record: RunRecord) -> list[ScheduledPhase]:
+    """The run's phases as scheduled: the witness the ledger's due is held against."""
+    from soak.units import MAX_RATE_QPS
+
+    load = record.scenario.load
+    default = load.rate_qps if load is not None else 0.0
+    out = []
+    for phase in record.scenario.phases:
+        rate = phase.rate_qps if phase.rate_qps is not None else default
+        flat_out = rate is None or rate >= MAX_RATE_QPS or load is None
+        out.append(ScheduledPhase(phase.name, None if flat_out else rate, phase.duration_s))
+    return out
 
 
 def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> ReportInput:

@@ -1,0 +1,179 @@
+"""The audit catches what it exists for: a real run's directory, corrupted one thing at a
+time, and each corruption named by `soak audit` (the schedule, the server's own count,
+result.json and each window's invariants are its witnesses; soak.report.witnesses).
+
+One short soak of unbound (scenarios/unbound-cache.yaml: its own query count sampled
+through its remote control) at 300 q/s; each test copies its data directory and changes
+one thing in the copy: a window dropped, a window doubled, a second taken out of the store
+and result.json alike, a window's due, a class's row, the server's count.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soak.results.reportinput import local_audit
+from soak.runs.layout import DataDir
+from tests.e2e.soakrun import ROOT, last_json, soak_argv
+
+pytestmark = pytest.mark.e2e
+
+SCENARIO = ROOT / "scenarios" / "unbound-cache.yaml"
+RATE = 300
+
+
+@pytest.fixture(scope="module")
+def run() -> Iterator[tuple[Path, str]]:
+    """One real run, audited clean; its data directory (short: the control socket)."""
+    data = Path(tempfile.mkdtemp(prefix="su-"))
+    try:
+        done = subprocess.run(
+            soak_argv("start", str(SCENARIO), "--foreground", "--json", "--data-dir",
+                      str(data / "d"),
+                      "--set", "phases.0.duration_s=5s", "--set", "phases.1.duration_s=20s",
+                      "--set", "samplers.interval_s=1s", "--set", f"load.rate_qps={RATE}",
+                      "--set", "criteria.p99_ms_max={all: 1000}"),
+            capture_output=True, text=True, cwd=ROOT, timeout=300,
+        )  # fmt: skip
+        assert done.returncode in (0, 1), done.stderr[-3000:]
+        run_id = last_json(done.stdout)["id"]
+        assert local_audit(DataDir(data / "d"), run_id) == []
+        yield data / "d", run_id
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def corrupted(
+    run: tuple[Path, str], tmp_path: Path, change: Callable[[Path, str], None]
+) -> list[str]:
+    """The audit of the run with one change, the run put back as it was after (its state
+    names its own run directory: the run is changed in place, not copied)."""
+    data, run_id = run
+    saved = {path: path.read_bytes() for path in (data / "points.db", result_of(data, run_id)[0])}
+    try:
+        change(data, run_id)
+        return local_audit(DataDir(data), run_id)
+    finally:
+        for path, content in saved.items():
+            path.write_bytes(content)
+
+
+def load_rows(db: sqlite3.Connection, run_id: str, cls: str = "all") -> list[int]:
+    """The times of the run's `load` windows of one class."""
+    ids = [
+        sid
+        for sid, tags in db.execute(
+            "SELECT id, tags FROM series WHERE soak = ? AND measurement = 'load'", (run_id,)
+        )
+        if json.loads(tags).get("class") == cls and "agent" not in json.loads(tags)
+    ]
+    (sid,) = ids
+    return [sid, *sorted({t for (t,) in db.execute(
+        "SELECT DISTINCT time_ns FROM samples WHERE series_id = ?", (sid,))})]  # fmt: skip
+
+
+def with_db(change: Callable[[sqlite3.Connection, str], None]) -> Callable[[Path, str], None]:
+    def apply(data: Path, run_id: str) -> None:
+        db = sqlite3.connect(data / "points.db")
+        try:
+            change(db, run_id)
+            db.commit()
+        finally:
+            db.close()
+
+    return apply
+
+
+def result_of(data: Path, run_id: str) -> tuple[Path, dict[str, Any]]:
+    (path,) = (data / "runs").glob(f"{run_id}*/result.json")
+    return path, json.loads(path.read_text())
+
+
+def drop_window(db: sqlite3.Connection, run_id: str) -> None:
+    sid, *times = load_rows(db, run_id)
+    db.execute(
+        "DELETE FROM samples WHERE series_id = ? AND time_ns = ?", (sid, times[len(times) // 2])
+    )
+
+
+def double_window(db: sqlite3.Connection, run_id: str) -> None:
+    sid, *times = load_rows(db, run_id)
+    t = times[len(times) // 2]
+    db.execute(
+        "INSERT INTO samples SELECT series_id, field, time_ns + 500000000, num, txt"
+        " FROM samples WHERE series_id = ? AND time_ns = ?",
+        (sid, t),
+    )
+
+
+def test_a_dropped_window_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
+    found = corrupted(run, tmp_path, with_db(drop_window))
+    assert any("schedule" in line for line in found), found
+    assert any("result.json" in line for line in found), found
+
+
+def test_a_doubled_window_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
+    found = corrupted(run, tmp_path, with_db(double_window))
+    assert any("schedule" in line for line in found), found
+
+
+def test_a_second_taken_from_the_store_and_result_json_alike_is_named(
+    run: tuple[Path, str], tmp_path: Path
+) -> None:
+    def change(data: Path, run_id: str) -> None:
+        with_db(drop_window)(data, run_id)
+        path, result = result_of(data, run_id)
+        totals = result["load_totals"]
+        for name in ("due", "sent", "completed"):
+            totals[name] -= RATE
+        totals["seconds"] -= 1
+        path.write_text(json.dumps(result))
+
+    found = corrupted(run, tmp_path, change)
+    assert found and all("result.json" not in line for line in found), found
+    assert any("schedule" in line for line in found), found
+
+
+def test_a_windows_due_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
+    def change(db: sqlite3.Connection, run_id: str) -> None:
+        sid, *times = load_rows(db, run_id)
+        db.execute(
+            "UPDATE samples SET num = num + 7"
+            " WHERE series_id = ? AND field = 'due' AND time_ns = ?",
+            (sid, times[3]),
+        )
+
+    found = corrupted(run, tmp_path, with_db(change))
+    assert any("!= due" in line for line in found), found
+
+
+def test_a_class_row_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
+    def change(db: sqlite3.Connection, run_id: str) -> None:
+        sid, *_ = load_rows(db, run_id, "miss")
+        db.execute(
+            "UPDATE samples SET num = num + 50 WHERE series_id = ? AND field = 'sent'", (sid,)
+        )
+
+    found = corrupted(run, tmp_path, with_db(change))
+    assert any("classes" in line for line in found), found
+
+
+def test_the_servers_count_is_a_witness(run: tuple[Path, str], tmp_path: Path) -> None:
+    def change(db: sqlite3.Connection, run_id: str) -> None:
+        db.execute(
+            "UPDATE samples SET num = num / 2 WHERE field = 'server_queries' AND series_id IN"
+            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
+            (run_id,),
+        )
+
+    found = corrupted(run, tmp_path, with_db(change))
+    assert any(line.startswith("the server counted") for line in found), found
