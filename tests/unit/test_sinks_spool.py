@@ -78,9 +78,8 @@ def spooling(tmp_path: Path, sink: Flaky, max_bytes: int = 10**9, **kw: object) 
 def test_outage_spools_and_replays_in_order_none_twice(tmp_path: Path) -> None:
     sink, clock = Flaky(), Clock()
     registry = CollectorRegistry()
-    s = spooling(
-        tmp_path, sink, clock=clock, metrics=ServiceMetrics(registry), replay_chunk_points=7
-    )
+    metrics = ServiceMetrics(registry)
+    s = spooling(tmp_path, sink, clock=clock, metrics=metrics, run_id="r1", replay_chunk_points=7)
     s.write(pts(0, 10))
     sink.up = False
     s.write(pts(10, 10))
@@ -102,7 +101,8 @@ def test_outage_spools_and_replays_in_order_none_twice(tmp_path: Path) -> None:
     }
     assert [e.kind for e in s.take_events()] == ["sink_down", "sink_recovered"]
     assert registry.get_sample_value("soak_points_replayed_total", {"sink": "flaky"}) == 20
-    assert registry.get_sample_value("soak_spool_depth_points", {"sink": "flaky"}) == 0
+    depth = registry.get_sample_value("soak_spool_depth_points", {"soak": "r1", "sink": "flaky"})
+    assert depth == 0
 
 
 def test_a_write_that_breaks_midway_spools_only_the_rest(tmp_path: Path) -> None:

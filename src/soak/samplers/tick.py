@@ -83,6 +83,7 @@ class TickRunner:
             raise ValueError(f"deadline_fraction must be in (0, 1], got {deadline_fraction}")
         self.samplers = samplers
         self.run_tags = dict(run_tags)
+        self._soak = run_tags.get("soak", "")  # the run its metrics are labelled with
         self.metrics = metrics
         self.timeout_s = timeout_s
         self.interval_s = interval_s
@@ -194,7 +195,7 @@ class TickRunner:
         got, duration_s, error = future.result()
         self.last_durations_s[name] = duration_s
         if self.metrics is not None:
-            self.metrics.observe_sampler(name, duration_s, error is None)
+            self.metrics.observe_sampler(self._soak, name, duration_s, error is None)
         if error is not None:
             return [self._failed(name, fault_text(error), tick_ns, count_metric=False), *got]
         return got
@@ -210,7 +211,7 @@ class TickRunner:
                 self._late_points += got
         self.last_durations_s[name] = duration_s
         if self.metrics is not None:
-            self.metrics.sampler_duration.labels(name).observe(duration_s)
+            self.metrics.observe_sampler(self._soak, name, duration_s, ok=True)
 
     def _failed(
         self,
@@ -223,13 +224,13 @@ class TickRunner:
     ) -> Point:
         self.errors[name] = self.errors.get(name, 0) + 1
         if count_metric and self.metrics is not None:
-            self.metrics.sampler_errors.labels(name).inc()
+            self.metrics.count_sampler_error(self._soak, name)
         return sampler_event(name, message, tick_time_ns, kind, self.errors[name])
 
     def _observe_load(self, points: list[Point]) -> None:
         if self.metrics is None:
             return
-        soak = self.run_tags.get("soak", "")
+        soak = self._soak
         for p in points:
             if p.measurement != "load" or is_agent_part(p.tags):  # the total only
                 continue

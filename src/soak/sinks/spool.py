@@ -5,10 +5,16 @@ before it is read too). A sidecar file holds the byte offset replayed so far,
 written after each accepted chunk, so a replay interrupted by another failure (or
 by a restart of the service) resumes where it stopped and sends no point twice.
 When the whole file is replayed it is truncated.
+
+A spool an ended run still holds is replayed by whoever holds its lock
+(`try_lock`: one process at a time, so no point goes twice) and removed, only
+when empty (`remove`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from collections.abc import Sequence
@@ -34,6 +40,7 @@ class Spool:
         # the service stopped before the offset file was reset.
         self.offset = min(self._read_offset(), self.size_bytes)
         self.depth = self._count_pending()
+        self._lock_fd: int | None = None
 
     def _read_offset(self) -> int:
         try:
@@ -102,3 +109,34 @@ class Spool:
         tmp = self.offset_path.with_name(self.offset_path.name + ".tmp")
         tmp.write_text(str(self.offset))
         os.replace(tmp, self.offset_path)
+
+    def try_lock(self) -> bool:
+        """The exclusive right to replay this file (flock on it), if no other holder has
+        it; released by `unlock` (or the holder's death)."""
+        if self._lock_fd is not None:
+            return True
+        fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases its flock
+            self._lock_fd = None
+
+    def remove(self) -> bool:
+        """Removes the spool and its offset file if nothing is pending; True if it did
+        (and its directory too, once empty)."""
+        if not self.empty:
+            return False
+        for path in (self.path, self.offset_path):
+            path.unlink(missing_ok=True)
+        self.unlock()
+        with contextlib.suppress(OSError):  # other sinks' spools are still in it
+            self.path.parent.rmdir()
+        return True
