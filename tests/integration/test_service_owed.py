@@ -5,6 +5,8 @@ arrives, once, and the spool is removed only once empty."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,18 @@ def scenario(influx_url: str) -> dict[str, Any]:
         "sinks": [{"kind": "influx_v1", "url": influx_url, "db": "soak", "timeout_s": 2}],
         "spool": {"retry_interval_s": 1},
     }
+
+
+def soak(*args: str) -> str:
+    """The `soak` command's stdout (its exit code says how a run ended: not checked)."""
+    argv = [sys.executable, "-m", "soak.cli", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120).stdout
+
+
+def spooled(client: TestClient, series: str) -> float:
+    """The value of one series on /metrics (0 while it is absent)."""
+    lines = [line for line in client.get("/metrics").text.splitlines() if line.startswith(series)]
+    return float(lines[0].split()[-1]) if lines else 0.0
 
 
 def kinds(status: dict[str, Any]) -> list[str]:
@@ -58,6 +72,9 @@ def test_points_spooled_at_a_runs_end_reach_the_sink_after_a_restart(tmp_path: P
             assert influx_times(influx, run_id, "process")  # written through while up
             influx.stop()
             wait_status(client, run_id, lambda s: kinds(s).count("sink_down") == 1)
+            # A few ticks into the spool, as its run's own gauge says (per run and sink).
+            depth = f'soak_spool_depth_points{{sink="{SINK}",soak="{run_id}"}}'
+            wait_for(lambda: spooled(client, depth) >= 30, 30.0, "30 points spooled")
             client.post(f"/runs/{run_id}/stop", headers=AUTH)
             ended = wait_status(client, run_id, lambda s: s["status"] == "stopped")
             owed = ended["owed"][SINK]
@@ -72,6 +89,11 @@ def test_points_spooled_at_a_runs_end_reach_the_sink_after_a_restart(tmp_path: P
             assert [r["owed"] for r in listed] == [{SINK: owed}]
             spool = next((data / "runs" / run_id / "spool").glob("influx*.spool"))
             assert spool.stat().st_size > 0
+            # What the commands show of it, read from the data directory.
+            listing = soak("list", "--data-dir", str(data))
+            assert f"[owed to {SINK}: {owed} points]" in listing
+            shown = soak("status", run_id, "--data-dir", str(data))
+            assert f"owed to {SINK}  {owed:,} points" in shown
             influx.start()
             drained = wait_status(client, run_id, lambda s: "spool_drained" in kinds(s))
             assert drained["owed"] == {}
