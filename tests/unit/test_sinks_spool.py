@@ -260,3 +260,17 @@ def test_build_sinks_names_spools_and_bad_credentials(
             run_dir=tmp_path,
             default_spool_dir=spool_dir(tmp_path),
         )
+
+
+def test_one_holder_replays_an_owed_spool_and_removes_it_only_when_empty(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "spool" / "influx.spool"
+    first, second = Spool(path, 10**6), Spool(path, 10**6)
+    first.append(pts(0, 3))
+    assert first.try_lock() and not second.try_lock()  # another process, or this one
+    assert not first.remove() and path.exists()  # it holds points: kept
+    chunk, ends = first.read_chunk(10)
+    first.commit(ends[-1], len(chunk))
+    assert first.remove() and not path.exists() and not path.parent.exists()
+    assert Spool(path, 10**6).try_lock()  # the lock went with it

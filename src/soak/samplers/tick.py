@@ -84,6 +84,7 @@ class TickRunner:
         self.samplers = samplers
         self.run_tags = dict(run_tags)
         self._soak = run_tags.get("soak", "")  # the run its metrics are labelled with
+        self._closed = False
         self.metrics = metrics
         self.timeout_s = timeout_s
         self.interval_s = interval_s
@@ -203,7 +204,7 @@ class TickRunner:
     def _observe_late(self, name: str, future: cf.Future[Outcome], keep: bool = False) -> None:
         """A sampler that finished after its deadline: its duration still counts, and the
         points of one that keeps them (`keep_late`) go out with the next tick."""
-        if future.cancelled():
+        if future.cancelled() or self._closed:
             return
         got, duration_s, _ = future.result()
         if keep and got:
@@ -247,4 +248,5 @@ class TickRunner:
 
     def close(self) -> None:
         """Waits for no sampler still running (one stuck in I/O must not hang shutdown)."""
+        self._closed = True  # a sampler finishing later adds no series to an ended run
         self._pool.shutdown(wait=False, cancel_futures=True)
