@@ -28,6 +28,8 @@ from soak.sinks.spooling import SpoolingSink
 
 log = logging.getLogger(__name__)
 
+FAULT_RETRY_S = 60.0
+
 
 def run_sinks(
     run_id: str,
@@ -77,6 +79,8 @@ class OwedSpools:
         self.metrics = metrics
         # (run id, sink) -> the ended run's sinks, built once, kept while it owes
         self._held: dict[tuple[str, str], tuple[SinkSet, SpoolingSink]] = {}
+        # (run id, sink) -> the fault last said, and when to try again
+        self._failed: dict[tuple[str, str], tuple[str, float]] = {}
 
     def drain(self) -> None:
         """One replay attempt for each owed spool whose retry interval has passed."""
@@ -85,15 +89,28 @@ class OwedSpools:
         for owed in owed_spools:
             if owed.path.parent in in_use:
                 continue
+            key = (owed.run_id, owed.sink)
+            if time.monotonic() < self._failed.get(key, ("", 0.0))[1]:
+                continue
             try:
                 self._drain_one(owed)
             except Exception as exc:  # an event of its run, never a silent stop
-                log.exception("run %s: replaying the spool of %s", owed.run_id, owed.sink)
-                self._event(owed.run_id, "error", f"{owed.sink}: replaying its spool: {exc}")
+                self._fault(key, f"{owed.sink}: replaying its spool: {exc}")
+            else:
+                self._failed.pop(key, None)
 
     def close(self) -> None:
         for key in list(self._held):
             self._release(key)
+
+    def _fault(self, key: tuple[str, str], message: str) -> None:
+        """A spool that cannot be replayed at all (its sink cannot be built: a password's
+        environment variable unset): tried again after FAULT_RETRY_S, said once."""
+        said, _ = self._failed.get(key, ("", 0.0))
+        self._failed[key] = (message, time.monotonic() + FAULT_RETRY_S)
+        if message != said:
+            log.warning("run %s: %s", key[0], message)
+            self._event(key[0], "error", message)
 
     def _drain_one(self, owed: OwedSpool) -> None:
         spooling = self._hold(owed)
