@@ -85,6 +85,8 @@ class OwedSpools:
     def drain(self) -> None:
         """One replay attempt for each owed spool whose retry interval has passed."""
         owed_spools = self.state.owed()
+        for key in set(self._held) - {(o.run_id, o.sink) for o in owed_spools}:
+            self._release(key)  # replayed by another process meanwhile
         in_use = self._live_spool_dirs() if owed_spools else set()
         for owed in owed_spools:
             if owed.path.parent in in_use:
@@ -151,6 +153,7 @@ class OwedSpools:
         if not found or not found[0].spool.try_lock():
             _close_sinks(sinks)
             return None
+        found[0].spool.reload()  # as the last holder (another process) left it
         self.metrics.set_owed(owed.run_id, owed.sink, found[0].spool.depth)
         self._held[key] = (sinks, found[0])
         return found[0]

@@ -35,12 +35,16 @@ class Spool:
         self.offset_path = path.with_name(path.name + ".offset")
         self.max_bytes = max_bytes
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.size_bytes = path.stat().st_size if path.exists() else 0
+        self._lock_fd: int | None = None
+        self.reload()
+
+    def reload(self) -> None:
+        """Size, offset and depth as the files say (another process may have replayed)."""
+        self.size_bytes = self.path.stat().st_size if self.path.exists() else 0
         # An offset past the end: the file was truncated after a full replay and
         # the service stopped before the offset file was reset.
         self.offset = min(self._read_offset(), self.size_bytes)
         self.depth = self._count_pending()
-        self._lock_fd: int | None = None
 
     def _read_offset(self) -> int:
         try:
@@ -112,10 +116,14 @@ class Spool:
 
     def try_lock(self) -> bool:
         """The exclusive right to replay this file (flock on it), if no other holder has
-        it; released by `unlock` (or the holder's death)."""
+        it; released by `unlock` (or the holder's death). The holder then `reload`s:
+        the last holder may have replayed some of it."""
         if self._lock_fd is not None:
             return True
-        fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:  # replayed and removed by its last holder
+            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
