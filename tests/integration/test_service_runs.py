@@ -16,6 +16,7 @@ from soak.service.api import create_app
 from soak.service.manager import RunManager
 from tests.support.api import AUTH, TOKEN, wait_status
 from tests.support.servers import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +56,8 @@ def test_submit_tick_report_stop(client: TestClient) -> None:
         run_id,
         lambda s: s["status"] == "running" and s.get("latest", {}).get("process"),
     )
+    ticks = f'soak_ticks_total{{soak="{run_id}"}}'
+    wait_for(lambda: ticks in client.get("/metrics").text, 10.0, "the run's ticks on /metrics")
     assert running["latest"]["process"]["rss_bytes"] > 0
     assert running["remaining_s"] > 500
     listed = client.get("/runs", headers=AUTH).json()["runs"]
@@ -71,14 +74,15 @@ def test_submit_tick_report_stop(client: TestClient) -> None:
     assert set(final["reports"]) == {"html", "json", "md"}
     assert final["criteria"]  # judged on what ran
     assert os.getpid() and Path(f"/proc/{os.getpid()}").exists()  # external: not stopped
-    metrics = client.get("/metrics").text
-    ticks = next(
-        float(line.split()[-1])
-        for line in metrics.splitlines()
-        if line.startswith("soak_ticks_total")
-    )
-    assert ticks >= 2
-    assert f'soak_leak_verdict{{resource="rss_anon_bytes",soak="{run_id}"' in metrics
+    # An ended run leaves /metrics (its series went with its end); its outcome is counted.
+    ended = 'soak_runs_ended_total{outcome="stopped"} 1.0'
+
+    def counted() -> str | None:
+        text = client.get("/metrics").text
+        return text if ended in text else None
+
+    metrics = wait_for(counted, 10.0, "the run's outcome counted on /metrics")
+    assert f'soak="{run_id}"' not in metrics
     # Stopping a run that has ended changes nothing.
     assert client.post(f"/runs/{run_id}/stop", headers=AUTH).status_code == 200
 

@@ -82,9 +82,13 @@ def test_a_failing_sampler_is_counted_and_recorded_and_the_others_go_on() -> Non
     assert "no such process" in str(event.fields["message"])
     assert event.time_ns == 2 * S and event.tags["soak"] == "r1"
     assert runner.errors["broken"] == 2
-    value = registry.get_sample_value("soak_sampler_errors_total", {"sampler": "broken"})
+    value = registry.get_sample_value(
+        "soak_sampler_errors_total", {"soak": "r1", "sampler": "broken"}
+    )
     assert value == 2.0
-    count = registry.get_sample_value("soak_sampler_duration_seconds_count", {"sampler": "a"})
+    count = registry.get_sample_value(
+        "soak_sampler_duration_seconds_count", {"soak": "r1", "sampler": "a"}
+    )
     assert count == 2.0
 
 
@@ -204,7 +208,10 @@ def test_a_slow_sampler_loses_its_own_sample_never_the_others_nor_the_next_tick(
     assert "0.30 s after the tick's time" in lost and "lost" in lost
     assert "from the tick 1 s earlier" in busy
     assert runner.errors == {"a": 0, "slow": 2, "b": 0}
-    assert registry.get_sample_value("soak_sampler_errors_total", {"sampler": "slow"}) == 2.0
+    assert (
+        registry.get_sample_value("soak_sampler_errors_total", {"soak": "r1", "sampler": "slow"})
+        == 2.0
+    )
 
 
 def test_each_sampler_has_its_own_deadline() -> None:

@@ -78,9 +78,8 @@ def spooling(tmp_path: Path, sink: Flaky, max_bytes: int = 10**9, **kw: object) 
 def test_outage_spools_and_replays_in_order_none_twice(tmp_path: Path) -> None:
     sink, clock = Flaky(), Clock()
     registry = CollectorRegistry()
-    s = spooling(
-        tmp_path, sink, clock=clock, metrics=ServiceMetrics(registry), replay_chunk_points=7
-    )
+    metrics = ServiceMetrics(registry)
+    s = spooling(tmp_path, sink, clock=clock, metrics=metrics, run_id="r1", replay_chunk_points=7)
     s.write(pts(0, 10))
     sink.up = False
     s.write(pts(10, 10))
@@ -102,7 +101,8 @@ def test_outage_spools_and_replays_in_order_none_twice(tmp_path: Path) -> None:
     }
     assert [e.kind for e in s.take_events()] == ["sink_down", "sink_recovered"]
     assert registry.get_sample_value("soak_points_replayed_total", {"sink": "flaky"}) == 20
-    assert registry.get_sample_value("soak_spool_depth_points", {"sink": "flaky"}) == 0
+    depth = registry.get_sample_value("soak_spool_depth_points", {"soak": "r1", "sink": "flaky"})
+    assert depth == 0
 
 
 def test_a_write_that_breaks_midway_spools_only_the_rest(tmp_path: Path) -> None:
@@ -260,3 +260,17 @@ def test_build_sinks_names_spools_and_bad_credentials(
             run_dir=tmp_path,
             default_spool_dir=spool_dir(tmp_path),
         )
+
+
+def test_one_holder_replays_an_owed_spool_and_removes_it_only_when_empty(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "spool" / "influx.spool"
+    first, second = Spool(path, 10**6), Spool(path, 10**6)
+    first.append(pts(0, 3))
+    assert first.try_lock() and not second.try_lock()  # another process, or this one
+    assert not first.remove() and path.exists()  # it holds points: kept
+    chunk, ends = first.read_chunk(10)
+    first.commit(ends[-1], len(chunk))
+    assert first.remove() and not path.exists() and not path.parent.exists()
+    assert not Spool(path, 10**6).try_lock()  # nothing left to replay, nothing to lock

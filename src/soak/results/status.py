@@ -62,6 +62,8 @@ def run_status(
         "target": scenario.target.name,
         "foreground": record.foreground,
         "target_pid": ((record.target_state or {}).get("target") or {}).get("pid"),
+        # points an ended run's sinks have not taken yet (runs.owed replays them)
+        "owed": {o.sink: o.points for o in state.owed(record.id)},
     }
     if record.origin_ns is not None:
         until_ns = record.ended_ns if record.ended_ns is not None else now_ns

@@ -21,12 +21,13 @@ from soak.runs.capture import DRAIN_S, RunCapture, socket_path, written_capture
 from soak.runs.capture_pcap import PcapCapture
 from soak.runs.context import RunContext
 from soak.runs.events import RunEvents
-from soak.runs.layout import agents_dir, profiles_dir, spool_dir, with_embedded_store
+from soak.runs.layout import agents_dir, profiles_dir
 from soak.runs.listening import RunFacts, RunListener
+from soak.runs.owed import hand_over_spools, run_sinks
 from soak.samplers import TickRunner, build_samplers
 from soak.samplers.remote_samplers import ROLE as SAMPLER_ROLE
 from soak.samplers.remote_samplers import RemoteSamplers
-from soak.sinks import SinkSet, build_sinks
+from soak.sinks import SinkSet
 from soak.targets.base import Running
 from soak.targets.group import load_address
 
@@ -61,13 +62,8 @@ class RunParts:
         self.capture: RunCapture | PcapCapture | None = None  # `capture:`: its target's queries
 
     def build_sinks(self) -> None:
-        self.sinks = build_sinks(
-            with_embedded_store(self.scenario.sinks),
-            self.scenario.spool,
-            default_sqlite_path=self.ctx.data_dir.points_db,
-            run_dir=self.run_dir,
-            metrics=self.ctx.metrics,
-            default_spool_dir=spool_dir(self.run_dir),
+        self.sinks = run_sinks(
+            self.run_id, self.scenario, self.run_dir, self.ctx.data_dir, self.ctx.metrics
         )
 
     def open_capture(self) -> None:
@@ -231,8 +227,16 @@ class RunParts:
             except Exception as exc:  # the run must still end; the fault is recorded
                 self.event("error", f"stopping the load: {exc}", 0.0)
 
-    def close_sinks(self) -> None:
-        """Flushed and closed: whatever reads the store next sees every point."""
-        if self.sinks is not None:
-            self.sinks.close()
-            self.sinks = None
+    def close_sinks(self, *, hand_over: bool = False) -> None:
+        """Flushed and closed: whatever reads the store next sees every point. At the
+        run's end (`hand_over`) a spool that still holds points is owed: recorded, and
+        replayed by the service until its sink takes it (runs.owed)."""
+        if self.sinks is None:
+            return
+        sinks, self.sinks = self.sinks, None
+        sinks.close()
+        if hand_over:
+            for message, points in hand_over_spools(
+                self.run_id, sinks, self.ctx.state, self.ctx.metrics
+            ):
+                self.try_event("spool_owed", message, value=float(points))

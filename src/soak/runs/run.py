@@ -27,6 +27,7 @@ from soak.runs.context import RunContext
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.layout import TargetFiles
 from soak.runs.live import LiveFigures
+from soak.runs.owed import hand_over_spools, run_sinks
 from soak.runs.parts import RunParts
 from soak.runs.reserve import release_reserve
 from soak.runs.state import RunRecord, RunStatus
@@ -274,7 +275,9 @@ class Run:
             self.ticker.analyse(now_ns, self.timeline.warmup_end_ns)
         if self.parts.listener is not None:
             self.parts.listener.close()
-        self.parts.close_sinks()  # flushed: the criteria and the report read every point
+        # Flushed: the criteria and the report read every point; what a sink did not
+        # take is handed over (runs.owed).
+        self.parts.close_sinks(hand_over=True)
         return self.ctx.on_end(
             RunEnd(
                 run_id=self.id,
@@ -361,6 +364,11 @@ def reap(record: RunRecord, ctx: RunContext, reason: str) -> None:
     except SoakError as exc:
         event("error", f"re-attaching to stop: {exc}")
     targets.stop()
+    # What its sinks had not taken when its command died is owed, as at any run's end.
+    sinks = run_sinks(record.id, record.scenario, record.run_dir, ctx.data_dir, None)
+    sinks.close()
+    for message, points in hand_over_spools(record.id, sinks, ctx.state, ctx.metrics):
+        event("spool_owed", message, float(points))
     event("stop", f"run abandoned: {reason}")
     ctx.state.update_run(
         record.id, status=RunStatus.ERROR, message=f"abandoned: {reason}", ended_ns=time.time_ns()

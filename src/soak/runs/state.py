@@ -66,6 +66,14 @@ CREATE TABLE IF NOT EXISTS events (
     value REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS events_run ON events (run_id, time_ns);
+CREATE TABLE IF NOT EXISTS owed_spools (
+    run_id TEXT NOT NULL,
+    sink TEXT NOT NULL,
+    path TEXT NOT NULL,
+    points INTEGER NOT NULL,
+    since_ns INTEGER NOT NULL,
+    PRIMARY KEY (run_id, sink)
+);
 """
 
 _UPDATABLE = {
@@ -79,6 +87,17 @@ _UPDATABLE = {
     "restarts",
     "target_state",
 }
+
+
+@dataclass(frozen=True)
+class OwedSpool:
+    """The spool of an ended run's sink that still holds points (runs.owed replays it)."""
+
+    run_id: str
+    sink: str
+    path: Path
+    points: int
+    since_ns: int  # when the run handed it over
 
 
 @dataclass
@@ -209,6 +228,36 @@ class StateStore:
         return [
             EventRecord(r["run_id"], r["time_ns"], r["kind"], r["message"], r["value"])
             for r in reversed(rows)
+        ]
+
+    def set_owed(self, run_id: str, sink: str, path: Path, points: int) -> None:
+        """An ended run's sink owes `points` (kept since the first hand-over)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO owed_spools (run_id, sink, path, points, since_ns)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, sink) DO UPDATE SET"
+                " points = excluded.points, path = excluded.path",
+                (run_id, sink, str(path), points, time.time_ns()),
+            )
+            self._db.commit()
+
+    def clear_owed(self, run_id: str, sink: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "DELETE FROM owed_spools WHERE run_id = ? AND sink = ?", (run_id, sink)
+            )
+            self._db.commit()
+
+    def owed(self, run_id: str | None = None) -> list[OwedSpool]:
+        """Every owed spool (of one run), oldest hand-over first."""
+        query, args = "SELECT * FROM owed_spools", tuple[str, ...]()
+        if run_id is not None:
+            query, args = query + " WHERE run_id = ?", (run_id,)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY since_ns, sink", args).fetchall()
+        return [
+            OwedSpool(r["run_id"], r["sink"], Path(r["path"]), r["points"], r["since_ns"])
+            for r in rows
         ]
 
 

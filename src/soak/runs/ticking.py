@@ -70,7 +70,9 @@ class Ticker:
         self.last_tick_ns = tick_ns
         self.parts.ctx.state.update_run(self.parts.run_id, last_tick_ns=tick_ns)
         lag_s = ns_to_s(started_ns - tick_ns)
-        self.parts.ctx.metrics.observe_tick(lag_s, ns_to_s(time.time_ns() - started_ns))
+        self.parts.ctx.metrics.observe_tick(
+            self.parts.run_id, lag_s, ns_to_s(time.time_ns() - started_ns)
+        )
 
     def analyse(self, now_ns: int, since_ns: int) -> None:
         """Leak verdicts over the samples from `since_ns` (the warm-up's end), told to the

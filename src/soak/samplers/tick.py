@@ -83,6 +83,8 @@ class TickRunner:
             raise ValueError(f"deadline_fraction must be in (0, 1], got {deadline_fraction}")
         self.samplers = samplers
         self.run_tags = dict(run_tags)
+        self._soak = run_tags.get("soak", "")  # the run its metrics are labelled with
+        self._closed = False
         self.metrics = metrics
         self.timeout_s = timeout_s
         self.interval_s = interval_s
@@ -194,7 +196,7 @@ class TickRunner:
         got, duration_s, error = future.result()
         self.last_durations_s[name] = duration_s
         if self.metrics is not None:
-            self.metrics.observe_sampler(name, duration_s, error is None)
+            self.metrics.observe_sampler(self._soak, name, duration_s, error is None)
         if error is not None:
             return [self._failed(name, fault_text(error), tick_ns, count_metric=False), *got]
         return got
@@ -202,7 +204,7 @@ class TickRunner:
     def _observe_late(self, name: str, future: cf.Future[Outcome], keep: bool = False) -> None:
         """A sampler that finished after its deadline: its duration still counts, and the
         points of one that keeps them (`keep_late`) go out with the next tick."""
-        if future.cancelled():
+        if future.cancelled() or self._closed:
             return
         got, duration_s, _ = future.result()
         if keep and got:
@@ -210,7 +212,7 @@ class TickRunner:
                 self._late_points += got
         self.last_durations_s[name] = duration_s
         if self.metrics is not None:
-            self.metrics.sampler_duration.labels(name).observe(duration_s)
+            self.metrics.observe_sampler(self._soak, name, duration_s, ok=True)
 
     def _failed(
         self,
@@ -223,13 +225,13 @@ class TickRunner:
     ) -> Point:
         self.errors[name] = self.errors.get(name, 0) + 1
         if count_metric and self.metrics is not None:
-            self.metrics.sampler_errors.labels(name).inc()
+            self.metrics.count_sampler_error(self._soak, name)
         return sampler_event(name, message, tick_time_ns, kind, self.errors[name])
 
     def _observe_load(self, points: list[Point]) -> None:
         if self.metrics is None:
             return
-        soak = self.run_tags.get("soak", "")
+        soak = self._soak
         for p in points:
             if p.measurement != "load" or is_agent_part(p.tags):  # the total only
                 continue
@@ -246,4 +248,5 @@ class TickRunner:
 
     def close(self) -> None:
         """Waits for no sampler still running (one stuck in I/O must not hang shutdown)."""
+        self._closed = True  # a sampler finishing later adds no series to an ended run
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -93,6 +93,15 @@ def summary_rows(status: dict[str, Any]) -> list[tuple[str, str]]:
         ("fds", fmt_num(proc.get("fds"))),
         (threads_label, fmt_num(threads)),
         ("restarts", str(status.get("restarts", 0))),
+        *owed_rows(status),
+    ]
+
+
+def owed_rows(status: dict[str, Any]) -> list[tuple[str, str]]:
+    """Points an ended run's sinks still owe (replayed until taken), one row per sink."""
+    return [
+        (f"owed to {sink}", f"{points:,} points (spooled, replayed until taken)")
+        for sink, points in status.get("owed", {}).items()
     ]
 
 

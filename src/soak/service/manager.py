@@ -27,6 +27,7 @@ from soak.runs.context import RunContext
 from soak.runs.layout import DataDir
 from soak.runs.leftovers import sweep_leftovers
 from soak.runs.live import LiveFigures
+from soak.runs.owed import OwedSpools
 from soak.runs.reserve import make_reserve
 from soak.runs.run import Run, reap
 from soak.runs.runid import new_run_id
@@ -40,6 +41,11 @@ log = logging.getLogger(__name__)
 
 class UnknownRun(InputError):
     """No run with that id."""
+
+
+# How often the owed spools of ended runs are looked at (a spool waits at most this
+# long past its scenario's `spool.retry_interval_s`), cheap when nothing is owed.
+OWED_CHECK_INTERVAL_S = 5.0
 
 
 class RunManager:
@@ -58,6 +64,7 @@ class RunManager:
             on_finished=self._finished,
             listen=LeakAlerts,
         )
+        self.owed = OwedSpools(self.state, self.data_dir, self.metrics)
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
         self.leftovers: str | None = None  # what start() removed, in one line
@@ -70,6 +77,9 @@ class RunManager:
         self.scheduler.start()
         self.reap_abandoned()
         self.leftovers = self.sweep(resuming=resume)
+        # What ended runs' sinks still owe: replayed until taken, by whoever holds the
+        # data directory (this service, or a foreground command).
+        self.scheduler.every("service:owed-spools", OWED_CHECK_INTERVAL_S, self.owed.drain)
         return self.resume_all() if resume else []
 
     def sweep(self, *, resuming: bool) -> str | None:
@@ -97,6 +107,7 @@ class RunManager:
             else:
                 run.detach()
         self.scheduler.shutdown()
+        self.owed.close()  # after the scheduler: no replay is under way
         self.state.close()
 
     def resume_all(self) -> list[str]:
@@ -109,6 +120,7 @@ class RunManager:
                 plan.resume()
             except SoakError as exc:
                 log.warning("run %s could not be resumed: %s", record.id, exc)
+                self.metrics.end_run(record.id, RunStatus.ERROR)
                 continue
             self._adopt(plan)  # an end already past runs at once (date job, no grace limit)
             resumed.append(plan.id)
@@ -139,6 +151,7 @@ class RunManager:
         except BaseException:
             with self._lock:
                 self.runs.pop(run.id, None)
+            self.metrics.end_run(run.id, RunStatus.ERROR)
             raise
         self._adopt(plan)
 
@@ -164,13 +177,18 @@ class RunManager:
     def _adopt(self, plan: SoakPlan) -> None:
         with self._lock:
             self.runs[plan.id] = plan.run
+        sc = plan.run.scenario
+        self.metrics.start_run(plan.id, sc.name, sc.alerting.labels)
         self.scheduler.add_plan(plan, time.time_ns())
 
     def _finished(self, run_id: str) -> None:
-        """A run has ended: its jobs go; its record, events and files stay."""
+        """A run has ended: its jobs and its series on /metrics go (its outcome is
+        counted); its record, events and files stay."""
         self.scheduler.remove_run(run_id)
         with self._lock:
-            self.runs.pop(run_id, None)  # a service that runs for months holds no old runs
+            run = self.runs.pop(run_id, None)  # a service that runs for months holds no old runs
+        outcome = run.outcome if run is not None else None
+        self.metrics.end_run(run_id, outcome.status if outcome is not None else RunStatus.ERROR)
 
     def stop(self, run_id: str) -> RunRecord:
         record = self.get_record(run_id)

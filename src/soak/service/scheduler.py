@@ -80,6 +80,10 @@ class SoakScheduler:
             func, "date", run_date=None, id=f"{run_id}:{name}", replace_existing=True
         )
 
+    def every(self, job_id: str, interval_s: float, func: Callable[[], Any]) -> None:
+        """A job of the service's own (not a run's), every `interval_s` from now."""
+        self._sched.add_job(func, "interval", seconds=interval_s, id=job_id, replace_existing=True)
+
     def remove_run(self, run_id: str) -> None:
         for job in self._sched.get_jobs():
             if job.id.startswith(f"{run_id}:") and not job.id.endswith((":stop", ":start")):

@@ -22,7 +22,7 @@ from soak.sinks.spool import Spool
 from soak.sinks.spooling import SpoolingSink
 from soak.sinks.sqlite import SqliteStore
 
-__all__ = ["ServiceMetrics", "SinkSet", "SqliteStore", "build_sinks"]
+__all__ = ["ServiceMetrics", "SinkSet", "SqliteStore", "build_sinks", "spool_dir_of"]
 
 _MAX_KEPT_EVENTS = 1000
 
@@ -114,6 +114,12 @@ def build_sink(cfg: SinkConfig, *, default_sqlite_path: Path, run_dir: Path) -> 
     raise TypeError(f"unknown sink config {cfg!r}")
 
 
+def spool_dir_of(spool: SpoolConfig, run_dir: Path, default_spool_dir: Path) -> Path:
+    """Where a run's spools go: `spool.dir` (relative to `run_dir`), else the default."""
+    spool_dir = Path(spool.dir) if spool.dir else default_spool_dir
+    return spool_dir if spool_dir.is_absolute() else run_dir / spool_dir
+
+
 def build_sinks(
     configs: list[SinkConfig],
     spool: SpoolConfig,
@@ -122,15 +128,14 @@ def build_sinks(
     run_dir: Path,
     default_spool_dir: Path,
     metrics: ServiceMetrics | None = None,
+    run_id: str = "",
 ) -> SinkSet:
     """The configured sinks (the embedded SQLite store when none is), each with a spool
     (under `spool.dir`, relative to `run_dir`, else `default_spool_dir`: the run's data
     directory names both)."""
     if not configs:
         configs = [SqliteSinkConfig(kind="sqlite")]
-    spool_dir = Path(spool.dir) if spool.dir else default_spool_dir
-    if not spool_dir.is_absolute():
-        spool_dir = run_dir / spool_dir
+    spool_dir = spool_dir_of(spool, run_dir, default_spool_dir)
     wrapped: list[SpoolingSink] = []
     names: set[str] = set()
     for cfg in configs:
@@ -145,6 +150,7 @@ def build_sinks(
                 Spool(spool_dir / _spool_file_name(sink.name), spool.max_bytes),
                 retry_interval_s=spool.retry_interval_s,
                 metrics=metrics,
+                run_id=run_id,
             )
         )
     return SinkSet(wrapped)

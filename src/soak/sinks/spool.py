@@ -5,10 +5,16 @@ before it is read too). A sidecar file holds the byte offset replayed so far,
 written after each accepted chunk, so a replay interrupted by another failure (or
 by a restart of the service) resumes where it stopped and sends no point twice.
 When the whole file is replayed it is truncated.
+
+A spool an ended run still holds is replayed by whoever holds its lock
+(`try_lock`: one process at a time, so no point goes twice) and removed, only
+when empty (`remove`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from collections.abc import Sequence
@@ -29,7 +35,12 @@ class Spool:
         self.offset_path = path.with_name(path.name + ".offset")
         self.max_bytes = max_bytes
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.size_bytes = path.stat().st_size if path.exists() else 0
+        self._lock_fd: int | None = None
+        self.reload()
+
+    def reload(self) -> None:
+        """Size, offset and depth as the files say (another process may have replayed)."""
+        self.size_bytes = self.path.stat().st_size if self.path.exists() else 0
         # An offset past the end: the file was truncated after a full replay and
         # the service stopped before the offset file was reset.
         self.offset = min(self._read_offset(), self.size_bytes)
@@ -102,3 +113,38 @@ class Spool:
         tmp = self.offset_path.with_name(self.offset_path.name + ".tmp")
         tmp.write_text(str(self.offset))
         os.replace(tmp, self.offset_path)
+
+    def try_lock(self) -> bool:
+        """The exclusive right to replay this file (flock on it), if no other holder has
+        it; released by `unlock` (or the holder's death). The holder then `reload`s:
+        the last holder may have replayed some of it."""
+        if self._lock_fd is not None:
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:  # replayed and removed by its last holder
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases its flock
+            self._lock_fd = None
+
+    def remove(self) -> bool:
+        """Removes the spool and its offset file if nothing is pending; True if it did
+        (and its directory too, once empty)."""
+        if not self.empty:
+            return False
+        for path in (self.path, self.offset_path):
+            path.unlink(missing_ok=True)
+        self.unlock()
+        with contextlib.suppress(OSError):  # other sinks' spools are still in it
+            self.path.parent.rmdir()
+        return True

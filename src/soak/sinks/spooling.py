@@ -42,6 +42,7 @@ class SpoolingSink:
         *,
         retry_interval_s: float,
         metrics: ServiceMetrics | None = None,
+        run_id: str = "",
         replay_chunk_points: int = 5000,
         max_replay_chunks: int = 20,
         clock: Callable[[], float] = time.monotonic,
@@ -49,6 +50,7 @@ class SpoolingSink:
         self.sink, self.spool, self.name = sink, spool, sink.name
         self.retry_interval_s = retry_interval_s
         self.metrics = metrics
+        self.run_id = run_id  # the `soak` label of its spool gauges
         self.replay_chunk_points = replay_chunk_points
         self.max_replay_chunks = max_replay_chunks
         self.clock = clock
@@ -86,6 +88,13 @@ class SpoolingSink:
     def close(self) -> None:
         self.flush()
         self.sink.close()
+
+    def replay_due(self) -> None:
+        """Replays the backlog if its retry interval has passed (an ended run's spool,
+        replayed by the service until the sink takes it)."""
+        with self._lock:
+            if not self.spool.empty:
+                self._replay(force=False)
 
     def take_events(self) -> list[SinkEvent]:
         with self._lock:
@@ -194,8 +203,7 @@ class SpoolingSink:
 
     def _update_gauges(self) -> None:
         if self.metrics is not None:
-            self.metrics.spool_depth.labels(self.name).set(self.spool.depth)
-            self.metrics.spool_bytes.labels(self.name).set(self.spool.size_bytes)
+            self.metrics.set_spool(self.run_id, self.name, self.spool.depth, self.spool.size_bytes)
 
     def stats(self) -> dict[str, int]:
         return {
