@@ -26,7 +26,14 @@ from soak.errors import InputError
 from soak.load.load_config import LoadConfig
 from soak.load.replay_config import ReplayConfig
 from soak.netsafety import check_allowed
-from soak.placeholders import Placeholders, fill_services, render, reveal, services_named
+from soak.placeholders import (
+    Placeholders,
+    check_text,
+    fill_services,
+    render,
+    reveal,
+    services_named,
+)
 from soak.targets.specs import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
 from soak.traffic.capture_config import CaptureConfig
 from soak.traffic.dnstap import SOCKET_PATH_MAX_BYTES
@@ -40,14 +47,16 @@ from soak.traffic.dnstap import SOCKET_PATH_MAX_BYTES
 WORKER_MAX_QPS = {"udp": 250_000.0, "tcp": 100_000.0, "dot": 100_000.0, "doh": 100_000.0}
 
 
-def check_scenario(scenario: Scenario, *, secrets: bool = True) -> None:
+def check_scenario(scenario: Scenario, *, secrets: bool = True, reader: str | None = None) -> None:
     """Raise InputError (one line) for the first problem found; read-only.
 
     `secrets=False`: the secret references are not read here (a client submitting to a
-    service: they are the service's environment and files, which it checks itself)."""
+    service: they are the service's environment and files, which it checks itself);
+    `reader`: the process that reads them, named when one cannot be (`soak serve`)."""
+    check_placeholder_syntax(scenario)
     check_sampler_agent(scenario)
     if secrets:
-        check_secrets(scenario)
+        check_secrets(scenario, reader)
     if scenario.load is not None and scenario.load.replay is not None:
         check_replay(scenario, scenario.load.replay)
     if scenario.load is not None:
@@ -195,18 +204,30 @@ def check_target_files(target: TargetConfig, base_dir: Path) -> None:
         file_text(spec, base_dir)  # InputError if unreadable or not text
 
 
-def check_secrets(scenario: Scenario) -> None:
+def check_secrets(scenario: Scenario, reader: str | None = None) -> None:
     """Every secret reference (`{env.NAME}`, `{file:PATH}`) of the scenario can be read
     here: an unset variable or an unreadable file is one line and exit 2. The values are
     read and dropped; only the run's targets, probes and samplers use them."""
     from soak.targets.render import file_text
 
     for where, text in _strings(scenario.model_dump(mode="json"), ""):
-        reveal(text, scenario.base_dir, where.lstrip(".") or "scenario")
+        reveal(text, scenario.base_dir, where.lstrip(".") or "scenario", reader=reader)
     for target in [*scenario.services, scenario.target]:
         for spec in target.files:
             text = file_text(spec, scenario.base_dir)
-            reveal(text, scenario.base_dir, f"{target.name}: file {spec.dest}")
+            reveal(text, scenario.base_dir, f"{target.name}: file {spec.dest}", reader=reader)
+
+
+def check_placeholder_syntax(scenario: Scenario) -> None:
+    """A name in braces that is not a placeholder (`{env:TOKEN}`, `{rundir}`) would be sent
+    as written: refused here, in any field and in any target's file, with what it meant."""
+    from soak.targets.render import file_text
+
+    for where, text in _strings(scenario.model_dump(mode="json"), ""):
+        check_text(text, where.lstrip(".") or "scenario")
+    for target in [*scenario.services, scenario.target]:
+        for spec in target.files:
+            check_text(file_text(spec, scenario.base_dir), f"{target.name}: file {spec.dest}")
 
 
 def _strings(value: object, where: str) -> Iterator[tuple[str, str]]:

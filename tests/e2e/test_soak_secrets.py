@@ -1,6 +1,7 @@
 """A scenario's secrets given by reference stay out of the data directory, which is its
 user's only: a real foreground run of refdns (its API token) with `{env.NAME}` and
-`{file:PATH}` references."""
+`{file:PATH}` references, one of them rendered into a target's file (removed when the
+target stops)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ def by_reference(token_file: Path, server_data: Path) -> list[str]:
     env_ref = f"{{env.{TOKEN_ENV}}}"
     sets = {
         "target.env.REFDNS_TOKEN": f'"{env_ref}"',  # quoted: YAML reads {...} as a mapping
+        # A rendered file that holds it (a server's config): in clear while the target
+        # runs, gone when it stops.
+        "target.files": f'[{{dest: token.conf, content: "token={env_ref}"}},'
+        ' {dest: plain.conf, content: "port={port.dns}"}]',
         "samplers.pprof.headers.Authorization": f"Bearer {env_ref}",
         "samplers.http.0.headers.Authorization": f"Bearer {{file:{token_file}}}",
         "samplers.http.1.headers.Authorization": f"Bearer {env_ref}",
@@ -69,6 +74,9 @@ def test_a_token_by_reference_is_in_no_file_and_every_file_is_private(tmp_path: 
     assert len(files) >= 5  # state, points, result, reports, logs
     holding = [str(p) for p in files if token.encode() in p.read_bytes()]
     assert holding == []
+    # The files were rendered; the one that held the token is gone, the other is kept.
+    rendered = {p.name for p in files if p.name.endswith(".conf")}
+    assert rendered == {"plain.conf"}, rendered
     # The state keeps the reference as written.
     assert f"{{env.{TOKEN_ENV}}}".encode() in (data / "state.db").read_bytes()
     # Every directory 0700 and every file without group or other bits.

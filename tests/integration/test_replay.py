@@ -180,6 +180,14 @@ def test_pcap_of_dnsperf_udp_and_tcp_replays(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["transports"] == {"udp": sent[0], "tcp": sent[1]}
+    # Without --json: lines for a reader, not a Python dict.
+    text = soak("capture", "--from", str(pcap), "--clients-by-port", "-o", str(out)).stdout
+    assert text.splitlines() == [
+        f"{out}: {sum(sent):,} queries from {info['clients']:,} client(s)"
+        f" over {info['duration_s']:g} s",
+        "  by type: " + ", ".join(f"{t} {n:,}" for t, n in info["qtypes"].items()),
+        f"  by transport: udp {sent[0]:,}, tcp {sent[1]:,}",
+    ], text
     from soak.traffic.capture import read_capture
 
     capture = read_capture(out)

@@ -79,3 +79,66 @@ def test_a_target_that_cannot_start_leaves_its_helper_for_stop(tmp_path: Path) -
     assert helper is not None and helper.pid is not None and pid_alive(helper.pid)
     g.stop()
     assert not pid_alive(helper.pid)
+
+
+def lone(
+    tmp_path: Path,
+    target: TargetConfig,
+    events: list[tuple[str, str]],
+    load_connections: int | None = None,
+) -> TargetGroup:
+    """`target` alone, under a load of `load_connections` connections (None: no load)."""
+    return TargetGroup(
+        target,
+        [],
+        [],
+        files=TargetFiles(tmp_path / "run"),
+        run_id=new_run_id("t-group"),
+        base_dir=tmp_path,
+        on_event=lambda kind, message, value: events.append((kind, message)),
+        load_connections=load_connections,
+    )
+
+
+@pytest.mark.parametrize(
+    ("connections", "warned"), [(None, False), (0, False), (44, False), (45, True)]
+)
+def test_open_files_warning_only_below_what_the_load_needs(
+    tmp_path: Path, connections: int | None, warned: bool
+) -> None:
+    """A server started with 300 open files: enough for a UDP load (no connections) and
+    for 44 connections beside its own 256 files; 45 are one too many."""
+    serve = f"ulimit -n 300 && exec {sys.executable} -m http.server --bind 127.0.0.1 $0"
+    target = config({"name": "srv", "argv": ["sh", "-c", serve, "{port.p}"], "ports": {"p": {}}})
+    events: list[tuple[str, str]] = []
+    g = lone(tmp_path, target, events, connections)
+    try:
+        running = g.start()
+        assert running.fd_limit == 300
+    finally:
+        g.stop()
+    warnings = [m for k, m in events if k == "warning" and "open-files" in m]
+    want = ["srv: open-files limit is 300, below the 301 this load needs (45 connections"]
+    assert [w[: len(want[0])] for w in warnings] == (want if warned else [])
+
+
+def test_a_rendered_file_that_holds_a_secret_goes_when_its_target_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOAK_TEST_GROUP_SECRET", "s3cr3t-value")
+    files = [
+        {"dest": "secret.conf", "content": "token={env.SOAK_TEST_GROUP_SECRET}\n"},
+        {"dest": "plain.conf", "content": "dir={run_dir} literal={{run_dir}}\n"},
+    ]
+    target = config({"name": "srv", "argv": ["sleep", "600"], "files": files})
+    events: list[tuple[str, str]] = []
+    g = lone(tmp_path, target, events)
+    run = tmp_path / "run"
+    try:
+        g.start()
+        assert (run / "secret.conf").read_text() == "token=s3cr3t-value\n"  # the target reads it
+        assert (run / "secret.conf").stat().st_mode & 0o077 == 0
+    finally:
+        g.stop()
+    assert not (run / "secret.conf").exists()
+    assert (run / "plain.conf").read_text() == f"dir={run.resolve()} literal={{run_dir}}\n"

@@ -113,6 +113,12 @@ CASES: list[tuple[str, Case, str]] = [
     ("scenario-not-yaml", _file(SCENARIO_RAW, b"name: [x\n"), "not valid YAML"),
     ("scenario-not-mapping", _file(SCENARIO_RAW, b"- a\n- b\n"), "a scenario is a YAML mapping"),
     ("scenario-unknown-key", _set("bogus", 1), "bogus: Extra inputs are not permitted"),
+    ("scenario-misspelt-key", _set("phasess", []),
+     "phasess: Extra inputs are not permitted (did you mean phases?)"),
+    ("scenario-misspelt-nested-key", _set("load.rate_qsp", 10),
+     "load.rate_qsp: Extra inputs are not permitted (did you mean rate_qps?)"),
+    ("scenario-misspelt-target-key", _set("target.argvv", ["sleep"]),
+     "argvv: Extra inputs are not permitted (did you mean argv?)"),
     ("scenario-missing", _argv("--set", "name=x", "--", "missing.yaml"), "cannot read missing"),
     ("query-file-missing", _remove("q.txt"), "q.txt: No such file or directory"),
     ("query-line-malformed", _file("q.txt", b"www.example.test A\nexample.test A extra\n"),
@@ -166,6 +172,18 @@ CASES: list[tuple[str, Case, str]] = [
      "load.agents.count: Input should be greater than or equal to 1"),
     ("sampler-agent-local-target", _set("samplers.agent", {"engine": "local", "pid": 1}),
      "samplers.agent: only for a target on another node (`target.runtime: external`)"),
+    ("placeholder-env-colon", _set("target.env", {"T": "{env:SOAK_TOKEN}"}),
+     "target.env.T: {env:SOAK_TOKEN} is not a placeholder: did you mean {env.SOAK_TOKEN}?"),
+    ("placeholder-file-dot", _set("target.ready", {"probes": [
+        {"kind": "http", "port": "dns", "headers": {"X-API-Key": "{file.token.txt}"}}]}),
+     "target.ready.probes.0.headers.X-API-Key: {file.token.txt} is not a placeholder:"
+     " did you mean {file:token.txt}?"),
+    ("placeholder-rundir", _set("target.argv", ["sleep", "{rundir}/log"]),
+     "target.argv.1: {rundir} is not a placeholder: did you mean {run_dir}?"),
+    ("placeholder-typo-in-template", _file("x.conf.in", b"logfile: {rundir}/x.log\n"),
+     "target: file x.conf: {rundir} is not a placeholder: did you mean {run_dir}?"),
+    ("placeholder-unknown-name", _set("services.0.argv", ["sleep", "{token}"]),
+     "services.0.argv.1: {token} is not a placeholder: the placeholders are {data_dir},"),
     ("placeholder-unknown-port-argv", _set("target.argv", ["sleep", "{port.dnss}"]),
      "target.argv.1: unknown port {port.dnss} (named ports: dns)"),
     ("placeholder-unknown-port-env", _set("target.env", {"PORT": "{port.api}"}),
@@ -224,6 +242,9 @@ NOT_VALIDATED = {"replay-from-run-unknown"}
 # The service's line where it words the same problem for a posted body.
 SERVICE_LINE = {
     "scenario-not-utf8": "body: not UTF-8 text (byte 0xff at offset 8)",
+    # The service reads the secrets: its environment, not the client's, lacks the variable.
+    "secret-env-unset": "services.0.env.T: {env.SOAK_TEST_NEVER_SET}: environment variable"
+    " SOAK_TEST_NEVER_SET is not set in the environment of `soak serve`, which reads it",
 }
 PATHS = ("validate", "foreground", "service")
 
@@ -398,3 +419,47 @@ def test_a_pcap_capture_without_tcpdump_is_refused(
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH where no tcpdump is
     with pytest.raises(InputError, match="tcpdump is not installed"):
         check_capture(CaptureConfig(source="pcap"), tmp_path)
+
+
+def test_validate_warns_on_a_literal_secret_and_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token written in the scenario is kept in clear wherever the scenario is: a
+    warning with the reference to write instead; the scenario is still valid (exit 0).
+    A DNS name with `key` in it is not a secret's."""
+    monkeypatch.chdir(tmp_path)
+    sc = base_scenario()
+    write_base(tmp_path, sc)
+    sc["target"]["env"] = {"API_TOKEN": "s3cr3t", "DNSKEY": "257 3 13 abc", "KEY_ID": "1"}
+    sc["target"]["argv"] = ["sleep", "600", "--db-password=hunter2"]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
+    with pytest.raises(SystemExit) as exited:
+        main(["validate", "s.yaml"])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 0, err
+    assert "is valid" in out
+    assert err.splitlines() == [
+        "soak: warning: target.argv.2: a literal value under a secret's name is kept"
+        " in clear; give it by reference: '{env.DB_PASSWORD}' (or {file:PATH})",
+        "soak: warning: target.env.API_TOKEN: a literal value under a secret's name is kept"
+        " in clear; give it by reference: '{env.API_TOKEN}' (or {file:PATH})",
+    ]
+
+
+def test_json_dash_is_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`soak upgrade PLAN --json -`: the JSON on stdout (one document), no file named `-`;
+    here a plan that cannot run (exit 2), whose report is written all the same."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plan.yaml").write_text("name: p\nold: {runtime: process}\nnew: {}\n")
+    with pytest.raises(SystemExit) as exited:
+        main(["upgrade", "plan.yaml", "--json", "-"])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2, err
+    assert not (tmp_path / "-").exists()
+    report = json.loads(out)
+    assert report["exit_code"] == 2 and report["errors"] == 1, report
+    assert err.startswith("soak: plan.yaml: old.process.argv: Field required"), err

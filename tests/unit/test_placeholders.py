@@ -10,8 +10,12 @@ import pytest
 from soak.errors import InputError
 from soak.placeholders import (
     Placeholders,
+    check_text,
     fill,
     fill_services,
+    literal_secrets,
+    looks_secret,
+    problems,
     render,
     render_known,
     reveal,
@@ -101,3 +105,120 @@ def test_a_secret_that_cannot_be_read_is_bad_input(tmp_path: Path, monkeypatch: 
         reveal("{env.SOAK_UNIT_UNSET}", tmp_path, "h.x")
     with pytest.raises(InputError, match=r"\{file:nope\}: cannot read .*/nope: No such file"):
         reveal("{file:nope}", tmp_path)
+
+
+# ---------------------------------------------------------------- what is not a placeholder
+
+
+@pytest.mark.parametrize(
+    ("text", "meant"),
+    [
+        ("Bearer {env:TOKEN}", "{env.TOKEN}"),
+        ("{file.secrets/api.token}", "{file:secrets/api.token}"),
+        ("{rundir}/unbound.log", "{run_dir}"),
+        ("{RUN_DIR}", "{run_dir}"),
+        ("{data-dir}", "{data_dir}"),
+        ("{port:dns}", "{port.dns}"),
+        ("{prot.dns}", "{port.dns}"),
+        ("{hots}", "{host}"),
+        ("{service:up.host}", "{service.up.host}"),
+    ],
+)
+def test_a_misspelt_placeholder_is_named_with_what_it_meant(text: str, meant: str) -> None:
+    [problem] = problems(text)
+    assert f"is not a placeholder: did you mean {meant}?" in problem
+    with pytest.raises(InputError, match=r"^target\.argv\.1: \{"):
+        check_text(text, "target.argv.1")
+
+
+def test_a_name_in_braces_without_a_likely_meaning_lists_the_placeholders() -> None:
+    [problem] = problems("x={token}")
+    assert problem.startswith("{token} is not a placeholder: the placeholders are {data_dir},")
+    assert "{{token}} writes it as is" in problem
+
+
+def test_braces_around_what_is_not_a_name_are_text() -> None:
+    """JSON, Lua tables, shell, brace expansion, PromQL labels, Go templates, regexes:
+    none of them is read as a placeholder, so none is refused."""
+    text = (
+        '{"a": {"b": 1}} { kind = "dns" } ${HOME} {a,b} {stage="queue"} {{.State.Pid}}'
+        " x{3} {} {port.dns} {env.X} {file:a.b} {service.up.port.dns} {{rundir}}"
+    )
+    assert problems(text) == []
+
+
+def test_a_doubled_brace_writes_a_literal_one_where_the_text_is_used() -> None:
+    text = "{{run_dir}} {run_dir} {{env.X}} {{port:dns}}"
+    assert render(text, VALUES) == "{run_dir} /runs/r1 {env.X} {port:dns}"
+    assert reveal(text) == "{run_dir} {run_dir} {env.X} {port:dns}"
+    # The passes before the last keep the escape, so the last one does not fill it.
+    up = Running("up", "127.0.0.2", {"dns": 5353}, 1, None)
+    kept = fill_services("{{service.up.host}} {service.up.host}", {"up": up}, "t")
+    assert kept == "{{service.up.host}} 127.0.0.2"
+    assert render(kept, VALUES) == "{service.up.host} 127.0.0.2"
+    assert fill("{{data_dir}}", {"data_dir": "/d"}) == "{{data_dir}}"
+    assert secret_references("{{env.X}} {env.Y}") == ["{env.Y}"]
+
+
+def test_an_upgrade_plans_own_syntax_is_filled_before_and_left_alone() -> None:
+    """`{{name}}` of an upgrade plan is its own syntax (upgrade/template.py), filled first;
+    what it leaves (a Go template, JSON) passes the single-brace renderer unchanged."""
+    from soak.upgrade.template import Values
+
+    values = Values({"api_key": "k1", "zones": "/api/v1/zones"}, {})
+    filled = values.render(["{{api_key}}", "{{ zones }}/{port.api}", "{{.State.Pid}}", '{"a":{}}'])
+    assert filled == ["k1", "/api/v1/zones/{port.api}", "{{.State.Pid}}", '{"a":{}}']
+    assert [fill(t, {"port.api": "8081"}) for t in filled] == [
+        "k1", "/api/v1/zones/8081", "{{.State.Pid}}", '{"a":{}}'
+    ]  # fmt: skip
+
+
+# ---------------------------------------------------------------- literal secrets
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("X-API-Key", True), ("REFDNS_TOKEN", True), ("api_key", True), ("apiKey", True),
+        ("db_password", True), ("Authorization", True), ("--api-key", True), ("secret", True),
+        ("dnskey", False), ("key_id", False), ("key-file", False), ("monkey", False),
+        ("MALLOC_ARENA_MAX", False), ("control-key-file", False), ("tsig_keyname", False),
+    ],
+)  # fmt: skip
+def test_a_secrets_name_is_told_by_its_last_word(name: str, secret: bool) -> None:
+    assert looks_secret(name) is secret
+
+
+def test_literal_secrets_names_where_and_the_reference_to_use() -> None:
+    scenario = {
+        "target": {
+            "env": {"REFDNS_TOKEN": "abc123", "DNSKEY": "257 3 13 xyz", "T": "{env.T}"},
+            "argv": ["srv", "--api-key=abc", "-token={file:t}", "--dnskey=abc"],
+            "ready": {"probes": [{"headers": {"X-API-Key": "k"}}]},
+        }
+    }
+    lines = literal_secrets(scenario)
+    assert [line.split(":")[0] for line in lines] == [
+        "target.env.REFDNS_TOKEN", "target.argv.1", "target.ready.probes.0.headers.X-API-Key"
+    ]  # fmt: skip
+    assert lines[0].endswith("give it by reference: '{env.REFDNS_TOKEN}' (or {file:PATH})")
+    assert "'{env.API_KEY}'" in lines[1] and "'{env.X_API_KEY}'" in lines[2]
+    [bearer] = literal_secrets({"headers": {"Authorization": "Bearer abc"}})
+    assert "'Bearer {env.AUTHORIZATION}'" in bearer
+
+
+def test_the_docs_and_scenarios_spell_every_placeholder_one_way() -> None:
+    """`{env.NAME}`, `{file:PATH}`, `{run_dir}`... and nothing close to them: a reader
+    copies what the docs write. Lines that show a misspelling as bad input say so."""
+    root = Path(__file__).resolve().parents[2]
+    files = [root / "README.md", *(root / "docs").glob("*.md"), *(root / "scenarios").glob("*")]
+    found = [
+        f"{path.relative_to(root)}:{n}: {problem}"
+        for path in files
+        if path.is_file()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "is not a placeholder" not in line and "misspelt" not in line
+        for problem in problems(line)
+        if "did you mean" in problem
+    ]
+    assert found == []

@@ -104,3 +104,29 @@ def test_status_shows_the_record_of_every_event_it_shows(tmp_path: Path) -> None
     assert [e["kind"] for e in status["events"]] == ["restarted"]
     assert (status["restarts"], status["target_pid"]) == (1, 200)
     store.close()
+
+
+def test_status_of_a_run_held_elsewhere_counts_lost_from_its_ledger(tmp_path: Path) -> None:
+    """`soak status` of a foreground run (held by another process) mid-run: lost is the
+    ledger's sum so far, the figure the run's live line and its result give; not `-`."""
+    from soak.points import Point
+    from soak.results.status import run_status
+    from soak.service.live import summary_rows
+    from soak.sinks.sqlite import SqliteStore
+
+    load = {"rate_qps": 10, "mix": [{"name": "a", "queries": ["a.test A"]}]}
+    sc = Scenario.model_validate({**scenario().model_dump(exclude_unset=True), "load": load})
+    store = StateStore(tmp_path / "state.db")
+    store.create_run("r1", sc, tmp_path / "runs" / "r1")
+    store.update_run("r1", status="running", origin_ns=10**18)
+    points = SqliteStore(tmp_path / "points.db")
+    counts = {"due": 10, "sent": 10, "completed": 10, "lost": 0, "skipped": 0, "abandoned": 0}
+    tags = {"soak": "r1", "class": "all"}
+    points.write([Point("load", dict(counts), 10**18 + i * 10**9, tags) for i in range(3)])
+    points.close()
+    record = store.get_run("r1")
+    assert record is not None
+    status = run_status(record, None, store, points_db=tmp_path / "points.db")
+    store.close()
+    assert status["load_totals"]["sent"] == 30
+    assert dict(summary_rows(status))["lost"] == "0 (0.0000%)"

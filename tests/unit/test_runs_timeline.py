@@ -33,6 +33,18 @@ def test_scale_keeps_proportions() -> None:
     assert scaled[0].warmup and scaled[0].rate_qps == 50
 
 
+def test_scaled_phase_boundaries_fall_on_whole_seconds() -> None:
+    """`--duration 90s` of a 10m/50m/7m scenario: 13.4/67.2/9.4 s would put the warm-up's
+    end mid-window; each boundary (13.4, 80.6, 90) is rounded, the total kept."""
+    phases = [*scenario().phases, Phase(name="tail", duration_s=420)]
+    scaled = timeline.scale_phases(phases, 90)
+    assert [p.duration_s for p in scaled] == [13.0, 68.0, 9.0]
+    assert sum(p.duration_s for p in scaled) == 90
+    # A phase never shrinks to nothing: 1 s at least.
+    tiny = timeline.scale_phases([Phase(name="a", duration_s=1), *phases], 3)
+    assert [p.duration_s for p in tiny] == [1.0, 1.0, 1.0, 1.0]
+
+
 def test_scale_rejects_zero() -> None:
     with pytest.raises(InputError):
         timeline.scale_phases([Phase(name="a", duration_s=1)], 0)

@@ -38,13 +38,18 @@ def test_write_files_template_relative_to_base_and_dest_confined(tmp_path: Path)
         write_files([RenderedFile(dest="a")], VALUES, run, base)
 
 
-def test_fd_limit_warning() -> None:
-    warning = fd_limit_warning("t", 20000)
-    assert warning is not None and "open-files limit is 20000" in warning
+def test_fd_limit_warning_only_below_what_the_load_needs() -> None:
+    """A limit is weighed against the load's connections and the server's own files: a
+    1,024 limit under a UDP load (no connections) or without a load says nothing."""
+    assert fd_limit_warning("t", 1024, connections=0) is None
+    assert fd_limit_warning("t", 1024, connections=None) is None
+    assert fd_limit_warning("t", 1024, connections=768) is None  # 768 + 256 fit
+    warning = fd_limit_warning("t", 1024, connections=2048)
+    assert warning is not None and "open-files limit is 1024, below the 2304" in warning
     assert "ulimit -n 65536" in warning and "LimitNOFILE=65536" in warning  # what to do
-    docker = fd_limit_warning("t", 20000, "docker")
-    assert docker is not None and "`nofile: 65536`" in docker
-    assert fd_limit_warning("t", 1048576) is None and fd_limit_warning("t", None) is None
+    docker = fd_limit_warning("t", 1024, "docker", connections=100_000)
+    assert docker is not None and "`nofile: 100256`" in docker
+    assert fd_limit_warning("t", None, connections=10**6) is None
 
 
 def test_exit_info_from_returncode_and_engine_state() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -68,8 +69,20 @@ def capture_cmd(
     click.echo(json.dumps(info) if as_json else _text(info))
 
 
-def _text(info: dict[str, object]) -> str:
-    return " ".join(f"{k} {v}" for k, v in info.items())
+def _text(info: dict[str, Any]) -> str:
+    """The summary for a reader: what was written, then the counts by type and transport."""
+
+    def counts(by: dict[str, int]) -> str:
+        return ", ".join(f"{name} {n:,}" for name, n in by.items()) or "none"
+
+    return "\n".join(
+        [
+            f"{info['output']}: {info['queries']:,} queries from {info['clients']:,}"
+            f" client(s) over {info['duration_s']:g} s",
+            f"  by type: {counts(info['qtypes'])}",
+            f"  by transport: {counts(info['transports'])}",
+        ]
+    )
 
 
 def duration_flag(text: str) -> float:

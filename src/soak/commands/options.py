@@ -1,7 +1,11 @@
-"""What the commands of the service share: --data-dir, --server, and the client they make."""
+"""What the commands share: --data-dir, --server, the client they make, `--json -`."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -26,3 +30,27 @@ def data_dir_or_default(value: Path | None) -> Path:
 
 def service_client(server: str | None, data_dir: Path | None) -> Client:
     return connect(server or default_server(), data_dir_or_default(data_dir))
+
+
+STDOUT = Path("-")
+
+
+@contextlib.contextmanager
+def json_on_stdout(path: Path | None) -> Iterator[Path | None]:
+    """`--json PATH` as the command writes it; `--json -` is stdout, as the Unix tools
+    read it: the command writes a temporary file, its progress lines go to stderr (so
+    that stdout is one JSON document), and the document is printed at the end, whatever
+    way the command ends (a failed check, an interruption: it is written then too)."""
+    if path != STDOUT:
+        yield path
+        return
+    stdout = sys.stdout
+    with tempfile.TemporaryDirectory(prefix="soak-json-") as tmp:
+        written = Path(tmp) / "result.json"
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                yield written
+        finally:
+            if written.exists():
+                stdout.write(written.read_text(encoding="utf-8"))
+                stdout.flush()

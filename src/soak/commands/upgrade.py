@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from soak.commands.options import json_on_stdout
 from soak.plans.upgrade import run_pair
 from soak.upgrade.cases import interrupted_case
 from soak.upgrade.gate import Reports, RunInterrupted, cannot_run, gate, raise_for
@@ -34,7 +35,10 @@ from soak.upgrade.interrupt import Interrupted, trap_signals
     help="Write JUnit XML here: one test case per check.",
 )
 @click.option(
-    "--json", "json_path", type=click.Path(path_type=Path), help="Write the result as JSON here."
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    help="Write the result as JSON here (`-`: on stdout, the progress then on stderr).",
 )
 @click.option(
     "--old",
@@ -63,6 +67,19 @@ def upgrade_cmd(
     version on the same data and run the checklist; with a `matrix:`, once per old
     version (one JUnit testsuite each). SIGINT or SIGTERM at any moment stops the run,
     removes what it made and writes the reports so far (exit 130 or 143)."""
+    with json_on_stdout(json_path) as json_file:
+        _upgrade(plan_file, overrides, junit_path, json_file, olds, keep, work_dir)
+
+
+def _upgrade(
+    plan_file: Path,
+    overrides: tuple[str, ...],
+    junit_path: Path | None,
+    json_path: Path | None,
+    olds: tuple[str, ...],
+    keep: bool,
+    work_dir: Path | None,
+) -> None:
     reports = Reports(junit_path, json_path)
     with trap_signals():
         try:

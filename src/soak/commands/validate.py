@@ -8,6 +8,7 @@ import click
 
 from soak.config import is_upgrade_plan, load_scenario, read_yaml
 from soak.errors import InputError
+from soak.placeholders import literal_secrets
 from soak.preflight import check_scenario
 from soak.words import counted, plural
 
@@ -32,7 +33,8 @@ def validate_cmd(file: Path, overrides: tuple[str, ...], olds: tuple[str, ...]) 
     """Check a scenario or an upgrade plan without starting anything: the same
     pre-flight as `soak start` and `soak upgrade` (files, binaries, images, rates,
     addresses, fixed ports). For a plan, `--set` and `--old` make it the exact
-    command CI will run; every matrix entry is checked and named."""
+    command CI will run; every matrix entry is checked and named. A scenario's literal
+    value under a secret's name (a token, a key, a password) is a warning (exit 0)."""
     if is_upgrade_plan(read_yaml(file)):
         from soak.upgrade.config import load_matrix
         from soak.upgrade.gate import preflight_problems
@@ -52,6 +54,8 @@ def validate_cmd(file: Path, overrides: tuple[str, ...], olds: tuple[str, ...]) 
         raise InputError(f"{file}: --set and --old are for upgrade plans; this is a scenario")
     scenario = load_scenario(file)
     check_scenario(scenario)
+    for line in literal_secrets(scenario.model_dump(mode="json")):
+        click.echo(f"soak: warning: {line}", err=True)
     click.echo(
         f"{file}: scenario {scenario.name!r} is valid "
         f"({counted(len(scenario.phases), 'phase')}, {scenario.duration_s:.0f} s)"

@@ -3,8 +3,10 @@ overrides, the scenario loader (the upgrade plan's loader uses the same helpers)
 
 from __future__ import annotations
 
+from difflib import get_close_matches
 from pathlib import Path
-from typing import Any, TypeVar
+from types import UnionType
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -20,11 +22,69 @@ class InvalidModel(InputError):
     """A document that does not fit its model: one line per field, `SOURCE: PATH: MESSAGE`
     (the control API answers with the fields, the command line prints the lines)."""
 
-    def __init__(self, source: str, exc: ValidationError) -> None:
+    def __init__(
+        self, source: str, exc: ValidationError, model: type[BaseModel] | None = None
+    ) -> None:
         self.fields = [
-            (".".join(str(p) for p in err["loc"]) or "(top)", err["msg"]) for err in exc.errors()
+            (".".join(str(p) for p in err["loc"]) or "(top)", _message(err, model))
+            for err in exc.errors()
         ]
         super().__init__("\n".join(f"{source}: {line}" for line in error_lines(self.fields)))
+
+
+def _message(err: Any, model: type[BaseModel] | None) -> str:
+    """pydantic's message; an unknown key gets the closest field name there."""
+    message = str(err["msg"])
+    loc = tuple(err["loc"])
+    if err["type"] != "extra_forbidden" or model is None or not loc:
+        return message
+    names = field_names_at(model, loc[:-1])
+    close = get_close_matches(str(loc[-1]), sorted(names), n=1, cutoff=0.6)
+    return f"{message} (did you mean {close[0]}?)" if close else message
+
+
+def field_names_at(model: type[BaseModel], path: tuple[Any, ...]) -> set[str]:
+    """The field names (and aliases) a document may hold at `path` below `model`: each
+    step is a field, a list index, a mapping key or a union's tag (which pydantic puts
+    in the path and which names no field: the step is skipped)."""
+    types: list[Any] = [model]
+    for step in path:
+        following: list[Any] = []
+        for tp in _expanded(types):
+            if isinstance(tp, type) and issubclass(tp, BaseModel):
+                found = _field(tp, str(step))
+                following += [found] if found is not None else [tp]  # a tag: stay
+            elif get_origin(tp) in (list, tuple, set) and isinstance(step, int):
+                following += list(get_args(tp))
+            elif get_origin(tp) is dict:
+                following += list(get_args(tp))[1:]
+        types = following
+    names: set[str] = set()
+    for tp in _expanded(types):
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            for name, info in tp.model_fields.items():
+                names.add(info.alias or name)
+    return names
+
+
+def _field(model: type[BaseModel], step: str) -> Any:
+    for name, info in model.model_fields.items():
+        if step in (name, info.alias):
+            return info.annotation
+    return None
+
+
+def _expanded(types: list[Any]) -> list[Any]:
+    """Unions, Optional and Annotated opened into their members."""
+    out: list[Any] = []
+    for tp in types:
+        if get_origin(tp) is Annotated:
+            out += _expanded([get_args(tp)[0]])
+        elif get_origin(tp) in (Union, UnionType):
+            out += _expanded(list(get_args(tp)))
+        else:
+            out.append(tp)
+    return out
 
 
 def error_lines(fields: list[tuple[str, str]]) -> list[str]:
@@ -71,7 +131,7 @@ def validate_model(model: type[M], data: Any, source: str) -> M:
     try:
         return model.model_validate(data, context=INPUT_CONTEXT)
     except ValidationError as exc:
-        raise InvalidModel(source, exc) from exc
+        raise InvalidModel(source, exc, model) from exc
 
 
 def load_scenario(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

@@ -149,3 +149,12 @@ class LoadConfig(StrictModel):
         return rate_json(value)
 
     agents: AgentsConfig | None = None  # None: the worker processes of this machine
+
+    def server_connections(self) -> int:
+        """The connections this load holds open to the server at most: `flows` per worker
+        (on every agent) over TCP, DoT or DoH; none over UDP, which a server answers on
+        its own few sockets."""
+        if self.protocol == "udp":
+            return 0
+        agents = self.agents.count if self.agents is not None else 1
+        return self.flows * self.workers * agents

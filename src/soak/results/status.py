@@ -83,6 +83,8 @@ def run_status(
         status.update(_live(live()))
     elif not brief and points_db is not None and points_db.exists():
         status["latest"] = stored_latest(points_db, record.id)
+        if record.ended_ns is None and scenario.load is not None:  # an ended run: its result
+            status.update(_lost(stored_totals(points_db, record.id)))
     result = read_result(record.run_dir)
     if result is not None:
         status.setdefault("verdicts", result.get("verdicts", []))
@@ -131,6 +133,20 @@ def stored_latest(points_db: Path, run_id: str) -> dict[str, dict[str, FieldValu
     finally:
         store.close()
     return latest
+
+
+def stored_totals(points_db: Path, run_id: str) -> dict[str, Any]:
+    """The load's counts so far: the ledger's sums over its stored windows, as result.json's
+    `load_totals` will be (report.audit.ledger_totals); all 0 before the first window."""
+    from soak.report.audit import ledger_sums
+    from soak.sinks.sqlite import SqliteStore
+
+    store = SqliteStore(points_db)
+    try:
+        sums = ledger_sums(store, run_id)
+    finally:
+        store.close()
+    return {name: int(value) for name, value in sums.counts.items()}
 
 
 def _live(live: LiveFigures) -> dict[str, Any]:

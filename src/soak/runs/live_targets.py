@@ -121,6 +121,7 @@ class LiveGroup:
             base_dir=sc.base_dir,
             allow_targets=tuple(sc.allow_targets),
             on_event=self.on_event,
+            load_connections=sc.load.server_connections() if sc.load is not None else None,
         )
         try:
             self._group.start()

@@ -53,6 +53,7 @@ def _group(record: RunRecord, on_event: OnEvent, data_dir: Path) -> TargetGroup:
         allow_targets=tuple(sc.allow_targets),
         on_event=on_event,
         resumable_in=None if record.foreground else data_dir,
+        load_connections=sc.load.server_connections() if sc.load is not None else None,
     )
 
 

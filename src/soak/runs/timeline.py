@@ -30,12 +30,21 @@ class PhaseSpan:
 
 
 def scale_phases(phases: list[Phase], total_s: float) -> list[Phase]:
-    """`--duration 2m`: every phase shrunk (or stretched) in proportion to fit `total_s`."""
+    """`--duration 2m`: every phase shrunk (or stretched) in proportion to fit `total_s`,
+    its boundaries on whole seconds: the load counts into one-second windows on the
+    run's grid, so a phase that ends mid-second (a 12.9-s warm-up) would split a window
+    between two rates and be due a fraction of a query. A phase lasts 1 s at least."""
     if total_s <= 0:
         raise InputError(f"--duration must be positive, got {total_s:g} s")
     current_s = sum(p.duration_s for p in phases)
     factor = total_s / current_s
-    return [p.model_copy(update={"duration_s": p.duration_s * factor}) for p in phases]
+    scaled, boundary_s, elapsed_s = [], 0, 0.0
+    for phase in phases:
+        elapsed_s += phase.duration_s * factor
+        end_s = max(boundary_s + 1, round(elapsed_s))
+        scaled.append(phase.model_copy(update={"duration_s": float(end_s - boundary_s)}))
+        boundary_s = end_s
+    return scaled
 
 
 def scaled_scenario(scenario: Scenario, total_s: float | None) -> Scenario:

@@ -8,6 +8,7 @@ field path, the same lines `soak validate` prints.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,8 @@ def create_app(manager: RunManager, token: str) -> Starlette:
             scenario = parse_scenario(body, q.get("base_dir"), q.get("duration"))
             scenario = resolve_from_run(scenario, manager.data_dir)  # a run's capture
             # Every file it names read and parsed, its rates weighed: before a record.
-            await run_in_threadpool(check_scenario, scenario)
+            # The secrets are read here, by the service: an unset one says whose it is.
+            await run_in_threadpool(partial(check_scenario, scenario, reader="soak serve"))
         except InputError as exc:
             return JSONResponse({"errors": input_errors(exc)}, status_code=422)
         record = await run_in_threadpool(manager.submit, scenario)

@@ -107,6 +107,7 @@ class FilePaths(Protocol):
 class Target(Protocol):
     name: str
     running: Running | None  # set by start() / attach(), None before
+    load_connections: int | None  # a run's load's connections to it (its open-files need)
 
     def start(self) -> Running: ...
 

@@ -104,6 +104,9 @@ class RuntimeBase:
         # Where the latest start's output begins in the log (it appends across restarts).
         self.log_start_bytes = 0
         self.running: Running | None = None
+        # The connections a run's load holds to this target (None: no load to weigh its
+        # open-files limit against): set by the group that starts it.
+        self.load_connections: int | None = None
 
     # Subclasses implement these.
     def poll(self) -> ExitInfo | None:
@@ -215,7 +218,9 @@ class RuntimeBase:
         if running.pid is None:
             return
         running.fd_limit = read_fd_limit(running.pid)
-        warning = readiness.fd_limit_warning(self.name, running.fd_limit, self.runtime)
+        warning = readiness.fd_limit_warning(
+            self.name, running.fd_limit, self.runtime, self.load_connections
+        )
         if warning is not None:
             log.warning("%s", warning)
             running.warnings.append(warning)

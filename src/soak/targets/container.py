@@ -32,7 +32,7 @@ from soak.targets.docker_engine import (
 )
 from soak.targets.docker_spec import ContainerSpec, resource_name
 from soak.targets.ports import allocate_ports
-from soak.targets.render import write_files
+from soak.targets.render import remove_secret_files, write_files
 from soak.targets.specs import DockerTarget
 
 
@@ -201,7 +201,9 @@ class DockerRuntime(RuntimeBase):
     # ---------------------------------------------------------------- stop
 
     def stop(self) -> ExitInfo | None:
-        """docker stop (SIGTERM, SIGKILL after stop_timeout_s), then the container is removed."""
+        """docker stop (SIGTERM, SIGKILL after stop_timeout_s), then the container is removed,
+        and the rendered files that hold a secret."""
+        remove_secret_files(self.cfg.files, self.run_dir, self.base_dir)
         if self.container is None:
             return None
         info = self._stop_container()

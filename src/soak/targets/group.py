@@ -50,8 +50,12 @@ class TargetGroup:
         allow_targets: Sequence[str] = (),
         on_event: OnEvent = _ignore,
         resumable_in: Path | None = None,
+        load_connections: int | None = None,
     ) -> None:
-        """`resumable_in`: see build_target (a service's runs outlive a service restart)."""
+        """`resumable_in`: see build_target (a service's runs outlive a service restart);
+        `load_connections`: what the run's load holds open to the target (a warning when its
+        open-files limit is below that need; None: no load, no warning)."""
+        self.load_connections = load_connections
         self.target_cfg = target
         self.resumable_in = resumable_in
         self.helper_cfgs = {cfg.name: cfg for cfg in helpers}
@@ -78,7 +82,9 @@ class TargetGroup:
 
     def _bound_target(self) -> Target:
         ready = {name: h.running for name, h in self.helpers.items() if h.running}
-        return self._build(bind_services(self.target_cfg, ready))
+        target = self._build(bind_services(self.target_cfg, ready))
+        target.load_connections = self.load_connections
+        return target
 
     def start(self) -> Running:
         """Helpers, then the target, each ready; the setup calls sent. A failure raises and

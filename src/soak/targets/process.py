@@ -24,7 +24,7 @@ from soak.procfs import pid_alive, start_ticks
 from soak.targets.base import ExitInfo, FilePaths, Running
 from soak.targets.common import RuntimeBase
 from soak.targets.ports import allocate_ports
-from soak.targets.render import resolve, write_files
+from soak.targets.render import remove_secret_files, resolve, write_files
 from soak.targets.specs import ProcessTarget
 from soak.targets.tree import (
     KILL_WAIT_S,
@@ -226,7 +226,14 @@ class ProcessRuntime(RuntimeBase):
         return super().early_exit_message(info)
 
     def stop(self) -> ExitInfo | None:
-        """SIGTERM to the process group, SIGKILL after stop_timeout_s; no process left."""
+        """SIGTERM to the process group, SIGKILL after stop_timeout_s; no process left, and
+        no rendered file that holds a secret."""
+        try:
+            return self._stop_processes()
+        finally:
+            remove_secret_files(self.cfg.files, self.run_dir, self.base_dir)
+
+    def _stop_processes(self) -> ExitInfo | None:
         running = self.running
         if running is None or running.pid is None:
             return None

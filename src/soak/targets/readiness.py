@@ -10,7 +10,10 @@ from soak.probes import dns_query, http_request, tcp_connect
 from soak.targets.base import Running
 from soak.targets.specs import DnsProbe, HttpProbe, PortSpec, Probe, TcpProbe
 
-FD_LIMIT_WARN = 65536  # below this a busy server runs out of fds (the sdns seed)
+# The server's own files beside the load's connections: listeners, logs, its data, its
+# upstreams' sockets.
+FD_HEADROOM = 256
+FD_LIMIT_ADVICE = 65536  # what to raise a low limit to: a busy server's (the sdns seed)
 
 
 @dataclass(frozen=True)
@@ -84,18 +87,27 @@ def default_probes(ports: dict[str, PortSpec]) -> list[Probe]:
     return probes
 
 
-def fd_limit_warning(name: str, fd_limit: int | None, runtime: str = "process") -> str | None:
-    """A low open-files limit, with how to raise it for this runtime."""
-    if fd_limit is None or fd_limit >= FD_LIMIT_WARN:
+def fd_limit_warning(
+    name: str, fd_limit: int | None, runtime: str = "process", connections: int | None = None
+) -> str | None:
+    """An open-files limit below what the load needs (its `connections` to the server and
+    FD_HEADROOM for the server's own files), with how to raise it for this runtime. None
+    without a load to weigh it against: most limits are fine for most runs, and a
+    warning printed on every run is read by nobody."""
+    if fd_limit is None or connections is None:
         return None
+    need = connections + FD_HEADROOM
+    if fd_limit >= need:
+        return None
+    advice = max(FD_LIMIT_ADVICE, need)
     if runtime == "docker":
-        fix = f"set `nofile: {FD_LIMIT_WARN}` (or more) on the target"
+        fix = f"set `nofile: {advice}` (or more) on the target"
     else:
         fix = (
-            f"raise it where soak starts: `ulimit -n {FD_LIMIT_WARN}` in the shell, or "
-            f"`LimitNOFILE={FD_LIMIT_WARN}` in the systemd unit of `soak serve`"
+            f"raise it where soak starts: `ulimit -n {advice}` in the shell, or "
+            f"`LimitNOFILE={advice}` in the systemd unit of `soak serve`"
         )
     return (
-        f"{name}: open-files limit is {fd_limit} (below {FD_LIMIT_WARN}); "
-        f"a busy server may run out of file descriptors: {fix}"
+        f"{name}: open-files limit is {fd_limit}, below the {need} this load needs"
+        f" ({connections} connections to it and {FD_HEADROOM} for its own files): {fix}"
     )

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from soak.errors import InputError, not_utf8
-from soak.placeholders import Placeholders, render
+from soak.placeholders import Placeholders, render, secret_references
 from soak.targets.specs import RenderedFile
 
 
@@ -55,7 +55,8 @@ def write_files(
 ) -> list[Path]:
     """Renders every file spec into the run directory; returns the paths written. A file
     may hold a revealed secret: it is created with its final mode, never readable by
-    others even for a moment (unless its spec says so)."""
+    others even for a moment (unless its spec says so), and `secret_files` names it for
+    removal when its target stops."""
     written = []
     for spec in files:
         dest = file_dest(spec, run_dir)
@@ -69,3 +70,24 @@ def write_files(
         dest.chmod(mode)
         written.append(dest)
     return written
+
+
+def secret_files(files: list[RenderedFile], run_dir: Path, base_dir: Path) -> list[Path]:
+    """Where the files whose text holds a secret reference (`{env.NAME}`, `{file:PATH}`)
+    are rendered: the secret is in clear there, so they go when the target stops (a
+    start renders them again). A template that cannot be read is not one of them (it
+    was never rendered)."""
+    found = []
+    for spec in files:
+        try:
+            text = file_text(spec, base_dir)
+        except InputError:
+            continue
+        if secret_references(text):
+            found.append(file_dest(spec, run_dir))
+    return found
+
+
+def remove_secret_files(files: list[RenderedFile], run_dir: Path, base_dir: Path) -> None:
+    for path in secret_files(files, run_dir, base_dir):
+        path.unlink(missing_ok=True)
