@@ -31,7 +31,7 @@ from soak.runs.reserve import make_reserve
 from soak.runs.run import Run, reap
 from soak.runs.runid import new_run_id
 from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore
-from soak.runs.supervise import owner_alive
+from soak.runs.supervise import ABANDONED_WHY, owner_alive
 from soak.service.scheduler import SoakScheduler
 from soak.sinks.metrics import ServiceMetrics
 
@@ -85,7 +85,7 @@ class RunManager:
         reaped = []
         for record in self.state.list_runs(ACTIVE):
             if record.foreground and not owner_alive(record.target_state):
-                reap(record, self.ctx, "the foreground command that ran it is gone")
+                reap(record, self.ctx, ABANDONED_WHY)
                 reaped.append(record.id)
         return reaped
 
