@@ -81,6 +81,10 @@ def test_the_line_that_says_what_was_removed() -> None:
         "run r1 (pid 12, 13); 2 container(s)/volume(s); the swarm services of r1 (x)"
     )
     assert Swept(problems=["t pid 3 (run r)"]).line() == "not removed: t pid 3 (run r)"
+    # What was left is named one line each, after the line of what was removed.
+    left = ["left container c (run r): no owner label"]
+    assert Swept(left=left).lines() == left
+    assert Swept(engine_objects=1, left=left).lines()[1:] == left
 
 
 def test_the_forked_message_names_the_option() -> None:

@@ -60,7 +60,8 @@ class RunManager:
         )
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
-        self.leftovers: str | None = None  # what start() removed, in one line
+        # What start() removed (one line) and what it left (one line each).
+        self.leftovers: list[str] = []
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -72,13 +73,13 @@ class RunManager:
         self.leftovers = self.sweep(resuming=resume)
         return self.resume_all() if resume else []
 
-    def sweep(self, *, resuming: bool) -> str | None:
-        """Remove what dead runs left (processes, containers, swarm services); the line
-        that says so, or None. Kept: the service runs of this data directory that a
-        service resumes (this one, when `resuming`, or a later one)."""
+    def sweep(self, *, resuming: bool) -> list[str]:
+        """Remove what dead runs left (processes, containers, swarm services); the lines
+        that say so and name what was left. Kept: the service runs of this data directory
+        that a service resumes (this one, when `resuming`, or a later one)."""
         statuses = (RunStatus.RUNNING,) if resuming else ACTIVE
         keep = [r.id for r in self.state.list_runs(statuses) if not r.foreground]
-        return sweep_leftovers(self.data_dir.root, keep).line()
+        return sweep_leftovers(self.data_dir.root, keep).lines()
 
     def reap_abandoned(self) -> list[str]:
         """Foreground runs whose command died (SIGKILL): their targets are stopped."""
@@ -149,8 +150,7 @@ class RunManager:
             self.runs[run.id] = run
 
         def start() -> None:
-            line = self.sweep(resuming=False)
-            if line is not None:  # said in the service's log and in the run's events
+            for line in self.sweep(resuming=False):  # the log and the run's events say it
                 log.warning("%s", line)
                 self.state.add_event(run.id, time.time_ns(), "cleanup", line, 0.0)
             try:
