@@ -77,6 +77,9 @@ def test_a_sigkilled_foreground_run_is_abandoned_at_once(tmp_path: Path) -> None
     assert [r["status"] for r in runs(data)] == ["abandoned"]
     text = run_soak("list", "--data-dir", str(data)).stdout
     assert " abandoned " in text, text
+    report = run_soak("report", run["id"], "--format", "md", "--data-dir", str(data))
+    assert report.returncode == 0 and "ABANDONED after" in report.stdout, report.stdout[:2000]
+    assert "PASSED" not in report.stdout
     active = run_soak("status", "--data-dir", str(data))
     assert active.returncode == 0 and "no active runs (1 ended" in active.stdout
     # The next start on the data directory stops what it left; the run stays abandoned.
