@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 from soak.procfs import parse_environ_value
-from soak.runs.leftovers import Swept, stale_agent_runs
+from soak.runs.leftovers import Swept, left_agent_runs, stale_agent_runs
 from soak.targets.base import ExitInfo
 from soak.targets.common import error_lines, quote_tail
 from soak.targets.tree import Mark, forked_message, is_leftover
@@ -70,6 +70,14 @@ def test_swarm_services_whose_owner_is_gone_are_selected_by_their_labels() -> No
     ]
     found = stale_agent_runs(labels, keep_runs=("kept",))
     assert found == [("dead", "load-agent"), ("dead", "sampler-agent")]
+    # The rest is left and named, once per run and role; no owner label: never swept.
+    labels.append({"soak.run": "bare", "soak.role": "load-agent"})
+    assert ("bare", "load-agent") not in stale_agent_runs(labels, keep_runs=("kept",))
+    assert left_agent_runs(labels, keep_runs=("kept",)) == [
+        "left the swarm services of bare (load-agent): no owner label",
+        f"left the swarm services of far (load-agent): its owner is on another host ({HERE})",
+        "left the swarm services of live (load-agent): its owner lives (pid 1)",
+    ]
 
 
 def test_the_line_that_says_what_was_removed() -> None:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soak.labels import LABEL_ROLE, LABEL_RUN
-from soak.targets.cleanup import is_stale, sweep_labelled
+from soak.labels import LABEL_OWNER, LABEL_ROLE, LABEL_RUN
+from soak.targets.cleanup import is_stale, left_because, made_here, sweep_labelled
 from soak.targets.tree import kill_all, leftovers
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,20 @@ def stale_agent_runs(
     return sorted(found)
 
 
+def left_agent_runs(labels: Iterable[dict[str, str]], keep_runs: Sequence[str]) -> list[str]:
+    """One line per (run, role) of swarm services that are not a dead run's and not this
+    process's own or a run about to be resumed: what the sweep leaves, and why."""
+    found = {}
+    for each in labels:
+        run, role, owner = each.get(LABEL_RUN), each.get(LABEL_ROLE), each.get(LABEL_OWNER)
+        if not role or run is None or run in keep_runs or made_here(owner):
+            continue
+        why = left_because(owner)
+        if why is not None:
+            found[(run, role)] = f"left the swarm services of {run} ({role}): {why}"
+    return [found[key] for key in sorted(found)]
+
+
 def _sweep_services(swept: Swept, keep_runs: Sequence[str]) -> None:
     import docker.errors
 
@@ -116,6 +130,7 @@ def _sweep_services(swept: Swept, keep_runs: Sequence[str]) -> None:
     except (TargetStartError, docker.errors.DockerException):
         return  # no engine, or not a swarm manager: no services to look at
     labels = [s.attrs.get("Spec", {}).get("Labels") or {} for s in services]
+    swept.left += left_agent_runs(labels, keep_runs)
     for run_id, role in stale_agent_runs(labels, keep_runs):
         try:
             SwarmEngine(client).sweep(run_id, role)

@@ -45,7 +45,7 @@ def left_because(owner: str | None) -> str | None:
     return None
 
 
-def _ours(owner: str | None) -> bool:
+def made_here(owner: str | None) -> bool:
     """Made by this very process (a service's own runs): not worth naming."""
     parsed = parse_owner(owner)
     pid = os.getpid()
@@ -93,7 +93,7 @@ def sweep_labelled(run_id: str | None, keep_runs: tuple[str, ...] = ()) -> Sweep
             sweep.removed += _remove(resource, kind)
         elif run_id is None and labels.get(LABEL_RUN) not in keep_runs:
             owner = labels.get(LABEL_OWNER)
-            if not _ours(owner):
+            if not made_here(owner):
                 why = left_because(owner) or "its owner went meanwhile"
                 run = labels.get(LABEL_RUN)
                 sweep.left.append(f"left {kind} {resource.name} (run {run}): {why}")
