@@ -163,7 +163,7 @@ def test_a_killed_foreground_run_is_reaped(tmp_path: Path) -> None:
         port = free_port()
         with service(data, port):
             st = status(port, run_id)
-        assert st["status"] == "error" and "abandoned" in st["message"]
+        assert st["status"] == "abandoned" and "abandoned" in st["message"]
         assert processes_under(data / "runs" / run_id) == []
     finally:
         if fg.poll() is None:

@@ -27,6 +27,7 @@ from soak.errors import InputError
 from soak.labels import LABEL_OWNER, LABEL_RUN
 from soak.load.load_config import LoadConfig
 from soak.plans.load import run_load_agents
+from soak.procfs import start_ticks
 from soak.runs.runid import new_run_id
 from tests.support.agents import AGENT_IMAGE, agents_scenario
 from tests.support.servers import ServerProc, unbound
@@ -135,7 +136,7 @@ def _swarm_load(
     proc = subprocess.Popen(
         [*argv, "--scenario", str(path), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    owner = {"label": f"{LABEL_OWNER}={socket.gethostname()}:{proc.pid}"}
+    owner = {"label": f"{LABEL_OWNER}={socket.gethostname()}:{proc.pid}:{start_ticks(proc.pid)}"}
     try:
         yield proc, owner
     finally:

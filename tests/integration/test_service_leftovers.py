@@ -16,7 +16,7 @@ from typing import Any
 import docker.errors
 import pytest
 
-from soak.procfs import pid_alive
+from soak.procfs import pid_alive, start_ticks
 from soak.service.manager import RunManager
 from soak.sinks.sqlite import SqliteStore
 from soak.targets.tree import MARK_ENV, Mark, marked
@@ -83,10 +83,10 @@ def test_serve_sweeps_dead_runs_processes_and_keeps_another_services(tmp_path: P
         manager = RunManager(data)
         manager.start(resume=True)
         try:
-            line = manager.leftovers
+            (line,) = [ln for ln in manager.leftovers if ln.startswith("removed")]
         finally:
             manager.shutdown()
-        assert line is not None and "upstream of run svc-gone-1" in line, line
+        assert "upstream of run svc-gone-1" in line, line
         assert f"pid {left}" in line and "svc-gone-2" not in line
         # Killed (a zombie until the test reaps it): no longer a live process.
         assert not pid_alive(left)
@@ -111,8 +111,8 @@ def test_a_foreground_start_removes_a_dead_runs_container_in_one_line(
         manager = RunManager(tmp_path / "data")
         manager.start(resume=False)  # what `soak start --foreground` does first
         manager.shutdown()
-        line = manager.leftovers
-        assert line is not None and "container(s)/volume(s)" in line, line
+        (line,) = [ln for ln in manager.leftovers if ln.startswith("removed")]
+        assert "container(s)/volume(s)" in line, line
         assert (
             engine.containers.list(
                 all=True, filters={"label": f"soak.run={run_id}"}, ignore_removed=True
@@ -122,6 +122,57 @@ def test_a_foreground_start_removes_a_dead_runs_container_in_one_line(
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
+
+
+@pytest.mark.docker
+def test_the_sweep_removes_only_what_a_gone_owner_left_and_names_the_rest(
+    engine: Any, tmp_path: Path
+) -> None:
+    """Labelled as soak labels its containers; only the one whose owner (pid and start
+    time) is gone goes: one without an owner label, one whose owner lives, are left and
+    named, one line each. A pid that lives with another start time is not the owner."""
+    tag = uuid.uuid4().hex[:8]
+    host, me = socket.gethostname(), os.getpid()
+    other = subprocess.Popen(["sleep", "120"])  # another run's soak process, alive
+    owners: dict[str, str | None] = {
+        f"t-noowner-{tag}": None,
+        f"t-lives-{tag}": f"{host}:{other.pid}:{start_ticks(other.pid)}",
+        f"t-gone-{tag}": f"{host}:{DEAD_OWNER}:12345",
+        f"t-recycled-{tag}": f"{host}:{me}:{(start_ticks(me) or 0) + 1}",
+    }
+    made = {}
+    for run, owner in owners.items():
+        labels = {"soak.run": run, "soak.target": "t"}
+        if owner is not None:
+            labels["soak.owner"] = owner
+        made[run] = engine.containers.create(
+            "soak-test/base:bookworm", ["sleep", "60"], labels=labels, name=f"soak-{run}"
+        )
+    try:
+        manager = RunManager(tmp_path / "data")
+        manager.start(resume=False)  # what `soak start --foreground` does first
+        manager.shutdown()
+
+        def there(run: str) -> bool:
+            found = engine.containers.list(
+                all=True, filters={"label": f"soak.run={run}"}, ignore_removed=True
+            )
+            return bool(found)
+
+        assert there(f"t-noowner-{tag}") and there(f"t-lives-{tag}")
+        assert not there(f"t-gone-{tag}") and not there(f"t-recycled-{tag}")
+        left = [ln for ln in manager.leftovers if tag in ln]
+        assert sorted(left) == [
+            f"left container soak-t-lives-{tag} (run t-lives-{tag}): its owner lives "
+            f"(pid {other.pid})",
+            f"left container soak-t-noowner-{tag} (run t-noowner-{tag}): no owner label",
+        ], manager.leftovers
+    finally:
+        other.kill()
+        other.wait()
+        for container in made.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
 
 
 def test_a_token_by_reference_is_in_no_api_answer(tmp_path: Path, monkeypatch: Any) -> None:

@@ -7,6 +7,7 @@ models, and the engine's API calls against a fake of BatchV1Api / CoreV1Api.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,12 +20,13 @@ from kubernetes.client.exceptions import ApiException
 
 from soak.agents.engine import AgentState
 from soak.agents.kube import KubernetesEngine, build_job, node_selector
-from soak.agents.spec import AgentSpec
+from soak.agents.spec import ENGINE_ID_MAX_CHARS, AgentSpec, engine_id, object_name
 from soak.agents.swarm import SwarmEngine, service_kwargs, task_state
 from soak.errors import InputError
 from soak.load.agent import LOAD_ENV
 from soak.load.agents.launch import build_spec
 from soak.load.load_config import LoadConfig
+from soak.runs.runid import new_run_id, run_id_tail
 from soak.targets.cleanup import is_stale
 
 
@@ -62,8 +64,22 @@ def test_agents_config_is_validated() -> None:
         _cfg(count=0)
     with pytest.raises(ValueError, match="placement"):
         _cfg(placement=["node.hostname"])
-    with pytest.raises(InputError, match="run id"):
-        build_spec(_cfg(), "127.0.0.1:53", 1, "a b", base_dir=Path("."))
+
+
+def test_a_run_id_of_any_length_names_the_engine_objects_within_their_limits() -> None:
+    """Swarm services and Kubernetes names take 63 characters: a long run id is cut in
+    one place (engine_id), keeping its start second and token; the labels keep it whole."""
+    long_id = new_run_id("x" * 40 + "-unbound-authoritative-with-agents", now_s=0.0)
+    short = engine_id(long_id)
+    assert len(short) == ENGINE_ID_MAX_CHARS and short.endswith(run_id_tail(long_id))
+    assert engine_id(new_run_id("y" * 40, now_s=0.0)) != short  # the token keeps two apart
+    assert engine_id("r1") == "r1" and engine_id("A b") == "a-b"
+    spec = build_spec(_cfg(count=12), "127.0.0.1:53", 1, long_id, base_dir=Path("."))
+    names = [spec.name(11), object_name(short, role="sampler")]
+    assert all(len(n) <= 63 and re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", n) for n in names)
+    assert service_kwargs(spec, 11)["labels"]["soak.run"] == long_id
+    job = build_job(build_spec(_cfg("kubernetes"), "127.0.0.1:53", 1, long_id, base_dir=Path(".")))
+    assert job.metadata.name == f"soak-agent-{short}" and job.metadata.labels["soak/run"] == long_id
 
 
 def test_swarm_service_per_agent_with_its_segment() -> None:

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 from soak.procfs import parse_environ_value
-from soak.runs.leftovers import Swept, stale_agent_runs
+from soak.runs.leftovers import Swept, left_agent_runs, stale_agent_runs
 from soak.targets.base import ExitInfo
 from soak.targets.common import error_lines, quote_tail
 from soak.targets.tree import Mark, forked_message, is_leftover
@@ -70,6 +70,14 @@ def test_swarm_services_whose_owner_is_gone_are_selected_by_their_labels() -> No
     ]
     found = stale_agent_runs(labels, keep_runs=("kept",))
     assert found == [("dead", "load-agent"), ("dead", "sampler-agent")]
+    # The rest is left and named, once per run and role; no owner label: never swept.
+    labels.append({"soak.run": "bare", "soak.role": "load-agent"})
+    assert ("bare", "load-agent") not in stale_agent_runs(labels, keep_runs=("kept",))
+    assert left_agent_runs(labels, keep_runs=("kept",)) == [
+        "left the swarm services of bare (load-agent): no owner label",
+        f"left the swarm services of far (load-agent): its owner is on another host ({HERE})",
+        "left the swarm services of live (load-agent): its owner lives (pid 1)",
+    ]
 
 
 def test_the_line_that_says_what_was_removed() -> None:
@@ -81,6 +89,10 @@ def test_the_line_that_says_what_was_removed() -> None:
         "run r1 (pid 12, 13); 2 container(s)/volume(s); the swarm services of r1 (x)"
     )
     assert Swept(problems=["t pid 3 (run r)"]).line() == "not removed: t pid 3 (run r)"
+    # What was left is named one line each, after the line of what was removed.
+    left = ["left container c (run r): no owner label"]
+    assert Swept(left=left).lines() == left
+    assert Swept(engine_objects=1, left=left).lines()[1:] == left
 
 
 def test_the_forked_message_names_the_option() -> None:

@@ -91,3 +91,10 @@ def test_ran_phases_cut_the_phase_a_stop_fell_in() -> None:
     ]
     running = ran_phases(spans, T0 + 42 * S, ended=False)
     assert running[-1].end_ns is None
+
+
+def test_an_abandoned_run_is_never_headlined_as_a_pass(tmp_path: Path) -> None:
+    """Its foreground command died (SIGKILL): what ran is reported, never PASSED."""
+    report = stopped_report(tmp_path, status="abandoned")
+    assert headline(report).startswith("ABANDONED after 0:42 of 2:00"), headline(report)
+    assert report["passed"] is False

@@ -11,9 +11,11 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from soak.errors import InputError
+from soak.labels import owner_label, parse_owner
 from soak.placeholders import Placeholders
+from soak.procfs import start_ticks
 from soak.targets.base import ExitInfo, Running
-from soak.targets.cleanup import is_stale, owner_gone
+from soak.targets.cleanup import is_stale, left_because, owner_gone
 from soak.targets.common import quote_tail, safe_name, tail_lines
 from soak.targets.docker_engine import exit_info_from_state, process_fields_from_stats
 from soak.targets.process import exit_info_from_returncode
@@ -100,18 +102,29 @@ def test_default_probes_follow_the_ports() -> None:
 
 
 def test_cleanup_rules() -> None:
-    dead = "nohost-xyz:1"  # another host: never judged gone from here
+    dead = "nohost-xyz:1:5"  # another host: never judged gone from here
     assert not owner_gone(dead)
-    assert owner_gone(None)
+    # No owner label, or one that cannot be read: never judged gone.
+    assert not owner_gone(None) and not owner_gone("") and not owner_gone("x:y")
     labels = {"soak.run": "r1", "soak.owner": dead}
     assert is_stale(labels, "r1", ())
     assert not is_stale(labels, "r2", ())
     assert not is_stale(labels, None, ())
     assert not is_stale({"soak.run": "r1"}, None, ("r1",))
     assert not is_stale({}, None, ())
-    assert is_stale({"soak.run": "r1"}, None, ())  # no owner: judged abandoned
+    assert not is_stale({"soak.run": "r1"}, None, ())  # no owner: left, and named
+    here, me = socket.gethostname(), os.getpid()
+    assert owner_label() == f"{here}:{me}:{start_ticks(me)}"
+    assert parse_owner(owner_label()) == (here, me, start_ticks(me))
+    assert parse_owner(f"{here}:{me}") == (here, me, None)  # an older soak's: the pid only
+    assert not owner_gone(owner_label()) and not owner_gone(f"{here}:{me}")
+    # The same pid with another start time: a later process, the owner is gone.
+    assert owner_gone(f"{here}:{me}:{(start_ticks(me) or 0) + 1}")
+    assert owner_gone(f"{here}:{2**22 + 7}:1") and owner_gone(f"{here}:{2**22 + 7}")
+    assert left_because(None) == "no owner label"
+    assert left_because(owner_label()) == f"its owner lives (pid {me})"
     # a swarm task's container is judged by its own owner label, as any other
-    live = {"soak.run": "r1", "soak.owner": f"{socket.gethostname()}:{os.getpid()}"}
+    live = {"soak.run": "r1", "soak.owner": owner_label()}
     assert not is_stale({**live, "com.docker.swarm.service.id": "abc"}, None, ())
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from soak.agents.engine import AgentState, State
-from soak.agents.spec import ROLE, AgentSpec, object_name, run_id_ok
+from soak.agents.spec import ROLE, AgentSpec, engine_id, object_name
 from soak.errors import InputError
 
 INDEX_ENV = "JOB_COMPLETION_INDEX"
@@ -159,7 +159,7 @@ class KubernetesEngine:
     def sweep(self, run_id: str, role: str = ROLE) -> None:
         if self._batch is None or self._core is None:
             self._batch, self._core = default_apis()
-        self._job = object_name(run_id_ok(run_id), role=role)
+        self._job = object_name(engine_id(run_id), role=role)
         self.remove()
 
     def remove(self) -> None:

@@ -10,11 +10,11 @@ agents, soak.samplers.remote_samplers for the sampler agent).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from soak.agents.engine_config import AgentsConfig
 from soak.agents.protocol import TOKEN_ENV
-from soak.errors import InputError
 from soak.labels import LABEL_ROLE, LABEL_RUN
 
 ROLE = "load-agent"
@@ -49,7 +49,7 @@ class AgentSpec:
         return {LABEL_RUN: self.run_id, LABEL_ROLE: self.role}
 
     def name(self, index: int | None = None) -> str:
-        return object_name(self.run_id, index, self.role)
+        return object_name(engine_id(self.run_id), index, self.role)
 
     def argv(self, segment: str) -> list[str]:
         """`soak` arguments of one agent; segment is `i/N` or `$NAME/N`."""
@@ -63,14 +63,28 @@ class AgentSpec:
         return {**self.extra_env, **token}
 
 
-def object_name(run_id: str, index: int | None = None, role: str = ROLE) -> str:
-    """The engine object's name: soak-agent-RUN (-INDEX for one per agent) for load
-    agents, soak-ROLE-RUN for another role's."""
-    base = f"soak-agent-{run_id}" if role == ROLE else f"soak-{role}-{run_id}"
+def object_name(engine_run_id: str, index: int | None = None, role: str = ROLE) -> str:
+    """The engine object's name: soak-agent-ID (-INDEX for one per agent) for load
+    agents, soak-ROLE-ID for another role's; ID is the run's `engine_id`."""
+    base = f"soak-agent-{engine_run_id}" if role == ROLE else f"soak-{role}-{engine_run_id}"
     return base if index is None else f"{base}-{index}"
 
 
-def run_id_ok(run_id: str) -> str:
-    if not run_id or not all(c.isalnum() or c == "-" for c in run_id) or len(run_id) > 40:
-        raise InputError(f"run id {run_id!r}: letters, digits and '-', at most 40")
-    return run_id.lower()
+# The longest id in an engine object's name: `soak-sampler-ID-NN` stays within the 63
+# characters of a swarm service's or a Kubernetes Job's name (and its pods' label).
+ENGINE_ID_MAX_CHARS = 40
+# A run id ends in its start second and a random token (`20261205-224520-ab12`,
+# soak.runs.runid): kept whole, it keeps the shortened id as unique as the run id.
+_TAIL_CHARS = 20
+
+
+def engine_id(run_id: str) -> str:
+    """The id an engine's objects are named by: the run id itself when it fits (lower
+    case, letters, digits and '-'), else its head cut short before its whole tail
+    (`unbound-authoritati-20261205-224520-ab12`). The one place a run id is shortened;
+    the objects' labels carry the whole run id, so each stays traceable to its run."""
+    clean = re.sub(r"[^a-z0-9-]+", "-", run_id.lower()).strip("-") or "run"
+    if len(clean) <= ENGINE_ID_MAX_CHARS:
+        return clean
+    head = clean[: ENGINE_ID_MAX_CHARS - _TAIL_CHARS - 1].rstrip("-")
+    return f"{head}-{clean[-_TAIL_CHARS:].lstrip('-')}"

@@ -20,7 +20,6 @@ from soak.agents.spec import (
     ROLE,
     SEGMENT_ENV,
     AgentSpec,
-    run_id_ok,
 )
 from soak.docker_client import engine
 from soak.errors import InputError
@@ -135,7 +134,7 @@ class SwarmEngine(OneByOneEngine):
 
     def sweep(self, run_id: str, role: str = ROLE) -> None:
         self._client = self._client or engine()
-        self._run_id, self._role = run_id_ok(run_id), role
+        self._run_id, self._role = run_id, role
         self.remove()
 
     @staticmethod

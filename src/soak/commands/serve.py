@@ -28,8 +28,8 @@ def serve_cmd(listen: str, data_dir: Path | None) -> None:
     token = server_token(ddir)
     resumed = manager.start()
     click.echo(f"soak: serving on http://{host}:{port} (data {ddir})", err=True)
-    if manager.leftovers is not None:
-        click.echo(f"soak: {manager.leftovers}", err=True)
+    for line in manager.leftovers:
+        click.echo(f"soak: {line}", err=True)
     for run_id in resumed:
         click.echo(f"soak: resumed {run_id}", err=True)
     config = uvicorn.Config(

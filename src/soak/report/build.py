@@ -27,7 +27,7 @@ from soak.analysis.rundata import (
 from soak.analysis.sliding import counter_increments
 from soak.clock import ns_to_s
 from soak.report.classes import agent_table, class_table, probe_table
-from soak.report.model import PhaseSpan, ReportInput, WhatGrew
+from soak.report.model import ENDED_EARLY, PhaseSpan, ReportInput, WhatGrew
 from soak.report.plots import (
     PHASE_METRICS,
     PLOT_BUCKETS,
@@ -152,10 +152,6 @@ def _run_section(inp: ReportInput, end_ns: int) -> dict[str, Any]:
         "duration_s": ns_to_s(end_ns - inp.started_ns),
         "planned_s": inp.planned_s,
     }
-
-
-# Statuses of a run that ended before its timeline ran out: never headlined as a pass.
-ENDED_EARLY = ("stopped", "failed", "error")
 
 
 def _passed(inp: ReportInput) -> bool:

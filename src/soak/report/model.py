@@ -11,6 +11,10 @@ from soak.analysis.criteria import CriterionResult
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.rundata import StoreReader
 
+# Statuses of a run that ended before its timeline ran out: never headlined as a pass
+# (`abandoned`: its foreground command died, soak.runs.state.RunStatus).
+ENDED_EARLY = ("stopped", "failed", "error", "abandoned")
+
 
 @dataclass(frozen=True, slots=True)
 class PhaseSpan:

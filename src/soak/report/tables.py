@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from soak.report.model import ENDED_EARLY
 from soak.words import counted
 
 MiB = 1024**2
@@ -367,7 +368,7 @@ def headline(report: dict[str, Any]) -> str:
     planned = run.get("planned_s")
     if status == "error" and "ready_s" not in report.get("startup", {}):
         return "ERROR before the target got ready — nothing ran: " + "; ".join(parts)
-    if status in ("stopped", "failed", "error") and not (status == "failed" and failed):
+    if status in ENDED_EARLY and not (status == "failed" and failed):
         ran = clock(run["duration_s"])
         of = f" of {clock(planned)}" if isinstance(planned, int | float) else ""
         return f"{status.upper()} after {ran}{of} — over the part that ran: " + "; ".join(parts)

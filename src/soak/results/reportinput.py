@@ -29,6 +29,7 @@ from soak.runs import timeline
 from soak.runs.events import EventRecord
 from soak.runs.layout import DataDir, read_result, report_path
 from soak.runs.state import RunRecord, StateStore
+from soak.runs.supervise import as_seen
 from soak.sinks.sqlite import SqliteStore
 from soak.targets.base import Running
 from soak.targets.specs import DockerTarget, ProcessTarget
@@ -101,7 +102,9 @@ def scheduled_phases(record: RunRecord) -> list[ScheduledPhase]:
 
 def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> ReportInput:
     """The run as the report sees it; criteria and verdicts from the result file once
-    the run has ended, else judged now on what is stored."""
+    the run has ended, else judged now on what is stored. A foreground run whose
+    command is gone is reported as `abandoned` (soak.runs.supervise.as_seen)."""
+    record = as_seen(record)
     scenario = record.scenario
     origin_ns = record.origin_ns if record.origin_ns is not None else record.created_ns
     spans = timeline.timeline(scenario, origin_ns)

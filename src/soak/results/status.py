@@ -2,7 +2,8 @@
 
 A live run (in this process) gives its latest tick and load totals; a run that
 is not (finished, or run in the foreground by another process) is described
-from its record, its events and its result file.
+from its record, its events and its result file; a foreground run whose command
+is gone is `abandoned` from that moment (soak.runs.supervise.as_seen).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from soak.runs import timeline
 from soak.runs.layout import REPORTS, read_result
 from soak.runs.live import LiveFigures
 from soak.runs.state import RunRecord, StateStore
+from soak.runs.supervise import as_seen
 
 
 def _iso(time_ns: int | None) -> str | None:
@@ -43,6 +45,7 @@ def run_status(
         # new PID) before the event that announces it, so every event shown here has its
         # record in what is read next. The caller's record may predate the events.
         record = state.get_run(record.id) or record
+    record = as_seen(record)  # a foreground run whose command is gone: `abandoned`
     scenario = record.scenario
     now_ns = time.time_ns()
     duration_s = scenario.duration_s

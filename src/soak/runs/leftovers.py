@@ -4,11 +4,13 @@ A run whose soak process was SIGKILLed can leave: processes (a daemonized target
 service's run that no service will resume), containers and volumes, and the swarm
 services of its load or sampler agents. Processes are found by their mark
 (targets/tree.py), engine objects by their labels (`soak.run`, `soak.owner`); a thing
-is left over when its owner is gone and it is not a run about to be resumed.
+is left over when its owner (pid and start time) is gone and it is not a run about to be
+resumed. A container or volume without an owner label, or whose owner lives, is left
+and named, one line each (soak.targets.cleanup).
 
 `soak start --foreground` and `soak serve` sweep when they start (RunManager.start), a
 service before each submitted run; `soak upgrade` calls `sweep_leftovers()` and prints
-its `line()`.
+its `lines()`.
 """
 
 from __future__ import annotations
@@ -19,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soak.labels import LABEL_ROLE, LABEL_RUN
-from soak.targets import cleanup_stale
-from soak.targets.cleanup import is_stale
+from soak.labels import LABEL_OWNER, LABEL_ROLE, LABEL_RUN
+from soak.targets.cleanup import is_stale, left_because, made_here, sweep_labelled
 from soak.targets.tree import kill_all, leftovers
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,12 @@ class Swept:
     engine_objects: int = 0  # containers and volumes
     services: list[str] = field(default_factory=list)  # swarm services' run/role
     problems: list[str] = field(default_factory=list)  # what could not be removed
+    left: list[str] = field(default_factory=list)  # labelled, but not a dead run's: named
+
+    def lines(self) -> list[str]:
+        """What was removed in one line, then one line for each thing left."""
+        line = self.line()
+        return ([line] if line is not None else []) + self.left
 
     def line(self) -> str | None:
         """One line for the user, or None when nothing was left."""
@@ -64,7 +71,8 @@ def sweep_leftovers(data_dir: Path | None = None, keep_runs: Sequence[str] = ())
     swept = Swept()
     _sweep_processes(swept, data_dir, keep_runs)
     try:
-        swept.engine_objects = cleanup_stale(keep_runs=keep_runs)
+        engine = sweep_labelled(None, tuple(keep_runs))
+        swept.engine_objects, swept.left = engine.removed, engine.left
     except Exception as exc:  # the command goes on; what was left is said
         swept.problems.append(f"containers: {exc}")
     _sweep_services(swept, keep_runs)
@@ -95,6 +103,20 @@ def stale_agent_runs(
     return sorted(found)
 
 
+def left_agent_runs(labels: Iterable[dict[str, str]], keep_runs: Sequence[str]) -> list[str]:
+    """One line per (run, role) of swarm services that are not a dead run's and not this
+    process's own or a run about to be resumed: what the sweep leaves, and why."""
+    found = {}
+    for each in labels:
+        run, role, owner = each.get(LABEL_RUN), each.get(LABEL_ROLE), each.get(LABEL_OWNER)
+        if not role or run is None or run in keep_runs or made_here(owner):
+            continue
+        why = left_because(owner)
+        if why is not None:
+            found[(run, role)] = f"left the swarm services of {run} ({role}): {why}"
+    return [found[key] for key in sorted(found)]
+
+
 def _sweep_services(swept: Swept, keep_runs: Sequence[str]) -> None:
     import docker.errors
 
@@ -108,6 +130,7 @@ def _sweep_services(swept: Swept, keep_runs: Sequence[str]) -> None:
     except (TargetStartError, docker.errors.DockerException):
         return  # no engine, or not a swarm manager: no services to look at
     labels = [s.attrs.get("Spec", {}).get("Labels") or {} for s in services]
+    swept.left += left_agent_runs(labels, keep_runs)
     for run_id, role in stale_agent_runs(labels, keep_runs):
         try:
             SwarmEngine(client).sweep(run_id, role)

@@ -31,7 +31,7 @@ from soak.runs.owed import hand_over_spools, run_sinks
 from soak.runs.parts import RunParts
 from soak.runs.reserve import release_reserve
 from soak.runs.state import RunRecord, RunStatus
-from soak.runs.supervise import Supervisor, owner
+from soak.runs.supervise import Supervisor, abandoned_at_ns, owner
 from soak.runs.ticking import Ticker
 from soak.runs.timeline import RateChange, Timeline
 from soak.targets.group import OnEvent, TargetGroup
@@ -354,7 +354,7 @@ class Run:
 
 def reap(record: RunRecord, ctx: RunContext, reason: str) -> None:
     """A run nobody drives any more (its foreground command died): stop what it had
-    started, from its saved state, and mark it `error`."""
+    started, from its saved state, and mark it `abandoned`."""
 
     def event(kind: str, message: str, value: float = 0.0) -> None:
         ctx.state.add_event(record.id, time.time_ns(), kind, message, float(value))
@@ -372,5 +372,8 @@ def reap(record: RunRecord, ctx: RunContext, reason: str) -> None:
         event("spool_owed", message, float(points))
     event("stop", f"run abandoned: {reason}")
     ctx.state.update_run(
-        record.id, status=RunStatus.ERROR, message=f"abandoned: {reason}", ended_ns=time.time_ns()
+        record.id,
+        status=RunStatus.ABANDONED,
+        message=f"abandoned: {reason}",
+        ended_ns=abandoned_at_ns(record),
     )

@@ -23,7 +23,10 @@ from soak.runs.events import EventRecord
 
 class RunStatus(StrEnum):
     """A run is `pending` until its target is ready, `running` until its end, then one
-    of the final statuses. `running` runs are resumed when the service starts again."""
+    of the final statuses. `running` runs are resumed when the service starts again.
+    `abandoned`: a foreground run whose command died without ending it (SIGKILL, an OOM
+    kill): told as soon as its owner is gone (soak.runs.supervise.as_seen), stored when
+    the next soak command on the data directory stops what it left (reap)."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -31,6 +34,7 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     STOPPED = "stopped"
     ERROR = "error"
+    ABANDONED = "abandoned"
 
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)

@@ -4,6 +4,7 @@ load workers are replaced. Each is an event of the run."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +13,7 @@ from soak.errors import SoakError
 from soak.procfs import pid_alive, start_ticks
 from soak.runs.ending import Ending
 from soak.runs.parts import RunParts
+from soak.runs.state import RunRecord, RunStatus
 from soak.targets.group import TargetGroup
 
 
@@ -27,6 +29,30 @@ def owner_alive(target_state: dict[str, Any] | None) -> bool:
     if not isinstance(pid, int):
         return True
     return pid_alive(pid, found.get("start_ticks"))
+
+
+ABANDONED_WHY = "the foreground command that ran it is gone"
+ABANDONED_MESSAGE = f"abandoned: {ABANDONED_WHY}"
+
+
+def as_seen(record: RunRecord) -> RunRecord:
+    """The record as `soak status` and `soak list` tell it: a foreground run still
+    `pending` or `running` whose command is gone (its pid, checked against its start
+    time so that a recycled pid is not taken for it) is `abandoned`, ended at its last
+    tick. A service's run is the next service's to resume: left as it is."""
+    if not record.active or not record.foreground or owner_alive(record.target_state):
+        return record
+    return dataclasses.replace(
+        record,
+        status=RunStatus.ABANDONED,
+        message=ABANDONED_MESSAGE,
+        ended_ns=abandoned_at_ns(record),
+    )
+
+
+def abandoned_at_ns(record: RunRecord) -> int:
+    """When an abandoned run ended, as far as anyone knows: its last tick."""
+    return record.last_tick_ns or record.started_ns or record.created_ns
 
 
 class Supervisor:

@@ -44,8 +44,8 @@ def run_foreground(
 ) -> dict[str, Any]:
     manager = RunManager(data_dir)
     manager.start(resume=False)
-    if manager.leftovers is not None:
-        click.echo(f"soak: {manager.leftovers}", err=True)
+    for line in manager.leftovers:
+        click.echo(f"soak: {line}", err=True)
     stop = threading.Event()
     previous = _trap_signals(stop)
     try:

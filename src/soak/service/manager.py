@@ -32,7 +32,7 @@ from soak.runs.reserve import make_reserve
 from soak.runs.run import Run, reap
 from soak.runs.runid import new_run_id
 from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore
-from soak.runs.supervise import owner_alive
+from soak.runs.supervise import ABANDONED_WHY, owner_alive
 from soak.service.scheduler import SoakScheduler
 from soak.sinks.metrics import ServiceMetrics
 
@@ -67,7 +67,8 @@ class RunManager:
         self.owed = OwedSpools(self.state, self.data_dir, self.metrics)
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
-        self.leftovers: str | None = None  # what start() removed, in one line
+        # What start() removed (one line) and what it left (one line each).
+        self.leftovers: list[str] = []
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -82,20 +83,20 @@ class RunManager:
         self.scheduler.every("service:owed-spools", OWED_CHECK_INTERVAL_S, self.owed.drain)
         return self.resume_all() if resume else []
 
-    def sweep(self, *, resuming: bool) -> str | None:
-        """Remove what dead runs left (processes, containers, swarm services); the line
-        that says so, or None. Kept: the service runs of this data directory that a
-        service resumes (this one, when `resuming`, or a later one)."""
+    def sweep(self, *, resuming: bool) -> list[str]:
+        """Remove what dead runs left (processes, containers, swarm services); the lines
+        that say so and name what was left. Kept: the service runs of this data directory
+        that a service resumes (this one, when `resuming`, or a later one)."""
         statuses = (RunStatus.RUNNING,) if resuming else ACTIVE
         keep = [r.id for r in self.state.list_runs(statuses) if not r.foreground]
-        return sweep_leftovers(self.data_dir.root, keep).line()
+        return sweep_leftovers(self.data_dir.root, keep).lines()
 
     def reap_abandoned(self) -> list[str]:
         """Foreground runs whose command died (SIGKILL): their targets are stopped."""
         reaped = []
         for record in self.state.list_runs(ACTIVE):
             if record.foreground and not owner_alive(record.target_state):
-                reap(record, self.ctx, "the foreground command that ran it is gone")
+                reap(record, self.ctx, ABANDONED_WHY)
                 reaped.append(record.id)
         return reaped
 
@@ -162,8 +163,7 @@ class RunManager:
             self.runs[run.id] = run
 
         def start() -> None:
-            line = self.sweep(resuming=False)
-            if line is not None:  # said in the service's log and in the run's events
+            for line in self.sweep(resuming=False):  # the log and the run's events say it
                 log.warning("%s", line)
                 self.state.add_event(run.id, time.time_ns(), "cleanup", line, 0.0)
             try:

@@ -75,7 +75,7 @@ def cleanup_stale(run_id: str | None = None, *, keep_runs: Sequence[str] = ()) -
     """Removes containers and volumes labelled by soak runs that are gone; returns how many.
 
     With `run_id`: everything of that run. Without: everything whose owning soak
-    process (label soak.owner, host:pid) is no longer alive on this host, except
+    process (label soak.owner: host, pid and start time) is gone from this host, except
     runs in `keep_runs` (runs a restarted service is about to re-attach to).
     Without a Docker engine there is nothing to clean: 0.
     """

@@ -1,7 +1,7 @@
 """The docker engine as the docker runtime sees it: the client, labels, state, stats, logs.
 
 Everything a run creates carries the labels `soak.run` (run id), `soak.target`
-and `soak.owner` (host:pid of the soak process), so that `cleanup_stale`
+and `soak.owner` (host:pid:start of the soak process, soak.labels), so that `cleanup_stale`
 finds what an interrupted run left behind.
 """
 

@@ -4,7 +4,7 @@
 A run's containers and volumes carry `soak.run` and `soak.owner` (and
 `soak.upgrade=RUN_ID`, docker_data.py), its process versions soak.targets' mark: the
 sweep of soak.runs.leftovers finds them as it finds every dead run's. Its run
-directory has an owner file (host:pid, and `keep` for `--keep`); a host command of a
+directory has an owner file (host:pid:start, and `keep` for `--keep`); a host command of a
 step works in it (in the plan's data directory there) and is found by that. Only what
 belongs to a soak process that is gone from this host goes, and nothing of a `--keep`
 run's directory.
@@ -30,8 +30,7 @@ def remove_leftovers(base: Path) -> None:
     file, with the processes still working in them (a host command of a step)."""
     from soak.runs.leftovers import sweep_leftovers
 
-    line = sweep_leftovers().line()
-    if line:
+    for line in sweep_leftovers().lines():
         click.echo(f"cleanup   {line}")
     removed = remove_stale_dirs(base)
     if removed:

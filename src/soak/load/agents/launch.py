@@ -12,7 +12,7 @@ from pathlib import Path
 import dns.rdatatype
 
 from soak.agents.engine_config import AgentsConfig
-from soak.agents.spec import SEGMENT, AgentSpec, run_id_ok
+from soak.agents.spec import SEGMENT, AgentSpec
 from soak.errors import InputError
 from soak.load.agent import LOAD_ENV
 from soak.load.generator import JOIN_GRACE_S
@@ -76,7 +76,7 @@ def build_spec(
     command += [a for k, v in sorted((tags or {}).items()) for a in ("--tag", f"{k}={v}")]
     command += [a for cidr in allow_targets for a in ("--allow-target", cidr)]
     return AgentSpec(
-        run_id=run_id_ok(run_id),
+        run_id=run_id,
         agents=agents,
         duration_s=duration_s,
         command=tuple(command),
