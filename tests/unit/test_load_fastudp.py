@@ -131,12 +131,19 @@ def test_the_compiled_loop_counts_each_query_of_a_batch_in_the_second_it_was_due
         origin,
     )  # fmt: skip
     try:
-        sent, _, _ = engine.run(now + 30_000_000, now + 10**10, 1000.0, origin, 0, 0.0, True)
+        # Until past the first second's due queries (a busy machine may not give the loop
+        # the CPU within one call's 30 ms): each call sends what is due by its deadline.
+        sent = 0
+        give_up_ns = now + 60 * 10**9
+        while sent <= 1000 and time.monotonic_ns() < give_up_ns:
+            deadline_ns = time.monotonic_ns() + 30_000_000
+            sent += engine.run(deadline_ns, now + 10**11, 1000.0, origin, 0, 0.0, True)[0]
         assert sent > 1000  # due by now: 991 and more
         engine.sweep(True)  # nothing answers: every query lost, every window closed
         windows = engine.take(1 << 62)[0]
         per_second = {second: classes[0][0] for second, _, classes in windows}
-        assert per_second == {0: 1000, 1: sent - 1000}
+        assert per_second[0] == 1000  # the batches behind schedule counted where due
+        assert sum(n for second, n in per_second.items() if second > 0) == sent - 1000
     finally:
         del engine
         ours.close()
