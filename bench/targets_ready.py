@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/targets_ready.py               # 5 starts of each
     .venv/bin/python bench/targets_ready.py --repeat 10 --only docker-pdns
+    .venv/bin/python bench/targets_ready.py --smoke       # one start of each
 
 start-to-ready is what soak records as `ready_after_s` (from just before the
 process is spawned or the container created, until every readiness probe
@@ -157,7 +158,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", choices=sorted(SPECS), action="append")
+    parser.add_argument("--smoke", action="store_true", help="one start of each: that it runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat = 1
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         templates(base)
