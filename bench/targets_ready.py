@@ -31,6 +31,7 @@ from tests.support.pdns import PDNS_API_KEY, PDNS_SCHEMA, pdns_config  # noqa: E
 from tests.support.servers import DEFAULT_LOCAL_DATA, dnsmasq_upstream, free_port, unbound_conf  # noqa: E402
 
 from soak.probes import dns_query  # noqa: E402
+from soak.runs.layout import TargetFiles  # noqa: E402
 from soak.targets import build_target, cleanup_stale  # noqa: E402
 from soak.targets.specs import TargetConfig  # noqa: E402
 
@@ -110,7 +111,7 @@ def one(kind: str, base: Path, upstream: int) -> tuple[float, float]:
     spec = SPECS[kind].replace("UPSTREAM", str(upstream))
     cfg = TypeAdapter(TargetConfig).validate_python(yaml.safe_load(spec))
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
-    target = build_target(cfg, run_dir=base / run_id, run_id=run_id, base_dir=base)
+    target = build_target(cfg, files=TargetFiles(base / run_id), run_id=run_id, base_dir=base)
     target.start()
     try:
         ready_s = target.wait_ready().ready_after_s or 0.0
