@@ -216,6 +216,15 @@ def report(out: Path, first_s: float = FIRST_S) -> None:
         )
 
 
+def catches_sigterm(pid: int) -> bool:
+    """Whether the child has its SIGTERM handler yet (a busy machine's imports can take
+    longer than a short run: a SIGTERM before it would kill the child, not end the replay)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
 def replay_and_sample(args: argparse.Namespace, cap: Path, out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp_s, unbound(Path(tmp_s)) as server:
         proc = subprocess.Popen(
@@ -231,7 +240,7 @@ def replay_and_sample(args: argparse.Namespace, cap: Path, out: Path) -> None:
         with (out / "rss.jsonl").open("w") as f:
             while proc.poll() is None:
                 t = time.monotonic() - start
-                if t >= args.memory_s:
+                if t >= args.memory_s and catches_sigterm(proc.pid):
                     proc.send_signal(signal.SIGTERM)
                     break
                 row = {"t_s": round(t, 1), "at": time.strftime("%H:%M:%S"), **status_kib(proc.pid)}
