@@ -76,7 +76,6 @@ def main() -> int:
     args = ap.parse_args()
     if args.smoke:
         args.rate, args.seconds, args.capture_every_s = 500.0, 1.5, 1.0
-    warm_s = 1.0 if args.smoke else 5.0
     print(f"load average {os.getloadavg()[0]:.2f}; {args.rate:.0f} q/s for {args.seconds:.0f} s")
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
@@ -93,7 +92,8 @@ def main() -> int:
                 profiles_dir=kept,
             )
             smaps = SmapsSampler(SmapsSamplerConfig(), lambda: running)
-            load(srv, args.rate, warm_s)  # warm: cache, query log, heap
+            if not args.smoke:  # a smoke run's figures mean nothing: no warm-up
+                load(srv, args.rate, 5)  # warm: cache, query log, heap
             rows = []
             for name, sampler, every_s in (
                 ("none", None, 0.0),
