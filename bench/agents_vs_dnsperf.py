@@ -28,6 +28,7 @@ alike; the tables give medians. CPU (user + system, seconds):
 
     PYTHONPATH=src .venv/bin/python bench/agents_vs_dnsperf.py [--runs 3] [--duration 10]
         [--rates 20000,100000] [--counts 1,2,3] [--json out.json] [--summary out.json]
+    PYTHONPATH=src .venv/bin/python bench/agents_vs_dnsperf.py --smoke   # 1 agent, 3-s cases
 
 One round with the defaults takes about 4 minutes (each fixed rate about 1.3
 of them). The local agents run this interpreter's `soak` (with
@@ -465,7 +466,10 @@ def main() -> None:
     ap.add_argument("--poll-s", type=float, default=0.05)
     ap.add_argument("--json", type=Path, help="write every run's figures here")
     ap.add_argument("--summary", type=Path, help="only print the tables of a --json file")
+    ap.add_argument("--smoke", action="store_true", help="1 agent, 3-s cases: that it runs")
     args = ap.parse_args()
+    if args.smoke:  # 3 s: an agent that starts late on a busy machine still has a window
+        args.runs, args.duration, args.rates, args.counts = 1, 3.0, "2000", "1"
     counts = [int(c) for c in args.counts.split(",")]
     rates = [float(r) for r in args.rates.split(",")]
     if args.summary:

@@ -11,6 +11,7 @@ at the end, the first and last fd counts and the run's totals.
 
     .venv/bin/python bench/churn_soak.py [--minutes 10] [--rate 1000] [--per-conn 20]
         [--idle-s 0.2] [--every-s 30] [--protocol tcp|dot|doh] [--hangup-fraction 0]
+    .venv/bin/python bench/churn_soak.py --smoke        # seconds: that it still runs
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def main() -> None:
     ap.add_argument("--every-s", type=float, default=30.0)
     ap.add_argument("--protocol", default="dot", choices=["tcp", "dot", "doh"])
     ap.add_argument("--hangup-fraction", type=float, default=0.0)
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.minutes, args.rate, args.every_s = 0.05, 200.0, 1.0
     mix = [
         {
             "name": "clients",

@@ -1,6 +1,7 @@
 """False positives of `soak compare`: A/A pairs of the same bench on one server.
 
     .venv/bin/python bench/compare_aa.py [--pairs 20] [--keep DIR]
+    .venv/bin/python bench/compare_aa.py --smoke    # one short pair: that it still runs
 
 unbound 1.17 (one thread, `local-data` answers) on 127.0.0.1, started by each bench.
 Each pair is two `soak bench` runs of the same scenario in turns (A, then B): one
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +36,11 @@ BENCH_ARGS = [
     "--runs", "3", "--duration", "1", "--throwaway", "0.5", "--no-knee",
     "--rates", "300", "--fixed-duration", "2", "--fixed-runs", "3", "--classes", "local",
 ]  # fmt: skip
+# --smoke: the same pair, each bench as short as it may be.
+SMOKE_BENCH_ARGS = [
+    "--runs", "1", "--duration", "0.5", "--throwaway", "0", "--no-knee",
+    "--rates", "300", "--fixed-duration", "0.5", "--fixed-runs", "2", "--classes", "local",
+]  # fmt: skip
 
 
 def scenario(tmp: Path) -> Path:
@@ -49,9 +56,9 @@ def scenario(tmp: Path) -> Path:
     return path
 
 
-def bench(path: Path, out: Path, data: Path) -> None:
+def bench(path: Path, out: Path, data: Path, bench_args: list[str]) -> None:
     done = subprocess.run(
-        [SOAK, "bench", str(path), *BENCH_ARGS, "--out", str(out), "--data-dir", str(data)],
+        [SOAK, "bench", str(path), *bench_args, "--out", str(out), "--data-dir", str(data)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     if done.returncode not in (0, 1):
@@ -74,7 +81,11 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--keep", type=Path, default=None)
     ap.add_argument("--rejudge", type=Path, default=None)
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    bench_args = SMOKE_BENCH_ARGS if args.smoke else BENCH_ARGS
+    if args.smoke:
+        args.pairs = 1
     work = args.rejudge or args.keep or Path(tempfile.mkdtemp(prefix="soak-aa-"))
     work.mkdir(parents=True, exist_ok=True)
     data = work / "data"
@@ -84,8 +95,8 @@ def main() -> int:
     for i in range(args.pairs):
         a, b = work / f"pair{i:02d}" / "A", work / f"pair{i:02d}" / "B"
         if args.rejudge is None:
-            bench(path, a, data)
-            bench(path, b, data)
+            bench(path, a, data, bench_args)
+            bench(path, b, data, bench_args)
         cmp = compare(a, b, data)
         figures = cmp["figures"]
         assert isinstance(figures, list)
@@ -99,7 +110,10 @@ def main() -> int:
               + (f"  <- {'; '.join(flagged)}" if flagged else ""), flush=True)  # fmt: skip
     print(f"\npairs with a figure called worse or better: {pairs_flagged} of {args.pairs}")
     print("figures: " + ", ".join(f"{k} {n}" for k, n in sorted(totals.items())))
-    print(f"results in {work}")
+    if args.smoke and not args.keep:
+        shutil.rmtree(work)
+    else:
+        print(f"results in {work}")
     return 0
 
 

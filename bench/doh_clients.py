@@ -8,6 +8,7 @@ connection, and prints each one's q/s and CPU ms per 1,000 answered queries
 (user + system of the process doing it, start-up included for soak).
 
     .venv/bin/python bench/doh_clients.py [--runs 3] [--duration 5]
+    .venv/bin/python bench/doh_clients.py --smoke       # seconds: that it still runs
 """
 
 from __future__ import annotations
@@ -85,7 +86,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    if args.smoke:  # 2 s: httpx's first answers come after its connection's set-up
+        args.runs, args.duration = 1, 2.0
     with tempfile.TemporaryDirectory(prefix="soak-bench-doh-") as tmp:
         qfile = Path(tmp) / "queries.txt"
         qfile.write_text("www.example.test A\n")

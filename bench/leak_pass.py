@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/leak_pass.py                 # 1 h, 1 d, 7 d (stores cached in /tmp)
     .venv/bin/python bench/leak_pass.py --hours 1 24    # some of them
+    .venv/bin/python bench/leak_pass.py --smoke         # 15- and 30-min stores, 3 minutes added
 
 The stores are synthetic runs written through SqliteStore (bench/synthetic_store.py),
 default leaks config (10-min windows, five resources, four of them sampled here).
@@ -50,7 +51,7 @@ from soak.analysis.verdicts import run_verdicts
 from soak.clock import NS_PER_S
 from soak.config import LeaksConfig
 from soak.sinks.sqlite import SqliteStore
-from synthetic_store import RUN_ID, START_NS, synthetic_store, tick_points
+from synthetic_store import RUN_ID, START_NS, smoke_cache, synthetic_store, tick_points
 
 S = NS_PER_S
 MiB = 1024**2
@@ -103,7 +104,7 @@ def delete_after(path: Path, end_ns: int) -> None:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def bench_store(hours: float) -> dict[str, float]:
+def bench_store(hours: float, minutes: int = MINUTES) -> dict[str, float]:
     ticks = round(hours * 3600)
     path = synthetic_store(ticks, 1.0)
     cfg = LeaksConfig()
@@ -126,11 +127,11 @@ def bench_store(hours: float) -> dict[str, float]:
         fresh = LeakFits()  # the memory a run's kept fits hold
         out["kept_mib"] = kept_mib(lambda: run_verdicts(store, RUN_ID, cfg, START_NS, fresh))
         passes = []
-        for minute in range(MINUTES):
+        for minute in range(minutes):
             append_minute(store, ticks + 60 * minute, ticks)
             passes.append(cpu_s(lambda: run_verdicts(store, RUN_ID, cfg, START_NS, fits))[0])
         peaks = []
-        for minute in range(MINUTES, MINUTES + 2):  # traced passes are not timed
+        for minute in range(minutes, minutes + 2):  # traced passes are not timed
             append_minute(store, ticks + 60 * minute, ticks)
             peaks.append(peak_mib(lambda: run_verdicts(store, RUN_ID, cfg, START_NS, fits)))
         timed = passes
@@ -148,8 +149,13 @@ def bench_store(hours: float) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hours", type=float, nargs="+", default=[1, 24, 168])
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
-    rows = {h: bench_store(h) for h in args.hours}
+    minutes = 3 if args.smoke else MINUTES
+    if args.smoke:
+        args.hours = [0.25, 0.5]
+    with smoke_cache(args.smoke):
+        rows = {h: bench_store(h, minutes) for h in args.hours}
     head = (
         "store | full read CPU s | full read peak MiB | first pass CPU s | first peak MiB"
         " | refit CPU s | steady pass CPU s | window-end pass CPU s | mean of 30 CPU s"

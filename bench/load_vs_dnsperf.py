@@ -16,6 +16,7 @@ RSS does not grow after the first seconds.
 
     .venv/bin/python bench/load_vs_dnsperf.py [--runs 5] [--duration 10] [--pacing-s 20]
         [--servers unbound,pdns-recursor,knot-resolver] [--protocols udp,tcp,dot,doh]
+    .venv/bin/python bench/load_vs_dnsperf.py --smoke   # seconds: that it still runs
 
 SOAK_LOAD_PURE=1 in the environment measures the pure-Python UDP loop instead
 of the compiled one.
@@ -182,7 +183,11 @@ def main() -> None:
     ap.add_argument("--rates", default="1000,10000,30000")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-pacing", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    if args.smoke:  # one run of each part on unbound; 5 s of pacing: its RSS reading at 3 s
+        args.runs, args.duration, args.servers, args.protocols = 1, 1.0, "unbound", "udp"
+        args.pacing_s, args.rates = 5.0, "1000"
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
         qfile = write_queries(Path(tmp))
         pure = os.environ.get("SOAK_LOAD_PURE") == "1"

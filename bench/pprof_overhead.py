@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/pprof_overhead.py                      # 40 s per run, 5,000 q/s
     .venv/bin/python bench/pprof_overhead.py --seconds 60 --capture-every-s 5
+    .venv/bin/python bench/pprof_overhead.py --smoke   # seconds: that it still runs
 
 refdns forwards to dnsmasq with its query log on; `soak load` (the built-in
 engine) offers `--rate` q/s of the demo's mix of names (cached, local, blocked
@@ -32,6 +33,7 @@ from tests.support.servers import ServerProc, dnsmasq_upstream  # noqa: E402
 
 from soak.clock import NS_PER_S  # noqa: E402
 from soak.profiles import list_profiles  # noqa: E402
+from soak.runs.layout import profiles_dir  # noqa: E402
 from soak.samplers.pprof import PprofSampler  # noqa: E402
 from soak.samplers.selection import PprofSamplerConfig, SmapsSamplerConfig  # noqa: E402
 from soak.samplers.smaps import SmapsSampler  # noqa: E402
@@ -70,7 +72,10 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=5000)
     ap.add_argument("--seconds", type=float, default=40)
     ap.add_argument("--capture-every-s", type=float, default=5)
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.rate, args.seconds, args.capture_every_s = 500.0, 1.5, 1.0
     print(f"load average {os.getloadavg()[0]:.2f}; {args.rate:.0f} q/s for {args.seconds:.0f} s")
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
@@ -79,14 +84,16 @@ def main() -> int:
             refdns(tmp / "data", "-querylog-mmap-bytes=67108864", upstream_port=up.port) as srv,
         ):
             running = Running("refdns", "127.0.0.1", {"api": srv.extra_ports["api"]}, srv.pid, None)
-            running.run_dir = tmp / "run"
+            kept = profiles_dir(tmp / "run")  # where a run keeps them
             pprof = PprofSampler(
                 PprofSamplerConfig(interval_s=1, headers={"Authorization": f"Bearer {TOKEN}"}),
                 lambda: running,
                 background=False,  # timed here, in this script's own thread
+                profiles_dir=kept,
             )
             smaps = SmapsSampler(SmapsSamplerConfig(), lambda: running)
-            load(srv, args.rate, 5)  # warm: cache, query log, heap
+            if not args.smoke:  # a smoke run's figures mean nothing: no warm-up
+                load(srv, args.rate, 5)  # warm: cache, query log, heap
             rows = []
             for name, sampler, every_s in (
                 ("none", None, 0.0),
@@ -109,7 +116,7 @@ def main() -> int:
                 rows.append((name, result, per))
                 print(f"{name:22} {result['qps']:9.0f} q/s  p99 {result['p99_ms']:6.2f} ms  "
                       f"lost {result['lost']:.0f}  sampler {per}", flush=True)  # fmt: skip
-            stored = list_profiles(running.run_dir)
+            stored = list_profiles(kept)
             captures = len({p.time_ns for p in stored})
             per_capture = sum(p.bytes for p in stored) / max(1, captures)
             print(f"profiles: {captures} captures, {per_capture / 1024:.1f} KiB a capture "

@@ -2,6 +2,7 @@
 
     SOAK_DEMO_DIR=/tmp/demo make demo
     .venv/bin/python bench/refdns_series.py /tmp/demo [--every 20]
+    .venv/bin/python bench/refdns_series.py --smoke    # a 6-s demo soak of its own, then the table
 
 One row every `--every` seconds from the run's start: the minimum and maximum in
 that slice of heap in use, goroutines, anonymous and file-backed RSS, the query
@@ -14,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,11 +54,33 @@ def span(values: list[float], scale: float) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("data", type=Path)
+    ap.add_argument("data", type=Path, nargs="?")
     ap.add_argument("--every", type=float, default=20.0)
+    ap.add_argument("--smoke", action="store_true", help="a 6-s demo soak first: that it runs")
     args = ap.parse_args()
-    run_id = last_run(args.data)
-    store = SqliteStore(args.data / "points.db")
+    if args.smoke:
+        with tempfile.TemporaryDirectory(prefix="soak-bench-series-") as tmp:
+            short_demo(Path(tmp))
+            return table(Path(tmp), 2.0)
+    if args.data is None:
+        ap.error("the demo's data directory is required")
+    return table(args.data, args.every)
+
+
+def short_demo(data: Path) -> None:
+    """`make demo`'s soak with 2-s and 4-s phases, in `data`."""
+    soak = Path(sys.executable).parent / "soak"
+    sets = ["phases.0.duration_s=2s", "phases.1.duration_s=4s"]
+    argv = [str(soak), "start", str(ROOT / "scenarios" / "refdns-demo.yaml"), "--foreground"]
+    argv += ["--json", "--data-dir", str(data), *(a for s in sets for a in ("--set", s))]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode not in (0, 1):  # 1: a criterion failed or was not judged; it ran
+        raise SystemExit(f"the demo soak did not run (exit {done.returncode}): {done.stderr}")
+
+
+def table(data: Path, every_s: float) -> int:
+    run_id = last_run(data)
+    store = SqliteStore(data / "points.db")
     try:
         series = {}
         for title, measurement, field, tags, _ in COLUMNS:
@@ -65,7 +90,7 @@ def main() -> int:
         store.close()
     t0 = min(s[0][0] for s in series.values() if s)
     end = max(s[-1][0] for s in series.values() if s)
-    step_ns = s_to_ns(args.every)
+    step_ns = s_to_ns(every_s)
     print(f"run {run_id}")
     print("| s | " + " | ".join(c[0] for c in COLUMNS) + " |")
     print("|---" * (len(COLUMNS) + 1) + "|")
@@ -75,8 +100,8 @@ def main() -> int:
             for title, _, _, _, scale in COLUMNS
         ]
         offset = (start - t0) // NS_PER_S
-        print(f"| {offset}-{offset + int(args.every)} | " + " | ".join(cells) + " |")
-    verdicts = json.loads((args.data / "runs" / run_id / "report.json").read_text())["verdicts"]
+        print(f"| {offset}-{offset + int(every_s)} | " + " | ".join(cells) + " |")
+    verdicts = json.loads((data / "runs" / run_id / "report.json").read_text())["verdicts"]
     print("verdicts: " + ", ".join(f"{v['resource']} {v['verdict']}" for v in verdicts))
     return 0
 

@@ -3,6 +3,7 @@ events/s before it sheds, against one unbound thread answering the same way.
 
     .venv/bin/python bench/refdns_target.py               # 10 s per query file
     .venv/bin/python bench/refdns_target.py --seconds 20
+    .venv/bin/python bench/refdns_target.py --smoke       # 1 s each, two query-log steps
 
 dnsperf (4 clients, 200 outstanding) at saturation on each path: `cached` (5
 names, answered from the answer cache), `local` (the built-in zone), `blocked`
@@ -67,10 +68,12 @@ def query_file(tmp: Path, name: str, lines: list[str]) -> Path:
     return path
 
 
-def paths(srv: ServerProc, tmp: Path, seconds: float) -> dict[str, tuple[float, float]]:
+def paths(
+    srv: ServerProc, tmp: Path, seconds: float, misses: int
+) -> dict[str, tuple[float, float]]:
     """path -> (q/s, CPU cores of refdns)."""
     files = {k: query_file(tmp, k, v) for k, v in NAMES.items()}
-    files["miss"] = query_file(tmp, "miss", [f"m{i}.miss.example" for i in range(600_000)])
+    files["miss"] = query_file(tmp, "miss", [f"m{i}.miss.example" for i in range(misses)])
     dnsperf(srv.port, files["cached"], 1.0)  # fills the cache
     out = {}
     for name, path in files.items():
@@ -82,13 +85,16 @@ def paths(srv: ServerProc, tmp: Path, seconds: float) -> dict[str, tuple[float, 
 
 
 DROPS = 'sum(refdns_querylog_dropped_total{stage="queue"})'
+LOG_RATES = [2_000, 4_000, 6_000, 8_000, 12_000, 16_000, 0]  # q/s offered; 0: saturation
 
 
-def query_log(srv: ServerProc, tmp: Path, seconds: float) -> list[tuple[int, float, float, float]]:
+def query_log(
+    srv: ServerProc, tmp: Path, seconds: float, rates: list[int]
+) -> list[tuple[int, float, float, float]]:
     """Per offered rate (0: saturation): (offered, answered q/s, written/s, dropped/s)."""
     local = query_file(tmp, "local-log", NAMES["local"])
     steps = []
-    for rate in [2_000, 4_000, 6_000, 8_000, 12_000, 16_000, 0]:
+    for rate in rates:
         written0, dropped0 = metric(srv, "refdns_querylog_written_total"), metric(srv, DROPS)
         qps = dnsperf(srv.port, local, seconds, rate or None)
         written = (metric(srv, "refdns_querylog_written_total") - written0) / seconds
@@ -117,7 +123,11 @@ def writer_drain(tmp: Path, seconds: float) -> tuple[float, float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    misses, log_rates = 600_000, LOG_RATES  # a fresh name per query for 10 s at saturation
+    if args.smoke:
+        args.seconds, misses, log_rates = 1.0, 100_000, [2_000, 0]
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -130,13 +140,13 @@ def main() -> int:
             dnsmasq_upstream(tmp) as up,
             refdns(tmp / "data", "-querylog-max-rows=3000000", upstream_port=up.port) as srv,
         ):
-            results = paths(srv, tmp, args.seconds)
+            results = paths(srv, tmp, args.seconds, misses)
             rss_mib = metric(srv, "process_resident_memory_bytes") / 2**20
             goroutines = metric(srv, "go_goroutines")
         drain_qps, drain_peak, drain_rows_s = writer_drain(tmp, args.seconds)
         # A query log that commits every row and waits for the disk each time.
         with refdns(tmp / "fsync", "-querylog-batch=1", "-querylog-fsync") as srv:
-            steps = query_log(srv, tmp, args.seconds)
+            steps = query_log(srv, tmp, args.seconds, log_rates)
         # Again after: the machine is shared, so the peer brackets the run.
         with unbound(tmp / "ub") as ub:
             peers.append(dnsperf(ub.port, peer_file, args.seconds))

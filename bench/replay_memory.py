@@ -24,6 +24,7 @@ against clients in the capture.
         [--capture-s 600] [--capture-qps 1000] [--flows 100] [--plan-s 86400] \\
         [--memory-s 7200] [--every-s 30] [--capture FILE]
     PYTHONPATH=src .venv/bin/python bench/replay_memory.py report --out DIR
+    PYTHONPATH=src .venv/bin/python bench/replay_memory.py --smoke   # seconds, a temporary --out
 
 --capture FILE replays a capture made before (soak capture, pcap or dnstap) rather
 than making one; `report` prints the figures again from DIR's files (a run still
@@ -36,6 +37,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -180,15 +182,15 @@ def slope_kib_h(points: list[tuple[float, float]]) -> tuple[float, float, float]
     return b * S_PER_H, s / math.sqrt(sxx) * S_PER_H, s
 
 
-def report(out: Path) -> None:
+def report(out: Path, first_s: float = FIRST_S) -> None:
     rows = [json.loads(line) for line in (out / "rss.jsonl").read_text().splitlines()]
     end_t = rows[-1]["t_s"]
     for key in ("rss_kib", "anon_kib"):
-        after = [r for r in rows if r["t_s"] >= FIRST_S]
+        after = [r for r in rows if r["t_s"] >= first_s]
         if not after:
-            print(f"{key}: no reading after {FIRST_S:.0f} s")
+            print(f"{key}: no reading after {first_s:.0f} s")
             continue
-        since = max(end_t - SLOPE_WINDOW_S, FIRST_S)  # never the start-up's readings
+        since = max(end_t - SLOPE_WINDOW_S, first_s)  # never the start-up's readings
         last = [(r["t_s"], r[key]) for r in rows if r["t_s"] >= since]
         b, se, s = slope_kib_h(last) if len(last) > 2 else (0.0, 0.0, 0.0)
         print(
@@ -214,6 +216,15 @@ def report(out: Path) -> None:
         )
 
 
+def catches_sigterm(pid: int) -> bool:
+    """Whether the child has its SIGTERM handler yet (a busy machine's imports can take
+    longer than a short run: a SIGTERM before it would kill the child, not end the replay)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
 def replay_and_sample(args: argparse.Namespace, cap: Path, out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp_s, unbound(Path(tmp_s)) as server:
         proc = subprocess.Popen(
@@ -229,7 +240,7 @@ def replay_and_sample(args: argparse.Namespace, cap: Path, out: Path) -> None:
         with (out / "rss.jsonl").open("w") as f:
             while proc.poll() is None:
                 t = time.monotonic() - start
-                if t >= args.memory_s:
+                if t >= args.memory_s and catches_sigterm(proc.pid):
                     proc.send_signal(signal.SIGTERM)
                     break
                 row = {"t_s": round(t, 1), "at": time.strftime("%H:%M:%S"), **status_kib(proc.pid)}
@@ -249,12 +260,18 @@ def replay_and_sample(args: argparse.Namespace, cap: Path, out: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", nargs="?", default="run", choices=["run", "child", "report"])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="where the files go (--smoke: a temporary directory)")
     for flag, (kind, default, what) in OPTIONS.items():
         ap.add_argument(flag, type=kind, default=default, help=what)
     ap.add_argument("--capture", help="child: the capture file; run: reuse this one")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    if args.smoke:
+        smoke(args)
+        return
+    if args.out is None:
+        ap.error("--out is required")
     out = Path(args.out)
     if args.mode == "child":
         child(args)
@@ -274,6 +291,20 @@ def main() -> None:
     print(f"replay: planned {args.plan_s:.0f} s, cut at {args.memory_s:.0f} s", flush=True)
     replay_and_sample(args, cap, out)
     report(out)
+
+
+def smoke(args: argparse.Namespace) -> None:
+    """A 2-s capture (in a 32-s listen, as the full run's) replayed for 4 s, read every
+    second, in a temporary directory."""
+    out = Path(tempfile.mkdtemp(prefix="soak-bench-replay-"))
+    try:
+        args.capture_s, args.capture_qps, args.flows = 2.0, 200.0, 4
+        args.plan_s, args.memory_s, args.every_s = 60.0, 4.0, 1.0
+        cap = make_capture(out, args.capture_s, args.capture_qps, args.flows)
+        replay_and_sample(args, cap, out)
+        report(out, first_s=1.0)
+    finally:
+        shutil.rmtree(out)
 
 
 if __name__ == "__main__":

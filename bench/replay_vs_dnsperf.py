@@ -20,6 +20,7 @@ DEFAULT_QUERIES (tests/support/servers.py), evenly spaced at 1,000 q/s for
 
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py [--runs 3] [--duration 5]
         [--rates 10000,50000] [--clients 100] [--memory-s 0]
+    PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py --smoke   # seconds
 """
 
 from __future__ import annotations
@@ -152,7 +153,11 @@ def main() -> None:
     ap.add_argument("--rates", default="10000,50000")
     ap.add_argument("--max-rate", type=float, default=100_000)
     ap.add_argument("--memory-s", type=float, default=0)
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.runs, args.duration, args.span, args.clients = 1, 1.0, 2.0, 4
+        args.rates, args.max_rate = "2000", 20_000
     rates = [float(r) for r in args.rates.split(",")]
     print(f"{os.cpu_count()} CPUs, load average {Path('/proc/loadavg').read_text().split()[:3]}")
     with tempfile.TemporaryDirectory() as tmp_s:
@@ -180,6 +185,9 @@ def main() -> None:
             f"  {name:8} answered {med(rows, 'answered_qps'):10.0f} q/s"
             f"  CPU {med(rows, 'cpu_ms_per_1k'):6.1f} ms per 1,000 answers"
         )
+    ratio_qps = med(flat["replay"], "answered_qps") / med(flat["dnsperf"], "answered_qps")
+    ratio_cpu = med(flat["replay"], "cpu_ms_per_1k") / med(flat["dnsperf"], "cpu_ms_per_1k")
+    print(f"  ratio replay/dnsperf: answered q/s {ratio_qps:.2f}, CPU per answer {ratio_cpu:.2f}")
     print("\nfixed rates, medians:")
     for r in rates:
         rep, dp = timing[r]["replay"], timing[r]["dnsperf"]

@@ -1,6 +1,7 @@
 """Report of a long run: time and peak memory of build_report and the three renderings.
 
     .venv/bin/python bench/report_long.py               # 7 days at 1-min ticks, a day at 1-s ticks
+    .venv/bin/python bench/report_long.py --smoke       # 20 min at 1-s ticks, not cached
 
 The stores are synthetic runs written through SqliteStore (bench/synthetic_store.py,
 cached under /tmp): process (15 fields), runtime (4) and load (15) every tick,
@@ -30,11 +31,12 @@ from soak.report import PhaseSpan, ReportInput, build_report
 from soak.report.render import render_html, render_json, render_markdown
 from soak.results.grew import report_section
 from soak.sinks.sqlite import SqliteStore
-from synthetic_store import RUN_ID, SPIKE_BYTES, START_NS, TAGS, synthetic_store
+from synthetic_store import RUN_ID, SPIKE_BYTES, START_NS, TAGS, smoke_cache, synthetic_store
 
 S = NS_PER_S
 MiB = 1024**2
 CASES = {"7 days at 1-min ticks": (10_080, 60.0), "1 day at 1-s ticks": (86_400, 1.0)}
+SMOKE_CASES = {"20 min at 1-s ticks": (1_200, 1.0)}
 
 
 def make_report(ticks: int, step_s: float) -> tuple[int, int, bool]:
@@ -69,7 +71,7 @@ def make_report(ticks: int, step_s: float) -> tuple[int, int, bool]:
 
 
 def child(case: str, traced: bool) -> None:
-    ticks, step_s = CASES[case]
+    ticks, step_s = {**CASES, **SMOKE_CASES}[case]
     if traced:
         tracemalloc.start()
     cpu0, wall0 = time.process_time(), time.monotonic()
@@ -95,19 +97,25 @@ def run_case(case: str, traced: bool) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--child", choices=sorted(CASES))
+    ap.add_argument("--child", choices=sorted({**CASES, **SMOKE_CASES}))
     ap.add_argument("--traced", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
     if args.child:
         child(args.child, args.traced)
         return
-    for ticks, step_s in CASES.values():
+    with smoke_cache(args.smoke):
+        run_cases(SMOKE_CASES if args.smoke else CASES)
+
+
+def run_cases(cases: dict[str, tuple[int, float]]) -> None:
+    for ticks, step_s in cases.values():
         synthetic_store(ticks, step_s)  # made (or found) before anything is timed
     print(
         "case | CPU s | wall s | peak RSS MiB | traced peak MiB | HTML KiB"
         " | memory-plot points | spike drawn"
     )
-    for case in CASES:
+    for case in cases:
         r = run_case(case, traced=False)
         t = run_case(case, traced=True)
         print(

@@ -2,6 +2,7 @@
 
     python bench/service_soak.py                 # 30 minutes (the figure)
     python bench/service_soak.py --minutes 10    # shorter
+    python bench/service_soak.py --smoke         # 15 s, 2-s windows: that it still runs
 
 Starts `soak serve` on loopback with a temporary data directory, submits
 scenarios/pdns-recursor-dnsmasq.yaml scaled to --minutes at 1-s ticks, and samples
@@ -77,7 +78,10 @@ def main() -> int:
     ap.add_argument("--warmup-share", type=float, default=1 / 6)
     ap.add_argument("--window-s", type=float, default=120.0)
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument("--smoke", action="store_true", help="15 s, 2-s windows: that it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.minutes, args.window_s = 0.25, 2.0
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))  # run the clean-ups
     duration_s = args.minutes * 60
     soak_cmd = [sys.executable, "-m", "soak.cli"]

@@ -3,6 +3,7 @@
     .venv/bin/python bench/sinks.py                       # all three parts
     .venv/bin/python bench/sinks.py --part sinks --points 200000
     .venv/bin/python bench/sinks.py --part memory --ticks 1800 --interval-s 1
+    .venv/bin/python bench/sinks.py --smoke               # seconds: that it still runs
 
 Every server is real and on loopback (VictoriaMetrics, InfluxDB 1.6,
 pdns-server), started in a temp dir. The peer for the points/s figure is
@@ -128,7 +129,13 @@ def peer_points_per_s(url: str, points: list[Point], chunk: int) -> float:
 
 
 def one_sink(cfg: SinkConfig, tmp: Path) -> SinkSet:
-    return build_sinks([cfg], SpoolConfig(), default_sqlite_path=tmp / "points.db", run_dir=tmp)
+    return build_sinks(
+        [cfg],
+        SpoolConfig(),
+        default_sqlite_path=tmp / "points.db",
+        run_dir=tmp,
+        default_spool_dir=tmp / "spool",
+    )
 
 
 def bench_sinks(n: int, tmp: Path) -> None:
@@ -273,6 +280,7 @@ def bench_memory(ticks: int, interval_s: float, tmp: Path) -> None:
             SpoolConfig(),
             default_sqlite_path=tmp / "mem.db",
             run_dir=tmp / "mem",
+            default_spool_dir=tmp / "mem" / "spool",
             metrics=metrics,
         )
         origin = time.time_ns() + S
@@ -317,7 +325,10 @@ def main() -> None:
     ap.add_argument("--tick-runs", type=int, default=100)
     ap.add_argument("--ticks", type=int, default=300, help="memory part: ticks (1,800 = 30 min)")
     ap.add_argument("--interval-s", type=float, default=1.0)
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.points, args.tick_runs, args.ticks, args.interval_s = 3000, 5, 8, 0.2
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp_name:
         tmp = Path(tmp_name)
         if args.part in ("all", "sinks"):

@@ -1,6 +1,7 @@
 """A process's anonymous memory by kind of mapping, every minute, as JSON lines.
 
     python bench/smaps_by_kind.py PID OUT.jsonl [--interval-s 60]
+    python bench/smaps_by_kind.py --smoke      # a child `sleep 2`: that it still runs
 
 Reads /proc/PID/smaps (read-only; the process is not paused) and sums the
 `Anonymous:` kB of each mapping into: `[heap]` (glibc's main arena), 1-MiB
@@ -13,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 MiB_KB = 1024
@@ -45,17 +49,34 @@ def anonymous_by_kind(smaps_text: str) -> Counter[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("pid", type=int)
-    ap.add_argument("out", type=Path)
+    ap.add_argument("pid", type=int, nargs="?")
+    ap.add_argument("out", type=Path, nargs="?")
     ap.add_argument("--interval-s", type=float, default=60.0)
+    ap.add_argument("--smoke", action="store_true", help="a child `sleep 2`, read every 0.5 s")
     args = ap.parse_args()
-    start = time.monotonic()
-    with args.out.open("a") as out:
-        while True:
+    if args.smoke:
+        with tempfile.TemporaryDirectory() as tmp:
+            child = subprocess.Popen(["sleep", "2"])
             try:
-                text = Path(f"/proc/{args.pid}/smaps").read_text()
+                return watch(child.pid, Path(tmp) / "smaps.jsonl", 0.5, child.poll)
+            finally:
+                child.kill()
+                child.wait()
+    if args.pid is None or args.out is None:
+        ap.error("PID and OUT are required")
+    return watch(args.pid, args.out, args.interval_s, lambda: None)
+
+
+def watch(pid: int, out_path: Path, interval_s: float, ended: Callable[[], object]) -> int:
+    """Rows until the process ends (a child of ours is reaped by `ended`, so it does end)."""
+    start = time.monotonic()
+    rows = 0
+    with out_path.open("a") as out:
+        while ended() is None:
+            try:
+                text = Path(f"/proc/{pid}/smaps").read_text()
             except OSError:
-                return 0  # the process ended
+                break  # the process ended
             by_kind = anonymous_by_kind(text)
             row = {
                 "t_s": round(time.monotonic() - start),
@@ -64,7 +85,10 @@ def main() -> int:
             }
             out.write(json.dumps(row) + "\n")
             out.flush()
-            time.sleep(args.interval_s)
+            rows += 1
+            time.sleep(interval_s)
+    print(f"pid {pid}: {rows} readings in {out_path}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """A synthetic run in the embedded store, written through SqliteStore, cached under /tmp.
 
     .venv/bin/python bench/synthetic_store.py --ticks 86400 --step-s 1   # prints the path
+    .venv/bin/python bench/synthetic_store.py --smoke    # 600 ticks in a temporary directory
 
 Each tick writes what a soak with load writes: `process` (15 fields), `runtime`
 (4) and `load` class `all` (14 and `rcode_noerror`), with the run's four tags.
@@ -14,9 +15,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
 import sqlite3
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from soak.clock import NS_PER_S
@@ -26,7 +30,7 @@ from soak.sinks.sqlite import SqliteStore
 
 S = NS_PER_S
 MiB = 1024**2
-CACHE = Path("/tmp/soak-bench-stores")
+CACHE_ENV = "SOAK_BENCH_STORES"  # where stores are cached, if not in /tmp/soak-bench-stores
 START_NS = 1_764_547_200 * S  # 2025-12-01 00:00 UTC
 RUN_ID = "synthetic"
 TAGS = {"soak": RUN_ID, "scenario": "synthetic", "target": "unbound", "version": "1.22.0"}
@@ -87,12 +91,13 @@ def tick_points(i: int, step_s: float, rng: random.Random, ticks: int) -> list[P
 
 def synthetic_store(ticks: int, step_s: float = 1.0) -> Path:
     """The path of a store holding `ticks` ticks of `step_s` (made once, then cached)."""
-    path = CACHE / f"run-{ticks}x{step_s:g}s.db"
+    cache = Path(os.environ.get(CACHE_ENV, "/tmp/soak-bench-stores"))
+    path = cache / f"run-{ticks}x{step_s:g}s.db"
     if path.exists():
         return path
-    CACHE.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(parents=True, exist_ok=True)
     part = path.with_suffix(".part")
-    for leftover in CACHE.glob(part.name + "*"):
+    for leftover in cache.glob(part.name + "*"):
         leftover.unlink()
     store = SqliteStore(part)
     rng = random.Random(ticks)
@@ -106,13 +111,41 @@ def synthetic_store(ticks: int, step_s: float = 1.0) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def smoke_cache(smoke: bool) -> Iterator[None]:
+    """--smoke: stores made in a temporary directory, not in (or from) the shared cache."""
+    if not smoke:
+        yield
+        return
+    kept = os.environ.get(CACHE_ENV)
+    with tempfile.TemporaryDirectory(prefix="soak-bench-smoke-") as tmp:
+        os.environ[CACHE_ENV] = tmp  # a child process (bench/report_long.py) finds it too
+        try:
+            yield
+        finally:
+            if kept is None:
+                del os.environ[CACHE_ENV]
+            else:
+                os.environ[CACHE_ENV] = kept
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ticks", type=int, required=True)
+    ap.add_argument("--ticks", type=int)
     ap.add_argument("--step-s", type=float, default=1.0)
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.ticks = 600
+    elif args.ticks is None:
+        ap.error("--ticks is required")
+    with smoke_cache(args.smoke):
+        make(args.ticks, args.step_s)
+
+
+def make(ticks: int, step_s: float) -> None:
     started = time.monotonic()
-    path = synthetic_store(args.ticks, args.step_s)
+    path = synthetic_store(ticks, step_s)
     size = path.stat().st_size
     print(f"{path}  {size / MiB:.1f} MiB  ({time.monotonic() - started:.1f} s)")
 

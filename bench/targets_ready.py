@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/targets_ready.py               # 5 starts of each
     .venv/bin/python bench/targets_ready.py --repeat 10 --only docker-pdns
+    .venv/bin/python bench/targets_ready.py --smoke       # one start of each
 
 start-to-ready is what soak records as `ready_after_s` (from just before the
 process is spawned or the container created, until every readiness probe
@@ -30,6 +31,7 @@ from tests.support.pdns import PDNS_API_KEY, PDNS_SCHEMA, pdns_config  # noqa: E
 from tests.support.servers import DEFAULT_LOCAL_DATA, dnsmasq_upstream, free_port, unbound_conf  # noqa: E402
 
 from soak.probes import dns_query  # noqa: E402
+from soak.runs.layout import TargetFiles  # noqa: E402
 from soak.targets import build_target, cleanup_stale  # noqa: E402
 from soak.targets.specs import TargetConfig  # noqa: E402
 
@@ -109,7 +111,7 @@ def one(kind: str, base: Path, upstream: int) -> tuple[float, float]:
     spec = SPECS[kind].replace("UPSTREAM", str(upstream))
     cfg = TypeAdapter(TargetConfig).validate_python(yaml.safe_load(spec))
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
-    target = build_target(cfg, run_dir=base / run_id, run_id=run_id, base_dir=base)
+    target = build_target(cfg, files=TargetFiles(base / run_id), run_id=run_id, base_dir=base)
     target.start()
     try:
         ready_s = target.wait_ready().ready_after_s or 0.0
@@ -157,7 +159,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", choices=sorted(SPECS), action="append")
+    parser.add_argument("--smoke", action="store_true", help="one start of each: that it runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat = 1
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         templates(base)

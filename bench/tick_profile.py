@@ -1,6 +1,7 @@
 """Where a 1-s tick's time goes: a short refdns soak with every sampler, timed per part.
 
     .venv/bin/python bench/tick_profile.py [--hog 2] [--steady 40]
+    .venv/bin/python bench/tick_profile.py --smoke     # 2-s warm-up, 3 s steady
 
 Runs scenarios/refdns-demo.yaml in the foreground, in this process (20-s warm-up,
 `--steady` seconds steady), with proc + prom + three API calls + two dig probes +
@@ -27,8 +28,10 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from soak.clock import ns_to_s  # noqa: E402
 from soak.config import load_scenario  # noqa: E402
+from soak.runs import parts as parts_mod  # noqa: E402
+from soak.runs import run as run_mod  # noqa: E402
+from soak.runs import supervise as supervise_mod  # noqa: E402
 from soak.samplers import tick as tick_mod  # noqa: E402
-from soak.service import run as run_mod  # noqa: E402
 from soak.service.foreground import run_foreground  # noqa: E402
 from soak.sinks.sqlite import SqliteStore  # noqa: E402
 
@@ -50,21 +53,21 @@ def _timed(owner: type, name: str, label: str) -> None:
 
 def _instrument() -> None:
     _timed(run_mod.Run, "tick", "tick job (whole)")
-    _timed(run_mod.Run, "_write", "  write points (sqlite)")
-    _timed(run_mod.Run, "check_target", "  check target")
-    _timed(run_mod.Run, "_supervise_load", "  supervise load")
+    _timed(parts_mod.RunParts, "write", "  write points (sqlite)")
+    _timed(supervise_mod.Supervisor, "check_target", "  check target")
+    _timed(supervise_mod.Supervisor, "check_load", "  supervise load")
     _timed(run_mod.Run, "analyse", "leak analysis job")
     _timed(tick_mod.TickRunner, "run_tick", "  samplers (run_tick)")
-    original = tick_mod._run_one
+    original = tick_mod.sample_once
 
-    def run_one(sampler, tick_time_ns, clock):  # type: ignore[no-untyped-def]
+    def sample_once(sampler, tick_time_ns, clock=time.monotonic):  # type: ignore[no-untyped-def]
         lag = time.time_ns() - tick_time_ns
         TIMES["  sampler start lag"].append(ns_to_s(lag))
         out = original(sampler, tick_time_ns, clock)
         TIMES[f"    sampler {sampler.name}"].append(out[1])
         return out
 
-    tick_mod._run_one = run_one
+    tick_mod.sample_once = sample_once  # run_tick looks it up in its module at each tick
 
 
 def pct(values: list[float], q: float) -> float:
@@ -76,10 +79,14 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hog", type=int, default=0, help="busy `yes` processes beside the soak")
     ap.add_argument("--steady", type=float, default=40.0)
+    ap.add_argument("--smoke", action="store_true", help="seconds: that it still runs")
     args = ap.parse_args()
+    warmup_s = 2.0 if args.smoke else 20.0
+    if args.smoke:
+        args.steady = 3.0
     _instrument()
     sets = {
-        "phases.0.duration_s": "20s",
+        "phases.0.duration_s": f"{warmup_s:g}s",
         "phases.1.duration_s": f"{args.steady:g}s",
         "target.argv.5": "-cache-entries=1000",
         "target.argv.6": "-querylog-max-rows=10000",
