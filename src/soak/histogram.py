@@ -1,0 +1,198 @@
+"""The latency histogram of the load engine and of the ledger's windows: sparse, mergeable,
+with a compact text form stored beside each window's counts.
+
+Values are whole microseconds. The buckets are HdrHistogram's at two significant digits
+(lowest 1 µs): every value below 256 µs has a bucket of its own; above, each power of two
+holds 128 buckets, so a bucket is at most 1/128 of its values wide. A percentile is read
+as hdrh reads it (the highest value of the bucket in which the cumulative count first
+reaches the percentile's share, rounded half up), so a reported quantile lies at most
+0.79% above the true one and never below it; min, max and the mean are exact (kept beside
+the buckets). Only the buckets that hold queries are kept (a dict), so adding two
+histograms costs their occupied buckets, not the whole range.
+
+Text form (`encode`): `min max sum` then each occupied bucket in index order as the
+index's step from the previous one, `*count` after it when the count is not 1:
+`"87 4120 213456 87 3*2 1 ..."`; an empty histogram is "". docs/architecture.md ("The
+ledger") names the field that carries it, `lat_hist`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+_HALF_MAGNITUDE = 7  # 128 buckets per power of two
+_HALF = 1 << _HALF_MAGNITUDE
+_EXACT_BITS = _HALF_MAGNITUDE + 1  # below 2**8 = 256 µs, one bucket per value
+MAX_RELATIVE_ERROR = 1 / _HALF  # a bucket's width over its lowest value, at most
+PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
+LATENCY_KEYS = ("min", "avg", *(k for k, _ in PERCENTILES), "max")
+
+
+def bucket_of(us: int) -> int:
+    """The bucket index of a latency in whole µs (hdrh's counts index)."""
+    shift = max(us.bit_length(), _EXACT_BITS) - _EXACT_BITS
+    return ((shift + 1) << _HALF_MAGNITUDE) + (us >> shift) - _HALF
+
+
+def bucket_range(index: int) -> tuple[int, int]:
+    """(lowest, highest) µs a bucket holds."""
+    shift = (index >> _HALF_MAGNITUDE) - 1
+    sub = (index & (_HALF - 1)) + _HALF
+    if shift < 0:
+        sub, shift = sub - _HALF, 0
+    low = sub << shift
+    return low, low + (1 << shift) - 1
+
+
+class LatencyHistogram:
+    """Counts per bucket, with the exact min, max and sum of the values recorded."""
+
+    __slots__ = ("counts", "max_us", "min_us", "sum_us", "total")
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self.total = 0
+        self.sum_us = 0
+        self.min_us = 0  # meaningful only when total > 0
+        self.max_us = 0
+
+    def record(self, us: int, n: int = 1) -> None:
+        k = bucket_of(us)
+        self.counts[k] = self.counts.get(k, 0) + n
+        self.sum_us += us * n
+        if not self.total or us < self.min_us:
+            self.min_us = us
+        if us > self.max_us:
+            self.max_us = us
+        self.total += n
+
+    def record_all(self, lat_us: Mapping[int, int]) -> None:
+        """A window's latencies (whole µs -> count)."""
+        for us, n in lat_us.items():
+            self.record(us, n)
+
+    def add(self, other: LatencyHistogram) -> None:
+        if not other.total:
+            return
+        counts = self.counts
+        for k, n in other.counts.items():
+            counts[k] = counts.get(k, 0) + n
+        if not self.total or other.min_us < self.min_us:
+            self.min_us = other.min_us
+        self.max_us = max(self.max_us, other.max_us)
+        self.total += other.total
+        self.sum_us += other.sum_us
+
+    def subtract(self, other: LatencyHistogram) -> None:
+        """Take away a histogram added before (a sliding window's oldest second). The
+        exact min and max no longer hold afterwards; quantiles and the mean do."""
+        counts = self.counts
+        for k, n in other.counts.items():
+            left = counts.get(k, 0) - n
+            if left > 0:
+                counts[k] = left
+            else:
+                counts.pop(k, None)
+        self.total -= other.total
+        self.sum_us -= other.sum_us
+
+    def clear(self) -> None:
+        self.counts = {}
+        self.total = self.sum_us = self.min_us = self.max_us = 0
+
+    def value_at_percentile_us(self, percentile: float) -> int | None:
+        """hdrh's get_value_at_percentile over the same buckets; None when empty."""
+        if self.total <= 0:
+            return None
+        wanted = max(1, int(min(percentile, 100.0) * self.total / 100 + 0.5))
+        seen = 0
+        for k in sorted(self.counts):
+            seen += self.counts[k]
+            if seen >= wanted:
+                low, high = bucket_range(k)
+                return high if percentile else low
+        return bucket_range(max(self.counts))[1]
+
+    def quantile_ms(self, q: float) -> float | None:
+        """The q-quantile (0..1) in ms; None when empty."""
+        us = self.value_at_percentile_us(q * 100.0)
+        return None if us is None else us / 1000
+
+    def latency_ms(self) -> dict[str, float | None]:
+        """min, avg, p50, p95, p99, p999, max in ms (None without samples)."""
+        if self.total <= 0:
+            return dict.fromkeys(LATENCY_KEYS, None)
+        out: dict[str, float | None] = {
+            "min": self.min_us / 1000,
+            "avg": round(self.sum_us / self.total / 1000, 6),
+        }
+        for key, pct in PERCENTILES:
+            us = self.value_at_percentile_us(pct)
+            out[key] = None if us is None else us / 1000
+        out["max"] = self.max_us / 1000
+        return out
+
+    def stddev_ms(self) -> float | None:
+        """The standard deviation in ms, each bucket's queries at its middle value."""
+        if self.total <= 0:
+            return None
+        mean_us = self.sum_us / self.total
+        square_sum = 0.0
+        for k, n in self.counts.items():
+            low, high = bucket_range(k)
+            square_sum += n * ((low + high) / 2 - mean_us) ** 2
+        return round((square_sum / self.total) ** 0.5 / 1000, 6)
+
+    def encode(self) -> str:
+        if self.total <= 0:
+            return ""
+        parts = [str(self.min_us), str(self.max_us), str(self.sum_us)]
+        last = 0
+        for k in sorted(self.counts):
+            n = self.counts[k]
+            step = k - last
+            parts.append(str(step) if n == 1 else f"{step}*{n}")
+            last = k
+        return " ".join(parts)
+
+    @classmethod
+    def decode(cls, text: str) -> LatencyHistogram:
+        """The histogram `encode` gave; ValueError on text it cannot have given."""
+        out = cls()
+        if not text:
+            return out
+        tokens = text.split(" ")
+        if len(tokens) < 4:
+            raise ValueError(f"not a latency histogram: {text[:40]!r}")
+        out.min_us, out.max_us, out.sum_us = int(tokens[0]), int(tokens[1]), int(tokens[2])
+        k = 0
+        counts = out.counts
+        total = 0
+        for token in tokens[3:]:
+            step, star, n = token.partition("*")
+            k += int(step)
+            count = int(n) if star else 1
+            counts[k] = count
+            total += count
+        out.total = total
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LatencyHistogram):
+            return NotImplemented
+        return self.encode() == other.encode()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def merged(histograms: Iterable[LatencyHistogram]) -> LatencyHistogram:
+    out = LatencyHistogram()
+    for h in histograms:
+        out.add(h)
+    return out
+
+
+def decoded(texts: Iterable[str]) -> Iterator[LatencyHistogram]:
+    """Each stored text form as a histogram (empty texts included, as empty ones)."""
+    for text in texts:
+        yield LatencyHistogram.decode(text)
