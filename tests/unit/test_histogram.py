@@ -60,10 +60,14 @@ def test_text_form_round_trips_and_is_compact() -> None:
     assert back == h and back.total == 500
     assert (back.min_us, back.max_us, back.sum_us) == (h.min_us, h.max_us, h.sum_us)
     assert back.latency_ms() == h.latency_ms()
-    assert len(text) < 1500
+    assert text.startswith("z:") and len(text) < 800  # compressed: a busy second's is long
+    one = hist_of([3500])
+    assert one.encode() == "3500 3500 3500 730"  # short forms stay plain
+    assert LatencyHistogram.decode(one.encode()) == one
     assert LatencyHistogram.decode("").total == 0 and LatencyHistogram().encode() == ""
-    with pytest.raises(ValueError):
-        LatencyHistogram.decode("12 13")
+    for bad in ("12 13", "z:not base64!", "z:aGVsbG8="):
+        with pytest.raises(ValueError):
+            LatencyHistogram.decode(bad)
 
 
 def test_merged_windows_are_the_histogram_of_all_their_values() -> None:
