@@ -242,7 +242,7 @@ class LoadRunner:
         self.last_window_s = float(window.seconds)
         if self.keep_window_hist:
             self.last_window_hists = window.encoded_hists()
-            self.last_window_hist = self.last_window_hists["all"]
+            self.last_window_hist = self.last_window_hists.get("all", "")
         window.reset()
         with self._lock:
             self._spare = window
