@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
 _HALF_MAGNITUDE = 7  # 128 buckets per power of two
 _HALF = 1 << _HALF_MAGNITUDE
@@ -205,9 +205,3 @@ def merged(histograms: Iterable[LatencyHistogram]) -> LatencyHistogram:
     for h in histograms:
         out.add(h)
     return out
-
-
-def decoded(texts: Iterable[str]) -> Iterator[LatencyHistogram]:
-    """Each stored text form as a histogram (empty texts included, as empty ones)."""
-    for text in texts:
-        yield LatencyHistogram.decode(text)

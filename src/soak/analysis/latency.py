@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
 from soak.analysis.rundata import StoreReader
@@ -52,15 +52,6 @@ def span_latency_ms(
 ) -> dict[str, float | None]:
     """min, avg, p50, p95, p99, p999, max in ms over (start, end] (None without queries)."""
     return span_histogram(windows, start_ns, end_ns).latency_ms()
-
-
-def run_latency_ms(
-    store: StoreReader, run_id: str, tags: dict[str, str] | None = None
-) -> dict[str, float | None] | None:
-    """The whole run's latency figures of one tag set; None when no window has a histogram
-    (a run stored before windows carried them, or a load engine without them)."""
-    windows = stored_histograms(store, run_id, tags or {"class": "all"})
-    return span_latency_ms(windows) if windows else None
 
 
 class Spans:
@@ -116,8 +107,3 @@ def window_quantiles(
             if value is not None and (worst is None or value > worst[0]):
                 worst = (value, t)
     return run.quantile_ms(q), worst
-
-
-def iter_decoded(windows: Iterable[Stamped]) -> Iterator[tuple[int, LatencyHistogram]]:
-    for t, text in windows:
-        yield t, LatencyHistogram.decode(text)
