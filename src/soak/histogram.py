@@ -10,11 +10,12 @@ reaches the percentile's share, rounded half up), so a reported quantile lies at
 the buckets). Only the buckets that hold queries are kept (a dict), so adding two
 histograms costs their occupied buckets, not the whole range.
 
-Text form (`encode`): `min max sum` then each occupied bucket in index order as the
-index's step from the previous one, `*count` after it when the count is not 1:
-`"87 4120 213456 87 3*2 1 ..."`; an empty histogram is "". A form longer than
-COMPRESS_ABOVE characters is stored zlib-compressed and base64-encoded behind `z:` (about
-half the size of a busy second's). docs/architecture.md ("The ledger") names the field
+Text form (`encode`): `min max sum n I;` then the n occupied buckets packed: their index
+steps (each from the previous one) as little-endian uint16, then their counts as uint32
+(`Q` in the head instead of `I`: uint64, for counts above 2**32), zlib-compressed and
+base64-encoded, e.g. `"87 4120 213456 3 I;eJxj..."`; an empty
+histogram is "". Decoding is whole-array work (no loop per bucket in Python), since a
+report decodes every window of a run. docs/architecture.md ("The ledger") names the field
 that carries it, `lat_hist`.
 """
 
@@ -22,8 +23,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import sys
 import zlib
+from array import array
 from collections.abc import Iterable, Mapping
+from itertools import accumulate, pairwise
 
 _HALF_MAGNITUDE = 7  # 128 buckets per power of two
 _HALF = 1 << _HALF_MAGNITUDE
@@ -31,8 +35,9 @@ _EXACT_BITS = _HALF_MAGNITUDE + 1  # below 2**8 = 256 µs, one bucket per value
 MAX_RELATIVE_ERROR = 1 / _HALF  # a bucket's width over its lowest value, at most
 PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
 LATENCY_KEYS = ("min", "avg", *(k for k, _ in PERCENTILES), "max")
-COMPRESS_ABOVE = 96  # characters of the plain form; below, zlib and base64 do not pay
-_COMPRESSED = "z:"
+_SWAP = sys.byteorder != "little"  # the packed form is little-endian everywhere
+_UINT32_MAX = 2**32 - 1
+_COUNT_TYPES = {"I": "I", "Q": "Q"}  # counts as uint32, or uint64 where one needs it
 
 
 def bucket_of(us: int) -> int:
@@ -153,43 +158,41 @@ class LatencyHistogram:
     def encode(self) -> str:
         if self.total <= 0:
             return ""
-        parts = [str(self.min_us), str(self.max_us), str(self.sum_us)]
-        last = 0
-        for k in sorted(self.counts):
-            n = self.counts[k]
-            step = k - last
-            parts.append(str(step) if n == 1 else f"{step}*{n}")
-            last = k
-        plain = " ".join(parts)
-        if len(plain) <= COMPRESS_ABOVE:
-            return plain
-        return _COMPRESSED + base64.b64encode(zlib.compress(plain.encode(), 6)).decode()
+        keys = sorted(self.counts)
+        steps = array("H", [keys[0], *(b - a for a, b in pairwise(keys))])
+        values = [self.counts[k] for k in keys]
+        counts = array("I" if max(values) <= _UINT32_MAX else "Q", values)
+        if _SWAP:
+            steps.byteswap()
+            counts.byteswap()
+        packed = zlib.compress(steps.tobytes() + counts.tobytes(), 6)
+        head = f"{self.min_us} {self.max_us} {self.sum_us} {len(keys)} {counts.typecode}"
+        return head + ";" + base64.b64encode(packed).decode()
 
     @classmethod
     def decode(cls, text: str) -> LatencyHistogram:
-        """The histogram `encode` gave; ValueError on text it cannot have given."""
+        """The histogram `encode` gave; ValueError on text it cannot have given. The
+        buckets are unpacked as whole arrays: a report reads every window of a run."""
         out = cls()
         if not text:
             return out
-        if text.startswith(_COMPRESSED):
-            try:
-                text = zlib.decompress(base64.b64decode(text[len(_COMPRESSED) :])).decode()
-            except (binascii.Error, zlib.error, UnicodeDecodeError) as exc:
-                raise ValueError(f"not a latency histogram: {exc}") from None
-        tokens = text.split(" ")
-        if len(tokens) < 4:
+        try:
+            head, _, packed = text.partition(";")
+            *numbers, typecode = head.split(" ")
+            out.min_us, out.max_us, out.sum_us, n = map(int, numbers)
+            raw = zlib.decompress(base64.b64decode(packed, validate=True))
+            steps, counts = array("H"), array(_COUNT_TYPES[typecode])
+            steps.frombytes(raw[: 2 * n])
+            counts.frombytes(raw[2 * n :])
+        except (ValueError, KeyError, binascii.Error, zlib.error) as exc:
+            raise ValueError(f"not a latency histogram: {text[:40]!r} ({exc})") from None
+        if _SWAP:
+            steps.byteswap()
+            counts.byteswap()
+        if len(steps) != n or len(counts) != n or n == 0:
             raise ValueError(f"not a latency histogram: {text[:40]!r}")
-        out.min_us, out.max_us, out.sum_us = int(tokens[0]), int(tokens[1]), int(tokens[2])
-        k = 0
-        counts = out.counts
-        total = 0
-        for token in tokens[3:]:
-            step, star, n = token.partition("*")
-            k += int(step)
-            count = int(n) if star else 1
-            counts[k] = count
-            total += count
-        out.total = total
+        out.counts = dict(zip(accumulate(steps), counts, strict=True))
+        out.total = sum(counts)
         return out
 
     def __eq__(self, other: object) -> bool:

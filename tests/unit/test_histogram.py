@@ -60,12 +60,20 @@ def test_text_form_round_trips_and_is_compact() -> None:
     assert back == h and back.total == 500
     assert (back.min_us, back.max_us, back.sum_us) == (h.min_us, h.max_us, h.sum_us)
     assert back.latency_ms() == h.latency_ms()
-    assert text.startswith("z:") and len(text) < 800  # compressed: a busy second's is long
+    assert len(text) < 800
     one = hist_of([3500])
-    assert one.encode() == "3500 3500 3500 730"  # short forms stay plain
+    assert one.encode() == "3500 3500 3500 1 I;eJy7xcTIwMAAAAUwAN4="
     assert LatencyHistogram.decode(one.encode()) == one
+    huge = LatencyHistogram()
+    huge.record(5, 2**40)  # a count beyond uint32 (a week's run merged) is packed as uint64
+    assert LatencyHistogram.decode(huge.encode()).total == 2**40
     assert LatencyHistogram.decode("").total == 0 and LatencyHistogram().encode() == ""
-    for bad in ("12 13", "z:not base64!", "z:aGVsbG8="):
+    for bad in (
+        "12 13",
+        "1 2 3 1 I;not base64!",
+        "1 2 3 1 I;aGVsbG8=",
+        "1 2 3 9 I;eJy7xcTIwMAAAAUwAN4=",
+    ):
         with pytest.raises(ValueError):
             LatencyHistogram.decode(bad)
 
