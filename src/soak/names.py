@@ -40,6 +40,10 @@ def is_agent_part(tags: dict[str, str]) -> bool:
 
 
 _LATENCY = tuple(f"lat_{q}_ms" for q in ("min", "avg", "p50", "p95", "p99", "p999", "max"))
+# A window's latency histogram (soak.histogram's text form), stored beside its counts: every
+# latency figure over a span is read from these merged. The embedded store keeps it;
+# InfluxDB gets the window's percentiles only.
+LAT_HIST_FIELD = "lat_hist"
 
 _LOAD_FIELDS = (
     "due",
@@ -52,6 +56,7 @@ _LOAD_FIELDS = (
     "rate_target",
     "rate_achieved",
     *_LATENCY,
+    LAT_HIST_FIELD,
     "wrong_answers",
     # A replay's fidelity, on `all` (soak.load.replay_load): how late its sends left
     # after the capture's timing, in the window's queries.

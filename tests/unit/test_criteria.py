@@ -13,11 +13,12 @@ from soak.analysis.criteria import (
     evaluate_criteria,
     failed,
 )
-from soak.analysis.latency import Tick, make_knots, quantile, tick_masses, window_quantiles
+from soak.analysis.latency import window_quantiles
 from soak.analysis.leaks import LeakVerdict, leak_points
 from soak.analysis.rundata import run_data_from_store
 from soak.analysis.scenario_sections import CriteriaConfig
 from soak.clock import NS_PER_S
+from soak.histogram import MAX_RELATIVE_ERROR, LatencyHistogram
 from soak.points import Point, event_point
 from soak.sinks.sqlite import SqliteStore
 
@@ -29,22 +30,42 @@ def ticks(values: list[float], start_s: int = 0) -> list[tuple[int, float]]:
     return [(T0 + (start_s + i) * S, float(v)) for i, v in enumerate(values)]
 
 
+def window_hist(n: int, bulk_ms: float, tail_ms: float) -> str:
+    """A window's histogram: 98% of its `n` answers at `bulk_ms`, 2% at `tail_ms` (so its
+    p99 is `tail_ms`)."""
+    h = LatencyHistogram()
+    tail = n * 2 // 100
+    h.record(round(bulk_ms * 1000), n - tail)
+    h.record(round(tail_ms * 1000), tail)
+    return h.encode()
+
+
+FAST = (0.5, 1.0)  # (bulk, p99) ms of a window
+SLOW = (10.0, 20.0)
+
+
 def load_run(
     n: int = 600,
     sent: float = 100.0,
     lost: dict[int, float] | None = None,
-    p99: dict[int, float] | None = None,
+    slow: range | None = None,
     wrong: dict[int, float] | None = None,
 ) -> RunData:
+    """`n` one-second windows of `sent` queries each; those in `slow` answer SLOW."""
     lost = lost or {}
-    p99 = p99 or {}
+    slow = slow or range(0)
     wrong = wrong or {}
+    completed = [sent - lost.get(i, 0.0) for i in range(n)]
+    latency = [
+        (t, window_hist(int(c), *(SLOW if i in slow else FAST)))
+        for i, ((t, c)) in enumerate(ticks(completed))
+    ]
     cs = ClassSeries(
         sent=ticks([sent] * n),
-        completed=ticks([sent - lost.get(i, 0.0) for i in range(n)]),
+        completed=ticks(completed),
         lost=ticks([lost.get(i, 0.0) for i in range(n)]),
         wrong_answers=ticks([wrong.get(i, 0.0) for i in range(n)]),
-        p99_ms=ticks([p99.get(i, 1.0) for i in range(n)]),
+        latency=latency,
     )
     return RunData(start_ns=T0, end_ns=T0 + n * S, load={"all": cs, "cached": cs})
 
@@ -98,29 +119,25 @@ def test_wrong_answers_counted() -> None:
 
 
 def test_p99_a_slow_half_minute_fails_its_window_not_the_run() -> None:
-    # 3 slow ticks of 600 (0.5% of the queries): the run's p99 stays with the fast
+    # 3 slow windows of 600 (0.5% of the queries): the run's p99 stays with the fast
     # majority; the worst minute holds 5% slow queries and its p99 is theirs.
-    data = load_run(p99={i: 20.0 for i in range(300, 303)})
-    slow = range(300, 303)
-    data.load["cached"].p50_ms = ticks([10.0 if i in slow else 0.5 for i in range(600)])
+    data = load_run(slow=range(300, 303))
     run, window = by(evaluate_criteria(cfg(p99_ms_max={"cached": 5}), data), "p99_ms[cached]")
-    assert run.ok and run.value is not None and run.value <= 1.0
+    assert run.ok and run.value is not None and run.value <= 1.0 * (1 + MAX_RELATIVE_ERROR)
     assert not window.ok
-    assert window.value is not None and 10.0 < window.value <= 20.0
+    assert window.value is not None and 10.0 < window.value <= 20.0 * (1 + MAX_RELATIVE_ERROR)
     assert window.window.startswith("60 s to +0:05:")
 
 
-def test_p99_of_the_queries_not_the_mean_of_tick_p99s() -> None:
-    # 10% of the ticks (and queries) have p50 10 ms, p99 20 ms; the rest p50 0.5, p99 1.
-    # The mean of tick p99s would be 2.9 ms; the run's p99 lies in the slow tenth:
-    # 0.9 + 0.1 * (0.5 + 0.49 * (x - 10) / 10) = 0.99  ->  x = 18.16 ms.
-    slow = range(100, 160)
-    data = load_run(p99={i: 20.0 for i in slow})
-    data.load["cached"].p50_ms = ticks([10.0 if i in slow else 0.5 for i in range(600)])
+def test_p99_of_the_queries_not_the_mean_of_window_p99s() -> None:
+    # 10% of the windows (and queries) have 98% at 10 ms and 2% at 20 ms; the rest 0.5 and
+    # 1 ms. The mean of window p99s would be 2.9 ms; the slowest 1% of all queries are
+    # the slow tenth's 10-ms bulk (its 20-ms tail is only 0.2% of all).
+    data = load_run(slow=range(100, 160))
     run, window = by(evaluate_criteria(cfg(p99_ms_max={"cached": 5}), data), "p99_ms[cached]")
     assert not run.ok
-    assert run.value == pytest.approx(18.16, rel=0.07)
-    assert window.value == pytest.approx(20.0, rel=0.07)
+    assert run.value == pytest.approx(10.0, rel=MAX_RELATIVE_ERROR)
+    assert window.value == pytest.approx(20.0, rel=MAX_RELATIVE_ERROR)
 
 
 def test_missing_class_fails() -> None:
@@ -217,7 +234,8 @@ def test_run_data_from_a_real_store(tmp_path: Path) -> None:
     for i in range(120):
         t = T0 + i * S
         for cls in ("all", "cached"):
-            fields = {"sent": 100.0, "completed": 99.0, "lost": 1.0, "lat_p99_ms": 2.0}
+            fields: dict[str, float | str] = {"sent": 100.0, "completed": 99.0, "lost": 1.0}
+            fields["lat_hist"] = window_hist(99, 1.0, 2.0)
             points.append(Point("load", fields, t, {**tags, "class": cls}))
         points.append(Point("runtime", {"querylog_dropped_total": float(i // 10)}, t, tags))
         points.append(Point("host", {"cpu_busy_ratio": 0.5, "load1": 1.0}, t, tags))
@@ -241,7 +259,7 @@ def test_run_data_from_a_real_store(tmp_path: Path) -> None:
     assert set(data.load) == {"all", "cached"}
     # Warm-up excluded: the tick at its end (+60 s) covers its last second.
     assert len(data.load["all"].sent) == 59
-    assert data.load["cached"].p99_ms[0] == (T0 + 61 * S, 2.0)
+    assert data.load["cached"].latency[0] == (T0 + 61 * S, window_hist(99, 1.0, 2.0))
     assert data.restarts == 1  # counted over the whole run, warm-up included
     assert [v.verdict for v in data.verdicts] == ["growing"]  # the latest leak point
     assert data.querylog_dropped_total[0] == (T0 + 60 * S, 6.0)
@@ -258,38 +276,21 @@ def test_run_data_from_a_real_store(tmp_path: Path) -> None:
     assert drops.value == 5  # 6 -> 11 after the warm-up
 
 
-def test_knots_are_monotonic_and_complete() -> None:
-    assert make_knots({"p50": 1.0, "p95": 0.9, "p99": 3.0}) == (
-        (0.0, 0.0),
-        (1.0, 0.5),
-        (1.0, 0.95),  # a percentile never falls
-        (3.0, 0.99),
-        (3.0, 1.0),  # no max: the rest sits at the last percentile
-    )
-    assert make_knots({}) == ()
+def test_one_window_gives_back_its_quantile() -> None:
+    text = window_hist(1000, 0.8, 5.0)
+    run, worst = window_quantiles([(T0, text)], 0.99, 60 * S)
+    assert run == pytest.approx(5.0, rel=MAX_RELATIVE_ERROR)
+    assert worst is None  # one window is no complete sliding window
+    assert window_quantiles([(T0, text)], 0.5, 60 * S)[0] == pytest.approx(0.8, rel=0.01)
 
 
-def test_one_tick_gives_back_its_percentiles() -> None:
-    values = {"min": 0.1, "p50": 0.8, "p95": 2.0, "p99": 5.0, "p999": 9.0, "max": 30.0}
-    tick = Tick(T0, 1000.0, make_knots(values))
-    run, worst = window_quantiles([tick], 0.99, 60 * S)
-    assert run == pytest.approx(5.0, rel=0.07)
-    assert worst is None  # one tick is no complete window
-    sums = [0.0] * 400
-    for k, m in tick_masses(tick).items():
-        sums[k] += m
-    assert sum(sums) == pytest.approx(1000.0)
-    assert quantile(sums, 0.5) == pytest.approx(0.8, rel=0.07)
-
-
-def test_a_week_of_second_ticks_finds_a_burst() -> None:
-    fast = make_knots({"p50": 0.5, "p99": 1.0, "max": 2.0})
-    slow = make_knots({"p50": 50.0, "p99": 90.0, "max": 100.0})
+def test_a_week_of_second_windows_finds_a_burst() -> None:
+    fast, slow = window_hist(100, 0.5, 1.0), window_hist(100, 50.0, 90.0)
     n = 200_000
-    burst = range(123_456, 123_486)  # 30 s in 2.3 days of 1-s ticks
-    ticks = [Tick(T0 + i * S, 100.0, slow if i in burst else fast) for i in range(n)]
-    run, worst = window_quantiles(ticks, 0.99, 300 * S)
-    assert run is not None and run <= 1.07  # the fast ticks' p99, within a 6% bucket
+    burst = range(123_456, 123_486)  # 30 s in 2.3 days of 1-s windows
+    windows = [(T0 + i * S, slow if i in burst else fast) for i in range(n)]
+    run, worst = window_quantiles(windows, 0.99, 300 * S)
+    assert run is not None and run <= 1.0 * (1 + MAX_RELATIVE_ERROR)  # the fast p99
     assert worst is not None
     value, end_ns = worst
     assert value > 50.0
@@ -349,8 +350,7 @@ def test_a_generator_that_kept_up_is_ok_and_flat_out_is_not_judged() -> None:
 
 
 def test_the_worst_latency_window_says_how_busy_the_machine_was() -> None:
-    data = load_run(p99={i: 20.0 for i in range(300, 303)})
-    data.load["cached"].p50_ms = ticks([10.0 if 300 <= i < 303 else 0.5 for i in range(600)])
+    data = load_run(slow=range(300, 303))
     # The machine saturated from 200 s to 320 s (another job), quiet otherwise.
     data.host = {
         "cpu_busy_ratio": ticks([0.98 if 200 <= i < 320 else 0.2 for i in range(600)]),
@@ -368,8 +368,7 @@ def test_the_worst_latency_window_says_how_busy_the_machine_was() -> None:
 
 
 def test_ticks_of_a_busy_machine_can_be_left_out_of_the_latency_criteria() -> None:
-    data = load_run(p99={i: 20.0 for i in range(300, 303)})
-    data.load["cached"].p50_ms = ticks([10.0 if 300 <= i < 303 else 0.5 for i in range(600)])
+    data = load_run(slow=range(300, 303))
     data.host = {"cpu_busy_ratio": ticks([0.99 if 290 <= i < 310 else 0.3 for i in range(600)])}
     judged = cfg(p99_ms_max={"cached": 5})
     _run, window = by(evaluate_criteria(judged, data), "p99_ms[cached]")

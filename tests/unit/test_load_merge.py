@@ -5,18 +5,15 @@ from __future__ import annotations
 import json
 import random
 
-from hdrh.histogram import HdrHistogram
-
+from soak.histogram import LatencyHistogram
 from soak.load.merge import AgentTotals, merge_agents, tag_agent
 from soak.points import Point
 
-HIGHEST_US = 2_001_000
-
 
 def _agent(index: int, latencies_us: list[int], lost: int = 0) -> AgentTotals:
-    hist = HdrHistogram(1, HIGHEST_US, 3)
+    hist = LatencyHistogram()
     for us in latencies_us:
-        hist.record_value(us)
+        hist.record(us)
     n = len(latencies_us)
     return AgentTotals(
         agent=index,
@@ -42,16 +39,16 @@ def test_merged_p99_is_the_p99_of_the_combined_histograms() -> None:
     lats = [_latencies(1, 5000, 150), _latencies(2, 3000, 900), _latencies(3, 200, 20_000)]
     agents = [_agent(i, lat, lost=i) for i, lat in enumerate(lats)]
     merged = merge_agents(agents)
-    combined = HdrHistogram(1, HIGHEST_US, 3)
+    combined = LatencyHistogram()
     for lat in lats:
         for us in lat:
-            combined.record_value(us)
+            combined.record(us)
     for pct in (50.0, 95.0, 99.0, 99.9):
-        assert merged.hist.get_value_at_percentile(pct) == combined.get_value_at_percentile(pct)
-    assert merged.latency_ms["p99"] == combined.get_value_at_percentile(99.0) / 1000
-    averaged = sum(a.hist.get_value_at_percentile(99.0) for a in agents) / 3
-    assert merged.hist.get_value_at_percentile(99.0) != averaged
-    assert merged.hist.get_total_count() == 8200
+        assert merged.hist.value_at_percentile_us(pct) == combined.value_at_percentile_us(pct)
+    assert merged.latency_ms["p99"] == combined.quantile_ms(0.99)
+    averaged = sum(a.hist.value_at_percentile_us(99.0) or 0 for a in agents) / 3
+    assert merged.hist.value_at_percentile_us(99.0) != averaged
+    assert merged.hist.total == 8200
     assert merged.sent == 8200 + 0 + 1 + 2 and merged.lost == 3
     assert merged.rcodes == {"NOERROR": 8200}
     assert merged.rate_target_qps == 600.0

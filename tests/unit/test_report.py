@@ -15,6 +15,8 @@ from soak.analysis.leaks import leak_verdict
 from soak.analysis.rundata import run_data_from_store
 from soak.analysis.scenario_sections import CriteriaConfig
 from soak.clock import NS_PER_S
+from soak.histogram import LatencyHistogram
+from soak.names import LAT_HIST_FIELD
 from soak.points import Point, event_point
 from soak.report import (
     PhaseSpan,
@@ -72,8 +74,16 @@ def synthetic_points(seed: int = 7) -> list[Point]:
             }
             if not down:
                 base = 0.2 if cls == "cached" else 1.1 if cls == "miss" else 0.45
-                fields["lat_avg_ms"] = base * (1 + rng.gauss(0, 0.05))
-                fields["lat_p99_ms"] = 4 * base * (1 + abs(rng.gauss(0, 0.2)))
+                # the window's histogram: 98% near `base`, 2% about four times slower
+                hist = LatencyHistogram()
+                answered = int(sent - lost)
+                hist.record(round(base * (1 + rng.gauss(0, 0.05)) * 1000), answered * 98 // 100)
+                slow_us = round(4 * base * (1 + abs(rng.gauss(0, 0.2))) * 1000)
+                hist.record(slow_us, answered - answered * 98 // 100)
+                latency = hist.latency_ms()
+                fields["lat_avg_ms"] = latency["avg"] or 0.0
+                fields["lat_p99_ms"] = latency["p99"] or 0.0
+                fields[LAT_HIST_FIELD] = hist.encode()
             points.append(Point("load", fields, t_ns, {**TAGS, "class": cls}))
         saw = 40 * MiB * ((t_s % 420) / 420)
         anon = 300 * MiB + min(since_start, 1800) / 1800 * 60 * MiB + saw + rng.gauss(0, MiB)
@@ -202,7 +212,7 @@ def test_phases_summarise_load_and_insides(report: dict) -> None:  # type: ignor
     assert m["threads"] == {"min": 12, "max": 12, "last": 12}
     assert m["goroutines"]["min"] == 104
     assert m["lat_p99_ms"]["max"] >= m["lat_p99_ms"]["mean"]
-    # The phase's p99 of all its queries, from the ticks' percentiles (as the criteria do).
+    # The phase's p99 of all its queries, from the windows' merged histograms.
     assert 1.8 * 0.94 <= m["lat_p99_ms"]["p99"] <= m["lat_p99_ms"]["max"]
     assert m["querylog_dropped"] == 0
     assert warm["metrics"]["sent"] == pytest.approx(WARMUP_S * 2000)

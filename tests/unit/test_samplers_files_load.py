@@ -81,6 +81,9 @@ def test_files_without_data_dir_is_a_failure_but_not_running_is_nothing() -> Non
     assert FilesSampler(FilesSamplerConfig(paths=["x"]), lambda: None).sample(1) == []
 
 
+ONE_ANSWER = "3500 3500 3500 1 I;eJy7xcTIwMAAAAUwAN4="  # a histogram of one 3.5-ms answer
+
+
 def test_load_sampler_stamps_each_class_all_first() -> None:
     class Source:
         def take_points(self, time_ns: int) -> list[Point]:
@@ -89,18 +92,22 @@ def test_load_sampler_stamps_each_class_all_first() -> None:
                 "all": {"sent": 30.0, "rcode_noerror": 29.0},
                 "cached": {"sent": 20.0},
             }
-            return load_points(window, {}, time_ns)
+            return load_points(
+                window, {}, time_ns, {"miss": "3500 3500 3500 1 I;eJy7xcTIwMAAAAUwAN4="}
+            )
 
     points = LoadSampler(Source()).sample(99)
     assert [p.tags["class"] for p in points] == ["all", "cached", "miss"]
     assert points[0] == Point("load", {"sent": 30.0, "rcode_noerror": 29.0}, 99, {"class": "all"})
+    # each class's window histogram rides on its point, beside its counts
+    assert points[2].fields["lat_hist"] == ONE_ANSWER
 
 
 def test_load_sampler_writes_each_agents_part_apart_from_the_total() -> None:
     class Agents:
         def take_points(self, time_ns: int) -> list[Point]:
             agents = {1: {"all": {"sent": 14.0}}, 0: {"all": {"sent": 16.0}}}
-            return load_points({"all": {"sent": 30.0}}, agents, time_ns)
+            return load_points({"all": {"sent": 30.0}}, agents, time_ns, {})
 
     points = LoadSampler(Agents()).sample(7)
     assert [(p.measurement, p.tags) for p in points] == [

@@ -26,3 +26,14 @@ def test_non_finite_and_empty_values_are_left_out() -> None:
     mixed = Point("load", {"a": float("inf"), "b": 2.0}, 1, {"class": "", "x": "y"})
     assert encode_point(mixed) == "load,x=y b=2.0 1"
     assert list(encode_lines([nan_only, mixed])) == ["load,x=y b=2.0 1"]
+
+
+def test_a_window_s_histogram_stays_in_the_embedded_store() -> None:
+    # InfluxDB gets the window's percentiles; its histogram text is the store's, for merging
+    p = Point(
+        "load",
+        {"lat_p99_ms": 1.25, "lat_hist": "900 1250 2150 2 I;eJx7yGjNwMjAAMYADP0BIA=="},
+        7,
+        {},
+    )
+    assert encode_point(p) == "load lat_p99_ms=1.25 7"

@@ -10,9 +10,9 @@ five-minute outage hides in a week's average.
 How each is judged (samples after the warm-up):
 - lost_ratio: lost / sent of the `all` class (or the sum of the classes).
 - wrong_answers: the count over the run (a count can only grow with the window).
-- p99_ms[class]: the p99 of the window's queries, read from each tick's
-  percentiles and completed count (soak.analysis.latency): a mean of per-tick
-  p99s would overstate it when ticks hold few queries.
+- p99_ms[class]: the p99 of the span's queries, read from the merged latency
+  histograms of its windows (soak.analysis.latency): the estimator of every latency
+  figure of a run.
 - restarts: target restarts over the whole run, warm-up included: a crash is
   never warm-up noise.
 - leak[resource]: the verdict is not `growing`.
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from soak.analysis.latency import latency_ticks, window_quantiles
+from soak.analysis.latency import window_quantiles
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.machine import machine_in_window, without_busy_ticks
 from soak.analysis.rundata import ClassSeries, RunData, Series, run_data_from_store
@@ -266,8 +266,7 @@ def _p99(
 ) -> list[CriterionResult]:
     name = f"p99_ms[{cls}]"
     cs = data.load.get(cls)
-    ticks = latency_ticks(cs) if cs is not None else []
-    ticks, busy_ticks = without_busy_ticks(ticks, data, host_busy_max)
+    ticks, busy_ticks = without_busy_ticks(cs.latency if cs else [], data, host_busy_max)
     if busy_ticks and not ticks:
         message = f"{cls}: not judged: the machine was over {host_busy_max:.0%} busy throughout"
         return [CriterionResult(name, True, None, limit, "run", message, judged=False)]

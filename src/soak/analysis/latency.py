@@ -1,203 +1,109 @@
-"""Latency percentiles over many ticks from each tick's percentiles: a mixture quantile.
+"""Latency over a span of a run: the quantile of the merged histograms of its windows.
 
-The load stats give, per tick and class, min/p50/p95/p99/p99.9/max and the
-number of completed queries, not mergeable histograms. The mean of per-tick
-p99s overstates a window's p99 when a tick holds few queries (at 60 queries
-a tick, the tick's p99 is its slowest query). Instead each tick's latency
-distribution is rebuilt as a piecewise-linear CDF through its percentiles,
-weighted by its completed queries, and spread over fixed log-spaced buckets
-(6% wide); a window's quantile is read from the sum of its ticks' buckets.
-Memory is bounded by the window: ticks enter and leave a running sum. The ticks of a
-class are read from its series in a RunData (latency_ticks).
+The one estimator of every latency figure of a run (the phases, classes and agents
+tables, the latency criteria over the run and over sliding windows, result.json,
+`soak status`, the report's headline, `soak compare`): each closed window of the ledger
+stores its latency histogram per class (soak.names.LAT_HIST_FIELD, soak.histogram's text
+form); a span's figures are read from the sum of the histograms of the windows in it,
+never from the windows' percentiles. Windows are (end time, text) pairs: a window's
+point is stamped at the end of its second, so a span (start, end] holds the windows
+stamped inside it. Memory is bounded by what is merged, never by the number of windows.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
-from soak.analysis.rundata import ClassSeries
+from soak.analysis.rundata import StoreReader
+from soak.histogram import LatencyHistogram
+from soak.names import LAT_HIST_FIELD
 
-# (field suffix in `load`, cumulative share at that latency)
-KNOTS = (("min", 0.0), ("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999), ("max", 1.0))
-
-_LO_MS = 0.001  # 1 µs; below is bucket 0
-_PER_DECADE = 40  # buckets per factor 10: 6% wide
-_DECADES = 8  # up to 100 s
-_N = _PER_DECADE * _DECADES + 1
-_LOG_R = math.log(10) / _PER_DECADE
-# Window quantiles are read about this many times per run (the sums still move tick by
-# tick), more often when windows are short.
+Stamped = tuple[int, str]  # (window end ns, its histogram's text form)
+# A sliding window's quantile is read about this many times per run (the sums still move
+# window by window), more often when windows are short.
 MAX_READS = 2000
 
 
-@dataclass(frozen=True, slots=True)
-class Tick:
-    time_ns: int
-    weight: float  # completed queries
-    knots: tuple[tuple[float, float], ...]  # (latency ms, cumulative share), increasing
+def stored_histograms(
+    store: StoreReader, run_id: str, tags: dict[str, str] | None = None
+) -> list[Stamped]:
+    """The run's stored window histograms of one tag set (e.g. {"class": "all"}; an
+    agent's with {"agent": "0", "class": "all"}), time-ordered."""
+    found = store.series(run_id, "load", LAT_HIST_FIELD, tags)
+    return sorted((t, v) for _, samples in found for t, v in samples if isinstance(v, str))
 
 
-def edge(k: int) -> float:
-    """Lower edge of bucket k (bucket 0 starts at 0)."""
-    return 0.0 if k <= 0 else _LO_MS * math.exp((k - 1) * _LOG_R)
+def span_histogram(
+    windows: Iterable[Stamped], start_ns: int | None = None, end_ns: int | None = None
+) -> LatencyHistogram:
+    """The windows stamped in (start, end] merged (an open side when None)."""
+    out = LatencyHistogram()
+    for t, text in windows:
+        if (start_ns is None or t > start_ns) and (end_ns is None or t <= end_ns):
+            out.add(LatencyHistogram.decode(text))
+    return out
 
 
-_EDGES = [edge(k) for k in range(_N + 1)]
-_WIDTHS = [_EDGES[k + 1] - _EDGES[k] for k in range(_N)]
+def span_latency_ms(
+    windows: Iterable[Stamped], start_ns: int | None = None, end_ns: int | None = None
+) -> dict[str, float | None]:
+    """min, avg, p50, p95, p99, p999, max in ms over (start, end] (None without queries)."""
+    return span_histogram(windows, start_ns, end_ns).latency_ms()
 
 
-def bucket(x_ms: float) -> int:
-    if x_ms < _LO_MS:
-        return 0
-    return min(_N - 1, 1 + int(math.log(x_ms / _LO_MS) / _LOG_R))
+class Spans:
+    """Several spans' histograms summed in one pass over the windows (the phases)."""
 
+    def __init__(self, spans: Sequence[tuple[int, int]], *, first_inclusive: bool = True) -> None:
+        """`spans`: (start, end] each; the first also holds a window stamped at its
+        start when `first_inclusive` (the run's first phase)."""
+        self.spans = list(spans)
+        self.first_inclusive = first_inclusive
+        self.histograms = [LatencyHistogram() for _ in self.spans]
 
-def make_knots(values: dict[str, float]) -> tuple[tuple[float, float], ...]:
-    """A tick's CDF knots from the percentiles it has (`p99` alone is enough)."""
-    knots: list[tuple[float, float]] = []
-    for name, share in KNOTS:
-        x = values.get(name)
-        if x is None or not math.isfinite(x) or x < 0:
-            continue
-        if knots and x < knots[-1][0]:
-            x = knots[-1][0]  # percentiles never fall; rounding may make them look so
-        knots.append((x, share))
-    if not knots:
-        return ()
-    if knots[0][1] > 0:
-        knots.insert(0, (0.0, 0.0))
-    if knots[-1][1] < 1:
-        knots.append((knots[-1][0], 1.0))  # no max: the rest sits at the last percentile
-    return tuple(knots)
-
-
-@dataclass(frozen=True, slots=True)
-class Contribution:
-    """A tick in bucket space, in a few numbers whatever the buckets it spans: masses for
-    the buckets where a segment ends, and a density (mass per ms, kept as a difference
-    array) for the buckets a segment covers whole."""
-
-    direct: tuple[tuple[int, float], ...]
-    density: tuple[tuple[int, float], ...]
-
-
-def contribution(tick: Tick) -> Contribution:
-    direct: list[tuple[int, float]] = []
-    density: list[tuple[int, float]] = []
-    for (x0, f0), (x1, f1) in pairwise(tick.knots):
-        mass = (f1 - f0) * tick.weight
-        if mass <= 0:
-            continue
-        b0, b1 = bucket(x0), bucket(x1)
-        if b0 == b1 or x1 <= x0:
-            direct.append((b1, mass))
-            continue
-        per_ms = mass / (x1 - x0)
-        direct.append((b0, per_ms * (_EDGES[b0 + 1] - x0)))
-        direct.append((b1, per_ms * (x1 - _EDGES[b1])))
-        if b1 > b0 + 1:
-            density += [(b0 + 1, per_ms), (b1, -per_ms)]
-    return Contribution(tuple(direct), tuple(density))
-
-
-class Buckets:
-    """A running sum of contributions; ticks are added and taken away."""
-
-    def __init__(self) -> None:
-        self.direct = [0.0] * _N
-        self.density = [0.0] * (_N + 1)
-
-    def add(self, c: Contribution, sign: float = 1.0) -> None:
-        for k, m in c.direct:
-            self.direct[k] += sign * m
-        for k, d in c.density:
-            self.density[k] += sign * d
-
-    def masses(self) -> list[float]:
-        out = []
-        per_ms = 0.0
-        for k in range(_N):
-            per_ms += self.density[k]
-            out.append(max(0.0, self.direct[k] + per_ms * _WIDTHS[k]))
-        return out
-
-
-def tick_masses(tick: Tick) -> dict[int, float]:
-    """The tick's queries spread over buckets, uniform between consecutive knots."""
-    b = Buckets()
-    b.add(contribution(tick))
-    return {k: m for k, m in enumerate(b.masses()) if m > 0}
-
-
-def quantile(sums: Sequence[float], q: float) -> float | None:
-    """The q-quantile of bucket sums, interpolated inside the bucket; None when empty."""
-    total = sum(sums)
-    if total <= 0:
-        return None
-    target = q * total
-    acc = 0.0
-    for k, m in enumerate(sums):
-        if m > 0 and acc + m >= target:
-            return _EDGES[k] + _WIDTHS[k] * (target - acc) / m
-        acc += m
-    return _EDGES[_N]
+    def add(self, windows: Iterable[Stamped]) -> None:
+        for t, text in windows:
+            hist: LatencyHistogram | None = None
+            for i, (start_ns, end_ns) in enumerate(self.spans):
+                inside = start_ns < t <= end_ns or (
+                    i == 0 and self.first_inclusive and t == start_ns
+                )
+                if inside:
+                    hist = hist or LatencyHistogram.decode(text)
+                    self.histograms[i].add(hist)
 
 
 def window_quantiles(
-    ticks: Sequence[Tick], q: float, window_ns: int
+    windows: Sequence[Stamped], q: float, window_ns: int
 ) -> tuple[float | None, tuple[float, int] | None]:
-    """(the run's q-quantile, (the worst complete window's, its end)) over time-ordered ticks.
+    """(the q-quantile in ms over all the windows, (the worst complete sliding window's,
+    its end)) over time-ordered windows.
 
-    Windows end at ticks and reach back window_ns; complete when they reach
-    back to the first tick's own interval. Read about MAX_READS times.
+    Sliding windows end at a stored window and reach back window_ns; complete when they
+    reach back to the first window's own second. Read about MAX_READS times, often enough
+    that a burst shorter than 3/4 of a sliding window is wholly inside one at some read.
     """
-    run, win = Buckets(), Buckets()
-    inside: deque[tuple[int, Contribution]] = deque()
-    times = [t.time_ns for t in ticks]
+    run, win = LatencyHistogram(), LatencyHistogram()
+    inside: deque[tuple[int, LatencyHistogram]] = deque()
+    times = [t for t, _ in windows]
     gaps = sorted(b - a for a, b in pairwise(times))
     step_ns = gaps[len(gaps) // 2] if gaps else 0
-    # Read often enough that a burst shorter than 3/4 of a window is wholly
-    # inside the window at some read.
-    window_ticks = window_ns // step_ns if step_ns > 0 else 1
-    read_every = max(1, min(math.ceil(len(ticks) / MAX_READS), window_ticks // 4))
+    per_window = window_ns // step_ns if step_ns > 0 else 1
+    read_every = max(1, min(math.ceil(len(windows) / MAX_READS), per_window // 4))
     worst: tuple[float, int] | None = None
-    for i, tick in enumerate(ticks):
-        c = contribution(tick)
-        run.add(c)
-        win.add(c)
-        inside.append((tick.time_ns, c))
-        while inside and inside[0][0] <= tick.time_ns - window_ns:
-            win.add(inside.popleft()[1], -1.0)
-        complete = tick.time_ns - window_ns >= times[0] - step_ns
-        if complete and (i % read_every == 0 or i == len(ticks) - 1):
-            value = quantile(win.masses(), q)
+    for i, (t, text) in enumerate(windows):
+        hist = LatencyHistogram.decode(text)
+        run.add(hist)
+        win.add(hist)
+        inside.append((t, hist))
+        while inside and inside[0][0] <= t - window_ns:
+            win.subtract(inside.popleft()[1])
+        complete = t - window_ns >= times[0] - step_ns
+        if complete and (i % read_every == 0 or i == len(windows) - 1):
+            value = win.quantile_ms(q)
             if value is not None and (worst is None or value > worst[0]):
-                worst = (value, tick.time_ns)
-    return quantile(run.masses(), q), worst
-
-
-def latency_ticks(cs: ClassSeries) -> list[Tick]:
-    """Each tick's percentiles and completed count (1 when not recorded); empty ticks dropped."""
-    return list(iter_latency_ticks(cs))
-
-
-def iter_latency_ticks(cs: ClassSeries) -> Iterator[Tick]:
-    """latency_ticks one at a time, in the order of the p99 series."""
-    by_name = {
-        "min": dict(cs.min_ms),
-        "p50": dict(cs.p50_ms),
-        "p95": dict(cs.p95_ms),
-        "p999": dict(cs.p999_ms),
-        "max": dict(cs.max_ms),
-    }
-    completed = dict(cs.completed)
-    for t, p99 in cs.p99_ms:
-        weight = completed.get(t, 1.0)
-        values = {name: series[t] for name, series in by_name.items() if t in series}
-        knots = make_knots({**values, "p99": p99})
-        if weight > 0 and knots:
-            yield Tick(t, weight, knots)
+                worst = (value, t)
+    return run.quantile_ms(q), worst

@@ -4,7 +4,6 @@ ticks a scenario leaves out of the latency criteria (`criteria.host_busy_max`)."
 
 from __future__ import annotations
 
-from soak.analysis.latency import Tick
 from soak.analysis.rundata import RunData
 
 # A window in which the machine was this busy says more about the machine than about the
@@ -35,12 +34,13 @@ def machine_in_window(data: RunData, start_ns: int, end_ns: int) -> str:
 
 
 def without_busy_ticks(
-    ticks: list[Tick], data: RunData, host_busy_max: float | None
-) -> tuple[list[Tick], int]:
-    """The ticks whose machine was at most `host_busy_max` busy (`criteria.host_busy_max`;
-    a tick without a `host` point is kept), and how many were left out."""
+    ticks: list[tuple[int, str]], data: RunData, host_busy_max: float | None
+) -> tuple[list[tuple[int, str]], int]:
+    """The windows (time, latency histogram) whose machine was at most `host_busy_max`
+    busy (`criteria.host_busy_max`; a window without a `host` point is kept), and how many
+    were left out."""
     busy = dict(data.host.get("cpu_busy_ratio", []))
     if host_busy_max is None or not busy:
         return ticks, 0
-    kept = [t for t in ticks if busy.get(t.time_ns, 0.0) <= host_busy_max]
+    kept = [t for t in ticks if busy.get(t[0], 0.0) <= host_busy_max]
     return kept, len(ticks) - len(kept)

@@ -2,7 +2,7 @@
 
 The store is anything with the SqliteStore reader methods (`series`,
 `points`); nothing here opens a file. Names are docs/architecture.md's time series:
-`load` (tag `class`) per-tick counts and latencies, `api` (tag `endpoint`)
+`load` (tag `class`) per-window counts and latency histograms, `api` (tag `endpoint`)
 latency_ms, `runtime` querylog_dropped_total, `event` kind `restarted`, and
 `leak` (tag `resource`) verdicts.
 """
@@ -15,6 +15,7 @@ from typing import Protocol
 
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.scenario_sections import LeaksConfig
+from soak.names import LAT_HIST_FIELD
 from soak.points import Point
 
 Series = list[tuple[int, float]]  # (time_ns, value), time-ordered
@@ -27,12 +28,6 @@ LOAD_FIELDS = {
     "completed": "completed",
     "lost": "lost",
     "wrong_answers": "wrong_answers",
-    "p99_ms": "lat_p99_ms",
-    "min_ms": "lat_min_ms",
-    "p50_ms": "lat_p50_ms",
-    "p95_ms": "lat_p95_ms",
-    "p999_ms": "lat_p999_ms",
-    "max_ms": "lat_max_ms",
     "rate_target": "rate_target",
     "rate_achieved": "rate_achieved",
     "send_offset_p99_us": "send_offset_p99_us",
@@ -48,14 +43,9 @@ class ClassSeries:
     completed: Series = field(default_factory=list)
     lost: Series = field(default_factory=list)
     wrong_answers: Series = field(default_factory=list)
-    p99_ms: Series = field(default_factory=list)
-    # The tick's other percentiles: with them a window's p99 is read from the
-    # ticks' rebuilt distributions (soak.analysis.latency); p99 alone also works.
-    min_ms: Series = field(default_factory=list)
-    p50_ms: Series = field(default_factory=list)
-    p95_ms: Series = field(default_factory=list)
-    p999_ms: Series = field(default_factory=list)
-    max_ms: Series = field(default_factory=list)
+    # Each window's latency histogram (soak.histogram's text form): every latency
+    # figure over a span is a quantile of these merged (soak.analysis.latency).
+    latency: list[tuple[int, str]] = field(default_factory=list)
     rate_target: Series = field(default_factory=list)  # q/s the phases asked, per tick
     rate_achieved: Series = field(default_factory=list)  # q/s the generator sent
     send_offset_p99_us: Series = field(default_factory=list)  # a replay's, late of the capture
@@ -171,6 +161,10 @@ def run_data_from_store(
             store, soak_id, "load", field_name, "class", since_ns
         ).items():
             setattr(load.setdefault(cls, ClassSeries()), attr, series)
+    for tags, samples in store.series(soak_id, "load", LAT_HIST_FIELD):
+        hists = [(t, v) for t, v in samples if t >= since_ns and isinstance(v, str)]
+        cs = load.setdefault(tags.get("class", ""), ClassSeries())
+        cs.latency = sorted(cs.latency + hists)
     api = series_by_tag(store, soak_id, "api", "latency_ms", "endpoint", since_ns)
     dropped = sorted(
         s

@@ -9,11 +9,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from soak.analysis.latency import span_latency_ms, stored_histograms
 from soak.bench.compare import Figure, Figures, bench_figures
 from soak.clock import ns_to_s
 from soak.errors import InputError
 from soak.runs.layout import BENCH_RESULT, DataDir, bench_result_path, read_result
 
+# The latency figures shown for a soak run: the quantile of its windows' merged
+# histograms after the warm-up (soak.analysis.latency; the classes table's `all` row).
+SHOWN_LATENCY = {"p50 latency": "p50", "p99 latency": "p99", "avg latency": "avg"}
 # (measurement, field, figure name, kind, unit, scale)
 SOAK_FIELDS = [
     ("load", "lat_p50_ms", "p50 latency", "latency", "ms", 1.0),
@@ -118,7 +122,8 @@ def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
 
 
 def _soak_figures(store: Any, run_id: str, since_ns: int, interval_s: float) -> Figures:
-    """Per-window values after the warm-up. A run's `load` points are its ledger: one
+    """Per-window values after the warm-up (latency shown as the quantile over them all,
+    each window's value beside it for the noise test). A run's `load` points are its ledger: one
     closed one-second window each (with `due`), stored at the end of its second, so the
     window stored at the warm-up's end is the warm-up's, and a window's rate is its
     count over its one second, whatever the tick. Runs stored before the ledger (no
@@ -139,6 +144,10 @@ def _soak_figures(store: Any, run_id: str, since_ns: int, interval_s: float) -> 
             since = load_since_ns if measurement == "load" else since_ns
             values = [float(v) * scale for t, v in found[0][1] if t >= since]
             out[name] = Figure(kind, unit, values)
+    latency = span_latency_ms(stored_histograms(store, run_id, all_class), load_since_ns - 1)
+    for name, key in SHOWN_LATENCY.items():
+        if name in out and latency[key] is not None:
+            out[name].shown = latency[key]
     return out
 
 

@@ -20,13 +20,11 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from hdrh.histogram import HdrHistogram
-
 from soak.clock import NS_PER_S, ns_to_s, s_to_ns
 from soak.errors import InputError, SoakError
+from soak.histogram import LatencyHistogram
 from soak.load.ledger import Merger, Window, skipped_window
 from soak.load.load_config import LoadConfig
-from soak.load.merge import decode_histogram, encode_histogram
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.segments import rate_share_qps
 from soak.load.spawn import policy_of, spawn_worker, tls_spec
@@ -35,15 +33,6 @@ from soak.load.worker import Pacer, WorkerSpec, worker_phase
 from soak.netsafety import check_allowed
 
 JOIN_GRACE_S = 5.0
-
-
-def encoded_hists(stats: MixStats) -> dict[str, str]:
-    """The latency histograms of each class and of `all`, encoded."""
-    out = {
-        name: encode_histogram(c.hist) for name, c in zip(stats.names, stats.classes, strict=True)
-    }
-    out["all"] = encode_histogram(stats.all.hist)
-    return out
 
 
 class LoadRunner:
@@ -252,8 +241,8 @@ class LoadRunner:
         fields: dict[str, dict[str, float]] = window.fields()
         self.last_window_s = float(window.seconds)
         if self.keep_window_hist:
-            self.last_window_hists = encoded_hists(window)
-            self.last_window_hist = self.last_window_hists["all"]
+            self.last_window_hists = window.encoded_hists()
+            self.last_window_hist = self.last_window_hists.get("all", "")
         window.reset()
         with self._lock:
             self._spare = window
@@ -282,7 +271,7 @@ class LoadRunner:
     def window_hists(self) -> dict[str, str]:
         """The latency histograms (per class and `all`, encoded) of the window the last
         window_fields() read: a load agent ships them to be added by grid second."""
-        return encoded_hists(self._scratch) if self._scratch is not None else {}
+        return self._scratch.encoded_hists() if self._scratch is not None else {}
 
     def take_ledger(self) -> list[Window]:
         """The closed windows since the last call (kept only with keep_ledger)."""
@@ -290,10 +279,10 @@ class LoadRunner:
             out, self.ledger = self.ledger, []
         return out
 
-    def latency_histogram(self) -> HdrHistogram:
+    def latency_histogram(self) -> LatencyHistogram:
         """A copy of the run's latency histogram so far (all classes, µs)."""
         with self._lock:
-            return decode_histogram(encode_histogram(self._total.all.hist))
+            return LatencyHistogram.decode(self._total.all.hist.encode())
 
     def longest_gap(self) -> tuple[float, float]:
         """(seconds, monotonic end time in s) of the longest silence of one worker.

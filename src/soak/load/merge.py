@@ -1,7 +1,7 @@
 """Agents' results merged: counts summed, latency histograms added, never percentiles averaged.
 
-Each agent reports its run's totals with its latency histogram (hdrh, whole
-microseconds, in hdrh's compressed base64 form); the merged percentiles are read
+Each agent reports its run's totals with its latency histogram (soak.histogram, whole
+microseconds, in its text form); the merged percentiles are read
 from the sum of those histograms, so the merged p99 is the p99 of every query of
 every agent. `sent == completed + lost + abandoned` is checked per agent and for
 the sum: a run that has drained satisfies it, so a mismatch is reported.
@@ -12,22 +12,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from hdrh.histogram import HdrHistogram
-
-from soak.load.stats import PERCENTILES, LoadResult
+from soak.histogram import LatencyHistogram, merged
+from soak.load.stats import LoadResult
 from soak.points import Point
-
-SIGNIFICANT_DIGITS = 3  # as soak.load.stats.ClassStats
-
-
-def encode_histogram(hist: HdrHistogram) -> str:
-    encoded = hist.encode()
-    return encoded.decode() if isinstance(encoded, bytes) else str(encoded)
-
-
-def decode_histogram(text: str) -> HdrHistogram:
-    return HdrHistogram.decode(text.encode())
-
 
 COUNTED = ("sent", "completed", "lost", "abandoned", "late")
 
@@ -53,7 +40,7 @@ class AgentTotals(QueryCounts):
 
     agent: int
     duration_s: float
-    hist: HdrHistogram
+    hist: LatencyHistogram
     generator_bound: bool = False
     rcodes: dict[str, int] = field(default_factory=dict)
 
@@ -69,11 +56,11 @@ class AgentTotals(QueryCounts):
     def to_json_dict(self) -> dict[str, Any]:
         """Every field, the histogram last and encoded."""
         plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "hist"}
-        return {**plain, "hist": encode_histogram(self.hist)}
+        return {**plain, "hist": self.hist.encode()}
 
     @classmethod
     def from_result(
-        cls, agent: int, result: LoadResult, hist: HdrHistogram, *, rate_target_qps: float,
+        cls, agent: int, result: LoadResult, hist: LatencyHistogram, *, rate_target_qps: float,
         duration_s: float,
     ) -> AgentTotals:  # fmt: skip
         """An agent's totals from its LoadRunner's result and whole-run histogram."""
@@ -96,22 +83,15 @@ class AgentTotals(QueryCounts):
             **counts,
             rate_target_qps=float(data["rate_target_qps"]),
             duration_s=float(data["duration_s"]),
-            hist=decode_histogram(str(data["hist"])),
+            hist=LatencyHistogram.decode(str(data["hist"])),
             generator_bound=bool(data.get("generator_bound", False)),
             rcodes={str(k): int(v) for k, v in dict(data.get("rcodes", {})).items()},
         )
 
 
-def latency_ms(hist: HdrHistogram) -> dict[str, float | None]:
-    """min, p50, p95, p99, p999, max in ms from a histogram (None without samples)."""
-    keys = ["min", *(k for k, _ in PERCENTILES), "max"]
-    if hist.get_total_count() == 0:
-        return dict.fromkeys(keys, None)
-    out: dict[str, float | None] = {"min": hist.get_min_value() / 1000}
-    for key, pct in PERCENTILES:
-        out[key] = hist.get_value_at_percentile(pct) / 1000
-    out["max"] = hist.get_max_value() / 1000
-    return out
+def latency_ms(hist: LatencyHistogram) -> dict[str, float | None]:
+    """min, avg, p50, p95, p99, p999, max in ms from a histogram (None without samples)."""
+    return hist.latency_ms()
 
 
 @dataclass
@@ -119,7 +99,7 @@ class MergedResult(QueryCounts):
     """The agents together: sums, the summed histogram, and each agent as it reported."""
 
     agents: list[AgentTotals]
-    hist: HdrHistogram
+    hist: LatencyHistogram
     accounting_errors: list[str]
     rcodes: dict[str, int]
 
@@ -152,11 +132,9 @@ class MergedResult(QueryCounts):
 
 def merge_agents(agents: list[AgentTotals]) -> MergedResult:
     """Sum the agents' counts and histograms (pure; the inputs are not changed)."""
-    highest = max((a.hist.highest_trackable_value for a in agents), default=2)
-    hist = HdrHistogram(1, max(highest, 2), SIGNIFICANT_DIGITS)
+    hist = merged(a.hist for a in agents)
     rcodes: dict[str, int] = {}
     for a in agents:
-        hist.add(a.hist)
         for name, n in a.rcodes.items():
             rcodes[name] = rcodes.get(name, 0) + n
     errors = [e for e in (a.accounting_error() for a in agents) if e is not None]
@@ -272,25 +250,14 @@ def sum_windows(
 
 def _latency_fields(parts: list[tuple[str | None, dict[str, float]]]) -> dict[str, float]:
     """lat_*_ms of windows together, from their added histograms."""
-    hist: HdrHistogram | None = None
-    weighted_sum_ms = 0.0
-    for encoded, fields_ in parts:
-        if encoded is None:
-            continue
-        one = decode_histogram(encoded)
-        n = one.get_total_count()
-        if n == 0:
-            continue
-        weighted_sum_ms += fields_.get("lat_avg_ms", 0.0) * n
-        if hist is None:
-            hist = HdrHistogram(1, max(one.highest_trackable_value, 2), SIGNIFICANT_DIGITS)
-        hist.add(one)
-    if hist is None or hist.get_total_count() == 0:
-        return {}  # no samples: the fields are absent, not a fake 0
-    out = {f"lat_{key}_ms": hist.get_value_at_percentile(pct) / 1000 for key, pct in PERCENTILES}
-    out["lat_avg_ms"] = round(weighted_sum_ms / hist.get_total_count(), 6)
-    mins = [f["lat_min_ms"] for e, f in parts if e is not None and "lat_min_ms" in f]
-    maxes = [f["lat_max_ms"] for e, f in parts if e is not None and "lat_max_ms" in f]
-    out["lat_min_ms"] = min(mins) if mins else hist.get_min_value() / 1000
-    out["lat_max_ms"] = max(maxes) if maxes else hist.get_max_value() / 1000
-    return out
+    hist = merged(LatencyHistogram.decode(e) for e, _ in parts if e is not None)
+    return {f"lat_{k}_ms": v for k, v in hist.latency_ms().items() if v is not None}
+
+
+def summed_hists(windows: list[AgentWindow]) -> dict[str, str]:
+    """Agents' windows' latency histograms added, per class (and `all`), encoded."""
+    out: dict[str, LatencyHistogram] = {}
+    for w in windows:
+        for cls, encoded in w.hists.items():
+            out.setdefault(cls, LatencyHistogram()).add(LatencyHistogram.decode(encoded))
+    return {cls: h.encode() for cls, h in out.items() if h.total}

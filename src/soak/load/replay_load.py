@@ -228,9 +228,10 @@ class ReplayLoad:
             if self._thread.is_alive():
                 raise RuntimeError("the replay did not stop")
 
-    def _fields(self, *windows: Closed) -> dict[str, dict[str, float]]:
+    def _fields(self, *windows: Closed) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
         """The windows' ledger fields per class; on `all`, their send offsets (fidelity)
-        and connection counts (the last window's open sockets)."""
+        and connection counts (the last window's open sockets); and their latency
+        histograms per class."""
         stats = MixStats(self.names, self.highest_us)
         offsets = Offsets()
         conns = dict.fromkeys(CONN_FIELDS.values(), 0.0)
@@ -241,13 +242,13 @@ class ReplayLoad:
                 conns[name] += closed.conns[name]
         fields: dict[str, dict[str, float]] = stats.fields()
         if "all" not in fields:
-            return fields
+            return fields, stats.encoded_hists()
         if offsets.counts:
             quantiles = offsets.quantiles()
             fields["all"].update({f"send_offset_{q}_us": quantiles[q] for q in OFFSET_QUANTILES})
         conns[SOCKETS_OPEN] = float(windows[-1].conns[SOCKETS_OPEN]) if windows else 0.0
         fields["all"].update(conns)
-        return fields
+        return fields, stats.encoded_hists()
 
     def take_points(self, time_ns: int, end_ns: int | None = None) -> list[Point]:
         """The `load` points of the windows closed since the last call, each at the end of
@@ -261,11 +262,13 @@ class ReplayLoad:
         for closed in windows:
             at_ns = second_end_ns(self.grid_ns, closed.window.second)
             if at_ns <= cut_ns:
-                points += load_points(self._fields(closed), {}, at_ns)
+                fields, hists = self._fields(closed)
+                points += load_points(fields, {}, at_ns, hists)
             else:
                 after.append(closed)
         if after:
-            points += load_points(self._fields(*after), {}, cut_ns)
+            fields, hists = self._fields(*after)
+            points += load_points(fields, {}, cut_ns, hists)
         return points
 
     def tail_points(self, time_ns: int) -> list[Point]:

@@ -1,9 +1,11 @@
 """Load statistics: what a worker reports each second and how reports merge.
 
 Workers keep plain counters and a dict of latency (whole microseconds) ->
-count; they ship one `Interval` per second. The parent folds those into HDR
-histograms (hdrh), so percentiles come from merged histograms, never from
-averaged percentiles. Memory is bounded: counters and histograms only.
+count; they ship one `Interval` per second. The parent folds those into latency
+histograms (soak.histogram: HdrHistogram's buckets at two significant digits), so
+percentiles come from merged histograms, never from averaged percentiles; each
+window's histogram is stored with its counts (`lat_hist`). Memory is bounded:
+counters and histograms only.
 
 Accounting follows dnsperf: every query sent ends as completed (a reply
 within the timeout) or lost; a reply after the timeout is counted as `late`
@@ -17,17 +19,15 @@ and due == sent + skipped.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import dns.rcode
-from hdrh.histogram import HdrHistogram
 
+from soak.histogram import LatencyHistogram
 from soak.load.ledger import ClassWindow, Window
 
 HANDSHAKE_HIGHEST_US = 10_000_000
-PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
 
 
 @dataclass
@@ -74,27 +74,21 @@ SCHEDULED = ("due", "sent", "skipped", "completed", "lost", "late")
 
 
 class ClassStats:
-    """Running totals of one class (or of all classes) with an HDR histogram in µs."""
+    """Running totals of one class (or of all classes) with a latency histogram in µs
+    (soak.histogram: the one the ledger's windows store)."""
 
     def __init__(self, highest_us: int) -> None:
         self.highest_us = max(highest_us, 2)
         self.sent = self.completed = self.lost = self.late = self.wrong = self.unexpected = 0
         self.abandoned = self.due = self.skipped = self.refused = 0
         self.rcodes: dict[int, int] = {}
-        self.hist = HdrHistogram(1, self.highest_us, 3)
-        self.sum_us = 0
-        self.min_us = sys.maxsize
-        self.max_us = 0
+        self.hist = LatencyHistogram()
 
     def reset(self) -> None:
-        """Empty again, keeping the histogram's counts array (reused, not reallocated)."""
         self.sent = self.completed = self.lost = self.late = self.wrong = self.unexpected = 0
         self.abandoned = self.due = self.skipped = self.refused = 0
         self.rcodes = {}
-        self.hist.reset()
-        self.sum_us = 0
-        self.min_us = sys.maxsize
-        self.max_us = 0
+        self.hist.clear()
 
     def add(self, ci: ClassWindow) -> None:
         self.due += ci.due
@@ -111,35 +105,16 @@ class ClassStats:
         self.add_latencies(ci.lat_us)
 
     def add_latencies(self, lat_us: dict[int, int]) -> None:
-        hist = self.hist
+        record = self.hist.record
         highest = self.highest_us
         for us, n in lat_us.items():
-            hist.record_value(us if us < highest else highest, n)
-            self.sum_us += us * n
-            if us < self.min_us:
-                self.min_us = us
-            if us > self.max_us:
-                self.max_us = us
+            record(us if us < highest else highest, n)
 
     def latency_ms(self, *, stddev: bool = True) -> dict[str, float | None]:
-        """min, avg, p50, p95, p99, p999, max, stddev in ms (None without samples).
-
-        hdrh's stddev walks every bucket in Python (about 0.2 s per histogram
-        on a busy core); the per-window fields don't carry it, so they skip it.
-        """
-        n = self.hist.get_total_count()
-        if n == 0:
-            keys = ["min", "avg", *(k for k, _ in PERCENTILES), "max"]
-            return dict.fromkeys([*keys, "stddev"] if stddev else keys, None)
-        out: dict[str, float | None] = {
-            "min": self.min_us / 1000,
-            "avg": round(self.sum_us / n / 1000, 6),
-        }
-        for key, pct in PERCENTILES:
-            out[key] = self.hist.get_value_at_percentile(pct) / 1000
-        out["max"] = self.max_us / 1000
+        """min, avg, p50, p95, p99, p999, max (and stddev) in ms (None without samples)."""
+        out = self.hist.latency_ms()
         if stddev:
-            out["stddev"] = round(self.hist.get_stddev() / 1000, 6)
+            out["stddev"] = self.hist.stddev_ms()
         return out
 
     def rcode_counts(self) -> dict[str, int]:
@@ -243,6 +218,13 @@ class MixStats:
             "handshake_ms": self.handshake.latency_ms(stddev=False),
         }
 
+    def encoded_hists(self) -> dict[str, str]:
+        """The latency histograms of each class and of `all` (soak.histogram's text form),
+        those with queries only: the `lat_hist` fields of the windows added."""
+        out = {n: c.hist.encode() for n, c in zip(self.names, self.classes, strict=True)}
+        out["all"] = self.all.hist.encode()
+        return {name: text for name, text in out.items() if text}
+
     def fields(self) -> Any:
         """The `load` fields of the windows added, per class and `all`."""
         seconds = self.seconds
@@ -336,8 +318,7 @@ def refused_note(refused: int, lost: int) -> str:
 def result_from(
     stats: MixStats, engine: str, duration_s: float, target_rate: float, *, stddev: bool = True
 ) -> LoadResult:
-    """`stddev=False` for frequent reads (a live status): hdrh computes it bucket by bucket
-    in Python, about 0.2 s per histogram."""
+    """`stddev=False` for frequent reads (a live status): it walks every bucket."""
     total = stats.all
     notes = []
     if stats.unexpected:

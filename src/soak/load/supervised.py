@@ -14,9 +14,10 @@ import time
 from typing import Any
 
 from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns, second_end_ns
+from soak.histogram import LatencyHistogram, merged
 from soak.load.generator import LoadRunner
 from soak.load.ledger import Window
-from soak.names import AGENT_TAG
+from soak.names import AGENT_TAG, LAT_HIST_FIELD
 from soak.points import Fault, FieldValue, Point
 
 TOTAL_FIELDS = ("due", "sent", "skipped", "completed", "lost", "late", "unexpected")
@@ -37,11 +38,17 @@ LOAD_MARGIN_S = 30.0
 
 
 def _window_points(
-    measurement: str, window: dict[str, dict[str, float]], time_ns: int, tags: dict[str, str]
+    measurement: str,
+    window: dict[str, dict[str, float]],
+    time_ns: int,
+    tags: dict[str, str],
+    hists: dict[str, str],
 ) -> list[Point]:
     points = []
     for cls, stats in sorted(window.items(), key=lambda kv: (kv[0] != "all", kv[0])):
         fields: dict[str, FieldValue] = {k: float(v) for k, v in stats.items()}
+        if cls in hists:
+            fields[LAT_HIST_FIELD] = hists[cls]
         if fields:
             points.append(Point(measurement, fields, time_ns, {**tags, "class": cls}))
     return points
@@ -51,14 +58,18 @@ def load_points(
     window: dict[str, dict[str, float]],
     agent_windows: dict[int, dict[str, dict[str, float]]],
     time_ns: int,
+    hists: dict[str, str],
+    agent_hists: dict[int, dict[str, str]] | None = None,
 ) -> list[Point]:
-    """A window's `load` points, per class and in total. Where load agents run, the same
+    """A window's `load` points, per class and in total, each with its latency histogram
+    (`hists`, per class: soak.names.LAT_HIST_FIELD). Where load agents run, the same
     seconds also go out per agent with the tag `agent` (soak.names.AGENT_TAG): the store
     and the dashboards leave those out of every read of the run's total, so an agent's
     part is never added to the total it is already in."""
-    points = _window_points("load", window, time_ns, {})
+    points = _window_points("load", window, time_ns, {}, hists)
     for agent, part in sorted(agent_windows.items()):
-        points += _window_points("load", part, time_ns, {AGENT_TAG: str(agent)})
+        mine = (agent_hists or {}).get(agent, {})
+        points += _window_points("load", part, time_ns, {AGENT_TAG: str(agent)}, mine)
     return points
 
 
@@ -90,10 +101,12 @@ class SupervisedLoad:
         self.restarts = 0
         self._prior = dict.fromkeys(TOTAL_FIELDS, 0)
         self._prior_seconds = 0.0
+        self._prior_hist = LatencyHistogram()  # the latency of the runners replaced
         self.grid_ns = 0  # wall time of the current runner's second 0 (on the run's grid)
         self.end_ns = 0  # wall time its sending ends (the run's end)
-        # Closed windows of a runner replaced or stopped, not yet handed out as points.
-        self._pending: list[tuple[int, dict[str, dict[str, float]]]] = []
+        # Closed windows of a runner replaced or stopped, not yet handed out as points:
+        # (time, fields, latency histograms), per class.
+        self._pending: list[tuple[int, dict[str, dict[str, float]], dict[str, str]]] = []
 
     def prepare(self, max_duration_s: float) -> None:
         """Nothing to prepare: the workers start in well under a tick."""
@@ -139,6 +152,7 @@ class SupervisedLoad:
         for name in TOTAL_FIELDS:
             self._prior[name] += int(getattr(result, name, 0) or 0)
         self._prior_seconds += result.duration_s
+        self._prior_hist.add(old.latency_histogram())
         self._keep_windows(old)  # its last windows are the run's too
         why = "; ".join(old.errors) or "a worker exited"
         self.runner = old.again()
@@ -167,9 +181,11 @@ class SupervisedLoad:
             at_ns = second_end_ns(self.grid_ns, window.second)
             (inside if at_ns <= end_ns else after).append((at_ns, window))
         for at_ns, window in inside:
-            self._pending.append((at_ns, runner.window_fields(window)))
+            fields = runner.window_fields(window)
+            self._pending.append((at_ns, fields, runner.window_hists()))
         if after:  # cut by the end (or the stop): stamped there, as one, inside the run
-            self._pending.append((end_ns, runner.window_fields(*(w for _, w in after))))
+            fields = runner.window_fields(*(w for _, w in after))
+            self._pending.append((end_ns, fields, runner.window_hists()))
 
     def take_points(self, time_ns: int, end_ns: int | None = None) -> list[Point]:
         """The `load` points of the windows closed since the last call, each at the end of
@@ -179,8 +195,8 @@ class SupervisedLoad:
         self._keep_windows(self.runner, end_ns)
         pending, self._pending = self._pending, []
         points: list[Point] = []
-        for at_ns, fields in pending:
-            points += _window_points("load", fields, at_ns, {})
+        for at_ns, fields, hists in pending:
+            points += _window_points("load", fields, at_ns, {}, hists)
         interval = self.runner.take_window().get("all", {})
         extra = {k: float(v) for k, v in interval.items() if k in INTERVAL_FIELDS}
         if extra and points:
@@ -200,7 +216,9 @@ class SupervisedLoad:
         totals: dict[str, Any] = {
             name: self._prior[name] + int(getattr(result, name, 0) or 0) for name in TOTAL_FIELDS
         }
-        totals["latency_ms"] = dict(result.latency_ms)
+        # the whole run's: every runner's windows merged, as the ledger's are
+        whole = merged([self._prior_hist, self.runner.latency_histogram()])
+        totals["latency_ms"] = {**result.latency_ms, **whole.latency_ms()}
         totals["seconds"] = self._prior_seconds + result.duration_s  # the windows' seconds
         totals["load_restarts"] = self.restarts
         return totals

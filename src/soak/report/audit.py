@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from soak.analysis.latency import span_histogram, stored_histograms
 from soak.analysis.rundata import StoreReader
 from soak.clock import NS_PER_S, s_to_ns
 from soak.points import Point
@@ -110,13 +111,18 @@ def ledger_split(
 
 
 def ledger_totals(store: StoreReader, run_id: str, totals: Mapping[str, Any]) -> dict[str, Any]:
-    """result.json's load_totals: the engine's own (latency, restarts) with every count
-    and the seconds taken from the ledger, so that they are its sums by construction
-    (a service restart mid-run, say, leaves the engine with only its own part)."""
+    """result.json's load_totals: the engine's own (restarts) with every count, the
+    seconds and the latency taken from the ledger (latency: the quantiles of every
+    window's histogram merged, soak.analysis.latency), so that they are its figures by
+    construction (a service restart mid-run, say, leaves the engine with only its own
+    part)."""
     sums = ledger_sums(store, run_id)
     if sums.windows == 0:
         return dict(totals)
     out = dict(totals)
+    hist = span_histogram(stored_histograms(store, run_id, {"class": "all"}))
+    if hist.total:
+        out["latency_ms"] = {**hist.latency_ms(), "stddev": hist.stddev_ms()}
     for name, value in sums.counts.items():
         if name in COUNTS or value:
             out[name] = int(value)

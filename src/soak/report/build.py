@@ -15,15 +15,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from soak.analysis.latency import Buckets, contribution, iter_latency_ticks, quantile
-from soak.analysis.rundata import (
-    LOAD_FIELDS,
-    ClassSeries,
-    Series,
-    StoreReader,
-    judged_from_ns,
-    numeric,
-)
+from soak.analysis.latency import Spans, stored_histograms
+from soak.analysis.rundata import Series, StoreReader, judged_from_ns, numeric
 from soak.analysis.sliding import counter_increments
 from soak.clock import ns_to_s
 from soak.report.classes import agent_table, class_table, probe_table
@@ -47,7 +40,6 @@ MARKED_EVENT_KINDS = ("exited", "restarted", "gap", "error", "alert", "stop", "t
 END_EVENT_KIND = "stop"  # the run's end, however it ended: marked, not as an error
 TaggedSeries = list[tuple[dict[str, str], Series]]
 _OPEN = 2**63 - 1  # the end of a phase still running
-_LATENCY_ATTRS = ("completed", "p99_ms", "min_ms", "p50_ms", "p95_ms", "p999_ms", "max_ms")
 
 
 def iso(time_ns: int | None) -> str | None:
@@ -88,7 +80,7 @@ def build_report(
                     row["metrics"][metric.key] = summarise(part, metric)
         _add_plot_lines(plots, measurement, field, tagged, inp.started_ns)
         fetched.pop((measurement, field))
-    _phase_p99(store, inp.run_id, spans, phase_rows)
+    _phase_latency(store, inp.run_id, spans, phase_rows)
     end_ns = inp.ended_ns or last_ns
     for row, span in zip(phase_rows, spans, strict=True):
         span_end_ns = span.end_ns if span.end_ns is not None else end_ns
@@ -165,24 +157,24 @@ def _phase_head(p: PhaseSpan) -> dict[str, Any]:
     return {"name": p.name, "warmup": p.warmup, "start": iso(p.start_ns), "metrics": {}}
 
 
-def _phase_p99(
+def _phase_latency(
     store: StoreReader, run_id: str, spans: list[PhaseSpan], rows: list[dict[str, Any]]
 ) -> None:
-    """Each phase's p99 of all queries, from the ticks' percentiles (as the criteria do)."""
-    cs = ClassSeries()
-    for attr in _LATENCY_ATTRS:  # only what latency_ticks reads: a day of 1-s ticks is big
-        found = store.series(run_id, "load", LOAD_FIELDS[attr], {"class": "all"})
-        setattr(cs, attr, sorted(tv for _, samples in found for tv in numeric(samples, 0)))
-    sums = [Buckets() for _ in spans]  # each phase's ticks summed as they come, none kept
-    for tick in iter_latency_ticks(cs):
-        for i, span in enumerate(spans):
-            end = _OPEN if span.end_ns is None else span.end_ns
-            if span.start_ns < tick.time_ns <= end or (i == 0 and tick.time_ns == span.start_ns):
-                sums[i].add(contribution(tick))
-    for row, summed in zip(rows, sums, strict=True):
-        p99 = quantile(summed.masses(), 0.99)
-        if p99 is not None and isinstance(row["metrics"].get("lat_p99_ms"), dict):
-            row["metrics"]["lat_p99_ms"]["p99"] = p99
+    """Each phase's mean and p99 latency of all its queries: the merged histograms of its
+    windows (soak.analysis.latency), the estimator of every latency figure of the run.
+    The slowest window's p99 stays beside the p99 (the `max` of the per-window series)."""
+    summed = Spans([(s.start_ns, _OPEN if s.end_ns is None else s.end_ns) for s in spans])
+    summed.add(stored_histograms(store, run_id, {"class": "all"}))
+    for row, hist in zip(rows, summed.histograms, strict=True):
+        latency = hist.latency_ms()
+        if latency["p99"] is None:
+            continue  # no histograms (a run stored before they were): the windows' figures
+        row["metrics"]["lat_avg_ms"] = latency["avg"]
+        p99 = row["metrics"].get("lat_p99_ms")
+        row["metrics"]["lat_p99_ms"] = {
+            **(p99 if isinstance(p99, dict) else {}),
+            "p99": latency["p99"],
+        }
 
 
 def _events(store: StoreReader, inp: ReportInput) -> list[dict[str, Any]]:

@@ -1,9 +1,10 @@
 """The per-class table (sent, completed, lost, latency, rcodes, wrong answers) and the
 dig-probe success counts, each read from the store in one pass over its points.
 
-The per-class table counts the same ticks as the criteria (after the warm-up), so its
-`all` row's sent and lost are the criteria's. Sums and latency buckets only: a week of
-ticks is never held in memory.
+The per-class table counts the same windows as the criteria (after the warm-up), so its
+`all` row's sent, lost and p99 are the criteria's: latency is read from the windows'
+stored histograms merged (soak.analysis.latency), never from their percentiles. Sums
+and histograms only: a week of windows is never held in memory.
 """
 
 from __future__ import annotations
@@ -11,13 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from soak.analysis.latency import Buckets, Tick, contribution, make_knots, quantile
 from soak.analysis.rundata import StoreReader
-from soak.names import AGENT_TAG
+from soak.histogram import LatencyHistogram
+from soak.names import AGENT_TAG, LAT_HIST_FIELD
 
 COUNTS = ("sent", "completed", "lost", "abandoned", "wrong_answers")
-_PERCENTILES = {"min": "lat_min_ms", "p50": "lat_p50_ms", "p95": "lat_p95_ms"}
-_PERCENTILES |= {"p99": "lat_p99_ms", "p999": "lat_p999_ms", "max": "lat_max_ms"}
 RCODE_PREFIX = "rcode_"
 
 
@@ -25,28 +24,25 @@ RCODE_PREFIX = "rcode_"
 class _Class:
     counts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0.0))
     rcodes: dict[str, float] = field(default_factory=dict)
-    latency: Buckets = field(default_factory=Buckets)
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
-    def add(self, time_ns: int, fields: dict[str, Any]) -> None:
+    def add(self, fields: dict[str, Any]) -> None:
         for name in COUNTS:
             self.counts[name] += _float(fields.get(name))
         for name, value in fields.items():
             if name.startswith(RCODE_PREFIX):
                 rcode = name[len(RCODE_PREFIX) :].upper()
                 self.rcodes[rcode] = self.rcodes.get(rcode, 0.0) + _float(value)
-        values = {k: float(fields[f]) for k, f in _PERCENTILES.items() if _is_num(fields.get(f))}
-        knots = make_knots(values) if "p99" in values else ()
-        weight = _float(fields.get("completed", 1.0))
-        if knots and weight > 0:
-            self.latency.add(contribution(Tick(time_ns, weight, knots)))
+        hist = fields.get(LAT_HIST_FIELD)
+        if isinstance(hist, str):
+            self.latency.add(LatencyHistogram.decode(hist))
 
     def row(self, name: str) -> dict[str, Any]:
-        masses = self.latency.masses()
         return {
             "class": name,
             **self.counts,
-            "p50_ms": quantile(masses, 0.5),
-            "p99_ms": quantile(masses, 0.99),
+            "p50_ms": self.latency.quantile_ms(0.5),
+            "p99_ms": self.latency.quantile_ms(0.99),
             "rcodes": {k: v for k, v in sorted(self.rcodes.items()) if v},
         }
 
@@ -55,7 +51,7 @@ def class_table(store: StoreReader, run_id: str, since_ns: int) -> list[dict[str
     """One row per load class from `since_ns` on (the `all` class first)."""
     classes: dict[str, _Class] = {}
     for p in store.points(run_id, "load", since_ns):
-        classes.setdefault(p.tags.get("class", ""), _Class()).add(p.time_ns, p.fields)
+        classes.setdefault(p.tags.get("class", ""), _Class()).add(p.fields)
     order = sorted(classes, key=lambda c: (c != "all", c))
     return [classes[c].row(c) for c in order]
 
@@ -66,7 +62,7 @@ def agent_table(store: StoreReader, run_id: str, since_ns: int) -> list[dict[str
     agents: dict[str, _Class] = {}
     for p in store.points(run_id, "load", since_ns, agents=True):
         if p.tags.get("class") == "all":
-            agents.setdefault(p.tags[AGENT_TAG], _Class()).add(p.time_ns, p.fields)
+            agents.setdefault(p.tags[AGENT_TAG], _Class()).add(p.fields)
     total_sent = sum(a.counts["sent"] for a in agents.values())
     rows = []
     for name in sorted(agents, key=lambda a: (len(a), a)):  # 0, 1, ... 10

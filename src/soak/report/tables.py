@@ -90,7 +90,7 @@ def _p99(v: Any) -> str:
     if not isinstance(v, dict):
         return DASH
     if "p99" in v:
-        return f"{num(v['p99'])} (slowest tick {num(v.get('max'))})"
+        return f"{num(v['p99'])} (slowest second {num(v.get('max'))})"
     return f"{num(v.get('mean'))} (max {num(v.get('max'))})"
 
 

@@ -9,6 +9,7 @@ from soak.analysis.growth import MEMORY_RESOURCES
 from soak.analysis.leaks import LeakFits, LeakVerdict, leak_points
 from soak.analysis.verdicts import run_verdicts
 from soak.clock import TickGrid, ns_to_s
+from soak.names import LAT_HIST_FIELD
 from soak.points import FieldValue, Point
 from soak.runs.listening import LeakPass
 from soak.runs.parts import RunParts
@@ -130,4 +131,5 @@ class Ticker:
         for p in points:
             extra = ",".join(f"{k}={v}" for k, v in sorted(p.tags.items()) if k not in run_tags)
             key = f"{p.measurement},{extra}" if extra else p.measurement
-            self.latest[key] = dict(p.fields)
+            # the histogram is for merging spans from the store, not a figure to show
+            self.latest[key] = {k: v for k, v in p.fields.items() if k != LAT_HIST_FIELD}

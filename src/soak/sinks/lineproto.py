@@ -3,6 +3,8 @@
 Numbers are always written as floats and booleans as 1.0/0.0: InfluxDB refuses
 a field whose type changes between writes, and a sampler may give `3` one tick
 and `3.5` the next. Non-finite numbers are left out (line protocol has no NaN).
+A `load` window's latency histogram (soak.names.LAT_HIST_FIELD) is left out too: it is
+the embedded store's, for merging; InfluxDB and Grafana get the window's percentiles.
 
 A LineEncoder keeps the escaped form of series keys and field names it has
 seen (a run has a few hundred series), which is most of the encoding work;
@@ -14,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 
+from soak.names import LAT_HIST_FIELD
 from soak.points import Point
 
 _MEASUREMENT_ESC = str.maketrans({",": r"\,", " ": r"\ ", "\n": r"\n"})
@@ -45,6 +48,8 @@ class LineEncoder:
         fields = self._fields
         parts = []
         for name, value in p.fields.items():
+            if name == LAT_HIST_FIELD:
+                continue
             prefix = fields.get(name)
             if prefix is None:
                 if len(fields) > _MAX_CACHED:

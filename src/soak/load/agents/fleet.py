@@ -19,19 +19,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hdrh.histogram import HdrHistogram
-
 from soak.agents.coordinator import AgentsOnEngine, Coordinator
 from soak.agents.engine import AgentEngine
 from soak.agents.engine_config import AgentsConfig
 from soak.agents.engines import make_engine
 from soak.agents.spec import ROLE, AgentSpec
 from soak.clock import ns_to_s, s_to_ns
+from soak.histogram import merged
 from soak.load.agents.launch import build_spec
 from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken, fleet_calls
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
-from soak.load.merge import SIGNIFICANT_DIGITS, AgentTotals, latency_ms
+from soak.load.merge import AgentTotals, latency_ms
 from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, load_points
 from soak.points import Fault, Point
 
@@ -84,7 +83,6 @@ class AgentsLoad:
         self._per_agent: dict[int, dict[str, dict[str, float]]] = {}
         self._totals = dict.fromkeys(TOTAL_FIELDS, 0.0)
         self._agent_counts: dict[int, dict[str, float]] = {}  # the seconds handed out
-        self._hist: HdrHistogram | None = None
         self._engine_polled_s = 0.0
         self._tail: list[Second] = []  # the seconds stop() took
         self._end_ns: int | None = None  # the run's end, once started (wall clock)
@@ -227,7 +225,9 @@ class AgentsLoad:
         ends = [e for e in (self._end_ns, end_ns) if e is not None]
         points: list[Point] = []
         for taken in self._take_merged(min(ends) if ends else None):
-            points += load_points(taken.merged, taken.per_agent, taken.stamp_ns)
+            points += load_points(
+                taken.merged, taken.per_agent, taken.stamp_ns, taken.hists, taken.agent_hists
+            )
         return points
 
     def tail_points(self, time_ns: int) -> list[Point]:
@@ -300,11 +300,5 @@ class AgentsLoad:
         return out
 
     def _latency_ms(self) -> dict[str, float | None]:
-        hist: HdrHistogram | None = None
-        for slot in self._fleet.slots if self._fleet is not None else []:
-            if slot.totals is None:
-                continue
-            if hist is None:
-                hist = HdrHistogram(1, slot.totals.hist.highest_trackable_value, SIGNIFICANT_DIGITS)
-            hist.add(slot.totals.hist)
-        return latency_ms(hist) if hist is not None else latency_ms(HdrHistogram(1, 2, 3))
+        slots = self._fleet.slots if self._fleet is not None else []
+        return latency_ms(merged(s.totals.hist for s in slots if s.totals is not None))

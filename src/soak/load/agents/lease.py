@@ -22,7 +22,7 @@ from typing import Any
 from soak.agents.coordinator import Calls
 from soak.agents.protocol import DONE, HEARTBEAT, REGISTER, Reply
 from soak.clock import NS_PER_S, ns_to_s, s_to_ns
-from soak.load.merge import AgentTotals, AgentWindow, sum_windows
+from soak.load.merge import AgentTotals, AgentWindow, sum_windows, summed_hists
 from soak.load.segments import rate_share_qps
 
 START_MARGIN_S = 1.0  # start_at this far ahead at least: agents ask every 0.2 s, then
@@ -52,6 +52,9 @@ class Taken:
     per_agent: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)
     span_s: float = 0.0
     stamp_ns: int = 0  # the end of the (last) second taken, on the run's grid
+    # The latency histograms added (soak.histogram's text form): per class, and per agent.
+    hists: dict[str, str] = field(default_factory=dict)
+    agent_hists: dict[int, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -241,10 +244,11 @@ class Fleet:
         stamp_ns: int,
     ) -> Taken:  # fmt: skip
         shares = {"all": asked_qps, **{c: asked_qps * s for c, s in self.class_shares.items()}}
-        per_agent = {}
+        per_agent, agent_hists = {}, {}
         for index in sorted({w.agent for w in windows}):
             mine = [w for w in windows if w.agent == index]
             per_agent[index] = sum_windows(mine, span_s)
+            agent_hists[index] = summed_hists(mine)
         merged = sum_windows(windows, span_s, shares)
         if not merged and lost_due >= 0.5:  # no agent reported it: the lost agents' due
             merged = {"all": {"sent": 0.0, "completed": 0.0, "lost": 0.0, "due": 0.0,
@@ -256,7 +260,7 @@ class Fleet:
                 if "due" in fields:
                     fields["due"] += round(lost_due * share)
                     fields["skipped"] = fields.get("skipped", 0.0) + round(lost_due * share)
-        return Taken(merged, per_agent, span_s, stamp_ns)
+        return Taken(merged, per_agent, span_s, stamp_ns, summed_hists(windows), agent_hists)
 
     def asked_at(self, time_ns: int) -> float:
         """The asked total rate in force at time_ns (the first one before any change)."""
