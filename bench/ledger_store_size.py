@@ -92,7 +92,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--duration", type=int, default=120)
+    ap.add_argument("--smoke", action="store_true", help="a few seconds at 200 q/s")
     args = ap.parse_args()
+    if args.smoke:
+        args.rate, args.duration = 200, 5
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "unbound").mkdir()

@@ -85,7 +85,10 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=100_000)
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="one round of 2 s at 2,000 q/s")
     args = ap.parse_args()
+    if args.smoke:
+        args.rate, args.seconds, args.rounds = 2_000, 2, 1
     ws = windows(args.rate, args.seconds, classes=2)
     answers = args.rate * args.seconds
     for _ in range(args.rounds):

@@ -27,6 +27,7 @@ RESULT_LINES = {
     "compare_aa.py": r"^pairs with a figure called worse or better: [01] of 1$",
     "doh_clients.py": rf"^ratio soak/httpx: q/s {N}, CPU per query {N}$",
     "leak_pass.py": rf"^0.5 h / 0.25 h, steady_cpu_s: {N}$",
+    "ledger_store_size.py": rf'^  "day_mib_histograms": {N},?$',
     "load_vs_dnsperf.py": rf"^ratio builtin/dnsperf q/s {N} \(goal >= 1.1\)$",
     "pprof_overhead.py": r"^profiles: [1-9]\d* captures, ",
     "refdns_series.py": r"^verdicts: rss_anon_bytes ",
@@ -40,6 +41,7 @@ RESULT_LINES = {
     "smaps_by_kind.py": r"^pid \d+: [1-9]\d* readings in ",
     "synthetic_store.py": rf"/run-600x1s\.db  {N} MiB ",
     "tick_profile.py": r"^\| tick job \(whole\) \| [1-9]\d* \| ",
+    "window_fold_cost.py": rf"^after \(lat_hist\): {N} ns CPU per answer ",
 }
 DOCKER_BENCHES = {
     "targets_ready.py": r"^docker CLI pdns \(ref\) +ready: median ",
