@@ -125,7 +125,12 @@ def test_only_declared_secrets_are_masked(tmp_path: Path) -> None:
     dnskey = "257 3 13 mdsswUyr3DPW132mOi8V9xESWE8jTo0d"
     populate = [
         {"kind": "command", "argv": ["echo", dnskey], "save_stdout": "dnskey"},
-        {"kind": "command", "argv": ["echo", "hunter22"], "save_stdout": "admin_password"},
+        # made by the command (a literal in the plan would be shown as written)
+        {
+            "kind": "command",
+            "argv": ["sh", "-c", "echo hunter$((20 + 2))"],
+            "save_stdout": "admin_password",
+        },
         {"kind": "command", "argv": ["echo", "{{dnskey}}", "{{admin_password}}"]},
     ]
     run = Run(tmp_path, toy_plan(populate=populate, secrets=["admin_password"]))
@@ -133,3 +138,37 @@ def test_only_declared_secrets_are_masked(tmp_path: Path) -> None:
     assert f"command echo {dnskey} ***" in run.proc.stdout
     for text in (run.output, run.junit.read_text(), run.json_path.read_text()):
         assert "hunter22" not in text
+
+
+def test_a_failing_setup_step_is_an_error_case_with_exit_2(tmp_path: Path) -> None:
+    """A pipeline tells "setup broken" (exit 2) from "upgrade broken" (exit 1)."""
+    populate = [{"kind": "command", "argv": ["sh", "-c", "echo 'no such zone' >&2; exit 3"]}]
+    run = Run(tmp_path, toy_plan(populate=populate))
+    assert run.proc.returncode == 2, run.output
+    last = run.proc.stderr.splitlines()[-1]
+    assert last == "soak: setup failed on the old version: populate 1/1: exit 3: no such zone"
+    error = run.cases()["populate 1/1"].find("error")
+    assert error is not None and "exit 3: no such zone" in error.get("message", "")
+    assert run.cases()["ready"].find("skipped") is not None
+    result = run.result()
+    assert (result["exit_code"], result["errors"], result["failed"]) == (2, 1, 0)
+
+
+def test_each_step_is_announced_as_it_begins(tmp_path: Path) -> None:
+    populate = [{"kind": "command", "argv": ["echo", "{{marker}}"]}]
+    run = Run(tmp_path, toy_plan(populate=populate))
+    assert run.proc.returncode == 0, run.output
+    lines = [" ".join(ln.split()) for ln in run.proc.stdout.splitlines()]
+    for began, ended in (
+        (
+            f"populate 1/1 command echo {MARKER} ...",
+            f"populate 1/1 command echo {MARKER} -> exit 0",
+        ),
+        ("check 1/1 ready ...", "check 1/1 PASS ready"),
+        ("old stopping ...", "old stopped in"),
+    ):
+        ends = next(i for i, ln in enumerate(lines) if ln.startswith(ended))
+        assert lines[ends - 1] == began, lines
+    # the record keeps each step once, as it ended
+    texts = [step["text"] for step in run.result()["steps"]]
+    assert not any(text.endswith("...") for text in texts), texts

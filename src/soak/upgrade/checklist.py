@@ -229,7 +229,10 @@ def run_checks(
     ctx: CheckContext,
     on_result: Callable[[int, CheckResult], Any] = lambda i, r: None,
     sleep: Callable[[float], None] = time.sleep,
+    on_start: Callable[[int, str], Any] = lambda i, name: None,
 ) -> list[CheckResult]:
+    """Each check in order, `on_start` as it begins (one that hangs is seen), `on_result`
+    with its verdict."""
     results: list[CheckResult] = []
     status: dict[str, Status] = {}
     for i, check in enumerate(checks):
@@ -239,6 +242,7 @@ def run_checks(
                 check, "needs " + ", ".join(f"{n!r} ({status.get(n, 'not run')})" for n in unmet)
             )
         else:
+            on_start(i, check.name)
             result = run_check(check, ctx, sleep)
         status[check.name] = result.status
         results.append(result)
