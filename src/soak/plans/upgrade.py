@@ -370,7 +370,7 @@ class UpgradeRun:
             self._remove_run_dir()
 
     def _keep_logs(self) -> None:
-        dest = upgrade_logs_dir(self.run_dir.parent, self.run_id)
+        dest = upgrade_logs_dir(self.run_dir)
         if keep_logs(self.run_dir, dest, self.values.redact):
             self.result.logs_dir = dest
             self.out.show("cleanup", f"kept the failed run's logs in {dest}")

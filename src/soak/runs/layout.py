@@ -217,9 +217,10 @@ def upgrade_run_dir(base: Path, run_id: str) -> Path:
     return base / f"{UPGRADE_RUN_PREFIX}{run_id_tail(run_id)}"
 
 
-def upgrade_logs_dir(base: Path, run_id: str) -> Path:
-    """Where a failed upgrade run's logs are kept after its run directory goes."""
-    return base / f"{UPGRADE_LOGS_PREFIX}{run_id_tail(run_id)}"
+def upgrade_logs_dir(run_dir: Path) -> Path:
+    """Where a failed upgrade run's logs are kept after its run directory goes: beside
+    it, with its token (`soak-upgrade-TOKEN` -> `soak-upgrade-logs-TOKEN`)."""
+    return run_dir.parent / f"{UPGRADE_LOGS_PREFIX}{run_dir.name.removeprefix(UPGRADE_RUN_PREFIX)}"
 
 
 def upgrade_owner_files(base: Path) -> list[Path]:
