@@ -188,7 +188,12 @@ def test_a_new_version_that_cannot_start_on_the_old_data_exits_1_with_its_log(
     # the log lines once, in the body; the message is the reason alone
     assert "fatal" not in failure.get("message", "")
     assert (failure.text or "").count("fatal: schema version 9 unknown") == 1
-    assert list(work.iterdir()) == []
+    # the run directory went; the failed run's logs stay beside it, the API key masked
+    (logs,) = work.iterdir()
+    assert logs.name.startswith("soak-upgrade-logs-")
+    texts = {str(p.relative_to(logs)): p.read_text() for p in logs.rglob("*") if p.is_file()}
+    assert "fatal: schema version 9 unknown" in texts["new/pdns-auth.log"], texts
+    assert all(API_KEY not in text for text in texts.values())
 
 
 def test_validate_accepts_the_shipped_plan(archive: Path) -> None:

@@ -82,8 +82,20 @@ def upgrade(
         capture_output=True, text=True, timeout=120, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )  # fmt: skip
-    assert list(work.iterdir()) == []  # nothing left behind
+    assert kept_logs(work) == []  # nothing left behind but a failed run's logs
     return proc, junit
+
+
+def kept_logs(work: Path) -> list[Path]:
+    """What a run left in the work directory, a failed run's kept logs aside; those
+    (their files) are asserted where a test expects them."""
+    return [p for p in work.iterdir() if not p.name.startswith("soak-upgrade-logs-")]
+
+
+def logs_of(work: Path) -> dict[str, str]:
+    """The kept logs of the one failed run in `work`: file (under its directory) -> text."""
+    (logs,) = work.glob("soak-upgrade-logs-*")
+    return {str(p.relative_to(logs)): p.read_text() for p in logs.rglob("*") if p.is_file()}
 
 
 def cases(junit: Path) -> dict[str, ET.Element]:
@@ -107,6 +119,10 @@ def test_the_new_version_failing_on_the_old_data_is_a_failed_check(tmp_path: Pat
     assert "\nfatal: unknown data format format-1" in failure.text  # its log, one line a line
     assert cases(junit)["ready"].find("skipped") is not None
     assert "fatal: unknown data format format-1" in proc.stdout
+    # the failed run's logs stay without --keep: the new version's, where the docs say
+    logs = logs_of(tmp_path / "work")
+    assert "fatal: unknown data format format-1" in logs["new/toy.log"], logs
+    assert "kept the failed run's logs in " in proc.stdout
 
 
 def test_the_old_version_failing_on_its_own_data_is_a_plan_that_cannot_run(
@@ -203,6 +219,9 @@ def test_sigterm_during_populate_stops_the_server_and_reports(tmp_path: Path) ->
             server_pid = int(m.group(1))
             break
     assert server_pid
+    # the step is announced as it begins: a step that hangs shows what it is doing
+    begun = next(line for line in proc.stdout if line.startswith("populate"))
+    assert begun == "populate  1/1 command sleep 30 ...\n"
     sleeper = wait_for_child(proc.pid, "sleep")
     wait_blocked(proc.pid)  # soak reading the step's output, not still launching it
     proc.send_signal(signal.SIGTERM)
@@ -211,7 +230,10 @@ def test_sigterm_during_populate_stops_the_server_and_reports(tmp_path: Path) ->
     assert not pid_alive(server_pid) and not pid_alive(sleeper)
     assert list(work.iterdir()) == []
     error = cases(junit)["interrupted"].find("error")
-    assert error is not None and error.get("message", "").startswith("SIGTERM during populate:")
+    assert error is not None and error.get("message", "").startswith(
+        "SIGTERM during populate: `populate 1/1 command sleep 30` was under way;"
+    )
+    assert "populate 1/1 command sleep 30" in err  # the interruption's line names the step
     assert cases(junit)["ready"].find("skipped") is not None
 
 
@@ -279,7 +301,9 @@ def test_a_failed_migration_quotes_stderr_and_every_planned_case_is_reported(
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert list(work.iterdir()) == []
+    assert kept_logs(work) == []
+    assert "boom: schema v9 unknown" in logs_of(work)["migrate.log"]
+    assert json.loads(report.read_text())["runs"][0]["logs_dir"].startswith(str(work))
     failure = cases(junit)["migrate"].find("failure")
     assert failure is not None
     assert failure.get("message", "").endswith("sh exited with 3: boom: schema v9 unknown")

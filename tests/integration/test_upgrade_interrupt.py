@@ -314,4 +314,7 @@ def test_a_failed_migration_container_quotes_its_stderr(
     assert failure is not None
     assert failure.get("message", "").endswith("exited with 3: boom: schema v9 unknown")
     assert "stderr: boom: schema v9 unknown\nstdout: converting" in (failure.text or "")
-    assert list(work.iterdir()) == []  # the log went with the run directory; the case has it
+    # the run directory went; the failed run's logs stay beside it (the case has them too)
+    (logs,) = work.iterdir()
+    assert logs.name.startswith("soak-upgrade-logs-")
+    assert "boom: schema v9 unknown" in (logs / "migrate.log").read_text()

@@ -86,12 +86,15 @@ def test_keep_leaves_the_migrated_data(archive: Path, tmp_path: Path) -> None:
     assert processes_mentioning(str(tmp_path / "run")) == []
 
 
-def test_a_failing_populate_step_stops_the_run(archive: Path, tmp_path: Path) -> None:
+def test_a_failing_populate_step_stops_the_run_as_a_plan_that_cannot_run(
+    archive: Path, tmp_path: Path
+) -> None:
     result, _ = run(archive, tmp_path, "populate.1.status=418")
     first = result.checks[0]
-    assert (first.name, first.status) == ("populate 2/5", "fail")
+    # the setup broke, not the upgrade: an error case, exit 2
+    assert (first.name, first.status) == ("populate 2/5", "error")
     assert "expected status 418; got 200" in first.got
     assert all(c.status == "skip" for c in result.checks[1:])
-    assert len(result.checks) == 19 and result.exit_code == 1
+    assert len(result.checks) == 19 and result.exit_code == 2
     assert not (tmp_path / "run").exists()
     assert processes_mentioning(str(tmp_path / "run")) == []

@@ -152,6 +152,10 @@ def test_unbound_1_13_to_1_26_accepts_the_config_and_answers_the_same(work: Path
     result, run_id = run("unbound-to-1.26.yaml", work, old="1.13")
     assert not_passed(result) == {}
     assert result.plan == "unbound-to-1.26[old 1.13]" and len(result.checks) == 8
+    # which servers ran, as they say themselves (the plan's server_version: unbound -V)
+    reported = {side: ident.reported or "" for side, ident in result.versions.items()}
+    assert reported["old"].startswith("1.13.") and reported["new"].startswith("1.26."), reported
+    assert all(ident.image_id for ident in result.versions.values())
     by_name = {c.name: c for c in result.checks}
     assert by_name["the configuration accepted by the new unbound-checkconf"].got == "exit 0"
     assert by_name["statistics through unbound-control"].got.startswith(

@@ -64,7 +64,11 @@ def test_lookup_order_saved_then_vars_then_env() -> None:
 
 
 def test_secrets_are_masked_once_seen() -> None:
-    values = Values({"plain": "visible"}, {"DB_PASSWORD": "hunter22"}, secret_names=["plain"])
+    values = Values(
+        {"plain": "visible"},
+        {"DB_PASSWORD": "hunter22"},
+        secret_names=["plain", "api_token", "DB_PASSWORD"],
+    )
     values.save("api_token", "tok-123456")
     values.save("zone_id", "example.test.")
     rendered = values.render("{{env.DB_PASSWORD}}:{{plain}}")
@@ -74,8 +78,19 @@ def test_secrets_are_masked_once_seen() -> None:
     assert values.redact_obj({"a": ["tok-123456"]}) == {"a": ["***"]}
 
 
+def test_only_the_declared_secrets_are_masked() -> None:
+    # DNS data named like a credential (a DNSKEY, a key id) is shown as it is.
+    values = Values({}, {"ADMIN_TOKEN": "tok-abcdef"}, secret_names=["admin_password"])
+    values.save("dnskey", "257 3 13 mdsswUyr3DPW132mOi8V9xESWE8jTo0d")
+    values.save("key_id", "20326")
+    values.save("admin_password", "hunter22")
+    values.render("{{env.ADMIN_TOKEN}}")
+    text = "dnskey 257 3 13 mdsswUyr3DPW132mOi8V9xESWE8jTo0d id 20326 tok-abcdef hunter22"
+    assert values.redact(text) == text.replace("hunter22", "***")
+
+
 def test_short_secret_values_do_not_garble_messages() -> None:
-    values = Values({}, {})
+    values = Values({}, {}, secret_names=["key"])
     values.save("key", "1")
     assert values.redact("status 201") == "status 201"
 

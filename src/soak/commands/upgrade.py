@@ -1,22 +1,43 @@
 """`soak upgrade PLAN`: old data under a new version, a checklist, JUnit for CI.
 
-Exit 0 when every check passes, 1 when the upgrade fails (a check, a populate,
-snapshot or migrate step, or the new version not starting on the old data), 2 for
-a plan that cannot run (a bad plan, a missing image or binary, the old version
-failing on its own data).
+Exit 0 when every check passes, 1 when the upgrade fails (a check, a migrate step,
+or the new version not starting on the old data), 2 for a plan that cannot run (a bad
+plan, a missing image or binary, the old version failing on its own data or a setup
+step on it: data, populate, snapshot, the load's start).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
 from soak.commands.options import json_on_stdout
-from soak.plans.upgrade import run_pair
+from soak.plans.upgrade import UpgradeRun
+from soak.runs.layout import upgrade_run_dir
+from soak.runs.runid import new_run_id
 from soak.upgrade.cases import interrupted_case
+from soak.upgrade.config import UpgradePlan
 from soak.upgrade.gate import Reports, RunInterrupted, cannot_run, gate, raise_for
 from soak.upgrade.interrupt import Interrupted, trap_signals
+from soak.upgrade.result import UpgradeResult
+
+
+def run_pair(plan: UpgradePlan, keep: bool, base: Path) -> UpgradeResult:
+    """One old/new pair in a run directory under `base`, its steps shown as they happen
+    (`phase  text`; a step under way ends with `...`)."""
+    run_id = new_run_id(plan.name)
+    run_dir = upgrade_run_dir(base, run_id).resolve()
+
+    def show(phase: str, text: str) -> None:
+        click.echo(f"{phase:<9} {text}")
+
+    click.echo(f"soak upgrade {plan.name} (run {run_id})")
+    run = UpgradeRun(
+        plan, run_dir=run_dir, run_id=run_id, keep=keep, env=dict(os.environ), show=show
+    )
+    return run.run()
 
 
 @click.command("upgrade")

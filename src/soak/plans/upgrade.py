@@ -10,36 +10,35 @@ the checks and the migration, and keeps the outcome (upgrade.outcome).
 Whatever happens, every started version is stopped, every container of the run is
 removed (found again by its labels: one created in the moment of a SIGINT too) and
 (unless `keep`) the run directory and a volume made for the run are removed. A
-populate, snapshot or migrate step that fails ends the run with a failed case named
-after it (exit 1), and so does the new version failing on the old data (it exits or
-never gets ready: `new version starts`, with its log lines) or the old one on the
-rollback. A plan that cannot run ends it with `start_error` (exit 2, an error case):
-a version that cannot be launched at all (image or binary missing, port taken), or
-the old version failing on the plan's own data. SIGINT or SIGTERM (Interrupted)
-ends it with an error case `interrupted` (exit 130 or 143). Every planned case is
-reported every time (upgrade.cases), the ones not reached as skipped.
+migrate step that fails ends the run with a failed case named after it (exit 1), and
+so does the new version failing on the old data (it exits or never gets ready: `new
+version starts`, with its log lines) or the old one on the rollback. A plan that
+cannot run ends it with `start_error` (exit 2, an error case): a version that cannot
+be launched at all (image or binary missing, port taken), the old version failing on
+the plan's own data, or a setup step on it (data, populate, snapshot, the load's
+start) failing: a pipeline tells "setup broken" from "upgrade broken" by the code.
+SIGINT or SIGTERM (Interrupted) ends it with an error case `interrupted` (exit 130 or
+143). Every planned case is reported every time (upgrade.cases), the ones not reached
+as skipped.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
-
 from soak.errors import InputError, TargetStartError
 from soak.labels import owner_label
-from soak.runs.layout import upgrade_migrate_log, upgrade_owner_file, upgrade_run_dir
+from soak.runs.layout import upgrade_logs_dir, upgrade_migrate_log, upgrade_owner_file
 from soak.runs.live_targets import LiveTargets
-from soak.runs.runid import new_run_id
 from soak.targets.specs import DockerTarget, TargetConfig
 from soak.upgrade import actions, docker_data
 from soak.upgrade.actions import StepFailed, Version
+from soak.upgrade.artefacts import keep_logs
 from soak.upgrade.cases import ROLLBACK_PREFIX, exact_probes, probe_case_name
 from soak.upgrade.checklist import CheckContext, run_checks
 from soak.upgrade.config import (
@@ -49,6 +48,7 @@ from soak.upgrade.config import (
     UpgradePlan,
 )
 from soak.upgrade.data import PlanData, make_data
+from soak.upgrade.identity import identify
 from soak.upgrade.interrupt import Interrupted
 from soak.upgrade.migrate import MigrateWhere, run_migrate
 from soak.upgrade.outcome import Outcome, Show
@@ -100,6 +100,10 @@ class UpgradeRun:
         )
         self._load: SwapLoadRun | None = None
         self._old_ports: dict[str, int] = {}
+        # False while the old version is set up (data, populate, snapshot, load): a step
+        # failing then is a plan that cannot run (exit 2); from the migration on, the
+        # upgrade failing (exit 1).
+        self._upgrading = False
 
     # ---------------------------------------------------------------- the run
 
@@ -137,19 +141,24 @@ class UpgradeRun:
         plan, out = self.plan, self.out
         snapshot = Snapshot.of(plan.snapshot, plan.base_dir)
         try:
-            self._phase("data", lambda: make_data(plan, self.values, *self._where()))
+            self._phase("data", "preparing", lambda: make_data(plan, self.values, *self._where()))
             old = self._start("old", plan.old)
             try:
                 self._populate(old.version)
-                self._phase("snapshot", lambda: "; ".join(snapshot.take(self.values, old.version)))
+                self._phase(
+                    "snapshot",
+                    f"{len(plan.snapshot)} item(s)",
+                    lambda: "; ".join(snapshot.take(self.values, old.version)),
+                )
                 if plan.load is not None:
                     self._start_load(old.version)
             finally:
                 if self._load is not None:
                     self._load.mark_stop()
                 self._stop("old")
+            self._upgrading = True
             if plan.migrate is not None:
-                self._phase("migrate", self._migrate)
+                self._phase("migrate", "running", self._migrate)
             new = self._start("new", plan.new)
             try:
                 if self._load is not None:
@@ -158,7 +167,7 @@ class UpgradeRun:
                 swap = self.result.swap
                 ctx = CheckContext(self.values, new.version, snapshot, plan.base_dir, swap)
                 with out.in_phase("checks"):
-                    run_checks(plan.checks, ctx, out.on_check)
+                    run_checks(plan.checks, ctx, out.on_check, on_start=out.on_check_start)
             finally:
                 self._stop("new")
             if plan.rollback is not None:
@@ -166,7 +175,10 @@ class UpgradeRun:
         except StepFailed as exc:
             name = str(exc).split(":", 1)[0]
             output = output_block(self.values, "last output lines", exc.output_lines)
-            out.abort_checks(name, str(exc), output)
+            if self._upgrading:  # a migration: the upgrade's own answer
+                out.abort_checks(name, str(exc), output)
+            else:  # the setup on the old version: nothing about the upgrade is known
+                out.cannot_run(name, f"setup failed on the old version: {exc}", str(exc), output)
         except VersionFailed as exc:
             output = output_block(self.values, "last log lines", exc.log_lines)
             if exc.side == "new":  # the new version on the old data: the upgrade fails
@@ -182,7 +194,9 @@ class UpgradeRun:
     def _where(self) -> tuple[Path, str, PlanData]:
         return self.run_dir, self.run_id, self.data
 
-    def _phase(self, phase: str, action: Callable[[], str]) -> None:
+    def _phase(self, phase: str, what: str, action: Callable[[], str]) -> None:
+        """A step announced as it begins (`what`), shown with its result as it ends."""
+        self.out.announce(phase, what)
         start_s = time.monotonic()
         try:
             with self.out.in_phase(phase):
@@ -202,7 +216,7 @@ class UpgradeRun:
         data_dir = self.data.data_dir
         rendered = version_cfg(self.plan, self.values, side, cfg, self._old_ports, data_dir)
         label = f"{rendered.name} {rendered.version}".strip()
-        self.out.show(side, f"starting {label}")
+        self.out.show(side, f"starting {label}", begins=True)
         start_s = time.monotonic()
         what = f"{side} version ({label}) cannot start: "
         launched = answers_enough(rendered) if side != "old" else rendered
@@ -230,6 +244,9 @@ class UpgradeRun:
         if isinstance(cfg, DockerTarget) and cfg.volume is not None:
             data_dir = Path(cfg.volume.mount)  # docker: the volume's mount point inside
         version = Version(side, running, data_dir, env, list(self.plan.allow_targets))
+        ident = identify(side, rendered, version, self.plan.server_version, self.values)
+        self.result.versions[side] = ident
+        self.out.show(side, ident.describe())
         return Started(version, rendered)
 
     def _stop(self, side: str) -> None:
@@ -237,6 +254,7 @@ class UpgradeRun:
             return
         start_s = time.monotonic()
         with self.out.in_phase(f"{side} stop"):
+            self.out.announce(side, "stopping")
             info = self.targets.stop(side)
         took_s = time.monotonic() - start_s  # one reading: the line and the record agree
         took = f" in {took_s:.2f} s"
@@ -263,11 +281,12 @@ class UpgradeRun:
         load = self._load = SwapLoadRun(
             self.plan.load, self.plan.base_dir, list(self.plan.allow_targets)
         )
-        self._phase("load", lambda: "started: " + load.start(version))
+        self._phase("load", "starting", lambda: "started: " + load.start(version))
 
     def _finish_load(self, settle_s: float | None = None) -> None:
         assert self._load is not None
         with self.out.in_phase("load"):
+            self.out.announce("load", "stopping")
             stats = self.result.swap = self._load.finish(settle_s)
         self.out.show("load", "stopped: " + stats.describe())
 
@@ -277,14 +296,14 @@ class UpgradeRun:
         total = len(self.plan.populate)
         for i, step in enumerate(self.plan.populate):
             count = f"{i + 1}/{total}"
+            what = f"{count} {actions.filled(self.values, version, describe_step(step))}"
 
-            def action(step: PopulateStep = step, count: str = count) -> str:
-                what = actions.filled(self.values, version, describe_step(step))
+            def action(step: PopulateStep = step, what: str = what) -> str:
                 done = actions.run_populate_step(step, self.values, version, self.plan.base_dir)
-                return f"{count} {what} -> {done}"
+                return f"{what} -> {done}"
 
             try:
-                self._phase("populate", action)
+                self._phase("populate", what, action)
             except StepFailed as exc:
                 detail = str(exc).removeprefix("populate: ")
                 raise StepFailed(f"populate {count}: {detail}") from exc
@@ -308,7 +327,7 @@ class UpgradeRun:
         if rollback.migrate is not None:
             down = rollback.migrate
             try:
-                self._phase("rollback", lambda: self._migrate(down, "down"))
+                self._phase("rollback", "down-migrating", lambda: self._migrate(down, "down"))
             except StepFailed as exc:
                 output = output_block(self.values, "last output lines", exc.output_lines)
                 return refused("migrate", "the down-migration to succeed", str(exc), output)
@@ -323,7 +342,12 @@ class UpgradeRun:
             self._probe_cases(started, ROLLBACK_PREFIX)
             ctx = CheckContext(self.values, started.version, snapshot, self.plan.base_dir)
             with self.out.in_phase("rollback checks"):
-                run_checks(rollback.checks, ctx, self.out.on_rollback_check)
+                run_checks(
+                    rollback.checks,
+                    ctx,
+                    self.out.on_rollback_check,
+                    on_start=self.out.on_rollback_check_start,
+                )
         finally:
             self._stop("rollback")
 
@@ -341,7 +365,15 @@ class UpgradeRun:
                 self._cleanup_part(f"the {side} version", functools.partial(self._stop, side))
             if self.plan.uses_docker:
                 self._cleanup_part("the run's containers", self._remove_containers)
+            if not self.keep and self.out.failed():
+                self._cleanup_part("the logs", self._keep_logs)
             self._remove_run_dir()
+
+    def _keep_logs(self) -> None:
+        dest = upgrade_logs_dir(self.run_dir)
+        if keep_logs(self.run_dir, dest, self.values.redact):
+            self.result.logs_dir = dest
+            self.out.show("cleanup", f"kept the failed run's logs in {dest}")
 
     def _remove_containers(self) -> None:
         removed = docker_data.remove_run(self.run_id, keep_volumes=self.keep)
@@ -357,31 +389,10 @@ class UpgradeRun:
                 self.out.internal_error(exc)
 
     def _remove_run_dir(self) -> None:
-        volume = self.data.volume
+        volume, show = self.data.volume, functools.partial(self.out.show, "cleanup")
         if self.keep:
-            self.out.show(
-                "cleanup", f"kept {self.run_dir}" + (f" and volume {volume}" if volume else "")
-            )
-            return
+            return show(f"kept {self.run_dir}" + (f" and volume {volume}" if volume else ""))
         if volume and self.data.made_volume:
             docker_data.remove_volume(volume)
         shutil.rmtree(self.run_dir, ignore_errors=True)
-        leftover = self.run_dir.exists()
-        self.out.show(
-            "cleanup", f"removed {self.run_dir}" + (" (some files remain)" if leftover else "")
-        )
-
-
-def run_pair(plan: UpgradePlan, keep: bool, base: Path) -> UpgradeResult:
-    """One old/new pair in a run directory under `base`, its steps shown as they happen."""
-    run_id = new_run_id(plan.name)
-    run_dir = upgrade_run_dir(base, run_id).resolve()
-
-    def show(phase: str, text: str) -> None:
-        click.echo(f"{phase:<9} {text}")
-
-    click.echo(f"soak upgrade {plan.name} (run {run_id})")
-    run = UpgradeRun(
-        plan, run_dir=run_dir, run_id=run_id, keep=keep, env=dict(os.environ), show=show
-    )
-    return run.run()
+        show(f"removed {self.run_dir}" + (" (some files remain)" if self.run_dir.exists() else ""))

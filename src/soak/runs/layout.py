@@ -77,6 +77,7 @@ COMPARE_FILES = {"json": "compare.json", "md": "compare.md"}
 # An upgrade's, see above:
 UPGRADE_RUN_PREFIX = "soak-upgrade-"
 UPGRADE_OWNER = "soak-upgrade.owner"
+UPGRADE_LOGS_PREFIX = "soak-upgrade-logs-"  # beside the run directory; it has no owner file
 UPGRADE_DATA = "data"
 UPGRADE_MIGRATE_LOGS = {"up": "migrate.log", "down": "rollback-migrate.log"}
 UPGRADE_SQLITE = "soak-upgrade.db"
@@ -214,6 +215,12 @@ def load_agents_dir(run_id: str) -> Path:
 
 def upgrade_run_dir(base: Path, run_id: str) -> Path:
     return base / f"{UPGRADE_RUN_PREFIX}{run_id_tail(run_id)}"
+
+
+def upgrade_logs_dir(run_dir: Path) -> Path:
+    """Where a failed upgrade run's logs are kept after its run directory goes: beside
+    it, with its token (`soak-upgrade-TOKEN` -> `soak-upgrade-logs-TOKEN`)."""
+    return run_dir.parent / f"{UPGRADE_LOGS_PREFIX}{run_dir.name.removeprefix(UPGRADE_RUN_PREFIX)}"
 
 
 def upgrade_owner_files(base: Path) -> list[Path]:

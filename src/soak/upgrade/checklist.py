@@ -7,6 +7,7 @@ deadline passes; the last attempt's verdict is the one reported.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from soak.upgrade.actions import (
     run_command,
 )
 from soak.upgrade.config.checks import (
+    REGEX_FIELDS,
+    TEMPLATED_EXPECT_FIELDS,
     ApiCheck,
     Check,
     CommandCheck,
@@ -100,9 +103,41 @@ def _log_lines(path: Path | None) -> Iterator[str]:
         return
 
 
+# What each kind compares with `{{name}}` filled in (its request is filled as it is sent).
+_EXPECTED_FIELDS: dict[type[Check], tuple[str, ...]] = {
+    ApiCheck: ("header",),
+    DigCheck: ("answers", "contains"),
+    LogCheck: ("pattern",),
+    MetricCheck: ("path", "labels"),
+    FileCheck: ("owner", "group"),
+    CommandCheck: ("stdout_contains", "stdout_matches"),
+}
+
+
+def filled_check(check: Check, values: Values) -> Check:
+    """`check` with `{{name}}` filled into what it expects (a value in a regex escaped:
+    it is text to find), so that a saved or var value is compared, never `{{name}}`."""
+    update: dict[str, Any] = {}
+    for field in _EXPECTED_FIELDS.get(type(check), ()):
+        quote = re.escape if field in REGEX_FIELDS else None
+        update[field] = values.render(getattr(check, field), quote)
+    if isinstance(check, ApiCheck):
+        update["expect"] = [
+            e.model_copy(
+                update={
+                    k: values.render(getattr(e, k))
+                    for k in TEMPLATED_EXPECT_FIELDS & e.model_fields_set
+                }
+            )
+            for e in check.expect
+        ]
+    return check.model_copy(update=update)
+
+
 def evaluate(check: Check, ctx: CheckContext) -> Verdict:
     """One attempt of one check."""
     values, version = ctx.values, ctx.version
+    check = filled_check(check, values)
     if isinstance(check, ApiCheck):
         result = api_call(values, version, check)
         return judge_api(check, result)
@@ -194,7 +229,10 @@ def run_checks(
     ctx: CheckContext,
     on_result: Callable[[int, CheckResult], Any] = lambda i, r: None,
     sleep: Callable[[float], None] = time.sleep,
+    on_start: Callable[[int, str], Any] = lambda i, name: None,
 ) -> list[CheckResult]:
+    """Each check in order, `on_start` as it begins (one that hangs is seen), `on_result`
+    with its verdict."""
     results: list[CheckResult] = []
     status: dict[str, Status] = {}
     for i, check in enumerate(checks):
@@ -204,6 +242,7 @@ def run_checks(
                 check, "needs " + ", ".join(f"{n!r} ({status.get(n, 'not run')})" for n in unmet)
             )
         else:
+            on_start(i, check.name)
             result = run_check(check, ctx, sleep)
         status[check.name] = result.status
         results.append(result)

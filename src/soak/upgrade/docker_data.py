@@ -28,6 +28,13 @@ def _engine() -> Any:
     return engine()
 
 
+def image_of(container_id: str) -> tuple[str, list[str]]:
+    """The image a container runs: its id and its repository digests (none for an image
+    built here and never pushed)."""
+    image = _engine().containers.get(container_id).image
+    return str(image.id), list(image.attrs.get("RepoDigests") or [])
+
+
 LABEL_UPGRADE = "soak.upgrade"  # the upgrade run's id, on everything the run makes
 
 

@@ -60,8 +60,10 @@ RunPair = Callable[[UpgradePlan, bool, Path], UpgradeResult]
 class RunInterrupted(SoakError):
     """SIGINT or SIGTERM: what the run made is removed, the reports say so."""
 
-    def __init__(self, exc: Interrupted) -> None:
-        super().__init__(f"{exc}; the run was stopped and cleaned up (see the reports)")
+    def __init__(self, exc: Interrupted, where: str = "") -> None:
+        """`where`: the phase and the step under way (`during populate: ...`)."""
+        where = f" {where}" if where else "; the run was stopped and cleaned up"
+        super().__init__(f"{exc}{where} (see the reports)")
         self.exit_code = exc.exit_code
 
 
@@ -127,9 +129,10 @@ def gate(
 
 
 def raise_for(results: list[UpgradeResult]) -> None:
-    interrupted = next((r.interrupted for r in results if r.interrupted), None)
-    if interrupted is not None:
-        raise RunInterrupted(Interrupted(signal.Signals[interrupted].value))
+    stopped = next((r for r in results if r.interrupted), None)
+    if stopped is not None and stopped.interrupted is not None:
+        exc = Interrupted(signal.Signals[stopped.interrupted].value)
+        raise RunInterrupted(exc, stopped.interrupted_where)
     internal = [r.internal_error for r in results if r.internal_error is not None]
     if internal:  # reported in the JUnit case with its traceback
         raise SoakError("internal error: " + "; ".join(internal))

@@ -26,6 +26,7 @@ class Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         self.signum = signum
         self.phase: str | None = None  # the innermost step it went through, named there
+        self.step = ""  # the step then under way, as announced (upgrade.outcome)
         super().__init__(f"interrupted by {self.signal_name}")
 
     @property

@@ -48,6 +48,7 @@ class Outcome:
         self.values = values
         self._show = show
         self.phase_now = "data"  # what the run was doing, for an interruption
+        self.step_now = ""  # the step under way (announced, not yet ended), for the same
         self.begin()
         self.cases = CaseBook(planned_cases(plan))
         self.result = UpgradeResult(
@@ -71,9 +72,12 @@ class Outcome:
         ok: bool = True,
         duration_ms: float = 0.0,
         started_s: float | None = None,
+        begins: bool = False,
     ) -> None:
-        """A step as it happened; `started_s` (monotonic) when it began, default now."""
+        """A step as it happened; `started_s` (monotonic) when it began, default now;
+        `begins`: the step is under way (a start: its `ready` line ends it)."""
         text = self.values.redact(text)
+        self.step_now = f"{phase} {text}" if begins else ""
         began = time.monotonic() - duration_ms / 1000.0 if started_s is None else started_s
         offset_s = max(0.0, began - self.start_s)
         self.result.steps.append(StepRecord(phase, text, ok, duration_ms, offset_s))
@@ -81,6 +85,13 @@ class Outcome:
         # (the run's wall start plus its monotonic offset: the steps keep their order).
         self.events.add(phase, text, duration_ms / 1000.0, self.start_ns + s_to_ns(offset_s))
         self._show(phase, text)
+
+    def announce(self, phase: str, text: str) -> None:
+        """A step as it begins, shown and not recorded (its record comes when it ends):
+        a step that hangs shows what it is doing, and an interruption names it."""
+        text = self.values.redact(text)
+        self._show(phase, f"{text} ...")
+        self.step_now = f"{phase} {text}"
 
     def show_since(self, phase: str, text: str, start_s: float, ok: bool = True) -> None:
         """A step that began at `start_s` (monotonic) and ends now."""
@@ -96,7 +107,18 @@ class Outcome:
             yield
         except Interrupted as exc:
             exc.phase = exc.phase or phase
+            exc.step = exc.step or self.step_now  # before a stop in a `finally` announces
             raise
+
+    def failed(self) -> bool:
+        """Whether the run so far failed or could not run (an interruption is a cancel,
+        not a verdict: it keeps nothing)."""
+        result = self.result
+        if result.interrupted is not None:
+            return False
+        if result.start_error is not None or result.internal_error is not None:
+            return True
+        return any(c.status in ("fail", "error") for c in self.cases.assemble())
 
     def finish(self) -> UpgradeResult:
         self.result.checks = self.cases.assemble()
@@ -137,7 +159,12 @@ class Outcome:
             return
         self.result.interrupted = exc.signal_name
         where = exc.phase or self.phase_now
-        reason = f"{exc.signal_name} during {where}: the run was stopped and cleaned up"
+        step = exc.step or self.step_now
+        under_way = f"`{step}` was under way; " if step else ""
+        self.result.interrupted_where = (
+            f"during {where}: {under_way}the run was stopped and cleaned up"
+        )
+        reason = f"{exc.signal_name} {self.result.interrupted_where}"
         section: Section = "rollback" if where.startswith("rollback") else "upgrade"
         cause = interrupted_case(reason)
         self.cases.causes[section].append(cause)
@@ -155,10 +182,19 @@ class Outcome:
 
     # ---------------------------------------------------------------- verdicts
 
-    def on_check(self, index: int, result: CheckResult, phase: str = "check") -> None:
+    def _check_total(self, phase: str) -> int:
         rollback = self.plan.rollback
         checks = rollback.checks if phase == "rollback" and rollback else []
-        total = len(checks or self.plan.checks)
+        return len(checks or self.plan.checks)
+
+    def on_check_start(self, index: int, name: str, phase: str = "check") -> None:
+        self.announce(phase, f"{index + 1}/{self._check_total(phase)} {name}")
+
+    def on_rollback_check_start(self, index: int, name: str) -> None:
+        self.on_check_start(index, name, "rollback")
+
+    def on_check(self, index: int, result: CheckResult, phase: str = "check") -> None:
+        total = self._check_total(phase)
         if phase == "rollback":
             result = replace(result, name=ROLLBACK_PREFIX + result.name)
         self.cases.record(result)

@@ -133,10 +133,14 @@ def _junit_suite(suites: ET.Element, result: UpgradeResult) -> None:
         ("swap_lost", result.swap.lost if result.swap else None),
         ("swap_longest_gap_s", _rounded(result.swap.longest_gap_s) if result.swap else None),
         ("interrupted", result.interrupted),
+        ("logs_dir", result.logs_dir),
     ):
-        if value is None and name.startswith(("swap_", "rollback_", "interrupted")):
+        if value is None and name.startswith(("swap_", "rollback_", "interrupted", "logs_")):
             continue
         ET.SubElement(props, "property", name=name, value="" if value is None else str(value))
+    for ident in result.versions.values():  # which server each version really was
+        for name, text in ident.properties():
+            ET.SubElement(props, "property", name=name, value=_xml_text(text))
     for check in result.checks:
         _junit_case(suite, result.plan, check)
     out = ET.SubElement(suite, "system-out")
@@ -204,6 +208,8 @@ def to_json(result: UpgradeResult) -> dict[str, Any]:
         "internal_error": result.internal_error,
         "swap": result.swap.to_json() if result.swap is not None else None,
         "run_dir": str(result.run_dir) if result.keep else None,
+        "logs_dir": str(result.logs_dir) if result.logs_dir is not None else None,
+        "versions": {side: ident.to_json() for side, ident in result.versions.items()},
         "checks": [
             {
                 "name": c.name,

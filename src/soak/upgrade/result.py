@@ -11,6 +11,7 @@ from soak.points import Point
 from soak.runs.events import EventRecord
 from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import ApiStep, CommandStep, DnsStep, PopulateStep
+from soak.upgrade.identity import Identity
 from soak.upgrade.swap import SwapStats
 
 
@@ -46,7 +47,10 @@ class UpgradeResult:
     start_error: str | None = None
     swap: SwapStats | None = None  # what the plan's `load:` saw through the swap
     interrupted: str | None = None  # the signal that stopped the run (SIGINT, SIGTERM)
+    interrupted_where: str = ""  # `during PHASE: STEP was under way; ...`, for its line
     internal_error: str | None = None  # a fault of soak or the engine (exit 3)
+    logs_dir: Path | None = None  # a failed run's logs, kept (upgrade.artefacts)
+    versions: dict[str, Identity] = field(default_factory=dict)  # by side, as started
 
     def count(self, status: str) -> int:
         return sum(1 for c in self.checks if c.status == status)

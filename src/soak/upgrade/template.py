@@ -2,8 +2,9 @@
 
 `{{name}}` looks up a value saved by a populate step, then the plan's `vars`,
 then the environment; `{{env.NAME}}` is the environment only. Values whose
-names are listed in `secrets:` or look like credentials (key, token, secret,
-password) are replaced by `***` in everything the run prints or writes.
+names the plan lists in `secrets:` (and only those: a saved `dnskey` or `key_id` is
+DNS data, not a credential) are replaced by `***` in everything the run prints or
+writes.
 
 Single-brace placeholders of the running target (`{data_dir}`, `{run_dir}`,
 `{host}`, `{port.NAME}`) are filled by soak.placeholders.fill; any other braces
@@ -13,13 +14,12 @@ Single-brace placeholders of the running target (`{data_dir}`, `{run_dir}`,
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from soak.errors import InputError
 
 TEMPLATE_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*\}\}")
-SECRET_NAME_RE = re.compile(r"key|token|secret|passw", re.IGNORECASE)
 MASK = "***"
 
 
@@ -53,12 +53,7 @@ class Values:
         self._secret_values: set[str] = set()
 
     def is_secret(self, name: str) -> bool:
-        bare = name.removeprefix("env.")
-        return (
-            name in self._secret_names
-            or bare in self._secret_names
-            or bool(SECRET_NAME_RE.search(bare))
-        )
+        return name in self._secret_names or name.removeprefix("env.") in self._secret_names
 
     def save(self, name: str, value: Any) -> None:
         text = value if isinstance(value, str) else str(value)
@@ -85,14 +80,17 @@ class Values:
             self._remember_secret(value)
         return value
 
-    def render(self, obj: Any) -> Any:
-        """`obj` with every `{{name}}` replaced, recursively through dicts and lists."""
+    def render(self, obj: Any, quote: Callable[[str], str] | None = None) -> Any:
+        """`obj` with every `{{name}}` replaced, recursively through dicts and lists;
+        each value passed through `quote` first (re.escape: a value in a regex)."""
         if isinstance(obj, str):
-            return TEMPLATE_RE.sub(lambda m: self.lookup(m.group(1)), obj)
+            if quote is None:
+                return TEMPLATE_RE.sub(lambda m: self.lookup(m.group(1)), obj)
+            return TEMPLATE_RE.sub(lambda m: quote(self.lookup(m.group(1))), obj)
         if isinstance(obj, dict):
-            return {self.render(k): self.render(v) for k, v in obj.items()}
+            return {self.render(k, quote): self.render(v, quote) for k, v in obj.items()}
         if isinstance(obj, list):
-            return [self.render(v) for v in obj]
+            return [self.render(v, quote) for v in obj]
         return obj
 
     def redact(self, text: str) -> str:

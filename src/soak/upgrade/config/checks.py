@@ -186,6 +186,23 @@ class SwapCheck(CheckBase):
         return self
 
 
+# Where a check takes `{{name}}`: its request (filled as the request is sent) and its
+# expected values (filled just before the verdict; in a regular expression, as literal
+# text). Anywhere else `{{` would be compared or used as written: `validate` refuses it.
+TEMPLATED_FIELDS: dict[str, frozenset[str]] = {
+    "api": frozenset({"path", "headers", "json", "expect", "header"}),
+    "dig": frozenset({"qname", "answers", "contains"}),
+    "log": frozenset({"pattern"}),
+    "metric": frozenset({"path", "labels"}),
+    "file": frozenset({"path", "owner", "group"}),
+    "command": frozenset({"argv", "env", "stdout_contains", "stdout_matches"}),
+}
+# Inside `expect:` items of an api check: the values, not the JSON path.
+TEMPLATED_EXPECT_FIELDS = frozenset({"equals", "contains"})
+# Regular expressions: a value is filled in escaped (it is text to find, not a pattern).
+REGEX_FIELDS = frozenset({"pattern", "stdout_matches"})
+
+
 Check = Annotated[
     ApiCheck
     | DigCheck

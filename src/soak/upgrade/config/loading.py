@@ -11,11 +11,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pydantic import ValidationError
 
 from soak.config import read_yaml, set_path, validate_model
+from soak.config.loading import InvalidModel, override_value
 from soak.errors import InputError
-from soak.upgrade.config.checks import Check, Checklist, CorpusCheck, SwapCheck, UnchangedCheck
+from soak.upgrade.config.checks import (
+    TEMPLATED_EXPECT_FIELDS,
+    TEMPLATED_FIELDS,
+    Check,
+    Checklist,
+    CorpusCheck,
+    SwapCheck,
+    UnchangedCheck,
+)
 from soak.upgrade.config.models import CorpusSnapshot, UpgradePlan
 from soak.upgrade.template import referenced_names
 
@@ -69,14 +78,43 @@ def _checklist_problems(plan: UpgradePlan, checks: list[Check], where: str) -> l
     return problems
 
 
+def _template_problems(checks: list[Check], where: str) -> list[str]:
+    """`{{name}}` where a check would use it as written (its name, `needs:`, a port, a
+    JSON path): it is filled into requests and expected values only."""
+    problems: list[str] = []
+    for i, check in enumerate(checks):
+        allowed = TEMPLATED_FIELDS.get(check.kind, frozenset())
+        fields = ", ".join(sorted(allowed)) or "none of its fields"
+        for field, value in check.model_dump(mode="json", by_alias=True).items():
+            places = [(f"{where}.{i}.{field}", value)]
+            if field == "expect" and field in allowed:  # the values, not the paths
+                places = [
+                    (f"{where}.{i}.expect.{j}.{key}", sub)
+                    for j, item in enumerate(value)
+                    for key, sub in item.items()
+                    if key not in TEMPLATED_EXPECT_FIELDS
+                ]
+            elif field in allowed:
+                continue
+            for place, sub in places:
+                for name in sorted(referenced_names(sub)):
+                    problems.append(
+                        f"{place}: {{{{{name}}}}} is not filled in here (a {check.kind} check "
+                        f"fills {{{{name}}}} into: {fields})"
+                    )
+    return problems
+
+
 def _cross_check(plan: UpgradePlan, env: dict[str, str]) -> list[str]:
     """What one field's validator cannot see: names that refer to other parts."""
     problems = _checklist_problems(plan, plan.checks, "checks")
+    problems += _template_problems(plan.checks, "checks")
     snapshots = [s.name for s in plan.snapshot]
     if len(set(snapshots)) != len(snapshots):
         problems.append("snapshot: item names must be unique")
     if plan.rollback is not None:
         problems += _checklist_problems(plan, plan.rollback.checks, "rollback.checks")
+        problems += _template_problems(plan.rollback.checks, "rollback.checks")
         for i, check in enumerate(plan.rollback.checks):
             if isinstance(check, SwapCheck):
                 problems.append(f"rollback.checks.{i}: no load runs through a rollback")
@@ -153,6 +191,55 @@ def _apply_matrix_entry(data: dict[str, Any], label: str, path: Path) -> None:
     data["name"] = matrix_name(str(data.get("name", "")), label)
 
 
+def _apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, str]:
+    """`--set key.path=value` items set into `data`, each value read as YAML; the ones
+    YAML read as a number or a boolean, by key, with their text as given."""
+    as_text: dict[str, str] = {}
+    for item in overrides:
+        key, sep, raw_value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--set takes key.path=value, got {item!r}")
+        value = override_value(raw_value)
+        try:
+            set_path(data, key, value)
+        except (IndexError, ValueError, TypeError, AttributeError) as exc:
+            raise InputError(f"--set {item!r}: no such place in the plan ({exc})") from exc
+        if isinstance(value, int | float | bool):
+            as_text[key] = raw_value
+    return as_text
+
+
+def _names_place(key: str, loc: tuple[Any, ...]) -> bool:
+    """Whether a validation error at `loc` is at `--set` key `key` (a union's tag, such
+    as `docker` in `new.docker.version`, may stand between its parts)."""
+    parts = key.split(".")
+    if not loc or str(loc[-1]) != parts[-1]:
+        return False
+    rest = iter(str(p) for p in loc)
+    return all(any(p == part for p in rest) for part in parts)
+
+
+def _validate_with_text(data: dict[str, Any], where: str, as_text: dict[str, str]) -> UpgradePlan:
+    """The plan validated; a `--set` value that YAML read as a number where the field
+    takes a string (`--set new.version=1.26`) is the text as written, not `1.26` made a
+    float (nor `1.10` made `1.1`)."""
+    try:
+        return validate_model(UpgradePlan, data, where)
+    except InvalidModel as exc:
+        errors = exc.__cause__.errors() if isinstance(exc.__cause__, ValidationError) else []
+        keys = {
+            key
+            for key in as_text
+            for err in errors
+            if err["type"] == "string_type" and _names_place(key, err["loc"])
+        }
+        if not keys:
+            raise
+    for key in keys:
+        set_path(data, key, as_text[key])
+    return validate_model(UpgradePlan, data, where)
+
+
 def load_plan(
     path: Path,
     overrides: Sequence[str] = (),
@@ -171,14 +258,7 @@ def load_plan(
         raise InputError(f"{path}: an upgrade plan is a YAML mapping")
     if matrix_entry is not None:
         _apply_matrix_entry(data, matrix_entry, path)
-    for item in overrides:
-        key, sep, raw_value = item.partition("=")
-        if not sep or not key:
-            raise InputError(f"--set takes key.path=value, got {item!r}")
-        try:
-            set_path(data, key, yaml.safe_load(raw_value))
-        except (IndexError, ValueError, TypeError, AttributeError) as exc:
-            raise InputError(f"--set {item!r}: no such place in the plan ({exc})") from exc
+    as_text = _apply_overrides(data, overrides)
     base_dir = path.resolve().parent
     if "checks" in data:
         data = {**data, "checks": _expand_checks(data["checks"], base_dir, str(path))}
@@ -187,7 +267,7 @@ def load_plan(
         checks = _expand_checks(rollback["checks"], base_dir, f"{path}: rollback")
         data = {**data, "rollback": {**rollback, "checks": checks}}
     where = f"{path} (matrix entry {matrix_entry})" if matrix_entry else str(path)
-    plan = validate_model(UpgradePlan, data, where)
+    plan = _validate_with_text(data, where, as_text)
     plan._base_dir = base_dir
     plan._source = str(path)
     problems = _cross_check(plan, dict(os.environ) if env is None else env)

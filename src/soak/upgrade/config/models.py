@@ -3,6 +3,7 @@ the load through the swap, rollback and the version matrix (checks: checks.py)."
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
@@ -211,6 +212,33 @@ class Matrix(StrictModel):
     old: dict[str, dict[str, Any]] = Field(min_length=1)
 
 
+# ---------------------------------------------------------------- what the server says it is
+
+
+class ServerVersion(StrictModel):
+    """How each started version tells its own version (recorded, never judged): a
+    command (`argv`, run like a `command` check: in the container, else on the host) or
+    an HTTP GET (`path` on `port`, `json`: a JSON path into the answer). `match`: a regex
+    whose first group (or whole match) is the version; default the first line."""
+
+    argv: list[str] | None = Field(default=None, min_length=1)
+    port: str = "api"
+    path: str | None = None
+    json_path: str | None = Field(default=None, alias="json")
+    match: str | None = None
+    timeout_s: DurationS = 10.0
+
+    @model_validator(mode="after")
+    def _one_way(self) -> ServerVersion:
+        if (self.argv is None) == (self.path is None):
+            raise ValueError("give argv (a command) or path (an HTTP GET), one of them")
+        if self.json_path is not None:
+            jsonpath.parse(self.json_path)
+        if self.match is not None:
+            re.compile(self.match)
+        return self
+
+
 # ---------------------------------------------------------------- the plan
 
 
@@ -222,8 +250,9 @@ class UpgradePlan(FileModel):
     new: TargetConfig
     data: DataSpec = Field(default_factory=DataSpec)
     vars: dict[str, str] = Field(default_factory=dict)  # defaults for {{name}}
-    # Names whose values are never printed; names with key/token/secret/password are too.
+    # Names whose values are never printed (these only: a saved `dnskey` is DNS data).
     secrets: list[str] = Field(default_factory=list)
+    server_version: ServerVersion | None = None
     populate: list[PopulateStep] = Field(default_factory=list)
     snapshot: list[SnapshotItem] = Field(default_factory=list)
     migrate: Migrate | None = None
