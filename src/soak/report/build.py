@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from soak.analysis.judged import tally
 from soak.analysis.latency import Buckets, contribution, iter_latency_ticks, quantile
 from soak.analysis.rundata import (
     LOAD_FIELDS,
@@ -27,6 +28,7 @@ from soak.analysis.rundata import (
 from soak.analysis.sliding import counter_increments
 from soak.clock import ns_to_s
 from soak.report.classes import agent_table, class_table, probe_table
+from soak.report.headline import ACTIVE_STATUSES
 from soak.report.model import PhaseSpan, ReportInput, WhatGrew
 from soak.report.plots import (
     PHASE_METRICS,
@@ -159,10 +161,12 @@ ENDED_EARLY = ("stopped", "failed", "error")
 
 
 def _passed(inp: ReportInput) -> bool:
-    """No criterion failed and the run was not cut short (a criterion not judged is no
-    failure, but the headline counts it)."""
-    failed = [c for c in inp.criteria if c.judged and not c.ok]
-    return not failed and inp.status not in ENDED_EARLY
+    """No criterion failed, none went unjudged (unless the run passed by
+    `criteria.not_judged: pass`) and the run was not cut short."""
+    counts = tally(inp.criteria)
+    if counts.failed or inp.status in ENDED_EARLY or inp.status in ACTIVE_STATUSES:
+        return False
+    return not counts.not_judged or inp.status == "passed"
 
 
 def _phase_head(p: PhaseSpan) -> dict[str, Any]:
