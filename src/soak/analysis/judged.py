@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 from typing import Any
 
 from soak.analysis.leaks import LeakVerdict
+from soak.analysis.scenario_sections import CriteriaConfig, LeaksConfig
 from soak.words import counted
 
 
@@ -132,3 +133,27 @@ def tally(criteria: Iterable[CriterionResult | Mapping[str, Any]]) -> Tally:
         tuple(failed_names),
         tuple((n, w) for n, w in not_judged.items() if n not in failed_names),
     )
+
+
+def leaks_out_of_reach(leaks: LeaksConfig, criteria: CriteriaConfig, judged_s: float) -> str | None:
+    """One line when a scenario's judged phases (`judged_s`, after the leading warm-ups)
+    cannot give its leak criteria a verdict at its settings; None when they can (or it
+    has none). Too few windows always leaves them not judged; a span shorter than the
+    start-up wait leaves a resource rising from the warm-up's end not judged."""
+    if not criteria.leaks_ok or not leaks.thresholds:
+        return None
+    needed_s = leaks.min_windows * leaks.window_s
+    if judged_s < needed_s:
+        why = (
+            f"fewer than leaks.min_windows x leaks.window_s ({leaks.min_windows} x"
+            f" {leaks.window_s:g} s = {needed_s:g} s): every leak criterion is not judged"
+        )
+    elif judged_s < leaks.startup_wait_s:
+        why = (
+            f"shorter than the leak start-up wait ({leaks.startup_wait_s:g} s,"
+            " leaks.startup_max_s): a resource rising from the warm-up's end is not judged"
+        )
+    else:
+        return None
+    outcome = "such a run ends NOT JUDGED (exit 1) unless criteria.not_judged: pass"
+    return f"the judged phases last {judged_s:g} s, {why}; {outcome}"
