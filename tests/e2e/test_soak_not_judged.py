@@ -11,12 +11,14 @@ the criteria not judged still named; its report fetched during the warm-up says 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from soak.commands.status import local_status
 from tests.e2e.soakrun import ROOT, last_json, run_soak, soak_argv
 from tests.e2e.test_soak_refdns import SCENARIO, SHORT
 from tests.support.refdns import refdns_binary
@@ -106,23 +108,27 @@ def test_not_judged_pass_passes_and_names_them_and_a_warm_up_report_says_running
         data,
         "--set", "criteria.not_judged=pass",
         "--set", "leaks.min_windows=50",  # never reached: every leak criterion waits
-        "--set", "phases.0.duration_s=25s",
-        "--set", "phases.1.duration_s=15s",
+        "--set", "phases.0.duration_s=60s",  # long enough for a command to read it
+        "--set", "phases.1.duration_s=20s",
     )  # fmt: skip
     try:
+        # Read in this process (what `soak status --data-dir` reads): a busy machine takes
+        # seconds to start a command.
         in_warmup = wait_for(
             lambda: (
-                (s := the_run(data)).get("status") == "running"
-                and s["phase"] == "warmup"
-                and (s["elapsed_s"] or 0) > 2
-                and s
+                data.joinpath("state.db").exists()
+                and (runs := local_status(data, None))
+                and runs[0]["status"] == "running"
+                and runs[0]["phase"] == "warmup"
+                and runs[0]
             ),
-            90.0,
-            "the run is 2 s into its warm-up",
+            120.0,
+            "the run is in its warm-up",
         )
         report = run_soak("report", in_warmup["id"], "--format", "md", "--data-dir", str(data))
         assert report.returncode == 0, report.stderr
         assert "**RUNNING after " in report.stdout, report.stdout[:600]
+        assert "— so far: " in report.stdout
         assert "FAILED" not in report.stdout
         assert "| not judged yet |" in report.stdout
     finally:
@@ -131,6 +137,9 @@ def test_not_judged_pass_passes_and_names_them_and_a_warm_up_report_says_running
     st = the_run(data)
     assert (st["status"], st["exit"], st["passed"]) == ("passed", 0, True)
     assert st["message"].startswith("passed by criteria.not_judged: pass; "), st["message"]
-    assert "leak[rss_anon_bytes] (too few windows" in st["message"]
+    # Named, with why: too few windows (or none complete, on a machine that missed ticks).
+    named = re.compile(r"1 not judged: leak\[rss_anon_bytes\] \((too few windows|no samples)")
+    assert named.search(st["message"]), st["message"]
     result_line = next(ln for ln in out.splitlines() if ln.startswith("result: "))
-    assert "leak[rss_anon_bytes] (too few windows" in result_line
+    assert result_line.startswith("result: passed: passed by criteria.not_judged: pass; ")
+    assert named.search(result_line), result_line

@@ -110,8 +110,14 @@ class Tally:
         return f"all {total} pass"
 
     def not_judged_text(self) -> str:
-        """ "leak[rss_anon_bytes] (the leak start-up wait ...), leak[fds] (too few ...)"."""
-        return ", ".join(f"{name} ({why})" if why else name for name, why in self.not_judged)
+        """ "leak[rss_anon_bytes], leak[fds] (the leak start-up wait ...), p99_ms[all]
+        (the machine ...)": the names, grouped by why."""
+        by_why: dict[str, list[str]] = {}
+        for name, why in self.not_judged:
+            by_why.setdefault(why, []).append(name)
+        return ", ".join(
+            ", ".join(names) + (f" ({why})" if why else "") for why, names in by_why.items()
+        )
 
 
 def tally(criteria: Iterable[CriterionResult | Mapping[str, Any]]) -> Tally:
