@@ -76,6 +76,6 @@ def print_runs(runs: list[dict[str, Any]], none: str = "no runs") -> None:
         return
     for r in runs:
         click.echo(
-            f"{r['id']:<44} {r['status']:<8} {r.get('phase') or '-':<12} "
+            f"{r['id']:<44} {r['status']:<10} {r.get('phase') or '-':<12} "
             f"{r.get('started') or '-':<26} {r.get('message') or ''}"
         )
