@@ -22,8 +22,9 @@ How each is judged (samples after the warm-up):
 A criterion with no samples to judge fails: a missing sample is evidence. A run
 whose target never started has no samples at all, and nothing to judge: each of its
 criteria is `not judged` (`never_judged`), with the reason.
-A criterion whose samples are too few to judge (a leak verdict over too few
-windows) is `not judged`: never a pass (`ok` False, `judged` False), never a failure.
+A criterion that cannot be judged (a leak verdict over too few windows, in the start-up
+wait) is `not judged`: never a pass (`ok` False, `judged` False), never a failure; its
+`why` says which (soak.analysis.judged, where a run's criteria are counted).
 """
 
 from __future__ import annotations
