@@ -94,7 +94,7 @@ def assert_sampled_on_the_grid(tmp_path: Path, status: dict[str, Any]) -> None:
     assert times(db, "memory_map", "rss_bytes"), "no smaps points from the agent"
     assert events(status, "sampler_error") == [], events(status, "sampler_error")
     assert events(status, "agent_lost") == []
-    assert status["status"] in ("passed", "failed"), status["message"]
+    assert status["status"] in ("passed", "failed", "not_judged"), status["message"]
 
 
 def test_a_local_sampler_agent_samples_the_target_on_the_runs_grid(
@@ -121,7 +121,7 @@ def test_a_sampler_agent_killed_is_an_event(server: ServerProc, tmp_path: Path) 
     status = last_json(out)
     (lost,) = events(status, "agent_lost")
     assert re.fullmatch(r"sampler agent on the target's node lost: .+", lost), lost
-    assert status["status"] in ("passed", "failed"), err[-3000:]
+    assert status["status"] in ("passed", "failed", "not_judged"), err[-3000:]
 
 
 @pytest.mark.docker
@@ -143,4 +143,4 @@ def test_a_swarm_sampler_agent_reads_the_nodes_proc(
     status = last_json(out)
     assert_sampled_on_the_grid(tmp_path, status)
     (result,) = (tmp_path / "data" / "runs").glob("*/result.json")
-    assert json.loads(result.read_text())["status"] in ("passed", "failed")
+    assert json.loads(result.read_text())["status"] in ("passed", "failed", "not_judged")

@@ -1,6 +1,6 @@
 """What a pipeline reads of a run's outcome, against a real unbound: `soak start --wait`
-and `soak status RUN` exit as `soak start --foreground` does (0 passed, 1 failed, 2 a
-target that never got ready), and a target that never got ready is reported as such
+and `soak status RUN` exit as `soak start --foreground` does (0 passed, 1 failed, 1 not
+judged, 2 a target that never got ready), and a target that never got ready is reported as such
 (every criterion `not judged`, the command as it was given, no plots to point to)."""
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ UNBOUND_ARGV = ["unbound", "-d", "-c", "{run_dir}/unbound.conf"]
 NEVER_READY_ARGV = ["unbound", "-d", "-Z", "-c", "{run_dir}/unbound.conf", "-p", "{port.dns}"]
 
 
-def unbound_scenario(tmp: Path, argv: list[str], p99_ms: float = 1000.0) -> Path:
+def unbound_scenario(
+    tmp: Path, argv: list[str], p99_ms: float = 1000.0, leaks_ok: bool = False
+) -> Path:
+    """`leaks_ok`: with leak criteria, which 6.5 s cannot judge (not one 10-min window)."""
     target = unbound_process_target() | {"argv": argv, "version_command": ["unbound", "-V"]}
     scenario: dict[str, Any] = {
         "name": "outcomes",
@@ -49,6 +52,7 @@ def unbound_scenario(tmp: Path, argv: list[str], p99_ms: float = 1000.0) -> Path
             "p99_ms_max": {"all": p99_ms},
             "restarts_max": 0,
             "window_s": "2s",
+            "leaks_ok": leaks_ok,
         },
     }
     path = tmp / f"outcomes-{len(list(tmp.glob('outcomes-*.yaml')))}.yaml"
@@ -62,6 +66,7 @@ def test_wait_and_status_exit_by_the_outcome(tmp_path: Path) -> None:
     cases = [
         ("passed", 0, unbound_scenario(tmp_path, UNBOUND_ARGV)),
         ("failed", 1, unbound_scenario(tmp_path, UNBOUND_ARGV, p99_ms=0.000001)),
+        ("not_judged", 1, unbound_scenario(tmp_path, UNBOUND_ARGV, leaks_ok=True)),
         ("error", 2, unbound_scenario(tmp_path, NEVER_READY_ARGV)),
     ]
     with service(data, port):
@@ -73,7 +78,12 @@ def test_wait_and_status_exit_by_the_outcome(tmp_path: Path) -> None:
             run_id, result_line = waited.stdout.strip().splitlines()[-2:]
             assert result_line.startswith(f"result: {outcome}: "), waited.stdout
             if outcome == "failed":  # over the run and in its worst window: one criterion
-                assert result_line == "result: failed: 1 criterion failed: p99_ms[all]"
+                assert result_line.startswith("result: failed: 1 of "), result_line
+                assert result_line.endswith(" criteria failed: p99_ms[all]"), result_line
+            if outcome == "not_judged":  # named, and why
+                assert result_line.startswith("result: not_judged: NOT JUDGED: "), result_line
+                assert "leak[rss_anon_bytes]" in result_line, result_line
+                assert "(no samples: no complete leak window" in result_line, result_line
             ended_line = f"soak: run {run_id} ended {outcome}"
             assert waited.stderr.strip().endswith(ended_line) == (code != 0), waited.stderr
             told = run_soak("status", run_id, "--server", url, env=env)
@@ -83,7 +93,7 @@ def test_wait_and_status_exit_by_the_outcome(tmp_path: Path) -> None:
             assert json.loads(as_json.stdout)["status"] == outcome
             assert as_json.returncode == code
         ended = run_soak("status", "--server", url, env=env)
-        assert ended.stdout.strip() == "no active runs (3 ended: soak list shows them)"
+        assert ended.stdout.strip() == "no active runs (4 ended: soak list shows them)"
         assert ended.returncode == 0
         # --json of `start --wait` is the ended run's status: a passing run, shortened (its
         # outcome and exit code are asserted above at full length).
@@ -106,7 +116,8 @@ def test_a_target_that_never_got_ready_is_reported_as_such(tmp_path: Path) -> No
     md = run_soak("report", run_id, "--format", "md", "--data-dir", str(data))
     assert md.returncode == 0, md.stderr
     text = md.stdout
-    assert "**ERROR before the target got ready — nothing ran: 4 criteria not judged**" in text
+    nothing_ran = "**ERROR before the target got ready — nothing ran: 4 criteria not judged: "
+    assert nothing_ran in text and "(not judged: the target never got ready" in text
     criteria = [
         ln
         for ln in text.splitlines()

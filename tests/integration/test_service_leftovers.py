@@ -194,6 +194,7 @@ def test_a_token_by_reference_is_in_no_api_answer(tmp_path: Path, monkeypatch: A
                                   "headers": auth}]},
         },
         "phases": [{"name": "steady", "duration_s": 3}],
+        "criteria": {"leaks_ok": False},  # 3 s give no leak window: not judged, no pass
         "samplers": {"interval_s": 1, "http": [
             {"endpoint": "GET /stats/summary", "path": "/stats/summary", "port": "api",
              "headers": auth}]},

@@ -22,15 +22,17 @@ How each is judged (samples after the warm-up):
 A criterion with no samples to judge fails: a missing sample is evidence. A run
 whose target never started has no samples at all, and nothing to judge: each of its
 criteria is `not judged` (`never_judged`), with the reason.
-A criterion whose samples are too few to judge (a leak verdict over too few
-windows) is `not judged`: never a pass (`ok` False, `judged` False), never a failure.
+A criterion that cannot be judged (a leak verdict over too few windows, in the start-up
+wait) is `not judged`: never a pass (`ok` False, `judged` False), never a failure; its
+`why` says which (soak.analysis.judged, where a run's criteria are counted).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from soak.analysis.judged import CriterionResult, failed, leak_why, result_of
 from soak.analysis.latency import window_quantiles
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.machine import machine_in_window, without_busy_ticks
@@ -58,26 +60,6 @@ __all__ = [
 # Share of the asked rate the load engine must send for the run not to be generator-bound:
 # below it, a lost_ratio or p99 failure is partly the generator's.
 GENERATOR_MIN_SHARE = 0.9
-
-
-@dataclass(frozen=True, slots=True)
-class CriterionResult:
-    name: str  # e.g. "lost_ratio", "p99_ms[cached]", "leak[rss_anon_bytes]"
-    ok: bool
-    value: float | None  # None: nothing to judge
-    limit: float | None
-    window: str  # "run", or e.g. "300 s to +1:05:00" (offset from the run's start)
-    message: str
-    judged: bool = True  # False: too little data to judge (shown as `not judged`, not a pass)
-
-    @property
-    def result(self) -> str:
-        """One of: pass, fail, not judged."""
-        return result_of(self.ok, self.judged)
-
-
-def result_of(ok: bool, judged: bool = True) -> str:
-    return "not judged" if not judged else ("pass" if ok else "fail")
 
 
 def evaluate_criteria(cfg: CriteriaConfig, data: RunData) -> list[CriterionResult]:
@@ -114,14 +96,9 @@ def never_judged(cfg: CriteriaConfig, reason: str, *, expect_load: bool) -> list
     started): the same names and limits as a run with data would list."""
     nothing = RunData(start_ns=0, end_ns=0, expect_load=expect_load)
     return [
-        replace(c, ok=False, judged=False, value=None, message=reason)
+        replace(c, ok=False, judged=False, value=None, message=reason, why=reason)
         for c in evaluate_criteria(cfg, nothing)
     ]
-
-
-def failed(results: Sequence[CriterionResult]) -> list[CriterionResult]:
-    """The criteria judged and not met (a criterion not judged is neither)."""
-    return [r for r in results if r.judged and not r.ok]
 
 
 # ---------------------------------------------------------------- criteria
@@ -269,7 +246,8 @@ def _p99(
     ticks, busy_ticks = without_busy_ticks(cs.latency if cs else [], data, host_busy_max)
     if busy_ticks and not ticks:
         message = f"{cls}: not judged: the machine was over {host_busy_max:.0%} busy throughout"
-        return [CriterionResult(name, True, None, limit, "run", message, judged=False)]
+        why = f"the machine was over {host_busy_max:.0%} busy throughout"
+        return [CriterionResult(name, True, None, limit, "run", message, False, why)]
     run_p99, worst = window_quantiles(ticks, 0.99, _ns(window_s))
     if run_p99 is None:
         return [_missing(name, limit, f"no latency samples for class {cls!r}")]
@@ -330,6 +308,7 @@ def _leak(v: LeakVerdict) -> CriterionResult:
         "run",
         f"{said}; {v.note}" if v.note else said,  # why a rise was not `growing`
         judged=judged,
+        why="" if judged else leak_why(v),
     )
 
 

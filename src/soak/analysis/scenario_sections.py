@@ -4,7 +4,7 @@ composes them into a Scenario)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -97,3 +97,7 @@ class CriteriaConfig(StrictModel):
     leaks_ok: bool = True  # no verdict `growing` at the end
     api_latency_ms_max: dict[str, float] = Field(default_factory=dict)  # endpoint -> ms
     querylog_dropped_max: float | None = None
+    # A run with a criterion not judged (too few leak windows, the leak start-up wait, no
+    # samples) ends `not_judged` and exits 1; `pass` lets it pass (an exploratory run),
+    # the criteria not judged still named.
+    not_judged: Literal["fail", "pass"] = "fail"

@@ -20,15 +20,16 @@ EXIT_ABANDONED = 4
 
 def exit_for(status: dict[str, Any], said: str | None = None) -> None:
     """The exit code of an ended run, the same wherever it is read (`start --foreground`,
-    `start --wait`, `status RUN`): passed 0; failed 1; error 2 (a target that exited or
+    `start --wait`, `status RUN`): passed 0; failed 1; not_judged 1 (no failure, but a
+    criterion could not be judged: no pass either); error 2 (a target that exited or
     never got ready, as docs/bad-input.md says); stopped 130, never 0; abandoned (its
     foreground command is gone) 4. An active run: 0.
     `said`: the stderr line, when the run's message is printed already."""
     outcome = status.get("status")
     if outcome == RunStatus.PASSED or outcome in ACTIVE:
         return
-    if outcome == RunStatus.FAILED:
-        raise CheckFailed(said or status.get("message") or "a criterion failed")
+    if outcome in (RunStatus.FAILED, RunStatus.NOT_JUDGED):
+        raise CheckFailed(said or status.get("message") or f"run ended {outcome}")
     if outcome == RunStatus.STOPPED:
         click.echo(
             f"soak: {said or 'stopped'} before its end (the report covers what ran)", err=True

@@ -77,6 +77,6 @@ def print_runs(runs: list[dict[str, Any]], none: str = "no runs") -> None:
     for r in runs:
         owed = "".join(f" [owed to {s}: {n} points]" for s, n in r.get("owed", {}).items())
         click.echo(
-            f"{r['id']:<44} {r['status']:<8} {r.get('phase') or '-':<12} "
+            f"{r['id']:<44} {r['status']:<10} {r.get('phase') or '-':<12} "
             f"{r.get('started') or '-':<26} {r.get('message') or ''}{owed}"
         )

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import click
 
-from soak.config import is_upgrade_plan, load_scenario, read_yaml
+from soak.analysis.judged import leaks_out_of_reach
+from soak.clock import ns_to_s
+from soak.config import Scenario, is_upgrade_plan, load_scenario, read_yaml
 from soak.errors import InputError
 from soak.placeholders import literal_secrets
 from soak.preflight import check_scenario
+from soak.runs.timeline import end_ns, timeline, warmup_end_ns
 from soak.words import counted, plural
 
 
@@ -56,7 +59,16 @@ def validate_cmd(file: Path, overrides: tuple[str, ...], olds: tuple[str, ...]) 
     check_scenario(scenario)
     for line in literal_secrets(scenario.model_dump(mode="json")):
         click.echo(f"soak: warning: {line}", err=True)
+    out_of_reach = leaks_out_of_reach(scenario.leaks, scenario.criteria, judged_s(scenario))
+    if out_of_reach is not None:  # valid, and said: the run would end NOT JUDGED
+        click.echo(f"soak validate: warning: {file}: {out_of_reach}", err=True)
     click.echo(
         f"{file}: scenario {scenario.name!r} is valid "
         f"({counted(len(scenario.phases), 'phase')}, {scenario.duration_s:.0f} s)"
     )
+
+
+def judged_s(scenario: Scenario) -> float:
+    """The seconds after the leading warm-up phases: what criteria and verdicts judge."""
+    spans = timeline(scenario, 0)
+    return ns_to_s(end_ns(spans) - warmup_end_ns(spans)) if spans else 0.0

@@ -15,11 +15,13 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from soak.analysis.judged import tally
 from soak.analysis.latency import Spans, stored_histograms
 from soak.analysis.rundata import Series, StoreReader, judged_from_ns, numeric
 from soak.analysis.sliding import counter_increments
 from soak.clock import ns_to_s
 from soak.report.classes import agent_table, class_table, probe_table
+from soak.report.headline import ACTIVE_STATUSES
 from soak.report.model import ENDED_EARLY, PhaseSpan, ReportInput, WhatGrew
 from soak.report.plots import (
     PHASE_METRICS,
@@ -147,10 +149,12 @@ def _run_section(inp: ReportInput, end_ns: int) -> dict[str, Any]:
 
 
 def _passed(inp: ReportInput) -> bool:
-    """No criterion failed and the run was not cut short (a criterion not judged is no
-    failure, but the headline counts it)."""
-    failed = [c for c in inp.criteria if c.judged and not c.ok]
-    return not failed and inp.status not in ENDED_EARLY
+    """No criterion failed, none went unjudged (unless the run passed by
+    `criteria.not_judged: pass`) and the run was not cut short."""
+    counts = tally(inp.criteria)
+    if counts.failed or inp.status in ENDED_EARLY or inp.status in ACTIVE_STATUSES:
+        return False
+    return not counts.not_judged or inp.status == "passed"
 
 
 def _phase_head(p: PhaseSpan) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import json
 from html import escape
 from typing import Any
 
+from soak.report.headline import ACTIVE_STATUSES, headline
 from soak.report.svg import Chart, Line, Marker, render_chart
 from soak.report.tables import (
     Row,
@@ -15,7 +16,6 @@ from soak.report.tables import (
     criteria_rows,
     event_rows,
     growth_tables,
-    headline,
     phase_table,
     probe_rows,
     setup_rows,
@@ -34,6 +34,7 @@ th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-al
 th { background: #f4f4f4; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .headline { font-size: 16px; font-weight: 600; padding: 8px 12px; border-radius: 4px; }
 .pass { background: #e6f4ea; color: #1e6b33; } .fail { background: #fce8e6; color: #a50e0e; }
+.running { background: #eef3fb; color: #1a4a8a; }
 td.pass, td.fail { font-weight: 600; }
 .v-growing { color: #a50e0e; font-weight: 600; } .v-levelling { color: #8a5a00; }
 .v-ok { color: #1e6b33; } .v-insufficient { color: #666; }
@@ -66,9 +67,9 @@ def _table(header: Row | None, rows: list[Row], classes: dict[int, str] | None =
         for i, cell in enumerate(row):
             cls = classes.get(i, "")
             if cls == "result":
-                cls = {"pass": "pass", "not judged": "not-judged"}.get(cell, "fail")
+                cls = "pass" if cell == "pass" else "fail" if cell == "FAIL" else "not-judged"
             elif cls == "verdict":
-                cls = f"v-{cell}"
+                cls = f"v-{cell.split()[0]}" if cell else ""
             attr = f' class="{cls}"' if cls else ""
             cells.append(f"<td{attr}>{escape(cell)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
@@ -114,9 +115,10 @@ def render_html(report: dict[str, Any]) -> str:
     run = report["run"]
     title = f"Soak {run['scenario']}: {run['target']} {run['version']}".strip()
     ok = report["passed"]
+    mood = "running" if run.get("status") in ACTIVE_STATUSES else ("pass" if ok else "fail")
     body = [
         f"<h1>{escape(title)}</h1>",
-        f'<p class="headline {"pass" if ok else "fail"}">{escape(headline(report))}</p>',
+        f'<p class="headline {mood}">{escape(headline(report))}</p>',
         "<h2>Setup</h2>",
         _table(None, setup_rows(report)),
     ]

@@ -6,8 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from soak.report.model import ENDED_EARLY
-from soak.words import counted
+from soak.analysis.judged import NOT_YET
 
 MiB = 1024**2
 
@@ -226,7 +225,7 @@ def criteria_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
 
 def _result(c: dict[str, Any]) -> str:
     if not c.get("judged", True):
-        return "not judged"
+        return NOT_YET if c.get("why") == NOT_YET else "not judged"
     return "pass" if c["ok"] else "FAIL"
 
 
@@ -250,15 +249,17 @@ def _pct(v: Any) -> str:
 
 def verdict_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
     header = ["Resource", "Verdict", "Slope", "Threshold", "Recent slope", "p-value", "Windows"]
+    header.append("Note")
     rows = [
         [
             v["resource"],
-            v["verdict"],
+            "ok (whole run)" if _recent_above(v) else v["verdict"],
             per_hour(v["resource"], v["slope_per_hour"]),
             per_hour(v["resource"], v["threshold_per_hour"]).lstrip("+"),
             per_hour(v["resource"], v.get("recent_slope_per_hour")),
             f"{v['p_value']:.2g}" if isinstance(v.get("p_value"), int | float) else DASH,
             str(v["windows"]),
+            _verdict_note(v),
         ]
         for v in report["verdicts"]
     ]
@@ -269,6 +270,29 @@ def verdict_rows(report: dict[str, Any]) -> tuple[Row, list[Row]]:
             said = culprits.get(v["resource"], {})
             row += [said.get("culprit") or DASH, said.get("projection") or DASH]
     return header, rows
+
+
+# Beside an `ok` whose recent slope is above the threshold: what the `ok` is of.
+RECENT_ABOVE = (
+    "the recent slope (the last third of the windows) is above the threshold, but the"
+    " verdict is the whole run's trend: not above the threshold or not significant at"
+    " leaks.p_value; the recent part is not judged on its own"
+)
+
+
+def _recent_above(v: dict[str, Any]) -> bool:
+    recent, limit = v.get("recent_slope_per_hour"), v.get("threshold_per_hour")
+    if not (isinstance(recent, int | float) and isinstance(limit, int | float)):
+        return False
+    return bool(v["verdict"] == "ok" and recent > limit)
+
+
+def _verdict_note(v: dict[str, Any]) -> str:
+    """The verdict's own note; for an `ok` beside a recent slope above its threshold, why."""
+    note = str(v.get("note") or "")
+    if _recent_above(v):
+        return f"{RECENT_ABOVE}; {note}" if note else RECENT_ABOVE
+    return note or DASH
 
 
 def growth_tables(report: dict[str, Any]) -> list[tuple[str, Row, list[Row]]]:
@@ -342,37 +366,6 @@ def startup_rows(report: dict[str, Any]) -> list[Row]:
             shown = num(value)
         rows.append([key, shown])
     return rows
-
-
-def headline(report: dict[str, Any]) -> str:
-    """What happened first (a run cut short says so), then the criteria counted: passed,
-    failed and not judged (too little data: never counted as a pass)."""
-    run = report["run"]
-    criteria = report["criteria"]
-    failed = [c for c in criteria if c.get("judged", True) and not c["ok"]]
-    not_judged = [c for c in criteria if not c.get("judged", True)]
-    passed = len(criteria) - len(failed) - len(not_judged)
-    if failed:
-        counts = f"{len(failed)} of {len(criteria)} criteria failed"
-    elif not_judged and not passed:
-        counts = f"{counted(len(not_judged), 'criterion')} not judged"
-    elif not_judged:
-        counts = f"{passed} pass, {len(not_judged)} not judged"
-    else:
-        counts = f"all {len(criteria)} criteria pass"
-    if failed and not_judged:
-        counts += f", {len(not_judged)} not judged"
-    growing = [v["resource"] for v in report["verdicts"] if v["verdict"] == "growing"]
-    parts = [counts] + (["growing: " + ", ".join(growing)] if growing else [])
-    status = str(run.get("status") or "")
-    planned = run.get("planned_s")
-    if status == "error" and "ready_s" not in report.get("startup", {}):
-        return "ERROR before the target got ready — nothing ran: " + "; ".join(parts)
-    if status in ENDED_EARLY and not (status == "failed" and failed):
-        ran = clock(run["duration_s"])
-        of = f" of {clock(planned)}" if isinstance(planned, int | float) else ""
-        return f"{status.upper()} after {ran}{of} — over the part that ran: " + "; ".join(parts)
-    return ("FAILED" if failed else "PASSED") + " — " + "; ".join(parts)
 
 
 def clock(seconds: Any) -> str:

@@ -15,13 +15,13 @@ from typing import Any
 
 from soak.analysis import evaluate_criteria, run_data_from_store
 from soak.analysis.criteria import generator_cause
+from soak.analysis.judged import Tally, tally
 from soak.report.audit import ledger_totals
 from soak.results.reportinput import render_all
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.layout import report_path, result_path
 from soak.runs.state import RunStatus
 from soak.sinks.sqlite import SqliteStore
-from soak.words import counted
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,8 @@ def as_dict(obj: Any) -> dict[str, Any]:
 
 
 def judge_and_report(end: RunEnd) -> Outcome:
-    """A completed run becomes `passed` or `failed` by the criteria; other endings keep
-    their own status."""
+    """A completed run becomes `passed`, `failed` or `not_judged` by its criteria; other
+    endings keep their own status."""
     message = end.message
     status = end.ending.status
     criteria: list[dict[str, Any]] = []
@@ -49,25 +49,9 @@ def judge_and_report(end: RunEnd) -> Outcome:
         log.exception("run %s: criteria", end.run_id)
         end.event("error", f"criteria could not be evaluated: {exc}", 0.0)
         status, message = RunStatus.ERROR, f"criteria could not be evaluated: {exc}"
-    failed = [c for c in criteria if c.get("judged", True) and not c.get("ok", False)]
-    not_judged = [c for c in criteria if not c.get("judged", True)]
     if status is None:
         assert end.ending is Ending.COMPLETED
-        status = RunStatus.FAILED if failed else RunStatus.PASSED
-        if failed:
-            # A criterion failed over the run and in its worst window is one criterion.
-            names = list(dict.fromkeys(str(c.get("name", "?")) for c in failed))
-            message = f"{counted(len(names), 'criterion')} failed: " + ", ".join(names)
-            if any(c.get("name") == "generator" for c in failed):
-                cause = generator_cause(end.lost_agents)
-                message = f"{cause}; {message}"
-        elif not_judged:
-            message = (
-                f"completed; {len(criteria) - len(not_judged)} pass, {len(not_judged)} not"
-                " judged (too little data): " + ", ".join(str(c.get("name")) for c in not_judged)
-            )
-        else:
-            message = "completed; all criteria pass"
+        status, message = verdict(tally(criteria), end)
     outcome = Outcome(status, message, criteria)
     write_result(end, outcome)
     try:
@@ -78,6 +62,25 @@ def judge_and_report(end: RunEnd) -> Outcome:
     # Final only now: whoever sees the final status finds the result and the reports.
     end.state.update_run(end.run_id, status=status, message=message, ended_ns=end.ended_ns)
     return outcome
+
+
+# The first words of a run's message when a criterion was not judged and none failed.
+NOT_JUDGED_HEAD = "NOT JUDGED"
+
+
+def verdict(counted: Tally, end: RunEnd) -> tuple[RunStatus, str]:
+    """The status and message of a completed run: passed only when every criterion was
+    judged and passed (or the scenario lets the ones not judged pass)."""
+    if counted.failed:
+        message = counted.counts()
+        if "generator" in counted.failed:
+            message = f"{generator_cause(end.lost_agents)}; {message}"
+        return RunStatus.FAILED, message
+    if not counted.not_judged:
+        return RunStatus.PASSED, f"completed; {counted.counts()}"
+    if end.scenario.criteria.not_judged == "pass":
+        return RunStatus.PASSED, f"passed by criteria.not_judged: pass; {counted.counts()}"
+    return RunStatus.NOT_JUDGED, f"{NOT_JUDGED_HEAD}: {counted.counts()}"
 
 
 def evaluate(end: RunEnd) -> list[Any]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from soak.analysis import CriterionResult, LeakVerdict, evaluate_criteria, run_data_from_store
 from soak.analysis.criteria import never_judged
+from soak.analysis.judged import so_far
 from soak.analysis.rundata import stored_verdicts
 from soak.clock import ns_to_s
 from soak.config import Scenario
@@ -130,6 +131,8 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
             expect_load=scenario.load is not None,
         )
         criteria = evaluate_criteria(scenario.criteria, data)
+        if record.ended_ns is None:  # still going: what has no samples yet is not failed yet
+            criteria = so_far(criteria)
     return ReportInput(
         run_id=record.id,
         scenario_name=scenario.name,

@@ -32,6 +32,9 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     PASSED = "passed"
     FAILED = "failed"
+    # Completed, no criterion failed, but one could not be judged: no pass (exit 1) unless
+    # the scenario says `criteria.not_judged: pass`.
+    NOT_JUDGED = "not_judged"
     STOPPED = "stopped"
     ERROR = "error"
     ABANDONED = "abandoned"
