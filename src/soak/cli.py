@@ -24,6 +24,7 @@ from soak.commands.serve import serve_cmd
 from soak.commands.start import start_cmd
 from soak.commands.status import status_cmd
 from soak.commands.stop import stop_cmd
+from soak.commands.token import token_cmd
 from soak.commands.upgrade import upgrade_cmd
 from soak.commands.validate import validate_cmd
 from soak.errors import EXIT_INTERNAL, SoakError
@@ -43,6 +44,7 @@ COMMANDS: list[click.Command] = [
     start_cmd,
     status_cmd,
     stop_cmd,
+    token_cmd,
     upgrade_cmd,
     validate_cmd,
 ]

@@ -20,9 +20,10 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         yield c
 
 
-def test_health_and_metrics_need_no_token(client: TestClient) -> None:
+def test_health_needs_no_token_metrics_do(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"ok": True, "runs_active": 0}
-    metrics = client.get("/metrics")
+    assert client.get("/metrics").status_code == 401
+    metrics = client.get("/metrics", headers=AUTH)
     assert metrics.status_code == 200
     assert "soak_ticks_total" in metrics.text
 
@@ -30,6 +31,7 @@ def test_health_and_metrics_need_no_token(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("method", "path"),
     [
+        ("GET", "/metrics"),
         ("GET", "/runs"),
         ("POST", "/runs"),
         ("GET", "/runs/x"),

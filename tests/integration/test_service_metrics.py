@@ -47,7 +47,7 @@ def leaky_scenario() -> dict[str, Any]:
 
 
 def samples(client: TestClient) -> list[tuple[str, dict[str, str], float]]:
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=AUTH).text
     return [
         (s.name, s.labels, s.value)
         for family in text_string_to_metric_families(text)

@@ -42,7 +42,11 @@ def soak(*args: str) -> str:
 
 def spooled(client: TestClient, series: str) -> float:
     """The value of one series on /metrics (0 while it is absent)."""
-    lines = [line for line in client.get("/metrics").text.splitlines() if line.startswith(series)]
+    lines = [
+        line
+        for line in client.get("/metrics", headers=AUTH).text.splitlines()
+        if line.startswith(series)
+    ]
     return float(lines[0].split()[-1]) if lines else 0.0
 
 
@@ -57,7 +61,7 @@ def influx_times(influx: InfluxV1, run_id: str, measurement: str) -> list[int]:
 
 def series_of(client: TestClient, run_id: str) -> list[str]:
     """The lines of /metrics that name the run."""
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=AUTH).text
     return [line for line in text.splitlines() if f'soak="{run_id}"' in line]
 
 

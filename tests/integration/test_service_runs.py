@@ -57,7 +57,11 @@ def test_submit_tick_report_stop(client: TestClient) -> None:
         lambda s: s["status"] == "running" and s.get("latest", {}).get("process"),
     )
     ticks = f'soak_ticks_total{{soak="{run_id}"}}'
-    wait_for(lambda: ticks in client.get("/metrics").text, 10.0, "the run's ticks on /metrics")
+    wait_for(
+        lambda: ticks in client.get("/metrics", headers=AUTH).text,
+        10.0,
+        "the run's ticks on /metrics",
+    )
     assert running["latest"]["process"]["rss_bytes"] > 0
     assert running["remaining_s"] > 500
     listed = client.get("/runs", headers=AUTH).json()["runs"]
@@ -78,7 +82,7 @@ def test_submit_tick_report_stop(client: TestClient) -> None:
     ended = 'soak_runs_ended_total{outcome="stopped"} 1.0'
 
     def counted() -> str | None:
-        text = client.get("/metrics").text
+        text = client.get("/metrics", headers=AUTH).text
         return text if ended in text else None
 
     metrics = wait_for(counted, 10.0, "the run's outcome counted on /metrics")

@@ -4,7 +4,8 @@
 DATA_DIR/
   state.db            runs, their events and state (runs.state.StateStore)
   points.db           the embedded point store of runs without a sqlite sink path
-  token               the control API's bearer token (0600)
+  token               the control API's bearer token (0600), an admin token
+  tokens.db           the teams' tokens (hashed) and which team owns each run
   reserve.bin         space given back when the disk fills (runs.reserve)
   runs/<id>/          one run: result.json, report.html|json|md, spool/, profiles/,
                       <target>.log, <target>-data/ (a process target's default data),
@@ -50,6 +51,7 @@ PRIVATE_DIR_MODE = 0o700
 STATE_DB = "state.db"
 POINTS_DB = "points.db"
 TOKEN = "token"
+TOKENS_DB = "tokens.db"
 RESERVE = "reserve.bin"
 RUNS = "runs"
 BENCH = "bench"
@@ -128,6 +130,10 @@ class DataDir:
     @property
     def token(self) -> Path:
         return self.root / TOKEN
+
+    @property
+    def tokens_db(self) -> Path:
+        return self.root / TOKENS_DB
 
     @property
     def reserve(self) -> Path:

@@ -1,12 +1,16 @@
 """The control API (Starlette): submit, list, inspect, stop runs and fetch their reports.
 
-Everything but /healthz and /metrics needs `Authorization: Bearer <token>`.
+Everything but /healthz needs `Authorization: Bearer <token>`: the service's own token
+(an admin's) or a team's (service.tokens). A run belongs to the team whose token
+submitted it; a team's token lists, reads and stops its team's runs only (another's is
+403 and absent from the list), an admin's all. /metrics takes any valid token.
 A scenario is posted as YAML or JSON; an invalid one is 422 with one error per
 field path, the same lines `soak validate` prints.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
@@ -25,8 +29,9 @@ from soak.preflight import check_scenario
 from soak.results.reportinput import REPORT_MEDIA, report_text
 from soak.runs.capture import resolve_from_run
 from soak.runs.timeline import scaled_scenario
-from soak.service.auth import token_matches
+from soak.service.auth import bearer
 from soak.service.manager import RunManager, UnknownRun
+from soak.service.tokens import SERVICE_TEAM, Principal, TokenStore
 from soak.units import parse_duration_s
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -60,21 +65,52 @@ def input_errors(exc: InputError) -> list[dict[str, str]]:
     return [{"path": "(body)", "message": str(exc)}]
 
 
+class Forbidden(Exception):
+    """A run of another team."""
+
+
+def principal_of(header: str | None, service_token: str, tokens: TokenStore) -> Principal | None:
+    """Who sends `header`: the service's own token (an admin), a team's token that is not
+    revoked, else None."""
+    given = bearer(header)
+    if given is None:
+        return None
+    if secrets.compare_digest(given.encode(), service_token.encode()):
+        return Principal(team=SERVICE_TEAM, admin=True, token_id="service")
+    return tokens.lookup(given)
+
+
 def create_app(manager: RunManager, token: str) -> Starlette:
+    tokens = TokenStore(manager.data_dir.root)
+
     def authed(handler: Handler) -> Handler:
         async def wrapped(request: Request) -> Response:
-            if not token_matches(request.headers.get("authorization"), token):
+            header = request.headers.get("authorization")
+            principal = await run_in_threadpool(principal_of, header, token, tokens)
+            if principal is None:
                 return JSONResponse(
-                    {"error": "missing or wrong bearer token"},
+                    {"error": "missing, wrong or revoked bearer token"},
                     status_code=401,
                     headers={"WWW-Authenticate": "Bearer"},
                 )
+            request.state.principal = principal
             try:
                 return await handler(request)
             except UnknownRun as exc:
                 return JSONResponse({"error": str(exc)}, status_code=404)
+            except Forbidden as exc:
+                return JSONResponse({"error": str(exc)}, status_code=403)
 
         return wrapped
+
+    def owned_run(request: Request) -> str:
+        """The path's run id once the run exists (404) and is the principal's (403)."""
+        run_id: str = request.path_params["run_id"]
+        manager.get_record(run_id)
+        principal: Principal = request.state.principal
+        if not principal.may_see(tokens.owner(run_id)):
+            raise Forbidden(f"run {run_id!r} is not team {principal.team!r}'s")
+        return run_id
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True, "runs_active": len(manager.active_ids())})
@@ -94,20 +130,28 @@ def create_app(manager: RunManager, token: str) -> Starlette:
         except InputError as exc:
             return JSONResponse({"errors": input_errors(exc)}, status_code=422)
         record = await run_in_threadpool(manager.submit, scenario)
+        await run_in_threadpool(tokens.set_owner, record.id, request.state.principal)
         return JSONResponse(
             {"id": record.id, "status": record.status, "url": f"/runs/{record.id}"},
             status_code=201,
         )
 
     async def list_runs(request: Request) -> Response:
-        return JSONResponse({"runs": await run_in_threadpool(manager.list_status)})
+        principal: Principal = request.state.principal
+        runs = await run_in_threadpool(manager.list_status)
+        owners = await run_in_threadpool(tokens.owners)
+        for run in runs:
+            run["team"] = owners.get(run["id"])
+        return JSONResponse({"runs": [r for r in runs if principal.may_see(r["team"])]})
 
     async def get_run(request: Request) -> Response:
-        status = await run_in_threadpool(manager.status, request.path_params["run_id"])
-        return JSONResponse(status)
+        run_id = await run_in_threadpool(owned_run, request)
+        status = await run_in_threadpool(manager.status, run_id)
+        return JSONResponse({**status, "team": await run_in_threadpool(tokens.owner, run_id)})
 
     async def stop_run(request: Request) -> Response:
-        record = await run_in_threadpool(manager.stop, request.path_params["run_id"])
+        run_id = await run_in_threadpool(owned_run, request)
+        record = await run_in_threadpool(manager.stop, run_id)
         body: dict[str, Any] = {"id": record.id, "status": record.status}
         body["stopping"] = record.active
         return JSONResponse(body, status_code=202 if record.active else 200)
@@ -116,13 +160,14 @@ def create_app(manager: RunManager, token: str) -> Starlette:
         fmt = request.query_params.get("format", "html")
         if fmt not in REPORT_MEDIA:
             return JSONResponse({"error": "format is one of html, json, md"}, status_code=422)
-        record = await run_in_threadpool(manager.get_record, request.path_params["run_id"])
+        run_id = await run_in_threadpool(owned_run, request)
+        record = await run_in_threadpool(manager.get_record, run_id)
         text = await run_in_threadpool(report_text, manager.data_dir, manager.state, record, fmt)
         return PlainTextResponse(text, media_type=REPORT_MEDIA[fmt])
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
+        Route("/metrics", authed(metrics), methods=["GET"]),
         Route("/runs", authed(submit), methods=["POST"]),
         Route("/runs", authed(list_runs), methods=["GET"]),
         Route("/runs/{run_id}", authed(get_run), methods=["GET"]),

@@ -57,8 +57,14 @@ def _read(path: Path) -> str:
     return token
 
 
-def token_matches(header: str | None, token: str) -> bool:
+def bearer(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, else None."""
     if not header:
-        return False
+        return None
     scheme, _, given = header.partition(" ")
-    return scheme.lower() == "bearer" and secrets.compare_digest(given.strip(), token)
+    return given.strip() if scheme.lower() == "bearer" and given.strip() else None
+
+
+def token_matches(header: str | None, token: str) -> bool:
+    given = bearer(header)
+    return given is not None and secrets.compare_digest(given, token)

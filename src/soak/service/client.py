@@ -48,7 +48,7 @@ class Client:
             raise InputError(f"cannot reach the service at {self.server}: {exc}") from exc
         if response.status_code == 401:
             raise InputError(f"{self.server}: the token was refused (set SOAK_TOKEN)")
-        if response.status_code == 404:
+        if response.status_code in (403, 404):
             raise InputError(_message(response))
         if response.status_code == 422:
             raise InputError(_message(response))
