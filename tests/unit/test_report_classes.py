@@ -4,12 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from soak.histogram import LatencyHistogram
+from soak.names import LAT_HIST_FIELD
 from soak.points import Point
 from soak.report import PhaseSpan, render_html, render_markdown
 from soak.sinks.sqlite import SqliteStore
 from tests.support.reports import T0, S, build, report_input, tags
 
 RUN = "r-classes"
+
+
+def window_histogram(answers: int, p99_ms: float) -> str:
+    """A window's stored histogram: 99% of its answers at a quarter of p99, the rest at it."""
+    h = LatencyHistogram()
+    slow = max(1, answers // 100)
+    h.record(round(p99_ms * 250), answers - slow)
+    h.record(round(p99_ms * 1000), slow)
+    return h.encode()
+
+
 TAGS = tags(RUN)
 
 
@@ -25,6 +38,7 @@ def run_report(tmp_path: Path) -> dict:  # type: ignore[type-arg]
         ):
             fields = {"sent": float(sent), "completed": float(sent - lost), "lost": float(lost)}
             fields |= {"lat_p50_ms": p99 / 4, "lat_p99_ms": p99, "wrong_answers": 0.0}
+            fields[LAT_HIST_FIELD] = window_histogram(sent - lost, p99)
             fields |= {"rcode_noerror": float(sent - lost)} if cls != "nx" else {}
             fields |= {"rcode_nxdomain": float(sent - lost)} if cls != "hit" else {}
             points.append(Point("load", fields, t, {**TAGS, "class": cls}))
