@@ -438,7 +438,8 @@ def test_validate_warns_on_a_literal_secret_and_passes(
     out, err = capsys.readouterr()
     assert exited.value.code == 0, err
     assert "is valid" in out
-    assert err.splitlines() == [
+    # (besides the leak criteria's warning: the base scenario's phases are short)
+    assert [line for line in err.splitlines() if "secret's name" in line] == [
         "soak: warning: target.argv.2: a literal value under a secret's name is kept"
         " in clear; give it by reference: '{env.DB_PASSWORD}' (or {file:PATH})",
         "soak: warning: target.env.API_TOKEN: a literal value under a secret's name is kept"
