@@ -88,15 +88,20 @@ def audited_report(
 
 
 def scheduled_phases(record: RunRecord) -> list[ScheduledPhase]:
-    """The run's phases as scheduled: the witness the ledger's due is held against."""
+    """The run's phases as scheduled: the witness the ledger's due is held against, for a
+    load this machine's workers send. Not yet for load agents (an agent that starts late
+    leaves the seconds before its first window nobody's: neither due nor skipped) nor a
+    replay (due by its capture's timing, not a rate): their seconds are not held to it."""
     from soak.units import MAX_RATE_QPS
 
     load = record.scenario.load
-    default = load.rate_qps if load is not None else 0.0
+    if load is None or load.agents is not None or load.replay is not None:
+        return []
+    default = load.rate_qps
     out = []
     for phase in record.scenario.phases:
         rate = phase.rate_qps if phase.rate_qps is not None else default
-        flat_out = rate is None or rate >= MAX_RATE_QPS or load is None
+        flat_out = rate is None or rate >= MAX_RATE_QPS
         out.append(ScheduledPhase(phase.name, None if flat_out else rate, phase.duration_s))
     return out
 
