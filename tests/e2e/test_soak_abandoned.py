@@ -83,9 +83,11 @@ def test_a_sigkilled_foreground_run_is_abandoned_at_once(tmp_path: Path) -> None
     active = run_soak("status", "--data-dir", str(data))
     assert active.returncode == 0 and "no active runs (1 ended" in active.stdout
     # The next start on the data directory stops what it left; the run stays abandoned.
+    # (2 s judge no leak window: the run passes only where not-judged criteria may)
     again = run_soak(
-        "start", str(scenario), "--foreground", "--duration", "2s", "--data-dir", str(data)
-    )
+        "start", str(scenario), "--foreground", "--duration", "2s", "--data-dir", str(data),
+        "--set", "criteria.not_judged=pass",
+    )  # fmt: skip
     assert again.returncode == 0, again.stderr[-2000:]
     after = run_soak("status", run["id"], "--json", "--data-dir", str(data))
     assert after.returncode == EXIT_ABANDONED, after.stderr
