@@ -82,6 +82,7 @@ def test_a_sigkilled_foreground_run_leaves_nothing(tmp_path: Path) -> None:
         "--set", "target.argv=[dnsmasq, --no-daemon, '--port={port.dns}', "
         "--listen-address=127.0.0.1, --bind-interfaces, --no-resolv, '--address=/#/192.0.2.1']",
         "--data-dir", str(tmp_path / "other"),
+        "--set", "criteria.not_judged=pass",  # 2 s judge no leak window
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-2000:]
     # The straggler never ends by itself: gone means swept.
