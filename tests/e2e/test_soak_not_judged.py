@@ -76,11 +76,13 @@ def test_a_leaking_refdns_in_a_short_run_never_passes(tmp_path: Path) -> None:
     result_line = next(ln for ln in out.splitlines() if ln.startswith("result: "))
     st = the_run(data)
     (leak,) = [c for c in st["criteria"] if c["name"] == "leak[rss_anon_bytes]"]
-    verdict = {v["resource"]: v["verdict"] for v in st["verdicts"]}["rss_anon_bytes"]
+    verdicts = {v["resource"]: v["verdict"] for v in st["verdicts"]}
+    verdict = verdicts["rss_anon_bytes"]
     assert st["exit"] == 1 and st["passed"] is False
-    if verdict == "growing":
-        assert st["status"] == "failed" and not leak["ok"], st["message"]
-        assert "leak[rss_anon_bytes]" in result_line
+    growing = [r for r, v in verdicts.items() if v == "growing"]
+    if growing:  # found by evidence (its limit, its flat cache): failed, naming the leak
+        assert st["status"] == "failed", st["message"]
+        assert any(f"leak[{r}]" in result_line for r in growing), result_line
         return
     # Not judged, for its true reason: the start-up wait, not too little data.
     assert (leak["judged"], verdict) == (False, "insufficient"), leak

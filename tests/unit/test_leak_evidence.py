@@ -159,3 +159,16 @@ def test_a_cache_in_bytes_explains_no_more_than_its_overhead(tmp_path: Path) -> 
         assert v.verdict == "growing", v
     finally:
         store.close()
+
+
+def test_a_cache_filling_slowly_does_not_explain_a_fast_rise(tmp_path: Path) -> None:
+    """RSS rising 7 GiB/h while the cache gains 2 entries a second (about 1 MiB an entry):
+    more than any cache entry costs; at its pace it reaches the limit: `growing`."""
+    rss = rising_rss(2, 7 * 1024)
+    entries = [100.0 + 20 * i for i in range(len(rss))]
+    store = store_with(tmp_path, {"rss_anon_bytes": rss, "cache_entries": entries}, 10.0)
+    try:
+        v = verdicts(store, CFG, {"rss_anon_bytes": 24 * GiB})["rss_anon_bytes"]
+        assert v.verdict == "growing", v
+    finally:
+        store.close()

@@ -29,6 +29,9 @@ RECENT_WINDOWS = 3
 # Memory may cost up to this many times the bytes a cache reports (allocator and index
 # overhead): a rise faster than that is more than the cache.
 OVERHEAD_MAX = 3.0
+# A cache entry (a message, an RRset, its index) costs at most this much memory: a rise
+# of more bytes per entry the cache gained is more than the cache (a leak beside it).
+BYTES_PER_ENTRY_MAX = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +59,13 @@ def accounting(field: str, minima: Sequence[tuple[float, float]], p_value_max: f
 
 def explains(acc: Accounting, resource: str, resource_slope_per_s: float) -> bool:
     """Does the server's own accounting explain a memory rise at this slope? Only while its
-    cache still fills; in bytes, only up to OVERHEAD_MAX times the cache's own rise."""
+    cache still fills, and only up to OVERHEAD_MAX times the bytes it reports gaining, or
+    BYTES_PER_ENTRY_MAX for each entry it gains."""
     if resource not in EXPLAINABLE or not acc.filling:
         return False
     if acc.field == "cache_bytes":
         return resource_slope_per_s <= OVERHEAD_MAX * max(acc.slope_per_s, 0.0)
-    return True
+    return resource_slope_per_s <= BYTES_PER_ENTRY_MAX * max(acc.slope_per_s, 0.0)
 
 
 def unexplained(acc: Accounting, resource: str) -> bool:
