@@ -110,6 +110,7 @@ def test_not_judged_pass_passes_and_names_them_and_a_warm_up_report_says_running
         data,
         "--set", "criteria.not_judged=pass",
         "--set", "leaks.min_windows=50",  # never reached: every leak criterion waits
+        "--set", "leaks.horizon_s=1s",  # and the limit is never near enough to judge at once
         "--set", "phases.0.duration_s=60s",  # long enough for a command to read it
         "--set", "phases.1.duration_s=20s",
     )  # fmt: skip

@@ -60,9 +60,13 @@ def leak_why(v: LeakVerdict) -> str:
     """Why an `insufficient` verdict is not judged, in a few words."""
     if v.windows == 0:
         return f"{NO_SAMPLES}: no complete leak window after the warm-up"
-    if "startup_max_s" in v.note:
+    if v.why == "windows":
+        return f"{TOO_FEW_WINDOWS} ({v.windows}, fewer than leaks.min_windows)"
+    if v.why == "power":  # soak.analysis.leaks: the trend test cannot reach the p-value
+        return f"{TOO_FEW_WINDOWS} ({v.windows}): {v.note.removeprefix('not judged yet: ')}"
+    if v.why == "startup" or "startup_max_s" in v.note:
         return f"{STARTUP_WAIT} (leaks.startup_max_s): rising since the warm-up's end"
-    if "min_span_s" in v.note:
+    if v.why == "span" or "min_span_s" in v.note:
         return SPAN_WAIT
     if v.note:  # a reason the detector gives that is none of the above: its own words
         return v.note.removeprefix("not judged yet: ")
