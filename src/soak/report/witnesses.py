@@ -51,8 +51,8 @@ class ScheduledPhase:
 def schedule_disagreements(
     report: Mapping[str, Any], schedule: Sequence[ScheduledPhase], run_ended: bool
 ) -> list[str]:
-    """Each phase's due against its rate times its scheduled seconds (a phase the run did
-    not reach, or cut short by a stop, is held to the seconds it ran)."""
+    """Each phase's due against its rate times its scheduled seconds, for the phases that
+    ran their whole length (one cut short by a stop, or still going, is not held to it)."""
     out = []
     rows = {row.get("name"): row for row in report.get("phases", [])}
     for phase in schedule:
@@ -63,7 +63,9 @@ def schedule_disagreements(
         ran_s = row.get("duration_s")
         if not isinstance(due, int | float) or not isinstance(ran_s, int | float):
             continue
-        seconds = min(phase.duration_s, ran_s) if run_ended else ran_s
+        if ran_s < phase.duration_s - 0.5:
+            continue  # cut short (a stop) or still going: its seconds end mid-second
+        seconds = phase.duration_s
         want = phase.rate_qps * round(seconds)
         # Whole seconds of a whole rate are due to the query; a fractional rate's seconds
         # round apart by one query at most: half a second's worth is already a disagreement.

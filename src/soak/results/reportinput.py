@@ -73,7 +73,10 @@ def audited_report(
         inp = report_input(record, state, store)
         report = build_report(store, inp, what_grew=report_section)
         result = read_result(record.run_dir) or {}
-        schedule = scheduled_phases(record)
+        # The seconds a service was away are not counted yet (neither due nor skipped):
+        # a run with such a gap is not held to its schedule until they are.
+        away = any(e.kind == "gap" for e in state.events(record.id))
+        schedule = [] if away else scheduled_phases(record)
         found = audit(
             store,
             record.id,
