@@ -146,7 +146,8 @@ def test_screenshot_shows_the_plots(report_file: tuple[Path, dict], tmp_path: Pa
     width, height, rows = png_pixels(shot)
     assert (width, height) == (1200, 4500)
     # The first lines' colors cover real area (the load, latency, lost and memory plots
-    # are within the first 4500 px: the verdict table with its notes stands above them), and the FAILED headline is red on pink.
+    # are within the first 4500 px: the verdict table with its notes stands above them),
+    # and the FAILED headline is red on pink.
     # (the legend swatches alone give about 50 in the sampled rows)
     assert count_color(rows, PALETTE[0]) > 150
     assert count_color(rows, PALETTE[1]) > 150
