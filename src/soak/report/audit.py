@@ -171,7 +171,6 @@ def audit(
     report: Mapping[str, Any],
     load_totals: Mapping[str, Any] | None = None,
     schedule: Sequence[ScheduledPhase] = (),
-    run_ended: bool = True,
 ) -> list[str]:
     """Every disagreement between the report's load figures (and `load_totals`) and the
     ledger, and between the ledger and its witnesses (soak.report.witnesses: the schedule,
@@ -184,7 +183,7 @@ def audit(
             return [f"no ledger windows for a run that sent {sent_total:,.0f} queries"]
         return []  # a run without load
     out = list(whole.problems)
-    out += schedule_disagreements(report, schedule, run_ended)
+    out += schedule_disagreements(report, schedule)
     out += server_disagreements(whole.all_windows, server_count(store, run_id))
     if whole.counts["completed"] > whole.counts["sent"]:
         out.append(f"completed {whole.counts['completed']:,.0f} above sent")

@@ -49,7 +49,7 @@ class ScheduledPhase:
 
 
 def schedule_disagreements(
-    report: Mapping[str, Any], schedule: Sequence[ScheduledPhase], run_ended: bool
+    report: Mapping[str, Any], schedule: Sequence[ScheduledPhase]
 ) -> list[str]:
     """Each phase's due against its rate times its scheduled seconds, for the phases that
     ran their whole length (one cut short by a stop, or still going, is not held to it)."""

@@ -83,7 +83,6 @@ def audited_report(
             report,
             result.get("load_totals"),
             schedule,
-            run_ended=record.ended_ns is not None,
         )
         return report, found
     finally:
