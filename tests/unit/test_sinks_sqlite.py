@@ -108,3 +108,21 @@ def test_points_are_read_in_pages_without_losing_or_splitting_any(
     assert list(store.points("r1")) == sorted(written, key=lambda q: (q.time_ns, q.tags["k"]))
     assert len(list(store.points("r1", since_ns=20))) == 10
     store.close()
+
+
+def test_run_bytes_share_the_file_by_samples(tmp_path: Path) -> None:
+    """Each run's bytes are its share of the samples of the file's used bytes: two runs of
+    1 and 3 parts split it 1:3, they add up to the file, and a run with no points is 0."""
+    store = SqliteStore(tmp_path / "points.db")
+    fields = {f"f{i}": float(i) for i in range(10)}
+    for t in range(400):
+        store.write([Point("process", fields, t, {**RUN, "soak": "small"})])
+        big = [Point("process", fields, t, {**RUN, "soak": "big", "k": str(k)}) for k in range(3)]
+        store.write(big)
+    small_bytes, small_samples = store.run_bytes("small")
+    big_bytes, big_samples = store.run_bytes("big")
+    assert (small_samples, big_samples) == (4_000, 12_000)
+    assert big_bytes == pytest.approx(3 * small_bytes, rel=1e-3)
+    assert small_bytes + big_bytes == pytest.approx(store.used_bytes(), abs=1)
+    assert store.run_bytes("none") == (0, 0)
+    store.close()

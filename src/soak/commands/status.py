@@ -31,7 +31,7 @@ def local_status(data_dir: Path, run_id: str | None) -> Any:
         if record is None:
             raise InputError(f"no run {run_id!r} in {data_dir}")
         points_db = layout.points_path(record.scenario, record.run_dir)
-        return run_status(record, None, state, points_db=points_db)
+        return run_status(record, None, state, points_db=points_db, with_size=True)
     finally:
         state.close()
 
@@ -51,7 +51,7 @@ def status_cmd(
         result = local_status(data_dir, run_id)
     else:
         with service_client(server, data_dir) as client:
-            result = client.runs() if run_id is None else client.status(run_id)
+            result = client.runs() if run_id is None else client.status(run_id, with_size=True)
     if isinstance(result, list):  # the active runs; the others are `soak list`'s
         ended = sum(1 for r in result if r["status"] not in ACTIVE)
         result = [r for r in result if r["status"] in ACTIVE]

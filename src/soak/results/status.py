@@ -36,9 +36,12 @@ def run_status(
     *,
     brief: bool = False,
     points_db: Path | None = None,
+    with_size: bool = False,
 ) -> dict[str, Any]:
     """`live`: the figures of a run held in this process, read after its events;
-    `points_db`: where to read the latest samples of a run not live in this process."""
+    `points_db`: where to read the latest samples of a run not live in this process;
+    `with_size`: the run's bytes in that store (a count of its samples: for `soak status`,
+    not for a view refreshed every second)."""
     events = [] if brief else state.events(record.id, limit=50)
     if not brief:
         # The events first, then the record: a run writes its record (restart count, the
@@ -88,6 +91,8 @@ def run_status(
         status["latest"] = stored_latest(points_db, record.id)
         if record.ended_ns is None and scenario.load is not None:  # an ended run: its result
             status.update(_lost(stored_totals(points_db, record.id)))
+    if with_size and points_db is not None and points_db.exists():
+        status.update(stored_size(points_db, record.id))
     result = read_result(record.run_dir)
     if result is not None:
         status.setdefault("verdicts", result.get("verdicts", []))
@@ -136,6 +141,19 @@ def stored_latest(points_db: Path, run_id: str) -> dict[str, dict[str, FieldValu
     finally:
         store.close()
     return latest
+
+
+def stored_size(points_db: Path, run_id: str) -> dict[str, Any]:
+    """The run's points in the embedded store so far: bytes (its share of the file, as
+    the store tells it) and samples; the disk a run costs, while it runs."""
+    from soak.sinks.sqlite import SqliteStore
+
+    store = SqliteStore(points_db)
+    try:
+        size_bytes, samples = store.run_bytes(run_id)
+    finally:
+        store.close()
+    return {"store_bytes": size_bytes, "store_samples": samples, "store_path": str(points_db)}
 
 
 def stored_totals(points_db: Path, run_id: str) -> dict[str, Any]:

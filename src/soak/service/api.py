@@ -146,7 +146,9 @@ def create_app(manager: RunManager, token: str) -> Starlette:
 
     async def get_run(request: Request) -> Response:
         run_id = await run_in_threadpool(owned_run, request)
-        status = await run_in_threadpool(manager.status, run_id)
+        # ?size=1: the run's bytes in its store (a count of its samples; `soak status`)
+        with_size = request.query_params.get("size") == "1"
+        status = await run_in_threadpool(lambda: manager.status(run_id, with_size=with_size))
         return JSONResponse({**status, "team": await run_in_threadpool(tokens.owner, run_id)})
 
     async def stop_run(request: Request) -> Response:

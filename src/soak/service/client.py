@@ -69,8 +69,10 @@ class Client:
         runs: list[dict[str, Any]] = self._request("GET", "/runs").json()["runs"]
         return runs
 
-    def status(self, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("GET", f"/runs/{run_id}").json()
+    def status(self, run_id: str, *, with_size: bool = False) -> dict[str, Any]:
+        """`with_size`: with the run's bytes in its store (counted at each request)."""
+        params = {"size": "1"} if with_size else None
+        result: dict[str, Any] = self._request("GET", f"/runs/{run_id}", params=params).json()
         return result
 
     def stop(self, run_id: str) -> dict[str, Any]:

@@ -93,8 +93,17 @@ def summary_rows(status: dict[str, Any]) -> list[tuple[str, str]]:
         ("fds", fmt_num(proc.get("fds"))),
         (threads_label, fmt_num(threads)),
         ("restarts", str(status.get("restarts", 0))),
+        *store_rows(status),
         *owed_rows(status),
     ]
+
+
+def store_rows(status: dict[str, Any]) -> list[tuple[str, str]]:
+    """The run's points in the embedded store so far (`soak status RUN`; not the live view)."""
+    if "store_bytes" not in status:
+        return []
+    text = f"{fmt_bytes(status['store_bytes'])} ({status['store_samples']:,} samples)"
+    return [("stored", f"{text} in {status['store_path']}")]
 
 
 def owed_rows(status: dict[str, Any]) -> list[tuple[str, str]]:

@@ -204,10 +204,13 @@ class RunManager:
             raise UnknownRun(f"no run {run_id!r}")
         return record
 
-    def status(self, run_id: str) -> dict[str, Any]:
+    def status(self, run_id: str, *, with_size: bool = False) -> dict[str, Any]:
+        """`with_size`: the run's bytes in its store (results.status.stored_size)."""
         record = self.get_record(run_id)
         points_db = self.data_dir.points_path(record.scenario, record.run_dir)
-        return run_status(record, self._live(run_id), self.state, points_db=points_db)
+        return run_status(
+            record, self._live(run_id), self.state, points_db=points_db, with_size=with_size
+        )
 
     def list_status(self) -> list[dict[str, Any]]:
         return [

@@ -62,6 +62,8 @@ _NEWEST_VALUE = (
     " ORDER BY v.time_ns DESC LIMIT 1"
 )
 
+_SERIES_SAMPLES = "SELECT COUNT(*) FROM samples WHERE series_id = ?"
+
 
 def _tags_key(tags: dict[str, str]) -> str:
     return json.dumps(tags, sort_keys=True, separators=(",", ":"))
@@ -322,6 +324,19 @@ class SqliteStore:
                 " GROUP BY s.soak"
             ).fetchall()
         return {soak: int(count) for soak, count in rows}
+
+    def run_bytes(self, soak: str) -> tuple[int, int]:
+        """(about how many bytes of the file a run's points take, its samples): the run's
+        share of the samples times the bytes the file's data pages hold, indexes included
+        (rows are about the same size whichever run wrote them). The run's samples are
+        counted by its series' key ranges; all samples by the smallest index."""
+        with self._lock:
+            ids = [r[0] for r in self._db.execute("SELECT id FROM series WHERE soak = ?", (soak,))]
+            mine = sum(int(self._db.execute(_SERIES_SAMPLES, (i,)).fetchone()[0]) for i in ids)
+            total = int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+        if not mine:
+            return 0, 0
+        return round(self.used_bytes() * mine / total), mine
 
     def used_bytes(self) -> int:
         """Bytes of the file's pages that hold data (its size less the free pages)."""
