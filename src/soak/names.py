@@ -71,6 +71,9 @@ _LOAD_FIELDS = (
     "sockets_open",
 )
 _RCODES = (r"rcode_[a-z0-9_]+",)
+# Each phase's latency over its merged window histograms (the report's figure), one point
+# per phase and class stamped at the phase's end: what a dashboard shows as the report's p99.
+LATENCY_MEASUREMENT = "latency"
 
 SERIES: dict[str, Series] = {
     s.measurement: s
@@ -79,6 +82,7 @@ SERIES: dict[str, Series] = {
         # of its own with the tag `agent` (its segment index), beside the run's total
         # (no `agent` tag); readers of the total leave the agents' series out (AGENT_TAG).
         Series("load", ("class", AGENT_TAG), _LOAD_FIELDS, _RCODES),
+        Series(LATENCY_MEASUREMENT, ("class", "phase"), (*_LATENCY, "queries")),
         Series(
             "process",
             (),

@@ -14,6 +14,7 @@ into the same InfluxDB.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from collections.abc import Iterator
@@ -195,3 +196,33 @@ def test_cpu_per_query_expression_has_aligned_inputs(soaked: Soaked) -> None:
     # Not a speed figure (shared noisy cores): only the scale. A CPU seconds / q/s mix-up
     # would be off by 1e6.
     assert 1 < us_per_query[len(us_per_query) // 2] < 100_000, us_per_query
+
+
+def test_phase_latency_panel_shows_the_reports_p99(soaked: Soaked) -> None:
+    """The dashboard's per-phase latency (the `latency` points, as its query reads them
+    from InfluxDB) is the report's Phases figure: the p99 of the phase's merged window
+    histograms, to the digit; not a maximum or mean of the windows' p99s."""
+    dashboard = g.GRAFANA / "dashboards" / "soak.json"
+    (query,) = [q for q in g.dashboard_queries(dashboard) if "panel 28 " in q.where]
+    text = g.expand(query.text, _variables(soaked, dashboard), g.time_filter())
+    shown = {
+        s["tags"]["phase"]: s["values"][0][s["columns"].index("p99 ms")]
+        for s in soaked.influx.query(text, DB)
+        if s["tags"]["class"] == "all"
+    }
+    (report_path,) = (soaked.home / "runs").glob(f"{soaked.run_id}/report.json")
+    report = json.loads(report_path.read_text())
+    expected = {
+        row["name"]: row["metrics"]["lat_p99_ms"]["p99"]
+        for row in report["phases"]
+        if row["metrics"].get("lat_p99_ms")
+    }
+    assert expected and shown == expected, (shown, expected)
+    # The windows' own p99s differ from it: the panel does not read them.
+    windows = soaked.influx.query(
+        f'SELECT max("lat_p99_ms"), mean("lat_p99_ms") FROM "load" WHERE "agent" = \'\''
+        f" AND \"class\" = 'all' AND \"soak\" = '{soaked.run_id}'",
+        DB,
+    )
+    worst, mean = windows[0]["values"][0][1:]
+    assert max(expected.values()) != worst or min(expected.values()) != mean

@@ -198,6 +198,7 @@ class Soaked:
     start_ns: int
     end_ns: int
     output: str
+    home: Path  # the soak's data directory (its run directory holds the report)
 
 
 def _kill_server_once(home: Path, soak: subprocess.Popen[str]) -> bool:
@@ -251,4 +252,4 @@ def soaked_influx(tmp: Path) -> Iterator[Soaked]:
         assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
         m = re.search(r"^soak: run (\S+): starting", output, re.M)
         assert m, output
-        yield Soaked(influx, m.group(1), start_ns, time.time_ns(), output)
+        yield Soaked(influx, m.group(1), start_ns, time.time_ns(), output, home)

@@ -19,7 +19,8 @@ from itertools import pairwise
 
 from soak.analysis.rundata import StoreReader
 from soak.histogram import LatencyHistogram
-from soak.names import LAT_HIST_FIELD
+from soak.names import LAT_HIST_FIELD, LATENCY_MEASUREMENT
+from soak.points import FieldValue, Point
 
 Stamped = tuple[int, str]  # (window end ns, its histogram's text form)
 # A sliding window's quantile is read about this many times per run (the sums still move
@@ -74,6 +75,46 @@ class Spans:
                 if inside:
                     hist = hist or LatencyHistogram.decode(text)
                     self.histograms[i].add(hist)
+
+
+def phase_histograms(
+    store: StoreReader,
+    run_id: str,
+    spans: Sequence[tuple[int, int]],
+    tags: dict[str, str] | None = None,
+) -> list[LatencyHistogram]:
+    """Each phase's windows merged (the first phase's also holds a window stamped at its
+    start): the figures of the report's Phases table and of the `latency` points."""
+    summed = Spans(spans)
+    summed.add(stored_histograms(store, run_id, tags))
+    return summed.histograms
+
+
+def latency_points(
+    store: StoreReader, run_id: str, phases: Sequence[tuple[str, int, int]]
+) -> list[Point]:
+    """One `latency` point per phase (name, start, end) and class, stamped at the phase's
+    end: the quantiles of its merged windows, as the report reads them (Spans, as in
+    phase_histograms), for the sinks and the dashboards, which cannot merge histograms."""
+    by_class: dict[str, list[Stamped]] = {}
+    for tags, samples in store.series(run_id, "load", LAT_HIST_FIELD):
+        stamped = by_class.setdefault(tags.get("class", ""), [])
+        stamped += [(t, v) for t, v in samples if isinstance(v, str)]
+    points = []
+    for cls, windows in sorted(by_class.items()):
+        summed = Spans([(start_ns, end_ns) for _, start_ns, end_ns in phases])
+        summed.add(sorted(windows))
+        for (name, _, end_ns), hist in zip(phases, summed.histograms, strict=True):
+            if not hist.total:
+                continue
+            figures = hist.latency_ms()
+            fields: dict[str, FieldValue] = {
+                f"lat_{k}_ms": v for k, v in figures.items() if v is not None
+            }
+            fields["queries"] = float(hist.total)
+            tags = {"class": cls, "phase": name}
+            points.append(Point(LATENCY_MEASUREMENT, fields, end_ns, tags))
+    return points
 
 
 def window_quantiles(

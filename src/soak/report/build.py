@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from soak.analysis.judged import tally
-from soak.analysis.latency import Spans, stored_histograms
+from soak.analysis.latency import phase_histograms
 from soak.analysis.rundata import Series, StoreReader, judged_from_ns, numeric
 from soak.analysis.sliding import counter_increments
 from soak.clock import ns_to_s
@@ -167,9 +167,9 @@ def _phase_latency(
     """Each phase's mean and p99 latency of all its queries: the merged histograms of its
     windows (soak.analysis.latency), the estimator of every latency figure of the run.
     The slowest window's p99 stays beside the p99 (the `max` of the per-window series)."""
-    summed = Spans([(s.start_ns, _OPEN if s.end_ns is None else s.end_ns) for s in spans])
-    summed.add(stored_histograms(store, run_id, {"class": "all"}))
-    for row, hist in zip(rows, summed.histograms, strict=True):
+    bounds = [(s.start_ns, _OPEN if s.end_ns is None else s.end_ns) for s in spans]
+    hists = phase_histograms(store, run_id, bounds, {"class": "all"})
+    for row, hist in zip(rows, hists, strict=True):
         latency = hist.latency_ms()
         if latency["p99"] is None:
             continue  # no histograms (a run stored before they were): the windows' figures
