@@ -13,7 +13,7 @@ InfluxDB 1.6 on loopback beside the embedded store, then reads what was written:
   `cache-snapshot-write-cold-duration` 1 s here; a few minutes compress worse than a
   day, so this is an upper bound).
 
-    .venv/bin/python bench/scenario_disk.py [--scenario unbound-cache ...] [--duration 4m]
+    .venv/bin/python bench/scenario_disk.py [--scenario unbound-cache ...] [--duration 4m] [--keep]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -87,6 +88,7 @@ def cadence(db: sqlite3.Connection) -> dict[str, dict[str, float]]:
     rows: dict[str, list[tuple[int, int]]] = {}
     for m, t, n in db.execute(sql):
         rows.setdefault(m, []).append((t, n))
+    run_s = len(rows.get("load", [])) or 1  # the ledger's 1-s windows: the run's seconds
     for m, stamps in rows.items():
         gaps = [(b[0] - a[0]) / 1e9 for a, b in pairwise(stamps)]
         samples = sum(n for _t, n in stamps)
@@ -96,10 +98,19 @@ def cadence(db: sqlite3.Connection) -> dict[str, dict[str, float]]:
             "stamps": len(stamps),
             "samples_per_stamp": samples / len(stamps),
             "gap_s": gap_s,
-            # irregular measurements (events) are not a rate: counted once, not per hour
-            "per_hour": samples / len(stamps) * HOUR_S / gap_s if m != "event" and gap_s else 0,
+            "per_hour": _per_hour(m, samples, len(stamps), gap_s, run_s),
         }
     return out
+
+
+def _per_hour(measurement: str, samples: int, stamps: int, gap_s: float, run_s: int) -> float:
+    """Samples an hour: at the measurement's own cadence; events (irregular) at their rate
+    over the run; `latency` (one point per phase and class, at the run's end) not at all."""
+    if measurement == "latency":
+        return 0.0
+    if measurement == "event" or not gap_s:
+        return samples * HOUR_S / run_s
+    return samples / stamps * HOUR_S / gap_s
 
 
 def store_bytes(path: str) -> tuple[int, int]:
@@ -142,8 +153,9 @@ def measure(scenario: str, work: Path, duration: str) -> dict[str, object]:
     return {
         "scenario": scenario,
         "tick_s": tick_s,
+        # the samplers' (the ledger's `load` is per second whatever the tick)
         "samples_per_tick": sum(
-            m["samples_per_stamp"] for k, m in per_m.items() if m["gap_s"] == tick_s
+            m["samples_per_stamp"] for k, m in per_m.items() if m["gap_s"] == tick_s and k != "load"
         ),
         "measurements": per_m,
         "samples": samples,
@@ -161,12 +173,22 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", action="append", choices=SCENARIOS)
     ap.add_argument("--duration", default="4m")
+    ap.add_argument("--keep", action="store_true", help="keep the data directories")
+    ap.add_argument("--smoke", action="store_true", help="unbound-cache for 20 s")
     args = ap.parse_args()
+    if args.smoke:
+        args.scenario, args.duration = ["unbound-cache"], "20s"
     results = []
-    with tempfile.TemporaryDirectory(prefix="soak-disk-") as tmp:
+    tmp = tempfile.mkdtemp(prefix="soak-disk-")
+    try:
         for scenario in args.scenario or SCENARIOS:
             results.append(measure(scenario, Path(tmp), args.duration))
             print(json.dumps(results[-1], indent=1), flush=True)
+    finally:
+        if args.keep:
+            print(f"kept: {tmp}", flush=True)
+        else:
+            shutil.rmtree(tmp)
     for r in results:
         print(
             f"{r['scenario']}: tick {r['tick_s']:g} s, {r['samples_per_tick']:.0f} samples a tick,"

@@ -35,6 +35,7 @@ RESULT_LINES = {
     "replay_memory.py": r"; clients replayed [1-9]\d* of [1-9]\d* in the capture ",
     "replay_vs_dnsperf.py": rf"^  ratio replay/dnsperf: answered q/s {N}, CPU per answer {N}$",
     "report_long.py": r"^20 min at 1-s ticks \| .* \| True$",
+    "scenario_disk.py": rf"^unbound-cache: tick 10 s, {N} samples a tick, .* MiB a day$",
     "service_soak.py": rf"^\| RssAnon \| {N} MiB -> {N} MiB \| ",
     "sinks.py": rf"^sink victoria-metrics \(influx_v2, batch 5000\): {N} points/s .* "
     rf"peer influxdb-client Point objects {N} points/s: {N}x\)$",
