@@ -283,3 +283,43 @@ def test_the_culprit_and_projection_are_annotations(am_url: str, webhook: Webhoo
         assert body["alerts"][0]["annotations"]["culprit"] == said["culprit"]
     finally:
         alerter.close()
+
+
+def test_a_resumed_run_resends_its_firing_alert_and_tells_no_new_transition(
+    am_url: str, webhook: Webhook, tmp_path: Path
+) -> None:
+    """A service restart: the new service's alerter of the run reads what the previous one
+    told (its `alert` events in the run's store) and goes on with the same alert: the
+    webhook hears no second `firing`, Alertmanager keeps its startsAt; the resolution
+    that follows is told once."""
+    from soak.results.alerts import told_firing
+    from soak.sinks.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "points.db")
+    cfg = AlertingConfig(alertmanagers=[am_url], webhooks=[webhook.url], resend_interval_s=1.0)
+    before = Alerter(cfg, run_tags=run_tags("resumed-1"))
+    try:
+        store.write(before.update([growing(), growing("fds")]))
+        store.write(before.update([growing(), verdict("ok", "fds")]))  # fds resolved
+    finally:
+        before.close()
+    (first,) = wait_for(lambda: am_alerts(am_url, "resumed-1"))
+    told = ["firing", "firing", "resolved"]  # rss_anon_bytes and fds fired, fds resolved
+    assert [b["status"] for b in webhook.bodies] == told
+    assert set(told_firing(store, "resumed-1")) == {"rss_anon_bytes"}
+
+    after = Alerter(cfg, run_tags=run_tags("resumed-1"))
+    try:
+        after.resume(told_firing(store, "resumed-1"))
+        time.sleep(1.0)  # a resend interval: Alertmanager is due again
+        assert after.update([growing(), verdict("ok", "fds")]) == []  # no new transition
+        assert [b["status"] for b in webhook.bodies] == told
+        (again,) = am_alerts(am_url, "resumed-1")
+        assert again["startsAt"] == first["startsAt"]
+        (resolved,) = messages(after.update([verdict("levelling")]))
+        assert "resolved" in resolved and "rss_anon_bytes" in resolved
+        assert [b["status"] for b in webhook.bodies] == [*told, "resolved"]
+        assert wait_for(lambda: not am_alerts(am_url, "resumed-1"))
+    finally:
+        after.close()
+        store.close()

@@ -13,6 +13,8 @@ bury the others).
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +24,8 @@ from typing import Any
 import httpx
 
 from soak.analysis.leaks import LeakVerdict
-from soak.clock import s_to_ns
+from soak.analysis.rundata import StoreReader
+from soak.clock import ns_to_s, s_to_ns
 from soak.config import AlertingConfig
 from soak.points import Point, event_point
 from soak.results.grew import verdict_culprits
@@ -82,6 +85,16 @@ class Alerter:
         self.resolving: dict[str, _Alert] = {}
         self._fail_streak: dict[str, int] = {}  # receiver URL -> failed sends in a row
 
+    def resume(self, firing: dict[str, float]) -> None:
+        """A run resumed by a new service: the alerts its previous service had told as
+        firing (resource -> when), firing still, every receiver having heard, so that the
+        next pass resends them (with their first startsAt) or resolves them, and tells no
+        webhook of a new transition."""
+        for resource, starts_s in firing.items():
+            alert = _Alert(resource, LeakVerdict(resource, "growing", 0.0, 1.0, 0, 0.0), starts_s)
+            alert.last_sent_s = dict.fromkeys(self.receivers, starts_s)
+            self.firing[resource] = alert
+
     @property
     def receivers(self) -> list[str]:
         return [*self.cfg.webhooks, *self.cfg.alertmanagers]
@@ -121,7 +134,9 @@ class Alerter:
             heard = all(alert.last_sent_s.get(r, 0.0) >= ends_s for r in self.receivers)
             if heard or alert.attempts >= _RESOLVE_ATTEMPTS:
                 del self.resolving[resource]
-        return events
+        # One nanosecond apart: events of one kind at one time are one point in a store
+        # (two alerts fired in one pass would keep only the last).
+        return [dataclasses.replace(p, time_ns=p.time_ns + i) for i, p in enumerate(events)]
 
     # ---------------------------------------------------------------- sending
 
@@ -263,6 +278,25 @@ class Alerter:
         return event_point("alert", message, s_to_ns(now_s), value).with_tags(self.run_tags)
 
 
+_TOLD = re.compile(rf"^{ALERT_NAME} (firing|resolved): (\S+) ")
+
+
+def told_firing(store: StoreReader, run_id: str) -> dict[str, float]:
+    """The resources whose last alert the run's events tell as firing, and since when:
+    the `alert` events of Alerter._summary, read back from the run's store."""
+    firing: dict[str, float] = {}
+    for p in store.points(run_id, "event"):
+        told = _TOLD.match(str(p.fields.get("message", "")))
+        if told is None or p.tags.get("kind") != "alert":
+            continue
+        state, resource = told.groups()
+        if state == "firing":
+            firing.setdefault(resource, ns_to_s(p.time_ns))
+        else:
+            firing.pop(resource, None)
+    return firing
+
+
 class LeakAlerts:
     """A run's leak alerts as the listener of its leak passes (runs.listening): each pass
     updates its Alerter, with the culprits of what grows where anyone is told."""
@@ -270,8 +304,13 @@ class LeakAlerts:
     def __init__(self, run: RunFacts) -> None:
         self.run = run
         self.alerter = Alerter(run.scenario.alerting, run_tags=run.run_tags)
+        self._resumed = False
 
     def heard(self, leak_pass: LeakPass) -> list[Point]:
+        if not self._resumed:  # what a previous service of the run told, told once
+            self._resumed = True
+            if self.alerter.receivers:
+                self.alerter.resume(told_firing(leak_pass.store, self.run.run_id))
         culprits = self.alerter.receivers and verdict_culprits(
             leak_pass.store,
             self.run.run_id,
