@@ -109,7 +109,16 @@ SERIES: dict[str, Series] = {
         Series(
             "runtime",
             (),
-            ("goroutines", "heap_inuse_bytes", "heap_alloc_bytes", "querylog_dropped_total"),
+            (
+                "goroutines",
+                "heap_inuse_bytes",
+                "heap_alloc_bytes",
+                "querylog_dropped_total",
+                # the server's own accounting (samplers.server; pdns-recursor's as mapped)
+                "cache_entries",
+                "cache_bytes",
+                "packetcache_entries",
+            ),
         ),
         Series("api", ("endpoint",), ("latency_ms", "status", "bytes", "ok")),
         Series("dig", ("probe",), ("latency_ms", "rcode", "ok")),

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from soak.clock import NS_PER_S
@@ -114,12 +115,20 @@ def test_a_query_on_an_unwritten_field_returns_nothing(soaked: Soaked) -> None:
 
 
 def test_run_picker_lists_soak_runs_not_upgrade_runs(soaked: Soaked) -> None:
+    """The runs of the time range only: not upgrade runs, not a run of three days ago
+    (which SHOW TAG VALUES, the list of every run ever written, still names)."""
+    old_ns = soaked.start_ns - 3 * 86_400 * NS_PER_S
+    body = f"process,soak=old-run,scenario=s,target=t,version=v fds=1 {old_ns}\n"
+    httpx.post(soaked.influx.url + "/write", params={"db": DB}, content=body).raise_for_status()
+    every = _values(soaked.influx, 'SHOW TAG VALUES FROM "process" WITH KEY = "soak"')
+    assert "old-run" in every
     (var,) = [
         v
         for v in g.load_dashboard(g.GRAFANA / "dashboards" / "soak.json")["templating"]["list"]
         if v["name"] == "soak"
     ]
-    assert _values(soaked.influx, var["query"]) == [soaked.run_id]
+    picked = _values(soaked.influx, g.expand(var["query"], {}, g.time_filter()))
+    assert picked == [soaked.run_id]
     upgrade_runs = _values(soaked.influx, 'SHOW TAG VALUES FROM "upgrade_check" WITH KEY = "soak"')
     assert len(upgrade_runs) == 1 and upgrade_runs != [soaked.run_id]
 
