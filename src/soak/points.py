@@ -12,7 +12,8 @@ from typing import Any
 
 FieldValue = float | int | str | bool
 
-RUN_TAGS = ("soak", "scenario", "target", "version")
+# `team`: only where the scenario's alerting.labels name one (the dashboards filter by it).
+RUN_TAGS = ("soak", "scenario", "target", "version", "team")
 
 
 @dataclass(frozen=True, slots=True)

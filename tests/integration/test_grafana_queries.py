@@ -114,6 +114,10 @@ def test_a_query_on_an_unwritten_field_returns_nothing(soaked: Soaked) -> None:
     assert soaked.influx.query(g.expand(text, variables, g.time_filter()), DB) == []
 
 
+def soaked_vars() -> list[dict[str, Any]]:
+    return list(g.load_dashboard(g.GRAFANA / "dashboards" / "soak.json")["templating"]["list"])
+
+
 def test_run_picker_lists_soak_runs_not_upgrade_runs(soaked: Soaked) -> None:
     """The runs of the time range only: not upgrade runs, not a run of three days ago
     (which SHOW TAG VALUES, the list of every run ever written, still names)."""
@@ -127,8 +131,19 @@ def test_run_picker_lists_soak_runs_not_upgrade_runs(soaked: Soaked) -> None:
         for v in g.load_dashboard(g.GRAFANA / "dashboards" / "soak.json")["templating"]["list"]
         if v["name"] == "soak"
     ]
-    picked = _values(soaked.influx, g.expand(var["query"], {}, g.time_filter()))
+    teams = {"team": ["dns"]}
+    picked = _values(soaked.influx, g.expand(var["query"], teams, g.time_filter()))
     assert picked == [soaked.run_id]
+    # Another team's runs are not offered; Grafana's All (the variable's allValue `.*`,
+    # not escaped) offers every team's and runs of no team.
+    tf = g.time_filter()
+    assert _values(soaked.influx, g.expand(var["query"], {"team": ["web"]}, tf)) == []
+    (team_var,) = [v for v in soaked_vars() if v["name"] == "team"]
+    body = f"process,soak=no-team,scenario=s,target=t,version=v fds=1 {soaked.start_ns}\n"
+    httpx.post(soaked.influx.url + "/write", params={"db": DB}, content=body).raise_for_status()
+    every_team = var["query"].replace("$team", team_var["allValue"])
+    offered = _values(soaked.influx, g.expand(every_team, {}, tf))
+    assert offered == sorted(["no-team", soaked.run_id])
     upgrade_runs = _values(soaked.influx, 'SHOW TAG VALUES FROM "upgrade_check" WITH KEY = "soak"')
     assert len(upgrade_runs) == 1 and upgrade_runs != [soaked.run_id]
 

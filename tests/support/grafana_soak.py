@@ -151,6 +151,8 @@ def scenario(data_dir: Path, influx_url: str, dead_url: str) -> dict[str, Any]:
             "thresholds": {r: "1/h" for r in ("rss_anon_bytes", "heap_inuse_bytes", "fds")},
         },
         "criteria": {"lost_ratio_max": None, "restarts_max": None, "leaks_ok": False},
+        # the dashboards' team filter (the tag `team` of every point)
+        "alerting": {"labels": {"team": "dns"}},
     }
 
 

@@ -156,7 +156,10 @@ def test_every_panel_uses_the_run_variables() -> None:
             assert {"soak", "target", "version"} <= g.variables_used(q.text), q.where
             assert "$timeFilter" in q.text, q.where
     names = [v["name"] for v in d["templating"]["list"]]
-    assert names == ["soak", "target", "version"]
+    # the team first: the run drop-down offers the chosen teams' runs
+    assert names == ["team", "soak", "target", "version"]
+    (soak,) = [v for v in d["templating"]["list"] if v["name"] == "soak"]
+    assert "team" in g.variables_used(soak["query"])
 
 
 def test_expand_renders_like_grafana() -> None:

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from soak.analysis.latency import latency_points
 from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns
 from soak.config import Scenario
 from soak.errors import SoakError
@@ -70,6 +69,7 @@ class Run:
         tgt = self.scenario.target
         run_tags = {"soak": self.id, "scenario": self.scenario.name}
         run_tags |= {"target": tgt.name, "version": tgt.version}
+        run_tags |= {k: v for k, v in self.scenario.alerting.labels.items() if k == "team"}
         self.parts = RunParts(
             self.id, self.scenario, self.run_dir, ctx, run_tags, foreground=record.foreground
         )
@@ -275,7 +275,11 @@ class Run:
         with contextlib.suppress(SoakError):
             # A last verdict; it may still send an alert (a resend that is due).
             self.ticker.analyse(now_ns, self.timeline.warmup_end_ns)
-        self._write_phase_latency(now_ns)
+        # Each phase's latency once more, every window stored (the last phase cut at the end).
+        ran = [s for s in self.timeline.spans if s.start_ns < now_ns]
+        self.ticker.phase_latency(
+            [(s.name, s.start_ns, min(s.end_ns, now_ns)) for s in ran], now_ns
+        )
         if self.parts.listener is not None:
             self.parts.listener.close()
         # Flushed: the criteria and the report read every point; what a sink did not
@@ -301,23 +305,6 @@ class Run:
                 capture=capture,
             )
         )
-
-    def _write_phase_latency(self, now_ns: int) -> None:
-        """Each phase's latency over its merged windows (`latency` points), once every window
-        is stored: the phases as they ran, the last one cut at the end, as the report's."""
-        sinks = self.parts.sinks
-        if sinks is None or sinks.store is None or self.parts.load is None:
-            return
-        ran = [
-            (s.name, s.start_ns, min(s.end_ns, now_ns))
-            for s in self.timeline.spans
-            if s.start_ns < now_ns
-        ]
-        try:
-            points = latency_points(sinks.store, self.id, ran)
-            self.parts.write([p.with_tags(self.parts.run_tags) for p in points])
-        except SoakError as exc:  # recorded; the run still ends
-            self.parts.try_event("error", f"phase latency not written: {exc}", now_ns)
 
     def storage_failed(self, job: str, exc: BaseException) -> None:
         """The data directory takes no more writes (disk full, read-only, I/O error):

@@ -6,9 +6,11 @@ import time
 
 from soak import hostproc
 from soak.analysis.growth import MEMORY_RESOURCES
+from soak.analysis.latency import latency_points
 from soak.analysis.leaks import LeakFits, LeakVerdict, leak_points
 from soak.analysis.verdicts import run_verdicts
 from soak.clock import TickGrid, ns_to_s
+from soak.errors import SoakError
 from soak.names import LAT_HIST_FIELD
 from soak.points import FieldValue, Point
 from soak.runs.listening import LeakPass
@@ -47,6 +49,7 @@ class Ticker:
         self.latest: dict[str, dict[str, FieldValue]] = {}  # "measurement[,tag=v]" -> fields
         self.verdicts: list[LeakVerdict] = []
         self.leak_fits = LeakFits()  # kept across passes: a pass costs the new windows
+        self.phases_told: set[int] = set()  # phases whose `latency` points are written
 
     def tick(self, timeline: Timeline) -> None:
         """One sampler tick on the grid; a late tick is recorded as lag, not doubled."""
@@ -68,6 +71,7 @@ class Ticker:
         points = runner.run_tick(tick_ns) if runner is not None else []
         self.parts.write(points)
         self._remember(points)
+        self._ended_phases(timeline, points, tick_ns)
         self.last_tick_ns = tick_ns
         self.parts.ctx.state.update_run(self.parts.run_id, last_tick_ns=tick_ns)
         lag_s = ns_to_s(started_ns - tick_ns)
@@ -125,6 +129,31 @@ class Ticker:
             sampler.request_capture(reason)
             points += sampler.sample(now_ns) + sampler.wait(timeout_s)
             self.parts.write([p.with_tags(self.parts.run_tags) for p in points])
+
+    def _ended_phases(self, timeline: Timeline, points: list[Point], tick_ns: int) -> None:
+        """The `latency` points of each phase whose windows are all stored: at the first
+        tick that stores a window after its end (windows close in order)."""
+        newest_ns = max((p.time_ns for p in points if p.measurement == "load"), default=0)
+        ended = [
+            s for s in timeline.spans if s.index not in self.phases_told and s.end_ns < newest_ns
+        ]
+        if ended:
+            self.phases_told.update(s.index for s in ended)
+            self.phase_latency([(s.name, s.start_ns, s.end_ns) for s in ended], tick_ns)
+
+    def phase_latency(self, phases: list[tuple[str, int, int]], now_ns: int) -> None:
+        """Each phase's (name, start, end) latency over its merged windows, as the report's
+        Phases table reads it: `latency` points stamped at its end (written again, the same
+        point, at the run's end)."""
+        sinks = self.parts.sinks
+        if sinks is None or sinks.store is None or self.parts.load is None or not phases:
+            return
+        try:
+            points = latency_points(sinks.store, self.parts.run_id, phases)
+        except SoakError as exc:  # recorded; the run goes on
+            self.parts.try_event("error", f"phase latency not read: {exc}", now_ns)
+            return
+        self.parts.write([p.with_tags(self.parts.run_tags) for p in points])
 
     def _remember(self, points: list[Point]) -> None:
         run_tags = self.parts.run_tags
