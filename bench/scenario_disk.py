@@ -78,6 +78,24 @@ def run(scenario: str, work: Path, influx: InfluxV1, duration: str) -> str:
     return str(data / "points.db")
 
 
+def owed_points(data: Path, run_id: str) -> dict[str, int]:
+    """What the run's sinks still owed at its end (soak status); the next command on the
+    data directory (`soak list` here) replays it, so that InfluxDB's count is the run's."""
+    soak = str(Path(sys.executable).parent / "soak")
+    argv = [soak, "status", run_id, "--data-dir", str(data), "--json"]
+    status = json.loads(subprocess.run(argv, capture_output=True, text=True).stdout)
+    owed: dict[str, int] = status.get("owed", {})
+    deadline = time.monotonic() + 120
+    while owed and time.monotonic() < deadline:
+        subprocess.run([soak, "list", "--data-dir", str(data)], capture_output=True)
+        argv_now = [soak, "status", run_id, "--data-dir", str(data), "--json"]
+        now = json.loads(subprocess.run(argv_now, capture_output=True, text=True).stdout)
+        if not now.get("owed"):
+            break
+        time.sleep(2)
+    return owed
+
+
 def cadence(db: sqlite3.Connection) -> dict[str, dict[str, float]]:
     """Per measurement: samples, distinct stamps, samples a stamp, median gap (s)."""
     out = {}
@@ -142,6 +160,7 @@ def measure(scenario: str, work: Path, duration: str) -> dict[str, object]:
         path = run(scenario, work, influx, duration)
         db = sqlite3.connect(path)
         (run_id,) = db.execute("SELECT DISTINCT soak FROM series").fetchone()
+        owed = owed_points(Path(path).parent, run_id)
         per_m = cadence(db)
         tick_s = per_m["process"]["gap_s"]
         db.close()
@@ -163,6 +182,7 @@ def measure(scenario: str, work: Path, duration: str) -> dict[str, object]:
         "sqlite_bytes_per_sample": sqlite_per_sample,
         "sqlite_mib_per_hour": per_hour * sqlite_per_sample / 2**20,
         "sqlite_mib_per_day": 24 * per_hour * sqlite_per_sample / 2**20,
+        "owed_at_end": owed,  # points InfluxDB had not taken when the run ended
         "influx_samples": influx_samples,
         "influx_tsm_bytes_per_sample": influx_per_sample,
         "influx_mib_per_day": 24 * per_hour * influx_per_sample / 2**20,
