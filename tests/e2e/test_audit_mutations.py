@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 
 from soak.results.reportinput import local_audit
 from soak.runs.layout import DataDir
-from tests.e2e.soakrun import ROOT, last_json, soak_argv
+from tests.support.soaks import ROOT, foreground
 
 pytestmark = pytest.mark.e2e
 
@@ -36,16 +35,12 @@ def run() -> Iterator[tuple[Path, str]]:
     """One real run, audited clean; its data directory (short: the control socket)."""
     data = Path(tempfile.mkdtemp(prefix="su-"))
     try:
-        done = subprocess.run(
-            soak_argv("start", str(SCENARIO), "--foreground", "--json", "--data-dir",
-                      str(data / "d"),
-                      "--set", "phases.0.duration_s=5s", "--set", "phases.1.duration_s=20s",
-                      "--set", "samplers.interval_s=1s", "--set", f"load.rate_qps={RATE}",
-                      "--set", "criteria.p99_ms_max={all: 1000}"),
-            capture_output=True, text=True, cwd=ROOT, timeout=300,
-        )  # fmt: skip
-        assert done.returncode in (0, 1), done.stderr[-3000:]
-        run_id = last_json(done.stdout)["id"]
+        run_id = foreground(
+            SCENARIO, data / "d",
+            "--set", "phases.0.duration_s=5s", "--set", "phases.1.duration_s=20s",
+            "--set", "samplers.interval_s=1s", "--set", f"load.rate_qps={RATE}",
+            "--set", "criteria.p99_ms_max={all: 1000}",
+        )["id"]  # fmt: skip
         assert local_audit(DataDir(data / "d"), run_id) == []
         yield data / "d", run_id
     finally:
