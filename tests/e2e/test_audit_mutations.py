@@ -172,3 +172,75 @@ def test_the_servers_count_is_a_witness(run: tuple[Path, str], tmp_path: Path) -
 
     found = corrupted(run, tmp_path, with_db(change))
     assert any(line.startswith("the server counted") for line in found), found
+
+
+NAMED_CONF = """options {{
+    directory "{{run_dir}}";
+    pid-file "{{run_dir}}/named.pid";
+    listen-on port {{port.dns}} {{ 127.0.0.1; }};
+    listen-on-v6 {{ none; }};
+    recursion no;
+}};
+statistics-channels {{ inet 127.0.0.1 port {{port.stats}} allow {{ 127.0.0.1; }}; }};
+zone "example.test" {{ type primary; file "{{run_dir}}/example.test.zone"; }};
+"""
+ZONE = (
+    "$TTL 3600\n@ IN SOA ns. hostmaster. 1 3600 600 86400 3600\n@ IN NS ns.\nwww IN A 192.0.2.10\n"
+)
+
+
+@pytest.fixture(scope="module")
+def bind_run() -> Iterator[tuple[Path, str]]:
+    """One real run of BIND (named), its own query count read from its statistics
+    channel (`samplers.server: {kind: bind}`), audited clean."""
+    data = Path(tempfile.mkdtemp(prefix="sb-"))
+    scenario = {
+        "name": "bind-witness",
+        "target": {
+            "runtime": "process",
+            "name": "bind9",
+            "argv": ["named", "-g", "-c", "{run_dir}/named.conf"],
+            "ports": {"dns": {"protocol": "both"}, "stats": {}},
+            "files": [
+                {"dest": "named.conf", "content": NAMED_CONF.format()},
+                {"dest": "example.test.zone", "content": ZONE},
+            ],
+            "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
+        },
+        "phases": [{"name": "steady", "duration_s": "12s"}],
+        "samplers": {"interval_s": 1, "server": {"kind": "bind", "port": "stats"}},
+        "load": {"rate_qps": RATE, "mix": [{"name": "www", "queries": ["www.example.test A"]}]},
+        "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
+    }
+    path = data / "bind.json"
+    path.write_text(json.dumps(scenario))
+    try:
+        run_id = foreground(path, data / "d")["id"]
+        assert local_audit(DataDir(data / "d"), run_id) == []
+        yield data / "d", run_id
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_binds_statistics_channel_is_a_witness(bind_run: tuple[Path, str], tmp_path: Path) -> None:
+    data, run_id = bind_run
+    db = sqlite3.connect(data / "points.db")
+    try:
+        counted = db.execute(
+            "SELECT MAX(num) FROM samples WHERE field = 'server_queries' AND series_id IN"
+            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
+            (run_id,),
+        ).fetchone()[0]
+    finally:
+        db.close()
+    assert counted is not None and counted > RATE * 5  # BIND counted the load
+
+    def change(db: sqlite3.Connection, run_id: str) -> None:
+        db.execute(
+            "UPDATE samples SET num = num / 2 WHERE field = 'server_queries' AND series_id IN"
+            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
+            (run_id,),
+        )
+
+    found = corrupted(bind_run, tmp_path, with_db(change))
+    assert any(line.startswith("the server counted") for line in found), found

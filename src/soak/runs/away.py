@@ -36,13 +36,17 @@ class Away:
     due: int
 
 
-def due_in(span: PhaseSpan, lo_ns: int) -> int:
-    """The queries the phase's rate puts in the second from `lo_ns` (fractional rates:
-    its share of the phase's running count, so that seconds add up to rate x seconds)."""
-    if span.rate_qps <= 0 or span.rate_qps >= MAX_RATE_QPS:
-        return 0  # flat out, or no load: nothing scheduled
-    k = (lo_ns - span.start_ns) // NS_PER_S
-    return math.floor(span.rate_qps * (k + 1)) - math.floor(span.rate_qps * k)
+def due_by(spans: Sequence[PhaseSpan], t_ns: int) -> float:
+    """The queries the phases' rates put between the origin and `t_ns` (a flat-out
+    phase schedules nothing): a phase boundary mid-second splits that second's due."""
+    due = 0.0
+    for span in spans:
+        if span.rate_qps <= 0 or span.rate_qps >= MAX_RATE_QPS:
+            continue
+        overlap_ns = min(t_ns, span.end_ns) - span.start_ns
+        if overlap_ns > 0:
+            due += span.rate_qps * overlap_ns / NS_PER_S
+    return due
 
 
 def away_windows(
@@ -54,17 +58,19 @@ def away_windows(
 ) -> Away:
     """The windows of the whole seconds in [from_ns, to_ns) (both on the run's grid),
     stamped at the end of their second as every window is; `class_shares` the mix's
-    classes and their shares of the rate."""
+    classes and their shares of the rate. A second's due is the schedule's whole
+    queries up to its end less those up to its start, so that seconds add up."""
     points: list[Point] = []
     total = seconds = 0
     lo_ns = from_ns
     while lo_ns + NS_PER_S <= to_ns:
+        hi_ns = lo_ns + NS_PER_S
         span = span_at(list(spans), lo_ns)
-        n = due_in(span, lo_ns) if span is not None else 0
         if span is not None:
+            n = math.floor(due_by(spans, hi_ns) + 1e-6) - math.floor(due_by(spans, lo_ns) + 1e-6)
             seconds += 1
             total += n
-            stamp_ns = lo_ns + NS_PER_S
+            rate = span.rate_qps if span.rate_qps < MAX_RATE_QPS else 0.0
             parts = {"all": n, **split_by_share(n, class_shares)}
             for cls, m in parts.items():
                 fields: dict[str, float | str] = {
@@ -75,10 +81,10 @@ def away_windows(
                     "completed": 0.0,
                     "lost": 0.0,
                     "rate_achieved": 0.0,
-                    "rate_target": span.rate_qps * (1.0 if cls == "all" else class_shares[cls]),
+                    "rate_target": rate * (1.0 if cls == "all" else class_shares[cls]),
                 }
-                points.append(Point("load", fields, stamp_ns, {**tags, "class": cls}))
-        lo_ns += NS_PER_S
+                points.append(Point("load", fields, hi_ns, {**tags, "class": cls}))
+        lo_ns = hi_ns
     return Away(points, seconds, total)
 
 
