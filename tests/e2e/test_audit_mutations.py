@@ -5,7 +5,8 @@ result.json and each window's invariants are its witnesses; soak.report.witnesse
 One short soak of unbound (scenarios/unbound-cache.yaml: its own query count sampled
 through its remote control) at 300 q/s; each test copies its data directory and changes
 one thing in the copy: a window dropped, a window doubled, a second taken out of the store
-and result.json alike, a window's due, a class's row, the server's count.
+and result.json alike, a window's due, a class's row, the server's count. Two more servers'
+own counts, each a real run: BIND's statistics channel and knot-resolver's /metrics.
 """
 
 from __future__ import annotations
@@ -243,4 +244,72 @@ def test_binds_statistics_channel_is_a_witness(bind_run: tuple[Path, str], tmp_p
         )
 
     found = corrupted(bind_run, tmp_path, with_db(change))
+    assert any(line.startswith("the server counted") for line in found), found
+
+
+KRESD_CONF = """net.listen('127.0.0.1', {port.dns}, { kind = 'dns' })
+net.ipv6 = false
+trust_anchors.remove('.')
+modules.load('hints > iterate')
+hints.set('www.example.com 192.0.2.10')
+modules.load('http')
+net.listen('127.0.0.1', {port.web}, { kind = 'webmgmt' })
+cache.open(16 * MB, 'lmdb://{run_dir}/cache')
+"""
+
+
+@pytest.fixture(scope="module")
+def kresd_run() -> Iterator[tuple[Path, str]]:
+    """One real run of knot-resolver (kresd), its own query count read from its http
+    module's /metrics (`request_total`, through the prom sampler's map), audited clean."""
+    data = Path(tempfile.mkdtemp(prefix="sk-"))
+    scenario = {
+        "name": "kresd-witness",
+        "target": {
+            "runtime": "process",
+            "name": "knot-resolver",
+            "argv": ["kresd", "-n", "-c", "{run_dir}/kresd.conf", "{run_dir}"],
+            "ports": {"dns": {"protocol": "both"}, "web": {}},
+            "files": [{"dest": "kresd.conf", "content": KRESD_CONF}],
+            "ready": {"probes": [{"kind": "dns", "name": "www.example.com"}]},
+        },
+        "phases": [{"name": "steady", "duration_s": "12s"}],
+        "samplers": {
+            "interval_s": 1,
+            "prom": {"port": "web", "map": {"server_queries": "request_total"}},
+        },
+        "load": {"rate_qps": RATE, "mix": [{"name": "www", "queries": ["www.example.com A"]}]},
+        "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
+    }
+    path = data / "kresd.json"
+    path.write_text(json.dumps(scenario))
+    try:
+        run_id = foreground(path, data / "d")["id"]
+        assert local_audit(DataDir(data / "d"), run_id) == []
+        yield data / "d", run_id
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_knot_resolvers_metrics_are_a_witness(kresd_run: tuple[Path, str], tmp_path: Path) -> None:
+    data, run_id = kresd_run
+    db = sqlite3.connect(data / "points.db")
+    try:
+        counted = db.execute(
+            "SELECT MAX(num) FROM samples WHERE field = 'server_queries' AND series_id IN"
+            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
+            (run_id,),
+        ).fetchone()[0]
+    finally:
+        db.close()
+    assert counted is not None and counted > RATE * 5  # kresd counted the load
+
+    def change(db: sqlite3.Connection, run_id: str) -> None:
+        db.execute(
+            "UPDATE samples SET num = num * 2 WHERE field = 'server_queries' AND series_id IN"
+            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
+            (run_id,),
+        )
+
+    found = corrupted(kresd_run, tmp_path, with_db(change))
     assert any(line.startswith("the server counted") for line in found), found
