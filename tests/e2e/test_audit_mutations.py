@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from soak.histogram import LatencyHistogram
+from soak.names import LAT_HIST_FIELD
 from soak.results.reportinput import local_audit
 from soak.runs.layout import DataDir
 from tests.support.soaks import ROOT, foreground
@@ -173,6 +175,40 @@ def test_the_servers_count_is_a_witness(run: tuple[Path, str], tmp_path: Path) -
 
     found = corrupted(run, tmp_path, with_db(change))
     assert any(line.startswith("the server counted") for line in found), found
+
+
+def test_a_histogram_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
+    """Every `all` window's latency histogram replaced by one of as many answers at
+    900 ms: its counts agree, its quantiles do not with result.json's or its classes'."""
+
+    def change(db: sqlite3.Connection, run_id: str) -> None:
+        sid, *_ = load_rows(db, run_id)
+        rows = db.execute(
+            "SELECT time_ns, txt FROM samples WHERE series_id = ? AND field = ?",
+            (sid, LAT_HIST_FIELD),
+        ).fetchall()
+        assert rows
+        for time_ns, text in rows:
+            slow = LatencyHistogram()
+            slow.record(900_000, LatencyHistogram.decode(text).total)
+            db.execute(
+                "UPDATE samples SET txt = ? WHERE series_id = ? AND field = ? AND time_ns = ?",
+                (slow.encode(), sid, LAT_HIST_FIELD, time_ns),
+            )
+
+    found = corrupted(run, tmp_path, with_db(change))
+    assert any(line.startswith("result.json p99 ") for line in found), found
+    assert any(line.startswith("classes `all` p99 ") for line in found), found
+
+
+def test_result_jsons_latency_is_held_to_its_phases(run: tuple[Path, str], tmp_path: Path) -> None:
+    def change(data: Path, run_id: str) -> None:
+        path, result = result_of(data, run_id)
+        result["load_totals"]["latency_ms"]["p99"] *= 10
+        path.write_text(json.dumps(result))
+
+    found = corrupted(run, tmp_path, change)
+    assert any(line.startswith("result.json p99 ") for line in found), found
 
 
 NAMED_CONF = """options {{

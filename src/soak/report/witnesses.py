@@ -13,6 +13,11 @@ These hold the ledger against what did not come from it:
   sample it has received every query answered by then, and no more than were sent by
   then, besides the probes and readiness queries soak sent itself (a share allowed).
 
+- quantiles: the phases partition the run's windows and the classes the judged ones, and
+  a quantile of a mixture lies between its parts' (each a quantile of merged histograms,
+  bucket tops alike): result.json's whole-run p99 and mean within the phases' range, the
+  classes table's `all` row within its classes'.
+
 A disagreement is a line of text, as the audit's own. Pure: windows and samples in.
 """
 
@@ -138,3 +143,37 @@ def server_count_words(windows: Iterable[Window], server: Sequence[tuple[int, fl
     at_ns, counted = server[-1]
     sent = sum(w.sent for w in windows if w.time_ns < at_ns)
     return f"the server counted {counted:,.0f} queries of the {sent:,.0f} sent by its last sample"
+
+
+# Figures are rounded to the µs (3 decimals of a ms) where they are written.
+_QUANTILE_SLACK_MS = 0.0015
+
+
+def _outside(what: str, whole: object, parts: Iterable[object]) -> list[str]:
+    values = [float(v) for v in parts if isinstance(v, int | float)]
+    if not isinstance(whole, int | float) or not values:
+        return []
+    lo, hi = min(values), max(values)
+    if lo - _QUANTILE_SLACK_MS <= whole <= hi + _QUANTILE_SLACK_MS:
+        return []
+    return [f"{what} {whole:g} ms lies outside its parts' {lo:g} .. {hi:g} ms"]
+
+
+def quantile_disagreements(
+    report: Mapping[str, Any], load_totals: Mapping[str, Any] | None
+) -> list[str]:
+    """A whole's latency against its parts': the run's (result.json) against its phases,
+    the classes table's `all` row against its classes."""
+    out = []
+    whole = (load_totals or {}).get("latency_ms") or {}
+    phases = [row.get("metrics", {}) for row in report.get("phases", [])]
+    p99s = [(m.get("lat_p99_ms") or {}).get("p99") for m in phases]
+    out += _outside("result.json p99", whole.get("p99"), p99s)
+    out += _outside(
+        "result.json mean latency", whole.get("avg"), [m.get("lat_avg_ms") for m in phases]
+    )
+    rows = {row.get("class"): row for row in report.get("classes", [])}
+    if "all" in rows:
+        parts = [row.get("p99_ms") for name, row in rows.items() if name != "all"]
+        out += _outside("classes `all` p99", rows["all"].get("p99_ms"), parts)
+    return out
