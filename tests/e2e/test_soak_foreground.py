@@ -49,9 +49,12 @@ def test_demo_scenario_soak_samples_verdicts_report(tmp_path: Path) -> None:
     # One ledger: phases, classes, result.json, criteria and the store agree, to the query.
     ledger = assert_figures_agree(data, run_id)
     # `soak status` against a witness the ledger does not compute: the schedule (the
-    # demo's 2 h warm-up at 100 q/s and 22 h at 300 q/s, scaled to the run's seconds).
-    warm_s = DEMO_RUN_S * 2 / 24
-    scheduled = 100 * warm_s + 300 * (DEMO_RUN_S - warm_s)
+    # demo's 2 h warm-up at 100 q/s and 22 h at 300 q/s, scaled to the run's whole
+    # seconds by its timeline, as the report's phases say).
+    report = json.loads((data / "runs" / run_id / "report.json").read_text())
+    warm_s, steady_s = (p["duration_s"] for p in report["phases"])
+    assert warm_s + steady_s == DEMO_RUN_S
+    scheduled = 100 * warm_s + 300 * steady_s
     totals = status["load_totals"]
     assert abs(totals["due"] - scheduled) <= 2, (totals, scheduled)
     assert totals["sent"] == ledger["sent"] == totals["due"]  # it kept up
