@@ -11,6 +11,12 @@ def plural(count: float, noun: str) -> str:
     return noun if count == 1 else _IRREGULAR.get(noun, noun + "s")
 
 
+def loops_text(loops: float) -> str:
+    """ "1 loop", "2.67 loops": a share of a replay's capture played, to two decimals."""
+    shown = round(loops, 2)
+    return f"{shown:,g} {plural(shown, 'loop')}"
+
+
 def counted(count: int, noun: str) -> str:
     """ "1 phase", "2 phases", "1,000 runs": the count with thousands separators."""
     return f"{count:,} {plural(count, noun)}"

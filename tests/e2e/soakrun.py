@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,9 +15,9 @@ import httpx
 
 from tests.support.procs import cmdlines
 from tests.support.servers import free_port
+from tests.support.soaks import ROOT, last_json, soak_argv
 from tests.support.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "scenarios" / "pdns-recursor-dnsmasq.yaml"
 
 # 1-s ticks and short leak windows, so a minute of soak has verdicts to give. A rise from
@@ -34,10 +32,6 @@ QUICK = [
     "--set", "leaks.min_windows=3",
     "--set", "criteria.not_judged=pass",
 ]  # fmt: skip
-
-
-def soak_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "soak.cli", *args]
 
 
 def run_soak(
@@ -64,12 +58,6 @@ def soak_passes(scenario: Path, data: Path, duration: str, *args: str) -> dict[s
     status: dict[str, Any] = last_json(proc.stdout)
     assert status["status"] == "passed", status["message"]
     return status
-
-
-def last_json(stdout: str) -> Any:
-    """The JSON document a `--json` command printed (after any other lines)."""
-    start = stdout.index("{")
-    return json.loads(stdout[start:])
 
 
 def processes_under(path: Path) -> list[str]:

@@ -5,7 +5,8 @@ result.json and each window's invariants are its witnesses; soak.report.witnesse
 One short soak of unbound (scenarios/unbound-cache.yaml: its own query count sampled
 through its remote control) at 300 q/s; each test copies its data directory and changes
 one thing in the copy: a window dropped, a window doubled, a second taken out of the store
-and result.json alike, a window's due, a class's row, the server's count.
+and result.json alike, a window's due, a class's row, the server's count. Two more servers'
+own counts, each a real run: BIND's statistics channel and knot-resolver's /metrics.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
+from soak.histogram import LatencyHistogram
+from soak.names import LAT_HIST_FIELD
 from soak.results.reportinput import local_audit
 from soak.runs.layout import DataDir
-from tests.e2e.soakrun import ROOT, last_json, soak_argv
+from tests.support.soaks import ROOT, foreground
 
 pytestmark = pytest.mark.e2e
 
@@ -36,16 +38,12 @@ def run() -> Iterator[tuple[Path, str]]:
     """One real run, audited clean; its data directory (short: the control socket)."""
     data = Path(tempfile.mkdtemp(prefix="su-"))
     try:
-        done = subprocess.run(
-            soak_argv("start", str(SCENARIO), "--foreground", "--json", "--data-dir",
-                      str(data / "d"),
-                      "--set", "phases.0.duration_s=5s", "--set", "phases.1.duration_s=20s",
-                      "--set", "samplers.interval_s=1s", "--set", f"load.rate_qps={RATE}",
-                      "--set", "criteria.p99_ms_max={all: 1000}"),
-            capture_output=True, text=True, cwd=ROOT, timeout=300,
-        )  # fmt: skip
-        assert done.returncode in (0, 1), done.stderr[-3000:]
-        run_id = last_json(done.stdout)["id"]
+        run_id = foreground(
+            SCENARIO, data / "d",
+            "--set", "phases.0.duration_s=5s", "--set", "phases.1.duration_s=20s",
+            "--set", "samplers.interval_s=1s", "--set", f"load.rate_qps={RATE}",
+            "--set", "criteria.p99_ms_max={all: 1000}",
+        )["id"]  # fmt: skip
         assert local_audit(DataDir(data / "d"), run_id) == []
         yield data / "d", run_id
     finally:
@@ -176,4 +174,178 @@ def test_the_servers_count_is_a_witness(run: tuple[Path, str], tmp_path: Path) -
         )
 
     found = corrupted(run, tmp_path, with_db(change))
+    assert any(line.startswith("the server counted") for line in found), found
+
+
+def test_a_histogram_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
+    """Every `all` window's latency histogram replaced by one of as many answers at
+    900 ms: its counts agree, its quantiles do not with result.json's or its classes'."""
+
+    def change(db: sqlite3.Connection, run_id: str) -> None:
+        sid, *_ = load_rows(db, run_id)
+        rows = db.execute(
+            "SELECT time_ns, txt FROM samples WHERE series_id = ? AND field = ?",
+            (sid, LAT_HIST_FIELD),
+        ).fetchall()
+        assert rows
+        for time_ns, text in rows:
+            slow = LatencyHistogram()
+            slow.record(900_000, LatencyHistogram.decode(text).total)
+            db.execute(
+                "UPDATE samples SET txt = ? WHERE series_id = ? AND field = ? AND time_ns = ?",
+                (slow.encode(), sid, LAT_HIST_FIELD, time_ns),
+            )
+
+    found = corrupted(run, tmp_path, with_db(change))
+    assert any(line.startswith("result.json p99 ") for line in found), found
+    assert any(line.startswith("classes `all` p99 ") for line in found), found
+
+
+def test_result_jsons_latency_is_held_to_its_phases(run: tuple[Path, str], tmp_path: Path) -> None:
+    def change(data: Path, run_id: str) -> None:
+        path, result = result_of(data, run_id)
+        result["load_totals"]["latency_ms"]["p99"] *= 10
+        path.write_text(json.dumps(result))
+
+    found = corrupted(run, tmp_path, change)
+    assert any(line.startswith("result.json p99 ") for line in found), found
+
+
+NAMED_CONF = """options {{
+    directory "{{run_dir}}";
+    pid-file "{{run_dir}}/named.pid";
+    listen-on port {{port.dns}} {{ 127.0.0.1; }};
+    listen-on-v6 {{ none; }};
+    recursion no;
+}};
+statistics-channels {{ inet 127.0.0.1 port {{port.stats}} allow {{ 127.0.0.1; }}; }};
+zone "example.test" {{ type primary; file "{{run_dir}}/example.test.zone"; }};
+"""
+ZONE = (
+    "$TTL 3600\n@ IN SOA ns. hostmaster. 1 3600 600 86400 3600\n@ IN NS ns.\nwww IN A 192.0.2.10\n"
+)
+
+
+@pytest.fixture(scope="module")
+def bind_run() -> Iterator[tuple[Path, str]]:
+    """One real run of BIND (named), its own query count read from its statistics
+    channel (`samplers.server: {kind: bind}`), audited clean."""
+    data = Path(tempfile.mkdtemp(prefix="sb-"))
+    scenario = {
+        "name": "bind-witness",
+        "target": {
+            "runtime": "process",
+            "name": "bind9",
+            "argv": ["named", "-g", "-c", "{run_dir}/named.conf"],
+            "ports": {"dns": {"protocol": "both"}, "stats": {}},
+            "files": [
+                {"dest": "named.conf", "content": NAMED_CONF.format()},
+                {"dest": "example.test.zone", "content": ZONE},
+            ],
+            "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
+        },
+        "phases": [{"name": "steady", "duration_s": "12s"}],
+        "samplers": {"interval_s": 1, "server": {"kind": "bind", "port": "stats"}},
+        "load": {"rate_qps": RATE, "mix": [{"name": "www", "queries": ["www.example.test A"]}]},
+        "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
+    }
+    path = data / "bind.json"
+    path.write_text(json.dumps(scenario))
+    try:
+        run_id = foreground(path, data / "d")["id"]
+        assert local_audit(DataDir(data / "d"), run_id) == []
+        yield data / "d", run_id
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_binds_statistics_channel_is_a_witness(bind_run: tuple[Path, str], tmp_path: Path) -> None:
+    data, run_id = bind_run
+    db = sqlite3.connect(data / "points.db")
+    try:
+        counted = db.execute(
+            "SELECT MAX(num) FROM samples WHERE field = 'server_queries' AND series_id IN"
+            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
+            (run_id,),
+        ).fetchone()[0]
+    finally:
+        db.close()
+    assert counted is not None and counted > RATE * 5  # BIND counted the load
+
+    def change(db: sqlite3.Connection, run_id: str) -> None:
+        db.execute(
+            "UPDATE samples SET num = num / 2 WHERE field = 'server_queries' AND series_id IN"
+            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
+            (run_id,),
+        )
+
+    found = corrupted(bind_run, tmp_path, with_db(change))
+    assert any(line.startswith("the server counted") for line in found), found
+
+
+KRESD_CONF = """net.listen('127.0.0.1', {port.dns}, { kind = 'dns' })
+net.ipv6 = false
+trust_anchors.remove('.')
+modules.load('hints > iterate')
+hints.set('www.example.com 192.0.2.10')
+modules.load('http')
+net.listen('127.0.0.1', {port.web}, { kind = 'webmgmt' })
+cache.open(16 * MB, 'lmdb://{run_dir}/cache')
+"""
+
+
+@pytest.fixture(scope="module")
+def kresd_run() -> Iterator[tuple[Path, str]]:
+    """One real run of knot-resolver (kresd), its own query count read from its http
+    module's /metrics (`request_total`, through the prom sampler's map), audited clean."""
+    data = Path(tempfile.mkdtemp(prefix="sk-"))
+    scenario = {
+        "name": "kresd-witness",
+        "target": {
+            "runtime": "process",
+            "name": "knot-resolver",
+            "argv": ["kresd", "-n", "-c", "{run_dir}/kresd.conf", "{run_dir}"],
+            "ports": {"dns": {"protocol": "both"}, "web": {}},
+            "files": [{"dest": "kresd.conf", "content": KRESD_CONF}],
+            "ready": {"probes": [{"kind": "dns", "name": "www.example.com"}]},
+        },
+        "phases": [{"name": "steady", "duration_s": "12s"}],
+        "samplers": {
+            "interval_s": 1,
+            "prom": {"port": "web", "map": {"server_queries": "request_total"}},
+        },
+        "load": {"rate_qps": RATE, "mix": [{"name": "www", "queries": ["www.example.com A"]}]},
+        "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
+    }
+    path = data / "kresd.json"
+    path.write_text(json.dumps(scenario))
+    try:
+        run_id = foreground(path, data / "d")["id"]
+        assert local_audit(DataDir(data / "d"), run_id) == []
+        yield data / "d", run_id
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_knot_resolvers_metrics_are_a_witness(kresd_run: tuple[Path, str], tmp_path: Path) -> None:
+    data, run_id = kresd_run
+    db = sqlite3.connect(data / "points.db")
+    try:
+        counted = db.execute(
+            "SELECT MAX(num) FROM samples WHERE field = 'server_queries' AND series_id IN"
+            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
+            (run_id,),
+        ).fetchone()[0]
+    finally:
+        db.close()
+    assert counted is not None and counted > RATE * 5  # kresd counted the load
+
+    def change(db: sqlite3.Connection, run_id: str) -> None:
+        db.execute(
+            "UPDATE samples SET num = num * 2 WHERE field = 'server_queries' AND series_id IN"
+            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
+            (run_id,),
+        )
+
+    found = corrupted(kresd_run, tmp_path, with_db(change))
     assert any(line.startswith("the server counted") for line in found), found

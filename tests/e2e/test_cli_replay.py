@@ -105,6 +105,17 @@ def test_scenario_load_replay(tmp_path: Path) -> None:
         assert d["loops"] == 3 and d["speed"] == 2 and d["sent"] == 15
         assert d["classes"]["v6"]["sent"] == 3 and d["classes"]["other"]["sent"] == 12
         assert d["completed"] + d["lost"] == 15
+        # latency: quantiles of the windows' histograms merged (soak.histogram), per class
+        lat = d["latency_ms"]
+        # (a quantile is its bucket's top: at most 1/128 above the exact max)
+        assert d["completed"] > 0 and 0 < lat["p50"] <= lat["p99"] <= lat["max"] * 1.008, lat
+        assert d["classes"]["other"]["latency_ms"]["max"] <= lat["max"]
+        assert d["queries_per_loop"] == 5
+        text = run("load", "--scenario", str(scenario), "--server", f"127.0.0.1:{server.port}")
+        assert text.returncode == 0, text.stderr
+        assert "3 loops of 5 queries" in text.stdout, text.stdout
+        (latency,) = [ln for ln in text.stdout.splitlines() if "Latency (ms):" in ln]
+        assert " p50 " in latency and " p99 " in latency and latency.endswith(" ms"), latency
         # a soak run replays it too (tests/e2e/test_soak_replay.py): its pre-flight reads
         # the capture, and a bad one is one line, exit 2, before anything starts
         check = run("validate", str(scenario))

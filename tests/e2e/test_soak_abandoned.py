@@ -5,13 +5,13 @@ on the data directory stops what it left and the run stays `abandoned`."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.soakrun import ROOT, run_soak, soak_argv
+from tests.e2e.soakrun import run_soak
+from tests.support.soaks import started
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -52,12 +52,7 @@ def test_a_sigkilled_foreground_run_is_abandoned_at_once(tmp_path: Path) -> None
     scenario = tmp_path / "abandoned.yaml"
     scenario.write_text(SCENARIO)
     data = tmp_path / "data"
-    fg = subprocess.Popen(
-        soak_argv("start", str(scenario), "--foreground", "--data-dir", str(data)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=ROOT,
-    )
+    fg = started(scenario, data, output=False)
     try:
         run = wait_for(lambda: running(data), 90.0, "the run `running` in soak list")
         alive = run_soak("status", run["id"], "--json", "--data-dir", str(data))

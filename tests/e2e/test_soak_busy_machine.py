@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.soakrun import DEMO, QUICK, last_json, run_soak
+from tests.support.ledger import assert_figures_agree
 
 pytestmark = pytest.mark.e2e
 
@@ -44,3 +45,5 @@ def test_a_latency_window_beside_two_hogs_is_marked_saturated(tmp_path: Path, ho
     assert windows, report["criteria"]
     assert "machine: CPU busy" in windows[0]["message"]
     assert "(saturated" in windows[0]["message"], windows[0]["message"]
+    # A machine too busy to keep up skips queries: due, counted, and the figures agree.
+    assert_figures_agree(data, run_id, kept_up=False)

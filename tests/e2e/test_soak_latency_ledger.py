@@ -12,10 +12,8 @@ same span as result.json.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -23,9 +21,10 @@ import yaml
 from soak.histogram import LatencyHistogram
 from soak.runs.layout import DataDir
 from soak.sinks.sqlite import SqliteStore
-from tests.e2e.soakrun import last_json, run_soak, soak_argv
+from tests.e2e.soakrun import run_soak
 from tests.support.ledger import assert_figures_agree
 from tests.support.servers import ServerProc, unbound
+from tests.support.soaks import foreground, last_json, stored
 
 pytestmark = pytest.mark.e2e
 
@@ -95,13 +94,7 @@ def test_every_latency_figure_is_a_quantile_of_the_merged_windows(
     server: ServerProc, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    argv = soak_argv(
-        "start", str(scenario(tmp_path, server.port)), "--foreground", "--json",
-        "--data-dir", str(data),
-    )  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # a busy machine may fail a criterion
-    status: dict[str, Any] = last_json(proc.stdout)
+    status = foreground(scenario(tmp_path, server.port), data)  # passed, or failed (busy)
     run_id = status["id"]
     counts = assert_figures_agree(data, run_id, kept_up=False)
     run_dir = DataDir(data).run_dir(run_id)
@@ -109,8 +102,7 @@ def test_every_latency_figure_is_a_quantile_of_the_merged_windows(
     report = json.loads((run_dir / "report.json").read_text())
     whole_p99 = result["load_totals"]["latency_ms"]["p99"]
 
-    store = SqliteStore(DataDir(data).points_db)
-    try:
+    with stored(data) as store:
         whole = merged_windows(store, run_id, "all")
         # every answer of the run is in one stored window's histogram, once
         assert whole.total == counts["completed"] > 0
@@ -135,15 +127,14 @@ def test_every_latency_figure_is_a_quantile_of_the_merged_windows(
         assert rows["all"]["p50_ms"] == result["load_totals"]["latency_ms"]["p50"]
         for cls in ("hit", "miss"):
             assert rows[cls]["p99_ms"] == merged_windows(store, run_id, cls).quantile_ms(0.99)
-    finally:
-        store.close()
     criterion = next(
         c for c in result["criteria"] if c["name"] == "p99_ms[all]" and c["window"] == "run"
     )
     assert criterion["value"] == whole_p99
     assert status["p99_whole_run_ms"] == whole_p99  # the status `soak start` printed
     shown = run_soak("status", run_id, "--json", "--data-dir", str(data))
-    assert shown.returncode == proc.returncode, shown.stderr  # 1: the run failed a criterion
+    code = 0 if status["status"] == "passed" else 1  # 1: the run failed a criterion
+    assert shown.returncode == code, shown.stderr
     assert last_json(shown.stdout)["p99_whole_run_ms"] == whole_p99
     compared = run_soak("compare", run_id, run_id, "--json", "--data-dir", str(data))
     assert compared.returncode == 0, compared.stderr[-2000:]

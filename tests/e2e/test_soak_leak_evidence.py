@@ -9,14 +9,13 @@ limit is reached.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from soak.sinks.sqlite import SqliteStore
-from tests.e2e.soakrun import ROOT, last_json, soak_argv
 from tests.support.refdns import refdns_binary
+from tests.support.soaks import ROOT, foreground, stored
 
 pytestmark = pytest.mark.e2e
 
@@ -26,9 +25,8 @@ SCENARIO = ROOT / "scenarios" / "refdns-demo.yaml"
 def test_refdns_leaking_from_its_first_query_is_growing_within_minutes(tmp_path: Path) -> None:
     refdns_binary()
     data = tmp_path / "data"
-    done = subprocess.run(
-        soak_argv(
-            "start", str(SCENARIO), "--foreground", "--json", "--data-dir", str(data),
+    st = foreground(
+            SCENARIO, data,
             # argv 8 and 9 (-querylog-mmap-bytes, -leak=false): the leak shape instead
             "--set", "target.argv.8=-shape=leak",
             "--set", "target.argv.9=-shape-kib-per-s=2048",
@@ -40,24 +38,18 @@ def test_refdns_leaking_from_its_first_query_is_growing_within_minutes(tmp_path:
             "--set", "phases.1.duration_s=150s",
             "--set", "criteria.p99_ms_max={all: 1000}",
             "--set", "criteria.api_latency_ms_max={}",
-        ),
-        capture_output=True, text=True, cwd=ROOT, timeout=400,
+            codes=(1,), timeout_s=400,
     )  # fmt: skip
-    assert done.returncode == 1, done.stderr[-3000:]
-    st = last_json(done.stdout)
     verdicts = {v["resource"]: v for v in st["verdicts"]}
     rss = verdicts["rss_anon_bytes"]
     assert rss["verdict"] == "growing", rss
     assert rss["slope_per_hour"] > 4 * 1024**3, rss
-    store = SqliteStore(data / "points.db")
-    try:
+    with stored(data) as store:
         passes = [
             p.fields["verdict"]
             for p in store.points(st["id"], "leak")
             if p.tags.get("resource") == "rss_anon_bytes"
         ]
-    finally:
-        store.close()
     # The steady phase (150 s) is shorter than min_windows (6) leak windows of 60 s: the
     # trend of whole windows never had a say; the limit's short windows did, and kept it.
     assert passes.count("growing") >= 2 and passes[-1] == "growing", passes
@@ -76,14 +68,8 @@ CACHE_SHORT = [
 ]  # fmt: skip
 
 
-def cache_run(data: Path, *sets: str) -> dict[str, object]:
-    done = subprocess.run(
-        soak_argv("start", str(UNBOUND_CACHE), "--foreground", "--json", "--data-dir",
-                  str(data), *CACHE_SHORT, *sets),
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
-    assert done.returncode in (0, 1), done.stderr[-3000:]
-    return last_json(done.stdout)  # type: ignore[no-any-return]
+def cache_run(data: Path, *sets: str) -> dict[str, Any]:
+    return foreground(UNBOUND_CACHE, data, *CACHE_SHORT, *sets)
 
 
 def test_unbound_filling_its_cache_is_explained_by_its_own_accounting(work: Path) -> None:
@@ -93,16 +79,13 @@ def test_unbound_filling_its_cache_is_explained_by_its_own_accounting(work: Path
     control socket's path (at most 107 bytes)."""
     tmp_path = work
     st = cache_run(tmp_path / "with")
-    rss = {v["resource"]: v for v in st["verdicts"]}["rss_anon_bytes"]  # type: ignore[attr-defined]
-    store = SqliteStore(tmp_path / "with" / "points.db")
-    try:
-        cache = store.series(st["id"], "runtime", "cache_bytes")  # type: ignore[arg-type]
-        queries = store.series(st["id"], "runtime", "server_queries")  # type: ignore[arg-type]
-    finally:
-        store.close()
+    rss = {v["resource"]: v for v in st["verdicts"]}["rss_anon_bytes"]
+    with stored(tmp_path / "with") as store:
+        cache = store.series(st["id"], "runtime", "cache_bytes")
+        queries = store.series(st["id"], "runtime", "server_queries")
     assert cache and cache[0][1][-1][1] > cache[0][1][0][1]  # the cache filled
     assert queries and queries[0][1][-1][1] > 10_000  # unbound counted the load
     assert rss["verdict"] == "levelling", rss
     alone = cache_run(tmp_path / "alone", "--set", "samplers.server=null")
-    rss_alone = {v["resource"]: v for v in alone["verdicts"]}["rss_anon_bytes"]  # type: ignore[attr-defined]
+    rss_alone = {v["resource"]: v for v in alone["verdicts"]}["rss_anon_bytes"]
     assert rss_alone["verdict"] == "insufficient", rss_alone

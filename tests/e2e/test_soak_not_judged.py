@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from soak.commands.status import local_status
-from tests.e2e.soakrun import ROOT, last_json, run_soak, soak_argv
+from tests.e2e.soakrun import last_json, run_soak
 from tests.e2e.test_soak_refdns import SCENARIO, SHORT
 from tests.support.refdns import refdns_binary
+from tests.support.soaks import started
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -41,11 +42,7 @@ LEAKING = [
 
 def foreground(data: Path, *sets: str) -> subprocess.Popen[str]:
     """`soak start --foreground` of the leaking refdns, its plain result lines on stdout."""
-    return subprocess.Popen(
-        soak_argv("start", str(SCENARIO), "--foreground", "--data-dir", str(data),
-                  *SHORT, *LEAKING, *sets),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
+    return started(SCENARIO, data, *SHORT, *LEAKING, *sets)
 
 
 def the_run(data: Path) -> dict[str, Any]:

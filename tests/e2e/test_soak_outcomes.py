@@ -21,6 +21,7 @@ from tests.e2e.soakrun import (
     service_place,
     wait_for,
 )
+from tests.support.ledger import assert_figures_agree
 from tests.support.servers import unbound_process_target
 
 pytestmark = pytest.mark.e2e
@@ -92,6 +93,8 @@ def test_wait_and_status_exit_by_the_outcome(tmp_path: Path) -> None:
             as_json = run_soak("status", run_id, "--server", url, "--json", env=env)
             assert json.loads(as_json.stdout)["status"] == outcome
             assert as_json.returncode == code
+            if outcome != "error":  # a run with load: its figures agree with its ledger
+                assert_figures_agree(data, run_id, kept_up=False)
         ended = run_soak("status", "--server", url, env=env)
         assert ended.stdout.strip() == "no active runs (4 ended: soak list shows them)"
         assert ended.returncode == 0

@@ -14,6 +14,7 @@ import pytest
 
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import ROOT, last_json, run_soak
+from tests.support.ledger import assert_figures_agree
 from tests.support.refdns import refdns_binary
 
 pytestmark = pytest.mark.e2e
@@ -88,3 +89,4 @@ def test_a_token_by_reference_is_in_no_file_and_every_file_is_private(tmp_path: 
     ]
     assert loose == []
     assert os.stat(data / "state.db").st_uid == os.getuid()
+    assert_figures_agree(data, status["id"], kept_up=False)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.report.audit import ACCOUNTING_EVENT, audit, ledger_sums
+from soak.results.reportinput import scheduled_phases
 from soak.runs.layout import DataDir
 from soak.runs.state import StateStore
 from soak.sinks.sqlite import SqliteStore
@@ -26,17 +27,20 @@ def assert_figures_agree(
     run_dir = dd.run_dir(run_id)
     report: dict[str, Any] = json.loads((run_dir / "report.json").read_text())
     result: dict[str, Any] = json.loads((run_dir / "result.json").read_text())
-    store = SqliteStore(points or dd.points_db)
-    try:
-        disagree = audit(store, run_id, report, result.get("load_totals"))
-        sums = ledger_sums(store, run_id)
-    finally:
-        store.close()
     state = StateStore(dd.state_db)
     try:
         events = [e for e in state.events(run_id) if e.kind == ACCOUNTING_EVENT]
+        record = state.get_run(run_id)
     finally:
         state.close()
+    # The schedule is a witness: each phase's due is its rate x its seconds.
+    schedule = scheduled_phases(record) if record is not None else []
+    store = SqliteStore(points or dd.points_db)
+    try:
+        disagree = audit(store, run_id, report, result.get("load_totals"), schedule)
+        sums = ledger_sums(store, run_id)
+    finally:
+        store.close()
     assert disagree == [], disagree
     assert report.get("accounting", []) == [] and events == [], events
     assert sums.windows > 0, "no load windows stored"

@@ -238,3 +238,46 @@ def test_seconds_after_the_run_end_are_stored_as_one_at_the_end() -> None:
     seconds = f.take_merged(end_ns=T0 + S + S // 2)
     assert [t.stamp_ns for t in seconds] == [T0 + S, T0 + S + S // 2]
     assert [t.merged["all"]["due"] for t in seconds] == [100, 200]
+
+
+def test_an_agent_that_starts_late_has_its_first_seconds_due_and_skipped() -> None:
+    """Two agents at 300 q/s from the run's origin; agent 1's first window is its 4th
+    second: its share of the 3 seconds before is due and skipped (`agent_late`), so the
+    run's due is the schedule's, and the classes add up to `all`."""
+    clock = Clock()
+    f = Fleet(2, {"hit": 0.75, "miss": 0.25}, 5.0, clock=lambda: clock.mono,
+              wall_ns=lambda: clock.wall_ns)  # fmt: skip
+    for i in range(2):
+        f.register(i)
+    f.set_rate(300.0)
+    origin = T0 + 2 * S
+    assert f.release(origin, counted_from_ns=origin) == origin
+    clock.advance(10)
+
+    def sent_all(agent: int, stamp_ns: int) -> AgentWindow:
+        w = window(agent, stamp_ns, 150, [250] * 150)
+        w.fields["all"] |= {"due": 150.0, "skipped": 0.0}
+        w.fields["hit"] = {"due": 112.0, "sent": 112.0, "skipped": 0.0}
+        w.fields["miss"] = {"due": 38.0, "sent": 38.0, "skipped": 0.0}
+        return w
+
+    for k in range(1, 7):
+        f.heartbeat(0, [sent_all(0, origin + k * S)])
+        if k >= 4:
+            f.heartbeat(1, [sent_all(1, origin + k * S)])
+    clock.advance(20)  # every second complete
+    seconds = f.take_merged()
+    assert [t.stamp_ns for t in seconds] == [origin + k * S for k in range(1, 7)]
+    due = sum(t.merged["all"]["due"] for t in seconds)
+    sent = sum(t.merged["all"]["sent"] for t in seconds)
+    assert (sent, due) == (6 * 150 + 3 * 150, 6 * 300)
+    assert seconds[0].per_agent[1]["all"]["skipped"] == 150
+    assert all(t.merged["hit"]["due"] + t.merged["miss"]["due"] == 300 for t in seconds)
+    (late,) = f.late_starts
+    assert (late.agent, late.seconds, late.due) == (1, 3, 450.0)
+
+
+def test_a_start_at_pushed_past_the_origin_stays_on_the_run_grid() -> None:
+    clock = Clock()
+    f = fleet_of(2, clock)
+    assert f.release(T0 - S // 2) == T0 + 3 * S // 2  # whole seconds after the origin

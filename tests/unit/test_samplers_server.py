@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from soak.samplers.server import parse_unbound_stats, unbound_control
+from soak.samplers.server import parse_bind_stats, parse_unbound_stats, unbound_control
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "unbound-stats-noreset.txt"
 
@@ -53,3 +53,17 @@ def test_an_error_reply_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="unknown command"):
         unbound_control(tmp_path / "c.sock", "x", 5.0)
     t.join(5)
+
+
+def test_binds_statistics_channel_gives_the_queries_it_received() -> None:
+    """/json/v1/server as BIND 9.18 answers it (the sections that matter): opcodes.QUERY
+    is the queries received (an UPDATE is another opcode); none without it."""
+    doc = {
+        "json-stats-version": "1.7",
+        "opcodes": {"QUERY": 3612, "IQUERY": 0, "UPDATE": 4},
+        "nsstats": {"Requestv4": 3616, "ReqEdns0": 3612, "QrySuccess": 3612},
+    }
+    assert parse_bind_stats(doc) == {"server_queries": 3612.0}
+    assert parse_bind_stats({"nsstats": {"Requestv4": 3}}) == {}
+    assert parse_bind_stats({"opcodes": {"QUERY": True}}) == {}
+    assert parse_bind_stats([]) == {}

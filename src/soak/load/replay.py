@@ -89,7 +89,6 @@ class Replay:
         self.start_ns = 0
         self.offsets = OffsetTotals()
         self.unexpected = self.late = 0
-        self.loops_seen = 0
 
     def end_query(self, slot: int, how: str, now: int, reply: bytes = b"") -> None:
         """A query in flight ends: completed (with its reply), lost or abandoned."""
@@ -278,7 +277,6 @@ class Replay:
                     else:
                         self.send(nxt, second, planned, now)
                     self.last_counted = nxt
-                    self.loops_seen = max(self.loops_seen, nxt.loop + 1)
                     nxt = next(plan, None)
                     sent_here += 1
                     now = monotonic_ns()
@@ -331,7 +329,8 @@ class Replay:
             per_class=ledger.per_class,
             windows=ledger.closed_count,
             problems=ledger.problems,
-            loops=self.loops_seen,
+            loops=sum(cw.due for cw in ledger.per_class) / max(1, len(self.plan.capture.queries)),
+            queries_per_loop=len(self.plan.capture.queries),
             clients=len(self.clients),
             speed=self.plan.speed,
             rate_qps=self.plan.rate_qps,
@@ -347,6 +346,7 @@ class Replay:
             unexpected=self.unexpected,
             late=self.late,
             fds_peak=conns.fds_peak,
+            hists=ledger.hists,
         )
 
 

@@ -284,6 +284,12 @@ class ReplayLoad:
         totals["latency_ms"] = dict(result.latency_ms)
         totals["seconds"] = seconds
         totals["load_restarts"] = self.restarts
+        # What a replay's report says of it (its loops: the ledger's due over these).
+        plan = self.replay.plan
+        totals["replay"] = {
+            "clients": len(plan.capture.clients),
+            "queries_per_loop": len(plan.capture.queries),
+        }
         return totals
 
     def stop(self) -> None:

@@ -8,7 +8,9 @@ import collections
 from dataclasses import dataclass
 from typing import Any
 
+from soak.histogram import LatencyHistogram, merged
 from soak.load.ledger import ClassWindow
+from soak.words import loops_text
 
 
 @dataclass
@@ -17,7 +19,8 @@ class ReplayResult:
     per_class: list[ClassWindow]  # the closed windows summed
     windows: int  # how many seconds closed
     problems: list[str]  # ledger invariants broken (the first MAX_PROBLEMS)
-    loops: int
+    loops: float  # the capture played: queries due over its queries (2.67: two and 2/3)
+    queries_per_loop: int
     clients: int
     speed: float
     rate_qps: float
@@ -30,6 +33,11 @@ class ReplayResult:
     unexpected: int
     late: int  # replies after their timeout (their queries counted lost)
     fds_peak: int  # client sockets open at once, at most
+    hists: list[LatencyHistogram]  # per class, the closed windows' latencies
+
+    def latency_ms(self) -> dict[str, float | None]:
+        """The whole replay's quantiles: the classes' histograms merged."""
+        return merged(self.hists).latency_ms()
 
     @property
     def clients_all_lost(self) -> int:
@@ -47,12 +55,14 @@ class ReplayResult:
         return {
             "engine": "replay",
             **{k: getattr(total, k) for k in counts},
+            "latency_ms": self.latency_ms(),
             "classes": {
-                name: {k: getattr(cw, k) for k in counts}
-                for name, cw in zip(self.classes, per, strict=True)
+                name: {**{k: getattr(cw, k) for k in counts}, "latency_ms": h.latency_ms()}
+                for name, cw, h in zip(self.classes, per, self.hists, strict=True)
             },
             "rcodes": total.rcodes,
-            "loops": self.loops,
+            "loops": round(self.loops, 4),
+            "queries_per_loop": self.queries_per_loop,
             "clients": self.clients,
             "speed": round(self.speed, 6),
             "rate_qps": round(self.rate_qps, 3),
@@ -175,7 +185,8 @@ def format_replay(r: ReplayResult, server: str) -> str:
     """The text summary of a replay (the counts are the ledger's, summed)."""
     d = r.as_dict()
     lines = [
-        f"Replay against {server}: {r.clients} clients, {r.loops} loop(s) at {r.speed:.3g}x"
+        f"Replay against {server}: {r.clients} clients, {loops_text(r.loops)} of"
+        f" {r.queries_per_loop:,} queries at {r.speed:.3g}x"
         f" ({r.rate_qps:.1f} q/s planned), {r.duration_s:.3f} s",
         "",
         f"  Queries due:          {d['due']}",
@@ -183,6 +194,7 @@ def format_replay(r: ReplayResult, server: str) -> str:
         f"  Queries completed:    {d['completed']}",
         f"  Queries lost:         {d['lost']} (late replies {d['late']})",
         f"  Queries abandoned:    {d['abandoned']}",
+        f"  Latency (ms):         {_latency_text(d['latency_ms'])}",
         f"  Send offset (µs):     p50 {r.offset_us['p50']:.0f} p99 {r.offset_us['p99']:.0f}"
         f" max {r.offset_us['max']:.0f} (after the capture's timing)",
         "  Connections:          "
@@ -194,7 +206,7 @@ def format_replay(r: ReplayResult, server: str) -> str:
     for name, c in d["classes"].items():
         lines.append(
             f"  {name:<12} due {c['due']} sent {c['sent']} completed {c['completed']}"
-            f" lost {c['lost']} abandoned {c['abandoned']}"
+            f" lost {c['lost']} abandoned {c['abandoned']}; {_latency_text(c['latency_ms'])}"
         )
     answered_some = r.clients - r.clients_all_lost - r.sent_per_client.count(0)
     if r.clients_all_lost and answered_some:
@@ -212,3 +224,10 @@ def format_replay(r: ReplayResult, server: str) -> str:
             " the server's figures are partly the generator's.",
         ]
     return "\n".join(lines)
+
+
+def _latency_text(lat: dict[str, float | None]) -> str:
+    """ "p50 0.215 p99 1.02 max 3.4 ms", or "no answers"."""
+    if lat.get("p50") is None:
+        return "no answers"
+    return " ".join(f"{q} {lat[q]:.3g}" for q in ("p50", "p99", "max")) + " ms"

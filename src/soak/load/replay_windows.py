@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 
+from soak.histogram import LatencyHistogram
 from soak.load.ledger import ClassWindow, Window, empty_window
 
 MAX_PROBLEMS = 20
@@ -26,6 +27,9 @@ class ReplayWindows:
         # windows), their counts and rcodes; `on_window` hands each, latencies and all,
         # to whoever records the ledger.
         self.per_class = [ClassWindow() for _ in range(classes)]
+        # Their latencies, per class, in the one bounded histogram (soak.histogram): what
+        # `soak load --replay` reports its quantiles from.
+        self.hists = [LatencyHistogram() for _ in range(classes)]
         self.closed_below = 0
         self.closed_count = 0
         self.problems: list[str] = []
@@ -83,7 +87,8 @@ class ReplayWindows:
         HDR histogram): the totals are read for their counts and rcodes only, and a sum
         of latencies nobody reads grew for hours, a key at a time, as the tail filled
         (three digits: up to 3,700 keys a class)."""
-        for total, cw in zip(self.per_class, w.classes, strict=True):
+        for total, hist, cw in zip(self.per_class, self.hists, w.classes, strict=True):
+            hist.record_all(cw.lat_us)
             exact, cw.lat_us = cw.lat_us, {}
             total.add(cw)
             cw.lat_us = exact

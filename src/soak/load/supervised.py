@@ -134,6 +134,11 @@ class SupervisedLoad:
             rate_qps, remaining_s + LOAD_MARGIN_S, begin_at_s=begin_at_s, send_s=send_s
         )
 
+    @property
+    def counted_from_ns(self) -> int | None:
+        """The first second of the run's grid this load counts (its start), once started."""
+        return self.grid_ns or None
+
     def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
         """The new rate from `at_ns` (wall clock: a phase's start) if given, else at once."""
         self.rate_qps = rate_qps

@@ -26,6 +26,7 @@ from soak.points import Point
 from soak.report.witnesses import (
     ScheduledPhase,
     Window,
+    quantile_disagreements,
     schedule_disagreements,
     server_disagreements,
 )
@@ -185,6 +186,7 @@ def audit(
     out = list(whole.problems)
     out += schedule_disagreements(report, schedule)
     out += server_disagreements(whole.all_windows, server_count(store, run_id))
+    out += quantile_disagreements(report, load_totals)
     if whole.counts["completed"] > whole.counts["sent"]:
         out.append(f"completed {whole.counts['completed']:,.0f} above sent")
     phases = [row.get("metrics", {}) for row in report.get("phases", [])]

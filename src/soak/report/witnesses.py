@@ -8,15 +8,22 @@ These hold the ledger against what did not come from it:
   clock), the seconds the service was away included: a window missing, doubled or taken
   out of the store changes the ledger's due, not the schedule's;
 - the server's own count of the queries it received (`server_queries`: unbound's remote
-  control, pdns-recursor's `questions`, refdns's `refdns_queries_total`): at its newest
+  control, BIND's statistics channel, pdns-recursor's `questions`, refdns's
+  `refdns_queries_total`): at its newest
   sample it has received every query answered by then, and no more than were sent by
   then, besides the probes and readiness queries soak sent itself (a share allowed).
+
+- quantiles: the phases partition the run's windows and the classes the judged ones, and
+  a quantile of a mixture lies between its parts' (each a quantile of merged histograms,
+  bucket tops alike): result.json's whole-run p99 and mean within the phases' range, the
+  classes table's `all` row within its classes'.
 
 A disagreement is a line of text, as the audit's own. Pure: windows and samples in.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,16 +55,42 @@ class ScheduledPhase:
     duration_s: float  # as the scenario (and --duration) gave it
 
 
+def scheduled_due(schedule: Sequence[ScheduledPhase], lo_s: float, hi_s: float) -> float | None:
+    """The queries the phases' rates put in [lo_s, hi_s) (seconds after the origin): the
+    integral of the rate; None where a flat-out phase lies in it (nothing scheduled)."""
+    due, start_s = 0.0, 0.0
+    for phase in schedule:
+        end_s = start_s + phase.duration_s
+        overlap_s = min(hi_s, end_s) - max(lo_s, start_s)
+        if overlap_s > 0:
+            if phase.rate_qps is None:
+                return None
+            due += phase.rate_qps * overlap_s
+        start_s = end_s
+    return due
+
+
 def schedule_disagreements(
     report: Mapping[str, Any], schedule: Sequence[ScheduledPhase]
 ) -> list[str]:
     """Each phase's due against its rate times its scheduled seconds, for the phases that
-    ran their whole length (one cut short by a stop, or still going, is not held to it)."""
+    ran their whole length (one cut short by a stop, or still going, is not held to it).
+
+    A phase holds the windows stamped in (its start, its end] (soak.report.build): those
+    of the seconds from floor(start) to floor(end), the run's last phase also the second
+    its end cuts. Where a phase starts or ends mid-second (a scaled scenario), the
+    second across the boundary is due at both phases' rates and held by the later one:
+    what is expected is the rate over exactly those seconds."""
     out = []
     rows = {row.get("name"): row for row in report.get("phases", [])}
-    for phase in schedule:
+    start_s = 0.0
+    for i, phase in enumerate(schedule):
+        end_s = start_s + phase.duration_s
         row = rows.get(phase.name)
-        if phase.rate_qps is None or row is None:
+        lo_s, hi_s = math.floor(start_s), end_s if i == len(schedule) - 1 else math.floor(end_s)
+        start_s = end_s
+        want = scheduled_due(schedule, lo_s, hi_s)
+        if phase.rate_qps is None or row is None or want is None:
             continue
         due = row.get("metrics", {}).get("due")
         ran_s = row.get("duration_s")
@@ -65,14 +98,12 @@ def schedule_disagreements(
             continue
         if ran_s < phase.duration_s - 0.5:
             continue  # cut short (a stop) or still going: its seconds end mid-second
-        seconds = phase.duration_s
-        want = phase.rate_qps * round(seconds)
-        # Whole seconds of a whole rate are due to the query; a fractional rate's seconds
-        # round apart by one query at most: half a second's worth is already a disagreement.
-        if abs(due - want) > 0.5 * phase.rate_qps + 1:
+        # The engine counts whole queries (each boundary rounds by one at most): half a
+        # second's worth is already a disagreement (a window dropped or doubled).
+        if abs(due - want) > 0.5 * phase.rate_qps + 2:
             out.append(
                 f"phase {phase.name}: due {due:,.0f} != its schedule {want:,.0f}"
-                f" ({phase.rate_qps:g} q/s x {round(seconds)} s)"
+                f" ({phase.rate_qps:g} q/s over {hi_s - lo_s:g} s)"
             )
     return out
 
@@ -112,3 +143,37 @@ def server_count_words(windows: Iterable[Window], server: Sequence[tuple[int, fl
     at_ns, counted = server[-1]
     sent = sum(w.sent for w in windows if w.time_ns < at_ns)
     return f"the server counted {counted:,.0f} queries of the {sent:,.0f} sent by its last sample"
+
+
+# Figures are rounded to the µs (3 decimals of a ms) where they are written.
+_QUANTILE_SLACK_MS = 0.0015
+
+
+def _outside(what: str, whole: object, parts: Iterable[object]) -> list[str]:
+    values = [float(v) for v in parts if isinstance(v, int | float)]
+    if not isinstance(whole, int | float) or not values:
+        return []
+    lo, hi = min(values), max(values)
+    if lo - _QUANTILE_SLACK_MS <= whole <= hi + _QUANTILE_SLACK_MS:
+        return []
+    return [f"{what} {whole:g} ms lies outside its parts' {lo:g} .. {hi:g} ms"]
+
+
+def quantile_disagreements(
+    report: Mapping[str, Any], load_totals: Mapping[str, Any] | None
+) -> list[str]:
+    """A whole's latency against its parts': the run's (result.json) against its phases,
+    the classes table's `all` row against its classes."""
+    out = []
+    whole = (load_totals or {}).get("latency_ms") or {}
+    phases = [row.get("metrics", {}) for row in report.get("phases", [])]
+    p99s = [(m.get("lat_p99_ms") or {}).get("p99") for m in phases]
+    out += _outside("result.json p99", whole.get("p99"), p99s)
+    out += _outside(
+        "result.json mean latency", whole.get("avg"), [m.get("lat_avg_ms") for m in phases]
+    )
+    rows = {row.get("class"): row for row in report.get("classes", [])}
+    if "all" in rows:
+        parts = [row.get("p99_ms") for name, row in rows.items() if name != "all"]
+        out += _outside("classes `all` p99", rows["all"].get("p99_ms"), parts)
+    return out

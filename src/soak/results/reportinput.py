@@ -22,6 +22,7 @@ from soak.analysis.rundata import stored_verdicts
 from soak.clock import ns_to_s
 from soak.config import Scenario
 from soak.errors import InputError
+from soak.load.replay_config import ReplayConfig
 from soak.placeholders import Placeholders, fill_services, render_known
 from soak.report import PhaseSpan, ReportInput
 from soak.report.witnesses import ScheduledPhase
@@ -34,7 +35,7 @@ from soak.runs.supervise import as_seen
 from soak.sinks.sqlite import SqliteStore
 from soak.targets.base import Running
 from soak.targets.specs import DockerTarget, ProcessTarget
-from soak.words import counted
+from soak.words import counted, loops_text
 
 REPORT_MEDIA = {
     "html": "text/html; charset=utf-8",
@@ -73,31 +74,21 @@ def audited_report(
         inp = report_input(record, state, store)
         report = build_report(store, inp, what_grew=report_section)
         result = read_result(record.run_dir) or {}
-        # The seconds a service was away are not counted yet (neither due nor skipped):
-        # a run with such a gap is not held to its schedule until they are.
-        away = any(e.kind == "gap" for e in state.events(record.id))
-        schedule = [] if away else scheduled_phases(record)
-        found = audit(
-            store,
-            record.id,
-            report,
-            result.get("load_totals"),
-            schedule,
-        )
+        found = audit(store, record.id, report, result.get("load_totals"), scheduled_phases(record))
         return report, found
     finally:
         store.close()
 
 
 def scheduled_phases(record: RunRecord) -> list[ScheduledPhase]:
-    """The run's phases as scheduled: the witness the ledger's due is held against, for a
-    load this machine's workers send. Not yet for load agents (an agent that starts late
-    leaves the seconds before its first window nobody's: neither due nor skipped) nor a
-    replay (due by its capture's timing, not a rate): their seconds are not held to it."""
+    """The run's phases as scheduled: the witness the ledger's due is held against, the
+    seconds an agent started late and those the service was away included (both counted
+    as skipped, soak.load.agents.lease and soak.runs.away). Not a replay: its seconds
+    are due by its capture's timing, not a rate."""
     from soak.units import MAX_RATE_QPS
 
     load = record.scenario.load
-    if load is None or load.agents is not None or load.replay is not None:
+    if load is None or load.replay is not None:
         return []
     default = load.rate_qps
     out = []
@@ -273,7 +264,9 @@ def setup_table(scenario: Scenario, record: RunRecord) -> dict[str, Any]:
         f"{scenario.leaks.interval_s:g} s",
         "target restarts": record.restarts,
     }
-    if scenario.load is not None:
+    if scenario.load is not None and scenario.load.replay is not None:
+        extra["load"] = replay_line(scenario.load.replay, read_result(record.run_dir))
+    elif scenario.load is not None:
         load = scenario.load
         mix = ", ".join(f"{c.name} {c.weight:g}" for c in load.mix)
         extra["load"] = (
@@ -283,6 +276,19 @@ def setup_table(scenario: Scenario, record: RunRecord) -> dict[str, Any]:
     if scenario.services:
         extra["helpers"] = ", ".join(s.name for s in scenario.services)
     return extra
+
+
+def replay_line(replay: ReplayConfig, result: dict[str, Any] | None) -> str:
+    """ "replay of FILE (its pace): 40 clients, 2.67 loops of 1,200 queries", the clients
+    and loops once the run's result says them (loops: the ledger's due over a loop's)."""
+    line = f"replay of {replay.path.name} ({replay.pace()})"
+    totals = (result or {}).get("load_totals") or {}
+    about = totals.get("replay") or {}
+    per_loop, due = about.get("queries_per_loop"), totals.get("due")
+    if isinstance(per_loop, int) and per_loop > 0 and isinstance(due, int | float):
+        clients = counted(int(about.get("clients", 0)), "client")
+        line += f": {clients}, {loops_text(due / per_loop)} of {per_loop:,} queries"
+    return line
 
 
 def report_text(data_dir: DataDir, state: StateStore, record: RunRecord, fmt: str) -> str:

@@ -23,6 +23,7 @@ from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns
 from soak.config import Scenario
 from soak.errors import SoakError
 from soak.load.replay_load import ReplayLoad
+from soak.runs.away import AWAY_EVENT, count_away
 from soak.runs.context import RunContext
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.layout import TargetFiles
@@ -157,6 +158,7 @@ class Run:
             self.event("capture_not_resumed", message, 0.0, now_ns)
         span = self.timeline.span_at(now_ns)
         if span is None:  # ended while the service was away
+            self._count_away(gap_s, now_ns)
             return
         if self.parts.remote_samplers is not None:  # a fresh agent, the old one swept
             self.parts.remote_samplers.release()
@@ -168,8 +170,17 @@ class Run:
                 ns_to_s(self.timeline.end_ns - now_ns),
                 end_ns=self.timeline.end_ns,
             )
+        self._count_away(gap_s, now_ns)
         if not self.ending:
             self.supervisor.check_target()
+
+    def _count_away(self, gap_s: float, now_ns: int) -> None:
+        """The seconds nobody counted while the service was away: due and skipped, an
+        event, and the cause a generator failure names (soak.runs.away)."""
+        line = count_away(self.parts, self.timeline, gap_s, now_ns)
+        if line is not None:
+            self.event(AWAY_EVENT, line, gap_s, now_ns)
+            self.supervisor.lost_agents.append(line)
 
     def _abort(self, exc: BaseException) -> None:
         """A start that failed: stop what was started, record why."""

@@ -56,12 +56,15 @@ class PromSamplerConfig(StrictModel):
 
 
 class ServerSamplerConfig(StrictModel):
-    """What the server says of itself (soak.samplers.server): unbound's remote control."""
+    """What the server says of itself (soak.samplers.server): unbound's remote control,
+    or BIND's statistics channel."""
 
-    kind: Literal["unbound"] = "unbound"
+    kind: Literal["unbound", "bind"] = "unbound"
     # unbound's `control-interface` socket; a relative path is in the run's directory
     # (where `{run_dir}` in the target's files points).
     control_socket: str = "unbound.ctl"
+    # BIND: the target's port its `statistics-channels` listen on (JSON, /json/v1/server).
+    port: str = "stats"
     timeout_s: DurationS = 5.0
 
 

@@ -8,14 +8,22 @@ message and RRset caches hold and their entries. They become `runtime` fields:
 `server_queries`, `cache_bytes`, `cache_entries`: the leak analysis's accounting
 (soak.analysis.accounting) and the audit's count of the queries the server received.
 
+BIND (`kind: bind`) answers its statistics channel (`statistics-channels { inet
+127.0.0.1 port N; };`) with JSON at /json/v1/server: `opcodes.QUERY`, the queries it
+received, is `server_queries`.
+
 Servers with Prometheus metrics (pdns-recursor, refdns, knot-resolver) give the same
 fields through the `prom` sampler's map; this one is for those without.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from soak.points import FieldValue, Point
 from soak.samplers.base import TargetFn, TargetSectionSampler
@@ -44,6 +52,24 @@ def parse_unbound_stats(text: str) -> dict[str, FieldValue]:
     if {"msg.cache.count", "rrset.cache.count"} <= stats.keys():
         fields["cache_entries"] = stats["msg.cache.count"] + stats["rrset.cache.count"]
     return fields
+
+
+def parse_bind_stats(doc: Any) -> dict[str, FieldValue]:
+    """BIND's /json/v1/server -> `server_queries` (its `opcodes.QUERY`: the queries it
+    received; notifies and updates are other opcodes), when it is there."""
+    opcodes = doc.get("opcodes") if isinstance(doc, dict) else None
+    queries = opcodes.get("QUERY") if isinstance(opcodes, dict) else None
+    if isinstance(queries, int | float) and not isinstance(queries, bool):
+        return {"server_queries": float(queries)}
+    return {}
+
+
+def bind_stats(host: str, port: int, timeout_s: float) -> Any:
+    """BIND's statistics channel, its server section as JSON."""
+    host = f"[{host}]" if ":" in host else host
+    reply = httpx.get(f"http://{host}:{port}/json/v1/server", timeout=timeout_s)
+    reply.raise_for_status()
+    return json.loads(reply.text)
 
 
 def unbound_control(socket_path: Path, command: str, timeout_s: float) -> str:
@@ -82,6 +108,14 @@ class ServerSampler(TargetSectionSampler[ServerSamplerConfig]):
         running = self.target()
         if running is None:
             return []
+        if self.cfg.kind == "bind":
+            if self.cfg.port not in running.ports:
+                raise RuntimeError(f"bind statistics: the target has no port {self.cfg.port!r}")
+            host, port = running.address(self.cfg.port)
+            fields = parse_bind_stats(bind_stats(host, port, self.cfg.timeout_s))
+            if not fields:
+                raise RuntimeError(f"bind statistics on port {port}: no opcodes.QUERY")
+            return [Point("runtime", fields, tick_time_ns)]
         path = self.socket_path(running.run_dir)
         reply = unbound_control(path, "stats_noreset", self.cfg.timeout_s)
         fields = parse_unbound_stats(reply)

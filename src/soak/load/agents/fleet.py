@@ -27,7 +27,15 @@ from soak.agents.spec import ROLE, AgentSpec
 from soak.clock import ns_to_s, s_to_ns
 from soak.histogram import merged
 from soak.load.agents.launch import build_spec
-from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken, fleet_calls
+from soak.load.agents.lease import (
+    START_MARGIN_S,
+    Fleet,
+    LateStart,
+    Second,
+    Slot,
+    Taken,
+    fleet_calls,
+)
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
 from soak.load.merge import AgentTotals, latency_ms
@@ -142,7 +150,9 @@ class AgentsLoad:
             if self.run_duration_s is not None:
                 end_ns = origin_ns + s_to_ns(self.run_duration_s)
             self._end_ns = end_ns
-            fleet.release(origin_ns, end_ns)
+            # From the run's origin, the agents' seconds are counted (a resumed run's
+            # seconds while the service was away are counted by the run: from start_at).
+            fleet.release(origin_ns, end_ns, counted_from_ns=begin_at_ns)
 
     def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
         """The new rate (agents take it at once: `at_ns` is not passed on yet)."""
@@ -251,7 +261,21 @@ class AgentsLoad:
                         lost.append(fleet.slots[s.index])
         with coordinator.lock:
             lost += fleet.expire()
-        return [self._lost_event(slot) for slot in lost]
+            late, fleet.late_starts = fleet.late_starts, []
+        return [self._late_event(one) for one in late] + [self._lost_event(s) for s in lost]
+
+    @property
+    def counted_from_ns(self) -> int | None:
+        """The first second the agents count (their start_at), once released."""
+        return self._fleet.start_at_ns if self._fleet is not None else None
+
+    def _late_event(self, late: LateStart) -> Fault:
+        assert self._fleet is not None
+        message = (
+            f"agent {late.agent} of {self._fleet.count} started {late.seconds} s late:"
+            f" its {late.due:,.0f} queries due before then counted as skipped"
+        )
+        return Fault("agent_late", message, late.due)
 
     def _lost_event(self, slot: Slot) -> Fault:
         assert self._fleet is not None

@@ -14,6 +14,7 @@ HTTP; soak.load.agents.fleet drives it for a run.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ class Slot:
     lost_why: str | None = None
     lost_at_ns: int | None = None
     totals: AgentTotals | None = None
+    first_stamp_ns: int | None = None  # the end of the first second it reported
 
     @property
     def active(self) -> bool:
@@ -55,6 +57,26 @@ class Taken:
     # The latency histograms added (soak.histogram's text form): per class, and per agent.
     hists: dict[str, str] = field(default_factory=dict)
     agent_hists: dict[int, dict[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LateStart:
+    """An agent's first window came `seconds` after the run's first: `due` skipped."""
+
+    agent: int
+    seconds: int
+    due: float
+
+
+def split_by_share(n: int, shares: dict[str, float]) -> dict[str, int]:
+    """`n` queries dealt to classes by their shares (largest remainders): they add up to
+    `n`, so the classes' rows add up to `all`."""
+    exact = {cls: n * share for cls, share in shares.items()}
+    out = {cls: math.floor(v) for cls, v in exact.items()}
+    rest = n - sum(out.values())
+    for cls in sorted(exact, key=lambda c: out[c] - exact[c])[: max(0, rest)]:
+        out[cls] += 1
+    return out
 
 
 @dataclass
@@ -96,6 +118,10 @@ class Fleet:
         self._pending: dict[int, dict[int, AgentWindow]] = {}  # stamp -> agent -> window
         self._emitted_to_ns = 0  # stamps up to this one were handed out
         self._late: list[AgentWindow] = []  # came after their second was handed out
+        # The run's seconds are counted from here (its origin; on a resumed run, start_at):
+        # an agent's seconds before its first window are due and skipped (`agent_late`).
+        self.counted_from_ns: int | None = None
+        self.late_starts: list[LateStart] = []  # not yet told (AgentsLoad.check)
 
     @property
     def count(self) -> int:
@@ -123,11 +149,18 @@ class Fleet:
     def all_registered(self) -> bool:
         return all(s.registered for s in self.slots)
 
-    def release(self, start_at_ns: int, end_ns: int | None = None) -> int:
+    def release(
+        self, start_at_ns: int, end_ns: int | None = None, *, counted_from_ns: int | None = None
+    ) -> int:
         """The run's start_at: as asked, but never sooner than a margin from now (every
-        agent must hear it before it comes), and its end if known; the start_at given."""
+        agent must hear it before it comes: whole seconds later, so that it stays on the
+        run's grid), and its end if known; the start_at given. The seconds from
+        `counted_from_ns` (the run's origin; default: start_at) are the agents' to count:
+        those before an agent's first window are due and skipped (fill_late_start)."""
         earliest_ns = self.wall_ns() + s_to_ns(START_MARGIN_S)
-        self.start_at_ns = max(start_at_ns, earliest_ns)
+        behind_s = -(-max(0, earliest_ns - start_at_ns) // NS_PER_S)
+        self.start_at_ns = start_at_ns + behind_s * NS_PER_S
+        self.counted_from_ns = self.start_at_ns if counted_from_ns is None else counted_from_ns
         self.end_ns = end_ns
         return self.start_at_ns
 
@@ -137,11 +170,39 @@ class Fleet:
         for w in windows:
             if w.agent != index:
                 raise ValueError(f"agent {index} sent a window of agent {w.agent}")
+        if windows and slot.first_stamp_ns is None:
+            slot.first_stamp_ns = min(w.stamp_ns for w in windows)
+            windows = self.fill_late_start(index, slot.first_stamp_ns) + windows
+        for w in windows:
             if w.stamp_ns <= self._emitted_to_ns:
                 self._late.append(w)
             else:
                 self._pending.setdefault(w.stamp_ns, {})[index] = w
         return self.reply(index)
+
+    def fill_late_start(self, index: int, first_stamp_ns: int) -> list[AgentWindow]:
+        """The seconds of the run an agent has no window of, before its first (it heard
+        start_at late, or the run's start was pushed past its origin): its share of the
+        asked rate in each, due and skipped, so that they are not nobody's."""
+        if self.counted_from_ns is None:
+            return []
+        out = []
+        stamp_ns = self.counted_from_ns + NS_PER_S
+        while stamp_ns < first_stamp_ns:
+            k = (stamp_ns - self.counted_from_ns) // NS_PER_S - 1  # the second's index
+            share = rate_share_qps(self.asked_at(stamp_ns), self.count)
+            n = math.floor(share * (k + 1)) - math.floor(share * k)
+            fields = {
+                cls: {"due": float(m), "skipped": float(m)}
+                for cls, m in split_by_share(n, self.class_shares).items()
+            }
+            fields["all"] = {"due": float(n), "skipped": float(n)}
+            out.append(AgentWindow(index, stamp_ns, 1.0, fields, {}))
+            stamp_ns += NS_PER_S
+        if out:
+            due = sum(w.fields["all"]["due"] for w in out)
+            self.late_starts.append(LateStart(index, len(out), due))
+        return out
 
     def finish(self, index: int, totals: AgentTotals) -> None:
         slot = self._slot(index)
