@@ -1,0 +1,90 @@
+"""report.json's `segments`: one per version of a soak with an `upgrade:` section.
+
+Each segment holds its version, its seconds (from the run's start), its load from the
+ledger's windows of those seconds (due, sent, completed, lost, skipped, and p50/p99
+from their merged histograms: soak.analysis.latency, the one estimator), the leak
+verdicts fitted on its own seconds alone (the new version judged from its own start,
+with its own start-up wait: soak.analysis.verdicts.run_verdicts through a reader cut at
+the segment's end) and the cases of the checklist run when it arrived. The windows are
+split by soak.analysis.segments, each in exactly one segment: the segments' counts add
+up to the run's (result.json's load_totals).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from soak.analysis.latency import span_histogram, stored_histograms
+from soak.analysis.rundata import StoreReader, judged_from_ns
+from soak.analysis.scenario_sections import LeaksConfig
+from soak.analysis.segments import SegmentReader, VersionSpan, span_of, stamp_bounds
+from soak.analysis.verdicts import run_verdicts
+from soak.report.audit import COUNTS, LedgerSums
+
+
+def segment_sums(store: StoreReader, run_id: str, spans: Sequence[VersionSpan]) -> list[LedgerSums]:
+    """The ledger's counts per segment, in one read of the run's windows."""
+    sums = [LedgerSums() for _ in spans]
+    for p in store.points(run_id, "load"):
+        if p.tags.get("class") == "all":
+            sums[span_of(spans, p.time_ns).index].add(p)
+    return sums
+
+
+def _load(
+    sums: LedgerSums, windows: list[tuple[int, str]], bounds: tuple[int | None, int | None]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {name: int(sums.counts[name]) for name in (*COUNTS, "skipped")}
+    out["seconds"] = sums.windows
+    hist = span_histogram(windows, *bounds)
+    latency = hist.latency_ms() if hist.total else {}
+    out["p50_ms"] = latency.get("p50")
+    out["p99_ms"] = latency.get("p99")
+    return out
+
+
+def _leaks(
+    store: Any,
+    run_id: str,
+    span: VersionSpan,
+    cfg: LeaksConfig,
+    warmup_end_ns: int,
+    end_ns: int | None,
+) -> list[dict[str, Any]]:
+    """The verdicts of one version on its own seconds: the first after the run's warm-up,
+    a later one from its own start (its start-up is its own)."""
+    since_ns = judged_from_ns(warmup_end_ns, span.origin_ns) if span.index == 0 else span.start_ns
+    found = run_verdicts(SegmentReader(store, end_ns), run_id, cfg, since_ns)
+    return [dataclasses.asdict(v) for v in found]
+
+
+def version_segments(
+    store: StoreReader,
+    run_id: str,
+    spans: Sequence[VersionSpan],
+    leaks: LeaksConfig,
+    warmup_end_ns: int,
+    cases: Mapping[int, list[dict[str, Any]]] | None = None,
+) -> list[dict[str, Any]]:
+    """report.json's `segments` (empty for a run of one version); `cases`: the checklist
+    results of the swap that brought in each segment's version, by segment index."""
+    if len(spans) < 2:
+        return []
+    sums = segment_sums(store, run_id, spans)
+    windows = stored_histograms(store, run_id, {"class": "all"})
+    out = []
+    for span, sum_ in zip(spans, sums, strict=True):
+        bounds = stamp_bounds(spans, span)
+        out.append(
+            {
+                "version": span.version,
+                "start_s": span.start_s,
+                "end_s": span.end_s,
+                "load": _load(sum_, windows, bounds),
+                "leaks": _leaks(store, run_id, span, leaks, warmup_end_ns, bounds[1]),
+                "cases": list((cases or {}).get(span.index, [])),
+            }
+        )
+    return out
