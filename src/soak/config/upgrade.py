@@ -39,8 +39,11 @@ class SwapTarget(StrictModel):
     environment: dict[str, str] | None = None
 
     def changes(self) -> dict[str, Any]:
-        """The fields given, as an update of the target's model."""
-        return {name: getattr(self, name) for name in self.model_fields_set}
+        """The fields given, as an update of the target's model (a stored scenario read
+        back has every field set, the ones not given as None)."""
+        return {
+            n: getattr(self, n) for n in type(self).model_fields if getattr(self, n) is not None
+        }
 
 
 class SwapRollback(StrictModel):
@@ -103,7 +106,7 @@ def check_swappable(section: UpgradeSection, runtime: str) -> None:
     if allowed is None:
         raise ValueError(f"a {runtime} target cannot be swapped (process or docker targets)")
     for i, swap in enumerate(section.swaps):
-        wrong = sorted(swap.target.model_fields_set - allowed)
+        wrong = sorted(set(swap.target.changes()) - allowed)
         if wrong:
             raise ValueError(
                 f"swaps.{i}.target: {', '.join(wrong)} not a field of a {runtime} target"

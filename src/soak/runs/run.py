@@ -16,6 +16,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,9 @@ from soak.runs.state import RunRecord, RunStatus
 from soak.runs.supervise import Supervisor, abandoned_at_ns, owner
 from soak.runs.ticking import Ticker
 from soak.runs.timeline import RateChange, Timeline
+from soak.targets.base import Running
 from soak.targets.group import OnEvent, TargetGroup
+from soak.targets.specs import TargetConfig
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +221,17 @@ class Run:
             pace = replay.pace() if replay is not None else f"{span.rate_qps:g} q/s"
             self.event("phase", f"phase {span.name} ({pace})", float(index), span.start_ns)
             self.ctx.state.update_run(self.id, phase=span.name)
+
+    def swap_target(self, cfg: TargetConfig, between: Callable[[], object]) -> Running | None:
+        """The target swapped in place for `cfg` (soak.upgrade.inswap), `between` run while
+        neither version runs: under the run's lock, so that no tick sees the stopped
+        target as exited and restarts it. None when the run is ending; raises as a start."""
+        with self._lock:
+            if self.ending:
+                return None
+            running = self.targets.swap_target(cfg, between)
+            self.ctx.state.update_run(self.id, target_state=self.supervisor.target_state())
+            return running
 
     # The end.
 

@@ -18,7 +18,8 @@ from soak.netsafety import parse_host_port
 from soak.targets import build_target, cleanup_stale
 from soak.targets.base import ExitInfo, FilePaths, Running, Target
 from soak.targets.binding import bind_services, run_setup
-from soak.targets.specs import DockerTarget, SetupCall, TargetConfig
+from soak.targets.process import ProcessRuntime
+from soak.targets.specs import DockerTarget, ProcessTarget, SetupCall, TargetConfig
 from soak.targets.version import detect_version
 
 OnEvent = Callable[[str, str, float], None]
@@ -145,6 +146,25 @@ class TargetGroup:
         assert self.target is not None
         self.running = self.target.restart()
         return self.ready(first_start=False)
+
+    def swap_target(self, cfg: TargetConfig, between: Callable[[], object]) -> Running:
+        """The target stopped, `between` run (a migration), then `cfg` (a new version of
+        it: its argv, env, version) started in its place on the same ports and data, and
+        ready. Raises as restart_target does; a failed `between` leaves it stopped."""
+        target = self.target
+        if not isinstance(target, ProcessRuntime) or not isinstance(cfg, ProcessTarget):
+            raise TargetStartError("a swap in place is built for process targets only")
+        target.stop()
+        between()
+        self.target_cfg = cfg
+        ready = {name: h.running for name, h in self.helpers.items() if h.running}
+        bound = bind_services(cfg, ready)
+        assert isinstance(bound, ProcessTarget)
+        target.cfg = bound
+        self.running = target.restart()
+        running = self.ready(first_start=False)  # its data has what the setup made
+        self._tell_version()
+        return running
 
     def poll_target(self) -> ExitInfo | None:
         return self.target.poll() if self.target is not None else None

@@ -21,7 +21,7 @@ from soak.config.loading import InvalidModel
 from soak.errors import InputError
 from soak.load.load_config import INPUT_CONTEXT
 from soak.units import StrictModel
-from soak.upgrade.config.checks import Check, CorpusCheck, UnchangedCheck
+from soak.upgrade.config.checks import Check, CorpusCheck, SwapCheck, UnchangedCheck
 from soak.upgrade.config.loading import _checklist_problems, _template_problems
 from soak.upgrade.config.models import Migrate, UpgradePlan
 from soak.upgrade.template import referenced_names
@@ -70,6 +70,11 @@ def _problems(checks: list[Check], where: str, names: set[str]) -> list[str]:
     problems = [p for p in problems if ".snapshot:" not in p]
     problems += _template_problems(checks, where)
     for i, check in enumerate(checks):
+        if isinstance(check, SwapCheck):
+            problems.append(
+                f"{where}.{i}.kind: a soak's swap is measured by its windows (the report's"
+                " segments), not judged by a swap check"
+            )
         if isinstance(check, UnchangedCheck | CorpusCheck):
             problems.append(
                 f"{where}.{i}.kind: {check.kind} compares with the gate's snapshot;"
@@ -93,6 +98,8 @@ def swap_plans(scenario: Scenario, env: Mapping[str, str] | None = None) -> list
     names = set(section.vars) | set(os.environ if env is None else env)
     out: list[SwapPlan] = []
     problems: list[str] = []
+    if scenario.target.runtime != "process":  # a docker swap needs a new container
+        problems.append("upgrade: a swap in place is built for process targets only")
     for i, (swap, at_s) in enumerate(zip(section.swaps, scenario.swap_offsets_s(), strict=True)):
         where = f"upgrade.swaps.{i}"
         steps = _steps({"checks": swap.checks, "migrate": swap.migrate}, where)
