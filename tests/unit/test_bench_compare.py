@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from soak.bench.compare import Figure, bench_figures, compare_figures, verdict_of
+from soak.analysis.comparison import Figure, compare_figures, verdict_of
+from soak.analysis.stats import coefficient_of_variation, holm, welch_t_test
+from soak.bench.compare import bench_figures
 from soak.bench.inputs import _soak_figures, leak_rows, resolve
-from soak.bench.stats import coefficient_of_variation, holm, welch_t_test
 from soak.commands.compare import parse_thresholds
 from soak.errors import InputError
 from soak.points import Point

@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from soak.analysis.comparison import Figure, Figures
 from soak.analysis.latency import span_latency_ms, stored_histograms
-from soak.bench.compare import Figure, Figures, bench_figures
+from soak.bench.compare import bench_figures
 from soak.clock import ns_to_s
 from soak.errors import InputError
 from soak.runs.layout import BENCH_RESULT, DataDir, bench_result_path, read_result
