@@ -13,7 +13,7 @@ from soak.analysis.segments import span_of, stamp_bounds, version_spans
 from soak.clock import NS_PER_S
 from soak.names import LAT_HIST_FIELD
 from soak.points import Point
-from soak.report import PhaseSpan, render_json
+from soak.report import PhaseSpan, render_html, render_json, render_markdown
 from soak.report.audit import ledger_sums
 from soak.report.segments import version_segments
 from soak.sinks.sqlite import SqliteStore
@@ -51,7 +51,9 @@ def write_run(store: SqliteStore) -> None:
         lost = 40 if second == 60 else 1
         fields: dict[str, float | str] = {"due": 100.0, "sent": 100.0, "skipped": 0.0}
         fields |= {"completed": float(100 - lost), "lost": float(lost), "abandoned": 0.0}
-        fields[LAT_HIST_FIELD] = window_histogram(100 - lost, 5.0 if new else 1.0)
+        p99_ms = (5.0 if new else 1.0) * (1 + second % 3 / 10)  # a little noise
+        fields[LAT_HIST_FIELD] = window_histogram(100 - lost, p99_ms)
+        fields |= {"lat_p50_ms": p99_ms / 4, "lat_p99_ms": p99_ms}
         points.append(Point("load", fields, t, {**tags(RUN), "class": "all"}))
         rss = 50e6 + (50e6 * (second - 60) / 3600 if new else 0.0)
         points.append(Point("process", {"rss_bytes": rss}, t, tags(RUN)))
@@ -78,6 +80,14 @@ def test_segments_add_up_to_the_run_and_tell_the_versions_apart(tmp_path: Path) 
     assert old_rss["verdict"] == "ok"
     assert new_rss["verdict"] == "growing"
     assert (old["cases"], new["cases"]) == ([], [{"name": "ready", "status": "pass"}])
+    # soak compare's statistics, the new version against the old: p99 five times worse.
+    assert old["compared"] == []
+    p99 = next(r for r in new["compared"] if r["name"] == "p99 latency")
+    assert p99["verdict"] == "worse" and p99["diff_pct"] > 300
+    low, high = p99["ci_pct"]
+    assert 300 < low <= high
+    rss = next(r for r in new["compared"] if r["name"] == "RSS")
+    assert rss["verdict"] == "same"  # 50 MB an hour over a minute: 0.8 MB of 50
 
 
 def test_a_run_of_one_version_has_no_segments(tmp_path: Path) -> None:
@@ -100,3 +110,11 @@ def test_report_json_holds_the_segments(tmp_path: Path) -> None:
     assert [s["version"] for s in report["segments"]] == ["1", "2"]
     assert sum(s["load"]["sent"] for s in report["segments"]) == 12_000
     assert json.loads(render_json(report))["segments"][1]["leaks"][0]["verdict"] == "growing"
+    html, md = render_html(report), render_markdown(report)
+    assert "<h2>Versions</h2>" in html and "<h3>Versions side by side</h3>" in html
+    assert "<h3>2 against 1</h3>" in html and "<h3>Swap to 2: checks</h3>" not in html
+    assert "## Versions: 2 against 1" in md
+    side, against = [ln for ln in md.splitlines() if ln.startswith("| p99 latency (ms) |")]
+    assert side == "| p99 latency (ms) | 1 | 5.02 |"  # the merged histograms' quantiles
+    assert against.endswith("| worse |"), against
+    assert "| leak: rss_bytes | ok +0 MiB/h | growing +47.7 MiB/h |" in md

@@ -132,6 +132,7 @@ def _segments(store: StoreReader, inp: ReportInput) -> list[dict[str, Any]]:
     for segment in found:
         segment["leaks"] = [_finite(v) for v in segment["leaks"]]
         segment["load"] = _finite(segment["load"])
+        segment["compared"] = [_finite(row) for row in segment["compared"]]
     return found
 
 

@@ -16,10 +16,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from soak.analysis.comparison import compare_figures
 from soak.analysis.latency import span_histogram, stored_histograms
 from soak.analysis.rundata import StoreReader, judged_from_ns
 from soak.analysis.scenario_sections import LeaksConfig
 from soak.analysis.segments import SegmentReader, VersionSpan, span_of, stamp_bounds
+from soak.analysis.soakfigures import soak_figures
 from soak.analysis.verdicts import run_verdicts
 from soak.report.audit import COUNTS, LedgerSums
 
@@ -55,9 +57,35 @@ def _leaks(
 ) -> list[dict[str, Any]]:
     """The verdicts of one version on its own seconds: the first after the run's warm-up,
     a later one from its own start (its start-up is its own)."""
-    since_ns = judged_from_ns(warmup_end_ns, span.origin_ns) if span.index == 0 else span.start_ns
-    found = run_verdicts(SegmentReader(store, end_ns), run_id, cfg, since_ns)
+    found = run_verdicts(SegmentReader(store, end_ns), run_id, cfg, _since_ns(span, warmup_end_ns))
     return [dataclasses.asdict(v) for v in found]
+
+
+def _since_ns(span: VersionSpan, warmup_end_ns: int) -> int:
+    """Where a segment is judged from: the first after the run's warm-up, a later one
+    from its own first second (its start-up is its own)."""
+    return judged_from_ns(warmup_end_ns, span.origin_ns) if span.index == 0 else span.start_ns
+
+
+def _compared(
+    store: StoreReader,
+    run_id: str,
+    spans: Sequence[VersionSpan],
+    warmup_end_ns: int,
+) -> list[list[dict[str, Any]]]:
+    """Each segment against the one before it (the first against none), with `soak
+    compare`'s statistics over their per-window values: the difference of the figure
+    (latency: the quantile of each segment's merged histograms), its bootstrap interval,
+    Welch's p-value after Holm's correction, and the verdict."""
+    figures = [
+        soak_figures(store, run_id, _since_ns(s, warmup_end_ns), 1.0, stamp_bounds(spans, s)[1])
+        for s in spans
+    ]
+    out: list[list[dict[str, Any]]] = [[]]
+    for before, after, span in zip(figures, figures[1:], spans[1:], strict=False):
+        found = compare_figures(spans[span.index - 1].version, before, span.version, after)
+        out.append(found.to_json()["figures"])
+    return out
 
 
 def version_segments(
@@ -74,8 +102,9 @@ def version_segments(
         return []
     sums = segment_sums(store, run_id, spans)
     windows = stored_histograms(store, run_id, {"class": "all"})
+    compared = _compared(store, run_id, spans, warmup_end_ns)
     out = []
-    for span, sum_ in zip(spans, sums, strict=True):
+    for span, sum_, against in zip(spans, sums, compared, strict=True):
         bounds = stamp_bounds(spans, span)
         out.append(
             {
@@ -85,6 +114,7 @@ def version_segments(
                 "load": _load(sum_, windows, bounds),
                 "leaks": _leaks(store, run_id, span, leaks, warmup_end_ns, bounds[1]),
                 "cases": list((cases or {}).get(span.index, [])),
+                "compared": against,  # with the segment before it
             }
         )
     return out
