@@ -9,6 +9,7 @@ the swap. With -migrate=false the checks fail and the run says so, its data kept
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,15 @@ def test_a_soak_across_the_format_migration_passes_with_its_segments(tmp_path: P
     swaps = [e["message"] for e in status["events"] if e["kind"] == "swap"]
     assert swaps[0] == "swap 0: format-1 -> format-2: stopping format-1"
     assert swaps[-1] == "swap 0: format-2: 7 of 7 checks passed"
+    junit = ET.parse(run_dir / "swap-0-junit.xml").getroot()
+    suite = junit.find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("failures")) == ("7", "0")
+    md = (run_dir / "report.md").read_text()
+    assert "## Versions: format-2 against format-1" in md
+    assert "## Versions: Swap to format-2: checks" in md
+    # The swap's seconds (stop to ready) are the new version's: their losses are in its.
+    assert new["swap"]["seconds"] >= 1 and new["swap"]["status"] == "pass"
+    assert new["swap"]["lost"] <= new["load"]["lost"] and old["swap"] is None
 
 
 def test_without_the_migration_the_checks_fail_and_the_run_says_so(tmp_path: Path) -> None:
@@ -76,6 +86,8 @@ def test_without_the_migration_the_checks_fail_and_the_run_says_so(tmp_path: Pat
     assert status["message"].startswith("swap to format-2: check 'old API token accepted' fail:")
     assert "status 401" in status["message"]
     run_dir = DataDir(tmp_path / "data").run_dir(status["id"])
+    suite = ET.parse(run_dir / "swap-0-junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") != "0"
     (swap,) = json.loads((run_dir / "swaps.json").read_text())
     assert swap["status"] == "failed" and swap["cause"] == status["message"]
     # The old version's data is where it was: its token and allow list unmigrated.

@@ -65,8 +65,9 @@ def test_segments_add_up_to_the_run_and_tell_the_versions_apart(tmp_path: Path) 
     try:
         write_run(store)
         spans = version_spans(T0, T0 + END_S * S, "1", [(SWAP_AT_S, "2")])
-        cases = {1: [{"name": "ready", "status": "pass"}]}
-        old, new = version_segments(store, RUN, spans, LEAKS, T0, cases)
+        swap = {"at_s": SWAP_AT_S, "ready_s": 0.8, "status": "pass"}
+        swaps = {1: swap | {"cases": [{"name": "ready", "status": "pass"}]}}
+        old, new = version_segments(store, RUN, spans, LEAKS, T0, swaps)
         whole = ledger_sums(store, RUN)
     finally:
         store.close()
@@ -80,6 +81,12 @@ def test_segments_add_up_to_the_run_and_tell_the_versions_apart(tmp_path: Path) 
     assert old_rss["verdict"] == "ok"
     assert new_rss["verdict"] == "growing"
     assert (old["cases"], new["cases"]) == ([], [{"name": "ready", "status": "pass"}])
+    # The swap from 60.4 s, ready 0.8 s later: seconds 60 and 61 (61.2 s is in 61).
+    assert old["swap"] is None
+    assert new["swap"] | {"cause": ""} == {
+        "at_s": 60.4, "ready_s": 0.8, "status": "pass", "cause": "",
+        "seconds": 2, "sent": 200, "lost": 41, "refused": 0,
+    }  # fmt: skip
     # soak compare's statistics, the new version against the old: p99 five times worse.
     assert old["compared"] == []
     p99 = next(r for r in new["compared"] if r["name"] == "p99 latency")
@@ -105,7 +112,8 @@ def test_report_json_holds_the_segments(tmp_path: Path) -> None:
     write_run(store)
     spans = version_spans(T0, T0 + END_S * S, "1", [(SWAP_AT_S, "2")])
     phases = [PhaseSpan("soak", T0, T0 + END_S * S)]
-    inp = report_input(RUN, END_S, phases, versions=spans, leaks=LEAKS)
+    swaps = {1: {"at_s": SWAP_AT_S, "ready_s": 0.8, "status": "pass", "cases": []}}
+    inp = report_input(RUN, END_S, phases, versions=spans, leaks=LEAKS, swaps=swaps)
     report = build(store, inp)  # closes the store
     assert [s["version"] for s in report["segments"]] == ["1", "2"]
     assert sum(s["load"]["sent"] for s in report["segments"]) == 12_000
@@ -114,6 +122,10 @@ def test_report_json_holds_the_segments(tmp_path: Path) -> None:
     assert "<h2>Versions</h2>" in html and "<h3>Versions side by side</h3>" in html
     assert "<h3>2 against 1</h3>" in html and "<h3>Swap to 2: checks</h3>" not in html
     assert "## Versions: 2 against 1" in md
+    assert (
+        "| its swap | \u2013 | ready 0.80 s after the stop; 41 of 200 lost in 2 s (0 refused) |"
+        in md
+    )
     side, against = [ln for ln in md.splitlines() if ln.startswith("| p99 latency (ms) |")]
     assert side == "| p99 latency (ms) | 1 | 5.02 |"  # the merged histograms' quantiles
     assert against.endswith("| worse |"), against

@@ -126,9 +126,7 @@ def _segments(store: StoreReader, inp: ReportInput) -> list[dict[str, Any]]:
     if len(inp.versions) < 2:
         return []
     leaks = inp.leaks or LeaksConfig()
-    found = version_segments(
-        store, inp.run_id, inp.versions, leaks, warmup_end_ns(inp), inp.swap_cases
-    )
+    found = version_segments(store, inp.run_id, inp.versions, leaks, warmup_end_ns(inp), inp.swaps)
     for segment in found:
         segment["leaks"] = [_finite(v) for v in segment["leaks"]]
         segment["load"] = _finite(segment["load"])

@@ -54,10 +54,10 @@ class ReportInput:
     detected_version: str | None = None
     planned_s: float | None = None  # the phases' total: a run that ended before it ended early
     # A soak across an upgrade: its versions' seconds (soak.analysis.segments), the
-    # checklist cases of the swap that brought each in (by segment index), the leak
+    # record of the swap that brought each in (swaps.json's, by segment index), the leak
     # settings each segment's verdicts are fitted with. One version: no segments.
     versions: list[VersionSpan] = field(default_factory=list)
-    swap_cases: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    swaps: dict[int, dict[str, Any]] = field(default_factory=dict)
     leaks: LeaksConfig | None = None
 
 

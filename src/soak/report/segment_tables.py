@@ -32,6 +32,15 @@ def _checks(segment: dict[str, Any]) -> str:
     return f"{passed} of {len(cases)} passed"
 
 
+def _swap(segment: dict[str, Any]) -> str:
+    swap = segment.get("swap")
+    if not swap:
+        return DASH
+    ready = f"ready {swap['ready_s']:.2f} s after the stop" if swap.get("ready_s") else "not ready"
+    lost = f"{num(swap['lost'])} of {num(swap['sent'])} lost in {swap['seconds']} s"
+    return f"{ready}; {lost} ({num(swap['refused'])} refused)"
+
+
 def side_by_side(segments: list[dict[str, Any]]) -> Table:
     header = ["", *(s["version"] or f"version {i + 1}" for i, s in enumerate(segments))]
     rows: list[Row] = [
@@ -46,6 +55,7 @@ def side_by_side(segments: list[dict[str, Any]]) -> Table:
     ]
     resources = sorted({v["resource"] for s in segments for v in s["leaks"]})
     rows += [[f"leak: {r}", *(_leak(s, r) for s in segments)] for r in resources]
+    rows.append(["its swap", *(_swap(s) for s in segments)])
     rows.append(["its swap's checks", *(_checks(s) for s in segments)])
     return "Versions side by side", header, rows
 

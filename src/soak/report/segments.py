@@ -5,7 +5,9 @@ ledger's windows of those seconds (due, sent, completed, lost, skipped, and p50/
 from their merged histograms: soak.analysis.latency, the one estimator), the leak
 verdicts fitted on its own seconds alone (the new version judged from its own start,
 with its own start-up wait: soak.analysis.verdicts.run_verdicts through a reader cut at
-the segment's end) and the cases of the checklist run when it arrived. The windows are
+the segment's end), the cases of the checklist run when it arrived and what its swap cost
+(the queries lost in the seconds from the old version's stop to the new one's ready,
+refused included: the ledger's windows of those seconds). The windows are
 split by soak.analysis.segments, each in exactly one segment: the segments' counts add
 up to the run's (result.json's load_totals).
 """
@@ -13,6 +15,7 @@ up to the run's (result.json's load_totals).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +26,7 @@ from soak.analysis.scenario_sections import LeaksConfig
 from soak.analysis.segments import SegmentReader, VersionSpan, span_of, stamp_bounds
 from soak.analysis.soakfigures import soak_figures
 from soak.analysis.verdicts import run_verdicts
+from soak.clock import s_to_ns
 from soak.report.audit import COUNTS, LedgerSums
 
 
@@ -61,6 +65,36 @@ def _leaks(
     return [dataclasses.asdict(v) for v in found]
 
 
+def _swap_cost(
+    store: StoreReader, run_id: str, span: VersionSpan, swap: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """What the swap that began this segment cost the load: its seconds, from the one the
+    old version stopped in to the one the new was ready in, and their windows' counts
+    (lost includes the queries the closed port refused). None for the first segment."""
+    if swap is None or span.index == 0:
+        return None
+    ready_s = float(swap.get("ready_s") or 0.0)
+    last_ns = span.origin_ns + s_to_ns(float(math.ceil(float(swap["at_s"]) + ready_s)))
+    sums = LedgerSums()
+    refused = 0.0
+    for p in store.points(run_id, "load", span.start_ns):
+        if p.tags.get("class") == "all" and span.start_ns < p.time_ns <= last_ns:
+            sums.add(p)
+            value = p.fields.get("refused", 0)
+            refused += float(value) if isinstance(value, int | float) else 0.0
+    counts = sums.counts
+    return {
+        "at_s": float(swap["at_s"]),
+        "ready_s": ready_s if swap.get("ready_s") is not None else None,
+        "status": swap.get("status"),
+        "cause": swap.get("cause", ""),
+        "seconds": sums.windows,
+        "sent": int(counts["sent"]),
+        "lost": int(counts["lost"]),
+        "refused": int(refused),
+    }
+
+
 def _since_ns(span: VersionSpan, warmup_end_ns: int) -> int:
     """Where a segment is judged from: the first after the run's warm-up, a later one
     from its own first second (its start-up is its own)."""
@@ -94,10 +128,10 @@ def version_segments(
     spans: Sequence[VersionSpan],
     leaks: LeaksConfig,
     warmup_end_ns: int,
-    cases: Mapping[int, list[dict[str, Any]]] | None = None,
+    swaps: Mapping[int, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """report.json's `segments` (empty for a run of one version); `cases`: the checklist
-    results of the swap that brought in each segment's version, by segment index."""
+    """report.json's `segments` (empty for a run of one version); `swaps`: the record of
+    the swap that brought in each segment's version (swaps.json's), by segment index."""
     if len(spans) < 2:
         return []
     sums = segment_sums(store, run_id, spans)
@@ -113,7 +147,8 @@ def version_segments(
                 "end_s": span.end_s,
                 "load": _load(sum_, windows, bounds),
                 "leaks": _leaks(store, run_id, span, leaks, warmup_end_ns, bounds[1]),
-                "cases": list((cases or {}).get(span.index, [])),
+                "cases": list((swaps or {}).get(span.index, {}).get("cases", [])),
+                "swap": _swap_cost(store, run_id, span, (swaps or {}).get(span.index)),
                 "compared": against,  # with the segment before it
             }
         )

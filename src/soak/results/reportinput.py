@@ -161,7 +161,7 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         run_dir=record.run_dir,
         memory_limit_bytes=scenario.memory_limit_bytes,
         versions=run_versions(record, origin_ns, now_ns),
-        swap_cases=swap_cases(record),
+        swaps={i + 1: s for i, s in enumerate(read_swaps(record.run_dir))},
         leaks=scenario.leaks,
     )
 
@@ -171,11 +171,6 @@ def run_versions(record: RunRecord, origin_ns: int, now_ns: int) -> list[Version
     moment it did, from swaps.json); one span without swaps."""
     made = [(float(s["at_s"]), str(s["version"])) for s in read_swaps(record.run_dir)]
     return version_spans(origin_ns, now_ns, record.scenario.target.version, made)
-
-
-def swap_cases(record: RunRecord) -> dict[int, list[dict[str, Any]]]:
-    """Each swap's checklist cases, by the segment it brought in."""
-    return {i + 1: list(s.get("cases", [])) for i, s in enumerate(read_swaps(record.run_dir))}
 
 
 # The criteria's detail for a run whose target never got ready: nothing ran to judge.

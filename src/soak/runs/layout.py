@@ -58,6 +58,7 @@ BENCH = "bench"
 # In a run's directory:
 RESULT = "result.json"
 SWAPS = "swaps.json"  # a soak with `upgrade:`: each swap as it ran (soak.upgrade.inswap)
+SWAP_JUNIT = "swap-{index}-junit.xml"  # its checks as JUnit cases
 REPORTS = {"html": "report.html", "json": "report.json", "md": "report.md"}
 SPOOL = "spool"
 PROFILES = "profiles"
@@ -269,6 +270,10 @@ def read_result(run_dir: Path) -> dict[str, Any] | None:
 
 def swaps_path(run_dir: Path) -> Path:
     return run_dir / SWAPS
+
+
+def swap_junit_path(run_dir: Path, index: int) -> Path:
+    return run_dir / SWAP_JUNIT.format(index=index)
 
 
 def read_swaps(run_dir: Path) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ from pydantic import TypeAdapter
 from soak.clock import NS_PER_S
 from soak.errors import SoakError
 from soak.runs.ending import Ending
-from soak.runs.layout import read_swaps, write_swaps
+from soak.runs.layout import read_swaps, swap_junit_path, write_swaps
 from soak.runs.run import Run
 from soak.targets.base import Running
 from soak.targets.specs import TargetConfig
@@ -34,6 +34,7 @@ from soak.upgrade.actions import Version
 from soak.upgrade.checklist import CheckContext, CheckResult, run_checks
 from soak.upgrade.insoak import SwapPlan
 from soak.upgrade.migrate import MigrateWhere, run_migrate
+from soak.upgrade.report import swap_junit
 from soak.upgrade.snapshot import Snapshot
 from soak.upgrade.template import Values
 
@@ -99,8 +100,12 @@ class SoakSwap:
         ready_s = (time.time_ns() - began_ns) / NS_PER_S
         self.record["ready_s"] = ready_s
         run.event(SWAP_EVENT, f"swap {self.plan.index}: {new} ready {ready_s:.2f} s after", ready_s)
+        checked_ns = time.time_ns()
         results = self._checks(running, new_cfg, log_from)
         self.record["cases"] = [case(r) for r in results]
+        suite = f"{run.scenario.name} swap {self.plan.index} {old} -> {new}"
+        took_s = (time.time_ns() - checked_ns) / NS_PER_S
+        swap_junit_path(run.run_dir, self.plan.index).write_text(swap_junit(suite, results, took_s))
         failed = [r for r in results if r.status != "pass"]
         passed = len(results) - len(failed)
         if failed:
