@@ -8,16 +8,32 @@ the swap. With -migrate=false the checks fail and the run says so, its data kept
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from soak.runs.layout import DataDir
-from tests.e2e.soakrun import ROOT, last_json, run_soak
+from tests.e2e.soakrun import (
+    ROOT,
+    TOKEN,
+    kinds,
+    last_json,
+    processes_under,
+    run_soak,
+    service,
+    service_place,
+    status,
+    wait_for,
+)
 from tests.support.ledger import assert_figures_agree
+from tests.support.procs import cmdline
 from tests.support.refdns import refdns_binary
 
 pytestmark = pytest.mark.e2e
@@ -94,3 +110,49 @@ def test_without_the_migration_the_checks_fail_and_the_run_says_so(tmp_path: Pat
     data = run_dir / "refdns-data"
     assert (data / "token").read_text().strip() == "soak-upgrade-token"
     assert (data / "allow.txt").read_text().split() == ["tracker.example"]
+
+
+@pytest.fixture
+def no_strays(tmp_path: Path) -> Iterator[None]:
+    """A test that SIGKILLs a service and fails before the next one ends the run would
+    leave its servers without a parent: whatever still runs from its directory is stopped."""
+    yield
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and f"{tmp_path}/" in cmdline(int(proc.name)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
+@pytest.mark.usefixtures("no_strays")
+def test_a_service_killed_mid_swap_ends_the_run_not_half_swapped(tmp_path: Path) -> None:
+    """SIGKILL of `soak serve` while the swap's migration runs (the old version stopped,
+    the new one not started): the next service resumes the run only to end it `failed`,
+    saying so, with nothing of it left running."""
+    refdns_binary()
+    data, port, url = service_place(tmp_path)
+    slow_migration = "upgrade.swaps.0.migrate={command: [sleep, '4']}"
+    with service(data, port) as serve:
+        started = run_soak(
+            "start", str(SCENARIO), "--duration", "40s", *QUICK, "--set", slow_migration,
+            "--server", url, env={"SOAK_TOKEN": TOKEN},
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        run_id = started.stdout.strip()
+        wait_for(
+            lambda: "swap" in kinds(status(port, run_id)), 60.0, "the swap has stopped the old"
+        )
+        serve.kill()
+        serve.wait(10)
+    with service(data, port):
+        final = wait_for(
+            lambda: (s := status(port, run_id))["status"] not in ("pending", "running") and s,
+            60.0,
+            "the resumed run ends",
+        )
+    assert final["status"] == "failed"
+    assert final["message"].startswith(
+        "the service stopped during swap 0 (format-1 -> format-2): the swap's checks were not run"
+    ), final["message"]
+    (swap,) = json.loads((DataDir(data).run_dir(run_id) / "swaps.json").read_text())
+    assert swap["status"] == "interrupted"
+    assert processes_under(data) == []

@@ -133,8 +133,10 @@ class Run:
             target_state=self.supervisor.target_state(),
         )
 
-    def resume(self) -> None:
-        """After a service restart: re-attach the targets, restart the load, record the gap."""
+    def resume(self, *, check_target: bool = True) -> None:
+        """After a service restart: re-attach the targets, restart the load, record the gap.
+        `check_target` False: the caller ends the run for a cause of its own (a swap the
+        service stopped in), not for the target it finds gone."""
         rec = self.record
         assert rec.origin_ns is not None
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -170,7 +172,7 @@ class Run:
                 ns_to_s(self.timeline.end_ns - now_ns),
                 end_ns=self.timeline.end_ns,
             )
-        if not self.ending:
+        if not self.ending and check_target:
             self.supervisor.check_target()
 
     def _abort(self, exc: BaseException) -> None:
@@ -229,9 +231,12 @@ class Run:
         with self._lock:
             if self.ending:
                 return None
-            running = self.targets.swap_target(cfg, between)
-            self.ctx.state.update_run(self.id, target_state=self.supervisor.target_state())
-            return running
+            # Saved as soon as the new process runs: a service stopped before it is ready
+            # resumes attached to it and stops it (soak.upgrade.inswap.interrupted_swap).
+            return self.targets.swap_target(cfg, between, self._save_target_state)
+
+    def _save_target_state(self) -> None:
+        self.ctx.state.update_run(self.id, target_state=self.supervisor.target_state())
 
     # The end.
 

@@ -147,10 +147,16 @@ class TargetGroup:
         self.running = self.target.restart()
         return self.ready(first_start=False)
 
-    def swap_target(self, cfg: TargetConfig, between: Callable[[], object]) -> Running:
+    def swap_target(
+        self,
+        cfg: TargetConfig,
+        between: Callable[[], object],
+        started: Callable[[], object] = lambda: None,
+    ) -> Running:
         """The target stopped, `between` run (a migration), then `cfg` (a new version of
         it: its argv, env, version) started in its place on the same ports and data, and
-        ready. Raises as restart_target does; a failed `between` leaves it stopped."""
+        ready; `started` is told once the new process runs (before it is ready). Raises as
+        restart_target does; a failed `between` leaves it stopped."""
         target = self.target
         if not isinstance(target, ProcessRuntime) or not isinstance(cfg, ProcessTarget):
             raise TargetStartError("a swap in place is built for process targets only")
@@ -162,6 +168,7 @@ class TargetGroup:
         assert isinstance(bound, ProcessTarget)
         target.cfg = bound
         self.running = target.restart()
+        started()
         running = self.ready(first_start=False)  # its data has what the setup made
         self._tell_version()
         return running

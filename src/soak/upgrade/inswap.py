@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -58,6 +59,24 @@ def case(result: CheckResult) -> dict[str, Any]:
         "duration_ms": round(result.duration_ms, 1),
         "message": result.message,
     }
+
+
+def interrupted_swap(run_dir: Path) -> str | None:
+    """The cause to end a resumed run with when its service stopped during a swap (its
+    record still `running`): which version runs then is not known to have passed its
+    checks, so the run is not soaked on half-swapped. The record is marked `interrupted`."""
+    swaps = read_swaps(run_dir)
+    for swap in swaps:
+        if swap.get("status") == "running":
+            old, new = swap.get("from_version") or "old", swap.get("version")
+            cause = (
+                f"the service stopped during swap {swap.get('index')} ({old} -> {new}):"
+                " the swap's checks were not run; the run ends here"
+            )
+            swap.update(status="interrupted", cause=cause)
+            write_swaps(run_dir, swaps)
+            return cause
+    return None
 
 
 class SoakSwap:
