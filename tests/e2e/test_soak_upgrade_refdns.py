@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from soak.runs.layout import DataDir
 from tests.e2e.soakrun import (
@@ -156,3 +157,44 @@ def test_a_service_killed_mid_swap_ends_the_run_not_half_swapped(tmp_path: Path)
     (swap,) = json.loads((DataDir(data).run_dir(run_id) / "swaps.json").read_text())
     assert swap["status"] == "interrupted"
     assert processes_under(data) == []
+
+
+def with_rollback(tmp_path: Path) -> Path:
+    """The scenario with a second swap: back to format 1 on the migrated data (its files
+    named absolutely, since it is written elsewhere)."""
+    sc = yaml.safe_load(SCENARIO.read_text())
+    binary = str(refdns_binary())
+    for argv in (sc["target"]["argv"], sc["upgrade"]["swaps"][0]["target"]["argv"]):
+        argv[0] = binary
+    for cls in sc["load"]["mix"]:
+        cls["file"] = str(SCENARIO.parent / cls["file"])
+    back = {"version": "format-1", "argv": sc["target"]["argv"], "env": sc["target"]["env"]}
+    ready = {"name": "old version ready", "kind": "ready_within", "within_s": "10s"}
+    sc["upgrade"]["swaps"].append({"after": "new", "target": back, "checks": [ready]})
+    sc["phases"][-1]["duration_s"] = "12h"
+    sc["phases"].append({"name": "back", "duration_s": "6h"})
+    path = tmp_path / "rollback.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    return path
+
+
+def test_a_rollback_to_format_1_is_refused_by_the_old_binary(tmp_path: Path) -> None:
+    """A rollback is a later swap back: the format-1 binary refuses the directory the
+    new one migrated (an irreversible migration), and the run says so, three segments
+    adding up to it."""
+    proc = run_soak(
+        "start", str(with_rollback(tmp_path)), "--foreground", "--duration", "30s", *QUICK,
+        "--data-dir", str(tmp_path / "data"), "--json",
+    )  # fmt: skip
+    status = last_json(proc.stdout)
+    assert proc.returncode == 1 and status["status"] == "failed", proc.stderr[-3000:]
+    assert status["message"].startswith("swap to format-1: refdns: exited with code 2")
+    assert "is format 2; this binary reads format 1" in status["message"]
+    run_dir = DataDir(tmp_path / "data").run_dir(status["id"])
+    report = json.loads((run_dir / "report.json").read_text())
+    result = json.loads((run_dir / "result.json").read_text())
+    versions = [s["version"] for s in report["segments"]]
+    assert versions == ["format-1", "format-2", "format-1"]
+    assert sum(s["load"]["sent"] for s in report["segments"]) == result["load_totals"]["sent"]
+    assert report["segments"][1]["swap"]["status"] == "pass"
+    assert report["segments"][2]["swap"]["status"] == "failed"

@@ -122,6 +122,7 @@ def test_report_json_holds_the_segments(tmp_path: Path) -> None:
     assert "<h2>Versions</h2>" in html and "<h3>Versions side by side</h3>" in html
     assert "<h3>2 against 1</h3>" in html and "<h3>Swap to 2: checks</h3>" not in html
     assert "## Versions: 2 against 1" in md
+    assert "swaps.</p>" in html
     assert (
         "| its swap | \u2013 | ready 0.80 s after the stop; 41 of 200 lost in 2 s (0 refused) |"
         in md

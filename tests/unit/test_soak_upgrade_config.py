@@ -92,6 +92,10 @@ BAD = {
         "upgrade.swaps.0.checks.0.kind: unchanged compares with the gate's snapshot",
     ),
     "no checks": ({"checks": []}, "upgrade.swaps.0.checks: List should have at least 1 item"),
+    "a rollback": (
+        {"rollback": {"checks": CHECKS[:1]}},
+        "upgrade.swaps.0.rollback: not run in a soak yet; a later swap back",
+    ),
 }
 
 

@@ -39,7 +39,9 @@ from soak.report.setup import setup_table
 
 MAX_EVENTS = 1000
 # Event kinds marked on the plots (every event is listed in the table).
-MARKED_EVENT_KINDS = ("exited", "restarted", "gap", "error", "alert", "stop", "ticks_missed")
+MARKED_EVENT_KINDS = (
+    "exited", "restarted", "gap", "error", "alert", "stop", "ticks_missed", "swap",
+)  # fmt: skip
 
 END_EVENT_KIND = "stop"  # the run's end, however it ended: marked, not as an error
 TaggedSeries = list[tuple[dict[str, str], Series]]

@@ -151,7 +151,7 @@ def render_html(report: dict[str, Any]) -> str:
     body += [
         "<h2>Over time</h2>",
         '<p class="note">Dashed lines: phase starts. Red ticks: exits, restarts, gaps, '
-        "errors, alerts.</p>",
+        "errors, alerts, swaps.</p>",
         *_charts(report),
     ]
     header, rows = event_rows(report)
