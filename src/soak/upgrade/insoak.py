@@ -20,6 +20,7 @@ from soak.config import Scenario
 from soak.config.loading import InvalidModel
 from soak.errors import InputError
 from soak.load.load_config import INPUT_CONTEXT
+from soak.targets.specs import DockerTarget
 from soak.units import StrictModel
 from soak.upgrade.config.checks import Check, CorpusCheck, SwapCheck, UnchangedCheck
 from soak.upgrade.config.loading import _checklist_problems, _template_problems
@@ -98,8 +99,9 @@ def swap_plans(scenario: Scenario, env: Mapping[str, str] | None = None) -> list
     names = set(section.vars) | set(os.environ if env is None else env)
     out: list[SwapPlan] = []
     problems: list[str] = []
-    if scenario.target.runtime != "process":  # a docker swap needs a new container
-        problems.append("upgrade: a swap in place is built for process targets only")
+    target = scenario.target
+    if isinstance(target, DockerTarget) and target.volume is None:  # the data to keep
+        problems.append("target.volume: a docker target's swap needs `volume: {mount: PATH}`")
     for i, (swap, at_s) in enumerate(zip(section.swaps, scenario.swap_offsets_s(), strict=True)):
         where = f"upgrade.swaps.{i}"
         steps = _steps({"checks": swap.checks, "migrate": swap.migrate}, where)

@@ -4,7 +4,8 @@ load goes on, then the swap's checklist (the upgrade gate's checks, soak.upgrade
 At its moment (a step of the soak's plan) the driver records the swap as begun
 (swaps.json, so the report splits the run's windows there: soak.analysis.segments),
 stops the old version, runs `migrate:` on its data, starts the new version on the same
-ports and data directory and waits until it is ready (soak.runs.run.Run.swap_target),
+ports and data (a process's directory; a docker target's volume, in a new container) and
+waits until it is ready (soak.runs.run.Run.swap_target),
 then runs the checks against it. Each step is a `swap` event (the run's events: the
 status view, the sinks, Grafana's annotations). The load is not touched: its workers
 send on through the gap, and what they lost is in the ledger's windows of the swap's
