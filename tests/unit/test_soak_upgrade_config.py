@@ -54,7 +54,7 @@ def test_the_swap_is_placed_and_its_checks_read_by_the_gate_models(tmp_path: Pat
     sc = scenario_from_data(with_upgrade(), "s", tmp_path)
     (plan,) = swap_plans(sc, env={})
     assert plan.at_s == 60.0 and plan.version == "2"
-    assert plan.changes == {"version": "2", "argv": ["sleep", "601"]}
+    assert plan.target.changes() == {"version": "2", "argv": ["sleep", "601"]}
     assert [c.kind for c in plan.checks] == ["ready_within", "api", "log"]
 
 
@@ -92,6 +92,10 @@ BAD = {
         "upgrade.swaps.0.checks.0.kind: unchanged compares with the gate's snapshot",
     ),
     "no checks": ({"checks": []}, "upgrade.swaps.0.checks: List should have at least 1 item"),
+    "a new binary that is not there": (
+        {"target": {"version": "2", "argv": ["/nonexistent/refdns", "-x"]}},
+        "upgrade.swaps.0.target: target: binary not found or not executable: /nonexistent/refdns",
+    ),
     "a rollback": (
         {"rollback": {"checks": CHECKS[:1]}},
         "upgrade.swaps.0.rollback: not run in a soak yet; a later swap back",

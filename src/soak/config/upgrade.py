@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, TypeAdapter, model_validator
 
+from soak.targets.specs import TargetConfig
 from soak.units import DurationS, StrictModel
 
 # The fields of a target a swap may change, by the target's runtime.
@@ -71,6 +72,22 @@ class Swap(StrictModel):
 class UpgradeSection(StrictModel):
     vars: dict[str, str] = Field(default_factory=dict)  # defaults for {{name}}
     swaps: list[Swap] = Field(min_length=1)
+
+
+def swapped_config(current: TargetConfig, target: SwapTarget) -> TargetConfig:
+    """The target's config with a swap's fields changed (validated again as a whole)."""
+    data = current.model_dump(mode="json", by_alias=True)
+    data.update(target.changes())
+    adapter: TypeAdapter[TargetConfig] = TypeAdapter(TargetConfig)
+    return adapter.validate_python(data)
+
+
+def swapped_targets(section: UpgradeSection, first: TargetConfig) -> list[TargetConfig]:
+    """The target each swap brings in, in order (each from the one before it)."""
+    out: list[TargetConfig] = []
+    for swap in section.swaps:
+        out.append(swapped_config(out[-1] if out else first, swap.target))
+    return out
 
 
 def swap_offsets_s(section: UpgradeSection, phases: list[tuple[str, float]]) -> list[float]:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from soak.config import Scenario
 from soak.config.loading import InvalidModel
+from soak.config.upgrade import SwapTarget
 from soak.errors import InputError
 from soak.load.load_config import INPUT_CONTEXT
 from soak.targets.specs import DockerTarget
@@ -42,7 +43,7 @@ class SwapPlan:
     index: int
     at_s: float  # from the run's start
     version: str
-    changes: dict[str, Any]  # the target's fields that change
+    target: SwapTarget  # the target's fields that change
     checks: list[Check]
     migrate: Migrate | None = None
     rollback_checks: list[Check] = field(default_factory=list)
@@ -125,7 +126,7 @@ def swap_plans(scenario: Scenario, env: Mapping[str, str] | None = None) -> list
                 i,
                 at_s,
                 swap.target.version,
-                swap.target.changes(),
+                swap.target,
                 steps.checks,
                 steps.migrate,
                 back.checks,

@@ -23,9 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from soak.clock import NS_PER_S
+from soak.config.upgrade import swapped_config
 from soak.errors import SoakError
 from soak.runs.ending import Ending
 from soak.runs.layout import read_swaps, swap_junit_path, write_swaps
@@ -41,14 +40,6 @@ from soak.upgrade.snapshot import Snapshot
 from soak.upgrade.template import Values
 
 SWAP_EVENT = "swap"
-
-
-def swapped_config(current: TargetConfig, plan: SwapPlan) -> TargetConfig:
-    """The target's config with the swap's fields changed (validated again as a whole)."""
-    data = current.model_dump(mode="json", by_alias=True)
-    data.update(plan.changes)
-    adapter: TypeAdapter[TargetConfig] = TypeAdapter(TargetConfig)
-    return adapter.validate_python(data)
 
 
 def case(result: CheckResult) -> dict[str, Any]:
@@ -95,7 +86,7 @@ class SoakSwap:
         if run.ending:
             return
         old_cfg = run.targets.target_cfg
-        new_cfg = swapped_config(old_cfg, self.plan)
+        new_cfg = swapped_config(old_cfg, self.plan.target)
         began_ns = time.time_ns()
         self.record = {
             "index": self.plan.index,
