@@ -198,3 +198,47 @@ def test_a_rollback_to_format_1_is_refused_by_the_old_binary(tmp_path: Path) -> 
     assert sum(s["load"]["sent"] for s in report["segments"]) == result["load_totals"]["sent"]
     assert report["segments"][1]["swap"]["status"] == "pass"
     assert report["segments"][2]["swap"]["status"] == "failed"
+
+
+@pytest.mark.usefixtures("no_strays")
+def test_a_run_resumed_after_its_swap_restarts_the_new_version(tmp_path: Path) -> None:
+    """A service restarted after the swap resumes the run on the new version: killed, the
+    target is restarted as the swap left it (the current release's argv on the migrated
+    data), never as the scenario's first version (format 1 on format-2 data)."""
+    refdns_binary()
+    data, port, url = service_place(tmp_path)
+    with service(data, port) as serve:
+        started = run_soak(
+            "start", str(SCENARIO), "--duration", "40s", *QUICK,
+            "--set", "target.on_exit=restart", "--set", "criteria.restarts_max=1",
+            "--server", url, env={"SOAK_TOKEN": TOKEN},
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        run_id = started.stdout.strip()
+        wait_for(
+            lambda: any("checks passed" in e["message"] for e in status(port, run_id)["events"]),
+            60.0,
+            "the swap's checks pass",
+        )
+        serve.kill()
+        serve.wait(10)
+    with service(data, port):
+        resumed = wait_for(
+            lambda: "gap" in kinds(s := status(port, run_id)) and s, 30.0, "the run resumes"
+        )
+        pid = resumed["target_pid"]
+        assert "-migrate=true" in cmdline(pid)
+        os.kill(pid, signal.SIGKILL)
+        restarted = wait_for(
+            lambda: (s := status(port, run_id))["restarts"] == 1 and s["target_pid"] != pid and s,
+            30.0,
+            "the target restarted",
+        )
+        argv = cmdline(restarted["target_pid"])
+        assert "-migrate=true" in argv and "-format=1" not in argv, argv
+        final = wait_for(
+            lambda: (s := status(port, run_id))["status"] not in ("pending", "running") and s,
+            60.0,
+            "the run ends",
+        )
+    assert final["status"] == "passed", final["message"]

@@ -33,6 +33,7 @@ from soak.runs.parts import RunParts
 from soak.runs.reserve import release_reserve
 from soak.runs.state import RunRecord, RunStatus
 from soak.runs.supervise import Supervisor, abandoned_at_ns, owner
+from soak.runs.swaps import target_now
 from soak.runs.ticking import Ticker
 from soak.runs.timeline import RateChange, Timeline
 from soak.targets.base import Running
@@ -47,7 +48,7 @@ def _group(record: RunRecord, on_event: OnEvent, data_dir: Path) -> TargetGroup:
     processes die with its command."""
     sc = record.scenario
     return TargetGroup(
-        sc.target,
+        target_now(sc, record.run_dir),  # the version the run's swaps have left running
         sc.services,
         sc.setup,
         files=TargetFiles(record.run_dir),
