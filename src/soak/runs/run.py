@@ -226,17 +226,17 @@ class Run:
             self.ctx.state.update_run(self.id, phase=span.name)
 
     def swap_target(self, cfg: TargetConfig, between: Callable[[], object]) -> Running | None:
-        """The target swapped in place for `cfg` (soak.upgrade.inswap), `between` run while
-        neither version runs: under the run's lock, so that no tick sees the stopped
-        target as exited and restarts it. None when the run is ending; raises as a start."""
+        """The target swapped for `cfg` (soak.upgrade.inswap) under the run's lock (no tick
+        sees it stopped), the new process saved as soon as it runs; None if the run is
+        ending. A failure raises, the run `ending`: its end is the swap's to say."""
         with self._lock:
-            if self.ending:
-                return None
-            # Saved as soon as the new process runs: a service stopped before it is ready
-            # resumes attached to it and stops it (soak.upgrade.inswap.interrupted_swap).
-            return self.targets.swap_target(cfg, between, self._save_target_state)
+            try:
+                return None if self.ending else self.targets.swap_target(cfg, between, self._saved)
+            except SoakError:
+                self.ending = True
+                raise
 
-    def _save_target_state(self) -> None:
+    def _saved(self) -> None:
         self.ctx.state.update_run(self.id, target_state=self.supervisor.target_state())
 
     # The end.
