@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soak.config import Scenario
+from soak.config.upgrade import swapped_targets
 from soak.errors import InputError
 from soak.load.load_config import LoadConfig
 from soak.load.replay_config import ReplayConfig
@@ -63,6 +64,7 @@ def check_scenario(scenario: Scenario, *, secrets: bool = True, reader: str | No
         check_agents(scenario.load)
         check_load(scenario.load, scenario.base_dir, phase_rates(scenario))
     check_targets([*scenario.services, scenario.target], scenario.base_dir, scenario.allow_targets)
+    check_swapped_targets(scenario)
     check_placeholders(scenario)
     if scenario.capture is not None:
         check_capture(scenario.capture, scenario.base_dir)
@@ -81,6 +83,19 @@ def check_targets(
             check_image(target)
         if not isinstance(target, ExternalTarget):
             check_fixed_ports(target)
+
+
+def check_swapped_targets(scenario: Scenario) -> None:
+    """Each version an `upgrade:` swap brings in, as its target is checked: a binary or
+    image missing is found before the run, not when its swap comes hours into it."""
+    if scenario.upgrade is None:
+        return
+    swapped = swapped_targets(scenario.upgrade, scenario.target)
+    for i, target in enumerate(swapped):
+        try:
+            check_targets([target], scenario.base_dir, scenario.allow_targets)
+        except InputError as exc:
+            raise InputError(f"upgrade.swaps.{i}.target: {exc}") from None
 
 
 def check_agents(load: LoadConfig) -> None:

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from soak.bench.compare import Figure, bench_figures, compare_figures, verdict_of
-from soak.bench.inputs import _soak_figures, leak_rows, resolve
-from soak.bench.stats import coefficient_of_variation, holm, welch_t_test
+from soak.analysis.comparison import Figure, compare_figures, verdict_of
+from soak.analysis.soakfigures import soak_figures
+from soak.analysis.stats import coefficient_of_variation, holm, welch_t_test
+from soak.bench.compare import bench_figures
+from soak.bench.inputs import leak_rows, resolve
 from soak.commands.compare import parse_thresholds
 from soak.errors import InputError
 from soak.points import Point
@@ -233,7 +235,7 @@ def test_soak_run_figures_from_the_point_store(tmp_path: Path) -> None:
         points.append(Point("process", {"rss_anon_bytes": 2 * 1024**2, "fds": 40}, t, tags))
     store.write(points)
     store.flush()
-    figures = _soak_figures(store, "r1", t0 + 5 * 10**9, interval_s=1.0)
+    figures = soak_figures(store, "r1", t0 + 5 * 10**9, interval_s=1.0)
     store.close()
     assert figures["answered q/s"].values == [505.0, 506.0, 507.0, 508.0, 509.0]
     assert figures["p99 latency"].kind == "tail"
@@ -253,7 +255,7 @@ def test_soak_run_figures_read_the_ledger_s_one_second_windows(tmp_path: Path) -
     ]
     store.write(points)
     store.flush()
-    figures = _soak_figures(store, "r1", t0 + 5 * 10**9, interval_s=2.0)
+    figures = soak_figures(store, "r1", t0 + 5 * 10**9, interval_s=2.0)
     store.close()
     assert figures["answered q/s"].values == [506.0, 507.0, 508.0, 509.0, 510.0]
 

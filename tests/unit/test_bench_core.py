@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from soak.analysis.stats import bootstrap_ci, mann_whitney_u, median, rel_diff_pct, summarise
 from soak.bench.knee import KneeSearch, Step, auto_slo_ms
 from soak.bench.limits import cpu_us_per_query, judge_limit
-from soak.bench.stats import bootstrap_ci, mann_whitney_u, median, rel_diff_pct, summarise
 from soak.config.bench import KneeConfig
 
 

@@ -9,26 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from soak.analysis.latency import span_latency_ms, stored_histograms
-from soak.bench.compare import Figure, Figures, bench_figures
+from soak.analysis.comparison import Figures
+from soak.analysis.soakfigures import soak_figures
+from soak.bench.compare import bench_figures
 from soak.clock import ns_to_s
 from soak.errors import InputError
 from soak.runs.layout import BENCH_RESULT, DataDir, bench_result_path, read_result
-
-# The latency figures shown for a soak run: the quantile of its windows' merged
-# histograms after the warm-up (soak.analysis.latency; the classes table's `all` row).
-SHOWN_LATENCY = {"p50 latency": "p50", "p99 latency": "p99", "avg latency": "avg"}
-# (measurement, field, figure name, kind, unit, scale)
-SOAK_FIELDS = [
-    ("load", "lat_p50_ms", "p50 latency", "latency", "ms", 1.0),
-    ("load", "lat_p99_ms", "p99 latency", "tail", "ms", 1.0),
-    ("load", "lat_avg_ms", "avg latency", "latency", "ms", 1.0),
-    ("process", "cpu_cores", "server CPU", "cpu", "cores", 1.0),
-    ("process", "rss_anon_bytes", "RssAnon", "memory", "MiB", 1 / 1024**2),
-    ("process", "rss_bytes", "RSS", "memory", "MiB", 1 / 1024**2),
-    ("process", "fds", "fds", "count", "", 1.0),
-    ("process", "threads", "threads", "count", "", 1.0),
-]
 
 
 @dataclass
@@ -101,7 +87,7 @@ def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
     since_ns = timeline.warmup_end_ns(timeline.timeline(sc, origin_ns))
     store = SqliteStore(layout.points_path(sc, record.run_dir))
     try:
-        figures = _soak_figures(store, run_id, since_ns, sc.samplers.interval_s)
+        figures = soak_figures(store, run_id, since_ns, sc.samplers.interval_s)
     finally:
         store.close()
     if not figures:  # nothing to compare is not "no figure worse"
@@ -119,36 +105,6 @@ def soak_run_figures(run_id: str, data_dir: Path) -> RunFigures:
     leaks = {v["resource"]: v for v in result.get("verdicts", [])}
     label = f"{sc.target.name} {sc.target.version}".strip()
     return RunFigures(run_id, label, figures, leaks)
-
-
-def _soak_figures(store: Any, run_id: str, since_ns: int, interval_s: float) -> Figures:
-    """Per-window values after the warm-up (latency shown as the quantile over them all,
-    each window's value beside it for the noise test). A run's `load` points are its ledger: one
-    closed one-second window each (with `due`), stored at the end of its second, so the
-    window stored at the warm-up's end is the warm-up's, and a window's rate is its
-    count over its one second, whatever the tick. Runs stored before the ledger (no
-    `due`) have a point per tick: its count over the tick."""
-    out: Figures = {}
-    all_class = {"class": "all"}
-    windows = bool(store.series(run_id, "load", "due", all_class))
-    window_s = 1.0 if windows else interval_s
-    load_since_ns = since_ns + 1 if windows else since_ns
-    completed = store.series(run_id, "load", "completed", all_class)
-    if completed:
-        values = [float(v) / window_s for t, v in completed[0][1] if t >= load_since_ns]
-        out["answered q/s"] = Figure("throughput", "q/s", values)
-    for measurement, fld, name, kind, unit, scale in SOAK_FIELDS:
-        tags = all_class if measurement == "load" else None
-        found = store.series(run_id, measurement, fld, tags)
-        if found:
-            since = load_since_ns if measurement == "load" else since_ns
-            values = [float(v) * scale for t, v in found[0][1] if t >= since]
-            out[name] = Figure(kind, unit, values)
-    latency = span_latency_ms(stored_histograms(store, run_id, all_class), load_since_ns - 1)
-    for name, key in SHOWN_LATENCY.items():
-        if name in out and latency[key] is not None:
-            out[name].shown = latency[key]
-    return out
 
 
 def leak_rows(a: RunFigures, b: RunFigures) -> list[dict[str, Any]]:

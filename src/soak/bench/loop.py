@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from soak.analysis.stats import median, summarise
 from soak.bench.cpu import target_capacity_cores
 from soak.bench.knee import KneeSearch, Step
 from soak.bench.limits import judge_limit
@@ -22,7 +23,6 @@ from soak.bench.measure import (
     measure_dnsperf,
 )
 from soak.bench.side import Side
-from soak.bench.stats import median, summarise
 from soak.config.bench import BenchConfig, KneeConfig
 from soak.errors import InputError
 from soak.load.load_config import LoadConfig, QueryClass

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from soak.bench.compare import DEFAULT_THRESHOLDS_PCT, Comparison, compare_figures
+from soak.analysis.comparison import DEFAULT_THRESHOLDS_PCT, Comparison, compare_figures
 from soak.bench.inputs import RunFigures, leak_rows, resolve
 from soak.bench.render_compare import render_compare_markdown, render_compare_text
 from soak.errors import CheckFailed, InputError

@@ -13,6 +13,7 @@ from soak.errors import InputError
 from soak.placeholders import literal_secrets
 from soak.preflight import check_scenario
 from soak.runs.timeline import end_ns, timeline, warmup_end_ns
+from soak.upgrade.insoak import swap_plans
 from soak.words import counted, plural
 
 
@@ -56,16 +57,16 @@ def validate_cmd(file: Path, overrides: tuple[str, ...], olds: tuple[str, ...]) 
     if overrides or olds:
         raise InputError(f"{file}: --set and --old are for upgrade plans; this is a scenario")
     scenario = load_scenario(file)
+    swaps = swap_plans(scenario)  # the `upgrade:` section's checks, as the gate reads them
     check_scenario(scenario)
     for line in literal_secrets(scenario.model_dump(mode="json")):
         click.echo(f"soak: warning: {line}", err=True)
     out_of_reach = leaks_out_of_reach(scenario.leaks, scenario.criteria, judged_s(scenario))
     if out_of_reach is not None:  # valid, and said: the run would end NOT JUDGED
         click.echo(f"soak validate: warning: {file}: {out_of_reach}", err=True)
-    click.echo(
-        f"{file}: scenario {scenario.name!r} is valid "
-        f"({counted(len(scenario.phases), 'phase')}, {scenario.duration_s:.0f} s)"
-    )
+    parts = [counted(len(scenario.phases), "phase"), f"{scenario.duration_s:.0f} s"]
+    parts += [counted(len(swaps), "swap")] if swaps else []
+    click.echo(f"{file}: scenario {scenario.name!r} is valid ({', '.join(parts)})")
 
 
 def judged_s(scenario: Scenario) -> float:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, ValidationInfo, field_serializer, field_validator
+from pydantic import Field, ValidationInfo, field_serializer, field_validator, model_validator
 
 from soak.analysis.scenario_sections import CriteriaConfig, LeaksConfig
 from soak.config.bench import BenchConfig
+from soak.config.upgrade import UpgradeSection, check_swappable, swap_offsets_s
 from soak.load.load_config import LoadConfig, rate_json, rate_or_max
 from soak.samplers.selection import SamplersConfig
 from soak.sinks.destinations import SinkConfig, SpoolConfig
@@ -67,6 +68,23 @@ class Scenario(FileModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     capture: CaptureConfig | None = None  # record the target's client queries (dnstap)
     bench: BenchConfig | None = None  # `soak bench` only
+    upgrade: UpgradeSection | None = None  # the target swapped in place under load
+
+    @model_validator(mode="after")
+    def _swaps(self) -> Scenario:
+        if self.upgrade is not None:
+            try:
+                check_swappable(self.upgrade, self.target.runtime)
+                self.swap_offsets_s()
+            except ValueError as exc:
+                raise ValueError(f"upgrade.{exc}") from None
+        return self
+
+    def swap_offsets_s(self) -> list[float]:
+        """Each swap's moment, seconds from the run's start (none without `upgrade:`)."""
+        if self.upgrade is None:
+            return []
+        return swap_offsets_s(self.upgrade, [(p.name, p.duration_s) for p in self.phases])
 
     @property
     def memory_limit_bytes(self) -> float | None:

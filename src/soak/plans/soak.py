@@ -17,8 +17,12 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from soak.clock import s_to_ns
+from soak.runs.ending import Ending
 from soak.runs.run import Run
 from soak.runs.timeline import PhaseSpan, RateChange, Timeline
+from soak.upgrade.insoak import swap_plans
+from soak.upgrade.inswap import SWAP_EVENT, SoakSwap, interrupted_swap
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,13 @@ class SoakPlan:
         self.run.enter_phase(0)
 
     def resume(self) -> None:
-        """After a service restart: the run re-attached where its timeline says it is."""
-        self.run.resume()
+        """After a service restart: the run re-attached where its timeline says it is; a
+        run whose service stopped during a swap ends there, its targets stopped."""
+        cause = interrupted_swap(self.run.run_dir)
+        self.run.resume(check_target=cause is None)
+        if cause is not None:
+            self.run.event(SWAP_EVENT, cause, -1.0)
+            self.run.finish(Ending.FAILED, cause)
 
     def steps(self, now_ns: int) -> list[Step]:
         """What is left to do from `now_ns` (the start, or a resume) to the end."""
@@ -90,5 +99,9 @@ class SoakPlan:
         for span in phases_after(tl, now_ns):
             enter = functools.partial(run.enter_phase, span.index, rate_change(tl, span.index))
             steps.append(At(f"phase:{span.index}", "phase", span.start_ns, enter))
+        for swap in swap_plans(sc):  # a soak across an upgrade (soak.upgrade.inswap)
+            at_ns = tl.origin_ns + s_to_ns(swap.at_s)
+            if at_ns > now_ns:
+                steps.append(At(f"swap:{swap.index}", "swap", at_ns, SoakSwap(run, swap)))
         steps.append(At("end", "end", end_ns, run.finish))
         return steps

@@ -18,6 +18,7 @@ from typing import Any
 from soak.analysis.judged import tally
 from soak.analysis.latency import phase_histograms
 from soak.analysis.rundata import Series, StoreReader, judged_from_ns, numeric
+from soak.analysis.scenario_sections import LeaksConfig
 from soak.analysis.sliding import counter_increments
 from soak.clock import ns_to_s
 from soak.report.classes import agent_table, class_table, probe_table
@@ -33,11 +34,14 @@ from soak.report.plots import (
     thin,
     with_gaps,
 )
+from soak.report.segments import version_segments
 from soak.report.setup import setup_table
 
 MAX_EVENTS = 1000
 # Event kinds marked on the plots (every event is listed in the table).
-MARKED_EVENT_KINDS = ("exited", "restarted", "gap", "error", "alert", "stop", "ticks_missed")
+MARKED_EVENT_KINDS = (
+    "exited", "restarted", "gap", "error", "alert", "stop", "ticks_missed", "swap",
+)  # fmt: skip
 
 END_EVENT_KIND = "stop"  # the run's end, however it ended: marked, not as an error
 TaggedSeries = list[tuple[dict[str, str], Series]]
@@ -109,6 +113,7 @@ def build_report(
         "probes": probe_table(store, inp.run_id),
         "agents": [_finite(r) for r in agent_table(store, inp.run_id, judged_ns)],
         "what_grew": what_grew(store, inp, verdicts) if what_grew is not None else None,
+        "segments": _segments(store, inp),
         "events": events[:MAX_EVENTS],
         "events_total": len(events),
         "plots": _ordered_plots(plots),
@@ -116,6 +121,19 @@ def build_report(
         "x_max_s": max(1.0, ns_to_s(end_ns - inp.started_ns)),
         "judged_from_s": ns_to_s(warmup_end_ns(inp) - inp.started_ns),
     }
+
+
+def _segments(store: StoreReader, inp: ReportInput) -> list[dict[str, Any]]:
+    """One per version of a soak across an upgrade (soak.report.segments); none else."""
+    if len(inp.versions) < 2:
+        return []
+    leaks = inp.leaks or LeaksConfig()
+    found = version_segments(store, inp.run_id, inp.versions, leaks, warmup_end_ns(inp), inp.swaps)
+    for segment in found:
+        segment["leaks"] = [_finite(v) for v in segment["leaks"]]
+        segment["load"] = _finite(segment["load"])
+        segment["compared"] = [_finite(row) for row in segment["compared"]]
+    return found
 
 
 def warmup_end_ns(inp: ReportInput) -> int:

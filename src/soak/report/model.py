@@ -10,6 +10,8 @@ from typing import Any
 from soak.analysis.criteria import CriterionResult
 from soak.analysis.leaks import LeakVerdict
 from soak.analysis.rundata import StoreReader
+from soak.analysis.scenario_sections import LeaksConfig
+from soak.analysis.segments import VersionSpan
 
 # Statuses of a run that ended before its timeline ran out: never headlined as a pass
 # (`abandoned`: its foreground command died, soak.runs.state.RunStatus).
@@ -51,6 +53,12 @@ class ReportInput:
     # label): None when the scenario does not say how to ask.
     detected_version: str | None = None
     planned_s: float | None = None  # the phases' total: a run that ended before it ended early
+    # A soak across an upgrade: its versions' seconds (soak.analysis.segments), the
+    # record of the swap that brought each in (swaps.json's, by segment index), the leak
+    # settings each segment's verdicts are fitted with. One version: no segments.
+    versions: list[VersionSpan] = field(default_factory=list)
+    swaps: dict[int, dict[str, Any]] = field(default_factory=dict)
+    leaks: LeaksConfig | None = None
 
 
 # The "What grew" section (soak.results.grew.report_section registers it): the store, the

@@ -7,6 +7,7 @@ from html import escape
 from typing import Any
 
 from soak.report.headline import ACTIVE_STATUSES, headline
+from soak.report.segment_tables import segment_tables
 from soak.report.svg import Chart, Line, Marker, render_chart
 from soak.report.tables import (
     Row,
@@ -127,6 +128,10 @@ def render_html(report: dict[str, Any]) -> str:
     header, rows = phase_table(report)
     body += ["<h2>Phases</h2>", f'<p class="note">{escape(accounting_note(report))}</p>']
     body += [_table(header, rows)]
+    versions = segment_tables(report)  # a soak across an upgrade
+    if versions:
+        body += ["<h2>Versions</h2>"]
+        body += [f"<h3>{escape(t)}</h3>\n{_table(h, r)}" for t, h, r in versions]
     if report.get("classes"):
         body += ["<h2>Classes</h2>", _table(*class_rows(report))]
     if report.get("agents"):
@@ -146,7 +151,7 @@ def render_html(report: dict[str, Any]) -> str:
     body += [
         "<h2>Over time</h2>",
         '<p class="note">Dashed lines: phase starts. Red ticks: exits, restarts, gaps, '
-        "errors, alerts.</p>",
+        "errors, alerts, swaps.</p>",
         *_charts(report),
     ]
     header, rows = event_rows(report)
@@ -186,6 +191,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     if report.get("accounting"):  # the audit found figures that disagree (soak.report.audit)
         out += ["", "**Load figures that disagree with the run's ledger:**", ""]
         out += [f"- {line}" for line in report["accounting"]]
+    for title, header, rows in segment_tables(report):  # a soak across an upgrade
+        out += ["", f"## Versions: {title}", "", *_md_table(header, rows)]
     if report.get("classes"):
         out += ["", "## Classes", "", *_md_table(*class_rows(report))]
     if report.get("agents"):

@@ -19,6 +19,7 @@ from soak.analysis import CriterionResult, LeakVerdict, evaluate_criteria, run_d
 from soak.analysis.criteria import never_judged
 from soak.analysis.judged import so_far
 from soak.analysis.rundata import stored_verdicts
+from soak.analysis.segments import VersionSpan, version_spans
 from soak.clock import ns_to_s
 from soak.config import Scenario
 from soak.errors import InputError
@@ -29,7 +30,7 @@ from soak.report.witnesses import ScheduledPhase
 from soak.results.grew import report_section
 from soak.runs import timeline
 from soak.runs.events import EventRecord
-from soak.runs.layout import DataDir, read_result, report_path
+from soak.runs.layout import DataDir, read_result, read_swaps, report_path
 from soak.runs.state import RunRecord, StateStore
 from soak.runs.supervise import as_seen
 from soak.sinks.sqlite import SqliteStore
@@ -150,7 +151,17 @@ def report_input(record: RunRecord, state: StateStore, store: SqliteStore) -> Re
         extra=setup_table(scenario, record),
         run_dir=record.run_dir,
         memory_limit_bytes=scenario.memory_limit_bytes,
+        versions=run_versions(record, origin_ns, now_ns),
+        swaps={i + 1: s for i, s in enumerate(read_swaps(record.run_dir))},
+        leaks=scenario.leaks,
     )
+
+
+def run_versions(record: RunRecord, origin_ns: int, now_ns: int) -> list[VersionSpan]:
+    """The versions the run has had, split at each swap that stopped the old one (the
+    moment it did, from swaps.json); one span without swaps."""
+    made = [(float(s["at_s"]), str(s["version"])) for s in read_swaps(record.run_dir)]
+    return version_spans(origin_ns, now_ns, record.scenario.target.version, made)
 
 
 # The criteria's detail for a run whose target never got ready: nothing ran to judge.

@@ -57,6 +57,8 @@ RUNS = "runs"
 BENCH = "bench"
 # In a run's directory:
 RESULT = "result.json"
+SWAPS = "swaps.json"  # a soak with `upgrade:`: each swap as it ran (soak.upgrade.inswap)
+SWAP_JUNIT = "swap-{index}-junit.xml"  # its checks as JUnit cases
 REPORTS = {"html": "report.html", "json": "report.json", "md": "report.md"}
 SPOOL = "spool"
 PROFILES = "profiles"
@@ -264,6 +266,32 @@ def read_result(run_dir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def swaps_path(run_dir: Path) -> Path:
+    return run_dir / SWAPS
+
+
+def swap_junit_path(run_dir: Path, index: int) -> Path:
+    return run_dir / SWAP_JUNIT.format(index=index)
+
+
+def read_swaps(run_dir: Path) -> list[dict[str, Any]]:
+    """The swaps a run has made so far, in order (none without `upgrade:` or before its
+    first swap; an unreadable file reads as none)."""
+    try:
+        data = json.loads(swaps_path(run_dir).read_text())
+    except (OSError, ValueError):
+        return []
+    return [s for s in data if isinstance(s, dict)] if isinstance(data, list) else []
+
+
+def write_swaps(run_dir: Path, swaps: list[dict[str, Any]]) -> None:
+    """Replaced whole (a reader never sees half a file)."""
+    path = swaps_path(run_dir)
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(swaps, indent=1))
+    partial.replace(path)
 
 
 def bench_result_path(out_dir: Path) -> Path:

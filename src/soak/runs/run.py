@@ -16,6 +16,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,12 @@ from soak.runs.parts import RunParts
 from soak.runs.reserve import release_reserve
 from soak.runs.state import RunRecord, RunStatus
 from soak.runs.supervise import Supervisor, abandoned_at_ns, owner
+from soak.runs.swaps import target_now
 from soak.runs.ticking import Ticker
 from soak.runs.timeline import RateChange, Timeline
+from soak.targets.base import Running
 from soak.targets.group import OnEvent, TargetGroup
+from soak.targets.specs import TargetConfig
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +49,7 @@ def _group(record: RunRecord, on_event: OnEvent, data_dir: Path) -> TargetGroup:
     processes die with its command."""
     sc = record.scenario
     return TargetGroup(
-        sc.target,
+        target_now(sc, record.run_dir),  # the version the run's swaps have left running
         sc.services,
         sc.setup,
         files=TargetFiles(record.run_dir),
@@ -132,8 +136,10 @@ class Run:
             target_state=self.supervisor.target_state(),
         )
 
-    def resume(self) -> None:
-        """After a service restart: re-attach the targets, restart the load, record the gap."""
+    def resume(self, *, check_target: bool = True) -> None:
+        """After a service restart: re-attach the targets, restart the load, record the gap.
+        `check_target` False: the caller ends the run for a cause of its own (a swap the
+        service stopped in), not for the target it finds gone."""
         rec = self.record
         assert rec.origin_ns is not None
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -171,7 +177,7 @@ class Run:
                 end_ns=self.timeline.end_ns,
             )
         self._count_away(gap_s, now_ns)
-        if not self.ending:
+        if not self.ending and check_target:
             self.supervisor.check_target()
 
     def _count_away(self, gap_s: float, now_ns: int) -> None:
@@ -230,6 +236,20 @@ class Run:
             pace = replay.pace() if replay is not None else f"{span.rate_qps:g} q/s"
             self.event("phase", f"phase {span.name} ({pace})", float(index), span.start_ns)
             self.ctx.state.update_run(self.id, phase=span.name)
+
+    def swap_target(self, cfg: TargetConfig, between: Callable[[], object]) -> Running | None:
+        """The target swapped for `cfg` (soak.upgrade.inswap) under the run's lock (no tick
+        sees it stopped), the new process saved as soon as it runs; None if the run is
+        ending. A failure raises, the run `ending`: its end is the swap's to say."""
+        with self._lock:
+            try:
+                return None if self.ending else self.targets.swap_target(cfg, between, self._saved)
+            except SoakError:
+                self.ending = True
+                raise
+
+    def _saved(self) -> None:
+        self.ctx.state.update_run(self.id, target_state=self.supervisor.target_state())
 
     # The end.
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from soak.clock import ns_to_s, s_to_ns
 from soak.config import Phase, Scenario
+from soak.config.upgrade import scaled_section
 from soak.errors import InputError
 
 
@@ -51,7 +52,10 @@ def scaled_scenario(scenario: Scenario, total_s: float | None) -> Scenario:
     """A copy of `scenario` whose phases last `total_s` in all (None: unchanged)."""
     if total_s is None:
         return scenario
-    copy = scenario.model_copy(update={"phases": scale_phases(scenario.phases, total_s)})
+    update: dict[str, object] = {"phases": scale_phases(scenario.phases, total_s)}
+    if scenario.upgrade is not None:  # each swap at the same share of the run
+        update["upgrade"] = scaled_section(scenario.upgrade, total_s / scenario.duration_s)
+    copy = scenario.model_copy(update=update)
     copy._base_dir = scenario.base_dir
     return copy
 

@@ -33,6 +33,7 @@ from soak.service.auth import bearer
 from soak.service.manager import RunManager, UnknownRun
 from soak.service.tokens import SERVICE_TEAM, Principal, TokenStore
 from soak.units import parse_duration_s
+from soak.upgrade.insoak import swap_plans
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -48,6 +49,7 @@ def parse_scenario(body: bytes, base_dir: str | None, duration: str | None) -> S
         raise InputError(f"body: {not_utf8(exc)}") from None
     base = Path(base_dir) if base_dir else Path.cwd()
     scenario = scenario_from_data(parse_yaml(text, "body"), "body", base)
+    swap_plans(scenario)  # the `upgrade:` section's checks, as the gate reads them
     if duration:
         try:
             total_s = parse_duration_s(duration)

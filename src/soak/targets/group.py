@@ -18,7 +18,8 @@ from soak.netsafety import parse_host_port
 from soak.targets import build_target, cleanup_stale
 from soak.targets.base import ExitInfo, FilePaths, Running, Target
 from soak.targets.binding import bind_services, run_setup
-from soak.targets.specs import DockerTarget, SetupCall, TargetConfig
+from soak.targets.process import ProcessRuntime
+from soak.targets.specs import DockerTarget, ProcessTarget, SetupCall, TargetConfig
 from soak.targets.version import detect_version
 
 OnEvent = Callable[[str, str, float], None]
@@ -145,6 +146,52 @@ class TargetGroup:
         assert self.target is not None
         self.running = self.target.restart()
         return self.ready(first_start=False)
+
+    def swap_target(
+        self,
+        cfg: TargetConfig,
+        between: Callable[[], object],
+        started: Callable[[], object] = lambda: None,
+    ) -> Running:
+        """The target stopped, `between` run (a migration), then `cfg` (a new version of
+        it: a process's argv and env, a docker target's image, command and environment)
+        started in its place on the same ports and data (a process's data directory, a
+        docker target's volume: a new container on it), and ready; `started` is told once
+        the new version runs (before it is ready). Raises as restart_target does; a failed
+        `between` leaves it stopped."""
+        target, old = self.target, self.running
+        docker = isinstance(cfg, DockerTarget) and old is not None and old.volume is not None
+        if target is None or old is None or not (isinstance(target, ProcessRuntime) or docker):
+            raise TargetStartError("a swap needs a process target, or a docker one with a volume")
+        target.stop()
+        between()
+        self.target_cfg = cfg
+        ready = {name: h.running for name, h in self.helpers.items() if h.running}
+        bound = bind_services(cfg, ready)
+        if isinstance(target, ProcessRuntime) and isinstance(bound, ProcessTarget):
+            target.cfg = bound
+            self.running = target.restart()
+        else:  # a new container on the old one's volume and host ports
+            pinned = {
+                name: port.model_copy(update={"host": port.host or old.ports.get(name)})
+                for name, port in bound.ports.items()
+            }
+            new = build_target(
+                bound.model_copy(update={"ports": pinned}),
+                files=self.files,
+                run_id=self.run_id,
+                base_dir=self.base_dir,
+                volume_name=old.volume,
+                allow_targets=self.allow_targets,
+                resumable_in=self.resumable_in,
+            )
+            new.load_connections = self.load_connections
+            self.target = new
+            self.running = new.start()
+        started()
+        running = self.ready(first_start=False)  # its data has what the setup made
+        self._tell_version()
+        return running
 
     def poll_target(self) -> ExitInfo | None:
         return self.target.poll() if self.target is not None else None

@@ -89,14 +89,19 @@ class CheckContext:
     snapshot: Snapshot
     base_dir: Path
     swap: SwapStats | None = None  # what the plan's `load:` saw during the swap
+    # Where the version's lines begin in its log (a soak's swap: the old version's
+    # lines are before them, in the same file).
+    log_from_bytes: int = 0
 
 
-def _log_lines(path: Path | None) -> Iterator[str]:
-    """The new version's log, line by line (a long log is not read into memory)."""
+def _log_lines(path: Path | None, from_bytes: int = 0) -> Iterator[str]:
+    """The new version's log from `from_bytes` on, line by line (a long log is not read
+    into memory)."""
     if path is None:
         raise InputError("log check: the new version has no log file")
     try:
         with open(path, errors="replace") as fh:
+            fh.seek(from_bytes)
             for line in fh:
                 yield line.rstrip("\n")
     except FileNotFoundError:
@@ -157,7 +162,7 @@ def evaluate(check: Check, ctx: CheckContext) -> Verdict:
         after = ctx.snapshot.retake(check.snapshot, values, version)
         return judge_unchanged(check, before, after)
     if isinstance(check, LogCheck):
-        return judge_log(check, _log_lines(version.running.log_path))
+        return judge_log(check, _log_lines(version.running.log_path, ctx.log_from_bytes))
     if isinstance(check, MetricCheck):
         http = http_request("GET", version.url(check.port, check.path), timeout_s=check.timeout_s)
         if http.status != 200:

@@ -164,6 +164,26 @@ def step_line(step: StepRecord) -> str:
     return f"+{step.start_s:.3f}s {step.phase}: {step.text}{took}"
 
 
+def swap_junit(suite_name: str, checks: list[CheckResult], time_s: float) -> str:
+    """A soak's swap: one testsuite, one testcase per check of its checklist."""
+    suites = ET.Element("testsuites", name="soak swap")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=suite_name,
+        tests=str(len(checks)),
+        failures=str(sum(1 for c in checks if c.status == "fail")),
+        errors=str(sum(1 for c in checks if c.status == "error")),
+        skipped=str(sum(1 for c in checks if c.status == "skip")),
+        time=f"{time_s:.3f}",
+        hostname=socket.gethostname(),
+    )
+    for check in checks:
+        _junit_case(suite, suite_name, check)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+
+
 def _junit_case(suite: ET.Element, plan: str, check: CheckResult) -> None:
     case = ET.SubElement(
         suite,

@@ -1,0 +1,27 @@
+"""Which version of a soak's target runs now, after the swaps its `upgrade:` section has
+made (swaps.json in the run directory, soak.upgrade.inswap writes it): what a resumed run
+re-attaches to and restarts, and what reaps it. Before any swap: the scenario's target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from soak.config import Scenario
+from soak.config.upgrade import swapped_targets
+from soak.runs.layout import read_swaps
+from soak.targets.specs import TargetConfig
+
+# A swap whose new version was started: it runs now, whether its checks passed, failed,
+# or never ran (a service stopped during the swap).
+STARTED = ("pass", "failed", "interrupted", "running")
+
+
+def target_now(scenario: Scenario, run_dir: Path) -> TargetConfig:
+    """The target's config as the run's swaps have left it."""
+    if scenario.upgrade is None:
+        return scenario.target
+    made = [s for s in read_swaps(run_dir) if s.get("status") in STARTED and "ready_s" in s]
+    if not made:
+        return scenario.target
+    last = max(int(s["index"]) for s in made)
+    return swapped_targets(scenario.upgrade, scenario.target)[last]

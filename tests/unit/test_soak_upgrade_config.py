@@ -1,0 +1,114 @@
+"""A soak's `upgrade:` section: `soak validate` accepts a good one and says a bad one in
+one line with its YAML path (exit 2); `--duration` scales `at:` with the phases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from soak.cli import main
+from soak.config import scenario_from_data
+from soak.runs.timeline import scaled_scenario
+from soak.upgrade.insoak import swap_plans
+from tests.unit.test_bad_input import base_scenario, write_base
+
+CHECKS = [
+    {"name": "ready", "kind": "ready_within", "within_s": "5s"},
+    {"name": "token", "kind": "api", "path": "/api/zones", "headers": {"X-T": "{{token}}"}},
+    {"name": "no errors", "kind": "log", "pattern": "ERROR"},
+]
+
+
+def with_upgrade(**swap: Any) -> dict[str, Any]:
+    sc = base_scenario()
+    sc["phases"] = [
+        {"name": "old", "duration_s": "60s"},
+        {"name": "new", "duration_s": "60s"},
+    ]
+    one = {"after": "old", "target": {"version": "2", "argv": ["sleep", "601"]}, "checks": CHECKS}
+    sc["upgrade"] = {"vars": {"token": "t"}, "swaps": [{**one, **swap}]}
+    return sc
+
+
+def validate(tmp_path: Path, capsys: pytest.CaptureFixture[str], sc: dict[str, Any]) -> tuple:
+    write_base(tmp_path, sc)
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    with pytest.raises(SystemExit) as exited:
+        main(["validate", str(path)])
+    out = capsys.readouterr()
+    return exited.value.code, out.out, out.err.strip().splitlines()
+
+
+def test_a_swap_after_a_phase_is_valid_and_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = validate(tmp_path, capsys, with_upgrade())
+    assert code == 0 and "(2 phases, 120 s, 1 swap)" in out
+
+
+def test_the_swap_is_placed_and_its_checks_read_by_the_gate_models(tmp_path: Path) -> None:
+    sc = scenario_from_data(with_upgrade(), "s", tmp_path)
+    (plan,) = swap_plans(sc, env={})
+    assert plan.at_s == 60.0 and plan.version == "2"
+    assert plan.target.changes() == {"version": "2", "argv": ["sleep", "601"]}
+    assert [c.kind for c in plan.checks] == ["ready_within", "api", "log"]
+
+
+def test_duration_scales_at_with_the_phases(tmp_path: Path) -> None:
+    sc = scenario_from_data(with_upgrade(after=None, at="90s"), "s", tmp_path)
+    assert scaled_scenario(sc, 12.0).swap_offsets_s() == [9.0]
+    sc = scenario_from_data(with_upgrade(), "s", tmp_path)
+    assert scaled_scenario(sc, 12.0).swap_offsets_s() == [6.0]
+
+
+BAD = {
+    "no phase": (
+        {"after": "nope"},
+        "upgrade.swaps.0.after: no phase 'nope' (phases: old, new)",
+    ),
+    "both": ({"at": "10s"}, "give either `at` (a duration) or `after`"),
+    "past the end": (
+        {"after": None, "at": "3h"},
+        "upgrade.swaps.0: at 10800 s is not before the run's end (120 s)",
+    ),
+    "a docker field": (
+        {"target": {"version": "2", "image": "x:2"}},
+        "upgrade.swaps.0.target: image not a field of a process target",
+    ),
+    "unknown check kind": (
+        {"checks": [{"name": "x", "kind": "bogus"}]},
+        "upgrade.swaps.0.checks.0: Input tag 'bogus' found using 'kind' does not match",
+    ),
+    "unset var": (
+        {"checks": [{"name": "x", "kind": "log", "pattern": "{{nothing_here}}"}]},
+        "upgrade.swaps.0.checks.0: {{nothing_here}} has no value",
+    ),
+    "a snapshot check": (
+        {"checks": [{"name": "x", "kind": "unchanged", "snapshot": "s"}]},
+        "upgrade.swaps.0.checks.0.kind: unchanged compares with the gate's snapshot",
+    ),
+    "no checks": ({"checks": []}, "upgrade.swaps.0.checks: List should have at least 1 item"),
+    "a new binary that is not there": (
+        {"target": {"version": "2", "argv": ["/nonexistent/refdns", "-x"]}},
+        "upgrade.swaps.0.target: target: binary not found or not executable: /nonexistent/refdns",
+    ),
+    "a rollback": (
+        {"rollback": {"checks": CHECKS[:1]}},
+        "upgrade.swaps.0.rollback: not run in a soak yet; a later swap back",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_upgrade_section_is_one_line_exit_2(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    swap, said = BAD[name]
+    code, _, err = validate(tmp_path, capsys, with_upgrade(**swap))
+    assert code == 2
+    assert len(err) == 1, err
+    assert said in err[0], err
