@@ -4,7 +4,7 @@ every query in it counted once."""
 from __future__ import annotations
 
 from soak.load.ledger import Window
-from soak.load.replay_windows import ReplayWindows
+from soak.load.replay import ReplayWindows
 
 
 def test_close_all_ends_in_flight_abandoned_and_unsent_skipped() -> None:

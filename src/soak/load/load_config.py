@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_serializer, field_validator, model_validator
 
 from soak.agents.engine_config import AgentsConfig
-from soak.load.replay_config import ReplayConfig
+from soak.traffic.replay_config import ReplayConfig
 from soak.units import DurationS, StrictModel, parse_rate_qps
 
 

@@ -3,7 +3,7 @@
 The samplers read windows from this object, not from one LoadRunner, so a
 replacement is invisible to them; the run's totals add up every runner's.
 
-The face that every kind of a run's load has (this one, soak.load.agents.fleet's
+The face that every kind of a run's load has (this one, soak.load.fleet.run_load's
 AgentsLoad) shares its parts from here: the totals' fields and the `load` points
 of a window; check() gives soak.points.Fault events, as the sampler agent's does.
 """

@@ -12,12 +12,12 @@ from typing import Any
 
 from soak.agents.spec import ROLE as LOAD_ROLE
 from soak.config import Scenario
-from soak.load.agents.fleet import AgentsLoad
+from soak.load.fleet.run_load import AgentsLoad
 from soak.load.generator import LoadRunner
-from soak.load.replay_load import ReplayLoad
+from soak.load.replay import ReplayLoad
 from soak.load.supervised import SupervisedLoad
 from soak.points import Fault, Point
-from soak.runs.capture import DRAIN_S, RunCapture, socket_path, written_capture
+from soak.runs.capture_dnstap import DRAIN_S, RunCapture, socket_path, written_capture
 from soak.runs.capture_pcap import PcapCapture
 from soak.runs.context import RunContext
 from soak.runs.events import RunEvents

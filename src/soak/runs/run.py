@@ -22,7 +22,7 @@ from typing import Any
 from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns
 from soak.config import Scenario
 from soak.errors import SoakError
-from soak.load.replay_load import ReplayLoad
+from soak.load.replay import ReplayLoad
 from soak.runs.context import RunContext
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.layout import TargetFiles

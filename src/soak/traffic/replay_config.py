@@ -69,7 +69,7 @@ class ReplayConfig(StrictModel):
     file: Path | None = None  # a soak capture, a pcap/pcapng or a dnstap file
     # Or the capture a soak run recorded of its target (`capture:`), by the run's id:
     # `soak start` and the service find it in their data directory and set `file`
-    # (soak.runs.capture.resolve_from_run).
+    # (soak.runs.capture_dnstap.resolve_from_run).
     from_run: str | None = None
     # The capture's own transport per query, or one for all (TCP, DoT, DoH, UDP).
     transport: Literal["capture", "udp", "tcp", "dot", "doh"] = "capture"

@@ -26,11 +26,11 @@ from soak.agents.engines import make_engine
 from soak.agents.spec import ROLE, AgentSpec
 from soak.clock import ns_to_s, s_to_ns
 from soak.histogram import merged
-from soak.load.agents.launch import build_spec
-from soak.load.agents.lease import START_MARGIN_S, Fleet, Second, Slot, Taken, fleet_calls
+from soak.load.fleet.launch import build_spec
+from soak.load.fleet.lease import START_MARGIN_S, Fleet, Second, Slot, Taken, fleet_calls
+from soak.load.fleet.merge import AgentTotals, latency_ms
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
-from soak.load.merge import AgentTotals, latency_ms
 from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, load_points
 from soak.points import Fault, Point
 

@@ -28,13 +28,13 @@ from collections.abc import Callable, Iterator
 from soak.clock import NS_PER_S, ns_to_s, s_to_ns
 from soak.load import wire
 from soak.load.conn import UP, StreamFlow, TlsSpec
-from soak.load.replay_config import ReplayConfig
-from soak.load.replay_conns import ClientConns
-from soak.load.replay_plan import Plan, Planned
-from soak.load.replay_result import OffsetTotals, ReplayResult
-from soak.load.replay_windows import ReplayWindows
+from soak.load.replay._conns import ClientConns
+from soak.load.replay._plan import Plan, Planned
+from soak.load.replay._result import OffsetTotals, ReplayResult
+from soak.load.replay._windows import ReplayWindows
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
-from soak.traffic.capture import UDP, Capture
+from soak.traffic.capture_file import UDP, Capture
+from soak.traffic.replay_config import ReplayConfig
 
 RING = 65536
 SWEEP_NS = 10_000_000  # timeouts and idle connections looked for this often

@@ -1,4 +1,4 @@
-"""The replay's ledger (soak.load.replay): its open one-second windows, what is in
+"""The replay's ledger (soak.load.replay._loop): its open one-second windows, what is in
 flight in each, and the closed ones summed (soak.load.ledger's windows, per class).
 
 A window closes once every query due in it has ended (answered, lost, abandoned) and

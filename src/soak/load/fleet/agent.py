@@ -29,9 +29,9 @@ from pydantic import ValidationError
 
 from soak.clock import NS_PER_S
 from soak.errors import InputError, SoakError
+from soak.load.fleet.merge import AgentTotals
 from soak.load.generator import JOIN_GRACE_S, LoadRunner
 from soak.load.load_config import LoadConfig
-from soak.load.merge import AgentTotals
 from soak.load.segments import Segment, segment_config
 from soak.points import Point, point_to_json
 from soak.sinks.base import Sink
