@@ -129,7 +129,7 @@ class LoadConfig(StrictModel):
     tls: TlsOptions = Field(default_factory=TlsOptions)
     doh: DohOptions = Field(default_factory=DohOptions)
     mix: list[QueryClass] = Field(default_factory=list)
-    replay: ReplayConfig | None = None  # a capture replayed instead of a mix (replay.py)
+    replay: ReplayConfig | None = None  # a capture replayed instead of a mix (soak.load.replay)
 
     @model_validator(mode="after")
     def _mix_or_replay(self) -> LoadConfig:

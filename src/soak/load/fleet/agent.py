@@ -10,9 +10,10 @@ logs), or an InfluxDB 1.x `/write` URL. JSON lines also carry each window's
 latency histogram. Its last line on stdout is always its totals with the run's
 histogram (`{"kind": "totals", ...}`): that is what the coordinator merges.
 
-Not yet: registering with the soak service, a common start_at and a lease (an
-agent that loses the service stops by itself); today an agent runs for its
-duration and ends.
+Alone (`soak agent --segment`), an agent runs for its duration and ends. Under a
+run's coordinator (`soak agent --coordinator`) soak.load.fleet.member registers it,
+starts it at the run's start_at and holds its lease: an agent that loses the
+service stops by itself.
 """
 
 from __future__ import annotations

@@ -15,12 +15,12 @@ Its section model (`load.replay`) is soak.traffic.replay_config: the load sectio
 """
 
 from soak.load.replay._conns import ClientConns
-from soak.load.replay._loop import BOUND_P99_US, Replay, load_replay, run_replay
+from soak.load.replay._loop import Replay, load_replay, run_replay
 from soak.load.replay._plan import Plan, Planned
 from soak.load.replay._result import Offsets, OffsetTotals, ReplayResult, format_replay
 from soak.load.replay._run_load import ReplayLoad
 from soak.load.replay._windows import ReplayWindows
-from soak.traffic.replay_config import ReplayConfig, Rewrite
+from soak.traffic.replay_config import BOUND_P99_US, ReplayConfig, Rewrite
 
 __all__ = [
     "BOUND_P99_US",

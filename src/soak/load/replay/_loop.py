@@ -34,15 +34,12 @@ from soak.load.replay._result import OffsetTotals, ReplayResult
 from soak.load.replay._windows import ReplayWindows
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
 from soak.traffic.capture_file import UDP, Capture
-from soak.traffic.replay_config import ReplayConfig
+from soak.traffic.replay_config import BOUND_P99_US, ReplayConfig
 
 RING = 65536
 SWEEP_NS = 10_000_000  # timeouts and idle connections looked for this often
 START_DELAY_NS = 50_000_000  # the first query leaves this long after the start
 BACKLOG_NS = s_to_ns(MAX_BACKLOG_S)
-# Offsets of the send time from the planned one, in µs: p99 beyond this means the
-# generator did not keep the capture's timing (said aloud, as generator-bound).
-BOUND_P99_US = 10_000
 
 
 class Replay:
