@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from pydantic import ValidationError
 
-from soak.clock import NS_PER_S
+from soak.clock import second_end_ns
 from soak.errors import InputError, SoakError
 from soak.load.fleet.merge import AgentTotals
 from soak.load.generator import JOIN_GRACE_S, LoadRunner
@@ -146,13 +146,13 @@ def run_agent(
             finished = runner.wait(max(0.0, started + tick * TICK_S - time.monotonic()))
             if time.monotonic() > end:
                 break
-            _emit_window(runner, sink, out, started_wall_ns + tick * NS_PER_S, tags)
+            _emit_window(runner, sink, out, second_end_ns(started_wall_ns, tick - 1), tags)
             tick += 1
             if finished:
                 break
     finally:
         result = runner.stop()
-    _emit_window(runner, sink, out, started_wall_ns + tick * NS_PER_S, tags)
+    _emit_window(runner, sink, out, second_end_ns(started_wall_ns, tick - 1), tags)
     sink.flush()
     if runner.errors:
         raise SoakError(f"agent {segment}: " + "; ".join(runner.errors))
