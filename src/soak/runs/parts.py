@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ from soak.targets.base import Running
 from soak.targets.group import load_address
 
 log = logging.getLogger(__name__)
+# Points written before the sinks open (the clean-up a service did before the run's
+# start): a few lines at most, kept for the sinks.
+EARLY_POINTS = 1_000
 
 
 class RunParts:
@@ -55,6 +59,7 @@ class RunParts:
         self.run_tags = run_tags
         self.events = RunEvents(run_id, run_tags, record=ctx.state.record_event, write=self.write)
         self.sinks: SinkSet | None = None
+        self._early: deque[Point] = deque(maxlen=EARLY_POINTS)  # written before the sinks
         self.load: SupervisedLoad | AgentsLoad | ReplayLoad | None = None
         self.tick_runner: TickRunner | None = None
         self.remote_samplers: RemoteSamplers | None = None  # a target on another node
@@ -65,6 +70,8 @@ class RunParts:
         self.sinks = run_sinks(
             self.run_id, self.scenario, self.run_dir, self.ctx.data_dir, self.ctx.metrics
         )
+        early, self._early = list(self._early), deque(maxlen=EARLY_POINTS)
+        self.write(early)
 
     def open_capture(self) -> None:
         """`capture:`: the socket the target writes its dnstap to, listened on before the
@@ -186,7 +193,11 @@ class RunParts:
             log.error("run %s: event %s not recorded (%s): %s", self.run_id, kind, exc, message)
 
     def write(self, points: list[Point]) -> None:
-        if self.sinks is not None and points:
+        """To the sinks; before they are open (a data directory's clean-up said before
+        the run starts), the points wait for them, the last EARLY_POINTS at most."""
+        if self.sinks is None:
+            self._early.extend(points)
+        elif points:
             self.sinks.write(points)
             self._record_sink_events()
 
@@ -201,7 +212,7 @@ class RunParts:
             kind = p.tags.get("kind", "sink")
             value = p.fields.get("value", 0.0)
             number = float(value) if isinstance(value, int | float) else 0.0
-            self.ctx.state.add_event(self.run_id, p.time_ns, kind, message, number)
+            self.events.recorded(kind, message, number, p.time_ns)
 
     def stop(self, *, close_listener: bool = True, ended_ns: int | None = None) -> None:
         """Ticks, the listener (alerts) and load stop; a load that will not stop is an

@@ -25,6 +25,7 @@ from soak.errors import SoakError
 from soak.load.replay import ReplayLoad
 from soak.runs.context import RunContext
 from soak.runs.ending import Ending, Outcome, RunEnd
+from soak.runs.events import RunEvents
 from soak.runs.layout import TargetFiles
 from soak.runs.live import LiveFigures
 from soak.runs.owed import hand_over_spools, run_sinks
@@ -356,8 +357,11 @@ def reap(record: RunRecord, ctx: RunContext, reason: str) -> None:
     """A run nobody drives any more (its foreground command died): stop what it had
     started, from its saved state, and mark it `abandoned`."""
 
+    # Its sinks are not opened again: its events go to its record (status, report).
+    events = RunEvents(record.id, {}, record=ctx.state.record_event, write=lambda points: None)
+
     def event(kind: str, message: str, value: float = 0.0) -> None:
-        ctx.state.add_event(record.id, time.time_ns(), kind, message, float(value))
+        events.add(kind, message, value)
 
     targets = _group(record, event, ctx.data_dir.root)
     try:
