@@ -16,6 +16,7 @@ from soak.agents.local import LocalEngine
 from soak.cli import main
 from soak.load.load_config import LoadConfig
 from soak.plans.load import AgentsRun, run_load_agents
+from soak.runs.layout import AgentFiles
 from tests.support.agents import agents_scenario
 from tests.support.procs import children, cmdline
 from tests.support.servers import ServerProc, unbound
@@ -73,7 +74,7 @@ def _two_agents(rate_qps: int, duration_s: float) -> LoadConfig:
 
 
 def test_an_agent_killed_is_lost_and_the_other_finishes(server: ServerProc, tmp_path: Path) -> None:
-    engine = LocalEngine(tmp_path / "agents")
+    engine = LocalEngine(AgentFiles(tmp_path / "agents"))
     done: dict[str, Any] = {}
     worker = threading.Thread(
         target=lambda: done.setdefault(

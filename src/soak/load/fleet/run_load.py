@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.agents.coordinator import AgentsOnEngine, Coordinator
-from soak.agents.engine import AgentEngine
+from soak.agents.engine import AgentEngine, AgentOutput
 from soak.agents.engine_config import AgentsConfig
 from soak.agents.engines import make_engine
 from soak.agents.spec import ROLE, AgentSpec
@@ -62,7 +62,7 @@ class AgentsLoad:
         run_started_ns: Callable[[], int],
         run_duration_s: float | None = None,
         allow_targets: Sequence[str] = (),
-        logs_dir: Path,
+        logs_dir: AgentOutput,
         engine: AgentEngine | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
