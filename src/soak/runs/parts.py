@@ -16,7 +16,7 @@ from soak.config import Scenario
 from soak.load.fleet.run_load import AgentsLoad
 from soak.load.generator import LoadRunner
 from soak.load.replay import ReplayLoad
-from soak.load.supervised import SupervisedLoad
+from soak.load.supervised import RunLoad, SupervisedLoad
 from soak.points import Fault, Point
 from soak.runs.capture_dnstap import DRAIN_S, RunCapture, socket_path, written_capture
 from soak.runs.capture_pcap import PcapCapture
@@ -60,7 +60,7 @@ class RunParts:
         self.events = RunEvents(run_id, run_tags, record=ctx.state.record_event, write=self.write)
         self.sinks: SinkSet | None = None
         self._early: deque[Point] = deque(maxlen=EARLY_POINTS)  # written before the sinks
-        self.load: SupervisedLoad | AgentsLoad | ReplayLoad | None = None
+        self.load: RunLoad | None = None
         self.tick_runner: TickRunner | None = None
         self.remote_samplers: RemoteSamplers | None = None  # a target on another node
         self.listener: RunListener | None = None  # its leak alerts, where registered

@@ -22,7 +22,6 @@ from typing import Any
 from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns
 from soak.config import Scenario
 from soak.errors import SoakError
-from soak.load.replay import ReplayLoad
 from soak.runs.context import RunContext
 from soak.runs.ending import Ending, Outcome, RunEnd
 from soak.runs.events import RunEvents
@@ -349,7 +348,7 @@ class Run:
             target_pid=running.pid if running is not None else None,
             verdicts=list(self.ticker.verdicts),
             load_totals=totals,
-            rate_target_qps=load.planned_rate_qps if isinstance(load, ReplayLoad) else None,
+            rate_target_qps=load.planned_rate_qps if load is not None else None,
         )
 
 

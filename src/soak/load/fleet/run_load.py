@@ -89,6 +89,10 @@ class AgentsLoad:
 
     # ------------------------------------------------------------ lifecycle
 
+    @property
+    def planned_rate_qps(self) -> float | None:
+        return None  # paced by the phases' rate, divided among the agents
+
     def prepare(self, max_duration_s: float) -> None:
         """The coordinator open, the agents started and all registered (they wait for
         start()); raises with nothing left running."""
