@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.soakrun import ROOT, run_soak, soak_argv
+from tests.e2e.soakrun import ROOT, run_soak, soak_argv, upstream_rest
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -25,18 +25,7 @@ target:
   name: upstream
   argv: [dnsmasq, --no-daemon, "--port={port.dns}", --listen-address=127.0.0.1,
          --bind-interfaces, --no-resolv, --no-hosts, "--address=/#/192.0.2.1", --user=root]
-  ports:
-    dns: {protocol: both}
-  ready:
-    probes:
-      - {kind: dns, name: anything.example, answer: 192.0.2.1}
-load:
-  rate_qps: 20
-  mix:
-    - {name: any, random: {zone: x.example}}
-phases:
-  - {name: steady, duration_s: 10m}
-"""
+""" + upstream_rest(20, "10m")
 
 
 def runs(data: Path) -> list[dict[str, Any]]:

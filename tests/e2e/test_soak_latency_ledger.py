@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,9 @@ import yaml
 from soak.histogram import LatencyHistogram
 from soak.runs.layout import DataDir
 from soak.sinks.sqlite import SqliteStore
-from tests.e2e.soakrun import last_json, run_soak, soak_argv
+from tests.e2e.soakrun import foreground_json_argv, last_json, run_soak
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import ServerProc, unbound
+from tests.support.servers import ServerProc, external_unbound, module_unbound
 
 pytestmark = pytest.mark.e2e
 
@@ -33,20 +32,13 @@ FIRST_S, FIRST_QPS = 12, 300
 SECOND_S, SECOND_QPS = 10, 1_000
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound"), threads=1) as s:
-        yield s
+server = module_unbound(threads=1)
 
 
 def scenario(tmp_path: Path, port: int) -> Path:
     doc = {
         "name": "latency-ledger",
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": port, "protocol": "both"}},
-        },
+        "target": external_unbound(port),
         "phases": [
             {"name": "gentle", "duration_s": f"{FIRST_S}s", "rate_qps": FIRST_QPS},
             {"name": "busy", "duration_s": f"{SECOND_S}s", "rate_qps": SECOND_QPS},
@@ -95,10 +87,7 @@ def test_every_latency_figure_is_a_quantile_of_the_merged_windows(
     server: ServerProc, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    argv = soak_argv(
-        "start", str(scenario(tmp_path, server.port)), "--foreground", "--json",
-        "--data-dir", str(data),
-    )  # fmt: skip
+    argv = foreground_json_argv(scenario(tmp_path, server.port), data)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]  # a busy machine may fail a criterion
     status: dict[str, Any] = last_json(proc.stdout)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.soakrun import ROOT, processes_under, run_soak, soak_argv
+from tests.e2e.soakrun import ROOT, processes_under, run_soak, soak_argv, upstream_rest
 from tests.support.procs import cmdlines
 from tests.support.waiting import wait_for
 
@@ -25,18 +25,7 @@ target:
          --no-daemon --port={port.dns} --listen-address=127.0.0.1 --bind-interfaces
          --no-resolv --no-hosts --address=/#/192.0.2.1 --user=root
          --pid-file={run_dir}/dnsmasq.pid"]
-  ports:
-    dns: {protocol: both}
-  ready:
-    probes:
-      - {kind: dns, name: anything.example, answer: 192.0.2.1}
-load:
-  rate_qps: 50
-  mix:
-    - {name: any, random: {zone: x.example}}
-phases:
-  - {name: steady, duration_s: 5m}
-"""
+""" + upstream_rest(50, "5m")
 
 
 def dnsmasq_of(runs: Path) -> list[int]:

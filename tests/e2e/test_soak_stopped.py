@@ -9,16 +9,15 @@ import json
 import signal
 import sqlite3
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from soak.runs.layout import DataDir
-from tests.e2e.soakrun import last_json, soak_argv
+from tests.e2e.soakrun import foreground_json_argv, last_json
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import ServerProc, unbound
+from tests.support.servers import ServerProc, external_unbound, module_unbound
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -27,20 +26,13 @@ RATE_QPS = 300
 DURATION_S = 120
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound")) as s:
-        yield s
+server = module_unbound(threads=1)
 
 
 def scenario(tmp_path: Path, port: int) -> Path:
     doc = {
         "name": "stopped",
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": port, "protocol": "both"}},
-        },
+        "target": external_unbound(port),
         "phases": [{"name": "steady", "duration_s": f"{DURATION_S}s"}],
         "samplers": {"interval_s": 1},
         "load": {
@@ -77,10 +69,7 @@ def test_a_run_stopped_halfway_covers_exactly_the_seconds_it_ran(
     server: ServerProc, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    argv = soak_argv(
-        "start", str(scenario(tmp_path, server.port)), "--foreground", "--json",
-        "--data-dir", str(data),
-    )  # fmt: skip
+    argv = foreground_json_argv(scenario(tmp_path, server.port), data)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: windows_stored(data) >= 5, 90, "five seconds of load stored")

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +18,13 @@ from soak.plans.load import AgentsRun, run_load_agents
 from soak.runs.layout import AgentFiles
 from tests.support.agents import agents_scenario
 from tests.support.procs import children, cmdline
-from tests.support.servers import ServerProc, unbound
+from tests.support.servers import ServerProc, module_unbound
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound")) as s:
-        yield s
+server = module_unbound(threads=1)
 
 
 def test_soak_load_with_local_agents(
