@@ -62,6 +62,19 @@ def foreground_json_argv(scenario: Path, data: Path) -> list[str]:
     return soak_argv("start", str(scenario), "--foreground", "--json", "--data-dir", str(data))
 
 
+def scenario_in_foreground(
+    tmp_path: Path, name: str, text: str, stderr: int = subprocess.DEVNULL
+) -> tuple[subprocess.Popen[str], Path]:
+    """The scenario `text` (as NAME.yaml in tmp_path) started in the foreground into the
+    data directory tmp_path/data, its stdout dropped: the process and the directory."""
+    scenario = tmp_path / f"{name}.yaml"
+    scenario.write_text(text)
+    data = tmp_path / "data"
+    argv = soak_argv("start", str(scenario), "--foreground", "--data-dir", str(data))
+    fg = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, text=True, cwd=ROOT)
+    return fg, data
+
+
 def demo_in_foreground(data: Path) -> subprocess.Popen[bytes]:
     """The demo scenario as a 5-minute foreground run into `data`, its output dropped: a
     run to look at (status, a kill) while it goes."""

@@ -5,13 +5,12 @@ on the data directory stops what it left and the run stays `abandoned`."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.soakrun import ROOT, run_soak, soak_argv, upstream_rest
+from tests.e2e.soakrun import run_soak, scenario_in_foreground, upstream_rest
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -38,15 +37,7 @@ def running(data: Path) -> dict[str, Any] | None:
 
 
 def test_a_sigkilled_foreground_run_is_abandoned_at_once(tmp_path: Path) -> None:
-    scenario = tmp_path / "abandoned.yaml"
-    scenario.write_text(SCENARIO)
-    data = tmp_path / "data"
-    fg = subprocess.Popen(
-        soak_argv("start", str(scenario), "--foreground", "--data-dir", str(data)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=ROOT,
-    )
+    fg, data = scenario_in_foreground(tmp_path, "abandoned", SCENARIO)
     try:
         run = wait_for(lambda: running(data), 90.0, "the run `running` in soak list")
         alive = run_soak("status", run["id"], "--json", "--data-dir", str(data))
@@ -74,7 +65,8 @@ def test_a_sigkilled_foreground_run_is_abandoned_at_once(tmp_path: Path) -> None
     # The next start on the data directory stops what it left; the run stays abandoned.
     # (2 s judge no leak window: the run passes only where not-judged criteria may)
     again = run_soak(
-        "start", str(scenario), "--foreground", "--duration", "2s", "--data-dir", str(data),
+        "start", str(tmp_path / "abandoned.yaml"), "--foreground", "--duration", "2s",
+        "--data-dir", str(data),
         "--set", "criteria.not_judged=pass",
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-2000:]

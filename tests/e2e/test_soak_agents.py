@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 
 from tests.e2e.soakrun import last_json, soak_argv
 from tests.support.agents import agents_scenario, hit_miss_mix
-from tests.support.ledger import assert_figures_agree
+from tests.support.ledger import assert_figures_agree, load_series_rows
 from tests.support.procs import children, cmdline
 from tests.support.servers import ServerProc, module_unbound
 from tests.support.waiting import wait_for
@@ -69,19 +68,9 @@ def agents_of(pid: int) -> dict[int, int]:
 def sums(db: Path) -> dict[str, float]:
     """Total `sent` of class `all` per `load` series: keyed by the agent tag, the run's
     total as `total`."""
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    except sqlite3.OperationalError:  # the store not made yet
+    rows = load_series_rows(db, "SUM(v.num)", "sent")
+    if rows is None:
         return {}
-    try:
-        rows = con.execute(
-            "SELECT s.tags, SUM(v.num) FROM samples v JOIN series s ON s.id = v.series_id "
-            "WHERE s.measurement = 'load' AND v.field = 'sent' GROUP BY s.id"
-        ).fetchall()
-    except sqlite3.OperationalError:  # its tables not made yet
-        return {}
-    finally:
-        con.close()
     out = {}
     for tags_json, total in rows:
         tags = json.loads(tags_json)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import yaml
 
 from soak.runs.layout import DataDir
 from tests.e2e.soakrun import foreground_json_argv, last_json
-from tests.support.ledger import assert_figures_agree
+from tests.support.ledger import assert_figures_agree, load_series_rows
 from tests.support.servers import ServerProc, external_unbound, module_unbound
 from tests.support.waiting import wait_for
 
@@ -49,19 +48,9 @@ def scenario(tmp_path: Path, port: int) -> Path:
 
 def windows_stored(data: Path) -> int:
     """How many `load` windows of class `all` the run's store holds so far."""
-    try:
-        con = sqlite3.connect(f"file:{data / 'points.db'}?mode=ro", uri=True)
-    except sqlite3.OperationalError:  # the store not made yet
+    rows = load_series_rows(data / "points.db", "COUNT(*)", "due")
+    if rows is None:
         return 0
-    try:
-        rows = con.execute(
-            "SELECT s.tags, COUNT(*) FROM samples v JOIN series s ON s.id = v.series_id "
-            "WHERE s.measurement = 'load' AND v.field = 'due' GROUP BY s.id"
-        ).fetchall()
-    except sqlite3.OperationalError:  # its tables not made yet
-        return 0
-    finally:
-        con.close()
     return sum(int(n) for tags, n in rows if json.loads(tags).get("class") == "all")
 
 
