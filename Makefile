@@ -39,6 +39,7 @@ lint: setup
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_module_size.py src tests
+	$(BIN)/python scripts/check_test_duplicates.py --max-pairs 10 --folder tests
 
 typecheck: setup
 	$(BIN)/mypy
