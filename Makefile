@@ -11,7 +11,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The demo needs soak only; the tools of `make test` (pytest, ruff, mypy, import-linter)
 # come with `setup`. The venv's own pip installs both (no upgrade: it took seconds of a
 # first `make demo`).
-$(BIN)/soak: pyproject.toml src/soak/load/_fastudp.c
+$(BIN)/soak: pyproject.toml src/soak/load/_fastudp.c src/soak/load/_fastudp_defs.h src/soak/load/_fastudp_loop.h
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -e .
 	touch $@
@@ -38,6 +38,8 @@ lint: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_module_size.py src tests
+	$(BIN)/python scripts/check_test_duplicates.py --max-pairs 10 --folder tests
 
 typecheck: setup
 	$(BIN)/mypy

@@ -118,7 +118,7 @@ def make_capture(out: Path, capture_s: float, qps: float, flows: int) -> Path:
 def child(args: argparse.Namespace) -> None:
     """The replay planned for `plan_s`, sending until SIGTERM; its result as JSON."""
     from soak.load.replay import Replay, load_replay
-    from soak.load.replay_config import ReplayConfig
+    from soak.traffic.replay_config import ReplayConfig
 
     cfg = ReplayConfig(file=Path(args.capture))
     replay = Replay(cfg, load_replay(cfg), "127.0.0.1", args.port, args.timeout)

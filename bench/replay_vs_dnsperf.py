@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.servers import DEFAULT_QUERIES, unbound  # noqa: E402
 
-from soak.traffic.capture import UDP, Capture, Query, write_capture  # noqa: E402
+from soak.traffic.capture_file import UDP, Capture, Query, write_capture  # noqa: E402
 
 SOAK = str(Path(sys.executable).parent / "soak")
 TICKS_S = os.sysconf("SC_CLK_TCK")

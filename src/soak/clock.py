@@ -16,11 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NS_PER_S = 1_000_000_000
+# Latencies are kept in whole microseconds (soak.histogram): a span in ns becomes µs by
+# floor division by this factor; the loops use it inline, since a call costs a hot loop.
+NS_PER_US = 1_000
 
 
 def s_to_ns(seconds: float) -> int:
     """Seconds as whole nanoseconds (rounded to the nearest)."""
     return round(seconds * NS_PER_S)
+
+
+def ns_to_us(nanoseconds: int) -> int:
+    """A span in nanoseconds as whole microseconds (floor): a latency's unit."""
+    return nanoseconds // NS_PER_US
 
 
 def ns_to_s(nanoseconds: float) -> float:
@@ -79,7 +87,18 @@ class TickGrid:
 WHOLE_SECONDS = TickGrid(0, NS_PER_S)
 
 
+def second_of(time_ns: int, origin_ns: int) -> int:
+    """The grid second (counted from `origin_ns`) that `time_ns` falls in: a query belongs
+    to the window of the second it was due in."""
+    return (time_ns - origin_ns) // NS_PER_S
+
+
+def second_start_ns(origin_ns: int, second: int) -> int:
+    """The start of second `second` counted from `origin_ns`."""
+    return origin_ns + second * NS_PER_S
+
+
 def second_end_ns(origin_ns: int, second: int) -> int:
     """The end of second `second` counted from `origin_ns`: a one-second window is stamped
     there, like a tick whose sample covers the interval that ends at its time."""
-    return origin_ns + (second + 1) * NS_PER_S
+    return second_start_ns(origin_ns, second + 1)

@@ -58,12 +58,12 @@ _LOAD_FIELDS = (
     *_LATENCY,
     LAT_HIST_FIELD,
     "wrong_answers",
-    # A replay's fidelity, on `all` (soak.load.replay_load): how late its sends left
+    # A replay's fidelity, on `all` (soak.load.replay): how late its sends left
     # after the capture's timing, in the window's queries.
     "send_offset_p50_us",
     "send_offset_p99_us",
     "send_offset_max_us",
-    # A replay's connections, on `all` (soak.load.replay_load): grown in the window.
+    # A replay's connections, on `all` (soak.load.replay): grown in the window.
     "conn_opened",
     "conn_reused",
     "conn_idled_out",

@@ -25,7 +25,6 @@ from soak.config import Scenario
 from soak.config.upgrade import swapped_targets
 from soak.errors import InputError
 from soak.load.load_config import LoadConfig
-from soak.load.replay_config import ReplayConfig
 from soak.netsafety import check_allowed
 from soak.placeholders import (
     Placeholders,
@@ -38,6 +37,7 @@ from soak.placeholders import (
 from soak.targets.specs import DockerTarget, ExternalTarget, ProcessTarget, TargetConfig
 from soak.traffic.capture_config import CaptureConfig
 from soak.traffic.dnstap import SOCKET_PATH_MAX_BYTES
+from soak.traffic.replay_config import ReplayConfig
 
 # What one load worker can send at most, by protocol: above the best this engine has
 # measured (docs/benchmarks.md, "compiled UDP loop": 222,806 q/s over UDP and 96,509 q/s

@@ -34,6 +34,50 @@ QUICK = [
 ]  # fmt: skip
 
 
+def upstream_rest(rate_qps: int, duration: str) -> str:
+    """The rest of a scenario (YAML) whose target, a dnsmasq named `upstream` answering
+    every name, its argv given: its port and readiness, a random-name load, one phase."""
+    return f"""  ports:
+    dns: {{protocol: both}}
+  ready:
+    probes:
+      - {{kind: dns, name: anything.example, answer: 192.0.2.1}}
+load:
+  rate_qps: {rate_qps}
+  mix:
+    - {{name: any, random: {{zone: x.example}}}}
+phases:
+  - {{name: steady, duration_s: {duration}}}
+"""
+
+
+def foreground_json_argv(scenario: Path, data: Path) -> list[str]:
+    """`soak start SCENARIO --foreground --json` into the data directory `data`."""
+    return soak_argv("start", str(scenario), "--foreground", "--json", "--data-dir", str(data))
+
+
+def scenario_in_foreground(
+    tmp_path: Path, name: str, text: str, stderr: int = subprocess.DEVNULL
+) -> tuple[subprocess.Popen[str], Path]:
+    """The scenario `text` (as NAME.yaml in tmp_path) started in the foreground into the
+    data directory tmp_path/data, its stdout dropped: the process and the directory."""
+    scenario = tmp_path / f"{name}.yaml"
+    scenario.write_text(text)
+    data = tmp_path / "data"
+    argv = soak_argv("start", str(scenario), "--foreground", "--data-dir", str(data))
+    fg = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, text=True, cwd=ROOT)
+    return fg, data
+
+
+def demo_in_foreground(data: Path) -> subprocess.Popen[bytes]:
+    """The demo scenario as a 5-minute foreground run into `data`, its output dropped: a
+    run to look at (status, a kill) while it goes."""
+    argv = soak_argv(
+        "start", str(DEMO), "--foreground", "--duration", "5m", *QUICK, "--data-dir", str(data)
+    )
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+
+
 def run_soak(
     *args: str, env: dict[str, str] | None = None, timeout_s: float = 240.0
 ) -> subprocess.CompletedProcess[str]:

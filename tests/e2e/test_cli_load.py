@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.servers import ServerProc, free_port, unbound
+from tests.support.servers import ServerProc, free_port, module_unbound
 
 pytestmark = pytest.mark.e2e
 
@@ -21,10 +20,7 @@ def soak_load(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[
     return subprocess.run([SOAK, "load", *args], capture_output=True, text=True, timeout=timeout_s)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound")) as s:
-        yield s
+server = module_unbound(threads=1)
 
 
 @pytest.fixture

@@ -148,7 +148,7 @@ def test_capture_from_unbound_dnstap_socket(tmp_path: Path) -> None:
     finally:
         capture.kill()
     assert capture.returncode == 0, stderr
-    from soak.traffic.capture import qname_text, read_capture
+    from soak.traffic.capture_file import qname_text, read_capture
 
     names = [qname_text(q.qname) for q in read_capture(out).queries]
     assert names[-2:] == ["mail.example.test.", "ns.example.test."]

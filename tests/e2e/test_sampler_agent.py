@@ -13,7 +13,6 @@ import re
 import signal
 import sqlite3
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,13 @@ from tests.e2e.soakrun import last_json, soak_argv
 from tests.e2e.test_soak_agents import events
 from tests.support.agents import AGENT_IMAGE
 from tests.support.procs import children, cmdline
-from tests.support.servers import ServerProc, unbound
+from tests.support.servers import ServerProc, module_unbound
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound"), threads=1) as s:
-        yield s
+server = module_unbound(threads=1)
 
 
 def start(

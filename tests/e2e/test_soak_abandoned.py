@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.soakrun import run_soak
-from tests.support.soaks import started
+from tests.e2e.soakrun import run_soak, scenario_in_foreground, upstream_rest
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -25,18 +24,7 @@ target:
   name: upstream
   argv: [dnsmasq, --no-daemon, "--port={port.dns}", --listen-address=127.0.0.1,
          --bind-interfaces, --no-resolv, --no-hosts, "--address=/#/192.0.2.1", --user=root]
-  ports:
-    dns: {protocol: both}
-  ready:
-    probes:
-      - {kind: dns, name: anything.example, answer: 192.0.2.1}
-load:
-  rate_qps: 20
-  mix:
-    - {name: any, random: {zone: x.example}}
-phases:
-  - {name: steady, duration_s: 10m}
-"""
+""" + upstream_rest(20, "10m")
 
 
 def runs(data: Path) -> list[dict[str, Any]]:
@@ -49,10 +37,7 @@ def running(data: Path) -> dict[str, Any] | None:
 
 
 def test_a_sigkilled_foreground_run_is_abandoned_at_once(tmp_path: Path) -> None:
-    scenario = tmp_path / "abandoned.yaml"
-    scenario.write_text(SCENARIO)
-    data = tmp_path / "data"
-    fg = started(scenario, data, output=False)
+    fg, data = scenario_in_foreground(tmp_path, "abandoned", SCENARIO)
     try:
         run = wait_for(lambda: running(data), 90.0, "the run `running` in soak list")
         alive = run_soak("status", run["id"], "--json", "--data-dir", str(data))
@@ -80,7 +65,8 @@ def test_a_sigkilled_foreground_run_is_abandoned_at_once(tmp_path: Path) -> None
     # The next start on the data directory stops what it left; the run stays abandoned.
     # (2 s judge no leak window: the run passes only where not-judged criteria may)
     again = run_soak(
-        "start", str(scenario), "--foreground", "--duration", "2s", "--data-dir", str(data),
+        "start", str(tmp_path / "abandoned.yaml"), "--foreground", "--duration", "2s",
+        "--data-dir", str(data),
         "--set", "criteria.not_judged=pass",
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-2000:]

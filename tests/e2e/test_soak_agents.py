@@ -10,19 +10,17 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.e2e.soakrun import last_json, soak_argv
-from tests.support.ledger import assert_figures_agree
+from tests.support.agents import agents_scenario, hit_miss_mix
+from tests.support.ledger import assert_figures_agree, load_series_rows
 from tests.support.procs import children, cmdline
-from tests.support.servers import ServerProc, unbound
+from tests.support.servers import ServerProc, module_unbound
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -31,37 +29,20 @@ RATE_QPS = 300
 LEASE_S = 3
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound"), threads=2) as s:
-        yield s
+server = module_unbound(threads=2)
 
 
 def scenario(
     tmp_path: Path, port: int, duration_s: int, name: str = "agents", count: int = 3
 ) -> Path:
-    doc = {
-        "name": name,
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": port, "protocol": "both"}},
-        },
-        "phases": [{"name": "steady", "duration_s": f"{duration_s}s"}],
-        "samplers": {"interval_s": 1},
-        "load": {
-            "rate_qps": RATE_QPS,
-            "seed": 7,
-            "mix": [
-                {"name": "hit", "weight": 3, "queries": ["www.example.test A"]},
-                {"name": "miss", "random": {"zone": "example.test"}},
-            ],
-            "agents": {"count": count, "engine": "local", "lease_s": LEASE_S},
-        },
+    load = {
+        "rate_qps": RATE_QPS,
+        "seed": 7,
+        "mix": hit_miss_mix(),
+        "agents": {"count": count, "engine": "local", "lease_s": LEASE_S},
     }
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    samplers = {"interval_s": 1}
+    return agents_scenario(tmp_path, name, port, load, duration_s=duration_s, samplers=samplers)
 
 
 def start(
@@ -87,19 +68,9 @@ def agents_of(pid: int) -> dict[int, int]:
 def sums(db: Path) -> dict[str, float]:
     """Total `sent` of class `all` per `load` series: keyed by the agent tag, the run's
     total as `total`."""
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    except sqlite3.OperationalError:  # the store not made yet
+    rows = load_series_rows(db, "SUM(v.num)", "sent")
+    if rows is None:
         return {}
-    try:
-        rows = con.execute(
-            "SELECT s.tags, SUM(v.num) FROM samples v JOIN series s ON s.id = v.series_id "
-            "WHERE s.measurement = 'load' AND v.field = 'sent' GROUP BY s.id"
-        ).fetchall()
-    except sqlite3.OperationalError:  # its tables not made yet
-        return {}
-    finally:
-        con.close()
     out = {}
     for tags_json, total in rows:
         tags = json.loads(tags_json)
@@ -168,6 +139,24 @@ def test_a_40_character_name_runs_with_local_agents(server: ServerProc, tmp_path
     assert ledger["sent"] + ledger["skipped"] == ledger["due"]
 
 
+def assert_one_of_three_lost(status: dict[str, Any], index: int, data: Path) -> dict[str, Any]:
+    """Agent `index` of 3 lost: one event, the generator criterion failed by its share and
+    naming it, the result line too; its share due and skipped from then (the ledger).
+    The generator criterion."""
+    (lost,) = events(status, "agent_lost")
+    assert re.fullmatch(rf"agent {index} of 3 lost at \+0:00:\d\d: .+", lost), lost
+    generator = next(c for c in status["criteria"] if c["name"] == "generator")
+    assert not generator["ok"] and 0.6 < generator["value"] < 0.9, generator["message"]
+    # The cause is named, in the criterion's detail and the result line: the agent.
+    cause = lost.split(": ", 1)[0]
+    assert generator["message"].startswith(f"{cause}: the generator sent only")
+    assert status["message"].startswith(f"{cause}; "), status["message"]
+    assert "generator-bound" not in status["message"] + generator["message"]
+    ledger = assert_figures_agree(data, status["id"], kept_up=False)
+    assert ledger["sent"] / ledger["due"] == pytest.approx(generator["value"], abs=0.01)
+    return generator
+
+
 def test_a_killed_agent_is_an_event_and_the_run_gets_two_thirds(
     server: ServerProc, tmp_path: Path
 ) -> None:
@@ -182,19 +171,8 @@ def test_a_killed_agent_is_an_event_and_the_run_gets_two_thirds(
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1, err[-3000:]
-    status = last_json(out)
-    (lost,) = events(status, "agent_lost")
-    assert re.fullmatch(r"agent 1 of 3 lost at \+0:00:\d\d: .+", lost), lost
-    generator = next(c for c in status["criteria"] if c["name"] == "generator")
-    assert not generator["ok"] and 0.6 < generator["value"] < 0.9, generator["message"]
-    # The cause is named, in the criterion's detail and the result line: the agent.
-    cause = lost.split(": ", 1)[0]
-    assert generator["message"].startswith(f"{cause}: the generator sent only")
-    assert status["message"].startswith(f"{cause}; "), status["message"]
-    assert "generator-bound" not in status["message"] + generator["message"]
-    # the lost agent's share is due and skipped from the second it was lost
-    ledger = assert_figures_agree(tmp_path / "data", status["id"], kept_up=False)
-    assert ledger["sent"] / ledger["due"] == pytest.approx(generator["value"], abs=0.01)
+    generator = assert_one_of_three_lost(last_json(out), 1, tmp_path / "data")
+    assert generator["message"].startswith("agent 1 of 3 lost at")
 
 
 def test_a_sigkilled_soak_leaves_no_agent_past_the_lease(

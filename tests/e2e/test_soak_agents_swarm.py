@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from soak.agents.spec import ROLE
 from soak.agents.swarm import SwarmEngine
 from soak.labels import LABEL_ROLE, LABEL_RUN
 from tests.e2e.soakrun import last_json, soak_argv
-from tests.e2e.test_soak_agents import agent_sums, events, sums
-from tests.support.agents import AGENT_IMAGE
+from tests.e2e.test_soak_agents import agent_sums, assert_one_of_three_lost, sums
+from tests.support.agents import AGENT_IMAGE, agents_scenario, hit_miss_mix
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import ServerProc, unbound
+from tests.support.servers import ServerProc, module_unbound
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
@@ -33,10 +32,7 @@ RATE_QPS = 600
 LEASE_S = 3
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound"), threads=2) as s:
-        yield s
+server = module_unbound(threads=2)
 
 
 NAME = "swarm-agents"  # the scenario's: its runs' ids, and so their services' names, start so
@@ -60,27 +56,14 @@ def no_services_left(client: Any, swarm: None) -> Iterator[None]:
 
 
 def start(tmp_path: Path, port: int, duration_s: int) -> subprocess.Popen[str]:
-    doc = {
-        "name": NAME,
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": port, "protocol": "both"}},
-        },
-        "phases": [{"name": "steady", "duration_s": f"{duration_s}s"}],
-        "samplers": {"interval_s": 1},
-        "load": {
-            "rate_qps": RATE_QPS,
-            "seed": 5,
-            "mix": [
-                {"name": "hit", "weight": 3, "queries": ["www.example.test A"]},
-                {"name": "miss", "random": {"zone": "example.test"}},
-            ],
-            "agents": {"count": 3, "engine": "swarm", "image": AGENT_IMAGE, "lease_s": LEASE_S},
-        },
+    load = {
+        "rate_qps": RATE_QPS,
+        "seed": 5,
+        "mix": hit_miss_mix(),
+        "agents": {"count": 3, "engine": "swarm", "image": AGENT_IMAGE, "lease_s": LEASE_S},
     }
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    samplers = {"interval_s": 1}
+    path = agents_scenario(tmp_path, NAME, port, load, duration_s=duration_s, samplers=samplers)
     argv = soak_argv(
         "start", str(path), "--foreground", "--json", "--data-dir", str(tmp_path / "data")
     )
@@ -139,18 +122,7 @@ def test_a_killed_agent_container_is_an_event_and_the_verdict_says_so(
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1, err[-3000:]
-    status = last_json(out)
-    (lost,) = events(status, "agent_lost")
-    assert re.fullmatch(r"agent 2 of 3 lost at \+0:00:\d\d: .+", lost), lost
-    generator = next(c for c in status["criteria"] if c["name"] == "generator")
-    assert not generator["ok"] and 0.6 < generator["value"] < 0.9, generator["message"]
-    # The cause is named, in the criterion's detail and the result line: the agent.
-    cause = lost.split(": ", 1)[0]
-    assert status["message"].startswith(f"{cause}; "), status["message"]
-    assert "generator-bound" not in status["message"] + generator["message"]
-    # the lost agent's share is due and skipped from the second it was lost
-    ledger = assert_figures_agree(tmp_path / "data", status["id"], kept_up=False)
-    assert ledger["sent"] / ledger["due"] == pytest.approx(generator["value"], abs=0.01)
+    assert_one_of_three_lost(last_json(out), 2, tmp_path / "data")
 
 
 def test_a_sigkilled_soak_leaves_no_agent_running_past_the_lease(

@@ -6,7 +6,6 @@ few seconds, then holds still. Only the first may reach Alertmanager.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.soakrun import ROOT, TOKEN, kinds, run_soak, service, service_place, status, wait_for
+from tests.e2e.soakrun import TOKEN, kinds, run_soak, service, service_place, status, wait_for
 from tests.support.alertmanager import alertmanager, am_alerts
+from tests.support.leaky import leaky_target
 
 pytestmark = pytest.mark.e2e
 
@@ -23,13 +23,7 @@ pytestmark = pytest.mark.e2e
 def leaky_scenario(name: str, am_url: str, leaky_args: list[str]) -> dict[str, Any]:
     return {
         "name": name,
-        "target": {
-            "runtime": "process",
-            "name": name,
-            "argv": [sys.executable, "-m", "tests.support.leaky", *leaky_args],
-            "cwd": str(ROOT),
-            "env": {"PYTHONPATH": str(ROOT)},
-        },
+        "target": leaky_target(name, *leaky_args),
         "phases": [
             {"name": "warmup", "duration_s": "3s", "warmup": True},
             {"name": "steady", "duration_s": "42s"},

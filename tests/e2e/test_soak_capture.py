@@ -19,7 +19,7 @@ import pytest
 from soak.runs.layout import DataDir
 from soak.runs.state import StateStore
 from soak.sinks.sqlite import SqliteStore
-from soak.traffic.capture import Capture, read_capture
+from soak.traffic.capture_file import Capture, read_capture
 from tests.e2e.soakrun import QUICK, last_json, run_soak
 from tests.support.ledger import assert_figures_agree
 from tests.support.servers import DEFAULT_LOCAL_DATA, unbound_conf, unbound_process_target

@@ -14,11 +14,10 @@ from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import (
     DEMO,
     QUICK,
-    ROOT,
+    demo_in_foreground,
     processes_under,
     run_soak,
     service,
-    soak_argv,
     soak_passes,
     status,
     wait_for,
@@ -158,11 +157,7 @@ def test_a_killed_foreground_run_is_reaped(tmp_path: Path) -> None:
     """SIGKILL: the target and its helper die with the command (a parent-death signal);
     the next service marks the run abandoned."""
     data = tmp_path / "data"
-    fg = subprocess.Popen(
-        soak_argv("start", str(DEMO), "--foreground", "--duration", "5m", *QUICK,
-                  "--data-dir", str(data)),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-    )  # fmt: skip
+    fg = demo_in_foreground(data)
     try:
         run_id = wait_for(lambda: _running_id(data), 60.0, "the foreground run is running")
         fg.kill()

@@ -12,7 +12,6 @@ same span as result.json.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from soak.runs.layout import DataDir
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import run_soak
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import ServerProc, unbound
+from tests.support.servers import ServerProc, external_unbound, module_unbound
 from tests.support.soaks import foreground, last_json, stored
 
 pytestmark = pytest.mark.e2e
@@ -32,20 +31,13 @@ FIRST_S, FIRST_QPS = 12, 300
 SECOND_S, SECOND_QPS = 10, 1_000
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound"), threads=1) as s:
-        yield s
+server = module_unbound(threads=1)
 
 
 def scenario(tmp_path: Path, port: int) -> Path:
     doc = {
         "name": "latency-ledger",
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": port, "protocol": "both"}},
-        },
+        "target": external_unbound(port),
         "phases": [
             {"name": "gentle", "duration_s": f"{FIRST_S}s", "rate_qps": FIRST_QPS},
             {"name": "busy", "duration_s": f"{SECOND_S}s", "rate_qps": SECOND_QPS},

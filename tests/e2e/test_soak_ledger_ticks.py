@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import yaml
 from soak.runs.layout import DataDir
 from tests.e2e.soakrun import last_json, soak_argv
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import ServerProc, unbound
+from tests.support.servers import ServerProc, external_unbound, module_unbound
 
 pytestmark = pytest.mark.e2e
 
@@ -25,20 +24,13 @@ WARMUP_S, WARMUP_QPS = 4, 500
 STEADY_S, STEADY_QPS = 10, 1_500
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound"), threads=2) as s:
-        yield s
+server = module_unbound(threads=2)
 
 
 def scenario(tmp_path: Path, port: int) -> Path:
     doc = {
         "name": "ticks-2s",
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": port, "protocol": "both"}},
-        },
+        "target": external_unbound(port),
         "phases": [
             {
                 "name": "warmup",

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.soakrun import ROOT, processes_under, run_soak, soak_argv
+from tests.e2e.soakrun import (
+    processes_under,
+    run_soak,
+    scenario_in_foreground,
+    upstream_rest,
+)
 from tests.support.procs import cmdlines
 from tests.support.waiting import wait_for
 
@@ -25,18 +30,7 @@ target:
          --no-daemon --port={port.dns} --listen-address=127.0.0.1 --bind-interfaces
          --no-resolv --no-hosts --address=/#/192.0.2.1 --user=root
          --pid-file={run_dir}/dnsmasq.pid"]
-  ports:
-    dns: {protocol: both}
-  ready:
-    probes:
-      - {kind: dns, name: anything.example, answer: 192.0.2.1}
-load:
-  rate_qps: 50
-  mix:
-    - {name: any, random: {zone: x.example}}
-phases:
-  - {name: steady, duration_s: 5m}
-"""
+""" + upstream_rest(50, "5m")
 
 
 def dnsmasq_of(runs: Path) -> list[int]:
@@ -53,16 +47,7 @@ def stragglers(runs: Path) -> list[str]:
 
 
 def test_a_sigkilled_foreground_run_leaves_nothing(tmp_path: Path) -> None:
-    scenario = tmp_path / "leftovers.yaml"
-    scenario.write_text(SCENARIO)
-    data = tmp_path / "data"
-    fg = subprocess.Popen(
-        soak_argv("start", str(scenario), "--foreground", "--data-dir", str(data)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    fg, data = scenario_in_foreground(tmp_path, "leftovers", SCENARIO, subprocess.PIPE)
     try:
         runs = data / "runs"
         server = wait_for(lambda: dnsmasq_of(runs), 60.0, "dnsmasq started by the run")
@@ -78,7 +63,7 @@ def test_a_sigkilled_foreground_run_leaves_nothing(tmp_path: Path) -> None:
             fg.kill()
     # ... and the next start (another data directory: another user's) removes it.
     again = run_soak(
-        "start", str(scenario), "--foreground", "--duration", "2s",
+        "start", str(tmp_path / "leftovers.yaml"), "--foreground", "--duration", "2s",
         "--set", "target.argv=[dnsmasq, --no-daemon, '--port={port.dns}', "
         "--listen-address=127.0.0.1, --bind-interfaces, --no-resolv, '--address=/#/192.0.2.1']",
         "--data-dir", str(tmp_path / "other"),

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from soak.clock import NS_PER_S
-from soak.load.replay_config import ReplayConfig
-from soak.load.replay_plan import Plan
-from soak.traffic.capture import UDP, Capture, Query, write_capture
+from soak.load.replay import Plan
+from soak.traffic.capture_file import UDP, Capture, Query, write_capture
+from soak.traffic.replay_config import ReplayConfig
 from tests.e2e.soakrun import QUICK, last_json, run_soak
 from tests.support.ledger import assert_figures_agree
 from tests.support.servers import unbound_process_target

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from soak.clock import NS_PER_S, ns_to_s
-from soak.load.replay_config import ReplayConfig
-from soak.load.replay_plan import Plan
+from soak.load.replay import Plan
 from soak.runs.away import AWAY_EVENT
 from soak.runs.state import StateStore
-from soak.traffic.capture import UDP, Capture, Query, qname_text, write_capture
+from soak.traffic.capture_file import UDP, Capture, Query, qname_text, write_capture
+from soak.traffic.replay_config import ReplayConfig
 from tests.e2e.soakrun import (
     DEMO,
     QUICK,

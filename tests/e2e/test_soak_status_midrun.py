@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.soakrun import DEMO, QUICK, ROOT, run_soak, soak_argv, wait_for
+from tests.e2e.soakrun import demo_in_foreground, run_soak, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -30,11 +30,7 @@ def _status(data: Path) -> dict[str, Any] | None:
 
 def test_status_mid_run_says_lost_as_a_number(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    fg = subprocess.Popen(
-        soak_argv("start", str(DEMO), "--foreground", "--duration", "5m", *QUICK,
-                  "--data-dir", str(data)),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-    )  # fmt: skip
+    fg = demo_in_foreground(data)
     try:
         st = wait_for(lambda: _status(data), 90.0, "the running run's ledger has windows")
         assert st["load_totals"]["sent"] >= st["load_totals"]["completed"] > 0

@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from soak.runs.layout import DataDir
-from tests.e2e.soakrun import last_json, soak_argv
-from tests.support.ledger import assert_figures_agree
-from tests.support.servers import ServerProc, unbound
+from tests.e2e.soakrun import foreground_json_argv, last_json
+from tests.support.ledger import assert_figures_agree, load_series_rows
+from tests.support.servers import ServerProc, external_unbound, module_unbound
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -27,20 +25,13 @@ RATE_QPS = 300
 DURATION_S = 120
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound")) as s:
-        yield s
+server = module_unbound(threads=1)
 
 
 def scenario(tmp_path: Path, port: int) -> Path:
     doc = {
         "name": "stopped",
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": port, "protocol": "both"}},
-        },
+        "target": external_unbound(port),
         "phases": [{"name": "steady", "duration_s": f"{DURATION_S}s"}],
         "samplers": {"interval_s": 1},
         "load": {
@@ -57,19 +48,9 @@ def scenario(tmp_path: Path, port: int) -> Path:
 
 def windows_stored(data: Path) -> int:
     """How many `load` windows of class `all` the run's store holds so far."""
-    try:
-        con = sqlite3.connect(f"file:{data / 'points.db'}?mode=ro", uri=True)
-    except sqlite3.OperationalError:  # the store not made yet
+    rows = load_series_rows(data / "points.db", "COUNT(*)", "due")
+    if rows is None:
         return 0
-    try:
-        rows = con.execute(
-            "SELECT s.tags, COUNT(*) FROM samples v JOIN series s ON s.id = v.series_id "
-            "WHERE s.measurement = 'load' AND v.field = 'due' GROUP BY s.id"
-        ).fetchall()
-    except sqlite3.OperationalError:  # its tables not made yet
-        return 0
-    finally:
-        con.close()
     return sum(int(n) for tags, n in rows if json.loads(tags).get("class") == "all")
 
 
@@ -77,10 +58,7 @@ def test_a_run_stopped_halfway_covers_exactly_the_seconds_it_ran(
     server: ServerProc, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    argv = soak_argv(
-        "start", str(scenario(tmp_path, server.port)), "--foreground", "--json",
-        "--data-dir", str(data),
-    )  # fmt: skip
+    argv = foreground_json_argv(scenario(tmp_path, server.port), data)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: windows_stored(data) >= 5, 90, "five seconds of load stored")

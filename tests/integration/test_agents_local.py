@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +15,16 @@ from soak.agents.local import LocalEngine
 from soak.cli import main
 from soak.load.load_config import LoadConfig
 from soak.plans.load import AgentsRun, run_load_agents
+from soak.runs.layout import AgentFiles
 from tests.support.agents import agents_scenario
 from tests.support.procs import children, cmdline
-from tests.support.servers import ServerProc, unbound
+from tests.support.servers import ServerProc, module_unbound
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound")) as s:
-        yield s
+server = module_unbound(threads=1)
 
 
 def test_soak_load_with_local_agents(
@@ -73,7 +70,7 @@ def _two_agents(rate_qps: int, duration_s: float) -> LoadConfig:
 
 
 def test_an_agent_killed_is_lost_and_the_other_finishes(server: ServerProc, tmp_path: Path) -> None:
-    engine = LocalEngine(tmp_path / "agents")
+    engine = LocalEngine(AgentFiles(tmp_path / "agents"))
     done: dict[str, Any] = {}
     worker = threading.Thread(
         target=lambda: done.setdefault(

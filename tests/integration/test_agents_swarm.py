@@ -30,7 +30,7 @@ from soak.plans.load import run_load_agents
 from soak.procfs import start_ticks
 from soak.runs.runid import new_run_id
 from tests.support.agents import AGENT_IMAGE, agents_scenario
-from tests.support.servers import ServerProc, unbound
+from tests.support.servers import ServerProc, module_unbound
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
@@ -39,10 +39,7 @@ RATE_QPS = 600
 DURATION_S = 8.0
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound"), threads=2) as s:
-        yield s
+server = module_unbound(threads=2)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ RESULT_LINES = {
     "churn_soak.py": r"^server fds during the load: min \d+, max \d+$",
     "compare_aa.py": r"^pairs with a figure called worse or better: [01] of 1$",
     "doh_clients.py": rf"^ratio soak/httpx: q/s {N}, CPU per query {N}$",
+    "import_graph.py": r"^import graph: \d+ modules, \d+ imports, 0 from a lower layer",
     "leak_pass.py": rf"^0.5 h / 0.25 h, steady_cpu_s: {N}$",
     "ledger_store_size.py": rf'^  "day_mib_histograms": {N},?$',
     "load_vs_dnsperf.py": rf"^ratio builtin/dnsperf q/s {N} \(goal >= 1.1\)$",

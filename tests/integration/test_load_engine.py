@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
 from tests.support.pdns import pdns_recursor
-from tests.support.servers import ServerProc, dnsmasq_upstream, unbound
+from tests.support.servers import ServerProc, dnsmasq_upstream, module_unbound, unbound
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -34,10 +33,7 @@ MIX = [
 ]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound")) as s:
-        yield s
+server = module_unbound(threads=1)
 
 
 def check_accounting(d: dict[str, Any]) -> None:

@@ -16,12 +16,11 @@ from pathlib import Path
 import dns.rdatatype
 import pytest
 
-from soak.load.replay import Replay
-from soak.load.replay_config import ReplayConfig
-from soak.load.replay_result import format_replay
-from soak.traffic.capture import TCP, UDP, Builder, Capture, Query, qname_text, write_capture
+from soak.load.replay import Replay, format_replay
+from soak.traffic.capture_file import TCP, UDP, Builder, Capture, Query, qname_text, write_capture
 from soak.traffic.dnstap import Listener
 from soak.traffic.pcap import read_pcap
+from soak.traffic.replay_config import ReplayConfig
 from soak.traffic.sources import finish
 from tests.support.servers import unbound
 from tests.support.traffic import PROBE, TapRecording, named_dnstap, tcpdump_lo, unbound_dnstap
@@ -188,7 +187,7 @@ def test_pcap_of_dnsperf_udp_and_tcp_replays(tmp_path: Path) -> None:
         "  by type: " + ", ".join(f"{t} {n:,}" for t, n in info["qtypes"].items()),
         f"  by transport: udp {sent[0]:,}, tcp {sent[1]:,}",
     ], text
-    from soak.traffic.capture import read_capture
+    from soak.traffic.capture_file import read_capture
 
     capture = read_capture(out)
     tcp_conns = {(q.client, q.conn) for q in capture.queries if q.transport == TCP}

@@ -1,4 +1,4 @@
-"""A run's recording of its target's dnstap (soak.runs.capture) when the real writer
+"""A run's recording of its target's dnstap (soak.runs.capture_dnstap) when the real writer
 dies: a killed unbound is a `capture_writer_lost` event, the next unbound connects to
 the same socket, and every query either of them delivered is in the file."""
 
@@ -13,9 +13,9 @@ import dns.message
 import dns.query
 import pytest
 
-from soak.runs.capture import RunCapture
-from soak.traffic.capture import read_capture
+from soak.runs.capture_dnstap import RunCapture
 from soak.traffic.capture_config import CaptureConfig
+from soak.traffic.capture_file import read_capture
 from tests.support.traffic import unbound_dnstap
 from tests.support.waiting import wait_for
 from tests.unit.test_runs_capture import Told

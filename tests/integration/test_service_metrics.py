@@ -4,7 +4,6 @@ count with no run id; a live run's scenario labels (its team) are on soak_run_in
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +12,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from tests.support.api import AUTH, api_client, wait_status
+from tests.support.leaky import leaky_target
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def leaky_scenario() -> dict[str, Any]:
     return {
         "name": "leaky",
-        "target": {
-            "runtime": "process",
-            "name": "leaky",
-            "argv": [sys.executable, "-m", "tests.support.leaky", "--kib-per-s", "1024"],
-            "cwd": str(ROOT),
-            "env": {"PYTHONPATH": str(ROOT)},
-        },
+        "target": leaky_target("leaky", "--kib-per-s", "1024"),
         "phases": [
             {"name": "warmup", "duration_s": "2s", "warmup": True},
             {"name": "steady", "duration_s": "600s"},

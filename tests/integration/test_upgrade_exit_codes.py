@@ -37,6 +37,18 @@ NEW_REFUSES = (
 )
 
 
+def src_env() -> dict[str, str]:
+    """The environment with this checkout's soak first, whatever is installed."""
+    return {**os.environ, "PYTHONPATH": str(REPO / "src")}
+
+
+def upgrade_argv(path: Path, junit: Path, work: Path, report: Path | None = None) -> list[str]:
+    """`soak upgrade PLAN --junit J [--json R] --work-dir W`."""
+    json_out = ["--json", str(report)] if report is not None else []
+    argv = ["upgrade", str(path), "--junit", str(junit), *json_out, "--work-dir", str(work)]
+    return [sys.executable, "-m", "soak.cli", *argv]
+
+
 def version(script: str, label: str, argv: list[str] | None = None) -> dict[str, object]:
     return {
         "runtime": "process",
@@ -77,10 +89,9 @@ def upgrade(
     work = tmp_path / "work"
     work.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "soak.cli", "upgrade", str(path), "--junit", str(junit),
-         "--work-dir", str(work)],
+        upgrade_argv(path, junit, work),
         capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        env=src_env(),
     )  # fmt: skip
     assert kept_logs(work) == []  # nothing left behind but a failed run's logs
     return proc, junit
@@ -192,25 +203,30 @@ def assert_cannot_run_report(junit: Path, reason: str) -> None:
     assert cases(junit)["ready"].find("skipped") is not None
 
 
-def test_sigterm_during_populate_stops_the_server_and_reports(tmp_path: Path) -> None:
-    """What a CI cancel sends: exit 143, the server process gone, the run directory
-    removed, the JUnit with the interruption as an error case and the check skipped."""
+def populate_sleeps(tmp_path: Path, sleep_s: int) -> Path:
+    """plan.yaml: a toy pair whose populate step sleeps `sleep_s` (time to interrupt it)."""
     plan = {
         "name": "toy",
         "old": version(OLD, "1"),
         "new": version(SERVE, "2"),
-        "populate": [{"kind": "command", "argv": ["sleep", "30"]}],
+        "populate": [{"kind": "command", "argv": ["sleep", str(sleep_s)]}],
         "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
     }
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+def test_sigterm_during_populate_stops_the_server_and_reports(tmp_path: Path) -> None:
+    """What a CI cancel sends: exit 143, the server process gone, the run directory
+    removed, the JUnit with the interruption as an error case and the check skipped."""
+    path = populate_sleeps(tmp_path, 30)
     junit, work = tmp_path / "junit.xml", tmp_path / "work"
     work.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "soak.cli", "upgrade", str(path), "--junit", str(junit),
-         "--work-dir", str(work)],
+        upgrade_argv(path, junit, work),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        env=src_env(),
     )  # fmt: skip
     assert proc.stdout is not None
     server_pid = 0
@@ -295,10 +311,9 @@ def test_a_failed_migration_quotes_stderr_and_every_planned_case_is_reported(
     junit, report, work = tmp_path / "junit.xml", tmp_path / "r.json", tmp_path / "work"
     work.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "soak.cli", "upgrade", str(path), "--junit", str(junit),
-         "--json", str(report), "--work-dir", str(work)],
+        upgrade_argv(path, junit, work, report),
         capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        env=src_env(),
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert kept_logs(work) == []
@@ -334,10 +349,9 @@ def test_sigterm_in_the_first_pair_of_a_matrix_reports_the_second_as_not_run(
     junit, report, work = tmp_path / "junit.xml", tmp_path / "r.json", tmp_path / "work"
     work.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "soak.cli", "upgrade", str(path), "--junit", str(junit),
-         "--json", str(report), "--work-dir", str(work)],
+        upgrade_argv(path, junit, work, report),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        env=src_env(),
     )  # fmt: skip
     wait_for_child(proc.pid, "sleep")
     wait_blocked(proc.pid)
@@ -358,15 +372,7 @@ def test_a_killed_process_plan_is_cleaned_up_by_the_next_run(tmp_path: Path) -> 
     """SIGKILL: the old server dies with soak (soak.targets), the populate command is
     left running in the run directory; the next run kills it (it works in that
     directory) and removes the directory."""
-    plan = {
-        "name": "toy",
-        "old": version(OLD, "1"),
-        "new": version(SERVE, "2"),
-        "populate": [{"kind": "command", "argv": ["sleep", "60"]}],
-        "checks": [{"name": "ready", "kind": "ready_within", "within_s": "10s"}],
-    }
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(plan))
+    path = populate_sleeps(tmp_path, 60)
     work = tmp_path / "work"
     work.mkdir()
     argv = [sys.executable, "-m", "soak.cli", "upgrade", str(path), "--work-dir", str(work)]
@@ -383,6 +389,7 @@ def test_a_killed_process_plan_is_cleaned_up_by_the_next_run(tmp_path: Path) -> 
     proc.wait(timeout=30)
     assert pid_alive(sleeper)  # what a killed run leaves
     wait_until(lambda: not pid_alive(server_pid))  # the version died with soak
+    plan = yaml.safe_load(path.read_text())
     plan["populate"] = []
     path.write_text(yaml.safe_dump(plan))
     again = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=120)

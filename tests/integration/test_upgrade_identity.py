@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from soak.upgrade.report import junit_xml, to_json
+from tests.support.servers import UNBOUND_FOREGROUND, unbound_process_target
 from tests.support.skips import docker_engine
 from tests.support.upgrades import SCENARIOS, run_plan
 
@@ -29,14 +30,10 @@ if UNBOUND is None and os.environ.get("CI") != "true":
 IMAGE = "soak-test/unbound:latest"
 SERVER_VERSION = {"argv": ["unbound", "-V"], "match": r"^Version (\S+)"}
 
-CONF = """server:
-    do-daemonize: no
-    username: ""
-    chroot: ""
-    directory: ""
-    pidfile: ""
-    use-syslog: no
-    interface: 127.0.0.1@{port.dns}
+CONF = (
+    "server:\n"
+    + UNBOUND_FOREGROUND
+    + """    interface: 127.0.0.1@{port.dns}
     port: {port.dns}
     do-ip6: no
     local-zone: "example.test." static
@@ -44,16 +41,13 @@ CONF = """server:
 remote-control:
     control-enable: no
 """
+)
 
 
 def process_server(label: str) -> dict[str, Any]:
     return {
-        "runtime": "process",
-        "name": "unbound",
+        **unbound_process_target(conf=CONF),
         "version": label,
-        "argv": ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
-        "ports": {"dns": {"protocol": "both"}},
-        "files": [{"dest": "unbound.conf", "content": CONF}],
         "ready": {"timeout_s": 10, "probes": [{"kind": "dns", "name": "www.example.test"}]},
     }
 

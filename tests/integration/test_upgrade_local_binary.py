@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.servers import UNBOUND_FOREGROUND, unbound_process_target
 from tests.support.skips import docker_skip_reason
 from tests.support.upgrades import docker_leftovers, run_plan
 
@@ -37,14 +38,10 @@ def _needs() -> None:
 
 
 # The shipped plan's server section (the same answers), listening where each runtime needs.
-SERVER = """server:
-    do-daemonize: no
-    username: ""
-    chroot: ""
-    directory: ""
-    pidfile: ""
-    use-syslog: no
-    logfile: ""
+SERVER = (
+    "server:\n"
+    + UNBOUND_FOREGROUND
+    + """    logfile: ""
     interface: {interface}
     port: {port}
     num-threads: 1
@@ -57,6 +54,7 @@ SERVER = """server:
 remote-control:
     control-enable: no
 """
+)
 WWW = "192.0.2.10"
 PROBE = {"kind": "dns", "name": "www.example.test", "type": "A", "answer": WWW}
 CONF = "/etc/unbound/soak.conf"
@@ -79,12 +77,8 @@ def plan_file(tmp_path: Path) -> Path:
     }
     conf = SERVER.format(interface="127.0.0.1@{port.dns}", port="{port.dns}")
     new = {
-        "runtime": "process",
-        "name": "unbound",
+        **unbound_process_target(conf=conf),
         "version": "local build",
-        "argv": ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
-        "ports": {"dns": {"protocol": "both"}},
-        "files": [{"dest": "unbound.conf", "content": conf}],
         "ready": {"timeout_s": 30, "probes": [PROBE]},
     }
     write_marker = ["sh", "-c", f"echo written-by-1.13 > {MOUNT}/marker"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.servers import UNBOUND_FOREGROUND, unbound_process_target
 from tests.support.upgrades import run_plan
 
 pytestmark = pytest.mark.integration
@@ -19,14 +20,10 @@ pytestmark = pytest.mark.integration
 if shutil.which("unbound") is None:
     pytest.skip("unbound is not installed on this host", allow_module_level=True)
 
-CONF = """server:
-    do-daemonize: no
-    username: ""
-    chroot: ""
-    directory: ""
-    pidfile: ""
-    use-syslog: no
-    interface: 127.0.0.1@{{port.dns}}
+CONF = (
+    "server:\n"
+    + UNBOUND_FOREGROUND
+    + """    interface: 127.0.0.1@{{port.dns}}
     port: {{port.dns}}
     do-ip6: no
     local-zone: "." refuse
@@ -35,16 +32,13 @@ CONF = """server:
 remote-control:
     control-enable: no
 """
+)
 
 
 def server(www: str, label: str) -> dict[str, object]:
     return {
-        "runtime": "process",
-        "name": "unbound",
+        **unbound_process_target(conf=CONF.format(www=www)),
         "version": label,
-        "argv": ["unbound", "-d", "-c", "{run_dir}/unbound.conf"],
-        "ports": {"dns": {"protocol": "both"}},
-        "files": [{"dest": "unbound.conf", "content": CONF.format(www=www)}],
         # the probe's answer is tried until this timeout (from the start) has passed
         "ready": {
             "timeout_s": 8,

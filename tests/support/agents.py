@@ -12,21 +12,38 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.servers import external_unbound
+
 AGENT_IMAGE = "soak/agent:latest"  # what `make agent-image` builds
 
 
-def agents_scenario(tmp_path: Path, name: str, port: int, load: dict[str, Any]) -> Path:
-    """s.yaml in tmp_path: an external unbound on port, one steady phase as long as the load."""
-    scenario = {
+def hit_miss_mix() -> list[dict[str, Any]]:
+    """Three cache hits to one miss (a random name under example.test)."""
+    return [
+        {"name": "hit", "weight": 3, "queries": ["www.example.test A"]},
+        {"name": "miss", "random": {"zone": "example.test"}},
+    ]
+
+
+def agents_scenario(
+    tmp_path: Path,
+    name: str,
+    port: int,
+    load: dict[str, Any],
+    *,
+    duration_s: int | None = None,
+    samplers: dict[str, Any] | None = None,
+) -> Path:
+    """s.yaml in tmp_path: an external unbound on port, one steady phase of `duration_s`
+    (else as long as the load), the samplers' section if given."""
+    scenario: dict[str, Any] = {
         "name": name,
-        "target": {
-            "runtime": "external",
-            "name": "unbound",
-            "ports": {"dns": {"host": port, "protocol": "both"}},
-        },
-        "phases": [{"name": "steady", "duration_s": f"{load['duration_s']}s"}],
+        "target": external_unbound(port),
+        "phases": [{"name": "steady", "duration_s": f"{duration_s or load['duration_s']}s"}],
         "load": load,
     }
+    if samplers is not None:
+        scenario["samplers"] = samplers
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(scenario))
     return path

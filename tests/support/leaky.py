@@ -17,8 +17,23 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 from tests.support.procs import stop_on_sigterm
+
+
+def leaky_target(name: str, *args: str) -> dict[str, Any]:
+    """A scenario's `target`: this module as a process (`args` its options), run from the
+    repository so that it imports the tests' packages."""
+    root = Path(__file__).resolve().parents[2]
+    return {
+        "runtime": "process",
+        "name": name,
+        "argv": [sys.executable, "-m", "tests.support.leaky", *args],
+        "cwd": str(root),
+        "env": {"PYTHONPATH": str(root)},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

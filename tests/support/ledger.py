@@ -8,6 +8,7 @@ that disagrees (soak.report.audit), plus the run's own `accounting` events.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,26 @@ from soak.results.reportinput import scheduled_phases
 from soak.runs.layout import DataDir
 from soak.runs.state import StateStore
 from soak.sinks.sqlite import SqliteStore
+
+
+def load_series_rows(db: Path, aggregate: str, field: str) -> list[tuple[str, float]] | None:
+    """(tags as JSON, aggregate of `field`) per `load` series of a store still being
+    written (read-only), e.g. aggregate "SUM(v.num)" of field "sent"; None while the
+    store or its tables are not made yet."""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    except sqlite3.OperationalError:  # the store not made yet
+        return None
+    try:
+        return con.execute(
+            f"SELECT s.tags, {aggregate} FROM samples v JOIN series s ON s.id = v.series_id "
+            "WHERE s.measurement = 'load' AND v.field = ? GROUP BY s.id",
+            (field,),
+        ).fetchall()
+    except sqlite3.OperationalError:  # its tables not made yet
+        return None
+    finally:
+        con.close()
 
 
 def assert_figures_agree(

@@ -19,10 +19,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dns.message
 import dns.query
 import dns.rcode
+import pytest
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -124,16 +126,42 @@ def wait_tcp(port: int, timeout_s: float = 20.0, proc: ServerProc | None = None)
 # ---------------------------------------------------------------- unbound
 
 
-def unbound_conf(port: int, local_data: list[str], threads: int = 1, tls: str = "") -> str:
-    records = "\n".join(f'    local-data: "{rr}"' for rr in local_data)
-    return f"""server:{tls}
-    do-daemonize: no
+def module_unbound(threads: int = 1) -> Any:
+    """A module's `server` fixture: one unbound (`threads` threads) for all its tests,
+    as `server = module_unbound(2)` at the module's top."""
+
+    @pytest.fixture(scope="module")
+    def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+        with unbound(tmp_path_factory.mktemp("unbound"), threads=threads) as s:
+            yield s
+
+    return server
+
+
+def external_unbound(port: int) -> dict[str, Any]:
+    """A scenario's `target:` for the unbound a test started on 127.0.0.1:port."""
+    return {
+        "runtime": "external",
+        "name": "unbound",
+        "ports": {"dns": {"host": port, "protocol": "both"}},
+    }
+
+
+# unbound in the foreground as this user, in no chroot, logging nowhere but stderr: the
+# head of every test's `server:` section.
+UNBOUND_FOREGROUND = """    do-daemonize: no
     username: ""
     chroot: ""
     directory: ""
     pidfile: ""
     use-syslog: no
-    logfile: ""
+"""
+
+
+def unbound_conf(port: int, local_data: list[str], threads: int = 1, tls: str = "") -> str:
+    records = "\n".join(f'    local-data: "{rr}"' for rr in local_data)
+    return f"""server:{tls}
+{UNBOUND_FOREGROUND}    logfile: ""
     verbosity: 0
     interface: 127.0.0.1@{port}
     port: {port}

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from soak.traffic.capture import Builder, qname_text
+from soak.traffic.capture_file import Builder, qname_text
 from soak.traffic.dnstap import Listener
 from tests.support.servers import (
     DEFAULT_LOCAL_DATA,

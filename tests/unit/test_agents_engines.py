@@ -23,8 +23,8 @@ from soak.agents.kube import KubernetesEngine, build_job, node_selector
 from soak.agents.spec import ENGINE_ID_MAX_CHARS, AgentSpec, engine_id, object_name
 from soak.agents.swarm import SwarmEngine, service_kwargs, task_state
 from soak.errors import InputError
-from soak.load.agent import LOAD_ENV
-from soak.load.agents.launch import build_spec
+from soak.load.fleet.agent import LOAD_ENV
+from soak.load.fleet.launch import build_spec
 from soak.load.load_config import LoadConfig
 from soak.runs.runid import new_run_id, run_id_tail
 from soak.targets.cleanup import is_stale

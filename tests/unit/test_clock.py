@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from soak.clock import NS_PER_S, WHOLE_SECONDS, TickGrid, ns_to_s, s_to_ns, second_end_ns
+from soak.clock import (
+    NS_PER_S,
+    WHOLE_SECONDS,
+    TickGrid,
+    ns_to_s,
+    ns_to_us,
+    s_to_ns,
+    second_end_ns,
+    second_of,
+    second_start_ns,
+)
 
 S = NS_PER_S
 
@@ -67,3 +77,18 @@ def test_missed_ticks() -> None:
 def test_a_second_is_stamped_at_its_end() -> None:
     assert second_end_ns(100 * S, 0) == 101 * S
     assert second_end_ns(100 * S, 9) == 110 * S
+
+
+def test_the_second_a_time_falls_in() -> None:
+    assert second_of(100 * S, 100 * S) == 0
+    assert second_of(101 * S - 1, 100 * S) == 0
+    assert second_of(101 * S, 100 * S) == 1
+    assert second_of(100 * S - 1, 100 * S) == -1  # before the origin: no window of the run
+    assert second_start_ns(100 * S, 3) == 103 * S
+    assert second_end_ns(100 * S, 3) == second_start_ns(100 * S, 4)
+
+
+def test_a_latency_in_whole_microseconds() -> None:
+    assert ns_to_us(1_999) == 1
+    assert ns_to_us(2_000) == 2
+    assert ns_to_us(0) == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from soak.errors import InputError
-from soak.load.agent import (
+from soak.load.fleet.agent import (
     JsonLinesSink,
     load_config_json,
     open_sink,

@@ -39,38 +39,61 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     return int(exc.value.code or 0), err
 
 
+# (agents, environment, a word of the one line): each refused before anything starts.
+BAD_AGENTS = [
+    ({"count": 0}, {}, "count"),
+    (
+        {"count": 2, "engine": "swarm"},
+        {"DOCKER_HOST": "unix:///nonexistent.sock"},
+        "no Docker engine answers",
+    ),
+    (
+        {"count": 2, "engine": "kubernetes"},
+        {"KUBECONFIG": "/nonexistent/kubeconfig"},
+        "kubernetes: no kubeconfig",
+    ),
+]
+
+
+def _bad_environment(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
+CLOUD = ({"count": 2, "engine": "cloud"}, {}, "engine")  # refused by the config's model
+
+
 @pytest.mark.parametrize(
-    ("agents", "env", "message"),
+    ("command", "agents", "env", "message"),
     [
-        ({"count": 0}, {}, "count"),
-        ({"count": 2, "engine": "cloud"}, {}, "engine"),
-        (
-            {"count": 2, "engine": "swarm"},
-            {"DOCKER_HOST": "unix:///nonexistent.sock"},
-            "no Docker engine answers",
-        ),
-        (
-            {"count": 2, "engine": "kubernetes"},
-            {"KUBECONFIG": "/nonexistent/kubeconfig"},
-            "kubernetes: no kubeconfig",
-        ),
+        *(("load", *case) for case in [*BAD_AGENTS, CLOUD]),
+        *(("start", *case) for case in BAD_AGENTS),
     ],
 )
-def test_bad_agents_input(
+def test_bad_agents_refused_in_one_line(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    command: str,
     agents: dict[str, Any],
     env: dict[str, str],
     message: str,
 ) -> None:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    """`soak load --scenario` and a soak run (the service's path) refuse bad agents in one
+    line, before anything starts: no run record made."""
+    _bad_environment(monkeypatch, env)
+    monkeypatch.setenv("SOAK_HOME", str(tmp_path / "home"))
     path = _scenario(tmp_path, agents)
-    code, err = _run(["load", "--server", "127.0.0.1:5300", "--scenario", str(path)], capsys)
+    if command == "load":
+        argv = ["load", "--server", "127.0.0.1:5300", "--scenario", str(path)]
+    else:
+        argv = ["start", "--foreground", str(path)]
+    code, err = _run(argv, capsys)
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and message in err
+    home = tmp_path / "home"
+    assert not home.exists() or not any(home.iterdir()), list(home.iterdir())
 
 
 def test_agents_refused_by_bench(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -81,40 +104,3 @@ def test_agents_refused_by_bench(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "soak: load.agents: `soak bench` does not start load agents yet; `soak load --scenario` "
         "does (docs/scale.md)"
     ]
-
-
-@pytest.mark.parametrize(
-    ("agents", "env", "message"),
-    [
-        ({"count": 0}, {}, "count"),
-        (
-            {"count": 2, "engine": "swarm"},
-            {"DOCKER_HOST": "unix:///nonexistent.sock"},
-            "no Docker engine answers",
-        ),
-        (
-            {"count": 2, "engine": "kubernetes"},
-            {"KUBECONFIG": "/nonexistent/kubeconfig"},
-            "kubernetes: no kubeconfig",
-        ),
-    ],
-)
-def test_soak_run_checks_agents_before_anything_starts(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    agents: dict[str, Any],
-    env: dict[str, str],
-    message: str,
-) -> None:
-    """A soak run (the service's path) refuses bad agents in one line, no run record made."""
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("SOAK_HOME", str(tmp_path / "home"))
-    path = _scenario(tmp_path, agents)
-    code, err = _run(["start", "--foreground", str(path)], capsys)
-    assert code == 2, err
-    assert len(err.strip().splitlines()) == 1 and message in err
-    home = tmp_path / "home"
-    assert not home.exists() or not any(home.iterdir()), list(home.iterdir())

@@ -15,8 +15,8 @@ from soak.agents.protocol import (
 )
 from soak.clock import NS_PER_S
 from soak.histogram import LatencyHistogram
-from soak.load.agents.lease import START_MARGIN_S, Fleet, fleet_calls
-from soak.load.merge import AgentTotals, AgentWindow, sum_windows
+from soak.load.fleet.lease import START_MARGIN_S, Fleet, fleet_calls
+from soak.load.fleet.merge import AgentTotals, AgentWindow, sum_windows
 
 S = NS_PER_S
 T0 = 1_000 * S

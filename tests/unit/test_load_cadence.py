@@ -15,27 +15,11 @@ from soak.load.load_config import LoadConfig
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import Interval
 from soak.load.worker import CONTROL_NS, Control, WorkerSpec
+from tests.support.cadence import Clock, Outbox
 
 S = NS_PER_S  # ns
 MS = 1_000_000
 T0 = 5 * S  # the clock at the start
-
-
-class Clock:
-    def __init__(self, now: int = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-class Outbox:
-    def __init__(self) -> None:
-        self.sent: list[Interval] = []
-
-    def send(self, obj: object) -> None:
-        assert isinstance(obj, Interval)
-        self.sent.append(obj)
 
 
 class Taker:
@@ -94,7 +78,7 @@ def pipe() -> Iterator[tuple[Connection, Connection]]:
 def cadence(
     pipe: tuple[Connection, Connection], **kw: float
 ) -> tuple[Cadence, Clock, Outbox, Taker]:
-    clock, out, take = Clock(), Outbox(), Taker()
+    clock, out, take = Clock(T0), Outbox(), Taker()
     sp = spec(**kw)
     cad = Cadence(sp, Control(pipe[1], sp.rate_qps), out, Skips(), clock)
     return cad, clock, out, take

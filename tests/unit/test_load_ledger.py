@@ -33,28 +33,12 @@ from soak.load.segments import Segment, agent_phase, rate_share_qps
 from soak.load.stats import Interval
 from soak.load.wire import HEADER
 from soak.load.worker import Book, Control, WorkerSpec, worker_phase
+from tests.support.cadence import Clock, Outbox
 
 S = NS_PER_S
 MS = 1_000_000
 T0 = 7 * S
 STEP_NS = 10 * MS
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
-
-class Outbox:
-    def __init__(self) -> None:
-        self.intervals: list[Interval] = []
-
-    def send(self, obj: object) -> None:
-        assert isinstance(obj, Interval)
-        self.intervals.append(obj)
 
 
 @dataclass
@@ -92,7 +76,7 @@ def simulate(
     stall: tuple[float, float] | None = None,
     stop_at_s: float | None = None,
 ) -> Done:
-    clock, out = Clock(), Outbox()
+    clock, out = Clock(T0), Outbox()
     parent, child = Pipe()
     book = Book(spec)
     cad = Cadence(spec, Control(child, spec.rate_qps), out, book.skip, clock)
@@ -133,7 +117,7 @@ def simulate(
     cad.finish(book.interval, book.drain, sent)
     parent.close()
     child.close()
-    return Done(out.intervals, sent, answered)
+    return Done(out.sent, sent, answered)
 
 
 def windows_of(done: Done) -> list[Window]:

@@ -6,7 +6,7 @@ import json
 import random
 
 from soak.histogram import LatencyHistogram
-from soak.load.merge import AgentTotals, merge_agents, tag_agent
+from soak.load.fleet.merge import AgentTotals, merge_agents, tag_agent
 from soak.points import Point
 
 

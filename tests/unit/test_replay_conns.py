@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from soak.load.replay_config import ReplayConfig
-from soak.load.replay_conns import ClientConns
+from soak.load.replay import ClientConns
+from soak.traffic.replay_config import ReplayConfig
 
 
 def conns() -> ClientConns:

@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from soak.errors import InputError
-from soak.load.replay_config import ReplayConfig
-from soak.load.replay_plan import Plan
-from soak.traffic.capture import UDP, Capture, Query
+from soak.load.replay import Plan
+from soak.traffic.capture_file import UDP, Capture, Query
+from soak.traffic.replay_config import ReplayConfig
 
 A, AAAA, MX = 1, 28, 15
 
@@ -83,7 +83,7 @@ def test_rewrite_fresh_per_loop_same_per_seed() -> None:
 
 
 def test_offsets_quantiles_stay_small() -> None:
-    from soak.load.replay_result import Offsets, OffsetTotals
+    from soak.load.replay import Offsets, OffsetTotals
 
     totals, window = OffsetTotals(), Offsets()
     size_kib = memory_kib(totals)

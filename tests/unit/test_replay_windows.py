@@ -4,7 +4,7 @@ every query in it counted once."""
 from __future__ import annotations
 
 from soak.load.ledger import Window
-from soak.load.replay_windows import ReplayWindows
+from soak.load.replay import ReplayWindows
 from soak.words import loops_text
 
 

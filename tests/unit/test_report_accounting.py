@@ -37,9 +37,8 @@ def write(store: SqliteStore) -> None:
     store.write(points)
 
 
-def run_report(tmp_path: Path) -> dict:  # type: ignore[type-arg]
-    store = SqliteStore(tmp_path / "points.db")
-    write(store)
+def report_of(store: SqliteStore) -> dict:  # type: ignore[type-arg]
+    """The report of the run written into `store` (closes it): its criteria and phases."""
     warm_end = T0 + WARM_S * S
     data = run_data_from_store(store, RUN, warm_end, run_start_ns=T0)
     criteria = evaluate_criteria(CriteriaConfig(lost_ratio_max=0.01), data)
@@ -48,6 +47,12 @@ def run_report(tmp_path: Path) -> dict:  # type: ignore[type-arg]
         PhaseSpan("steady", warm_end, T0 + END_S * S),
     ]
     return build(store, report_input(RUN, END_S, phases, criteria=criteria))
+
+
+def run_report(tmp_path: Path) -> dict:  # type: ignore[type-arg]
+    store = SqliteStore(tmp_path / "points.db")
+    write(store)
+    return report_of(store)
 
 
 def test_criteria_count_the_phases_after_the_warm_up(tmp_path: Path) -> None:
@@ -98,14 +103,7 @@ def write_ledger(store: SqliteStore, seconds: int, *, broken_at: int | None = No
 def ledger_report(tmp_path: Path, broken_at: int | None = None) -> tuple[SqliteStore, dict]:  # type: ignore[type-arg]
     store = SqliteStore(tmp_path / "points.db")
     write_ledger(store, END_S, broken_at=broken_at)
-    warm_end = T0 + WARM_S * S
-    data = run_data_from_store(store, RUN, warm_end, run_start_ns=T0)
-    criteria = evaluate_criteria(CriteriaConfig(lost_ratio_max=0.01), data)
-    phases = [
-        PhaseSpan("warmup", T0, warm_end, True),
-        PhaseSpan("steady", warm_end, T0 + END_S * S),
-    ]
-    report = build(store, report_input(RUN, END_S, phases, criteria=criteria))  # closes it
+    report = report_of(store)  # closes it
     return SqliteStore(tmp_path / "points.db"), report
 
 

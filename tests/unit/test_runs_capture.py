@@ -1,4 +1,4 @@
-"""A run's recording of its target's dnstap (soak.runs.capture), fed by a Frame Streams
+"""A run's recording of its target's dnstap (soak.runs.capture_dnstap), fed by a Frame Streams
 writer on the real socket: what the writer does is told as events, and what was kept
 is written whatever it did."""
 
@@ -14,11 +14,11 @@ from soak.clock import NS_PER_S
 from soak.config import Scenario, scenario_from_data
 from soak.errors import InputError
 from soak.points import Fault
-from soak.runs.capture import RunCapture, resolve_from_run, written_capture
+from soak.runs.capture_dnstap import RunCapture, resolve_from_run, written_capture
 from soak.runs.layout import DataDir
 from soak.traffic import dnstap
-from soak.traffic.capture import read_capture
 from soak.traffic.capture_config import CaptureConfig
+from soak.traffic.capture_file import read_capture
 from tests.support.waiting import wait_for
 from tests.unit.test_traffic import pb, query
 

@@ -10,7 +10,7 @@ import pytest
 
 from soak.errors import InputError
 from soak.traffic import dnstap
-from soak.traffic.capture import TCP, UDP, Capture, Query, read_capture, write_capture
+from soak.traffic.capture_file import TCP, UDP, Capture, Query, read_capture, write_capture
 from soak.traffic.sources import load_capture
 
 

@@ -4,7 +4,7 @@ A small threaded HTTP server in the process that runs the soak (the service, or
 `soak start --foreground`), bound to `listen_host:listen_port` (loopback by default;
 agents on host networking on this machine reach it there). It checks the run's
 token and hands each call to its bookkeeping (the load agents' Fleet through
-soak.load.agents.lease.fleet_calls; the sampler agent's inbox), one call at a time
+soak.load.fleet.lease.fleet_calls; the sampler agent's inbox), one call at a time
 under one lock; verdicts stay with the run.
 """
 
@@ -100,7 +100,7 @@ def _handler(coordinator: Coordinator) -> type[BaseHTTPRequestHandler]:
 
 class AgentsOnEngine:
     """An engine's agents and the coordinator they call, opened together and closed
-    together: load agents (soak.load.agents.fleet) and the sampler agent
+    together: load agents (soak.load.fleet.run_load) and the sampler agent
     (soak.samplers.remote_samplers) alike."""
 
     def __init__(self, engine: AgentEngine) -> None:

@@ -6,6 +6,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
 from soak.agents.spec import ROLE, AgentSpec
@@ -24,6 +25,18 @@ class AgentState:
     @property
     def done(self) -> bool:
         return self.state in DONE
+
+
+class AgentOutput(Protocol):
+    """Where local agents write their output: a folder and a file per agent and stream,
+    each named by the run (soak.runs.layout.AgentFiles); an engine names none."""
+
+    @property
+    def dir(self) -> Path: ...
+
+    def out(self, index: int) -> Path: ...
+
+    def err(self, index: int) -> Path: ...
 
 
 class AgentEngine(Protocol):

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from soak.agents.engine import AgentEngine
+from soak.agents.engine import AgentEngine, AgentOutput
 from soak.agents.engine_config import EngineAgentConfig
 
 
-def make_engine(agents: EngineAgentConfig, logs_dir: Path) -> AgentEngine:
+def make_engine(agents: EngineAgentConfig, logs_dir: AgentOutput) -> AgentEngine:
     """`logs_dir`: where local agents write their output, named by the run (runs.layout)."""
     if agents.engine == "swarm":
         from soak.agents.swarm import SwarmEngine

@@ -1,7 +1,7 @@
 """`local`: each agent a `soak agent` process on this machine (each runs the usual workers).
 
-Their output goes to a directory the run names (soak.runs.layout, handed down through
-make_engine): made at the start, removed with the agents."""
+Their output goes to a directory and files the run names (soak.runs.layout.AgentFiles,
+handed down through make_engine): made at the start, removed with the agents."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from soak.agents.engine import AgentState, OneByOneEngine
+from soak.agents.engine import AgentOutput, AgentState, OneByOneEngine
 from soak.agents.spec import ROLE, SEGMENT_ENV, AgentSpec
 from soak.errors import SoakError
 
@@ -22,7 +22,7 @@ STOP_GRACE_S = 5.0
 class LocalEngine(OneByOneEngine):
     name = "local"
 
-    def __init__(self, logs_dir: Path) -> None:
+    def __init__(self, logs_dir: AgentOutput) -> None:
         self.logs_dir = logs_dir
         self._procs: list[subprocess.Popen[bytes]] = []
         self._dir: Path | None = None
@@ -30,8 +30,8 @@ class LocalEngine(OneByOneEngine):
     def _prepare(self, spec: AgentSpec) -> None:
         if self._procs:
             raise SoakError("local agents: start called twice")
-        self.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._dir = self.logs_dir
+        self.logs_dir.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._dir = self.logs_dir.dir
 
     def _start_agent(self, spec: AgentSpec, index: int) -> None:
         assert self._dir is not None
@@ -39,8 +39,8 @@ class LocalEngine(OneByOneEngine):
         env = {**os.environ, **spec.env(), SEGMENT_ENV: segment}
         argv = [sys.executable, "-m", "soak.cli", *spec.argv(segment)]
         with (
-            (self._dir / f"{index}.out").open("wb") as out,
-            (self._dir / f"{index}.err").open("wb") as err,
+            self.logs_dir.out(index).open("wb") as out,
+            self.logs_dir.err(index).open("wb") as err,
         ):
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
         self._procs.append(proc)
@@ -59,7 +59,7 @@ class LocalEngine(OneByOneEngine):
 
     def logs(self, index: int) -> str:
         assert self._dir is not None
-        return (self._dir / f"{index}.out").read_text(encoding="utf-8", errors="replace")
+        return self.logs_dir.out(index).read_text(encoding="utf-8", errors="replace")
 
     def remove(self) -> None:
         for proc in self._procs:
@@ -81,6 +81,6 @@ class LocalEngine(OneByOneEngine):
 
     def _stderr(self, index: int) -> str:
         assert self._dir is not None
-        text = (self._dir / f"{index}.err").read_text(encoding="utf-8", errors="replace")
+        text = self.logs_dir.err(index).read_text(encoding="utf-8", errors="replace")
         lines = text.strip().splitlines()
         return lines[-1] if lines else "(no output)"

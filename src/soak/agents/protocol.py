@@ -12,12 +12,12 @@ Every call carries the run's token (`Authorization: Bearer ...`; agents read it
 from SOAK_AGENT_TOKEN, never from argv). The Reply says when the run's load
 starts (one `start_at` for all agents, wall clock ns) and how long it lasts (every
 agent stops sending at the run's end by its own clock), the agent's share of the
-asked rate (the coordinator divides it: soak.load.agents.lease), the lease and
+asked rate (the coordinator divides it: soak.load.fleet.lease), the lease and
 whether to stop. An agent
 that cannot renew its lease for `lease_s` stops by itself: a coordinator that is
 gone (the service SIGKILLed) leaves no load running past the lease. Both kinds of
 agent keep it with Lease and wait for the run's start with wait_for_start: the
-load member (soak.load.member) and the sampler member (soak.samplers.member) take
+load member (soak.load.fleet.member) and the sampler member (soak.samplers.member) take
 them from here, a layer below both. Points travel as soak.points.point_to_json.
 """
 

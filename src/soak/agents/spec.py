@@ -4,7 +4,7 @@ The spec is engine-neutral: the agent's `soak` arguments (its segment, where it
 has one, given explicitly or as `$NAME/N` for an index the engine puts in the
 environment, as Kubernetes' JOB_COMPLETION_INDEX), its environment, labels that
 find the engine's objects again, and the placement constraints. What the
-arguments and environment say is the payload's (soak.load.agents.launch for load
+arguments and environment say is the payload's (soak.load.fleet.launch for load
 agents, soak.samplers.remote_samplers for the sampler agent).
 """
 

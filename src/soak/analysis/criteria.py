@@ -40,7 +40,7 @@ from soak.analysis.rundata import ClassSeries, RunData, Series, run_data_from_st
 from soak.analysis.scenario_sections import CriteriaConfig
 from soak.analysis.sliding import counter_increments, worst_window
 from soak.clock import ns_to_s, s_to_ns
-from soak.load.replay import BOUND_P99_US
+from soak.traffic.replay_config import BOUND_P99_US
 
 __all__ = [
     "ClassSeries",

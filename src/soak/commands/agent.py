@@ -1,4 +1,4 @@
-"""`soak agent`: one load agent's segment (soak.load.agent), JSON lines on stdout."""
+"""`soak agent`: one load agent's segment (soak.load.fleet.agent), JSON lines on stdout."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import click
 from soak.agents.protocol import TOKEN_ENV, CoordinatorClient
 from soak.commands.load import scenario_load
 from soak.errors import InputError
-from soak.load.agent import (
+from soak.load.fleet.agent import (
     LOAD_ENV,
     JsonLinesSink,
     load_config_json,
@@ -19,7 +19,7 @@ from soak.load.agent import (
     parse_segment,
     run_agent,
 )
-from soak.load.member import run_member
+from soak.load.fleet.member import run_member
 from soak.netsafety import check_allowed, parse_host_port
 
 

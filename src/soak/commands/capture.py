@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from soak.errors import InputError
-from soak.traffic.capture import Builder, summary, write_capture
+from soak.traffic.capture_file import Builder, summary, write_capture
 from soak.traffic.dnstap import Listener
 from soak.traffic.sources import finish, load_capture
 from soak.units import parse_duration_s

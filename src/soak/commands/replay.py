@@ -10,9 +10,8 @@ from pydantic import ValidationError
 
 from soak.commands.capture import duration_flag
 from soak.errors import CheckFailed, InputError
-from soak.load.replay import run_replay
-from soak.load.replay_config import ReplayConfig
-from soak.load.replay_result import format_replay
+from soak.load.replay import format_replay, run_replay
+from soak.traffic.replay_config import ReplayConfig
 
 
 def replay_config(

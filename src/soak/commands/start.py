@@ -58,7 +58,7 @@ def start_cmd(
             raise InputError(f"--duration: {exc}") from exc
         scenario = scaled_scenario(scenario, total_s)
     if foreground:  # a service finds a run's capture in its own data directory
-        from soak.runs.capture import resolve_from_run
+        from soak.runs.capture_dnstap import resolve_from_run
         from soak.runs.layout import DataDir
 
         scenario = resolve_from_run(scenario, DataDir(data_dir_or_default(data_dir)))

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from soak.clock import NS_PER_S, s_to_ns, second_end_ns
-from soak.load.ledger import CLOSE_ALL, second_of
+from soak.clock import NS_PER_S, s_to_ns, second_end_ns, second_of
+from soak.load.ledger import CLOSE_ALL
 from soak.load.stats import Interval
 from soak.load.worker import CONTROL_NS, INTERVAL_NS, Control, Pacer, WorkerSpec, monotonic_ns
 

@@ -23,7 +23,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from soak.clock import s_to_ns
+from soak.clock import ns_to_us, s_to_ns
 from soak.load import wire
 from soak.load.worker import Book, monotonic_ns
 
@@ -209,7 +209,7 @@ class StreamFlow:
         book.conn_opened += 1
         if isinstance(s, ssl.SSLSocket) and s.session_reused:
             book.conn_resumed += 1
-        us = (done - self.start_ns) // 1000
+        us = ns_to_us(done - self.start_ns)
         book.handshake_us[us] = book.handshake_us.get(us, 0) + 1
         return True
 

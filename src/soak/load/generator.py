@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from soak.clock import NS_PER_S, ns_to_s, s_to_ns
+from soak.clock import ns_to_s, s_to_ns, second_end_ns, second_start_ns
 from soak.errors import InputError, SoakError
 from soak.histogram import LatencyHistogram
 from soak.load.ledger import Merger, Window, skipped_window
@@ -364,8 +364,8 @@ class LoadRunner:
             share = rate_share_qps(self._rate_qps, len(self._specs))
             pacer = Pacer(share, origin_ns, spec.phase) if share > 0 else None
             windows = []
-            while (lo_ns := origin_ns + second * NS_PER_S) < end_ns:
-                hi_ns = min(lo_ns + NS_PER_S, end_ns)
+            while (lo_ns := second_start_ns(origin_ns, second)) < end_ns:
+                hi_ns = min(second_end_ns(origin_ns, second), end_ns)
                 if hi_ns > now_ns:
                     break
                 n = 0

@@ -29,8 +29,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from soak.clock import NS_PER_S
-
 CLOSE_ALL = 1 << 62  # a cursor past every second: the load has ended
 COUNTS = ("due", "sent", "skipped", "completed", "lost", "abandoned", "late", "wrong", "refused")
 
@@ -114,11 +112,6 @@ def skipped_window(second: int, schedule: Sequence[int], n: int, nclasses: int) 
     for cw, k in zip(w.classes, schedule_counts(schedule, 0, n, nclasses), strict=True):
         cw.due = cw.skipped = k
     return w
-
-
-def second_of(due_ns: int, origin_ns: int) -> int:
-    """The grid second a query due at `due_ns` belongs to."""
-    return (due_ns - origin_ns) // NS_PER_S
 
 
 def schedule_counts(schedule: Sequence[int], start: int, n: int, nclasses: int) -> list[int]:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_serializer, field_validator, model_validator
 
 from soak.agents.engine_config import AgentsConfig
-from soak.load.replay_config import ReplayConfig
+from soak.traffic.replay_config import ReplayConfig
 from soak.units import DurationS, StrictModel, parse_rate_qps
 
 
@@ -129,7 +129,7 @@ class LoadConfig(StrictModel):
     tls: TlsOptions = Field(default_factory=TlsOptions)
     doh: DohOptions = Field(default_factory=DohOptions)
     mix: list[QueryClass] = Field(default_factory=list)
-    replay: ReplayConfig | None = None  # a capture replayed instead of a mix (replay.py)
+    replay: ReplayConfig | None = None  # a capture replayed instead of a mix (soak.load.replay)
 
     @model_validator(mode="after")
     def _mix_or_replay(self) -> LoadConfig:

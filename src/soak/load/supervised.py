@@ -3,15 +3,16 @@
 The samplers read windows from this object, not from one LoadRunner, so a
 replacement is invisible to them; the run's totals add up every runner's.
 
-The face that every kind of a run's load has (this one, soak.load.agents.fleet's
-AgentsLoad) shares its parts from here: the totals' fields and the `load` points
-of a window; check() gives soak.points.Fault events, as the sampler agent's does.
+RunLoad is the face every kind of a run's load has (this one, soak.load.fleet.run_load's
+AgentsLoad, soak.load.replay's ReplayLoad): a run drives any of them through it and asks
+none which it is. They share their parts from here: the totals' fields and the `load`
+points of a window; check() gives soak.points.Fault events, as the sampler agent's does.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns, second_end_ns
 from soak.histogram import LatencyHistogram, merged
@@ -87,6 +88,45 @@ def run_span_ns(
     return begin_at_ns, end_ns
 
 
+class RunLoad(Protocol):
+    """A run's load, whatever carries it (see the module doc)."""
+
+    # start() wants the run's origin at least this far ahead of now
+    start_lead_s: float
+
+    @property
+    def planned_rate_qps(self) -> float | None:
+        """The rate it plans itself where the phases' rate does not pace it (a replay
+        plays its capture's), else None: the phase's rate is the target."""
+        ...
+
+    def prepare(self, max_duration_s: float) -> None: ...
+
+    def start(
+        self,
+        rate_qps: float,
+        remaining_s: float,
+        begin_at_ns: int | None = None,
+        end_ns: int | None = None,
+    ) -> None: ...
+
+    def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None: ...
+
+    def check(self, remaining_s: float) -> list[Fault]: ...
+
+    def take_window(self) -> dict[str, dict[str, float]]: ...
+
+    def take_agent_windows(self) -> dict[int, dict[str, dict[str, float]]]: ...
+
+    def take_points(self, time_ns: int, end_ns: int | None = None) -> list[Point]: ...
+
+    def tail_points(self, time_ns: int) -> list[Point]: ...
+
+    def totals(self, *, stddev: bool = True) -> dict[str, Any]: ...
+
+    def stop(self) -> None: ...
+
+
 class SupervisedLoad:
     # start() wants the run's origin at least this far ahead: the workers' interpreters
     # start (0.1-0.3 s, more on a busy machine) and send their first query at the origin.
@@ -107,6 +147,10 @@ class SupervisedLoad:
         # Closed windows of a runner replaced or stopped, not yet handed out as points:
         # (time, fields, latency histograms), per class.
         self._pending: list[tuple[int, dict[str, dict[str, float]], dict[str, str]]] = []
+
+    @property
+    def planned_rate_qps(self) -> float | None:
+        return None  # paced by the phases' rate
 
     def prepare(self, max_duration_s: float) -> None:
         """Nothing to prepare: the workers start in well under a tick."""

@@ -17,7 +17,7 @@ import socket
 from multiprocessing.connection import Connection
 from typing import Any
 
-from soak.clock import NS_PER_S
+from soak.clock import NS_PER_S, NS_PER_US
 from soak.load import wire
 from soak.load.cadence import Cadence
 from soak.load.worker import (
@@ -216,7 +216,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     i = base + c
                     wcompleted[i] += 1
                     lat = wlats[ws & wmask]
-                    key = ((now - t) // 1000) * nc + c
+                    key = ((now - t) // NS_PER_US) * nc + c
                     lat[key] = lat.get(key, 0) + 1
                     wrcodes[i * 16 + rcode(data)] += 1
                     if checks[c] and is_wrong(classes[c], data, len(q)):

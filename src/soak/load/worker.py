@@ -16,7 +16,7 @@ from math import ceil, floor
 from multiprocessing.connection import Connection
 from typing import Any
 
-from soak.clock import NS_PER_S, s_to_ns
+from soak.clock import NS_PER_S, NS_PER_US, s_to_ns
 from soak.load import wire
 from soak.load.ledger import OpenWindows, schedule_counts
 from soak.load.queries import ClassQueries
@@ -283,7 +283,7 @@ class Book:
         win.completed[i] += 1
         self.answered(now)
         lat = win.lats[base // self.nc]
-        key = ((now - t) // 1000) * self.nc + c
+        key = ((now - t) // NS_PER_US) * self.nc + c
         lat[key] = lat.get(key, 0) + 1
         win.rcodes[i * 16 + rcode(data)] += 1
         cq = self.spec.classes[c]

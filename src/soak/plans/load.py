@@ -6,7 +6,7 @@ run as a bench's (soak.load.oneshot).
 
 On agents (`load.agents`, run_load_agents): the agents run as a soak run's do, and their
 totals merge. Its run id is the engine's (soak.runs.runid). The same coordinator as a
-soak run's (soak.load.agents.fleet.AgentsLoad): the agents register, start together at
+soak run's (soak.load.fleet.run_load.AgentsLoad): the agents register, start together at
 one `start_at` and hold a lease, so a `soak load` killed leaves no agent sending past the
 lease. An agent lost (its lease run out, its task failed) is a note and the others
 finish. The engine's objects are removed at the end, on error and on SIGTERM; agents
@@ -28,10 +28,10 @@ from soak.agents.engine import AgentEngine, AgentState
 from soak.agents.engine_config import AgentsConfig
 from soak.clock import s_to_ns
 from soak.errors import InputError, SoakError
-from soak.load.agents.fleet import AGENT_FIELDS, AgentsLoad
+from soak.load.fleet.merge import MergedResult, merge_agents
+from soak.load.fleet.run_load import AGENT_FIELDS, AgentsLoad
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
-from soak.load.merge import MergedResult, merge_agents
 from soak.load.oneshot import run_load
 from soak.load.stats import LoadResult
 from soak.points import Fault

@@ -23,7 +23,6 @@ from soak.analysis.segments import VersionSpan, version_spans
 from soak.clock import ns_to_s
 from soak.config import Scenario
 from soak.errors import InputError
-from soak.load.replay_config import ReplayConfig
 from soak.placeholders import Placeholders, fill_services, render_known
 from soak.report import PhaseSpan, ReportInput
 from soak.report.witnesses import ScheduledPhase
@@ -36,6 +35,7 @@ from soak.runs.supervise import as_seen
 from soak.sinks.sqlite import SqliteStore
 from soak.targets.base import Running
 from soak.targets.specs import DockerTarget, ProcessTarget
+from soak.traffic.replay_config import ReplayConfig
 from soak.words import counted, loops_text
 
 REPORT_MEDIA = {
@@ -84,7 +84,7 @@ def audited_report(
 def scheduled_phases(record: RunRecord) -> list[ScheduledPhase]:
     """The run's phases as scheduled: the witness the ledger's due is held against, the
     seconds an agent started late and those the service was away included (both counted
-    as skipped, soak.load.agents.lease and soak.runs.away). Not a replay: its seconds
+    as skipped, soak.load.fleet.lease and soak.runs.away). Not a replay: its seconds
     are due by its capture's timing, not a rate."""
     from soak.units import MAX_RATE_QPS
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from soak.analysis.rundata import StoreReader
 from soak.clock import NS_PER_S
-from soak.load.agents.fleet import class_shares
-from soak.load.agents.lease import split_by_share
+from soak.load.fleet.lease import split_by_share
+from soak.load.fleet.run_load import class_shares
 from soak.points import Point
 from soak.runs.parts import RunParts
 from soak.runs.timeline import PhaseSpan, Timeline, span_at

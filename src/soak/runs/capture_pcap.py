@@ -28,11 +28,11 @@ from typing import Any
 from soak.clock import s_to_ns
 from soak.errors import TargetStartError
 from soak.points import Fault
-from soak.runs.capture import SETTLE_S, write_kept
+from soak.runs.capture_dnstap import SETTLE_S, write_kept
 from soak.runs.layout import capture_path, capture_pcap_paths
 from soak.targets.tree import MARK_ENV, die_with_parent, own_mark
-from soak.traffic.capture import Builder
 from soak.traffic.capture_config import CaptureConfig
+from soak.traffic.capture_file import Builder
 from soak.traffic.pcap import read_pcap
 
 # How long tcpdump may take to open the interface and say it listens.

@@ -52,3 +52,11 @@ class RunEvents:
         self._record(event)
         self._write([event.point(self.run_tags)])
         return event
+
+    def recorded(self, kind: str, message: str, value: float, time_ns: int) -> EventRecord:
+        """An event whose `event` point another part has already written to the sinks (a
+        sink's outage, an alert told to a receiver): into the run's record only, so that
+        it is not in the sinks twice."""
+        event = EventRecord(self.run_id, time_ns, kind, message, float(value))
+        self._record(event)
+        return event

@@ -75,6 +75,7 @@ BENCH_SIDE_PREFIX = "soak-bench-{side}-"
 # Local agents' output (agents.local), in a run's directory or, for a standalone load,
 # in the temp directory:
 AGENTS_DIR = "agents-{role}"
+AGENT_OUTPUT = {"out": "{index}.out", "err": "{index}.err"}  # a local agent's stdout, stderr
 LOAD_AGENTS_PREFIX = "soak-load-agents-"
 # `soak compare --out DIR`:
 COMPARE_FILES = {"json": "compare.json", "md": "compare.md"}
@@ -211,14 +212,28 @@ class TargetFiles:
         return self.dir / TARGET_DATA.format(name=safe_name(target))
 
 
-def agents_dir(run_dir: Path, role: str) -> Path:
+@dataclass(frozen=True)
+class AgentFiles:
+    """Where local agents write their output while they run: `dir`, and in it each
+    agent's stdout and stderr (soak.agents.local takes these paths; it names no file)."""
+
+    dir: Path
+
+    def out(self, index: int) -> Path:
+        return self.dir / AGENT_OUTPUT["out"].format(index=index)
+
+    def err(self, index: int) -> Path:
+        return self.dir / AGENT_OUTPUT["err"].format(index=index)
+
+
+def agents_dir(run_dir: Path, role: str) -> AgentFiles:
     """Where a run's local agents of `role` write their output while they run."""
-    return run_dir / AGENTS_DIR.format(role=role)
+    return AgentFiles(run_dir / AGENTS_DIR.format(role=role))
 
 
-def load_agents_dir(run_id: str) -> Path:
+def load_agents_dir(run_id: str) -> AgentFiles:
     """A standalone load's (it has no run directory): in the temp directory, a short path."""
-    return Path(tempfile.gettempdir()) / f"{LOAD_AGENTS_PREFIX}{run_id_tail(run_id)}"
+    return AgentFiles(Path(tempfile.gettempdir()) / f"{LOAD_AGENTS_PREFIX}{run_id_tail(run_id)}")
 
 
 def upgrade_run_dir(base: Path, run_id: str) -> Path:

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from soak.agents.spec import ROLE as LOAD_ROLE
 from soak.config import Scenario
-from soak.load.agents.fleet import AgentsLoad
+from soak.load.fleet.run_load import AgentsLoad
 from soak.load.generator import LoadRunner
-from soak.load.replay_load import ReplayLoad
-from soak.load.supervised import SupervisedLoad
+from soak.load.replay import ReplayLoad
+from soak.load.supervised import RunLoad, SupervisedLoad
 from soak.points import Fault, Point
-from soak.runs.capture import DRAIN_S, RunCapture, socket_path, written_capture
+from soak.runs.capture_dnstap import DRAIN_S, RunCapture, socket_path, written_capture
 from soak.runs.capture_pcap import PcapCapture
 from soak.runs.context import RunContext
 from soak.runs.events import RunEvents
@@ -32,6 +33,9 @@ from soak.targets.base import Running
 from soak.targets.group import load_address
 
 log = logging.getLogger(__name__)
+# Points written before the sinks open (the clean-up a service did before the run's
+# start): a few lines at most, kept for the sinks.
+EARLY_POINTS = 1_000
 
 
 class RunParts:
@@ -55,7 +59,8 @@ class RunParts:
         self.run_tags = run_tags
         self.events = RunEvents(run_id, run_tags, record=ctx.state.record_event, write=self.write)
         self.sinks: SinkSet | None = None
-        self.load: SupervisedLoad | AgentsLoad | ReplayLoad | None = None
+        self._early: deque[Point] = deque(maxlen=EARLY_POINTS)  # written before the sinks
+        self.load: RunLoad | None = None
         self.tick_runner: TickRunner | None = None
         self.remote_samplers: RemoteSamplers | None = None  # a target on another node
         self.listener: RunListener | None = None  # its leak alerts, where registered
@@ -65,6 +70,8 @@ class RunParts:
         self.sinks = run_sinks(
             self.run_id, self.scenario, self.run_dir, self.ctx.data_dir, self.ctx.metrics
         )
+        early, self._early = list(self._early), deque(maxlen=EARLY_POINTS)
+        self.write(early)
 
     def open_capture(self) -> None:
         """`capture:`: the socket the target writes its dnstap to, listened on before the
@@ -186,7 +193,11 @@ class RunParts:
             log.error("run %s: event %s not recorded (%s): %s", self.run_id, kind, exc, message)
 
     def write(self, points: list[Point]) -> None:
-        if self.sinks is not None and points:
+        """To the sinks; before they are open (a data directory's clean-up said before
+        the run starts), the points wait for them, the last EARLY_POINTS at most."""
+        if self.sinks is None:
+            self._early.extend(points)
+        elif points:
             self.sinks.write(points)
             self._record_sink_events()
 
@@ -201,7 +212,7 @@ class RunParts:
             kind = p.tags.get("kind", "sink")
             value = p.fields.get("value", 0.0)
             number = float(value) if isinstance(value, int | float) else 0.0
-            self.ctx.state.add_event(self.run_id, p.time_ns, kind, message, number)
+            self.events.recorded(kind, message, number, p.time_ns)
 
     def stop(self, *, close_listener: bool = True, ended_ns: int | None = None) -> None:
         """Ticks, the listener (alerts) and load stop; a load that will not stop is an

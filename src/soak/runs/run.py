@@ -23,10 +23,10 @@ from typing import Any
 from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns
 from soak.config import Scenario
 from soak.errors import SoakError
-from soak.load.replay_load import ReplayLoad
 from soak.runs.away import AWAY_EVENT, count_away
 from soak.runs.context import RunContext
 from soak.runs.ending import Ending, Outcome, RunEnd
+from soak.runs.events import RunEvents
 from soak.runs.layout import TargetFiles
 from soak.runs.live import LiveFigures
 from soak.runs.owed import hand_over_spools, run_sinks
@@ -385,7 +385,7 @@ class Run:
             target_pid=running.pid if running is not None else None,
             verdicts=list(self.ticker.verdicts),
             load_totals=totals,
-            rate_target_qps=load.planned_rate_qps if isinstance(load, ReplayLoad) else None,
+            rate_target_qps=load.planned_rate_qps if load is not None else None,
         )
 
 
@@ -393,8 +393,11 @@ def reap(record: RunRecord, ctx: RunContext, reason: str) -> None:
     """A run nobody drives any more (its foreground command died): stop what it had
     started, from its saved state, and mark it `abandoned`."""
 
+    # Its sinks are not opened again: its events go to its record (status, report).
+    events = RunEvents(record.id, {}, record=ctx.state.record_event, write=lambda points: None)
+
     def event(kind: str, message: str, value: float = 0.0) -> None:
-        ctx.state.add_event(record.id, time.time_ns(), kind, message, float(value))
+        events.add(kind, message, value)
 
     targets = _group(record, event, ctx.data_dir.root)
     try:

@@ -113,7 +113,7 @@ class Ticker:
             for p in alert_events:  # the run's event list shows what was told to whom
                 kind = p.tags.get("kind", "alert")
                 message = str(p.fields.get("message", ""))
-                self.parts.ctx.state.add_event(self.parts.run_id, p.time_ns, kind, message, 0.0)
+                self.parts.events.recorded(kind, message, 0.0, p.time_ns)
             points += alert_events
         self.parts.write([p.with_tags(self.parts.run_tags) for p in points])
 

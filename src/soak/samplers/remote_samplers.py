@@ -17,11 +17,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from soak.agents.coordinator import AgentsOnEngine, Coordinator
-from soak.agents.engine import AgentEngine
+from soak.agents.engine import AgentEngine, AgentOutput
 from soak.agents.engines import make_engine
 from soak.agents.protocol import SAMPLES, SamplesReply
 from soak.agents.spec import AgentSpec
@@ -131,7 +130,7 @@ class RemoteSamplers:
         run_id: str,
         origin_ns: Callable[[], int],
         *,
-        logs_dir: Path,
+        logs_dir: AgentOutput,
         engine: AgentEngine | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -27,7 +27,7 @@ from soak.config import InvalidModel, Scenario, parse_yaml, scenario_from_data
 from soak.errors import InputError, not_utf8
 from soak.preflight import check_scenario
 from soak.results.reportinput import REPORT_MEDIA, report_text
-from soak.runs.capture import resolve_from_run
+from soak.runs.capture_dnstap import resolve_from_run
 from soak.runs.timeline import scaled_scenario
 from soak.service.auth import bearer
 from soak.service.manager import RunManager, UnknownRun

@@ -165,7 +165,7 @@ class RunManager:
         def start() -> None:
             for line in self.sweep(resuming=False):  # the log and the run's events say it
                 log.warning("%s", line)
-                self.state.add_event(run.id, time.time_ns(), "cleanup", line, 0.0)
+                run.event("cleanup", line)
             try:
                 self.launch(run)
             except BaseException as exc:  # recorded by the run as its `error` status

@@ -2,7 +2,7 @@
 capture file in its own directory, which a later run replays (`load.replay.file`).
 
 docs/replay.md ("A run that captures its own target") explains each field to users;
-soak.runs.capture does the recording.
+soak.runs.capture_dnstap does the recording.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from soak.clock import NS_PER_S
 from soak.errors import InputError
-from soak.traffic.capture import TCP, UDP, Builder
+from soak.traffic.capture_file import TCP, UDP, Builder
 
 CONTENT_TYPE = b"protobuf:dnstap.Dnstap"
 CTRL_ACCEPT, CTRL_START, CTRL_STOP, CTRL_READY, CTRL_FINISH = 1, 2, 3, 4, 5
@@ -205,7 +205,7 @@ class Listener:
         os.chmod(path, 0o777)  # the server may run as its own user
         self.sock.listen(8)
         # What the writers did, read by whoever watches a recording from another thread
-        # (soak.runs.capture turns changes into a run's events).
+        # (soak.runs.capture_dnstap turns changes into a run's events).
         self.connected = 0  # writer connections accepted
         self.stopped = 0  # ... that ended with STOP (the writer closed its stream)
         self.lost = 0  # ... that ended without STOP (the writer died or dropped it)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from soak.clock import NS_PER_S
 from soak.errors import InputError
-from soak.traffic.capture import TCP, UDP, Builder
+from soak.traffic.capture_file import TCP, UDP, Builder
 
 PCAP_MAGICS = {
     b"\xd4\xc3\xb2\xa1": ("<", 1000),  # µs, little-endian

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from soak.errors import InputError
-from soak.traffic.capture import Builder, Capture, is_capture, read_capture
+from soak.traffic.capture_file import Builder, Capture, is_capture, read_capture
 from soak.traffic.dnstap import is_dnstap, read_dnstap
 from soak.traffic.pcap import is_pcap, read_pcap
 

@@ -1,10 +1,10 @@
-"""The replay's ledger (soak.load.replay): its open one-second windows, what is in
+"""The replay's ledger (soak.load.replay._loop): its open one-second windows, what is in
 flight in each, and the closed ones summed (soak.load.ledger's windows, per class).
 
 A window closes once every query due in it has ended (answered, lost, abandoned) and
 the replay has passed its second; it is then summed into the totals and handed whole
 to `on_window` (a soak run records it as the run's `load` points). A replay that
-raised closes what it left open with close_all (soak.load.replay_restart).
+raised closes what it left open with close_all (soak.load.replay._run_load).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ windows are merged by time: a second (a `stamp`, start_at + k s) is complete whe
 every agent still active has reported it, or when it is older than the lease
 (its missing agents are being lost). `take()` hands out the complete seconds,
 summed for the run and per agent. soak.agents.coordinator serves this over
-HTTP; soak.load.agents.fleet drives it for a run.
+HTTP; soak.load.fleet.run_load drives it for a run.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from soak.agents.coordinator import Calls
 from soak.agents.protocol import DONE, HEARTBEAT, REGISTER, Reply
 from soak.clock import NS_PER_S, ns_to_s, s_to_ns
-from soak.load.merge import AgentTotals, AgentWindow, sum_windows, summed_hists
+from soak.load.fleet.merge import AgentTotals, AgentWindow, sum_windows, summed_hists
 from soak.load.segments import rate_share_qps
 
 START_MARGIN_S = 1.0  # start_at this far ahead at least: agents ask every 0.2 s, then

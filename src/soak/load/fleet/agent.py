@@ -10,9 +10,10 @@ logs), or an InfluxDB 1.x `/write` URL. JSON lines also carry each window's
 latency histogram. Its last line on stdout is always its totals with the run's
 histogram (`{"kind": "totals", ...}`): that is what the coordinator merges.
 
-Not yet: registering with the soak service, a common start_at and a lease (an
-agent that loses the service stops by itself); today an agent runs for its
-duration and ends.
+Alone (`soak agent --segment`), an agent runs for its duration and ends. Under a
+run's coordinator (`soak agent --coordinator`) soak.load.fleet.member registers it,
+starts it at the run's start_at and holds its lease: an agent that loses the
+service stops by itself.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from pydantic import ValidationError
 
-from soak.clock import NS_PER_S
+from soak.clock import second_end_ns
 from soak.errors import InputError, SoakError
+from soak.load.fleet.merge import AgentTotals
 from soak.load.generator import JOIN_GRACE_S, LoadRunner
 from soak.load.load_config import LoadConfig
-from soak.load.merge import AgentTotals
 from soak.load.segments import Segment, segment_config
 from soak.points import Point, point_to_json
 from soak.sinks.base import Sink
@@ -145,13 +146,13 @@ def run_agent(
             finished = runner.wait(max(0.0, started + tick * TICK_S - time.monotonic()))
             if time.monotonic() > end:
                 break
-            _emit_window(runner, sink, out, started_wall_ns + tick * NS_PER_S, tags)
+            _emit_window(runner, sink, out, second_end_ns(started_wall_ns, tick - 1), tags)
             tick += 1
             if finished:
                 break
     finally:
         result = runner.stop()
-    _emit_window(runner, sink, out, started_wall_ns + tick * NS_PER_S, tags)
+    _emit_window(runner, sink, out, second_end_ns(started_wall_ns, tick - 1), tags)
     sink.flush()
     if runner.errors:
         raise SoakError(f"agent {segment}: " + "; ".join(runner.errors))

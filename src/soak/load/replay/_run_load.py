@@ -1,6 +1,6 @@
 """A soak run's load from a capture (`load.replay`), behind the face SupervisedLoad has.
 
-The Replay (soak.load.replay) plays in a thread of the run's process, from the run's
+The Replay (soak.load.replay._loop) plays in a thread of the run's process, from the run's
 origin: its second 0 is the run's grid second 0, so each of its closed ledger windows
 is stamped at the end of its own second of the run, as the workers' are, and becomes
 the run's `load` points through SupervisedLoad's parts. Phases, classes, result.json,
@@ -23,11 +23,12 @@ from typing import Any
 from soak.clock import NS_PER_S, WHOLE_SECONDS, ns_to_s, s_to_ns, second_end_ns
 from soak.load.ledger import Window
 from soak.load.load_config import LoadConfig
-from soak.load.replay import BOUND_P99_US, Replay, load_replay, monotonic_ns
-from soak.load.replay_result import Offsets
+from soak.load.replay._loop import Replay, load_replay, monotonic_ns
+from soak.load.replay._result import Offsets
 from soak.load.stats import MixStats, result_from
 from soak.load.supervised import TOTAL_FIELDS, load_points, run_span_ns
 from soak.points import Fault, Point
+from soak.traffic.replay_config import BOUND_P99_US
 
 # The send offsets' quantiles on each `load` point of class `all` (send_offset_p99_us...).
 OFFSET_QUANTILES = ("p50", "p99", "max")

@@ -23,8 +23,8 @@ from soak.errors import InputError
 from soak.placeholders import Placeholders, render
 from soak.points import Fault
 from soak.runs.layout import DataDir, capture_path, dnstap_socket
-from soak.traffic.capture import Builder, read_capture, summary, write_capture
 from soak.traffic.capture_config import CaptureConfig
+from soak.traffic.capture_file import Builder, read_capture, summary, write_capture
 from soak.traffic.dnstap import Listener
 
 # A frame reaches the socket a little after its query (the server's dnstap thread

@@ -1,7 +1,9 @@
 """`load.replay` of a scenario (and `soak load --replay FILE`): what to replay and how.
 
-docs/replay.md explains each field to users; replay_plan.py turns them into send
-times and names, replay.py sends them.
+docs/replay.md explains each field to users; soak.load.replay's plan turns them into
+send times and names, its loop sends them. BOUND_P99_US is the timing a replay is held to:
+the loop says "generator-bound" past it, and so does the run's criterion
+(soak.analysis.criteria), which reads it here rather than from the replay.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from pydantic import Field, field_validator, model_validator
 
 from soak.errors import InputError
 from soak.units import DurationS, StrictModel, parse_rate_qps
+
+# Offsets of the send time from the planned one, in µs: p99 beyond this means the
+# generator did not keep the capture's timing (said aloud, as generator-bound).
+BOUND_P99_US = 10_000
 
 
 class Rewrite(StrictModel):
@@ -69,7 +75,7 @@ class ReplayConfig(StrictModel):
     file: Path | None = None  # a soak capture, a pcap/pcapng or a dnstap file
     # Or the capture a soak run recorded of its target (`capture:`), by the run's id:
     # `soak start` and the service find it in their data directory and set `file`
-    # (soak.runs.capture.resolve_from_run).
+    # (soak.runs.capture_dnstap.resolve_from_run).
     from_run: str | None = None
     # The capture's own transport per query, or one for all (TCP, DoT, DoH, UDP).
     transport: Literal["capture", "udp", "tcp", "dot", "doh"] = "capture"

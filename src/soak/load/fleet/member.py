@@ -26,9 +26,9 @@ from soak.agents.protocol import (
 )
 from soak.clock import ns_to_s, second_end_ns
 from soak.errors import SoakError
+from soak.load.fleet.merge import AgentTotals, AgentWindow
 from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
-from soak.load.merge import AgentTotals, AgentWindow
 from soak.load.segments import Segment, agent_phase, segment_config
 
 WAIT_POLL_S = 0.2  # how often an agent asks for start_at while the others register

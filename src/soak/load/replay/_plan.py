@@ -20,8 +20,8 @@ from soak.clock import NS_PER_S
 from soak.errors import InputError
 from soak.load import wire
 from soak.load.queries import rdtype_of
-from soak.load.replay_config import ReplayConfig, Rewrite
-from soak.traffic.capture import Capture, qname_text
+from soak.traffic.capture_file import Capture, qname_text
+from soak.traffic.replay_config import ReplayConfig, Rewrite
 
 OTHER = "other"
 

@@ -1,5 +1,5 @@
-"""What the load agents are started with: `soak agent --segment i/N ...` (soak.load.agent,
-soak.load.member), the whole run's load config as JSON in their environment, with
+"""What the load agents are started with: `soak agent --segment i/N ...` (soak.load.fleet.agent,
+soak.load.fleet.member), the whole run's load config as JSON in their environment, with
 the run's seed fixed so every agent derives its own from the same one, and query
 files inlined where the agents run on another engine than this machine's.
 """
@@ -14,7 +14,7 @@ import dns.rdatatype
 from soak.agents.engine_config import AgentsConfig
 from soak.agents.spec import SEGMENT, AgentSpec
 from soak.errors import InputError
-from soak.load.agent import LOAD_ENV
+from soak.load.fleet.agent import LOAD_ENV
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
 from soak.load.queries import read_query_file

@@ -1,4 +1,4 @@
-"""The replay's clients and their sockets (soak.load.replay): each client's UDP
+"""The replay's clients and their sockets (soak.load.replay._loop): each client's UDP
 socket and stream connections, opened on its first query, reused while it keeps
 asking, closed when idle, retired when the capture's client moved to a new
 connection, and counted (connections opened, reused, errors, idled out, sockets at
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from soak.clock import s_to_ns
 from soak.load.conn import Policy, StreamFlow, TlsSpec, tls_context
-from soak.load.replay_config import ReplayConfig
-from soak.load.replay_plan import Planned
-from soak.load.replay_result import Offsets, three_digits
+from soak.load.replay._plan import Planned
+from soak.load.replay._result import Offsets, three_digits
+from soak.traffic.replay_config import ReplayConfig
 
 IDLE_SWEEP_NS = 100_000_000  # idle sockets looked for this often
 
@@ -96,7 +96,7 @@ class ClientConns:
 
     def counts(self) -> dict[str, int]:
         """The connection figures so far, from the first query: the replay's result
-        shows them whole, a soak run's windows their growth (soak.load.replay_load)."""
+        shows them whole, a soak run's windows their growth (soak.load.replay._run_load)."""
         b = self.book
         return {
             "opened": b.conn_opened,

@@ -156,7 +156,7 @@ class Builder:
         self.max_queries = max_queries
         self.over_max = 0
         # Queries at or after `until_ns` (their own time) are counted, not kept: a
-        # recording that covers a span (soak.runs.capture) sets it once it knows it.
+        # recording that covers a span (soak.runs.capture_dnstap) sets it once it knows it.
         self.until_ns: int | None = None
         self.after_end = 0
         self._raw: list[tuple[int, str, object, int, int, int, bytes]] = []

@@ -1,4 +1,4 @@
-"""What a replay reports (soak.load.replay): its result, the send-time offsets it
+"""What a replay reports (soak.load.replay._loop): its result, the send-time offsets it
 keeps as counts, and the text summary `soak load --replay` prints (docs/replay.md)."""
 
 from __future__ import annotations

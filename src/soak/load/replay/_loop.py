@@ -25,24 +25,21 @@ import collections
 import contextlib
 from collections.abc import Callable, Iterator
 
-from soak.clock import NS_PER_S, ns_to_s, s_to_ns
+from soak.clock import ns_to_s, ns_to_us, s_to_ns, second_of
 from soak.load import wire
 from soak.load.conn import UP, StreamFlow, TlsSpec
-from soak.load.replay_config import ReplayConfig
-from soak.load.replay_conns import ClientConns
-from soak.load.replay_plan import Plan, Planned
-from soak.load.replay_result import OffsetTotals, ReplayResult
-from soak.load.replay_windows import ReplayWindows
+from soak.load.replay._conns import ClientConns
+from soak.load.replay._plan import Plan, Planned
+from soak.load.replay._result import OffsetTotals, ReplayResult
+from soak.load.replay._windows import ReplayWindows
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
-from soak.traffic.capture import UDP, Capture
+from soak.traffic.capture_file import UDP, Capture
+from soak.traffic.replay_config import BOUND_P99_US, ReplayConfig
 
 RING = 65536
 SWEEP_NS = 10_000_000  # timeouts and idle connections looked for this often
 START_DELAY_NS = 50_000_000  # the first query leaves this long after the start
 BACKLOG_NS = s_to_ns(MAX_BACKLOG_S)
-# Offsets of the send time from the planned one, in µs: p99 beyond this means the
-# generator did not keep the capture's timing (said aloud, as generator-bound).
-BOUND_P99_US = 10_000
 
 
 class Replay:
@@ -101,7 +98,7 @@ class Replay:
         client.lost += how == "lost"
         second, c = self.ring_w[slot], self.ring_c[slot]
         if how == "completed":
-            self.ledger.ended(second, c, how, (now - t) // 1000, wire.rcode(reply))
+            self.ledger.ended(second, c, how, ns_to_us(now - t), wire.rcode(reply))
         else:
             self.ledger.ended(second, c, how)
 
@@ -150,7 +147,7 @@ class Replay:
             flow = self.conns.stream_for(client, q, now)
             if flow is not None:  # else no connection could even start: sent and lost
                 self.queue(flow, slot, q, bytes(message), t)
-        self.offsets.add((t - planned_ns) // 1000, second)
+        self.offsets.add(ns_to_us(t - planned_ns), second)
         self.ring_t[slot], self.ring_c[slot], self.ring_q[slot] = t, q.cls, q.question
         self.ring_w[slot], self.ring_k[slot] = second, q.client
         self.sent_order.append((t, slot))
@@ -270,7 +267,7 @@ class Replay:
                 sent_here = 0
                 while nxt is not None and origin + nxt.due_ns <= now and sent_here < 256:
                     planned = origin + nxt.due_ns
-                    second = nxt.due_ns // NS_PER_S
+                    second = second_of(nxt.due_ns, 0)  # due_ns counts from the origin
                     if now - planned > BACKLOG_NS:  # too far behind: due, never sent
                         self.ledger.count(second, nxt.cls, "due")
                         self.ledger.count(second, nxt.cls, "skipped")
@@ -294,7 +291,7 @@ class Replay:
                     if nxt is not None and stopping is not None and stopping():
                         nxt = None  # nothing more is sent; what is in flight ends
                     self.sweep(now)
-                    due_second = (nxt.due_ns if nxt is not None else end_ns or 0) // NS_PER_S
+                    due_second = second_of(nxt.due_ns if nxt is not None else end_ns or 0, 0)
                     self.ledger.close_windows(due_second if nxt is not None else 1 << 62)
                     next_sweep = now + SWEEP_NS
             self.ledger.close_windows(1 << 62)
@@ -313,7 +310,7 @@ class Replay:
         else:
             loop, first = self.plan.position(self.start_ns)
         for due_ns, cls in self.plan.dues(loop, first, until_ns):
-            second = due_ns // NS_PER_S
+            second = second_of(due_ns, 0)
             self.ledger.count(second, cls, "due")
             self.ledger.count(second, cls, "skipped")
         self.ledger.close_all()

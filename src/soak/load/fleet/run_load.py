@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from soak.agents.coordinator import AgentsOnEngine, Coordinator
-from soak.agents.engine import AgentEngine
+from soak.agents.engine import AgentEngine, AgentOutput
 from soak.agents.engine_config import AgentsConfig
 from soak.agents.engines import make_engine
 from soak.agents.spec import ROLE, AgentSpec
 from soak.clock import ns_to_s, s_to_ns
 from soak.histogram import merged
-from soak.load.agents.launch import build_spec
-from soak.load.agents.lease import (
+from soak.load.fleet.launch import build_spec
+from soak.load.fleet.lease import (
     START_MARGIN_S,
     Fleet,
     LateStart,
@@ -36,9 +36,9 @@ from soak.load.agents.lease import (
     Taken,
     fleet_calls,
 )
+from soak.load.fleet.merge import AgentTotals, latency_ms
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
-from soak.load.merge import AgentTotals, latency_ms
 from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, load_points
 from soak.points import Fault, Point
 
@@ -70,7 +70,7 @@ class AgentsLoad:
         run_started_ns: Callable[[], int],
         run_duration_s: float | None = None,
         allow_targets: Sequence[str] = (),
-        logs_dir: Path,
+        logs_dir: AgentOutput,
         engine: AgentEngine | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -96,6 +96,10 @@ class AgentsLoad:
         self._end_ns: int | None = None  # the run's end, once started (wall clock)
 
     # ------------------------------------------------------------ lifecycle
+
+    @property
+    def planned_rate_qps(self) -> float | None:
+        return None  # paced by the phases' rate, divided among the agents
 
     def prepare(self, max_duration_s: float) -> None:
         """The coordinator open, the agents started and all registered (they wait for
