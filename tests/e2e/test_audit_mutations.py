@@ -211,6 +211,60 @@ def test_result_jsons_latency_is_held_to_its_phases(run: tuple[Path, str], tmp_p
     assert any(line.startswith("result.json p99 ") for line in found), found
 
 
+def audited_run(
+    name: str, target: dict[str, Any], qname: str, samplers: dict[str, Any]
+) -> Iterator[tuple[Path, str]]:
+    """A process `target` answering `qname`, loaded at RATE for 12 s with 1-s ticks and
+    `samplers`, run in the foreground and audited clean: (data dir, run id); its
+    directory removed afterwards."""
+    data = Path(tempfile.mkdtemp(prefix="sw-"))
+    scenario = {
+        "name": name,
+        "target": {
+            "runtime": "process",
+            **target,
+            "ready": {"probes": [{"kind": "dns", "name": qname}]},
+        },
+        "phases": [{"name": "steady", "duration_s": "12s"}],
+        "samplers": {"interval_s": 1, **samplers},
+        "load": {"rate_qps": RATE, "mix": [{"name": "www", "queries": [f"{qname} A"]}]},
+        "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
+    }
+    path = data / f"{name}.json"
+    path.write_text(json.dumps(scenario))
+    try:
+        run_id = foreground(path, data / "d")["id"]
+        assert local_audit(DataDir(data / "d"), run_id) == []
+        yield data / "d", run_id
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+SERVER_QUERIES = (
+    "field = 'server_queries' AND series_id IN"
+    " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')"
+)
+
+
+def assert_server_count_witnessed(run: tuple[Path, str], tmp_path: Path, changed: str) -> None:
+    """The server counted the run's load, and its count changed in the store (`changed`,
+    an SQL expression of `num`) is named by the audit."""
+    data, run_id = run
+    db = sqlite3.connect(data / "points.db")
+    try:
+        sql = f"SELECT MAX(num) FROM samples WHERE {SERVER_QUERIES}"
+        counted = db.execute(sql, (run_id,)).fetchone()[0]
+    finally:
+        db.close()
+    assert counted is not None and counted > RATE * 5  # the server counted the load
+
+    def change(db: sqlite3.Connection, run_id: str) -> None:
+        db.execute(f"UPDATE samples SET num = {changed} WHERE {SERVER_QUERIES}", (run_id,))
+
+    found = corrupted(run, tmp_path, with_db(change))
+    assert any(line.startswith("the server counted") for line in found), found
+
+
 NAMED_CONF = """options {{
     directory "{{run_dir}}";
     pid-file "{{run_dir}}/named.pid";
@@ -230,57 +284,21 @@ ZONE = (
 def bind_run() -> Iterator[tuple[Path, str]]:
     """One real run of BIND (named), its own query count read from its statistics
     channel (`samplers.server: {kind: bind}`), audited clean."""
-    data = Path(tempfile.mkdtemp(prefix="sb-"))
-    scenario = {
-        "name": "bind-witness",
-        "target": {
-            "runtime": "process",
-            "name": "bind9",
-            "argv": ["named", "-g", "-c", "{run_dir}/named.conf"],
-            "ports": {"dns": {"protocol": "both"}, "stats": {}},
-            "files": [
-                {"dest": "named.conf", "content": NAMED_CONF.format()},
-                {"dest": "example.test.zone", "content": ZONE},
-            ],
-            "ready": {"probes": [{"kind": "dns", "name": "www.example.test"}]},
-        },
-        "phases": [{"name": "steady", "duration_s": "12s"}],
-        "samplers": {"interval_s": 1, "server": {"kind": "bind", "port": "stats"}},
-        "load": {"rate_qps": RATE, "mix": [{"name": "www", "queries": ["www.example.test A"]}]},
-        "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
+    target = {
+        "name": "bind9",
+        "argv": ["named", "-g", "-c", "{run_dir}/named.conf"],
+        "ports": {"dns": {"protocol": "both"}, "stats": {}},
+        "files": [
+            {"dest": "named.conf", "content": NAMED_CONF.format()},
+            {"dest": "example.test.zone", "content": ZONE},
+        ],
     }
-    path = data / "bind.json"
-    path.write_text(json.dumps(scenario))
-    try:
-        run_id = foreground(path, data / "d")["id"]
-        assert local_audit(DataDir(data / "d"), run_id) == []
-        yield data / "d", run_id
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
+    samplers = {"server": {"kind": "bind", "port": "stats"}}
+    yield from audited_run("bind-witness", target, "www.example.test", samplers)
 
 
 def test_binds_statistics_channel_is_a_witness(bind_run: tuple[Path, str], tmp_path: Path) -> None:
-    data, run_id = bind_run
-    db = sqlite3.connect(data / "points.db")
-    try:
-        counted = db.execute(
-            "SELECT MAX(num) FROM samples WHERE field = 'server_queries' AND series_id IN"
-            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
-            (run_id,),
-        ).fetchone()[0]
-    finally:
-        db.close()
-    assert counted is not None and counted > RATE * 5  # BIND counted the load
-
-    def change(db: sqlite3.Connection, run_id: str) -> None:
-        db.execute(
-            "UPDATE samples SET num = num / 2 WHERE field = 'server_queries' AND series_id IN"
-            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
-            (run_id,),
-        )
-
-    found = corrupted(bind_run, tmp_path, with_db(change))
-    assert any(line.startswith("the server counted") for line in found), found
+    assert_server_count_witnessed(bind_run, tmp_path, "num / 2")
 
 
 KRESD_CONF = """net.listen('127.0.0.1', {port.dns}, { kind = 'dns' })
@@ -298,54 +316,15 @@ cache.open(16 * MB, 'lmdb://{run_dir}/cache')
 def kresd_run() -> Iterator[tuple[Path, str]]:
     """One real run of knot-resolver (kresd), its own query count read from its http
     module's /metrics (`request_total`, through the prom sampler's map), audited clean."""
-    data = Path(tempfile.mkdtemp(prefix="sk-"))
-    scenario = {
-        "name": "kresd-witness",
-        "target": {
-            "runtime": "process",
-            "name": "knot-resolver",
-            "argv": ["kresd", "-n", "-c", "{run_dir}/kresd.conf", "{run_dir}"],
-            "ports": {"dns": {"protocol": "both"}, "web": {}},
-            "files": [{"dest": "kresd.conf", "content": KRESD_CONF}],
-            "ready": {"probes": [{"kind": "dns", "name": "www.example.com"}]},
-        },
-        "phases": [{"name": "steady", "duration_s": "12s"}],
-        "samplers": {
-            "interval_s": 1,
-            "prom": {"port": "web", "map": {"server_queries": "request_total"}},
-        },
-        "load": {"rate_qps": RATE, "mix": [{"name": "www", "queries": ["www.example.com A"]}]},
-        "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
+    target = {
+        "name": "knot-resolver",
+        "argv": ["kresd", "-n", "-c", "{run_dir}/kresd.conf", "{run_dir}"],
+        "ports": {"dns": {"protocol": "both"}, "web": {}},
+        "files": [{"dest": "kresd.conf", "content": KRESD_CONF}],
     }
-    path = data / "kresd.json"
-    path.write_text(json.dumps(scenario))
-    try:
-        run_id = foreground(path, data / "d")["id"]
-        assert local_audit(DataDir(data / "d"), run_id) == []
-        yield data / "d", run_id
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
+    samplers = {"prom": {"port": "web", "map": {"server_queries": "request_total"}}}
+    yield from audited_run("kresd-witness", target, "www.example.com", samplers)
 
 
 def test_knot_resolvers_metrics_are_a_witness(kresd_run: tuple[Path, str], tmp_path: Path) -> None:
-    data, run_id = kresd_run
-    db = sqlite3.connect(data / "points.db")
-    try:
-        counted = db.execute(
-            "SELECT MAX(num) FROM samples WHERE field = 'server_queries' AND series_id IN"
-            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
-            (run_id,),
-        ).fetchone()[0]
-    finally:
-        db.close()
-    assert counted is not None and counted > RATE * 5  # kresd counted the load
-
-    def change(db: sqlite3.Connection, run_id: str) -> None:
-        db.execute(
-            "UPDATE samples SET num = num * 2 WHERE field = 'server_queries' AND series_id IN"
-            " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')",
-            (run_id,),
-        )
-
-    found = corrupted(kresd_run, tmp_path, with_db(change))
-    assert any(line.startswith("the server counted") for line in found), found
+    assert_server_count_witnessed(kresd_run, tmp_path, "num * 2")

@@ -15,15 +15,14 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from soak.histogram import LatencyHistogram
 from soak.runs.layout import DataDir
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import run_soak
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import ServerProc, external_unbound, module_unbound
-from tests.support.soaks import foreground, last_json, stored
+from tests.support.servers import ServerProc, module_unbound
+from tests.support.soaks import foreground, last_json, stored, unbound_phases_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -35,27 +34,18 @@ server = module_unbound(threads=1)
 
 
 def scenario(tmp_path: Path, port: int) -> Path:
-    doc = {
-        "name": "latency-ledger",
-        "target": external_unbound(port),
-        "phases": [
-            {"name": "gentle", "duration_s": f"{FIRST_S}s", "rate_qps": FIRST_QPS},
-            {"name": "busy", "duration_s": f"{SECOND_S}s", "rate_qps": SECOND_QPS},
-        ],
-        "samplers": {"interval_s": 1},
-        "criteria": {"p99_ms_max": {"all": 1000}},
-        "load": {
-            "workers": 2,
-            "seed": 5,
-            "mix": [
-                {"name": "hit", "weight": 3, "queries": ["www.example.test A"]},
-                {"name": "miss", "random": {"zone": "example.test"}},
-            ],
-        },
-    }
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    phases = [
+        {"name": "gentle", "duration_s": f"{FIRST_S}s", "rate_qps": FIRST_QPS},
+        {"name": "busy", "duration_s": f"{SECOND_S}s", "rate_qps": SECOND_QPS},
+    ]
+    return unbound_phases_scenario(
+        tmp_path,
+        port,
+        "latency-ledger",
+        phases,
+        samplers={"interval_s": 1},
+        criteria={"p99_ms_max": {"all": 1000}},
+    )
 
 
 def merged_windows(
@@ -132,3 +122,32 @@ def test_every_latency_figure_is_a_quantile_of_the_merged_windows(
     assert compared.returncode == 0, compared.stderr[-2000:]
     figures = {f["name"]: f for f in last_json(compared.stdout)["figures"]}
     assert figures["p99 latency"]["a"] == whole_p99
+
+
+# Two workers and 2-s ticks, a warm-up at one rate and a steady phase at another: the
+# schedule is exact (due is rate x seconds of each phase, to the query), every figure of
+# the run agrees with its ledger, and the generator criterion is sent over due, never
+# above 1. The tick (2 s) is not the window (1 s): nothing depends on their being equal.
+WARMUP_S, WARMUP_QPS = 4, 500
+STEADY_S, STEADY_QPS = 10, 1_500
+
+
+def test_two_workers_at_2s_ticks_agree_with_the_ledger(server: ServerProc, tmp_path: Path) -> None:
+    phases = [
+        {"name": "warmup", "duration_s": f"{WARMUP_S}s", "rate_qps": WARMUP_QPS, "warmup": True},
+        {"name": "steady", "duration_s": f"{STEADY_S}s", "rate_qps": STEADY_QPS},
+    ]
+    path = unbound_phases_scenario(
+        tmp_path, server.port, "ticks-2s", phases, samplers={"interval_s": 2}, seed=11
+    )
+    data = tmp_path / "data"
+    status = foreground(path, data)  # passed, or failed (a busy machine)
+    counts = assert_figures_agree(data, status["id"], kept_up=False)
+    # the schedule is exact whatever the machine did: rate x seconds of each phase
+    assert counts["due"] == WARMUP_QPS * WARMUP_S + STEADY_QPS * STEADY_S, counts
+    assert counts["sent"] + counts["skipped"] == counts["due"]
+    assert counts["completed"] + counts["lost"] + counts["abandoned"] == counts["sent"]
+    generator = next(c for c in status["criteria"] if c["name"] == "generator")
+    assert 0 < generator["value"] <= 1, generator
+    report = json.loads((DataDir(data).run_dir(status["id"]) / "result.json").read_text())
+    assert report["load_totals"]["due"] == counts["due"]

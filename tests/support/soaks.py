@@ -19,6 +19,7 @@ from typing import Any
 
 from soak.runs.layout import DataDir
 from soak.sinks.sqlite import SqliteStore
+from tests.support.servers import external_unbound
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,3 +87,28 @@ def stored(data: Path) -> Iterator[SqliteStore]:
         yield store
     finally:
         store.close()
+
+
+def unbound_phases_scenario(
+    tmp_path: Path, port: int, name: str, phases: list[dict[str, Any]], **more: Any
+) -> Path:
+    """A scenario (tmp_path/s.yaml) against the unbound a test started on `port`: its
+    `phases`, two load workers sending hits on one name and misses on random names,
+    and `more` sections beside them."""
+    doc = {
+        "name": name,
+        "target": external_unbound(port),
+        "phases": phases,
+        "load": {
+            "workers": 2,
+            "seed": more.pop("seed", 5),
+            "mix": [
+                {"name": "hit", "weight": 3, "queries": ["www.example.test A"]},
+                {"name": "miss", "random": {"zone": "example.test"}},
+            ],
+        },
+        **more,
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(doc))
+    return path

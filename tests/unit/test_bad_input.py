@@ -47,6 +47,20 @@ def write_base(tmp: Path, sc: dict[str, Any]) -> None:
     (tmp / "x.conf.in").write_text("port={port.dns}\n")
 
 
+def validate_exit(
+    tmp: Path, capsys: pytest.CaptureFixture[str], sc: dict[str, Any]
+) -> tuple[int, str, list[str]]:
+    """`soak validate` of `sc` (its files written beside it): exit code, stdout, stderr lines."""
+    write_base(tmp, sc)
+    path = tmp / "scenario.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    with pytest.raises(SystemExit) as exited:
+        main(["validate", str(path)])
+    out = capsys.readouterr()
+    code = exited.value.code
+    return code if isinstance(code, int) else 1, out.out, out.err.strip().splitlines()
+
+
 def _set(path: str, value: Any, *more: Any) -> Case:
     """Set `path` to `value` (and further path, value pairs) in the scenario."""
     pairs = [(path, value), *zip(more[::2], more[1::2], strict=True)]

@@ -7,13 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from soak.cli import main
 from soak.config import scenario_from_data
 from soak.runs.timeline import scaled_scenario
 from soak.upgrade.insoak import swap_plans
-from tests.unit.test_bad_input import base_scenario, write_base
+from tests.unit.test_bad_input import base_scenario, validate_exit
 
 CHECKS = [
     {"name": "ready", "kind": "ready_within", "within_s": "5s"},
@@ -33,20 +31,10 @@ def with_upgrade(**swap: Any) -> dict[str, Any]:
     return sc
 
 
-def validate(tmp_path: Path, capsys: pytest.CaptureFixture[str], sc: dict[str, Any]) -> tuple:
-    write_base(tmp_path, sc)
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    with pytest.raises(SystemExit) as exited:
-        main(["validate", str(path)])
-    out = capsys.readouterr()
-    return exited.value.code, out.out, out.err.strip().splitlines()
-
-
 def test_a_swap_after_a_phase_is_valid_and_counted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = validate(tmp_path, capsys, with_upgrade())
+    code, out, _ = validate_exit(tmp_path, capsys, with_upgrade())
     assert code == 0 and "(2 phases, 120 s, 1 swap)" in out
 
 
@@ -108,7 +96,7 @@ def test_a_bad_upgrade_section_is_one_line_exit_2(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     swap, said = BAD[name]
-    code, _, err = validate(tmp_path, capsys, with_upgrade(**swap))
+    code, _, err = validate_exit(tmp_path, capsys, with_upgrade(**swap))
     assert code == 2
     assert len(err) == 1, err
     assert said in err[0], err

@@ -8,24 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from soak.cli import main
-from tests.unit.test_bad_input import base_scenario, write_base
+from tests.unit.test_bad_input import base_scenario, validate_exit
 
 
 def validated(tmp_path: Path, capsys: pytest.CaptureFixture[str], **sections: Any) -> list[str]:
     """The stderr lines of `soak validate` of the base scenario with `sections` set."""
-    sc = {**base_scenario(), **sections}
-    write_base(tmp_path, sc)
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    with pytest.raises(SystemExit) as exited:
-        main(["validate", str(path)])
-    out = capsys.readouterr()
-    assert exited.value.code == 0, out.err
-    assert "is valid" in out.out
-    return out.err.strip().splitlines()
+    code, out, err = validate_exit(tmp_path, capsys, {**base_scenario(), **sections})
+    assert code == 0, err
+    assert "is valid" in out
+    return err
 
 
 PHASES = [

@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from soak.clock import WHOLE_SECONDS, ns_to_s, s_to_ns
@@ -26,40 +25,18 @@ from soak.errors import SoakError
 from soak.runs.away import AWAY_EVENT, count_away
 from soak.runs.context import RunContext
 from soak.runs.ending import Ending, Outcome, RunEnd
-from soak.runs.events import RunEvents
-from soak.runs.layout import TargetFiles
 from soak.runs.live import LiveFigures
-from soak.runs.owed import hand_over_spools, run_sinks
 from soak.runs.parts import RunParts
+from soak.runs.reap import target_group
 from soak.runs.reserve import release_reserve
 from soak.runs.state import RunRecord, RunStatus
-from soak.runs.supervise import Supervisor, abandoned_at_ns, owner
-from soak.runs.swaps import target_now
+from soak.runs.supervise import Supervisor, owner
 from soak.runs.ticking import Ticker
 from soak.runs.timeline import RateChange, Timeline
 from soak.targets.base import Running
-from soak.targets.group import OnEvent, TargetGroup
 from soak.targets.specs import TargetConfig
 
 log = logging.getLogger(__name__)
-
-
-def _group(record: RunRecord, on_event: OnEvent, data_dir: Path) -> TargetGroup:
-    """A service's run outlives a service restart (it is resumed); a foreground run's
-    processes die with its command."""
-    sc = record.scenario
-    return TargetGroup(
-        target_now(sc, record.run_dir),  # the version the run's swaps have left running
-        sc.services,
-        sc.setup,
-        files=TargetFiles(record.run_dir),
-        run_id=record.id,
-        base_dir=sc.base_dir,
-        allow_targets=tuple(sc.allow_targets),
-        on_event=on_event,
-        resumable_in=None if record.foreground else data_dir,
-        load_connections=sc.load.server_connections() if sc.load is not None else None,
-    )
 
 
 class Run:
@@ -78,7 +55,7 @@ class Run:
         self.parts = RunParts(
             self.id, self.scenario, self.run_dir, ctx, run_tags, foreground=record.foreground
         )
-        self.targets = _group(record, self.parts.event, ctx.data_dir.root)
+        self.targets = target_group(record, self.parts.event, ctx.data_dir.root)
         self.supervisor = Supervisor(
             self.targets, self.parts, restarts=record.restarts, end=self._finish_locked
         )
@@ -387,33 +364,3 @@ class Run:
             load_totals=totals,
             rate_target_qps=load.planned_rate_qps if load is not None else None,
         )
-
-
-def reap(record: RunRecord, ctx: RunContext, reason: str) -> None:
-    """A run nobody drives any more (its foreground command died): stop what it had
-    started, from its saved state, and mark it `abandoned`."""
-
-    # Its sinks are not opened again: its events go to its record (status, report).
-    events = RunEvents(record.id, {}, record=ctx.state.record_event, write=lambda points: None)
-
-    def event(kind: str, message: str, value: float = 0.0) -> None:
-        events.add(kind, message, value)
-
-    targets = _group(record, event, ctx.data_dir.root)
-    try:
-        targets.attach(record.target_state or {})
-    except SoakError as exc:
-        event("error", f"re-attaching to stop: {exc}")
-    targets.stop()
-    # What its sinks had not taken when its command died is owed, as at any run's end.
-    sinks = run_sinks(record.id, record.scenario, record.run_dir, ctx.data_dir, None)
-    sinks.close()
-    for message, points in hand_over_spools(record.id, sinks, ctx.state, ctx.metrics):
-        event("spool_owed", message, float(points))
-    event("stop", f"run abandoned: {reason}")
-    ctx.state.update_run(
-        record.id,
-        status=RunStatus.ABANDONED,
-        message=f"abandoned: {reason}",
-        ended_ns=abandoned_at_ns(record),
-    )

@@ -28,8 +28,9 @@ from soak.runs.layout import DataDir
 from soak.runs.leftovers import sweep_leftovers
 from soak.runs.live import LiveFigures
 from soak.runs.owed import OwedSpools
+from soak.runs.reap import reap
 from soak.runs.reserve import make_reserve
-from soak.runs.run import Run, reap
+from soak.runs.run import Run
 from soak.runs.runid import new_run_id
 from soak.runs.state import ACTIVE, RunRecord, RunStatus, StateStore
 from soak.runs.supervise import ABANDONED_WHY, owner_alive
