@@ -29,6 +29,7 @@ from soak.clock import ns_to_s, ns_to_us, s_to_ns, second_of
 from soak.load import wire
 from soak.load.conn import UP, StreamFlow, TlsSpec
 from soak.load.replay._conns import ClientConns
+from soak.load.replay._engine import python_reason, run_compiled, say_python
 from soak.load.replay._plan import Plan, Planned
 from soak.load.replay._result import OffsetTotals, ReplayResult
 from soak.load.replay._windows import ReplayWindows
@@ -255,7 +256,13 @@ class Replay:
         """Plays the plan from `origin_ns` (monotonic; its second 0) if given, else in a
         moment, until `duration_s` after it; from `start_ns` after it if given (a restart,
         a resumed run: Plan.queries); `stopping()` true ends the sending, and the queries
-        in flight end as answered or lost (their windows close with them)."""
+        in flight end as answered or lost (their windows close with them).
+
+        An all-UDP replay is played by the compiled loop where it is built (_engine)."""
+        reason = python_reason(self)
+        if reason is None:
+            return run_compiled(self, duration_s, origin_ns, stopping, start_ns, START_DELAY_NS)
+        say_python(reason)
         end_ns = None if duration_s is None else s_to_ns(duration_s)
         self.start_ns = start_ns
         plan: Iterator[Planned] = self.plan.queries(end_ns, start_ns)
