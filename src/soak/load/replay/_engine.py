@@ -2,7 +2,9 @@
 
 A replay whose queries all go over UDP is played by the compiled loop
 (soak.load.replay._fastreplay, built by `pip install -e .`): the plan stays Python
-(Plan.queries) and is handed over in due-time batches; the sockets, the sends, the
+(Plan.columns: each query's time in its loop, client, class, flags; Plan.questions:
+its question in that loop, renamed or not) and is handed over loop by loop, in batches
+of CHUNK questions; the sockets, the sends, the
 replies, the id ring and the windows' counts and latencies are the C loop's, and
 each window it closes is handed to the replay's ledger (ReplayWindows.closed_window)
 as the Python loop's would be. Stream transports, a replay forced to Python
@@ -20,7 +22,6 @@ import os
 import socket
 import struct
 import sys
-from array import array
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
@@ -61,8 +62,8 @@ class Replay(Protocol):
 
 
 ENV = "SOAK_REPLAY_ENGINE"  # "python": the Python loop even where the compiled one runs
-BATCH_NS = 20_000_000  # a batch: the queries due in the next 20 ms ...
-BATCH_MAX = 256  # ... at most this many (the plan's Python time holds replies unread)
+RETURN_NS = 20_000_000  # the compiled loop hands back this often (windows, stopping)
+CHUNK = 4096  # questions handed over at once (a loop's renamed ones made this many at a time)
 DRAIN_STEP_NS = 10_000_000  # windows are closed this often while the last replies come
 BUILD_HINT = "not built (install gcc and python3-dev, then `pip install -e .`)"
 
@@ -124,33 +125,43 @@ def run_compiled(
     )
     end_ns = None if duration_s is None else s_to_ns(duration_s)
     replay.start_ns = start_ns
-    plan = replay.plan.queries(end_ns, start_ns)
+    plan = replay.plan
+    columns, n = plan.columns(), len(plan.capture.queries)
+    loop, first = plan.position(start_ns)
+    loops = plan.loops_until(end_ns)
     origin = monotonic_ns() + start_delay_ns if origin_ns is None else origin_ns
-    batch: list[Planned] = []
+    chunk: tuple[int, int, list[bytes]] = (loop, first, [])  # (loop, first, questions)
+
+    def at(loop: int) -> int:
+        return loop * plan.period_ns
+
+    playing = False
     try:
-        nxt = next(plan, None)
-        while nxt is not None:
-            batch, ints, questions = [], array("q"), []
-            horizon = max(monotonic_ns() - origin, nxt.due_ns) + BATCH_NS
-            while nxt is not None and nxt.due_ns < horizon and len(batch) < BATCH_MAX:
-                ints.extend((nxt.due_ns, nxt.client, nxt.loop, nxt.cls, nxt.flags))
-                questions.append(nxt.question)
-                batch.append(nxt)
-                nxt = next(plan, None)
-            add_offsets(replay, engine.run(ints.tobytes(), questions, origin))
-            counted(replay, batch, len(batch))
-            batch = []
-            below = second_of(nxt.due_ns if nxt is not None else end_ns or 0, 0)
-            close(replay, engine, below if nxt is not None else CLOSE_ALL)
-            if nxt is not None and stopping is not None and stopping():
-                nxt = None  # nothing more is sent; what is in flight ends
+        while (loops is None or loop < loops) and not (end_ns is not None and at(loop) >= end_ns):
+            if chunk[0] != loop or not chunk[1] <= first < chunk[1] + len(chunk[2]):
+                chunk = (loop, first, plan.questions(loop, first, min(n, first + CHUNK)))
+            questions = chunk[2][first - chunk[1] :]
+            playing = True  # until its queries are counted: then wind_up goes from them
+            offsets, nxt, ended = engine.play(
+                columns, questions, origin, at(loop), loop, first,
+                -1 if end_ns is None else end_ns, monotonic_ns() + RETURN_NS,
+            )  # fmt: skip
+            add_offsets(replay, offsets)
+            counted(replay, loop, nxt - 1 if nxt > first else None)
+            playing = False
+            loop, first = (loop + 1, 0) if nxt == n else (loop, nxt)
+            if ended or (stopping is not None and stopping()):
+                break  # nothing more is sent; what is in flight ends
+            close(replay, engine, second_of(at(loop) + plan_due(columns, first), 0))
         while engine.drain(monotonic_ns() + DRAIN_STEP_NS) > 0:
             close(replay, engine, CLOSE_ALL)
         close(replay, engine, CLOSE_ALL)
-        ended = monotonic_ns()
+        ended_ns = monotonic_ns()
     except BaseException:
         # wind_up counts from the last query the loop counted, and closes what is open.
-        counted(replay, batch, engine.stats()[5])
+        handled = engine.stats()[5]
+        if playing and handled:
+            counted(replay, loop, first + handled - 1)
         hand_over_open(replay, engine)
         raise
     finally:
@@ -159,14 +170,20 @@ def run_compiled(
         sent, lost, replay.unexpected, replay.late, _, _, conns.fds_peak = engine.stats()
         for client, s, n in zip(replay.clients, sent, lost, strict=True):
             client.sent, client.lost = s, n
-    return replay.result((ended - origin - start_ns) / 1e9)
+    return replay.result((ended_ns - origin - start_ns) / 1e9)
 
 
-def counted(replay: Replay, batch: list[Planned], handled: int) -> None:
-    if handled:
-        last = batch[handled - 1]
-        replay.last_counted = last
-        replay.loops_seen = max(replay.loops_seen, last.loop + 1)
+def counted(replay: Replay, loop: int, last: int | None) -> None:
+    """The capture's query `last` of `loop` was counted (sent or skipped): wind_up and
+    the loops seen go from it."""
+    if last is not None:
+        replay.last_counted = replay.plan.planned(loop, last)
+        replay.loops_seen = max(replay.loops_seen, loop + 1)
+
+
+def plan_due(columns: bytes, i: int) -> int:
+    """The capture's query `i`'s due time in its loop (Plan.columns' first int64)."""
+    return int.from_bytes(columns[32 * i : 32 * i + 8], sys.byteorder, signed=True)
 
 
 def add_offsets(replay: Replay, offsets: dict[int, int]) -> None:

@@ -1,9 +1,9 @@
 /* The replay's UDP send and reply loop in C: soak.load.replay._fastreplay.Engine.
  *
  * The plan (which query, when, which client, which name) stays Python
- * (soak.load.replay._plan); it is handed in in due-time batches (run()), each
- * query as five int64 (due_ns after the origin, client, loop, class, flags) and
- * its question (bytes). Here: each client's connected UDP socket (opened at its
+ * (soak.load.replay._plan) and is computed ahead: play() reads the capture's
+ * queries as four int64 each (due in the loop, client, class, flags), a loop's start
+ * and the loop's questions (bytes, renamed or not), in batches. Here: each client's connected UDP socket (opened at its
  * first query, opened again at a new loop with rename_clients), each query sent
  * at its time, the replies read with recvmmsg from every socket epoll says is
  * ready, matched by id and echoed question (the id ring, as Replay's in _loop.py,
@@ -50,7 +50,7 @@ typedef struct {
     long long idle_ns, next_idle, open_fds, fds_peak;
     long long timeout_ns, inflight, unexpected, late, next_sweep;
     int next_slot;
-    Py_ssize_t handled; /* queries of the last run()'s batch counted (sent or skipped) */
+    Py_ssize_t handled; /* queries of the last play() counted (sent or skipped) */
     long long ring_t[RING]; /* send time > 0 in flight, negated once lost, 0 answered */
     int ring_c[RING], ring_k[RING];
     long long ring_w[RING];
@@ -60,7 +60,7 @@ typedef struct {
     long long wsec[NW], winfl[NW];
     long long *cnt;     /* ((w * nc) + c) * NCOUNT + field */
     unsigned int *lat;  /* ((w * nc) + c) * NB + bucket */
-    PyObject *offsets;  /* the current run()'s send offsets: (second << 32 | us) -> count */
+    PyObject *offsets;  /* the current play()'s send offsets: (second << 32 | us) -> count */
     unsigned char rbuf[RECV_BATCH][RECV_BYTES];
     struct mmsghdr rmsgs[RECV_BATCH];
     struct iovec riov[RECV_BATCH];
@@ -97,7 +97,7 @@ static inline long long three_digits(long long us) {
 static long long *counts(Engine *e, long long second, int c) {
     int w = (int)(second & (NW - 1));
     if (e->wsec[w] != second) {
-        if (e->wsec[w] != -1) e->overflow = 1; /* a window open past NW seconds: said by run() */
+        if (e->wsec[w] != -1) e->overflow = 1; /* a window open past NW seconds: said by play() */
         e->wsec[w] = second;
         e->winfl[w] = 0;
         memset(e->cnt + (size_t)w * e->nc * NCOUNT, 0, sizeof(long long) * e->nc * NCOUNT);
@@ -232,7 +232,7 @@ static void open_client(Engine *e, int k) {
     if (++e->open_fds > e->fds_peak) e->fds_peak = e->open_fds;
 }
 
-/* Replay.send (and run()'s backlog rule): one planned query, now. */
+/* Replay.send (and run()'s backlog rule in _loop.py): one planned query, now. */
 static int send_one(Engine *e, const long long *v, PyObject *q, long long origin, long long now) {
     long long due = v[0], loop = v[2];
     int k = (int)v[1], c = (int)v[3], flags = (int)v[4];

@@ -8,7 +8,17 @@ class Engine:
         idle_ns: int,
         rename_clients: bool,
     ) -> None: ...
-    def run(self, batch: bytes, questions: list[bytes], origin_ns: int) -> dict[int, int]: ...
+    def play(
+        self,
+        columns: bytes,
+        questions: list[bytes],
+        origin_ns: int,
+        base_ns: int,
+        loop: int,
+        first: int,
+        end_ns: int,
+        return_ns: int,
+    ) -> tuple[dict[int, int], int, bool]: ...
     def drain(self, until_ns: int) -> int: ...
     def take(
         self, below: int, force: bool

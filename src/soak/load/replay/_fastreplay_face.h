@@ -79,49 +79,66 @@ static void Engine_dealloc(Engine *e) {
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
-/* run(batch, questions, origin_ns) -> {second << 32 | offset_us: count}
- * Sends each query of the batch (five int64 each: due_ns, client, loop, class, flags)
- * at origin_ns + due_ns, reading replies and sweeping timeouts meanwhile. */
-static PyObject *Engine_run(Engine *e, PyObject *args) {
+/* play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns)
+ *   -> (offsets, next, ended)
+ * A loop of the plan from its query `first`: query i (columns: four int64 each, due in
+ * the loop, client, class, flags; its question questions[i - first]) is sent at
+ * origin_ns + base_ns + due, until the questions end, a query is due at or after end_ns
+ * (ended; end_ns < 0: none), or, once what is due has left, return_ns (monotonic). */
+static PyObject *Engine_play(Engine *e, PyObject *args) {
     Py_buffer b;
     PyObject *qs;
-    long long origin;
-    if (!PyArg_ParseTuple(args, "y*O!L", &b, &PyList_Type, &qs, &origin)) return NULL;
-    const long long *v = b.buf;
-    Py_ssize_t n = b.len / (5 * (Py_ssize_t)sizeof(long long)), i = 0;
-    if (PyList_GET_SIZE(qs) != n) {
+    long long origin, base, loop, end, ret;
+    Py_ssize_t first;
+    if (!PyArg_ParseTuple(args, "y*O!LLLnLL", &b, &PyList_Type, &qs, &origin, &base, &loop,
+                          &first, &end, &ret))
+        return NULL;
+    const long long *cols = b.buf;
+    Py_ssize_t n = b.len / (4 * (Py_ssize_t)sizeof(long long));
+    Py_ssize_t stop = first + PyList_GET_SIZE(qs), i = first;
+    int ended = 0;
+    if (first < 0 || stop > n) {
         PyBuffer_Release(&b);
-        PyErr_SetString(PyExc_ValueError, "one question per query");
+        PyErr_SetString(PyExc_ValueError, "questions past the capture");
         return NULL;
     }
     Py_XSETREF(e->offsets, PyDict_New());
     if (!e->offsets) goto fail;
     e->handled = 0;
-    while (i < n) {
+    for (;;) {
         long long now = mono_ns();
-        for (int here = 0; i < n && origin + v[5 * i] <= now && here < SEND_STEP; here++, i++) {
-            PyObject *q = PyList_GET_ITEM(qs, i);
+        for (int here = 0; i < stop && here < SEND_STEP; here++, i++) {
+            const long long *c = cols + 4 * i;
+            long long v[5] = {base + c[0], c[1], loop, c[2], c[3]};
+            if (end >= 0 && v[0] >= end) {
+                ended = 1;
+                break;
+            }
+            if (origin + v[0] > now) break;
+            PyObject *q = PyList_GET_ITEM(qs, i - first);
             if (!PyBytes_Check(q)) {
                 PyErr_SetString(PyExc_TypeError, "a question is bytes");
                 goto fail;
             }
-            if (send_one(e, v + 5 * i, q, origin, now) < 0) goto fail;
-            e->handled = i + 1;
+            if (send_one(e, v, q, origin, now) < 0) goto fail;
+            e->handled = i + 1 - first;
             now = mono_ns();
         }
-        long long wait = 0;
-        if (i < n) {
-            wait = origin + v[5 * i] - mono_ns();
-            wait = wait < 0 ? 0 : wait > SWEEP_NS ? SWEEP_NS : wait;
-        }
-        poll_once(e, wait);
+        if (ended || i >= stop) break;
+        long long due = origin + base + cols[4 * i];
+        if (now >= ret && due > now) break;
+        long long wait = due - mono_ns(), left = ret - now;
+        wait = wait < 0 ? 0 : wait > left ? left : wait;
+        poll_once(e, wait > SWEEP_NS ? SWEEP_NS : wait < 0 ? 0 : wait);
         housekeeping(e);
         if (PyErr_CheckSignals() < 0) goto fail;
     }
+    poll_once(e, 0);
+    housekeeping(e);
     PyBuffer_Release(&b);
     if (e->overflow) return overflowed();
-    PyObject *out = e->offsets;
-    e->offsets = NULL;
+    PyObject *out = Py_BuildValue("(OnN)", e->offsets, i, PyBool_FromLong(ended));
+    Py_CLEAR(e->offsets);
     return out;
 fail:
     PyBuffer_Release(&b);
@@ -208,7 +225,7 @@ static PyObject *Engine_take(Engine *e, PyObject *args) {
 }
 
 /* stats() -> (sent per client, lost per client, unexpected, late, in flight, queries of
- * the last run()'s batch counted, client sockets open at once at most) */
+ * the last play() counted, client sockets open at once at most) */
 static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(arg)) {
     PyObject *sent = PyList_New(e->nclients), *lost = PyList_New(e->nclients);
     if (!sent || !lost) goto fail;
@@ -231,7 +248,8 @@ static PyObject *Engine_shut(Engine *e, PyObject *Py_UNUSED(arg)) {
 }
 
 static PyMethodDef Engine_methods[] = {
-    {"run", (PyCFunction)Engine_run, METH_VARARGS, "run(batch, questions, origin_ns) -> offsets"},
+    {"play", (PyCFunction)Engine_play, METH_VARARGS,
+     "play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns)"},
     {"drain", (PyCFunction)Engine_drain, METH_O, "drain(until_ns) -> queries in flight"},
     {"take", (PyCFunction)Engine_take, METH_VARARGS, "take(below, force) -> closed windows"},
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS, "stats() -> per-client sent, lost, ..."},
