@@ -133,3 +133,28 @@ def test_soak_load_replay_plays_udp_in_the_compiled_loop(
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0 and SAID not in proc.stderr, proc.stderr
     assert "Queries completed:    100" in proc.stdout, proc.stdout
+
+
+def test_clients_past_the_descriptors_lose_their_queries_counted(
+    tmp_path: Path, server: ServerProc
+) -> None:
+    """100 clients, 64 descriptors for the whole process: the clients whose socket cannot
+    be opened lose their queries, each counted (udp_socket_errors), the rest answered."""
+    import json
+    import resource
+
+    path = tmp_path / "c.soakcap"
+    write_capture(path, capture(400, clients=100))
+    argv = [SOAK, "load", "--server", f"127.0.0.1:{server.port}", "--replay", str(path), "--json"]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)),
+    )
+    assert proc.returncode == 0 and SAID not in proc.stderr, proc.stderr
+    d = json.loads(proc.stdout)
+    errors = d["connections"]["udp_socket_errors"]
+    assert 0 < errors == d["lost"] and d["completed"] + d["lost"] == d["sent"] == 400, d
+    assert d["client_sockets_peak"] < 64, d

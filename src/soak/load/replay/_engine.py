@@ -167,7 +167,8 @@ def run_compiled(
     finally:
         engine.shut()
         conns.shut()
-        sent, lost, replay.unexpected, replay.late, _, _, conns.fds_peak = engine.stats()
+        sent, lost, replay.unexpected, replay.late, _, _, conns.fds_peak, errors = engine.stats()
+        conns.socket_errors = errors
         for client, s, n in zip(replay.clients, sent, lost, strict=True):
             client.sent, client.lost = s, n
     return replay.result((ended_ns - origin - start_ns) / 1e9)

@@ -48,6 +48,7 @@ typedef struct {
     long long *cloop, *csent, *clost;
     long long *clast, *cinfl; /* per client: its last send, its queries in flight */
     long long idle_ns, next_idle, open_fds, fds_peak;
+    long long socket_errors; /* sockets that could not be opened (out of descriptors) */
     long long timeout_ns, inflight, unexpected, late, next_sweep;
     int next_slot;
     Py_ssize_t handled; /* queries of the last play() counted (sent or skipped) */
@@ -221,11 +222,15 @@ static void close_client(Engine *e, int k) {
 
 static void open_client(Engine *e, int k) {
     int fd = socket(e->addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return;
+    if (fd < 0) { /* counted (ClientConns.socket_errors), the query ends lost */
+        e->socket_errors++;
+        return;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (unsigned)k};
     if (connect(fd, (struct sockaddr *)&e->addr, e->addrlen) < 0 ||
         epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         close(fd);
+        e->socket_errors++;
         return;
     }
     e->fd[k] = fd;

@@ -225,7 +225,8 @@ static PyObject *Engine_take(Engine *e, PyObject *args) {
 }
 
 /* stats() -> (sent per client, lost per client, unexpected, late, in flight, queries of
- * the last play() counted, client sockets open at once at most) */
+ * the last play() counted, client sockets open at once at most, sockets that could not
+ * be opened) */
 static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(arg)) {
     PyObject *sent = PyList_New(e->nclients), *lost = PyList_New(e->nclients);
     if (!sent || !lost) goto fail;
@@ -235,8 +236,8 @@ static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(arg)) {
         PyList_SET_ITEM(sent, k, s);
         PyList_SET_ITEM(lost, k, l);
     }
-    return Py_BuildValue("(NNLLLnL)", sent, lost, e->unexpected, e->late, e->inflight,
-                         e->handled, e->fds_peak);
+    return Py_BuildValue("(NNLLLnLL)", sent, lost, e->unexpected, e->late, e->inflight,
+                         e->handled, e->fds_peak, e->socket_errors);
 fail:
     Py_XDECREF(sent), Py_XDECREF(lost);
     return NULL;
