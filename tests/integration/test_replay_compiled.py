@@ -158,3 +158,36 @@ def test_clients_past_the_descriptors_lose_their_queries_counted(
     errors = d["connections"]["udp_socket_errors"]
     assert 0 < errors == d["lost"] and d["completed"] + d["lost"] == d["sent"] == 400, d
     assert d["client_sockets_peak"] < 64, d
+
+
+def test_clients_split_across_worker_processes_send_the_same_windows(
+    server: ServerProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two worker processes (client k in worker k mod 2) against one: the merged windows
+    hold the same queries, per second and class, and each client its own."""
+    from soak.load.replay._workers import run_split
+
+    monkeypatch.delenv(_engine.ENV, raising=False)
+    cfg = ReplayConfig(file=Path("unused"), loops=2)
+    runs = []
+    for workers in (1, 2):
+        replay = Replay(cfg, capture(), "127.0.0.1", server.port, 2.0)
+        windows: list[Window] = []
+        replay.ledger.on_window = windows.append
+        result = run_split(replay, workers, None, 50_000_000)
+        runs.append((result, windows))
+    (one, one_w), (two, two_w) = runs
+    assert two.as_dict()["completed"] == 1800, two.as_dict()
+    assert counts(two_w) == counts(one_w)
+    assert two.sent_per_client == one.sent_per_client == [72] * 25
+    assert two.windows == one.windows and two.problems == []
+    assert two.fds_peak == 25  # 13 and 12 clients, each its own socket
+
+
+def test_workers_below_one_is_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "c.soakcap"
+    write_capture(path, capture(10))
+    argv = [SOAK, "load", "--server", "127.0.0.1:9", "--replay", str(path), "--workers", "0"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert proc.stderr == "soak: --workers must be at least 1: 0\n", proc.stderr

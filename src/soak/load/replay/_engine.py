@@ -110,8 +110,10 @@ def run_compiled(
     stopping: Callable[[], bool] | None,
     start_ns: int,
     start_delay_ns: int,
+    share: tuple[int, int] = (0, 1),
 ) -> ReplayResult:
-    """Replay.run's contract, in the compiled loop."""
+    """Replay.run's contract, in the compiled loop; of the clients, the `share` (worker,
+    workers) whose number is the worker's modulo workers (_workers)."""
     module = compiled()
     assert module is not None
     conns = replay.conns
@@ -144,7 +146,7 @@ def run_compiled(
             playing = True  # until its queries are counted: then wind_up goes from them
             offsets, nxt, ended = engine.play(
                 columns, questions, origin, at(loop), loop, first,
-                -1 if end_ns is None else end_ns, monotonic_ns() + RETURN_NS,
+                -1 if end_ns is None else end_ns, monotonic_ns() + RETURN_NS, *share,
             )  # fmt: skip
             add_offsets(replay, offsets)
             counted(replay, loop, nxt - 1 if nxt > first else None)

@@ -18,6 +18,8 @@ class Engine:
         first: int,
         end_ns: int,
         return_ns: int,
+        worker: int = 0,
+        workers: int = 1,
     ) -> tuple[dict[int, int], int, bool]: ...
     def drain(self, until_ns: int) -> int: ...
     def take(

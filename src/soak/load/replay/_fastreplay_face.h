@@ -79,19 +79,22 @@ static void Engine_dealloc(Engine *e) {
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
-/* play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns)
- *   -> (offsets, next, ended)
+/* play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns,
+ *      worker, workers) -> (offsets, next, ended)
  * A loop of the plan from its query `first`: query i (columns: four int64 each, due in
  * the loop, client, class, flags; its question questions[i - first]) is sent at
  * origin_ns + base_ns + due, until the questions end, a query is due at or after end_ns
- * (ended; end_ns < 0: none), or, once what is due has left, return_ns (monotonic). */
+ * (ended; end_ns < 0: none), or, once what is due has left, return_ns (monotonic).
+ * Only the clients `worker` of `workers` play here (client % workers == worker): the
+ * others' queries are another process's. */
 static PyObject *Engine_play(Engine *e, PyObject *args) {
     Py_buffer b;
     PyObject *qs;
     long long origin, base, loop, end, ret;
     Py_ssize_t first;
-    if (!PyArg_ParseTuple(args, "y*O!LLLnLL", &b, &PyList_Type, &qs, &origin, &base, &loop,
-                          &first, &end, &ret))
+    int worker = 0, workers = 1;
+    if (!PyArg_ParseTuple(args, "y*O!LLLnLL|ii", &b, &PyList_Type, &qs, &origin, &base, &loop,
+                          &first, &end, &ret, &worker, &workers))
         return NULL;
     const long long *cols = b.buf;
     Py_ssize_t n = b.len / (4 * (Py_ssize_t)sizeof(long long));
@@ -114,6 +117,7 @@ static PyObject *Engine_play(Engine *e, PyObject *args) {
                 ended = 1;
                 break;
             }
+            if (workers > 1 && c[1] % workers != worker) continue; /* another's client */
             if (origin + v[0] > now) break;
             PyObject *q = PyList_GET_ITEM(qs, i - first);
             if (!PyBytes_Check(q)) {

@@ -33,6 +33,7 @@ from soak.load.replay._engine import python_reason, run_compiled, say_python
 from soak.load.replay._plan import Plan, Planned
 from soak.load.replay._result import OffsetTotals, ReplayResult
 from soak.load.replay._windows import ReplayWindows
+from soak.load.replay._workers import run_split
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
 from soak.traffic.capture_file import UDP, Capture
 from soak.traffic.replay_config import BOUND_P99_US, ReplayConfig
@@ -368,7 +369,12 @@ def run_replay(
     timeout_s: float = 2.0,
     seed: int = 0,
     tls: TlsSpec | None = None,
+    workers: int = 1,
 ) -> ReplayResult:
-    """Reads the capture (bad input: InputError, nothing started), then replays it."""
+    """Reads the capture (bad input: InputError, nothing started), then replays it; its
+    clients split across `workers` processes where the compiled loop plays it."""
     capture = load_replay(cfg)
-    return Replay(cfg, capture, server[0], server[1], timeout_s, seed, tls).run(duration_s)
+    replay = Replay(cfg, capture, server[0], server[1], timeout_s, seed, tls)
+    if workers > 1 and python_reason(replay) is None:
+        return run_split(replay, workers, duration_s, START_DELAY_NS)
+    return replay.run(duration_s)

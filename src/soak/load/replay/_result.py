@@ -158,6 +158,13 @@ class OffsetTotals:
         if self.by_second is not None and second is not None:
             self.by_second.setdefault(second, Offsets()).counts[us] += n
 
+    def merge(self, other: OffsetTotals) -> None:
+        """Another process's offsets of the same replay (_workers), whole-run ones."""
+        for i, n in enumerate(other._counts):
+            if n:
+                self._counts[i] += n
+        self.max_us = max(self.max_us, other.max_us)
+
     def take(self, second: int) -> Offsets:
         """The offsets of the queries due in `second` (empty if none was sent), forgotten."""
         found = None if self.by_second is None else self.by_second.pop(second, None)
