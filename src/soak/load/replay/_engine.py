@@ -4,12 +4,11 @@ A replay whose queries all go over UDP is played by the compiled loop
 (soak.load.replay._fastreplay, built by `pip install -e .`): the plan stays Python
 (Plan.columns: each query's time in its loop, client, class, flags; Plan.questions:
 its question in that loop, renamed or not) and is handed over loop by loop, in batches
-of CHUNK questions; the sockets, the sends, the
-replies, the id ring and the windows' counts and latencies are the C loop's, and
-each window it closes is handed to the replay's ledger (ReplayWindows.closed_window)
-as the Python loop's would be. Stream transports, a replay forced to Python
-(SOAK_REPLAY_ENGINE=python) and a build without the compiled loop take Replay's
-Python loop, and say so on stderr.
+of CHUNK questions; the sockets, the sends, the replies, the id ring and the windows'
+counts and latencies are the C loop's, and each window it closes is handed to the
+replay's ledger (ReplayWindows.closed_window) as the Python loop's would be. Stream
+transports, a replay forced to Python (SOAK_REPLAY_ENGINE=python) and a build without
+the compiled loop take Replay's Python loop, and say so on stderr.
 
 The compiled loop's latencies are soak.histogram's buckets (each answer counted at
 its bucket's lowest µs), so its windows merge with any other's; the Python loop's

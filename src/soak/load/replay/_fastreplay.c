@@ -3,8 +3,9 @@
  * The plan (which query, when, which client, which name) stays Python
  * (soak.load.replay._plan) and is computed ahead: play() reads the capture's
  * queries as four int64 each (due in the loop, client, class, flags), a loop's start
- * and the loop's questions (bytes, renamed or not), in batches. Here: each client's connected UDP socket (opened at its
- * first query, opened again at a new loop with rename_clients), each query sent
+ * and the loop's questions (bytes, renamed or not), in batches. Here: each client's
+ * connected UDP socket (opened at its first query, opened again at a new loop with
+ * rename_clients, closed after idle_ns with nothing in flight), each query sent
  * at its time, the replies read with recvmmsg from every socket epoll says is
  * ready, matched by id and echoed question (the id ring, as Replay's in _loop.py,
  * slot for slot), and the one-second windows' counts (due, sent, skipped,
