@@ -11,7 +11,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The demo needs soak only; the tools of `make test` (pytest, ruff, mypy, import-linter)
 # come with `setup`. The venv's own pip installs both (no upgrade: it took seconds of a
 # first `make demo`).
-$(BIN)/soak: pyproject.toml src/soak/load/_fastudp.c src/soak/load/_fastudp_defs.h src/soak/load/_fastudp_loop.h
+$(BIN)/soak: pyproject.toml src/soak/load/_fastudp.c src/soak/load/_fastudp_defs.h src/soak/load/_fastudp_loop.h \
+		src/soak/load/replay/_fastreplay.c src/soak/load/replay/_fastreplay_face.h
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -e .
 	touch $@

@@ -19,7 +19,7 @@ DEFAULT_QUERIES (tests/support/servers.py), evenly spaced at 1,000 q/s for
   reading after 30 s against the last.
 
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py [--runs 3] [--duration 5]
-        [--rates 10000,50000] [--clients 100] [--memory-s 0]
+        [--rates 10000,50000] [--clients 100] [--memory-s 0] [--workers 2]
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py --smoke   # seconds
 """
 
@@ -90,9 +90,10 @@ def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: f
     }
 
 
-def run_replay(port: int, cap: Path, duration_s: float, rate: float) -> dict:
+def run_replay(port: int, cap: Path, duration_s: float, rate: float, workers: int = 1) -> dict:
     cpu0 = children_cpu_s()
     argv = [SOAK, "load", "--server", f"127.0.0.1:{port}", "--replay", str(cap)]
+    argv += ["--workers", str(workers)]
     argv += ["--rate", str(rate), "--duration", str(duration_s), "--json", "--timeout", "1"]
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     cpu = children_cpu_s() - cpu0
@@ -153,6 +154,7 @@ def main() -> None:
     ap.add_argument("--rates", default="10000,50000")
     ap.add_argument("--max-rate", type=float, default=100_000)
     ap.add_argument("--memory-s", type=float, default=0)
+    ap.add_argument("--workers", type=int, default=1, help="the replay's worker processes")
     ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
     if args.smoke:
@@ -173,9 +175,13 @@ def main() -> None:
             }
             for _ in range(args.runs):
                 flat["dnsperf"].append(run_dnsperf(server.port, qfile, args.duration, args.clients))
-                flat["replay"].append(run_replay(server.port, cap, args.duration, args.max_rate))
+                flat["replay"].append(
+                    run_replay(server.port, cap, args.duration, args.max_rate, args.workers)
+                )
                 for r in rates:
-                    timing[r]["replay"].append(run_replay(server.port, cap, args.duration, r))
+                    timing[r]["replay"].append(
+                        run_replay(server.port, cap, args.duration, r, args.workers)
+                    )
                     timing[r]["dnsperf"].append(
                         run_dnsperf(server.port, qfile, args.duration, args.clients, r)
                     )

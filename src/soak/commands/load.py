@@ -137,6 +137,7 @@ def load_cmd(
             rewrite_zones,
             (duration, timeout, seed),
             as_json,
+            workers,
         )
         return
     rate_qps = _rate(rate)

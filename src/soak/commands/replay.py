@@ -37,15 +37,18 @@ def replay_cmd(
     zones: tuple[str, ...],
     run: tuple[str | None, float | None, int | None],
     as_json: bool,
+    workers: int | None = None,
 ) -> None:
     """Checks everything (the capture included) before the first query; exit 1 if
-    nothing was answered."""
+    nothing was answered. `workers`: processes the clients are split across."""
     duration, timeout, seed = run
     cfg = replay_config(fields, protocol, zones)
     duration_s = None if duration is None else duration_flag(duration)
     if timeout is not None and timeout <= 0:
         raise InputError(f"--timeout must be positive: {timeout:g}")
-    replay_and_print(cfg, server, duration_s, timeout or 2.0, seed or 0, as_json)
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be at least 1: {workers}")
+    replay_and_print(cfg, server, duration_s, timeout or 2.0, seed or 0, as_json, workers or 1)
 
 
 def replay_and_print(
@@ -55,9 +58,10 @@ def replay_and_print(
     timeout_s: float,
     seed: int,
     as_json: bool,
+    workers: int = 1,
 ) -> None:
     """The replay, its summary (text or JSON); exit 1 if nothing was answered."""
-    result = run_replay(cfg, server, duration_s, timeout_s, seed)
+    result = run_replay(cfg, server, duration_s, timeout_s, seed, workers=workers)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:

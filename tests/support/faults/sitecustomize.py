@@ -1,8 +1,9 @@
 """A fault for the tests, loaded by a process whose PYTHONPATH starts here: with
 SOAK_TEST_REPLAY_RAISE_AT=N, the Nth query a replay of this process sends raises
-(RuntimeError, once). No server makes today's replay raise any more (a DoH server's
-stream limit opens another connection), so a test of what a soak run does when its
-replay raises puts the exception there itself."""
+(RuntimeError, once; in the compiled loop, the batch that sent it). No server makes
+today's replay raise any more (a DoH server's stream limit opens another connection),
+so a test of what a soak run does when its replay raises puts the exception there
+itself."""
 
 from __future__ import annotations
 
@@ -25,3 +26,18 @@ if _AT > 0:
         _send(self, *args, **kwargs)
 
     replay.Replay.send = _send_or_raise  # type: ignore[method-assign]
+
+    # The compiled loop sends in C: its batch that holds the Nth query raises once the
+    # batch is sent, before its queries are counted as such (wind_up counts them).
+    from soak.load.replay import _engine
+
+    _add = _engine.add_offsets
+
+    def _add_or_raise(r: Any, offsets: dict[int, int]) -> None:
+        global _sent
+        before, _sent = _sent, _sent + sum(offsets.values())
+        if before < _AT <= _sent:
+            raise RuntimeError(f"injected fault: the replay's query {_AT} raised")
+        _add(r, offsets)
+
+    _engine.add_offsets = _add_or_raise

@@ -29,9 +29,11 @@ from soak.clock import ns_to_s, ns_to_us, s_to_ns, second_of
 from soak.load import wire
 from soak.load.conn import UP, StreamFlow, TlsSpec
 from soak.load.replay._conns import ClientConns
+from soak.load.replay._engine import python_reason, run_compiled, say_python
 from soak.load.replay._plan import Plan, Planned
 from soak.load.replay._result import OffsetTotals, ReplayResult
 from soak.load.replay._windows import ReplayWindows
+from soak.load.replay._workers import run_split
 from soak.load.worker import MAX_BACKLOG_S, monotonic_ns
 from soak.traffic.capture_file import UDP, Capture
 from soak.traffic.replay_config import BOUND_P99_US, ReplayConfig
@@ -254,7 +256,13 @@ class Replay:
         """Plays the plan from `origin_ns` (monotonic; its second 0) if given, else in a
         moment, until `duration_s` after it; from `start_ns` after it if given (a restart,
         a resumed run: Plan.queries); `stopping()` true ends the sending, and the queries
-        in flight end as answered or lost (their windows close with them)."""
+        in flight end as answered or lost (their windows close with them).
+
+        An all-UDP replay is played by the compiled loop where it is built (_engine)."""
+        reason = python_reason(self)
+        if reason is None:
+            return run_compiled(self, duration_s, origin_ns, stopping, start_ns, START_DELAY_NS)
+        say_python(reason)
         end_ns = None if duration_s is None else s_to_ns(duration_s)
         self.start_ns = start_ns
         plan: Iterator[Planned] = self.plan.queries(end_ns, start_ns)
@@ -361,7 +369,12 @@ def run_replay(
     timeout_s: float = 2.0,
     seed: int = 0,
     tls: TlsSpec | None = None,
+    workers: int = 1,
 ) -> ReplayResult:
-    """Reads the capture (bad input: InputError, nothing started), then replays it."""
+    """Reads the capture (bad input: InputError, nothing started), then replays it; its
+    clients split across `workers` processes where the compiled loop plays it."""
     capture = load_replay(cfg)
-    return Replay(cfg, capture, server[0], server[1], timeout_s, seed, tls).run(duration_s)
+    replay = Replay(cfg, capture, server[0], server[1], timeout_s, seed, tls)
+    if workers > 1 and python_reason(replay) is None:
+        return run_split(replay, workers, duration_s, START_DELAY_NS)
+    return replay.run(duration_s)

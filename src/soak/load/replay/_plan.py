@@ -7,6 +7,7 @@ capture holds one capture in memory, not a day of queries.
 
 from __future__ import annotations
 
+import array
 import bisect
 import hashlib
 import re
@@ -172,24 +173,56 @@ class Plan:
         replay from the origin would have sent there."""
         loop, first = self.position(start_ns)
         speed = self.speed
-        loops = self.loops if self.loops is not None or end_ns is not None else 1
+        loops = self.loops_until(end_ns)
         while loops is None or loop < loops:
             base = loop * self.period_ns
             if end_ns is not None and base >= end_ns:
                 return
-            renamer = self.renamer
             queries = self.capture.queries
             for i, q in enumerate(queries[first:] if first else queries, first):
                 due = base + int(q.offset_ns / speed)
                 if end_ns is not None and due >= end_ns:
                     return
-                question = self._questions[i]
-                if renamer is not None and loop >= renamer.from_loop:
-                    question = wire.question(renamer.name(loop, q.qname), q.qtype)
+                question = self.question(loop, i)
                 yield Planned(
                     due, loop, q.client, q.conn, q.transport, q.flags, question, self._cls[i], i
                 )
             loop, first = loop + 1, 0
+
+    def loops_until(self, end_ns: int | None) -> int | None:
+        """How many loops a replay until `end_ns` plays (None: as many as fit)."""
+        return self.loops if self.loops is not None or end_ns is not None else 1
+
+    def question(self, loop: int, i: int) -> bytes:
+        """The question the capture's query `i` asks in `loop` (its name rewritten there
+        if the config says so)."""
+        renamer = self.renamer
+        if renamer is not None and loop >= renamer.from_loop:
+            q = self.capture.queries[i]
+            return wire.question(renamer.name(loop, q.qname), q.qtype)
+        return self._questions[i]
+
+    def questions(self, loop: int, first: int, end: int) -> list[bytes]:
+        """The questions of the capture's queries `first` to `end` (excluded) in `loop`."""
+        if self.renamer is None or loop < self.renamer.from_loop:
+            return self._questions[first:end]
+        return [self.question(loop, i) for i in range(first, end)]
+
+    def columns(self) -> bytes:
+        """Each captured query's due time in a loop (ns after the loop's start at this
+        speed), client, class and flags, as int64s: what the compiled loop reads of the
+        plan, with questions() and the loop's start (loop * period_ns)."""
+        speed, out = self.speed, array.array("q")
+        for q, cls in zip(self.capture.queries, self._cls, strict=True):
+            out.extend((int(q.offset_ns / speed), q.client, cls, q.flags))
+        return out.tobytes()
+
+    def planned(self, loop: int, i: int) -> Planned:
+        """The capture's query `i` as `loop` plans it (as queries() yields it)."""
+        q = self.capture.queries[i]
+        due = loop * self.period_ns + int(q.offset_ns / self.speed)
+        question = self.question(loop, i)
+        return Planned(due, loop, q.client, q.conn, q.transport, q.flags, question, self._cls[i], i)
 
     def position(self, at_ns: int) -> tuple[int, int]:
         """(loop, index) of the first query due at or after `at_ns` (a loop's end: the

@@ -161,12 +161,19 @@ class OffsetTotals:
         # None for `soak load --replay`, which reports the whole run only.
         self.by_second: dict[int, Offsets] | None = None
 
-    def add(self, us: int, second: int | None = None) -> None:
+    def add(self, us: int, second: int | None = None, n: int = 1) -> None:
         us = three_digits(max(us, 0))  # never early: a clock stepped back is on time
-        self._counts[_bucket(us)] += 1
+        self._counts[_bucket(us)] += n
         self.max_us = max(self.max_us, us)  # as the windows' (three digits)
         if self.by_second is not None and second is not None:
-            self.by_second.setdefault(second, Offsets()).counts[us] += 1
+            self.by_second.setdefault(second, Offsets()).counts[us] += n
+
+    def merge(self, other: OffsetTotals) -> None:
+        """Another process's offsets of the same replay (_workers), whole-run ones."""
+        for i, n in enumerate(other._counts):
+            if n:
+                self._counts[i] += n
+        self.max_us = max(self.max_us, other.max_us)
 
     def take(self, second: int) -> Offsets:
         """The offsets of the queries due in `second` (empty if none was sent), forgotten."""

@@ -1,0 +1,228 @@
+"""Which loop plays a replay, and the compiled one's driver.
+
+A replay whose queries all go over UDP is played by the compiled loop
+(soak.load.replay._fastreplay, built by `pip install -e .`): the plan stays Python
+(Plan.columns: each query's time in its loop, client, class, flags; Plan.questions:
+its question in that loop, renamed or not) and is handed over loop by loop, in batches
+of CHUNK questions; the sockets, the sends, the replies, the id ring and the windows'
+counts and latencies are the C loop's, and each window it closes is handed to the
+replay's ledger (ReplayWindows.closed_window) as the Python loop's would be. Stream
+transports, a replay forced to Python (SOAK_REPLAY_ENGINE=python) and a build without
+the compiled loop take Replay's Python loop, and say so on stderr.
+
+The compiled loop's latencies are soak.histogram's buckets (each answer counted at
+its bucket's lowest µs), so its windows merge with any other's; the Python loop's
+are whole µs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
+
+from soak.clock import s_to_ns, second_of
+from soak.load.ledger import CLOSE_ALL, ClassWindow, Window
+from soak.load.replay._conns import Client, ClientConns
+from soak.load.replay._plan import Plan, Planned
+from soak.load.replay._result import OffsetTotals, ReplayResult
+from soak.load.replay._windows import ReplayWindows
+from soak.load.worker import monotonic_ns
+from soak.traffic.capture_file import UDP
+from soak.traffic.replay_config import ReplayConfig
+
+if TYPE_CHECKING:
+    from soak.load.replay._fastreplay import Engine
+
+
+class Replay(Protocol):
+    """What of soak.load.replay._loop.Replay the compiled loop reads and sets (named
+    here, not imported: Replay.run hands itself over)."""
+
+    cfg: ReplayConfig
+    plan: Plan
+    conns: ClientConns
+    clients: list[Client]
+    nc: int
+    timeout_ns: int
+    start_ns: int
+    offsets: OffsetTotals
+    ledger: ReplayWindows
+    last_counted: Planned | None
+    loops_seen: int
+    unexpected: int
+    late: int
+
+    def result(self, duration_s: float) -> ReplayResult: ...
+
+
+ENV = "SOAK_REPLAY_ENGINE"  # "python": the Python loop even where the compiled one runs
+RETURN_NS = 20_000_000  # the compiled loop hands back this often (windows, stopping)
+CHUNK = 4096  # questions handed over at once (a loop's renamed ones made this many at a time)
+DRAIN_STEP_NS = 10_000_000  # windows are closed this often while the last replies come
+BUILD_HINT = "not built (install gcc and python3-dev, then `pip install -e .`)"
+
+
+def compiled() -> ModuleType | None:
+    try:
+        from soak.load.replay import _fastreplay
+    except ImportError:
+        return None
+    return _fastreplay
+
+
+def python_reason(replay: Replay) -> str | None:
+    """Why this replay takes the Python loop; None: the compiled one plays it."""
+    if os.environ.get(ENV, "").lower() == "python":
+        return f"{ENV}=python"
+    transport = replay.cfg.transport
+    if transport == "capture" and any(q.transport != UDP for q in replay.plan.capture.queries):
+        return "the capture has TCP queries (the compiled loop is UDP only)"
+    if transport not in ("udp", "capture"):
+        return f"{transport} (the compiled loop is UDP only)"
+    if compiled() is None:
+        return f"the compiled loop is {BUILD_HINT}"
+    return None
+
+
+def say_python(reason: str) -> None:
+    print(f"soak: replay in the Python loop: {reason}", file=sys.stderr, flush=True)
+
+
+def sockaddr(host: str, port: int) -> bytes:
+    """struct sockaddr_in or sockaddr_in6 of an address literal, as connect() takes it."""
+    if ":" in host:
+        packed = socket.inet_pton(socket.AF_INET6, host)
+        return struct.pack("=H", socket.AF_INET6) + struct.pack("!HI", port, 0) + packed + bytes(4)
+    packed = socket.inet_pton(socket.AF_INET, host)
+    return struct.pack("=H", socket.AF_INET) + struct.pack("!H", port) + packed + bytes(8)
+
+
+def run_compiled(
+    replay: Replay,
+    duration_s: float | None,
+    origin_ns: int | None,
+    stopping: Callable[[], bool] | None,
+    start_ns: int,
+    start_delay_ns: int,
+    share: tuple[int, int] = (0, 1),
+) -> ReplayResult:
+    """Replay.run's contract, in the compiled loop; of the clients, the `share` (worker,
+    workers) whose number is the worker's modulo workers (_workers)."""
+    module = compiled()
+    assert module is not None
+    conns = replay.conns
+    engine: Engine = module.Engine(
+        sockaddr(conns.host, conns.port),
+        len(replay.clients),
+        replay.nc,
+        replay.timeout_ns,
+        conns.idle_ns,
+        replay.cfg.rename_clients,
+    )
+    end_ns = None if duration_s is None else s_to_ns(duration_s)
+    replay.start_ns = start_ns
+    plan = replay.plan
+    columns, n = plan.columns(), len(plan.capture.queries)
+    loop, first = plan.position(start_ns)
+    loops = plan.loops_until(end_ns)
+    origin = monotonic_ns() + start_delay_ns if origin_ns is None else origin_ns
+    chunk: tuple[int, int, list[bytes]] = (loop, first, [])  # (loop, first, questions)
+
+    def at(loop: int) -> int:
+        return loop * plan.period_ns
+
+    playing = False
+    try:
+        while (loops is None or loop < loops) and not (end_ns is not None and at(loop) >= end_ns):
+            if chunk[0] != loop or not chunk[1] <= first < chunk[1] + len(chunk[2]):
+                chunk = (loop, first, plan.questions(loop, first, min(n, first + CHUNK)))
+            questions = chunk[2][first - chunk[1] :]
+            playing = True  # until its queries are counted: then wind_up goes from them
+            offsets, nxt, ended = engine.play(
+                columns, questions, origin, at(loop), loop, first,
+                -1 if end_ns is None else end_ns, monotonic_ns() + RETURN_NS, *share,
+            )  # fmt: skip
+            add_offsets(replay, offsets)
+            counted(replay, loop, nxt - 1 if nxt > first else None)
+            playing = False
+            loop, first = (loop + 1, 0) if nxt == n else (loop, nxt)
+            if ended or (stopping is not None and stopping()):
+                break  # nothing more is sent; what is in flight ends
+            close(replay, engine, second_of(at(loop) + plan_due(columns, first), 0))
+        while engine.drain(monotonic_ns() + DRAIN_STEP_NS) > 0:
+            close(replay, engine, CLOSE_ALL)
+        close(replay, engine, CLOSE_ALL)
+        ended_ns = monotonic_ns()
+    except BaseException:
+        # wind_up counts from the last query the loop counted, and closes what is open.
+        handled = engine.stats()[5]
+        if playing and handled:
+            counted(replay, loop, first + handled - 1)
+        hand_over_open(replay, engine)
+        raise
+    finally:
+        engine.shut()
+        conns.shut()
+        sent, lost, replay.unexpected, replay.late, _, _, conns.fds_peak, errors = engine.stats()
+        conns.socket_errors = errors
+        for client, s, n in zip(replay.clients, sent, lost, strict=True):
+            client.sent, client.lost = s, n
+    return replay.result((ended_ns - origin - start_ns) / 1e9)
+
+
+def counted(replay: Replay, loop: int, last: int | None) -> None:
+    """The capture's query `last` of `loop` was counted (sent or skipped): wind_up and
+    the loops seen go from it."""
+    if last is not None:
+        replay.last_counted = replay.plan.planned(loop, last)
+        replay.loops_seen = max(replay.loops_seen, loop + 1)
+
+
+def plan_due(columns: bytes, i: int) -> int:
+    """The capture's query `i`'s due time in its loop (Plan.columns' first int64)."""
+    return int.from_bytes(columns[32 * i : 32 * i + 8], sys.byteorder, signed=True)
+
+
+def add_offsets(replay: Replay, offsets: dict[int, int]) -> None:
+    """The batch's send offsets: (second << 32 | µs) -> how many."""
+    add = replay.offsets.add
+    for key, n in offsets.items():
+        add(key & 0xFFFFFFFF, key >> 32, n)
+
+
+Counts = tuple[int, int, int, int, int, dict[int, int], dict[int, int]]
+
+
+def window_of(second: int, classes: list[Counts]) -> Window:
+    return Window(
+        second,
+        [
+            ClassWindow(
+                due=due, sent=sent, skipped=skip, completed=done, lost=lost, rcodes=rc, lat_us=lat
+            )
+            for due, sent, skip, done, lost, rc, lat in classes
+        ],
+    )
+
+
+def close(replay: Replay, engine: Engine, below: int) -> None:
+    """The windows the compiled loop closed before `below`, into the replay's ledger."""
+    for second, classes in engine.take(below, False):
+        replay.ledger.closed_window(window_of(second, classes))
+
+
+def hand_over_open(replay: Replay, engine: Engine) -> None:
+    """After the loop raised: its open windows into the ledger's open ones, for wind_up
+    (ReplayWindows.close_all: what was in flight ends abandoned)."""
+    open_windows = replay.ledger.windows
+    for second, classes in engine.take(CLOSE_ALL, True):
+        w = window_of(second, classes)
+        if second in open_windows:
+            open_windows[second].add(w)
+        else:
+            open_windows[second] = w

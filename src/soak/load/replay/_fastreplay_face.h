@@ -1,0 +1,292 @@
+/* Part of soak.load.replay._fastreplay (see the top of _fastreplay.c): the Python face,
+ * Engine's methods, the type and the module. Included once, by _fastreplay.c. */
+
+/* Engine(address, nclients, nclasses, timeout_ns, idle_ns, rename_clients); address a
+ * packed sockaddr (soak.load.replay._engine builds it). */
+static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    Py_buffer addr;
+    int nclients, nc, rename;
+    long long timeout_ns, idle_ns;
+    (void)kw;
+    if (!PyArg_ParseTuple(args, "y*iiLLp", &addr, &nclients, &nc, &timeout_ns, &idle_ns, &rename))
+        return NULL;
+    Engine *e = (Engine *)type->tp_alloc(type, 0);
+    if (!e) {
+        PyBuffer_Release(&addr);
+        return NULL;
+    }
+    e->epfd = -1;
+    if (addr.len > (Py_ssize_t)sizeof(e->addr) || nclients < 1 || nc < 1) {
+        PyBuffer_Release(&addr);
+        Py_DECREF(e);
+        PyErr_SetString(PyExc_ValueError, "bad address, clients or classes");
+        return NULL;
+    }
+    memcpy(&e->addr, addr.buf, (size_t)addr.len);
+    e->addrlen = (socklen_t)addr.len;
+    PyBuffer_Release(&addr);
+    e->nclients = nclients;
+    e->nc = nc;
+    e->rename = rename;
+    e->timeout_ns = timeout_ns;
+    e->idle_ns = idle_ns;
+    e->epfd = epoll_create1(EPOLL_CLOEXEC);
+    e->fd = PyMem_Malloc(sizeof(int) * nclients);
+    e->cloop = PyMem_Malloc(sizeof(long long) * nclients);
+    e->csent = PyMem_Calloc(nclients, sizeof(long long));
+    e->clost = PyMem_Calloc(nclients, sizeof(long long));
+    e->clast = PyMem_Calloc(nclients, sizeof(long long));
+    e->cinfl = PyMem_Calloc(nclients, sizeof(long long));
+    e->ocap = 4096;
+    e->order = PyMem_Malloc(sizeof(long long) * 2 * e->ocap);
+    e->cnt = PyMem_Calloc((size_t)NW * nc * NCOUNT, sizeof(long long));
+    e->lat = PyMem_Calloc((size_t)NW * nc * NB, sizeof(unsigned int));
+    if (e->epfd < 0 || !e->fd || !e->cloop || !e->csent || !e->clost || !e->clast || !e->cinfl || !e->order || !e->cnt ||
+        !e->lat) {
+        Py_DECREF(e);
+        return PyErr_NoMemory();
+    }
+    for (int k = 0; k < nclients; k++) e->fd[k] = -1, e->cloop[k] = -1;
+    for (int w = 0; w < NW; w++) e->wsec[w] = -1;
+    for (int i = 0; i < RECV_BATCH; i++) {
+        e->riov[i].iov_base = e->rbuf[i];
+        e->riov[i].iov_len = RECV_BYTES;
+        e->rmsgs[i].msg_hdr.msg_iov = &e->riov[i];
+        e->rmsgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    return (PyObject *)e;
+}
+
+static void shut(Engine *e) {
+    if (e->fd)
+        for (int k = 0; k < e->nclients; k++) close_client(e, k);
+}
+
+static void Engine_dealloc(Engine *e) {
+    shut(e);
+    if (e->epfd >= 0) close(e->epfd);
+    for (int i = 0; i < RING; i++) Py_CLEAR(e->ring_q[i]);
+    Py_CLEAR(e->offsets);
+    PyMem_Free(e->fd);
+    PyMem_Free(e->cloop);
+    PyMem_Free(e->csent);
+    PyMem_Free(e->clost);
+    PyMem_Free(e->clast);
+    PyMem_Free(e->cinfl);
+    PyMem_Free(e->order);
+    PyMem_Free(e->cnt);
+    PyMem_Free(e->lat);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns,
+ *      worker, workers) -> (offsets, next, ended)
+ * A loop of the plan from its query `first`: query i (columns: four int64 each, due in
+ * the loop, client, class, flags; its question questions[i - first]) is sent at
+ * origin_ns + base_ns + due, until the questions end, a query is due at or after end_ns
+ * (ended; end_ns < 0: none), or, once what is due has left, return_ns (monotonic).
+ * Only the clients `worker` of `workers` play here (client % workers == worker): the
+ * others' queries are another process's. */
+static PyObject *Engine_play(Engine *e, PyObject *args) {
+    Py_buffer b;
+    PyObject *qs;
+    long long origin, base, loop, end, ret;
+    Py_ssize_t first;
+    int worker = 0, workers = 1;
+    if (!PyArg_ParseTuple(args, "y*O!LLLnLL|ii", &b, &PyList_Type, &qs, &origin, &base, &loop,
+                          &first, &end, &ret, &worker, &workers))
+        return NULL;
+    const long long *cols = b.buf;
+    Py_ssize_t n = b.len / (4 * (Py_ssize_t)sizeof(long long));
+    Py_ssize_t stop = first + PyList_GET_SIZE(qs), i = first;
+    int ended = 0;
+    if (first < 0 || stop > n) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "questions past the capture");
+        return NULL;
+    }
+    Py_XSETREF(e->offsets, PyDict_New());
+    if (!e->offsets) goto fail;
+    e->handled = 0;
+    for (;;) {
+        long long now = mono_ns();
+        for (int here = 0; i < stop && here < SEND_STEP; here++, i++) {
+            const long long *c = cols + 4 * i;
+            long long v[5] = {base + c[0], c[1], loop, c[2], c[3]};
+            if (end >= 0 && v[0] >= end) {
+                ended = 1;
+                break;
+            }
+            if (workers > 1 && c[1] % workers != worker) continue; /* another's client */
+            if (origin + v[0] > now) break;
+            PyObject *q = PyList_GET_ITEM(qs, i - first);
+            if (!PyBytes_Check(q)) {
+                PyErr_SetString(PyExc_TypeError, "a question is bytes");
+                goto fail;
+            }
+            if (send_one(e, v, q, origin, now) < 0) goto fail;
+            e->handled = i + 1 - first;
+            now = mono_ns();
+        }
+        if (ended || i >= stop) break;
+        long long due = origin + base + cols[4 * i];
+        if (now >= ret && due > now) break;
+        long long wait = due - mono_ns(), left = ret - now;
+        wait = wait < 0 ? 0 : wait > left ? left : wait;
+        poll_once(e, wait > SWEEP_NS ? SWEEP_NS : wait < 0 ? 0 : wait);
+        housekeeping(e);
+        if (PyErr_CheckSignals() < 0) goto fail;
+    }
+    poll_once(e, 0);
+    housekeeping(e);
+    PyBuffer_Release(&b);
+    if (e->overflow) return overflowed();
+    PyObject *out = Py_BuildValue("(OnN)", e->offsets, i, PyBool_FromLong(ended));
+    Py_CLEAR(e->offsets);
+    return out;
+fail:
+    PyBuffer_Release(&b);
+    return NULL;
+}
+
+/* drain(until_ns) -> in flight: replies read and timeouts swept until nothing is in
+ * flight or until_ns (monotonic). */
+static PyObject *Engine_drain(Engine *e, PyObject *arg) {
+    long long until = PyLong_AsLongLong(arg);
+    if (until == -1 && PyErr_Occurred()) return NULL;
+    for (;;) {
+        long long now = mono_ns();
+        if (e->inflight <= 0 || now >= until) break;
+        long long wait = until - now;
+        poll_once(e, wait > SWEEP_NS ? SWEEP_NS : wait);
+        housekeeping(e);
+        if (PyErr_CheckSignals() < 0) return NULL;
+    }
+    return PyLong_FromLongLong(e->inflight);
+}
+
+static PyObject *window_tuple(Engine *e, int w) {
+    PyObject *classes = PyList_New(e->nc);
+    if (!classes) return NULL;
+    for (int c = 0; c < e->nc; c++) {
+        long long *n = e->cnt + ((size_t)w * e->nc + c) * NCOUNT;
+        unsigned int *lat = e->lat + ((size_t)w * e->nc + c) * NB;
+        PyObject *rc = PyDict_New(), *lt = PyDict_New(), *item = NULL;
+        int bad = !rc || !lt;
+        for (int r = 0; r < 16 && !bad; r++)
+            if (n[RC0 + r]) {
+                PyObject *key = PyLong_FromLong(r), *val = PyLong_FromLongLong(n[RC0 + r]);
+                bad = !key || !val || PyDict_SetItem(rc, key, val) < 0;
+                Py_XDECREF(key), Py_XDECREF(val);
+            }
+        for (int k = 0; k < NB && !bad && n[COMPLETED]; k++)
+            if (lat[k]) {
+                PyObject *key = PyLong_FromLongLong(bucket_low(k)), *val = PyLong_FromLong(lat[k]);
+                bad = !key || !val || PyDict_SetItem(lt, key, val) < 0;
+                Py_XDECREF(key), Py_XDECREF(val);
+            }
+        if (!bad)
+            item = Py_BuildValue("(LLLLLOO)", n[DUE], n[SENT], n[SKIPPED], n[COMPLETED], n[LOST],
+                                 rc, lt);
+        Py_XDECREF(rc), Py_XDECREF(lt);
+        if (!item) {
+            Py_DECREF(classes);
+            return NULL;
+        }
+        PyList_SET_ITEM(classes, c, item);
+    }
+    PyObject *out = Py_BuildValue("(LN)", e->wsec[w], classes);
+    e->wsec[w] = -1;
+    return out;
+}
+
+static int by_second(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* take(below, force) -> [(second, [(due, sent, skipped, completed, lost, rcodes, lat_us)
+ * per class])]: the windows before `below` with nothing in flight, in order, up to the
+ * first that is not (every open one with force: what is in flight stays uncounted). */
+static PyObject *Engine_take(Engine *e, PyObject *args) {
+    long long below;
+    int force;
+    if (!PyArg_ParseTuple(args, "Lp", &below, &force)) return NULL;
+    long long open[NW];
+    int n = 0;
+    for (int w = 0; w < NW; w++)
+        if (e->wsec[w] >= 0) open[n++] = e->wsec[w];
+    qsort(open, (size_t)n, sizeof(long long), by_second);
+    PyObject *out = PyList_New(0);
+    for (int i = 0; i < n && out; i++) {
+        int w = (int)(open[i] & (NW - 1));
+        if (!force && (open[i] >= below || e->winfl[w] > 0)) break;
+        PyObject *t = window_tuple(e, w);
+        if (!t || PyList_Append(out, t) < 0) Py_CLEAR(out);
+        Py_XDECREF(t);
+    }
+    return out;
+}
+
+/* stats() -> (sent per client, lost per client, unexpected, late, in flight, queries of
+ * the last play() counted, client sockets open at once at most, sockets that could not
+ * be opened) */
+static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(arg)) {
+    PyObject *sent = PyList_New(e->nclients), *lost = PyList_New(e->nclients);
+    if (!sent || !lost) goto fail;
+    for (int k = 0; k < e->nclients; k++) {
+        PyObject *s = PyLong_FromLongLong(e->csent[k]), *l = PyLong_FromLongLong(e->clost[k]);
+        if (!s || !l) goto fail;
+        PyList_SET_ITEM(sent, k, s);
+        PyList_SET_ITEM(lost, k, l);
+    }
+    return Py_BuildValue("(NNLLLnLL)", sent, lost, e->unexpected, e->late, e->inflight,
+                         e->handled, e->fds_peak, e->socket_errors);
+fail:
+    Py_XDECREF(sent), Py_XDECREF(lost);
+    return NULL;
+}
+
+static PyObject *Engine_shut(Engine *e, PyObject *Py_UNUSED(arg)) {
+    shut(e);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Engine_methods[] = {
+    {"play", (PyCFunction)Engine_play, METH_VARARGS,
+     "play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns)"},
+    {"drain", (PyCFunction)Engine_drain, METH_O, "drain(until_ns) -> queries in flight"},
+    {"take", (PyCFunction)Engine_take, METH_VARARGS, "take(below, force) -> closed windows"},
+    {"stats", (PyCFunction)Engine_stats, METH_NOARGS, "stats() -> per-client sent, lost, ..."},
+    {"shut", (PyCFunction)Engine_shut, METH_NOARGS, "shut(): every client's socket closed"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject EngineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "soak.load.replay._fastreplay.Engine",
+    .tp_basicsize = sizeof(Engine),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The replay's UDP send and reply loop.",
+    .tp_new = Engine_new,
+    .tp_dealloc = (destructor)Engine_dealloc,
+    .tp_methods = Engine_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "soak.load.replay._fastreplay", "The replay's compiled UDP loop.", -1,
+    NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastreplay(void) {
+    if (PyType_Ready(&EngineType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&EngineType);
+    if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0) {
+        Py_DECREF(&EngineType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,120 @@
+"""A replay's clients split across worker processes (`soak load --replay --workers N`),
+so that a replay uses every core it is given.
+
+Client k plays in worker k mod N, in the compiled loop (_engine.run_compiled), from
+the same origin (CLOCK_MONOTONIC is the machine's, shared by the processes): each
+client keeps its order, its timing and its sockets, in one process. Each worker hands
+its windows to the parent as it closes them; the parent merges them by second
+(soak.load.ledger.Merger: a second is closed once every worker has closed it) into the
+replay's ledger, and, at the end, each worker's per-client counts and offsets.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from soak.load.ledger import Merger, Window
+from soak.load.replay._engine import Replay, run_compiled
+from soak.load.replay._result import ReplayResult
+from soak.load.worker import monotonic_ns
+
+WAIT_S = 0.1  # the parent looks at its workers' pipes this often at least
+
+
+def run_split(
+    replay: Replay, workers: int, duration_s: float | None, start_delay_ns: int
+) -> ReplayResult:
+    """The replay in `workers` processes (fork: each inherits the plan), merged here."""
+    origin = monotonic_ns() + start_delay_ns
+    ctx = multiprocessing.get_context("fork")
+    pipes, procs = [], []
+    for w in range(workers):
+        mine, theirs = ctx.Pipe(duplex=False)
+        args = (replay, (w, workers), duration_s, origin, start_delay_ns, theirs)
+        proc = ctx.Process(target=_worker, args=args, name=f"replay-{w}", daemon=True)
+        proc.start()
+        theirs.close()
+        pipes.append(mine)
+        procs.append(proc)
+    try:
+        ends = _gather(replay, pipes)
+    finally:
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+    return _result(replay, ends, monotonic_ns() - origin)
+
+
+def _worker(
+    replay: Replay,
+    share: tuple[int, int],
+    duration_s: float | None,
+    origin: int,
+    start_delay_ns: int,
+    out: Connection,
+) -> None:
+    replay.ledger.on_window = lambda w: out.send(("window", w))
+    try:
+        r = run_compiled(replay, duration_s, origin, None, 0, start_delay_ns, share)
+        out.send(("end", r.sent_per_client, r.lost_per_client, replay.offsets, _rest(replay)))
+    except BaseException as exc:
+        out.send(("error", f"{type(exc).__name__}: {exc}"))
+        raise
+
+
+def _rest(replay: Replay) -> dict[str, int]:
+    c = replay.conns
+    return {
+        "unexpected": replay.unexpected,
+        "late": replay.late,
+        "loops": replay.loops_seen,
+        "fds_peak": c.fds_peak,
+        "socket_errors": c.socket_errors,
+    }
+
+
+def _gather(replay: Replay, pipes: list[Connection]) -> list[tuple[Any, ...]]:
+    """Every worker's windows, merged by second into the replay's ledger as they close;
+    what each worker said at its end."""
+    merger = Merger(replay.nc, range(len(pipes)))
+    live = dict(enumerate(pipes))
+    ends: list[tuple[Any, ...]] = []
+    while live:
+        ready = wait(list(live.values()), timeout=WAIT_S)
+        for w in [k for k, p in live.items() if p in ready]:
+            try:
+                msg = live[w].recv()
+            except EOFError:
+                raise RuntimeError(f"replay worker {w} ended without a word") from None
+            if msg[0] == "window":
+                window: Window = msg[1]
+                merger.add(w, [window], window.second + 1)
+                continue
+            if msg[0] == "error":
+                raise RuntimeError(f"replay worker {w}: {msg[1]}")
+            ends.append(msg)
+            merger.end(w)
+            del live[w]
+        for window in merger.take_closed():
+            if any(cw.due for cw in window.classes):  # as one process: no query, no window
+                replay.ledger.closed_window(window)
+    return ends
+
+
+def _result(replay: Replay, ends: list[tuple[Any, ...]], elapsed_ns: int) -> ReplayResult:
+    conns = replay.conns
+    conns.fds_peak = conns.socket_errors = 0
+    for _, sent, lost, offsets, rest in ends:
+        for client, s, n in zip(replay.clients, sent, lost, strict=True):
+            client.sent += s
+            client.lost += n
+        replay.offsets.merge(offsets)
+        replay.unexpected += rest["unexpected"]
+        replay.late += rest["late"]
+        replay.loops_seen = max(replay.loops_seen, rest["loops"])
+        conns.fds_peak += rest["fds_peak"]  # the workers' sockets open at once, at most
+        conns.socket_errors += rest["socket_errors"]
+    return replay.result(elapsed_ns / 1e9)

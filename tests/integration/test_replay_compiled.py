@@ -1,0 +1,193 @@
+"""The replay's compiled UDP loop against its Python loop, on the same plan and a real
+unbound: the same queries from the same clients in the same windows, to the query; and
+the Python loop taken where the compiled one is not, said on stderr."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from soak.load.ledger import Window
+from soak.load.replay import Replay, ReplayResult, _engine
+from soak.traffic.capture_file import TCP, UDP, Capture, Query, write_capture
+from soak.traffic.replay_config import ReplayConfig
+from tests.support.servers import ServerProc, module_unbound
+
+pytestmark = pytest.mark.integration
+
+server = module_unbound()
+SOAK = str(Path(sys.executable).parent / "soak")
+NAMES = [
+    (b"\x03www\x07example\x04test\x00", 1),  # A
+    (b"\x03www\x07example\x04test\x00", 28),  # AAAA
+    (b"\x07example\x04test\x00", 15),  # MX
+    (b"\x04nope\x07example\x04test\x00", 1),  # NXDOMAIN: the rcodes count too
+]
+SAID = "soak: replay in the Python loop:"
+
+
+def capture(n: int = 900, clients: int = 25) -> Capture:
+    """`n` queries over 1.8 s (500 q/s), clients in turn, the names in turn."""
+    qs = [
+        Query(k * 2_000_000, k % clients, 0, 0x0100, NAMES[k % 4][1], UDP, NAMES[k % 4][0])
+        for k in range(n)
+    ]
+    return Capture("t", [f"10.0.0.{c}" for c in range(clients)], qs)
+
+
+def play(port: int, loop: str, monkeypatch: pytest.MonkeyPatch) -> tuple[ReplayResult, list]:
+    """Two loops of the capture (new sockets each loop), every closed window kept."""
+    monkeypatch.setenv(_engine.ENV, loop)
+    cfg = ReplayConfig(file=Path("unused"), loops=2)
+    replay = Replay(cfg, capture(), "127.0.0.1", port, 2.0)
+    windows: list[Window] = []
+    replay.ledger.on_window = windows.append
+    assert (_engine.python_reason(replay) is None) == (loop == "compiled")
+    return replay.run(None), windows
+
+
+def counts(windows: list[Window]) -> list[tuple[int, list[tuple[int, ...]]]]:
+    return [
+        (
+            w.second,
+            [
+                (c.due, c.sent, c.skipped, c.completed, c.lost, sum(c.lat_us.values()))
+                for c in w.classes
+            ],
+        )
+        for w in windows
+    ]
+
+
+def test_the_compiled_loop_is_built() -> None:
+    """`pip install -e .` builds it (a missing compiler is told there, and here)."""
+    assert _engine.compiled() is not None, _engine.BUILD_HINT
+
+
+def test_compiled_and_python_loops_send_the_same_queries_in_the_same_windows(
+    server: ServerProc, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    py, py_windows = play(server.port, "python", monkeypatch)
+    assert SAID in capsys.readouterr().err
+    fast, fast_windows = play(server.port, "compiled", monkeypatch)
+    assert SAID not in capsys.readouterr().err
+    assert py.as_dict()["completed"] == 1800, py.as_dict()  # every query answered
+    assert counts(fast_windows) == counts(py_windows)
+    assert [[c.rcodes for c in w.classes] for w in fast_windows] == [
+        [c.rcodes for c in w.classes] for w in py_windows
+    ]
+    assert 3 in fast_windows[0].classes[0].rcodes  # NXDOMAIN of nope.example.test
+    assert fast.sent_per_client == py.sent_per_client == [72] * 25
+    assert fast.lost_per_client == py.lost_per_client
+    assert fast.windows == py.windows == len(py_windows) >= 3
+    assert fast.problems == py.problems == []
+    # Each loop its own sockets, every client's closed before it asks again.
+    assert fast.fds_peak == py.fds_peak == 25
+
+
+def test_the_compiled_loops_latencies_are_the_histograms_buckets(
+    server: ServerProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each answer counted at its bucket's lowest µs (soak.histogram), so the windows
+    merge with any other's histogram bucket for bucket."""
+    from soak.histogram import bucket_of, bucket_range
+
+    _, windows = play(server.port, "compiled", monkeypatch)
+    values = {us for w in windows for c in w.classes for us in c.lat_us}
+    assert values and all(bucket_range(bucket_of(us))[0] == us for us in values)
+
+
+def test_stream_replays_take_the_python_loop_and_say_so(tmp_path: Path, server: ServerProc) -> None:
+    qs = [Query(k * 10_000_000, 0, 0, 0x0100, 1, TCP, NAMES[0][0]) for k in range(20)]
+    path = tmp_path / "c.soakcap"
+    write_capture(path, Capture("t", ["10.0.0.1"], qs))
+    argv = [SOAK, "load", "--server", f"127.0.0.1:{server.port}", "--replay", str(path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{SAID} the capture has TCP queries (the compiled loop is UDP only)" in proc.stderr
+
+
+def test_a_build_without_the_compiled_loop_says_what_to_install(
+    server: ServerProc, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(_engine.ENV, raising=False)
+    monkeypatch.setattr(_engine, "compiled", lambda: None)
+    cfg = ReplayConfig(file=Path("unused"))
+    d = Replay(cfg, capture(40), "127.0.0.1", server.port, 2.0).run(None).as_dict()
+    assert d["completed"] == 40, d
+    err = capsys.readouterr().err
+    assert f"{SAID} the compiled loop is not built (install gcc and python3-dev" in err, err
+
+
+def test_soak_load_replay_plays_udp_in_the_compiled_loop(
+    tmp_path: Path, server: ServerProc
+) -> None:
+    path = tmp_path / "c.soakcap"
+    write_capture(path, capture(100))
+    argv = [SOAK, "load", "--server", f"127.0.0.1:{server.port}", "--replay", str(path)]
+    env = {k: v for k, v in os.environ.items() if k != _engine.ENV}
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0 and SAID not in proc.stderr, proc.stderr
+    assert "Queries completed:    100" in proc.stdout, proc.stdout
+
+
+def test_clients_past_the_descriptors_lose_their_queries_counted(
+    tmp_path: Path, server: ServerProc
+) -> None:
+    """100 clients, 64 descriptors for the whole process: the clients whose socket cannot
+    be opened lose their queries, each counted (udp_socket_errors), the rest answered."""
+    import json
+    import resource
+
+    path = tmp_path / "c.soakcap"
+    write_capture(path, capture(400, clients=100))
+    argv = [SOAK, "load", "--server", f"127.0.0.1:{server.port}", "--replay", str(path), "--json"]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)),
+    )
+    assert proc.returncode == 0 and SAID not in proc.stderr, proc.stderr
+    d = json.loads(proc.stdout)
+    errors = d["connections"]["udp_socket_errors"]
+    assert 0 < errors == d["lost"] and d["completed"] + d["lost"] == d["sent"] == 400, d
+    assert d["client_sockets_peak"] < 64, d
+
+
+def test_clients_split_across_worker_processes_send_the_same_windows(
+    server: ServerProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two worker processes (client k in worker k mod 2) against one: the merged windows
+    hold the same queries, per second and class, and each client its own."""
+    from soak.load.replay._workers import run_split
+
+    monkeypatch.delenv(_engine.ENV, raising=False)
+    cfg = ReplayConfig(file=Path("unused"), loops=2)
+    runs = []
+    for workers in (1, 2):
+        replay = Replay(cfg, capture(), "127.0.0.1", server.port, 2.0)
+        windows: list[Window] = []
+        replay.ledger.on_window = windows.append
+        result = run_split(replay, workers, None, 50_000_000)
+        runs.append((result, windows))
+    (one, one_w), (two, two_w) = runs
+    assert two.as_dict()["completed"] == 1800, two.as_dict()
+    assert counts(two_w) == counts(one_w)
+    assert two.sent_per_client == one.sent_per_client == [72] * 25
+    assert two.windows == one.windows and two.problems == []
+    assert two.fds_peak == 25  # 13 and 12 clients, each its own socket
+
+
+def test_workers_below_one_is_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "c.soakcap"
+    write_capture(path, capture(10))
+    argv = [SOAK, "load", "--server", "127.0.0.1:9", "--replay", str(path), "--workers", "0"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert proc.stderr == "soak: --workers must be at least 1: 0\n", proc.stderr
