@@ -53,7 +53,6 @@ class Replay(Protocol):
     offsets: OffsetTotals
     ledger: ReplayWindows
     last_counted: Planned | None
-    loops_seen: int
     unexpected: int
     late: int
 
@@ -176,11 +175,10 @@ def run_compiled(
 
 
 def counted(replay: Replay, loop: int, last: int | None) -> None:
-    """The capture's query `last` of `loop` was counted (sent or skipped): wind_up and
-    the loops seen go from it."""
+    """The capture's query `last` of `loop` was counted (sent or skipped): wind_up goes
+    from it (the loops are the ledger's due over the capture's queries)."""
     if last is not None:
         replay.last_counted = replay.plan.planned(loop, last)
-        replay.loops_seen = max(replay.loops_seen, loop + 1)
 
 
 def plan_due(columns: bytes, i: int) -> int:

@@ -70,7 +70,6 @@ def _rest(replay: Replay) -> dict[str, int]:
     return {
         "unexpected": replay.unexpected,
         "late": replay.late,
-        "loops": replay.loops_seen,
         "fds_peak": c.fds_peak,
         "socket_errors": c.socket_errors,
     }
@@ -114,7 +113,6 @@ def _result(replay: Replay, ends: list[tuple[Any, ...]], elapsed_ns: int) -> Rep
         replay.offsets.merge(offsets)
         replay.unexpected += rest["unexpected"]
         replay.late += rest["late"]
-        replay.loops_seen = max(replay.loops_seen, rest["loops"])
         conns.fds_peak += rest["fds_peak"]  # the workers' sockets open at once, at most
         conns.socket_errors += rest["socket_errors"]
     return replay.result(elapsed_ns / 1e9)
