@@ -150,16 +150,20 @@ def main() -> int:
         print()
         print(
             "fixture | resource | label | true /h | threshold /h | final | final slope /h"
-            " | first growing h | false alarms"
+            " | first growing h | judged start -> growing h | ideal h | false alarms"
         )
-        print("|---" * 9 + "|")
+        print("|---" * 11 + "|")
         for fx, s in rows:
             first = None if s.first_growing_s is None else s.first_growing_s * fx.time_scale / 3600
             name = f"{fx.name} ({fx.half})" if fx.half else fx.name
+            # From the later of the warm-up's end and the leak's onset: what the verdicts saw.
+            judged_h = max(s.label.onset_s, fx.warmup_s) * fx.time_scale / 3600
+            ideal = shortest_detection_h(fx, s, cfg) if s.label.kind == "leak" else None
             print(
                 f"{name} | {s.resource} | {s.label.kind} {s.label.shape} | {s.true_per_hour:.4g}"
                 f" | {s.threshold_per_hour:.4g} | {s.final} | {s.final_slope_per_hour:.4g}"
-                f" | {fmt(first)} | {s.false_alarms}"
+                f" | {fmt(first)} | {fmt(None if first is None else first - judged_h)}"
+                f" | {fmt(ideal)} | {s.false_alarms}"
             )
     failed = [s for _, s in rows if s.failed]
     for s in failed:

@@ -25,9 +25,11 @@ from bench.record_leak_corpus import (
     ALL,
     KRESD_CONF,
     NAMED_CONF,
+    NAMED_ZONES,
     PROC,
     RECURSOR_CONF,
     UNBOUND_CONF,
+    ZONE,
     Case,
     flat,
     leak,
@@ -127,8 +129,97 @@ def _recursor(entries: int) -> dict[str, object]:
 
 
 def _named(conf: str) -> dict[str, object]:
-    return process_target(
+    """named with its config; an authoritative one also with the zone files it names."""
+    target = process_target(
         "named", ["named", "-g", "-n", "1", "-c", "{run_dir}/named.conf"], conf, "named.conf"
+    )
+    if "type primary" in conf:
+        target["files"] = [{"dest": "named.conf", "content": conf}, *ZONE_FILES]
+    return target
+
+
+ZONE_FILES = [{"dest": f"{z}.zone", "content": ZONE} for z in NAMED_ZONES]
+
+# PowerDNS Authoritative with its sqlite backend (Debian's), serving the same zones as named.
+PDNS_AUTH_CONF = """launch=gsqlite3
+gsqlite3-database={data_dir}/pdns.sqlite3
+local-address=127.0.0.1
+local-port={port.dns}
+daemon=no
+guardian=no
+socket-dir={run_dir}
+setuid=
+setgid=
+loglevel=3
+"""
+PDNS_SCHEMA = "/usr/share/pdns-backend-sqlite3/schema/schema.sqlite3.sql"
+PDNS_ZONE_SQL = "".join(
+    f"INSERT INTO domains (name, type) VALUES ('{z}', 'NATIVE');\n"
+    f"INSERT INTO records (domain_id, name, type, content, ttl) SELECT id, '{z}', 'SOA', "
+    f"'ns.invalid. hostmaster.invalid. 1 3600 600 86400 3600', 3600 FROM domains "
+    f"WHERE name = '{z}';\n"
+    + "".join(
+        f"INSERT INTO records (domain_id, name, type, content, ttl) SELECT id, '{n}', '{t}', "
+        f"'{c}', 3600 FROM domains WHERE name = '{z}';\n"
+        for n, t, c in (
+            (z, "NS", "ns.invalid."),
+            (z, "A", "192.0.2.1"),
+            (f"*.{z}", "A", "192.0.2.1"),
+        )
+    )
+    for z in NAMED_ZONES
+)
+
+
+def _pdns_auth() -> dict[str, object]:
+    db = "{data_dir}/pdns.sqlite3"
+    shell = (
+        f"rm -f {db} && sqlite3 {db} < {PDNS_SCHEMA} && sqlite3 {db} < {{run_dir}}/zone.sql "
+        "&& exec pdns_server --config-dir={run_dir}"
+    )
+    target = process_target("pdns-auth", ["sh", "-c", shell], PDNS_AUTH_CONF, "pdns.conf")
+    target["files"] = [
+        {"dest": "pdns.conf", "content": PDNS_AUTH_CONF},
+        {"dest": "zone.sql", "content": PDNS_ZONE_SQL},
+    ]
+    return target
+
+
+DNSMASQ = {
+    "runtime": "process",
+    "name": "dnsmasq",
+    "version": "debian",
+    "argv": [
+        "dnsmasq",
+        "--no-daemon",
+        "--port={port.dns}",
+        "--listen-address=127.0.0.1",
+        "--bind-interfaces",
+        "--no-resolv",
+        "--no-hosts",
+        "--cache-size=10000",
+        "--server=127.0.0.1#{service.upstream.port.dns}",
+        "--pid-file={data_dir}/dnsmasq-target.pid",
+        "--user=root",
+    ],
+    "ports": {"dns": {"protocol": "both"}},
+    "ready": {
+        "probes": [{"kind": "dns", "name": "www.example.com", "answer": "192.0.2.1"}],
+        "timeout_s": "20s",
+    },
+    "on_exit": "fail",
+}
+
+
+def count_leak(resource: str, per_h: float, others: tuple[str, str], half: str) -> Case:
+    """refdns leaking goroutines or fds from the first query at per_h an hour."""
+    per_s = per_h / 3600
+    shape = "goroutines" if resource == "goroutines" else "fds"
+    return Case(
+        f"rt-refdns-{'fd' if shape == 'fds' else 'goroutine'}-leak-{per_h:g}-per-h",
+        [f"-shape={shape}", f"-shape-per-s={per_s:.6f}"],
+        {**leak(per_s, 0.0, resource), **flat(*others)},  # type: ignore[arg-type]
+        half=half,
     )
 
 
@@ -182,7 +273,18 @@ CASES = [
         [],
         {**flat("rss_anon_bytes", shape="startup"), **flat("fds", "threads")},
         half="tuning",
-        target={**_named(NAMED_CONF)},
+        target=_named(NAMED_CONF),
+    ),
+    count_leak("goroutines", 20, ("fds", "threads"), "tuning"),  # 2x
+    count_leak("fds", 10, ("goroutines", "threads"), "tuning"),  # 10x
+    Case("rt-refdns-leak-5x", rss_leak(5), leak_labels(5), half="tuning"),  # type: ignore[arg-type]
+    Case(
+        "rt-dnsmasq-flat",
+        [],
+        flat("rss_anon_bytes", "fds", "threads"),  # its whole cache allocated at start
+        zipf_weight=9,
+        half="tuning",
+        target=DNSMASQ,
     ),
     # --- held-out half ---
     Case(
@@ -232,6 +334,16 @@ CASES = [
         half="held-out",
         target=_recursor(20_000),
         prom=RECURSOR_PROM,
+    ),
+    count_leak("fds", 2, ("goroutines", "threads"), "held-out"),  # 2x
+    count_leak("goroutines", 100, ("fds", "threads"), "held-out"),  # 10x
+    Case("rt-refdns-leak-3x", rss_leak(3), leak_labels(3), half="held-out"),  # type: ignore[arg-type]
+    Case(
+        "rt-pdns-auth-flat",
+        [],
+        {**flat("rss_anon_bytes", shape="startup"), **flat("fds", "threads")},
+        half="held-out",
+        target=_pdns_auth(),
     ),
 ]
 PROC_ONLY = PROC

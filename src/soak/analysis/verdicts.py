@@ -19,8 +19,10 @@ from soak.analysis.accounting import (
 )
 from soak.analysis.leaks import LeakFits, LeakVerdict
 from soak.analysis.levelling import amount, span_text
-from soak.analysis.reach import Reach, reaching, short_window_s
+from soak.analysis.reach import SHORT_WINDOWS_PER_WINDOW, Reach, reaching, short_window_s
 from soak.analysis.scenario_sections import LeaksConfig
+from soak.analysis.shape import Rise, is_count, keeps_rate, staircase
+from soak.analysis.trendfit import TrendFit
 from soak.clock import ns_to_s
 
 # Where resource fields live (docs/architecture.md "Time series"); any other name is looked
@@ -107,9 +109,14 @@ def run_verdicts(
         if acc is not None and v.verdict in ("growing", "insufficient"):
             at_once = fit.verdict(**asked, startup_max_s=0.0)  # type: ignore[arg-type]
             v = with_accounting(v, at_once, acc)
+        short_s = short_window_s(cfg.window_s, sample_interval_s)
+        if v.verdict == "insufficient" and v.why in ("startup", "windows", "power"):
+            rise = _shape(store, soak_id, cfg, since_ns, resource, minima, acc, v, short_s)
+            if rise is not None:
+                at_once = fit.verdict(**asked, startup_max_s=0.0)  # type: ignore[arg-type]
+                v = by_shape(v, at_once, rise, acc)
         limit = (limits or {}).get(resource)
         if limit and v.verdict != "growing":
-            short_s = short_window_s(cfg.window_s, sample_interval_s)
             short = resource_minima(store, soak_id, resource, since_ns, short_s)
             reach = reaching(short or (), limit, cfg.horizon_s, cfg.p_value)
             if reach is not None and not (
@@ -119,6 +126,53 @@ def run_verdicts(
         cap = cfg.caps.get(resource)
         verdicts.append(toward_cap(v, minima[-1][1], cap) if cap and minima else v)
     return verdicts
+
+
+def _shape(
+    store: SeriesReader,
+    soak_id: str,
+    cfg: LeaksConfig,
+    since_ns: int,
+    resource: str,
+    minima: tuple[tuple[float, float], ...],
+    acc: Accounting | None,
+    v: LeakVerdict,
+    short_s: float,
+) -> Rise | None:
+    """A rise from the warm-up's end that its shape shows to be a leak's
+    (soak.analysis.shape): a count's staircase that never falls back; memory the server's
+    flat accounting does not explain, keeping its rate over the short windows (start-up
+    growth slows down, a leak does not)."""
+    threshold_per_s = v.threshold_per_hour / 3600.0
+    if is_count(resource, minima):
+        return staircase(minima, threshold_per_s)
+    if acc is not None and unexplained(acc, resource):
+        short = resource_minima(store, soak_id, resource, since_ns, short_s) or ()
+        if len(short) < 2 * SHORT_WINDOWS_PER_WINDOW:
+            return None
+        t = TrendFit(short).trend(cfg.p_value)
+        if t.s <= 0 or t.p_value >= cfg.p_value:
+            return None
+        return keeps_rate(short, threshold_per_s, cfg.p_value)
+    # Memory with no accounting waits: a cache fills at a steady pace for an hour or two
+    # (unbound's and pdns-recursor's did, their accounting aside: docs/analysis.md).
+    return None
+
+
+def by_shape(
+    v: LeakVerdict, at_once: LeakVerdict, rise: Rise, acc: Accounting | None
+) -> LeakVerdict:
+    """`growing` from its shape: the verdict with no wait for start-up growth when it is
+    one, else (too few leak windows for it yet) the shape's own slope."""
+    said = f"judged at once: {rise.words()}"
+    if acc is not None:
+        said += f"; {acc.words()}, flat"
+    if at_once.verdict == "growing":
+        note = f"{said}; {at_once.note}" if at_once.note else said
+        return dataclasses.replace(at_once, note=note, why="")
+    return dataclasses.replace(
+        v, verdict="growing", slope_per_hour=rise.slope_per_s * 3600.0, note=said, why=""
+    )
 
 
 def _accounting(
