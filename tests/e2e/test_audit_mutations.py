@@ -5,7 +5,8 @@ result.json and each window's invariants are its witnesses; soak.report.witnesse
 One short soak of unbound (scenarios/unbound-cache.yaml: its own query count sampled
 through its remote control) at 300 q/s; each test copies its data directory and changes
 one thing in the copy: a window dropped, a window doubled, a second taken out of the store
-and result.json alike, a window's due, a class's row, the server's count. Two more servers'
+and result.json alike, a window's due, a class's row, the server's count, the engine's
+socket counters (and the store's sent changed while they stay). Two more servers'
 own counts, each a real run: BIND's statistics channel and knot-resolver's /metrics.
 """
 
@@ -137,8 +138,10 @@ def test_a_second_taken_from_the_store_and_result_json_alike_is_named(
         path.write_text(json.dumps(result))
 
     found = corrupted(run, tmp_path, change)
-    assert found and all("result.json" not in line for line in found), found
+    # result.json's counts were changed alike (its quantiles may lie outside the phases')
+    assert found and all("result.json load_totals" not in line for line in found), found
     assert any("schedule" in line for line in found), found
+    assert any(line.startswith("the ledger's sent") for line in found), found  # the sockets
 
 
 def test_a_windows_due_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
@@ -209,6 +212,44 @@ def test_result_jsons_latency_is_held_to_its_phases(run: tuple[Path, str], tmp_p
 
     found = corrupted(run, tmp_path, change)
     assert any(line.startswith("result.json p99 ") for line in found), found
+
+
+def test_the_engines_socket_counters_are_a_witness(run: tuple[Path, str], tmp_path: Path) -> None:
+    """The run kept its sockets' counts (the compiled UDP loop) and they agree; the
+    counters changed in result.json, or the store's sent changed while they stay, are
+    named."""
+    data, run_id = run
+    counters = result_of(data, run_id)[1]["load_totals"]["engine_counters"]
+    assert counters["socket_sent"] > RATE * 20
+    assert counters["socket_received"] >= result_of(data, run_id)[1]["load_totals"]["completed"]
+
+    def fewer_taken(data: Path, run_id: str) -> None:
+        path, result = result_of(data, run_id)
+        result["load_totals"]["engine_counters"]["socket_sent"] -= 3
+        path.write_text(json.dumps(result))
+
+    found = corrupted(run, tmp_path, fewer_taken)
+    assert any(line.startswith("the ledger's sent") for line in found), found
+
+    def fewer_read(data: Path, run_id: str) -> None:
+        path, result = result_of(data, run_id)
+        result["load_totals"]["engine_counters"]["socket_received"] //= 2
+        path.write_text(json.dumps(result))
+
+    found = corrupted(run, tmp_path, fewer_read)
+    assert any(line.startswith("the ledger's completed") for line in found), found
+
+    def more_sent_in_the_store(db: sqlite3.Connection, run_id: str) -> None:
+        sid, *times = load_rows(db, run_id)
+        for field in ("sent", "lost", "due"):  # the window's own invariants still hold
+            db.execute(
+                "UPDATE samples SET num = num + 5 WHERE series_id = ? AND field = ?"
+                " AND time_ns = ?",
+                (sid, field, times[-3]),
+            )
+
+    found = corrupted(run, tmp_path, with_db(more_sent_in_the_store))
+    assert any(line.startswith("the ledger's sent") for line in found), found
 
 
 def audited_run(

@@ -59,6 +59,7 @@ def test_demo_scenario_soak_samples_verdicts_report(tmp_path: Path) -> None:
     assert totals["sent"] == ledger["sent"] == totals["due"]  # it kept up
     audited = run_soak("audit", run_id, "--data-dir", str(data))
     assert audited.returncode == 0 and "every load figure agrees" in audited.stdout
+    assert "the engine's sockets took" in audited.stdout  # its counters are a witness too
     # A result.json that says otherwise (a stale copy, a bug) is a disagreement: exit 1,
     # the figure named, and an `accounting` event in the run.
     result_file = data / "runs" / run_id / "result.json"

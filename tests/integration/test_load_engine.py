@@ -71,6 +71,12 @@ def test_mix_against_unbound(
     assert classes["blocked"]["wrong_answers"] == 0
     assert classes["miss"]["wrong_answers"] == 0
     assert classes["wrongly"]["wrong_answers"] == classes["wrongly"]["completed"] > 190
+    # each loop's sockets counted apart from the windows (UDP; streams keep none)
+    counters = d.get("engine_counters")
+    if protocol == "tcp":
+        assert counters is None
+    else:
+        assert counters == {"socket_sent": 1200, "socket_received": 1200, "send_failed": 0}
     lat = d["latency_ms"]
     assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"] < 2000
 

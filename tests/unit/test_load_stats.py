@@ -13,11 +13,14 @@ from soak.load.load_config import LoadConfig
 from soak.load.queries import build_classes, mix_schedule
 from soak.load.stats import (
     ClassStats,
+    Interval,
     LoadResult,
     MixStats,
+    SocketCounts,
     is_generator_bound,
     result_from,
 )
+from soak.load.supervised import engine_counters
 from soak.load.wire import HEADER
 from soak.load.worker import Book, Pacer, WorkerSpec, is_wrong
 
@@ -252,3 +255,19 @@ def test_longest_silence_between_answers_goes_into_the_interval() -> None:
     book.silence_until(4_220_000_000)
     iv = book.interval(1.0, 0.0, 0, 0, 0)
     assert iv.max_gap_ns == 3_000_000_000 and iv.max_gap_end_ns == 4_220_000_000
+
+
+def test_socket_counts_sum_the_intervals_of_loops_that_keep_them() -> None:
+    counted = SocketCounts()
+    for sent, received in ((100, 98), (50, 51)):
+        iv = Interval(0, 1.0, 100.0, 0, 0)
+        iv.sockets_counted, iv.socket_sent, iv.socket_received = True, sent, received
+        counted.add(iv)
+    want = {"socket_sent": 150, "socket_received": 149, "send_failed": 0}
+    assert counted.as_dict() == want
+    counted.add(Interval(1, 1.0, 100.0, 0, 0))  # a loop that keeps none: no figures
+    assert counted.as_dict() is None
+    assert SocketCounts().as_dict() is None
+    # a replaced runner's counts and the current one's; one without them: none at all
+    assert engine_counters([want, want]) == {k: 2 * v for k, v in want.items()}
+    assert engine_counters([want, None]) is None

@@ -142,7 +142,7 @@ static PyObject *Engine_skip(Engine *e, PyObject *args) {
 }
 
 /* take(cursor_second) -> (windows, closed_below, unexpected, socket_errors, max_gap_ns,
- *                         max_gap_end_ns)
+ *                         max_gap_end_ns, sock_sent, sock_received, send_failed)
  * windows: those forced out since the last call, then every second below cursor_second
  * (the due second of the next query to leave) with nothing in flight, in order; the
  * interval's counts start again from 0. */
@@ -172,10 +172,12 @@ static PyObject *Engine_take(Engine *e, PyObject *arg) {
         Py_DECREF(w);
     }
     if (second > e->closed_below) e->closed_below = second;
-    PyObject *out = Py_BuildValue("NLLLLL", windows, e->closed_below, e->unexpected, e->refused,
-                                  e->max_gap_ns, e->max_gap_end_ns);
+    PyObject *out = Py_BuildValue("NLLLLLLLL", windows, e->closed_below, e->unexpected,
+                                  e->refused, e->max_gap_ns, e->max_gap_end_ns, e->sock_sent,
+                                  e->sock_received, e->send_failed);
     if (out != NULL) {
         e->unexpected = e->refused = 0;
+        e->sock_sent = e->sock_received = e->send_failed = 0;
         e->max_gap_ns = e->max_gap_end_ns = 0;
     }
     return out;
@@ -334,7 +336,7 @@ static PyMethodDef Engine_methods[] = {
      "sweep(everything=False) -> outstanding: count queries past their timeout as lost"},
     {"take", (PyCFunction)Engine_take, METH_O,
      "take(cursor_second) -> (windows, closed_below, unexpected, socket_errors, max_gap_ns, "
-     "max_gap_end_ns): the windows closed by now; resets the interval's counts"},
+     "max_gap_end_ns, sock_sent, sock_received, send_failed): the windows closed by now; resets the interval's counts"},
     {"skip", (PyCFunction)Engine_skip, METH_VARARGS,
      "skip(second, n): n queries due in `second` never leave (counted skipped)"},
     {"begin", (PyCFunction)Engine_begin, METH_O, "begin(start_ns): silences count from here"},

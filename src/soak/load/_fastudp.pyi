@@ -4,6 +4,8 @@ NBUCKETS: int
 
 def bucket_value(us: int) -> int: ...
 
+RawWindow = tuple[int, int, list[tuple[int, ...]]]
+
 class Engine:
     def __init__(
         self,
@@ -32,17 +34,9 @@ class Engine:
     def begin(self, start_ns: int) -> None: ...
     def silence_until(self, end_ns: int) -> None: ...
     def take(
-        self,
-    ) -> tuple[
-        list[int],
-        list[int],
-        list[int],
-        list[int],
-        list[int],
-        list[dict[int, int]],
-        list[dict[int, int]],
-        int,
-        int,
-        int,
-        int,
-    ]: ...
+        self, cursor_second: int
+    ) -> tuple[list[RawWindow], int, int, int, int, int, int, int, int]:
+        """(windows, closed_below, unexpected, socket_errors, max_gap_ns, max_gap_end_ns,
+        sock_sent, sock_received, send_failed): the last three counted at the sockets
+        (sendmmsg's and recvmmsg's returns), apart from the windows."""
+        ...

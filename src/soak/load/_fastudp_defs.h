@@ -62,6 +62,10 @@ typedef struct {
     double phase;
     /* counts of the current interval */
     long long unexpected, refused;
+    /* What the sockets took and gave (the audit's witness, kept apart from the windows):
+     * datagrams sendmmsg took, datagrams recvmmsg read, queries counted sent after the
+     * socket refused them twice. */
+    long long sock_sent, sock_received, send_failed;
     /* Silences between replies (a service swap under load), as Book.answered: the
      * last answer and the longest gap of the interval, updated once per wake. */
     long long last_answer_ns, max_gap_ns, max_gap_end_ns, completed_total;

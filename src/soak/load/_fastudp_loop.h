@@ -162,6 +162,7 @@ static long long send_queries(Engine *e, long long n, long long now) {
             int r = sendmmsg(fd, msgs + left, (unsigned)(k - left), 0);
             if (r > 0) {
                 left += r;
+                e->sock_sent += r;
             } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 stop = 1; /* the socket buffer is full: the rest is due but cannot leave */
                 break;
@@ -171,7 +172,7 @@ static long long send_queries(Engine *e, long long n, long long now) {
                 /* ICMP unreachable from an earlier query (or another error): once more,
                  * then the message counts as sent and will time out. */
                 e->refused++;
-                if (++refusals > 1) { left++; refusals = 0; }
+                if (++refusals > 1) { left++; refusals = 0; e->send_failed++; }
             }
         }
         for (int j = 0; j < k; j++) {
@@ -258,6 +259,7 @@ static int read_replies(Engine *e, int fd) {
             return 0;
         }
         long long now = mono_ns();
+        e->sock_received += r;
         for (int j = 0; j < r; j++) {
             if (on_reply(e, e->riov[j].iov_base, e->rmsgs[j].msg_len, now) < 0) return -1;
         }

@@ -60,6 +60,14 @@ class Interval:
     max_gap_ns: int = 0
     max_gap_end_ns: int = 0
     connections: Connections | None = None
+    # What the sockets took and gave, counted at the calls and kept apart from the
+    # windows (the audit's witness, soak.report.witnesses): datagrams the kernel took,
+    # replies read (late, duplicate and stray ones included), queries counted sent that
+    # the socket refused twice. A loop that keeps none leaves `sockets_counted` False.
+    sockets_counted: bool = False
+    socket_sent: int = 0
+    socket_received: int = 0
+    send_failed: int = 0
 
 
 def rcode_name(code: int) -> str:
@@ -158,6 +166,35 @@ class ClassStats:
         return out
 
 
+@dataclass
+class SocketCounts:
+    """The sockets' own counts over some intervals (Interval.socket_sent ...); `counted`
+    only when every interval came from a loop that keeps them."""
+
+    counted: bool | None = None  # None: no interval yet
+    socket_sent: int = 0
+    socket_received: int = 0
+    send_failed: int = 0
+
+    def add(self, iv: Interval) -> None:
+        self.counted = (
+            iv.sockets_counted if self.counted is None else (self.counted and iv.sockets_counted)
+        )
+        self.socket_sent += iv.socket_sent
+        self.socket_received += iv.socket_received
+        self.send_failed += iv.send_failed
+
+    def as_dict(self) -> dict[str, int] | None:
+        """result.json's `engine_counters` (None where a loop kept none)."""
+        if not self.counted:
+            return None
+        return {
+            "socket_sent": self.socket_sent,
+            "socket_received": self.socket_received,
+            "send_failed": self.send_failed,
+        }
+
+
 class MixStats:
     """Per-class stats plus `all`, fed with worker intervals."""
 
@@ -170,6 +207,7 @@ class MixStats:
         self.backlog_max = 0
         self.skipped = 0
         self.socket_errors = 0
+        self.sockets = SocketCounts()
         self.streams = False  # a stream transport reported connections
         self.conn = Connections()
         self.handshake = ClassStats(HANDSHAKE_HIGHEST_US)
@@ -182,6 +220,7 @@ class MixStats:
         self.backlog_max = 0
         self.skipped = 0
         self.socket_errors = 0
+        self.sockets = SocketCounts()
         self.conn = Connections()
 
     def add_window(self, window: Window) -> None:
@@ -198,6 +237,7 @@ class MixStats:
         self.skipped += iv.skipped  # dropped because the generator fell behind
         self.unexpected += iv.unexpected
         self.socket_errors += iv.socket_errors
+        self.sockets.add(iv)
         if iv.connections is not None:
             self.streams = True
             self.conn.opened += iv.connections.opened
@@ -268,6 +308,7 @@ class LoadResult:
     abandoned: int = 0  # queries in flight on connections hung up on purpose (streams)
     due: int = 0  # the schedule's queries (sent + never sent)
     refused: int = 0  # ICMP errors (connection refused) met; their queries are lost
+    engine_counters: dict[str, int] | None = None  # SocketCounts.as_dict
 
     @property
     def achieved_rate(self) -> float:
@@ -297,6 +338,7 @@ class LoadResult:
             "classes": self.classes,
             **({"abandoned": self.abandoned} if self.connections is not None else {}),
             **({"connections": self.connections} if self.connections is not None else {}),
+            **({"engine_counters": self.engine_counters} if self.engine_counters else {}),
         }
 
 
@@ -349,4 +391,5 @@ def result_from(
         abandoned=total.abandoned,
         due=total.due,
         refused=stats.socket_errors,
+        engine_counters=stats.sockets.as_dict(),
     )

@@ -127,6 +127,14 @@ class RunLoad(Protocol):
     def stop(self) -> None: ...
 
 
+def engine_counters(parts: list[dict[str, int] | None]) -> dict[str, int] | None:
+    """The runners' socket counts summed (soak.load.stats.SocketCounts); None where one
+    kept none: a part missing would read as a disagreement."""
+    if not parts or any(p is None for p in parts):
+        return None
+    return {k: sum(p[k] for p in parts if p is not None) for k in parts[0] or {}}
+
+
 class SupervisedLoad:
     # start() wants the run's origin at least this far ahead: the workers' interpreters
     # start (0.1-0.3 s, more on a busy machine) and send their first query at the origin.
@@ -142,6 +150,8 @@ class SupervisedLoad:
         self._prior = dict.fromkeys(TOTAL_FIELDS, 0)
         self._prior_seconds = 0.0
         self._prior_hist = LatencyHistogram()  # the latency of the runners replaced
+        self._prior_counters: list[dict[str, int] | None] = []  # theirs at the sockets
+        self.first_grid_ns = 0  # the first runner's second 0: the sockets count from it
         self.grid_ns = 0  # wall time of the current runner's second 0 (on the run's grid)
         self.end_ns = 0  # wall time its sending ends (the run's end)
         # Closed windows of a runner replaced or stopped, not yet handed out as points:
@@ -169,6 +179,7 @@ class SupervisedLoad:
         begin_at_ns, end_ns = run_span_ns(remaining_s, begin_at_ns, end_ns, self.start_lead_s)
         send_s = ns_to_s(end_ns - begin_at_ns)  # sending ends with the run
         self.grid_ns, self.end_ns = begin_at_ns, end_ns
+        self.first_grid_ns = self.first_grid_ns or begin_at_ns
         # on the monotonic clock the workers wait on
         begin_at_s = time.monotonic() + ns_to_s(begin_at_ns - time.time_ns())
         self.runner.keep_ledger = True
@@ -202,6 +213,7 @@ class SupervisedLoad:
             self._prior[name] += int(getattr(result, name, 0) or 0)
         self._prior_seconds += result.duration_s
         self._prior_hist.add(old.latency_histogram())
+        self._prior_counters.append(result.engine_counters)
         self._keep_windows(old)  # its last windows are the run's too
         why = "; ".join(old.errors) or "a worker exited"
         self.runner = old.again()
@@ -270,6 +282,9 @@ class SupervisedLoad:
         totals["latency_ms"] = {**result.latency_ms, **whole.latency_ms()}
         totals["seconds"] = self._prior_seconds + result.duration_s  # the windows' seconds
         totals["load_restarts"] = self.restarts
+        counters = engine_counters([*self._prior_counters, result.engine_counters])
+        if counters is not None:
+            totals["engine_counters"] = {**counters, "from_ns": self.first_grid_ns}
         return totals
 
     def stop(self) -> None:

@@ -48,6 +48,7 @@ def open_flows(spec: WorkerSpec) -> list[socket.socket]:
 
 def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     book = Book(spec)
+    book.sockets_counted = True
     socks = open_flows(spec)
     ep = select.epoll()
     recv_of: list[Any] = [None] * (max(s.fileno() for s in socks) + 1)  # fd -> recv
@@ -159,12 +160,15 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     t = mono()
                     try:
                         sends[flow](w)
+                        book.socket_sent += 1
                     except ConnectionRefusedError:  # ICMP from an earlier query: once more
                         book.socket_errors += 1
                         try:
                             sends[flow](w)
+                            book.socket_sent += 1
                         except OSError:  # refused again: it is sent, and will be lost
                             book.socket_errors += 1
+                            book.send_failed += 1
                     except BlockingIOError:
                         # The socket buffer is full: the query is due but cannot leave.
                         seq -= 1
@@ -191,6 +195,7 @@ def run_udp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     except (ConnectionRefusedError, BlockingIOError):
                         book.socket_errors += 1
                         continue
+                    book.socket_received += 1
                     if len(data) < header_len:
                         book.unexpected += 1
                         continue

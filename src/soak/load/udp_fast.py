@@ -92,13 +92,15 @@ def interval_of(
     backlog: int,
     skipped: int,
 ) -> Interval:
-    windows, closed_below, unexpected, socket_errors, max_gap_ns, max_gap_end_ns = counts
+    windows, closed_below, unexpected, socket_errors, max_gap_ns, max_gap_end_ns = counts[:6]
     iv = Interval(spec.index, interval_s, rate, backlog, skipped)
     iv.windows = [window_from(w) for w in windows]
     iv.closed_below = closed_below
     iv.unexpected = unexpected
     iv.socket_errors = socket_errors
     iv.max_gap_ns, iv.max_gap_end_ns = max_gap_ns, max_gap_end_ns
+    iv.sockets_counted = True
+    iv.socket_sent, iv.socket_received, iv.send_failed = counts[6:]
     return iv
 
 

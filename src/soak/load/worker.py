@@ -134,6 +134,7 @@ class Book:
         self.win = OpenWindows(self.nc, window_slots(spec.timeout_s))
         self.second = 0  # the due second of the queries being sent
         self.base = self.win.open(0)  # its counters' index
+        self.sockets_counted = False  # set by a loop that counts at its sockets
         self.reset()
         self.pos = [spec.start_offset % max(1, len(c.questions)) for c in spec.classes]
         # Silences between replies (a service swap under load): the last answer and
@@ -146,6 +147,8 @@ class Book:
     def reset(self) -> None:
         self.unexpected = 0
         self.socket_errors = 0  # ICMP unreachable and similar (UDP)
+        # the sockets' own counts (Interval.socket_sent), of the loops that keep them
+        self.socket_sent = self.socket_received = self.send_failed = 0
         # stream transports: connections opened, failed, TLS sessions resumed, setup times
         self.conn_opened = self.conn_errors = self.conn_resumed = self.conn_hung_up = 0
         self.handshake_us: dict[int, int] = {}
@@ -176,6 +179,9 @@ class Book:
         iv.closed_below = self.win.closed_below
         iv.unexpected = self.unexpected
         iv.socket_errors = self.socket_errors
+        iv.sockets_counted = self.sockets_counted
+        iv.socket_sent, iv.socket_received = self.socket_sent, self.socket_received
+        iv.send_failed = self.send_failed
         iv.max_gap_ns, iv.max_gap_end_ns = self.max_gap_ns, self.max_gap_end_ns
         self.max_gap_ns = self.max_gap_end_ns = 0
         iv.connections = Connections(

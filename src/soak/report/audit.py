@@ -26,6 +26,7 @@ from soak.points import Point
 from soak.report.witnesses import (
     ScheduledPhase,
     Window,
+    engine_disagreements,
     quantile_disagreements,
     schedule_disagreements,
     server_disagreements,
@@ -187,6 +188,7 @@ def audit(
     out += schedule_disagreements(report, schedule)
     out += server_disagreements(whole.all_windows, server_count(store, run_id))
     out += quantile_disagreements(report, load_totals)
+    out += engine_disagreements(whole.all_windows, load_totals)
     if whole.counts["completed"] > whole.counts["sent"]:
         out.append(f"completed {whole.counts['completed']:,.0f} above sent")
     phases = [row.get("metrics", {}) for row in report.get("phases", [])]

@@ -13,6 +13,12 @@ These hold the ledger against what did not come from it:
   sample it has received every query answered by then, and no more than were sent by
   then, besides the probes and readiness queries soak sent itself (a share allowed).
 
+- the engine's own counters (result.json's `engine_counters`, soak.load.stats.SocketCounts):
+  what each loop's sockets took (sendmmsg, send) and read (recvmmsg, recv), counted at
+  the calls and kept apart from the windows: every query the ledger has sent was taken
+  by a socket (or counted sent after the socket refused it twice, `send_failed`), and
+  the ledger has no more answers than the sockets read (which include late, duplicate
+  and stray replies: the difference is said);
 - quantiles: the phases partition the run's windows and the classes the judged ones, and
   a quantile of a mixture lies between its parts' (each a quantile of merged histograms,
   bucket tops alike): result.json's whole-run p99 and mean within the phases' range, the
@@ -177,3 +183,65 @@ def quantile_disagreements(
         parts = [row.get("p99_ms") for name, row in rows.items() if name != "all"]
         out += _outside("classes `all` p99", rows["all"].get("p99_ms"), parts)
     return out
+
+
+def engine_counters_missing(load_totals: Mapping[str, Any] | None) -> str | None:
+    """Why result.json has no socket counters to hold the ledger against (None: it has)."""
+    totals = load_totals or {}
+    if "replay" in totals:
+        return "a replay keeps no socket counters"
+    if totals.get("load_restarts"):
+        return "the load engine restarted: a dead worker's last counts died with it"
+    if not isinstance(totals.get("engine_counters"), Mapping):
+        return (
+            "result.json has no engine_counters (a run before them, load agents, or a"
+            " stream transport: TCP, DoT and DoH keep none)"
+        )
+    return None
+
+
+def engine_disagreements(
+    windows: Iterable[Window], load_totals: Mapping[str, Any] | None
+) -> list[str]:
+    """The ledger's windows from the engine's start on against its sockets' counts:
+    sent equal to what the sockets took (and the refused counted sent), completed no
+    more than the replies read. [] where there are no counters (engine_counters_missing)."""
+    if engine_counters_missing(load_totals) is not None:
+        return []
+    counters = (load_totals or {})["engine_counters"]
+    from_ns = counters.get("from_ns", 0)
+    sent = completed = 0.0
+    for w in windows:
+        if w.time_ns > from_ns:  # stamped at its second's end
+            sent += w.sent
+            completed += w.completed
+    took = counters.get("socket_sent", 0) + counters.get("send_failed", 0)
+    received = counters.get("socket_received", 0)
+    out = []
+    if sent != took:
+        out.append(
+            f"the ledger's sent {sent:,.0f} != the {took:,.0f} queries its sockets took"
+            f" ({counters.get('send_failed', 0):,} of them refused and counted sent)"
+        )
+    if completed > received:
+        out.append(
+            f"the ledger's completed {completed:,.0f} above the {received:,.0f} replies"
+            " its sockets read"
+        )
+    return out
+
+
+def engine_counter_words(windows: Iterable[Window], load_totals: Mapping[str, Any] | None) -> str:
+    """ "the sockets took N queries and read M replies (K late, duplicate or stray)", or
+    why the counters are not there."""
+    missing = engine_counters_missing(load_totals)
+    if missing is not None:
+        return f"not witnessed by the engine's socket counters: {missing}"
+    counters = (load_totals or {})["engine_counters"]
+    from_ns = counters.get("from_ns", 0)
+    completed = sum(w.completed for w in windows if w.time_ns > from_ns)
+    received = counters.get("socket_received", 0)
+    return (
+        f"the engine's sockets took {counters.get('socket_sent', 0):,} queries and read"
+        f" {received:,} replies ({received - completed:,.0f} late, duplicate or stray)"
+    )

@@ -326,6 +326,22 @@ def local_audit(data_dir: DataDir, run_id: str) -> list[str]:
         return found
 
 
+def local_engine_counter_line(data_dir: DataDir, run_id: str) -> str:
+    """What the engine's socket counters say of the run, or why they are not there
+    (soak.report.witnesses.engine_counter_words): a witness skipped is said, never passed."""
+    from soak.report.audit import ledger_sums
+    from soak.report.witnesses import engine_counter_words
+
+    with _local_run(data_dir, run_id) as (_, record):
+        store = SqliteStore(data_dir.points_path(record.scenario, record.run_dir))
+        try:
+            windows = ledger_sums(store, record.id).all_windows
+        finally:
+            store.close()
+        totals = (read_result(record.run_dir) or {}).get("load_totals")
+        return engine_counter_words(windows, totals)
+
+
 def local_report_text(data_dir: DataDir, run_id: str, fmt: str) -> str:
     """`soak report RUN --data-dir DIR`: no service needed."""
     with _local_run(data_dir, run_id) as (state, record):
