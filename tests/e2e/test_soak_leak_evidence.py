@@ -63,24 +63,20 @@ def test_refdns_leaking_fds_from_its_first_query_is_a_staircase_found_in_minutes
     fall back, climbing in steps: `growing` before min_windows (6) windows have closed."""
     refdns_binary()
     data = tmp_path / "data"
-    done = subprocess.run(
-        soak_argv(
-            "start", str(SCENARIO), "--foreground", "--json", "--data-dir", str(data),
-            "--set", "target.argv.8=-shape=fds",
-            "--set", "target.argv.9=-shape-per-s=0.04",
-            "--set", "leaks.window_s=30s",
-            "--set", "leaks.interval_s=10s",
-            "--set", "leaks.min_windows=6",
-            "--set", "leaks.startup_max_s=4h",  # the default wait: not what finds it
-            "--set", "phases.0.duration_s=20s",
-            "--set", "phases.1.duration_s=150s",  # 5 windows: fewer than min_windows
-            "--set", "criteria.p99_ms_max={all: 1000}",
-            "--set", "criteria.api_latency_ms_max={}",
-        ),
-        capture_output=True, text=True, cwd=ROOT, timeout=400,
+    st = foreground(
+        SCENARIO, data,
+        "--set", "target.argv.8=-shape=fds",
+        "--set", "target.argv.9=-shape-per-s=0.04",
+        "--set", "leaks.window_s=30s",
+        "--set", "leaks.interval_s=10s",
+        "--set", "leaks.min_windows=6",
+        "--set", "leaks.startup_max_s=4h",  # the default wait: not what finds it
+        "--set", "phases.0.duration_s=20s",
+        "--set", "phases.1.duration_s=150s",  # 5 windows: fewer than min_windows
+        "--set", "criteria.p99_ms_max={all: 1000}",
+        "--set", "criteria.api_latency_ms_max={}",
+        codes=(1,), timeout_s=400,
     )  # fmt: skip
-    assert done.returncode == 1, done.stderr[-3000:]
-    st = last_json(done.stdout)
     fds = {v["resource"]: v for v in st["verdicts"]}["fds"]
     assert fds["verdict"] == "growing", fds
     assert "a staircase that never falls back" in fds["note"], fds
