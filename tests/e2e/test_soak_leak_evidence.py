@@ -22,24 +22,31 @@ pytestmark = pytest.mark.e2e
 SCENARIO = ROOT / "scenarios" / "refdns-demo.yaml"
 
 
+def leaking_refdns(data: Path, shape: str, rate: str, window_s: int) -> dict[str, Any]:
+    """refdns-demo with the leak `shape` at `rate` (its argv 8 and 9) from its first query,
+    leak windows of `window_s` with the default 4-h wait for start-up growth, a steady
+    phase of 150 s (fewer whole windows than min_windows, 6), run to its end: failed."""
+    return foreground(
+        SCENARIO, data,
+        "--set", f"target.argv.8={shape}",
+        "--set", f"target.argv.9={rate}",
+        "--set", f"leaks.window_s={window_s}s",
+        "--set", "leaks.interval_s=10s",
+        "--set", "leaks.min_windows=6",
+        "--set", "leaks.startup_max_s=4h",  # the default wait: not what finds it
+        "--set", "phases.0.duration_s=20s",
+        "--set", "phases.1.duration_s=150s",
+        "--set", "criteria.p99_ms_max={all: 1000}",
+        "--set", "criteria.api_latency_ms_max={}",
+        codes=(1,), timeout_s=400,
+    )  # fmt: skip
+
+
 def test_refdns_leaking_from_its_first_query_is_growing_within_minutes(tmp_path: Path) -> None:
     refdns_binary()
     data = tmp_path / "data"
-    st = foreground(
-            SCENARIO, data,
-            # argv 8 and 9 (-querylog-mmap-bytes, -leak=false): the leak shape instead
-            "--set", "target.argv.8=-shape=leak",
-            "--set", "target.argv.9=-shape-kib-per-s=2048",
-            "--set", "leaks.window_s=60s",
-            "--set", "leaks.interval_s=10s",
-            "--set", "leaks.min_windows=6",
-            "--set", "leaks.startup_max_s=4h",  # the default wait: not what finds it
-            "--set", "phases.0.duration_s=20s",
-            "--set", "phases.1.duration_s=150s",
-            "--set", "criteria.p99_ms_max={all: 1000}",
-            "--set", "criteria.api_latency_ms_max={}",
-            codes=(1,), timeout_s=400,
-    )  # fmt: skip
+    # argv 8 and 9 (-querylog-mmap-bytes, -leak=false): the leak shape instead
+    st = leaking_refdns(data, "-shape=leak", "-shape-kib-per-s=2048", window_s=60)
     verdicts = {v["resource"]: v for v in st["verdicts"]}
     rss = verdicts["rss_anon_bytes"]
     assert rss["verdict"] == "growing", rss
@@ -63,20 +70,7 @@ def test_refdns_leaking_fds_from_its_first_query_is_a_staircase_found_in_minutes
     fall back, climbing in steps: `growing` before min_windows (6) windows have closed."""
     refdns_binary()
     data = tmp_path / "data"
-    st = foreground(
-        SCENARIO, data,
-        "--set", "target.argv.8=-shape=fds",
-        "--set", "target.argv.9=-shape-per-s=0.04",
-        "--set", "leaks.window_s=30s",
-        "--set", "leaks.interval_s=10s",
-        "--set", "leaks.min_windows=6",
-        "--set", "leaks.startup_max_s=4h",  # the default wait: not what finds it
-        "--set", "phases.0.duration_s=20s",
-        "--set", "phases.1.duration_s=150s",  # 5 windows: fewer than min_windows
-        "--set", "criteria.p99_ms_max={all: 1000}",
-        "--set", "criteria.api_latency_ms_max={}",
-        codes=(1,), timeout_s=400,
-    )  # fmt: skip
+    st = leaking_refdns(data, "-shape=fds", "-shape-per-s=0.04", window_s=30)
     fds = {v["resource"]: v for v in st["verdicts"]}["fds"]
     assert fds["verdict"] == "growing", fds
     assert "a staircase that never falls back" in fds["note"], fds
