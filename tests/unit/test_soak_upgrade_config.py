@@ -125,6 +125,10 @@ BAD = {
         {"target": {"version": "2", "argv": ["/nonexistent/refdns", "-x"]}},
         "upgrade.swaps.0.target: target: binary not found or not executable: /nonexistent/refdns",
     ),
+    "a process target's migration in a container": (
+        {"migrate": {"container": {"image": "x:2", "command": ["true"], "mount": "/d"}}},
+        "upgrade.swaps.0.migrate.container: a process target migrates on the host",
+    ),
     "a rollback without a moment": (
         {"rollback": {"checks": CHECKS[:1]}},
         "give either `at` (a duration) or `after`",
