@@ -126,3 +126,29 @@ def test_run_bytes_share_the_file_by_samples(tmp_path: Path) -> None:
     assert small_bytes + big_bytes == pytest.approx(store.used_bytes(), abs=1)
     assert store.run_bytes("none") == (0, 0)
     store.close()
+
+
+def test_a_swap_s_new_version_tag_continues_the_same_series(tmp_path: Path) -> None:
+    """A soak's swap changes the `version` tag mid-run: the readers of a run's series
+    (leak verdicts' window minima, figures) see one series across it, not the old
+    version's alone; another tag still makes another series."""
+    store = SqliteStore(tmp_path / "points.db")
+    s = 1_000_000_000
+    store.write([p("process", t * s, {"rss_bytes": float(100 + t)}) for t in range(10)])
+    store.write(
+        [p("process", t * s, {"rss_bytes": float(100 + t)}, version="v2") for t in range(10, 20)]
+    )
+    store.write([p("process", 5 * s, {"rss_bytes": 1.0}, target="other")])
+    (one, other) = store.series("r1", "process", "rss_bytes")
+    assert one[0]["version"] == "v1" and other[0]["target"] == "other"
+    assert [t for t, _ in one[1]] == [t * s for t in range(20)]
+    minima = store.window_minima("r1", "process", "rss_bytes", 0, 5.0)
+    assert minima is not None and [m for _, m in minima] == [100.0, 105.0, 110.0, 115.0]
+    store.write(
+        [p("process", t * s, {"rss_bytes": float(100 + t)}, version="v2") for t in range(20, 26)]
+    )
+    again = store.window_minima("r1", "process", "rss_bytes", 0, 5.0)
+    assert again is not None and [m for _, m in again] == [100.0, 105.0, 110.0, 115.0, 120.0]
+    v2 = store.series("r1", "process", "rss_bytes", {"version": "v2"})
+    assert [len(values) for _, values in v2] == [16]
+    store.close()

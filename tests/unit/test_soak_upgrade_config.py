@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from soak.config import scenario_from_data
+from soak.config.upgrade import swap_versions
 from soak.runs.timeline import scaled_scenario
 from soak.upgrade.insoak import swap_plans
 from tests.unit.test_bad_input import base_scenario, validate_exit
@@ -53,6 +54,34 @@ def test_duration_scales_at_with_the_phases(tmp_path: Path) -> None:
     assert scaled_scenario(sc, 12.0).swap_offsets_s() == [6.0]
 
 
+def test_a_rollback_is_placed_after_its_swap_and_scaled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    back = {"at": "90s", "checks": CHECKS[:1], "migrate": {"command": ["true"]}}
+    code, _, err = validate(tmp_path, capsys, with_upgrade(rollback=back))
+    assert code == 0, err
+    sc = scenario_from_data(with_upgrade(rollback=back), "s", tmp_path)
+    (plan,) = swap_plans(sc, env={})
+    assert (plan.at_s, plan.rollback_at_s) == (60.0, 90.0) and plan.has_rollback
+    assert [c.kind for c in plan.rollback_checks] == ["ready_within"]
+    assert plan.rollback_migrate is not None
+    assert scaled_scenario(sc, 12.0).move_offsets_s() == [(6.0, 9.0)]
+
+
+def test_a_swap_after_a_rollback_changes_the_version_the_rollback_left(tmp_path: Path) -> None:
+    """swap 1 changes the version swap 0 stopped (its rollback ran it again), not swap 0's."""
+    sc = with_upgrade(rollback={"at": "70s", "checks": CHECKS[:1]})
+    sc["upgrade"]["swaps"].append(
+        {"at": "90s", "target": {"version": "3", "env": {"X": "1"}}, "checks": CHECKS[:1]}
+    )
+    sc["target"]["version"] = "1"
+    scenario = scenario_from_data(sc, "s", tmp_path)
+    assert scenario.upgrade is not None
+    versions = swap_versions(scenario.upgrade, scenario.target)
+    assert [(v.before.version, v.after.version) for v in versions] == [("1", "2"), ("1", "3")]
+    assert versions[1].after.argv == versions[0].before.argv
+
+
 BAD = {
     "no phase": (
         {"after": "nope"},
@@ -84,9 +113,25 @@ BAD = {
         {"target": {"version": "2", "argv": ["/nonexistent/refdns", "-x"]}},
         "upgrade.swaps.0.target: target: binary not found or not executable: /nonexistent/refdns",
     ),
-    "a rollback": (
+    "a process target's migration in a container": (
+        {"migrate": {"container": {"image": "x:2", "command": ["true"], "mount": "/d"}}},
+        "upgrade.swaps.0.migrate.container: a process target migrates on the host",
+    ),
+    "a rollback without a moment": (
         {"rollback": {"checks": CHECKS[:1]}},
-        "upgrade.swaps.0.rollback: not run in a soak yet; a later swap back",
+        "give either `at` (a duration) or `after`",
+    ),
+    "a rollback before its swap": (
+        {"rollback": {"at": "30s", "checks": CHECKS[:1]}},
+        "upgrade.swaps.0.rollback: at 30 s is not after its swap",
+    ),
+    "a rollback at the run's end": (
+        {"rollback": {"after": "new", "checks": CHECKS[:1]}},
+        "upgrade.swaps.0.rollback: at 120 s is not before the run's end (120 s)",
+    ),
+    "a rollback's check of the snapshot": (
+        {"rollback": {"at": "90s", "checks": [{"name": "x", "kind": "corpus"}]}},
+        "upgrade.swaps.0.rollback.checks.0",
     ),
 }
 

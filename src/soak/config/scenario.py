@@ -9,7 +9,7 @@ from pydantic import Field, ValidationInfo, field_serializer, field_validator, m
 
 from soak.analysis.scenario_sections import CriteriaConfig, LeaksConfig
 from soak.config.bench import BenchConfig
-from soak.config.upgrade import UpgradeSection, check_swappable, swap_offsets_s
+from soak.config.upgrade import UpgradeSection, check_swappable, move_offsets_s
 from soak.load.load_config import LoadConfig, rate_json, rate_or_max
 from soak.samplers.selection import SamplersConfig
 from soak.sinks.destinations import SinkConfig, SpoolConfig
@@ -75,16 +75,21 @@ class Scenario(FileModel):
         if self.upgrade is not None:
             try:
                 check_swappable(self.upgrade, self.target.runtime)
-                self.swap_offsets_s()
+                self.move_offsets_s()
             except ValueError as exc:
                 raise ValueError(f"upgrade.{exc}") from None
         return self
 
-    def swap_offsets_s(self) -> list[float]:
-        """Each swap's moment, seconds from the run's start (none without `upgrade:`)."""
+    def move_offsets_s(self) -> list[tuple[float, float | None]]:
+        """Each swap's moment and its rollback's (None without one), seconds from the
+        run's start (none without `upgrade:`)."""
         if self.upgrade is None:
             return []
-        return swap_offsets_s(self.upgrade, [(p.name, p.duration_s) for p in self.phases])
+        return move_offsets_s(self.upgrade, [(p.name, p.duration_s) for p in self.phases])
+
+    def swap_offsets_s(self) -> list[float]:
+        """Each swap's moment, seconds from the run's start."""
+        return [at_s for at_s, _ in self.move_offsets_s()]
 
     @property
     def memory_limit_bytes(self) -> float | None:

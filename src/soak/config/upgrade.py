@@ -4,8 +4,9 @@ Each swap says when (`at:` a duration from the run's start, or `after:` a phase,
 its end), what the target becomes (only the fields that change: `version`, a process's
 `argv` and `env`, a docker target's `image`, `command` and `environment`), an optional
 `migrate:` step, the checklist run after the new version is ready (the upgrade gate's
-checks, `{{var}}` filled from `vars`), and an optional `rollback:` (the old version
-again on the migrated data, with its own checks).
+checks, `{{var}}` filled from `vars`), and an optional `rollback:` (at its own moment,
+`at:` or `after:`, the version before the swap again on the data the new one migrated,
+after an optional down-migration, with its own checks).
 
 The checks and the migrate step are the upgrade gate's models, which live above this
 layer (soak.upgrade.config): here they are kept as the mappings the YAML gave, and
@@ -15,6 +16,7 @@ soak.upgrade.insoak validates them where every scenario is read (`soak validate`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field, TypeAdapter, model_validator
@@ -47,26 +49,32 @@ class SwapTarget(StrictModel):
         }
 
 
-class SwapRollback(StrictModel):
-    """Back to the version before the swap, on the data the new one wrote."""
+class _When(StrictModel):
+    """A moment of the run: `at` a duration from its start, or `after` a phase (its end)."""
+
+    at: DurationS | None = Field(default=None, gt=0)  # seconds from the run's start
+    after: str | None = None  # a phase's name: at its end
+
+    @model_validator(mode="after")
+    def _when(self) -> _When:
+        if (self.at is None) == (self.after is None):
+            raise ValueError("give either `at` (a duration) or `after` (a phase's name)")
+        return self
+
+
+class SwapRollback(_When):
+    """Back to the version before the swap, on the data the new one wrote, at its own
+    moment (after the swap, before the next one)."""
 
     checks: list[dict[str, Any]] = Field(min_length=1)
     migrate: dict[str, Any] | None = None  # a down-migration, as `migrate:`
 
 
-class Swap(StrictModel):
-    at: DurationS | None = Field(default=None, gt=0)  # seconds from the run's start
-    after: str | None = None  # a phase's name: at its end
+class Swap(_When):
     target: SwapTarget
     migrate: dict[str, Any] | None = None  # the gate's `migrate:` (command, env, timeout_s)
     checks: list[dict[str, Any]] = Field(min_length=1)
     rollback: SwapRollback | None = None
-
-    @model_validator(mode="after")
-    def _when(self) -> Swap:
-        if (self.at is None) == (self.after is None):
-            raise ValueError("give either `at` (a duration) or `after` (a phase's name)")
-        return self
 
 
 class UpgradeSection(StrictModel):
@@ -82,38 +90,67 @@ def swapped_config(current: TargetConfig, target: SwapTarget) -> TargetConfig:
     return adapter.validate_python(data)
 
 
-def swapped_targets(section: UpgradeSection, first: TargetConfig) -> list[TargetConfig]:
-    """The target each swap brings in, in order (each from the one before it)."""
-    out: list[TargetConfig] = []
+@dataclass(frozen=True)
+class Versions:
+    """What one swap changes the target from and to, and back to on its rollback."""
+
+    before: TargetConfig  # the version the swap stops (its rollback's target)
+    after: TargetConfig  # the version it brings in
+
+
+def swap_versions(section: UpgradeSection, first: TargetConfig) -> list[Versions]:
+    """Each swap's versions, in order: a swap changes the version running before it
+    (the one before it brought in, or, after that one's rollback, the one it stopped)."""
+    out: list[Versions] = []
+    current = first
     for swap in section.swaps:
-        out.append(swapped_config(out[-1] if out else first, swap.target))
+        out.append(Versions(current, swapped_config(current, swap.target)))
+        current = current if swap.rollback is not None else out[-1].after
     return out
 
 
-def swap_offsets_s(section: UpgradeSection, phases: list[tuple[str, float]]) -> list[float]:
-    """Each swap's moment in seconds from the run's start; `phases`: (name, duration_s).
-    Raises ValueError naming the swap that is not inside the run or out of order."""
+def swapped_targets(section: UpgradeSection, first: TargetConfig) -> list[TargetConfig]:
+    """The target each swap brings in, in order."""
+    return [v.after for v in swap_versions(section, first)]
+
+
+def _moment(when: _When, ends: dict[str, float], where: str) -> float:
+    if when.after is not None:
+        if when.after not in ends:
+            raise ValueError(f"{where}.after: no phase {when.after!r} (phases: {', '.join(ends)})")
+        return ends[when.after]
+    return float(when.at or 0.0)
+
+
+def move_offsets_s(
+    section: UpgradeSection, phases: list[tuple[str, float]]
+) -> list[tuple[float, float | None]]:
+    """Each swap's moment and its rollback's (None without one), in seconds from the
+    run's start; `phases`: (name, duration_s). Raises ValueError naming the swap or
+    rollback that is not inside the run or out of order (each after the one before)."""
     ends: dict[str, float] = {}
     elapsed = 0.0
     for name, duration_s in phases:
         elapsed += duration_s
         ends[name] = elapsed
-    out: list[float] = []
+    out: list[tuple[float, float | None]] = []
+    last_s: float | None = None
     for i, swap in enumerate(section.swaps):
-        if swap.after is not None:
-            if swap.after not in ends:
-                names = ", ".join(ends)
-                raise ValueError(f"swaps.{i}.after: no phase {swap.after!r} (phases: {names})")
-            at_s = ends[swap.after]
-        else:
-            at_s = float(swap.at or 0.0)
-        if at_s >= elapsed:
-            raise ValueError(
-                f"swaps.{i}: at {at_s:g} s is not before the run's end ({elapsed:g} s)"
-            )
-        if out and at_s <= out[-1]:
-            raise ValueError(f"swaps.{i}: at {at_s:g} s is not after the swap before it")
-        out.append(at_s)
+        moments: list[float | None] = []
+        for when, where in ((swap, f"swaps.{i}"), (swap.rollback, f"swaps.{i}.rollback")):
+            if when is None:
+                moments.append(None)
+                continue
+            at_s = _moment(when, ends, where)
+            if at_s >= elapsed:
+                raise ValueError(
+                    f"{where}: at {at_s:g} s is not before the run's end ({elapsed:g} s)"
+                )
+            if last_s is not None and at_s <= last_s:
+                before = "its swap" if when is swap.rollback else "the swap or rollback before it"
+                raise ValueError(f"{where}: at {at_s:g} s is not after {before}")
+            moments.append(last_s := at_s)
+        out.append((float(moments[0] or 0.0), moments[1]))
     return out
 
 
@@ -135,8 +172,11 @@ def scaled_section(section: UpgradeSection, factor: float) -> UpgradeSection:
     """The section of a run whose phases were scaled by `factor` (`--duration`): each
     `at` scaled too, on a whole second as the phases are (an `after` follows its phase
     by itself)."""
-    swaps = [
-        s.model_copy(update={"at": float(max(1, round(s.at * factor)))}) if s.at is not None else s
-        for s in section.swaps
-    ]
+
+    def scaled(when: Any) -> Any:
+        if when is None or when.at is None:
+            return when
+        return when.model_copy(update={"at": float(max(1, round(when.at * factor)))})
+
+    swaps = [scaled(s).model_copy(update={"rollback": scaled(s.rollback)}) for s in section.swaps]
     return section.model_copy(update={"swaps": swaps})

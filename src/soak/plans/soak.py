@@ -17,12 +17,10 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from soak.clock import s_to_ns
 from soak.runs.ending import Ending
 from soak.runs.run import Run
 from soak.runs.timeline import PhaseSpan, RateChange, Timeline
-from soak.upgrade.insoak import swap_plans
-from soak.upgrade.inswap import SWAP_EVENT, SoakSwap, interrupted_swap
+from soak.upgrade.inswap import SWAP_EVENT, interrupted_swap, swap_steps
 
 
 @dataclass(frozen=True)
@@ -99,9 +97,7 @@ class SoakPlan:
         for span in phases_after(tl, now_ns):
             enter = functools.partial(run.enter_phase, span.index, rate_change(tl, span.index))
             steps.append(At(f"phase:{span.index}", "phase", span.start_ns, enter))
-        for swap in swap_plans(sc):  # a soak across an upgrade (soak.upgrade.inswap)
-            at_ns = tl.origin_ns + s_to_ns(swap.at_s)
-            if at_ns > now_ns:
-                steps.append(At(f"swap:{swap.index}", "swap", at_ns, SoakSwap(run, swap)))
+        # A soak across an upgrade: its swaps and rollbacks (soak.upgrade.inswap).
+        steps += [At(*step) for step in swap_steps(run, now_ns)]
         steps.append(At("end", "end", end_ns, run.finish))
         return steps

@@ -92,7 +92,8 @@ def compared(before: dict[str, Any], after: dict[str, Any]) -> Table:
 
 def cases(segment: dict[str, Any]) -> Table:
     rows = [[c["name"], c["kind"], c["status"], c["message"]] for c in segment["cases"]]
-    return f"Swap to {segment['version']}: checks", ["check", "kind", "result", "said"], rows
+    move = "Rollback" if segment.get("rollback") else "Swap"
+    return f"{move} to {segment['version']}: checks", ["check", "kind", "result", "said"], rows
 
 
 def segment_tables(report: dict[str, Any]) -> list[Table]:

@@ -5,7 +5,8 @@ ledger's windows of those seconds (due, sent, completed, lost, skipped, and p50/
 from their merged histograms: soak.analysis.latency, the one estimator), the leak
 verdicts fitted on its own seconds alone (the new version judged from its own start,
 with its own start-up wait: soak.analysis.verdicts.run_verdicts through a reader cut at
-the segment's end), the cases of the checklist run when it arrived and what its swap cost
+the segment's end), the cases of the checklist run when it arrived (a swap's, or its
+rollback's: `rollback` true) and what its swap cost
 (the queries lost in the seconds from the old version's stop to the new one's ready,
 refused included: the ledger's windows of those seconds). The windows are
 split by soak.analysis.segments, each in exactly one segment: the segments' counts add
@@ -140,15 +141,17 @@ def version_segments(
     out = []
     for span, sum_, against in zip(spans, sums, compared, strict=True):
         bounds = stamp_bounds(spans, span)
+        swap = (swaps or {}).get(span.index, {})
         out.append(
             {
                 "version": span.version,
+                "rollback": bool(swap.get("rollback")),  # brought in by a swap's rollback
                 "start_s": span.start_s,
                 "end_s": span.end_s,
                 "load": _load(sum_, windows, bounds),
                 "leaks": _leaks(store, run_id, span, leaks, warmup_end_ns, bounds[1]),
-                "cases": list((swaps or {}).get(span.index, {}).get("cases", [])),
-                "swap": _swap_cost(store, run_id, span, (swaps or {}).get(span.index)),
+                "cases": list(swap.get("cases", [])),
+                "swap": _swap_cost(store, run_id, span, swap or None),
                 "compared": against,  # with the segment before it
             }
         )

@@ -59,6 +59,7 @@ BENCH = "bench"
 RESULT = "result.json"
 SWAPS = "swaps.json"  # a soak with `upgrade:`: each swap as it ran (soak.upgrade.inswap)
 SWAP_JUNIT = "swap-{index}-junit.xml"  # its checks as JUnit cases
+SWAP_ROLLBACK_JUNIT = "swap-{index}-rollback-junit.xml"  # its rollback's checks
 REPORTS = {"html": "report.html", "json": "report.json", "md": "report.md"}
 SPOOL = "spool"
 PROFILES = "profiles"
@@ -287,8 +288,8 @@ def swaps_path(run_dir: Path) -> Path:
     return run_dir / SWAPS
 
 
-def swap_junit_path(run_dir: Path, index: int) -> Path:
-    return run_dir / SWAP_JUNIT.format(index=index)
+def swap_junit_path(run_dir: Path, index: int, rollback: bool = False) -> Path:
+    return run_dir / (SWAP_ROLLBACK_JUNIT if rollback else SWAP_JUNIT).format(index=index)
 
 
 def read_swaps(run_dir: Path) -> list[dict[str, Any]]:

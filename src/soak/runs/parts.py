@@ -177,6 +177,13 @@ class RunParts:
         )
         self.listener = self.ctx.listen(RunFacts(self.run_id, sc, self.run_dir, self.run_tags))
 
+    def retag(self, version: str) -> None:
+        """Points written from now on carry `version` (a soak's swap): the run's tags and
+        the tick runner's copy of them."""
+        self.run_tags["version"] = version
+        if self.tick_runner is not None:
+            self.tick_runner.run_tags["version"] = version
+
     def event(
         self, kind: str, message: str, value: float = 0.0, time_ns: int | None = None
     ) -> None:

@@ -48,7 +48,7 @@ class Run:
         self.run_dir = record.run_dir
         self._lock = threading.RLock()
         self.timeline = Timeline()
-        tgt = self.scenario.target
+        tgt = target_now(self.scenario, record.run_dir)  # after a swap: its version
         run_tags = {"soak": self.id, "scenario": self.scenario.name}
         run_tags |= {"target": tgt.name, "version": tgt.version}
         run_tags |= {k: v for k, v in self.scenario.alerting.labels.items() if k == "team"}
@@ -219,6 +219,8 @@ class Run:
         sees it stopped), the new process saved as soon as it runs; None if the run is
         ending. A failure raises, the run `ending`: its end is the swap's to say."""
         with self._lock:
+            if not self.ending:  # points written from now on: the new version's
+                self.parts.retag(cfg.version)
             try:
                 return None if self.ending else self.targets.swap_target(cfg, between, self._saved)
             except SoakError:

@@ -1,13 +1,15 @@
-"""Which version of a soak's target runs now, after the swaps its `upgrade:` section has
-made (swaps.json in the run directory, soak.upgrade.inswap writes it): what a resumed run
-re-attaches to and restarts, and what reaps it. Before any swap: the scenario's target."""
+"""Which version of a soak's target runs now, after the swaps (and rollbacks) its
+`upgrade:` section has made (swaps.json in the run directory, soak.upgrade.inswap writes
+it): what a resumed run re-attaches to and restarts, and what reaps it. Before any swap:
+the scenario's target."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from soak.config import Scenario
-from soak.config.upgrade import swapped_targets
+from soak.config.upgrade import swap_versions
 from soak.runs.layout import read_swaps
 from soak.targets.specs import TargetConfig
 
@@ -16,12 +18,18 @@ from soak.targets.specs import TargetConfig
 STARTED = ("pass", "failed", "interrupted", "running")
 
 
+def move_key(record: dict[str, Any]) -> tuple[int, bool]:
+    """A swaps.json record's place in the run: swap i, then its rollback, then swap i+1."""
+    return int(record["index"]), bool(record.get("rollback"))
+
+
 def target_now(scenario: Scenario, run_dir: Path) -> TargetConfig:
-    """The target's config as the run's swaps have left it."""
+    """The target's config as the run's swaps and rollbacks have left it."""
     if scenario.upgrade is None:
         return scenario.target
     made = [s for s in read_swaps(run_dir) if s.get("status") in STARTED and "ready_s" in s]
     if not made:
         return scenario.target
-    last = max(int(s["index"]) for s in made)
-    return swapped_targets(scenario.upgrade, scenario.target)[last]
+    index, rollback = max(move_key(s) for s in made)
+    versions = swap_versions(scenario.upgrade, scenario.target)[index]
+    return versions.before if rollback else versions.after

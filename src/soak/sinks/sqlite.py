@@ -49,7 +49,14 @@ Value = float | str
 
 _PAGE_ROWS = 10_000
 _KEPT_WINDOWED_SERIES = 256  # a few runs' leak resources; the least recently read goes first
+
+
 # The first series of (soak, measurement) that has a field at all (window_minima's).
+def _sans_version(tags: dict[str, str]) -> str:
+    """A tag set as one series whatever its `version` (a soak's swap changes it)."""
+    return json.dumps({k: v for k, v in tags.items() if k != "version"}, sort_keys=True)
+
+
 _FIRST_SERIES_WITH_FIELD = (
     "SELECT s.id FROM series s WHERE s.soak = ? AND s.measurement = ? AND EXISTS"
     " (SELECT 1 FROM samples v WHERE v.series_id = s.id AND v.field = ?)"
@@ -93,7 +100,7 @@ class SqliteStore:
             raise SinkError(f"cannot open the point store {self.path}: {exc}") from exc
         self._series_ids: dict[tuple[str, str, str], int] = {}
         # (series id, field, since_ns, window_s) -> the minima so far, the last time read
-        self._windows: dict[tuple[int, str, int, float], tuple[WindowMinima, int]] = {}
+        self._windows: dict[tuple[tuple[int, ...], str, int, float], tuple[WindowMinima, int]] = {}
 
     # ---------------------------------------------------------------- Sink
 
@@ -136,8 +143,8 @@ class SqliteStore:
             key = (series_id, name)
             newest[key] = min(time_ns, newest.get(key, time_ns))
         for kept, (_windows, read_ns) in list(self._windows.items()):
-            oldest = newest.get((kept[0], kept[1]))
-            if oldest is not None and oldest <= read_ns:
+            found = [newest[(i, kept[1])] for i in kept[0] if (i, kept[1]) in newest]
+            if found and min(found) <= read_ns:
                 del self._windows[kept]
 
     def _series_id(self, soak: str, measurement: str, tags: dict[str, str]) -> int:
@@ -159,15 +166,17 @@ class SqliteStore:
     def series(
         self, soak: str, measurement: str, field: str, tags: dict[str, str] | None = None
     ) -> list[tuple[dict[str, str], list[tuple[int, Value]]]]:
-        """One field over time, per distinct tag set (those containing `tags`), time-ordered.
-        A load agent's part (soak.names.AGENT_TAG) only where `tags` names the tag."""
+        """One field over time, per distinct tag set (those containing `tags`), time-ordered;
+        tag sets that differ only in `version` are one series (a soak's swap changes the
+        version mid-run), under the first one's tags. A load agent's part
+        (soak.names.AGENT_TAG) only where `tags` names the tag."""
         agents = bool(tags) and AGENT_TAG in (tags or {})
+        result: dict[str, tuple[dict[str, str], list[tuple[int, Value]]]] = {}
         with self._lock:
             found = self._db.execute(
                 "SELECT id, tags FROM series WHERE soak = ? AND measurement = ? ORDER BY id",
                 (soak, measurement),
             ).fetchall()
-            result = []
             for series_id, tags_json in found:
                 series_tags: dict[str, str] = json.loads(tags_json)
                 if tags and any(series_tags.get(k) != v for k, v in tags.items()):
@@ -179,10 +188,12 @@ class SqliteStore:
                     " ORDER BY time_ns",
                     (series_id, field),
                 ).fetchall()
-                if rows:
-                    values = [(t, num if txt is None else txt) for t, num, txt in rows]
-                    result.append((series_tags, values))
-            return result
+                values = [(t, num if txt is None else txt) for t, num, txt in rows]
+                if values:
+                    result.setdefault(_sans_version(series_tags), (series_tags, []))[1].extend(
+                        values
+                    )
+        return [(t, sorted(v, key=lambda tv: tv[0])) for t, v in result.values()]
 
     def points(
         self,
@@ -253,19 +264,32 @@ class SqliteStore:
             row = self._db.execute(_FIRST_SERIES_WITH_FIELD, (soak, measurement, field)).fetchone()
             if row is None:
                 return None
-            key = (int(row[0]), field, since_ns, window_s)
+            ids = self._versions_of(int(row[0]))  # a new version's series: read anew
+            key = (ids, field, since_ns, window_s)
             kept = self._windows.pop(key, None)
             windows, read_ns = kept or (WindowMinima(window_s), since_ns - 1)
             rows = self._db.execute(
-                "SELECT time_ns, num FROM samples WHERE series_id = ? AND field = ?"
-                " AND time_ns > ? AND num IS NOT NULL ORDER BY time_ns",
-                (key[0], field, read_ns),
+                f"SELECT time_ns, num FROM samples WHERE series_id IN ({','.join('?' * len(ids))})"
+                " AND field = ? AND time_ns > ? AND num IS NOT NULL ORDER BY time_ns",
+                (*ids, field, read_ns),
             ).fetchall()
             windows.add((t / NS_PER_S, v) for t, v in rows)
             self._windows[key] = (windows, rows[-1][0] if rows else read_ns)  # the newest last
             while len(self._windows) > _KEPT_WINDOWED_SERIES:
                 del self._windows[next(iter(self._windows))]
             return windows.complete()
+
+    def _versions_of(self, series_id: int) -> tuple[int, ...]:
+        """The series of the same run and tags as `series_id` but for `version`, in order."""
+        soak, measurement, tags = self._db.execute(
+            "SELECT soak, measurement, tags FROM series WHERE id = ?", (series_id,)
+        ).fetchone()
+        same = _sans_version(json.loads(tags))
+        found = self._db.execute(
+            "SELECT id, tags FROM series WHERE soak = ? AND measurement = ? ORDER BY id",
+            (soak, measurement),
+        ).fetchall()
+        return tuple(i for i, t in found if _sans_version(json.loads(t)) == same)
 
     def latest(self, soak: str, measurement: str, field: str) -> Value | None:
         """The newest value of a field in a run, over all its tag sets."""

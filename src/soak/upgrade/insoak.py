@@ -48,10 +48,11 @@ class SwapPlan:
     migrate: Migrate | None = None
     rollback_checks: list[Check] = field(default_factory=list)
     rollback_migrate: Migrate | None = None
+    rollback_at_s: float | None = None  # from the run's start; None: no rollback
 
     @property
     def has_rollback(self) -> bool:
-        return bool(self.rollback_checks)
+        return self.rollback_at_s is not None
 
 
 def _steps(raw: dict[str, Any], where: str) -> _Steps:
@@ -101,9 +102,11 @@ def swap_plans(scenario: Scenario, env: Mapping[str, str] | None = None) -> list
     out: list[SwapPlan] = []
     problems: list[str] = []
     target = scenario.target
+    docker = isinstance(target, DockerTarget)
     if isinstance(target, DockerTarget) and target.volume is None:  # the data to keep
         problems.append("target.volume: a docker target's swap needs `volume: {mount: PATH}`")
-    for i, (swap, at_s) in enumerate(zip(section.swaps, scenario.swap_offsets_s(), strict=True)):
+    moments = scenario.move_offsets_s()
+    for i, (swap, (at_s, back_at_s)) in enumerate(zip(section.swaps, moments, strict=True)):
         where = f"upgrade.swaps.{i}"
         steps = _steps({"checks": swap.checks, "migrate": swap.migrate}, where)
         problems += _problems(steps.checks, f"{where}.checks", names)
@@ -112,14 +115,11 @@ def swap_plans(scenario: Scenario, env: Mapping[str, str] | None = None) -> list
             raw = {"checks": swap.rollback.checks, "migrate": swap.rollback.migrate}
             back = _steps(raw, f"{where}.rollback")
             problems += _problems(back.checks, f"{where}.rollback.checks", names)
-            problems.append(
-                f"{where}.rollback: not run in a soak yet; a later swap back to the old"
-                " version's fields (with its own checks) is a rollback at a moment you choose"
-            )
         for step, label in ((steps.migrate, "migrate"), (back.migrate, "rollback.migrate")):
-            if step is not None and step.container is not None:
+            if step is not None and step.container is not None and not docker:
                 problems.append(
-                    f"{where}.{label}.container: a soak migrates on the host (`command:`)"
+                    f"{where}.{label}.container: a process target migrates on the host"
+                    " (`command:`); a one-shot container is for a docker target's volume"
                 )
         out.append(
             SwapPlan(
@@ -131,6 +131,7 @@ def swap_plans(scenario: Scenario, env: Mapping[str, str] | None = None) -> list
                 steps.migrate,
                 back.checks,
                 back.migrate,
+                back_at_s,
             )
         )
     if problems:
