@@ -58,7 +58,7 @@ def test_a_rollback_is_placed_after_its_swap_and_scaled(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     back = {"at": "90s", "checks": CHECKS[:1], "migrate": {"command": ["true"]}}
-    code, _, err = validate(tmp_path, capsys, with_upgrade(rollback=back))
+    code, _, err = validate_exit(tmp_path, capsys, with_upgrade(rollback=back))
     assert code == 0, err
     sc = scenario_from_data(with_upgrade(rollback=back), "s", tmp_path)
     (plan,) = swap_plans(sc, env={})

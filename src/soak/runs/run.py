@@ -31,6 +31,7 @@ from soak.runs.reap import target_group
 from soak.runs.reserve import release_reserve
 from soak.runs.state import RunRecord, RunStatus
 from soak.runs.supervise import Supervisor, owner
+from soak.runs.swaps import target_now
 from soak.runs.ticking import Ticker
 from soak.runs.timeline import RateChange, Timeline
 from soak.targets.base import Running
