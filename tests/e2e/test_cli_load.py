@@ -46,13 +46,17 @@ def test_json_against_unbound(server: ServerProc, qfile: Path) -> None:
     assert set(d) == {
         "engine", "duration_s", "due", "skipped", "refused", "target_rate", "achieved_rate",
         "qps", "sent", "completed", "lost", "late", "rcodes", "latency_ms", "generator_bound",
-        "classes",
+        "classes", "engine_counters",
     }  # fmt: skip
     # the schedule is exact: 500 q/s for 2 s is 1,000 due, and a generator keeping up sends all
     assert d["due"] == 1000 and d["skipped"] == 0 and d["refused"] == 0
     assert d["sent"] == 1000 and d["completed"] == 1000 and d["rcodes"] == {"NOERROR": 1000}
     assert sum(c["due"] for c in d["classes"].values()) == 1000
     assert d["achieved_rate"] == 500.0 and d["generator_bound"] is False
+    # the engine's own socket counts, kept apart from the windows: the same 1,000
+    sockets = d["engine_counters"]
+    assert sockets["socket_sent"] + sockets["send_failed"] == 1000, sockets
+    assert sockets["socket_received"] >= 1000, sockets
 
 
 def load_300_for_1_s(server: ServerProc, qfile: Path, *extra: str) -> str:
