@@ -58,7 +58,10 @@ def elapsed_text(seconds: float) -> str:
 
 
 class AgentsLoad:
-    start_lead_s = START_MARGIN_S  # start() wants the run's origin at least this far ahead
+    # start() wants the run's origin this far ahead: the release, a moment later, keeps
+    # START_MARGIN_S to start_at, and a start_at it must push moves by whole seconds (the
+    # run's grid): a lead of only the margin lost a whole second to a few ms of delay.
+    start_lead_s = START_MARGIN_S + 1.0
 
     def __init__(
         self,
