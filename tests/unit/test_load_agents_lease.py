@@ -281,3 +281,11 @@ def test_a_start_at_pushed_past_the_origin_stays_on_the_run_grid() -> None:
     clock = Clock()
     f = fleet_of(2, clock)
     assert f.release(T0 - S // 2) == T0 + 3 * S // 2  # whole seconds after the origin
+
+
+def test_a_load_of_its_own_keeps_its_length_when_its_start_is_pushed() -> None:
+    # `soak load`: no run's timeline to keep, so the end moves with start_at
+    clock = Clock()
+    f = fleet_of(2, clock)
+    assert f.release(T0 - S // 2, end_ns=T0 + 3 * S, keep_length=True) == T0 + 3 * S // 2
+    assert f.end_ns == T0 + 5 * S and f.counted_from_ns == T0 + 3 * S // 2  # pushed 2 s

@@ -120,6 +120,7 @@ def run_load_agents(
         logs_dir=load_agents_dir(run_id),
         engine=engine,  # else the config's, its local agents writing in logs_dir
     )
+    load.keeps_length = True  # no run's timeline: a pushed start_at moves the end too
     with stop_on_sigterm():
         try:
             load.prepare(duration_s)  # raises with nothing left running

@@ -150,7 +150,12 @@ class Fleet:
         return all(s.registered for s in self.slots)
 
     def release(
-        self, start_at_ns: int, end_ns: int | None = None, *, counted_from_ns: int | None = None
+        self,
+        start_at_ns: int,
+        end_ns: int | None = None,
+        *,
+        counted_from_ns: int | None = None,
+        keep_length: bool = False,
     ) -> int:
         """The run's start_at: as asked, but never sooner than a margin from now (every
         agent must hear it before it comes: whole seconds later, so that it stays on the
@@ -160,6 +165,10 @@ class Fleet:
         earliest_ns = self.wall_ns() + s_to_ns(START_MARGIN_S)
         behind_s = -(-max(0, earliest_ns - start_at_ns) // NS_PER_S)
         self.start_at_ns = start_at_ns + behind_s * NS_PER_S
+        if keep_length:  # a load of its own (soak load): its whole length from start_at
+            self.counted_from_ns = self.start_at_ns
+            self.end_ns = None if end_ns is None else end_ns + behind_s * NS_PER_S
+            return self.start_at_ns
         self.counted_from_ns = self.start_at_ns if counted_from_ns is None else counted_from_ns
         self.end_ns = end_ns
         return self.start_at_ns

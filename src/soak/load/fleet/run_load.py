@@ -58,10 +58,7 @@ def elapsed_text(seconds: float) -> str:
 
 
 class AgentsLoad:
-    # start() wants the run's origin this far ahead: the release, a moment later, keeps
-    # START_MARGIN_S to start_at, and a start_at it must push moves by whole seconds (the
-    # run's grid): a lead of only the margin lost a whole second to a few ms of delay.
-    start_lead_s = START_MARGIN_S + 1.0
+    start_lead_s = START_MARGIN_S  # start() wants the run's origin at least this far ahead
 
     def __init__(
         self,
@@ -97,6 +94,9 @@ class AgentsLoad:
         self._engine_polled_s = 0.0
         self._tail: list[Second] = []  # the seconds stop() took
         self._end_ns: int | None = None  # the run's end, once started (wall clock)
+        # `soak load` (no run's timeline to keep): a start_at pushed past the origin moves
+        # the end with it, so that the load sends its whole length.
+        self.keeps_length = False
 
     # ------------------------------------------------------------ lifecycle
 
@@ -156,10 +156,13 @@ class AgentsLoad:
             end_ns = None
             if self.run_duration_s is not None:
                 end_ns = origin_ns + s_to_ns(self.run_duration_s)
-            self._end_ns = end_ns
             # From the run's origin, the agents' seconds are counted (a resumed run's
             # seconds while the service was away are counted by the run: from start_at).
-            fleet.release(origin_ns, end_ns, counted_from_ns=begin_at_ns)
+            # A load of its own keeps its length when start_at is pushed past the origin.
+            fleet.release(
+                origin_ns, end_ns, counted_from_ns=begin_at_ns, keep_length=self.keeps_length
+            )
+            self._end_ns = fleet.end_ns
 
     def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
         """The new rate (agents take it at once: `at_ns` is not passed on yet)."""
