@@ -31,6 +31,7 @@ from bench.record_leak_corpus import (
     UNBOUND_CONF,
     ZONE,
     Case,
+    dnsmasq_target,
     flat,
     leak,
     process_target,
@@ -185,30 +186,7 @@ def _pdns_auth() -> dict[str, object]:
     return target
 
 
-DNSMASQ = {
-    "runtime": "process",
-    "name": "dnsmasq",
-    "version": "debian",
-    "argv": [
-        "dnsmasq",
-        "--no-daemon",
-        "--port={port.dns}",
-        "--listen-address=127.0.0.1",
-        "--bind-interfaces",
-        "--no-resolv",
-        "--no-hosts",
-        "--cache-size=10000",
-        "--server=127.0.0.1#{service.upstream.port.dns}",
-        "--pid-file={data_dir}/dnsmasq-target.pid",
-        "--user=root",
-    ],
-    "ports": {"dns": {"protocol": "both"}},
-    "ready": {
-        "probes": [{"kind": "dns", "name": "www.example.com", "answer": "192.0.2.1"}],
-        "timeout_s": "20s",
-    },
-    "on_exit": "fail",
-}
+DNSMASQ = dnsmasq_target(cache_size=10_000)
 
 
 def count_leak(resource: str, per_h: float, others: tuple[str, str], half: str) -> Case:

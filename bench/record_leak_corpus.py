@@ -85,6 +85,37 @@ class Mode:
 
 
 STRETCHED = Mode(tick_s=1.0, time_scale=TIME_SCALE, rate_qps=200, real_time=False)
+
+
+def dnsmasq_target(cache_size: int) -> dict[str, object]:
+    """dnsmasq as the target, forwarding to the upstream service, its cache `cache_size`
+    entries (allocated whole at start: its RSS is flat while the cache fills)."""
+    return {
+        "runtime": "process",
+        "name": "dnsmasq",
+        "version": "debian",
+        "argv": [
+            "dnsmasq",
+            "--no-daemon",
+            "--port={port.dns}",
+            "--listen-address=127.0.0.1",
+            "--bind-interfaces",
+            "--no-resolv",
+            "--no-hosts",
+            f"--cache-size={cache_size}",
+            "--server=127.0.0.1#{service.upstream.port.dns}",
+            "--pid-file={data_dir}/dnsmasq-target.pid",
+            "--user=root",
+        ],
+        "ports": {"dns": {"protocol": "both"}},
+        "ready": {
+            "probes": [{"kind": "dns", "name": "www.example.com", "answer": "192.0.2.1"}],
+            "timeout_s": "20s",
+        },
+        "on_exit": "fail",
+    }
+
+
 REAL_TIME_MODE = Mode(tick_s=10.0, time_scale=1.0, rate_qps=50, real_time=True)
 
 
@@ -343,30 +374,7 @@ REAL.append(
         # dnsmasq allocates its whole cache at start: the RSS is flat while it fills.
         flat("rss_anon_bytes", "fds", "threads"),
         miss_weight=9,
-        target={
-            "runtime": "process",
-            "name": "dnsmasq",
-            "version": "debian",
-            "argv": [
-                "dnsmasq",
-                "--no-daemon",
-                "--port={port.dns}",
-                "--listen-address=127.0.0.1",
-                "--bind-interfaces",
-                "--no-resolv",
-                "--no-hosts",
-                "--cache-size=5000",
-                "--server=127.0.0.1#{service.upstream.port.dns}",
-                "--pid-file={data_dir}/dnsmasq-target.pid",
-                "--user=root",
-            ],
-            "ports": {"dns": {"protocol": "both"}},
-            "ready": {
-                "probes": [{"kind": "dns", "name": "www.example.com", "answer": "192.0.2.1"}],
-                "timeout_s": "20s",
-            },
-            "on_exit": "fail",
-        },
+        target=dnsmasq_target(cache_size=5000),
     ),
 )
 REAL.append(
