@@ -117,13 +117,15 @@ bind-address = "127.0.0.1:{rpc_port}"
 
 
 @contextlib.contextmanager
-def influxdb_v1(tmp: Path) -> Iterator[InfluxV1]:
-    """InfluxDB 1.6 (`influxd run -config`), HTTP on 127.0.0.1, data in `tmp`."""
+def influxdb_v1(tmp: Path, data_settings: str = "") -> Iterator[InfluxV1]:
+    """InfluxDB 1.6 (`influxd run -config`), HTTP on 127.0.0.1, data in `tmp`;
+    `data_settings` (TOML lines) added to its [data] section."""
     workdir = tmp / "influxdb"
     workdir.mkdir(parents=True, exist_ok=True)
     port, rpc_port = free_port(), free_port()
     conf = workdir / "influxdb.conf"
-    conf.write_text(influx_v1_config(workdir, port, rpc_port))
+    text = influx_v1_config(workdir, port, rpc_port)
+    conf.write_text(text.replace("[data]\n", f"[data]\n{data_settings}") if data_settings else text)
     server = InfluxV1("influxd", ["influxd", "run", "-config", str(conf)], workdir, port, "/ping")
     server.start()
     try:
