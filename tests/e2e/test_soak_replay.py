@@ -14,11 +14,11 @@ import pytest
 from soak.clock import NS_PER_S
 from soak.load.replay import BOUND_P99_US, Plan
 from soak.sinks.sqlite import SqliteStore
-from soak.traffic.capture_file import TCP, UDP, Capture, Query, write_capture
+from soak.traffic.capture_file import TCP, UDP, Capture, Query
 from soak.traffic.replay_config import ReplayConfig
 from tests.e2e.soakrun import QUICK, last_json, run_soak
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import unbound_process_target
+from tests.support.soaks import replay_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -46,20 +46,13 @@ def small_capture() -> Capture:
 
 def test_soak_run_replays_a_capture(tmp_path: Path) -> None:
     capture = small_capture()
-    write_capture(tmp_path / "c.soakcap", capture)
-    scenario = {
-        "name": "replay-soak",
-        "target": unbound_process_target(),
-        "phases": [
-            {"name": "warmup", "duration_s": "4s", "warmup": True},
-            {"name": "steady", "duration_s": f"{RUN_S - 4}s"},
-        ],
-        "load": {"timeout_s": "1s", "replay": {"file": "c.soakcap", "speed": "2x"}},
-        # 20 s of unbound filling its caches is no leak verdict; the cores are shared.
-        "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
-    }
-    path = tmp_path / "replay.yaml"
-    path.write_text(json.dumps(scenario))
+    phases = [
+        {"name": "warmup", "duration_s": "4s", "warmup": True},
+        {"name": "steady", "duration_s": f"{RUN_S - 4}s"},
+    ]
+    # 20 s of unbound filling its caches is no leak verdict; the cores are shared.
+    criteria = {"leaks_ok": False, "p99_ms_max": {"all": 1000}}
+    path = replay_scenario(tmp_path, capture, "replay-soak", phases, criteria, speed="2x")
     data = tmp_path / "data"
     status = soak_ends(path, data)
     # Every figure the run reports agrees with its ledger, to the query.

@@ -8,7 +8,6 @@ raises): the last server fault that made a replay raise, a DoH server's stream l
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -17,11 +16,11 @@ import pytest
 
 from soak.clock import NS_PER_S
 from soak.load.replay import Plan
-from soak.traffic.capture_file import UDP, Capture, Query, write_capture
+from soak.traffic.capture_file import UDP, Capture, Query
 from soak.traffic.replay_config import ReplayConfig
 from tests.e2e.soakrun import QUICK, last_json, run_soak
 from tests.support.ledger import assert_figures_agree
-from tests.support.servers import unbound_process_target
+from tests.support.soaks import RESTART_CRITERIA, replay_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -38,17 +37,8 @@ def pairs_capture() -> Capture:
 
 def test_a_replay_that_raises_is_restarted_and_the_ledger_adds_up(tmp_path: Path) -> None:
     capture = pairs_capture()
-    write_capture(tmp_path / "c.soakcap", capture)
-    scenario = {
-        "name": "replay-restart",
-        "target": unbound_process_target(),
-        "phases": [{"name": "steady", "duration_s": f"{RUN_S}s"}],
-        "load": {"timeout_s": "1s", "replay": {"file": "c.soakcap"}},
-        # the restart skips what was due meanwhile: no criterion is the point
-        "criteria": {"leaks_ok": False, "lost_ratio_max": None},
-    }
-    path = tmp_path / "restart.yaml"
-    path.write_text(json.dumps(scenario))
+    phases = [{"name": "steady", "duration_s": f"{RUN_S}s"}]
+    path = replay_scenario(tmp_path, capture, "replay-restart", phases, RESTART_CRITERIA)
     data = tmp_path / "data"
     proc = run_soak(
         "start", str(path), "--foreground", "--duration", f"{RUN_S}s", *QUICK,

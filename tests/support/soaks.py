@@ -19,7 +19,8 @@ from typing import Any
 
 from soak.runs.layout import DataDir
 from soak.sinks.sqlite import SqliteStore
-from tests.support.servers import external_unbound
+from soak.traffic.capture_file import Capture, write_capture
+from tests.support.servers import external_unbound, unbound_process_target
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,5 +111,32 @@ def unbound_phases_scenario(
         **more,
     }
     path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+# A replay whose restart skips what fell due meanwhile: no criterion is the point.
+RESTART_CRITERIA = {"leaks_ok": False, "lost_ratio_max": None}
+
+
+def replay_scenario(
+    tmp_path: Path,
+    capture: Capture,
+    name: str,
+    phases: list[dict[str, Any]],
+    criteria: dict[str, Any],
+    **replay: Any,
+) -> Path:
+    """A scenario (tmp_path/replay.yaml) replaying `capture` (written to c.soakcap beside
+    it) against an unbound process of the run's own, with `replay` options added."""
+    write_capture(tmp_path / "c.soakcap", capture)
+    doc = {
+        "name": name,
+        "target": unbound_process_target(),
+        "phases": phases,
+        "load": {"timeout_s": "1s", "replay": {"file": "c.soakcap", **replay}},
+        "criteria": criteria,
+    }
+    path = tmp_path / "replay.yaml"
     path.write_text(json.dumps(doc))
     return path

@@ -16,17 +16,20 @@ from soak.load.conn import Policy, TlsSpec
 from soak.load.load_config import ConnectionPolicy, LoadConfig
 
 
-def spawn_worker() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
-    """A worker interpreter with a control pipe (to it) and a stats pipe (from it).
+def spawn_worker(
+    module: str = "soak.load.child",
+) -> tuple[subprocess.Popen[bytes], Connection, Connection]:
+    """A worker interpreter (`python -m module CTRL_FD STATS_FD`) with a control pipe
+    (to it) and a stats pipe (from it).
 
-    Its first message must be its WorkerSpec.
+    A load worker's first message must be its WorkerSpec; a replay's, its ChildSpec.
     """
     ctrl_r, ctrl_w = os.pipe()
     stats_r, stats_w = os.pipe()
     env = dict(os.environ)
     package_root = str(Path(soak.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    argv = [sys.executable, "-m", "soak.load.child", str(ctrl_r), str(stats_w)]
+    argv = [sys.executable, "-m", module, str(ctrl_r), str(stats_w)]
     try:
         proc = subprocess.Popen(argv, pass_fds=(ctrl_r, stats_w), stdin=subprocess.DEVNULL, env=env)
     finally:

@@ -10,6 +10,8 @@ This is the replay's one face; its rooms are private:
     _windows    the replay's one-second windows on the run's grid (the ledger's rows)
     _result     what a replay reports, and its text summary
     _run_load   a soak run's load from a capture, behind the face SupervisedLoad has
+    _process    a soak run's replay in a process of its own, as the run's process sees it
+    _child      that process (`python -m soak.load.replay._child`)
 
 Its section model (`load.replay`) is soak.traffic.replay_config: the load section
 (soak.load.load_config) names it, and it names no part of the replay.

@@ -1,10 +1,10 @@
 """A soak run's load from a capture (`load.replay`), behind the face SupervisedLoad has.
 
-The Replay (soak.load.replay._loop) plays in a thread of the run's process, from the run's
-origin: its second 0 is the run's grid second 0, so each of its closed ledger windows
-is stamped at the end of its own second of the run, as the workers' are, and becomes
-the run's `load` points through SupervisedLoad's parts. Phases, classes, result.json,
-the audit and the report read them as any other load's.
+The Replay (soak.load.replay._loop) plays in a process of its own (_process, _child),
+from the run's origin: its second 0 is the run's grid second 0, so each of its closed
+ledger windows is stamped at the end of its own second of the run, as the workers'
+are, and becomes the run's `load` points through SupervisedLoad's parts. Phases,
+classes, result.json, the audit and the report read them as any other load's.
 
 The replay keeps the capture's timing, scaled by its own `speed` or `rate_qps`
 (docs/replay.md): a phase's rate does not change it.
@@ -15,8 +15,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,13 @@ from soak.clock import NS_PER_S, WHOLE_SECONDS, ns_to_s, s_to_ns, second_end_ns
 from soak.load.ledger import Window
 from soak.load.load_config import LoadConfig
 from soak.load.replay._loop import Replay, load_replay, monotonic_ns
+from soak.load.replay._process import (
+    CONN_FIELDS,
+    SOCKETS_OPEN,
+    ChildSpec,
+    Closed,
+    ReplayProcess,
+)
 from soak.load.replay._result import Offsets
 from soak.load.stats import MixStats, result_from
 from soak.load.supervised import TOTAL_FIELDS, load_points, run_span_ns
@@ -32,34 +37,13 @@ from soak.traffic.replay_config import BOUND_P99_US
 
 # The send offsets' quantiles on each `load` point of class `all` (send_offset_p99_us...).
 OFFSET_QUANTILES = ("p50", "p99", "max")
-# The replay's connection counts (replay_conns.ClientConns.counts) grown while a window
-# was open, on its `all` point: connections opened, queries sent on one already open,
-# connections closed idle, connection errors. Counted when the window closes (its
-# queries ended), so a window's figures lag its queries by up to load.timeout_s.
-CONN_FIELDS = {
-    "opened": "conn_opened",
-    "reused": "conn_reused",
-    "idled_out": "conn_idled_out",
-    "errors": "conn_errors",
-}
-SOCKETS_OPEN = "sockets_open"  # the client sockets and connections open as it closed
-
-
-@dataclass
-class Closed:
-    """A closed window, its queries' send offsets, its connection counts."""
-
-    window: Window
-    offsets: Offsets
-    conns: dict[str, int]
-
 
 # Past the run's end, the queries in flight get their timeout and this much to end.
 JOIN_GRACE_S = 5.0
 
 
 class ReplayLoad:
-    start_lead_s = 1.0  # the thread starts at once; the origin only needs to lie ahead
+    start_lead_s = 1.0  # the child is ready before start(); the origin only needs to lie ahead
 
     def __init__(
         self,
@@ -77,7 +61,6 @@ class ReplayLoad:
         self.capture = load_replay(self.replay_cfg)
         self.server = server
         self.run_origin_ns = run_origin_ns
-        self.names: list[str] = []
         self.highest_us = int(cfg.timeout_s * 1e6) + 1000
         self.rate_qps = 0.0  # the phases' rate: recorded, not applied (docs/replay.md)
         self.restarts = 0  # fresh replays after one raised (the face SupervisedLoad has)
@@ -86,16 +69,17 @@ class ReplayLoad:
         self._lock = threading.Lock()
         # Closed, not yet handed out as points, each with its queries' send offsets.
         self._closed_windows: list[Closed] = []
-        self._conns_seen: dict[str, int] = {}  # the replay's counts as its last window closed
-        self._wound_up = False  # the replay that raised has closed its windows
-        self.replay = self._new_replay()
+        # The plan as the child plays it: its classes, loops and dues (nothing is sent
+        # from here but the wind-up of a child that died).
+        self.replay = self._local_replay()
         self.names = list(self.replay.plan.classes.names)
+        self._next_second = 0  # the first second of the run no closed window has covered
         self._bound_at: str | None = None  # the first window that missed the timing
         self._bound_told = False
         self._total = MixStats(self.names, self.highest_us)  # every closed window
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._error: str | None = None  # the replay's, until it is restarted
+        self._child: ReplayProcess | None = None
+        self._wound_up = False  # the replay that raised has closed its windows
         self._error_told = False
 
     @property
@@ -103,7 +87,12 @@ class ReplayLoad:
         """The replay's mean rate as planned (the capture's, scaled): what it is asked."""
         return self.replay.plan.rate_qps
 
-    def _new_replay(self) -> Replay:
+    @property
+    def child_pid(self) -> int | None:
+        """The process the replay plays in, while it lives."""
+        return None if self._child is None else self._child.pid
+
+    def _local_replay(self) -> Replay:
         replay = Replay(
             self.replay_cfg,
             self.capture,
@@ -112,14 +101,21 @@ class ReplayLoad:
             self.cfg.timeout_s,
             self.cfg.seed or 0,
         )
-        replay.ledger.on_window = partial(self._closed, replay)
-        replay.offsets.by_second = {}  # each window's offsets go out with its point
-        self._conns_seen = replay.conns.counts()
-        self._wound_up = False
+        replay.ledger.on_window = self._closed_here
         return replay
 
     def prepare(self, max_duration_s: float) -> None:
-        """Nothing to prepare: the capture was read on construction."""
+        """The replay's process started and ready (its interpreter, its capture read),
+        so that its first query leaves on time."""
+        self._ready_child()
+
+    def _ready_child(self) -> ReplayProcess:
+        if self._child is None or self._child.dead:
+            spec = ChildSpec.of(self.cfg, self.replay_cfg, self.server)
+            child = ReplayProcess(spec, self._closed)
+            child.start()
+            self._child = child
+        return self._child
 
     def start(
         self,
@@ -131,29 +127,29 @@ class ReplayLoad:
         """The replay from the run's origin (else the next whole second) to its end; a
         resumed run's from its next whole second, at that place in the plan."""
         self.rate_qps = rate_qps
+        self._ready_child()  # a resumed run's was not prepared
         begin_at_ns, end_ns = run_span_ns(remaining_s, begin_at_ns, end_ns, self.start_lead_s)
         origin_ns = self.run_origin_ns() if self.run_origin_ns is not None else begin_at_ns
         self.grid_ns, self.end_ns = origin_ns, end_ns
         self._play_from(begin_at_ns - origin_ns)
 
     def _play_from(self, start_ns: int) -> None:
-        """The replay's thread, sending from `start_ns` after the run's origin."""
+        """The replay's process sending from `start_ns` after the run's origin."""
+        child = self._ready_child()
         origin_mono_ns = monotonic_ns() + (self.grid_ns - time.time_ns())
         send_s = ns_to_s(self.end_ns - self.grid_ns)
-        args = (self.replay, send_s, origin_mono_ns, start_ns)
-        self._thread = threading.Thread(target=self._play, args=args, name="replay", daemon=True)
-        self._thread.start()
+        self._next_second = max(self._next_second, start_ns // NS_PER_S)
+        self._wound_up = False
+        child.play(origin_mono_ns, send_s, start_ns)
 
-    def _play(self, replay: Replay, send_s: float, origin_mono_ns: int, start_ns: int) -> None:
-        try:
-            replay.run(send_s, origin_mono_ns, self._stop.is_set, start_ns)
-        except Exception as exc:  # told as the run's event by check(), restarted there
-            self._error = f"{type(exc).__name__}: {exc}"
+    @property
+    def _error(self) -> str | None:
+        return None if self._child is None else self._child.error
 
-    def _closed(self, replay: Replay, window: Window) -> None:
-        """In the replay's thread (or, for a replay that raised, the one winding it up):
-        a window closed (every query due in it ended)."""
-        offsets = replay.offsets.take(window.second)  # the replay's thread: no race
+    def _closed(self, closed: Closed) -> None:
+        """In the reader thread of the replay's process: a window closed (every query
+        due in it ended)."""
+        window, offsets = closed.window, closed.offsets
         p99_us = offsets.quantiles()["p99"]
         skipped = window.total().skipped
         if self._bound_at is None and (skipped or p99_us > BOUND_P99_US):
@@ -161,13 +157,15 @@ class ReplayLoad:
                 f"second {window.second} of the run: send offset p99 {p99_us:,.0f} µs"
                 f" (at most {BOUND_P99_US:,} µs), {skipped} skipped"
             )
-        counts = replay.conns.counts()  # the replay's thread: no race either
-        grown = {name: counts[k] - self._conns_seen[k] for k, name in CONN_FIELDS.items()}
-        grown[SOCKETS_OPEN] = replay.conns.open_sockets
-        self._conns_seen = counts
         with self._lock:
-            self._closed_windows.append(Closed(window, offsets, grown))
+            self._next_second = max(self._next_second, window.second + 1)
+            self._closed_windows.append(closed)
             self._total.add_window(window)
+
+    def _closed_here(self, window: Window) -> None:
+        """A window the wind-up of a dead child closed here: no query of it was sent."""
+        conns = dict.fromkeys([*CONN_FIELDS.values(), SOCKETS_OPEN], 0)
+        self._closed(Closed(window, Offsets(), conns))
 
     def set_rate(self, rate_qps: float, at_ns: int | None = None) -> None:
         """A phase's rate does not pace a replay: its capture's timing does."""
@@ -181,19 +179,20 @@ class ReplayLoad:
 
     def check(self, remaining_s: float) -> list[Fault]:
         """The first window that missed the capture's timing, once; a replay that raised
-        (`load_failed`), restarted for the rest of the run (`load_restarted`), as the
-        workers' engine is (SupervisedLoad): at most one restart a tick, none once the
-        run's time is up."""
+        or whose process ended (`load_failed`), restarted for the rest of the run
+        (`load_restarted`), as the workers' engine is (SupervisedLoad): at most one
+        restart a tick, none once the run's time is up."""
         faults: list[Fault] = []
         if self._bound_at is not None and not self._bound_told:
             self._bound_told = True
             message = "generator-bound: the replay could not keep the capture's timing at "
             faults.append(Fault("generator_bound", message + self._bound_at, 1.0))
-        if self._error is not None and not self._error_told:
+        error = self._error
+        if error is not None and not self._error_told:
             self._error_told = True
-            faults.append(Fault("load_failed", f"the replay stopped: {self._error}", 1.0))
+            faults.append(Fault("load_failed", f"the replay stopped: {error}", 1.0))
             if remaining_s > 0 and not self._stop.is_set():
-                faults.append(self._restart(self._error))
+                faults.append(self._restart(error))
         return faults
 
     def _restart(self, why: str) -> Fault:
@@ -204,11 +203,13 @@ class ReplayLoad:
         at_ns = WHOLE_SECONDS.at_or_after(time.time_ns() + lead_ns) - self.grid_ns
         self._wind_up(at_ns)
         try:
-            self.replay = self._new_replay()
+            self._ready_child()  # a fresh process where the last one ended
         except Exception as exc:  # no fresh one (out of file descriptors): no more tries
             return Fault("load_failed", f"the replay could not be restarted: {exc}", 1.0)
-        self._error, self._error_told = None, False
+        self._error_told = False
         self.restarts += 1
+        at_ns = max(at_ns, WHOLE_SECONDS.at_or_after(time.time_ns() + lead_ns) - self.grid_ns)
+        self._wind_up_here(at_ns)  # the seconds a fresh process took to start
         self._play_from(at_ns)
         loop = self.replay.plan.position(at_ns)[0]
         message = (
@@ -219,15 +220,33 @@ class ReplayLoad:
 
     def _wind_up(self, until_ns: int) -> None:
         """The replay that raised: its windows closed, the queries it did not come to
-        before `until_ns` (after the origin; the run's end at most) due and skipped."""
-        self.replay.wind_up(min(until_ns, self.end_ns - self.grid_ns))
+        before `until_ns` (after the origin; the run's end at most) due and skipped; in
+        its process, else (the process died) here, from the first second not closed."""
+        until_ns = min(until_ns, self.end_ns - self.grid_ns)
+        child = self._child
+        wait_s = self.cfg.timeout_s + JOIN_GRACE_S
+        if child is None or not child.wind_up(until_ns, wait_s):
+            self._wind_up_here(until_ns)
         self._wound_up = True
 
+    def _wind_up_here(self, until_ns: int) -> None:
+        """The seconds from the first one no window closed to `until_ns`: their planned
+        queries due and skipped (none of them sent by a live replay)."""
+        with self._lock:
+            from_ns = self._next_second * NS_PER_S
+        if from_ns >= until_ns:
+            return
+        local = self._local_replay()
+        local.start_ns = from_ns
+        try:
+            local.wind_up(until_ns)
+        finally:
+            local.conns.shut()
+
     def _join(self) -> None:
-        if self._thread is not None:
-            self._thread.join(self.cfg.timeout_s + JOIN_GRACE_S)
-            if self._thread.is_alive():
-                raise RuntimeError("the replay did not stop")
+        child = self._child
+        if child is not None and not child.wait_done(self.cfg.timeout_s + JOIN_GRACE_S):
+            raise RuntimeError("the replay did not stop")
 
     def _fields(self, *windows: Closed) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
         """The windows' ledger fields per class; on `all`, their send offsets (fidelity)
@@ -296,8 +315,15 @@ class ReplayLoad:
     def stop(self) -> None:
         """Sending ends; the queries in flight end (answered or lost at their timeout).
         A replay that raised and was not restarted closes its windows here, what was due
-        before now counted (skipped where unsent)."""
+        before now counted (skipped where unsent); then its process exits."""
         self._stop.set()
-        self._join()
-        if self._error is not None and not self._wound_up:
-            self._wind_up(time.time_ns() - self.grid_ns)
+        child = self._child
+        if child is None:
+            return
+        child.stop_sending()
+        try:
+            self._join()
+            if self._error is not None and not self._wound_up:
+                self._wind_up(time.time_ns() - self.grid_ns)
+        finally:
+            child.close()
