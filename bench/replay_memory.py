@@ -125,18 +125,21 @@ def child(args: argparse.Namespace) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     sizes = Path(args.out) / "sizes.jsonl"
-    threading.Thread(target=watch_sizes, args=(replay, sizes, stop), daemon=True).start()
+    every_s = args.sizes_every_s
+    watch = (replay, sizes, stop, every_s)
+    threading.Thread(target=watch_sizes, args=watch, daemon=True).start()
     result = replay.run(args.plan_s, stopping=stop.is_set).as_dict()
     per_client = result.pop("sent_per_client")
     result["clients_replayed"] = sum(1 for n in per_client if n > 0)
     print(json.dumps(result))
 
 
-def watch_sizes(replay: Any, path: Path, stop: threading.Event) -> None:
-    """The replay's tables, by length, every minute: which one follows the run's length."""
+def watch_sizes(replay: Any, path: Path, stop: threading.Event, every_s: float) -> None:
+    """The replay's tables, by length, every `every_s` (a minute): which one follows the
+    run's length."""
     start = time.monotonic()
     with path.open("a") as f:
-        while not stop.wait(60):
+        while not stop.wait(every_s):
             conns = replay.conns
             row = {
                 "t_s": round(time.monotonic() - start, 1),
@@ -150,7 +153,12 @@ def watch_sizes(replay: Any, path: Path, stop: threading.Event) -> None:
                 "holding": len(conns.holding),
                 "retiring": len(conns.retiring),
                 "handshake_keys": len(conns.book.handshake_us),
-                "loops": replay.loops_seen,
+                # the capture played so far: queries due over its queries
+                "loops": round(
+                    sum(cw.due for cw in replay.ledger.per_class)
+                    / max(1, len(replay.plan.capture.queries)),
+                    2,
+                ),
             }
             f.write(json.dumps(row) + "\n")
             f.flush()
@@ -232,6 +240,7 @@ def replay_and_sample(args: argparse.Namespace, cap: Path, out: Path) -> None:
                 *(sys.executable, __file__, "child", "--capture", str(cap), "--out", str(out)),
                 *("--port", str(server.port), "--plan-s", str(args.plan_s)),
                 *("--timeout", str(args.timeout)),
+                *("--sizes-every-s", str(args.sizes_every_s)),
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -265,6 +274,7 @@ def main() -> None:
         ap.add_argument(flag, type=kind, default=default, help=what)
     ap.add_argument("--capture", help="child: the capture file; run: reuse this one")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--sizes-every-s", type=float, default=60.0, help="child: tables read")
     ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
     if args.smoke:
@@ -300,8 +310,11 @@ def smoke(args: argparse.Namespace) -> None:
     try:
         args.capture_s, args.capture_qps, args.flows = 2.0, 200.0, 4
         args.plan_s, args.memory_s, args.every_s = 60.0, 4.0, 1.0
+        args.sizes_every_s = 1.0
         cap = make_capture(out, args.capture_s, args.capture_qps, args.flows)
         replay_and_sample(args, cap, out)
+        if not (out / "sizes.jsonl").read_text().strip():
+            raise SystemExit("the replay's tables were not read (sizes.jsonl is empty)")
         report(out, first_s=1.0)
     finally:
         shutil.rmtree(out)
