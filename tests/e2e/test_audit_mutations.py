@@ -182,7 +182,7 @@ def test_the_servers_count_is_a_witness(run: tuple[Path, str], tmp_path: Path) -
 
 def test_a_histogram_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
     """Every `all` window's latency histogram replaced by one of as many answers at
-    900 ms: its counts agree, its quantiles do not with result.json's."""
+    900 ms: its counts agree, its quantiles do not with result.json's or its classes'."""
 
     def change(db: sqlite3.Connection, run_id: str) -> None:
         sid, *_ = load_rows(db, run_id)
@@ -201,6 +201,7 @@ def test_a_histogram_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
 
     found = corrupted(run, tmp_path, with_db(change))
     assert any(line.startswith("result.json p99 ") for line in found), found
+    assert any(line.startswith("classes `all` p99 ") for line in found), found
 
 
 def test_result_jsons_latency_is_held_to_its_phases(run: tuple[Path, str], tmp_path: Path) -> None:

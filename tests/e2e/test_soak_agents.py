@@ -131,10 +131,10 @@ def test_a_40_character_name_runs_with_local_agents(server: ServerProc, tmp_path
     assert status["status"] in ("passed", "failed") and status["elapsed_s"] >= 8, status
     assert status["id"].startswith(name[:32]) and len(status["id"]) > 40
     assert sorted(agent_sums(tmp_path / "data" / "points.db")) == ["0", "1"], status["events"]
-    # Not held to its schedule yet (soak.results.reportinput.scheduled_phases): such a run
-    # counted 1,500 due of 2,400 now and then.
+    # Held to its schedule: beside two CPU hogs such a run counted 150 (and 1,500) due
+    # of 2,400, its agents' last windows landing after the stop had taken the seconds.
     ledger = assert_figures_agree(tmp_path / "data", status["id"], kept_up=False)
-    assert ledger["sent"] + ledger["skipped"] == ledger["due"]
+    assert ledger["due"] == RATE_QPS * 8
 
 
 def assert_one_of_three_lost(status: dict[str, Any], index: int, data: Path) -> dict[str, Any]:

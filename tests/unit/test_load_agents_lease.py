@@ -289,3 +289,36 @@ def test_a_load_of_its_own_keeps_its_length_when_its_start_is_pushed() -> None:
     f = fleet_of(2, clock)
     assert f.release(T0 - S // 2, end_ns=T0 + 3 * S, keep_length=True) == T0 + 3 * S // 2
     assert f.end_ns == T0 + 5 * S and f.counted_from_ns == T0 + 3 * S // 2  # pushed 2 s
+
+
+def test_every_due_second_of_every_agent_counts_whatever_came_late_or_never() -> None:
+    """Two agents at 300 q/s for 8 s on a busy machine: agent 1's windows of seconds 4-6
+    land only while the engine removes it (after the stop's wait), its last two never.
+    The run's last second waits for the final take, the late windows are stored with it
+    once, and the seconds agent 1 never reported are its share due and skipped
+    (`agent_short`): 2,400 due, the schedule's. Before, a stop's take before the agents
+    were removed left their last words in the fleet, and unreported seconds were nobody's."""
+    clock = Clock()
+    f = fleet_of(2, clock, lease_s=3.0)
+    f.set_rate(300.0)
+    origin = T0 + 2 * S
+    end = origin + 8 * S
+    assert f.release(origin, end, counted_from_ns=origin) == origin
+    clock.advance(3)
+    for k in range(1, 9):
+        f.heartbeat(0, [due_window(0, origin + k * S, 150)])
+    f.heartbeat(1, [due_window(1, origin + k * S, 150) for k in (1, 2, 3)])
+    clock.advance(20)  # every second older than a lease: handed out without agent 1
+    taken = f.take_merged(end)
+    assert taken[-1].stamp_ns < end  # the run's last second waits for the final take
+    f.heartbeat(1, [due_window(1, origin + k * S, 150) for k in (4, 5, 6)])  # late
+    counts = {"sent": 1200, "completed": 1200, "lost": 0, "abandoned": 0, "late": 0}
+    totals = AgentTotals(agent=0, **counts, rate_target_qps=150, duration_s=8, hist=hist_of([1]))
+    f.finish(0, totals)
+    taken += f.merged(f.take_final(end), end)
+    stamps = [t.stamp_ns for t in taken]
+    assert stamps == sorted(set(stamps)) and stamps[-1] == end  # none stored twice
+    assert sum(t.merged["all"]["due"] for t in taken) == 2400
+    assert sum(t.merged["all"]["sent"] for t in taken) == 1200 + 6 * 150
+    (short,) = f.late_starts
+    assert (short.agent, short.seconds, short.due, short.short) == (1, 2, 300.0, True)

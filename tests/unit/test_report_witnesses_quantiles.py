@@ -1,5 +1,5 @@
 """Quantiles as a witness: a whole's p99 lies within its parts' (a mixture's quantile
-lies between its components'), the run against its phases."""
+lies between its components'), the run against its phases, `all` against its classes."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def test_a_whole_outside_its_parts_is_named() -> None:
     found = quantile_disagreements(doc, {"latency_ms": {"p99": 1.535, "avg": 1.0}})
     assert found == [
         "result.json p99 1.535 ms lies outside its parts' 22.527 .. 36.351 ms",
+        "classes `all` p99 12 ms lies outside its parts' 2 .. 9.9 ms",
     ]
 
 

@@ -99,7 +99,8 @@ class LoadRunner:
         # their part is still to be counted (due, skipped) until sending ends.
         self._gone: dict[int, int] = {}
         self.keep_ledger = False
-        self._scratch: MixStats | None = None  # window_fields' (one reader: the sampler)
+        self._scratch: MixStats | None = None  # window_parts' sum, reused (held by its lock)
+        self._scratch_lock = threading.Lock()
         # The longest silence of any one worker (no reply within the timeout) and when
         # it ended, on the monotonic clock: a swap under load reports it.
         self._max_gap_ns = 0
@@ -259,19 +260,23 @@ class LoadRunner:
     def window_fields(self, *windows: Window) -> dict[str, dict[str, float]]:
         """Closed windows' `load` fields together (usually one), per class and `all` (their
         rates over their seconds)."""
-        scratch = self._scratch
-        if scratch is None:
-            scratch = self._scratch = MixStats(self.names, self._highest_us)
-        scratch.reset()
-        for window in windows:
-            scratch.add_window(window)
-        fields: dict[str, dict[str, float]] = scratch.fields()
-        return fields
+        return self.window_parts(*windows)[0]
 
-    def window_hists(self) -> dict[str, str]:
-        """The latency histograms (per class and `all`, encoded) of the window the last
-        window_fields() read: a load agent ships them to be added by grid second."""
-        return self._scratch.encoded_hists() if self._scratch is not None else {}
+    def window_parts(self, *windows: Window) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+        """Closed windows' `load` fields and latency histograms (per class and `all`,
+        encoded: the `lat_hist` fields), read together from one sum of the windows. The
+        scratch sum is shared, so it is held while both are read: a sampler running late
+        beside the run's last take must never pair one window's counts with another's
+        histograms (a stored `all` that is not the merge of its classes)."""
+        with self._scratch_lock:
+            scratch = self._scratch
+            if scratch is None:
+                scratch = self._scratch = MixStats(self.names, self._highest_us)
+            scratch.reset()
+            for window in windows:
+                scratch.add_window(window)
+            fields: dict[str, dict[str, float]] = scratch.fields()
+            return fields, scratch.encoded_hists()
 
     def take_ledger(self) -> list[Window]:
         """The closed windows since the last call (kept only with keep_ledger)."""

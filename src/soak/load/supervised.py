@@ -11,6 +11,7 @@ points of a window; check() gives soak.points.Fault events, as the sampler agent
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Protocol
 
@@ -157,6 +158,7 @@ class SupervisedLoad:
         # Closed windows of a runner replaced or stopped, not yet handed out as points:
         # (time, fields, latency histograms), per class.
         self._pending: list[tuple[int, dict[str, dict[str, float]], dict[str, str]]] = []
+        self._taking = threading.Lock()  # _pending and the runners' ledgers: one taker
 
     @property
     def planned_rate_qps(self) -> float | None:
@@ -214,7 +216,8 @@ class SupervisedLoad:
         self._prior_seconds += result.duration_s
         self._prior_hist.add(old.latency_histogram())
         self._prior_counters.append(result.engine_counters)
-        self._keep_windows(old)  # its last windows are the run's too
+        with self._taking:
+            self._keep_windows(old)  # its last windows are the run's too
         why = "; ".join(old.errors) or "a worker exited"
         self.runner = old.again()
         self.start(self.rate_qps, remaining_s, end_ns=self.end_ns or None)
@@ -242,17 +245,20 @@ class SupervisedLoad:
             at_ns = second_end_ns(self.grid_ns, window.second)
             (inside if at_ns <= end_ns else after).append((at_ns, window))
         for at_ns, window in inside:
-            fields = runner.window_fields(window)
-            self._pending.append((at_ns, fields, runner.window_hists()))
+            self._pending.append((at_ns, *runner.window_parts(window)))
         if after:  # cut by the end (or the stop): stamped there, as one, inside the run
-            fields = runner.window_fields(*(w for _, w in after))
-            self._pending.append((end_ns, fields, runner.window_hists()))
+            self._pending.append((end_ns, *runner.window_parts(*(w for _, w in after))))
 
     def take_points(self, time_ns: int, end_ns: int | None = None) -> list[Point]:
         """The `load` points of the windows closed since the last call, each at the end of
         its own second of the run's grid (the run's ledger: the store holds every closed
         window once, so any sum over a time range is the sum of the windows due in it);
-        none later than `end_ns` if given."""
+        none later than `end_ns` if given. One taker at a time: the sampler's take may
+        still run, late, beside the run's last (tail_points) or a restart's."""
+        with self._taking:
+            return self._take_points(end_ns)
+
+    def _take_points(self, end_ns: int | None) -> list[Point]:
         self._keep_windows(self.runner, end_ns)
         pending, self._pending = self._pending, []
         points: list[Point] = []

@@ -85,12 +85,11 @@ def scheduled_phases(record: RunRecord) -> list[ScheduledPhase]:
     """The run's phases as scheduled: the witness the ledger's due is held against, the
     seconds an agent started late and those the service was away included (both counted
     as skipped, soak.load.fleet.lease and soak.runs.away). Not a replay: its seconds
-    are due by its capture's timing, not a rate. Not yet load agents: a run of 2 local
-    agents for 8 s counted 1,500 due of 2,400 now and then, a fault not yet found."""
+    are due by its capture's timing, not a rate."""
     from soak.units import MAX_RATE_QPS
 
     load = record.scenario.load
-    if load is None or load.replay is not None or load.agents is not None:
+    if load is None or load.replay is not None:
         return []
     default = load.rate_qps
     out = []

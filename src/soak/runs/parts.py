@@ -242,6 +242,8 @@ class RunParts:
                 self.load.stop()
                 tail = self.load.tail_points(ended_ns or time.time_ns())
                 self.write([p.with_tags(self.run_tags) for p in tail])
+                for f in self.load.check(0.0):  # what only the stop found (agent_short)
+                    self.event(f.kind, f.message, f.value)
             except Exception as exc:  # the run must still end; the fault is recorded
                 self.event("error", f"stopping the load: {exc}", 0.0)
 

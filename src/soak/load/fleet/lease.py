@@ -40,6 +40,7 @@ class Slot:
     lost_at_ns: int | None = None
     totals: AgentTotals | None = None
     first_stamp_ns: int | None = None  # the end of the first second it reported
+    last_stamp_ns: int | None = None  # the end of the last (its windows come in order)
 
     @property
     def active(self) -> bool:
@@ -61,11 +62,13 @@ class Taken:
 
 @dataclass(frozen=True)
 class LateStart:
-    """An agent's first window came `seconds` after the run's first: `due` skipped."""
+    """An agent's first window came `seconds` after the run's first (or, `short`, its
+    last `seconds` before the run's end): `due` skipped."""
 
     agent: int
     seconds: int
     due: float
+    short: bool = False
 
 
 def split_by_share(n: int, shares: dict[str, float]) -> dict[str, int]:
@@ -182,12 +185,17 @@ class Fleet:
         if windows and slot.first_stamp_ns is None:
             slot.first_stamp_ns = min(w.stamp_ns for w in windows)
             windows = self.fill_late_start(index, slot.first_stamp_ns) + windows
+        if windows:
+            slot.last_stamp_ns = max(slot.last_stamp_ns or 0, *(w.stamp_ns for w in windows))
+        self._hold(windows)
+        return self.reply(index)
+
+    def _hold(self, windows: list[AgentWindow]) -> None:
         for w in windows:
             if w.stamp_ns <= self._emitted_to_ns:
                 self._late.append(w)
             else:
-                self._pending.setdefault(w.stamp_ns, {})[index] = w
-        return self.reply(index)
+                self._pending.setdefault(w.stamp_ns, {})[w.agent] = w
 
     def fill_late_start(self, index: int, first_stamp_ns: int) -> list[AgentWindow]:
         """The seconds of the run an agent has no window of, before its first (it heard
@@ -195,9 +203,14 @@ class Fleet:
         asked rate in each, due and skipped, so that they are not nobody's."""
         if self.counted_from_ns is None:
             return []
+        return self._skipped(index, self.counted_from_ns + NS_PER_S, first_stamp_ns, False)
+
+    def _skipped(self, index: int, from_ns: int, below_ns: int, short: bool) -> list[AgentWindow]:
+        """Agent `index`'s share of each second stamped from `from_ns` on, below
+        `below_ns`, due and skipped; told (late_starts) where there is one."""
+        assert self.counted_from_ns is not None
         out = []
-        stamp_ns = self.counted_from_ns + NS_PER_S
-        while stamp_ns < first_stamp_ns:
+        for stamp_ns in range(from_ns, below_ns, NS_PER_S):
             k = (stamp_ns - self.counted_from_ns) // NS_PER_S - 1  # the second's index
             share = rate_share_qps(self.asked_at(stamp_ns), self.count)
             n = math.floor(share * (k + 1)) - math.floor(share * k)
@@ -207,11 +220,22 @@ class Fleet:
             }
             fields["all"] = {"due": float(n), "skipped": float(n)}
             out.append(AgentWindow(index, stamp_ns, 1.0, fields, {}))
-            stamp_ns += NS_PER_S
         if out:
             due = sum(w.fields["all"]["due"] for w in out)
-            self.late_starts.append(LateStart(index, len(out), due))
+            self.late_starts.append(LateStart(index, len(out), due, short))
         return out
+
+    def take_final(self, limit_ns: int) -> list[Second]:
+        """Once the coordinator has closed (no agent can report any more): every second
+        still held, and the seconds up to `limit_ns` (the run's end, or its stop) that an
+        agent not lost never reported (its end cut, its last windows undelivered), its
+        share due and skipped: every due second of every agent is counted."""
+        if self.counted_from_ns is not None:
+            for slot in self.slots:
+                if slot.lost_why is None and slot.registered:
+                    last_ns = max(slot.last_stamp_ns or 0, self.counted_from_ns)
+                    self._hold(self._skipped(slot.index, last_ns + NS_PER_S, limit_ns + 1, True))
+        return self.take_seconds(final=True)
 
     def finish(self, index: int, totals: AgentTotals) -> None:
         slot = self._slot(index)
@@ -252,12 +276,12 @@ class Fleet:
         return self.merged(self.take_seconds(), end_ns)
 
     def merged(self, seconds: list[Second], end_ns: int | None = None) -> list[Taken]:
-        """Each second merged by itself; those ending after `end_ns` (the run's end: the
-        drain of a run stopped early) merged into one at `end_ns`, so that no two are
-        stored at the same time."""
+        """Each second merged by itself; those ending at or after `end_ns` (the run's
+        end: the drain of a run stopped early, late windows) merged into one at `end_ns`,
+        so that no two are stored at the same time."""
         out, after = [], []
         for one in seconds:
-            if end_ns is not None and one.stamp_ns > end_ns:
+            if end_ns is not None and one.stamp_ns >= end_ns:
                 after.append(one)
                 continue
             out.append(self._summed(one.windows, 1.0, one.asked_qps, one.missing_due, one.stamp_ns))
@@ -268,22 +292,26 @@ class Fleet:
             out.append(self._summed(windows, float(len(after)), asked, missing, end_ns))
         return out
 
-    def take_seconds(self) -> list[Second]:
+    def take_seconds(self, *, final: bool = False) -> list[Second]:
         """The complete seconds since the last take, as (stamp, the agents' windows of
         it): a second is complete when every active agent has reported it, or once it
         is older than a lease and a timeout (its missing agents are being lost). Windows
-        that came after their second was handed out join the next second handed out."""
+        that came after their second was handed out join the next second handed out.
+        The run's last second (and any after it) waits for the `final` take, so that
+        whatever comes late is stored with it at the run's end, never a second time
+        there (a store replaces a point of the same time)."""
         cutoff_ns = self.wall_ns() - s_to_ns(self.lease_s + self.hold_s + 1.0)
-        active = {s.index for s in self.slots if s.active}
+        active = set() if final else {s.index for s in self.slots if s.active}
+        last_ns = self.end_ns if self.end_ns is not None and not final else None
         out: list[Second] = []
         for stamp in sorted(self._pending):
             got = self._pending[stamp]
-            if not active <= got.keys() and stamp > cutoff_ns:
+            if (not active <= got.keys() and stamp > cutoff_ns) or (last_ns and stamp >= last_ns):
                 break  # seconds are handed out in order: wait for this one
             del self._pending[stamp]
             self._emitted_to_ns = stamp
             out.append(self._second(stamp, list(got.values())))
-        if self._late and (out or not active):
+        if self._late and (out or final):
             late, self._late = self._late, []
             if out:
                 out[0].windows[:0] = late

@@ -123,9 +123,9 @@ def closed_windows(runner: LoadRunner, segment: Segment, start_at_ns: int) -> li
     agents' windows of the same second."""
     out = []
     for window in runner.take_ledger():
-        fields = runner.window_fields(window)
+        fields, hists = runner.window_parts(window)
         stamp_ns = second_end_ns(start_at_ns, window.second)
-        out.append(AgentWindow(segment.index, stamp_ns, 1.0, fields, runner.window_hists()))
+        out.append(AgentWindow(segment.index, stamp_ns, 1.0, fields, hists))
     return out
 
 

@@ -176,6 +176,7 @@ class AgentsLoad:
         fleet, coordinator = self._fleet, self._coordinator
         if fleet is None or coordinator is None:
             return
+        stop_ns = time.time_ns()
         with coordinator.lock:
             fleet.stopping = True
         end = self.clock() + self.cfg.timeout_s + JOIN_GRACE_S + 2 * self.agents.lease_s
@@ -184,9 +185,12 @@ class AgentsLoad:
                 if not any(s.active for s in fleet.slots):
                     break
             time.sleep(WAIT_S)
-        with coordinator.lock:
-            self._tail = fleet.take_seconds()
+        # The agents' last words land until the engine has removed them and the
+        # coordinator is closed (on a busy machine, after the wait): only then is what
+        # the fleet holds all there is, and what an agent never reported is filled in.
         self._close()
+        limit_ns = stop_ns if fleet.end_ns is None else min(fleet.end_ns, stop_ns)
+        self._tail = fleet.take_final(limit_ns)
 
     def _close(self) -> None:
         self._coordinator = None
@@ -211,7 +215,7 @@ class AgentsLoad:
         fleet = self._fleet
         if fleet is None:
             return []
-        if self._coordinator is None:
+        if self._coordinator is None:  # stopped: the seconds stop() took, once
             seconds, self._tail = self._tail, []
         else:
             with self._coordinator.lock:
@@ -257,8 +261,12 @@ class AgentsLoad:
         return self.take_points(time_ns, end_ns=time_ns)
 
     def check(self, remaining_s: float) -> list[Fault]:
-        """Agents lost since the last check: a lease run out, or a task the engine ended."""
+        """Agents lost since the last check: a lease run out, or a task the engine ended;
+        agents that started late or ended short (told once stopped, too)."""
         fleet, coordinator = self._fleet, self._coordinator
+        if fleet is not None and coordinator is None:  # stopped: what take_final found
+            late, fleet.late_starts = fleet.late_starts, []
+            return [self._late_event(one) for one in late]
         if fleet is None or coordinator is None:
             return []
         lost: list[Slot] = []
@@ -281,6 +289,13 @@ class AgentsLoad:
 
     def _late_event(self, late: LateStart) -> Fault:
         assert self._fleet is not None
+        if late.short:
+            message = (
+                f"agent {late.agent} of {self._fleet.count} reported no window for the last"
+                f" {late.seconds} s of the run: its {late.due:,.0f} queries due then counted"
+                " as skipped"
+            )
+            return Fault("agent_short", message, late.due)
         message = (
             f"agent {late.agent} of {self._fleet.count} started {late.seconds} s late:"
             f" its {late.due:,.0f} queries due before then counted as skipped"
