@@ -129,6 +129,28 @@ def test_without_the_migration_the_checks_fail_and_the_run_says_so(tmp_path: Pat
     assert (data / "allow.txt").read_text().split() == ["tracker.example"]
 
 
+def test_a_swap_too_close_to_the_shortened_runs_end_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    """Shortened to 12 s the swap falls at 3 s and leaves 9 s, less than the 10 s its api
+    checks may wait: exit 2, one line with the YAML path, no run, no process."""
+    data = tmp_path / "data"
+    proc = run_soak(
+        "start", str(SCENARIO), "--foreground", "--duration", "12s", *QUICK,
+        "--data-dir", str(data), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "literal value" not in line]
+    assert lines == [
+        "soak: scenario: upgrade.swaps.0.after: at 3 s leaves 9 s before the run's end, less"
+        " than its checks may wait (10 s, api 'old API token accepted'); place it earlier"
+        " or lengthen the phases after it"
+    ]
+    assert proc.stdout == ""
+    assert not (data / "runs").exists() or not any((data / "runs").iterdir())
+    assert processes_under(tmp_path) == []
+
+
 @pytest.fixture
 def no_strays(tmp_path: Path) -> Iterator[None]:
     """A test that SIGKILLs a service and fails before the next one ends the run would
@@ -219,8 +241,9 @@ def with_rollback(tmp_path: Path, down: list[str] | None) -> Path:
 
 
 def soak_rollback(tmp_path: Path, down: list[str] | None) -> tuple[int, dict[str, Any], str]:
+    # 40 s: the rollback at 30 s leaves the 10 s its api check may wait (soak.upgrade.room).
     proc = run_soak(
-        "start", str(with_rollback(tmp_path, down)), "--foreground", "--duration", "30s",
+        "start", str(with_rollback(tmp_path, down)), "--foreground", "--duration", "40s",
         *QUICK, "--data-dir", str(tmp_path / "data"), "--json",
     )  # fmt: skip
     return proc.returncode, last_json(proc.stdout), proc.stderr
