@@ -2,17 +2,29 @@
 scenarios/refdns-soak-upgrade.yaml with a real Alertmanager, the new version of refdns
 started with a memory leak on purpose (`-shape=leak`, 4 MiB/s) and the old one without.
 The alert Alertmanager holds and the run's stored `alert` events carry `version:
-format-2` and `segment: 1`, not the run's first version."""
+format-2` and `segment: 1`, not the run's first version; on a service's /metrics,
+`soak_run_info` (which the alert rules join) names the version running and its segment."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from soak.sinks.sqlite import SqliteStore
-from tests.e2e.soakrun import ROOT, last_json, wait_for
+from tests.e2e.soakrun import (
+    ROOT,
+    TOKEN,
+    last_json,
+    run_soak,
+    service,
+    service_place,
+    status,
+    wait_for,
+)
 from tests.support.alertmanager import alertmanager, am_alerts
 from tests.support.refdns import refdns_binary
 from tests.support.soaks import start_argv
@@ -64,3 +76,44 @@ def test_an_alert_raised_after_the_swap_carries_the_new_version(tmp_path: Path) 
     assert alerts and all(e.time_ns > swap_ns for e in alerts)
     assert {(e.tags["version"], e.tags["segment"]) for e in alerts} == {("format-2", "1")}
     assert "SoakLeakGrowing firing: rss_anon_bytes growing" in str(alerts[0].fields["message"])
+
+
+def run_info(port: int, run_id: str) -> list[dict[str, str]]:
+    text = httpx.get(
+        f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+    ).text
+    return [
+        s.labels
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "soak_run_info" and s.labels.get("soak") == run_id
+    ]
+
+
+def test_the_services_run_info_names_the_version_running_across_the_swap(
+    tmp_path: Path,
+) -> None:
+    """`soak serve`'s /metrics: format-1 and segment 0 before the swap (at 10 s of 40),
+    format-2 and segment 1 after it, one series at a time; gone with the run."""
+    refdns_binary()
+    data, port, url = service_place(tmp_path)
+    with service(data, port):
+        started = run_soak(
+            "start", str(SCENARIO), "--duration", "40s", "--set", "samplers.interval_s=1",
+            "--set", "criteria.not_judged=pass", "--set", "criteria.lost_ratio_max=0.05",
+            "--server", url, env={"SOAK_TOKEN": TOKEN},
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        run_id = started.stdout.strip()
+
+        def versions() -> list[tuple[str, str]]:
+            return [(i.get("version", ""), i.get("segment", "")) for i in run_info(port, run_id)]
+
+        wait_for(lambda: versions() == [("format-1", "0")], 30.0, "format-1 on /metrics")
+        wait_for(lambda: versions() == [("format-2", "1")], 60.0, "format-2 after the swap")
+        swaps = [e["message"] for e in status(port, run_id)["events"] if e["kind"] == "swap"]
+        assert swaps and swaps[0].startswith("swap 0: format-1 -> format-2")
+        wait_for(
+            lambda: status(port, run_id)["status"] not in ("pending", "running"), 90.0, "its end"
+        )
+        wait_for(lambda: run_info(port, run_id) == [], 10.0, "no run info once it ended")
