@@ -25,9 +25,11 @@ from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import (
     ROOT,
     TOKEN,
+    ends_passed,
     kinds,
     last_json,
     processes_under,
+    ran_for,
     run_soak,
     service,
     service_place,
@@ -129,6 +131,28 @@ def test_without_the_migration_the_checks_fail_and_the_run_says_so(tmp_path: Pat
     assert (data / "allow.txt").read_text().split() == ["tracker.example"]
 
 
+def test_a_swap_too_close_to_the_shortened_runs_end_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    """Shortened to 12 s the swap falls at 3 s and leaves 9 s, less than the 10 s its api
+    checks may wait: exit 2, one line with the YAML path, no run, no process."""
+    data = tmp_path / "data"
+    proc = run_soak(
+        "start", str(SCENARIO), "--foreground", "--duration", "12s", *QUICK,
+        "--data-dir", str(data), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "literal value" not in line]
+    assert lines == [
+        "soak: scenario: upgrade.swaps.0.after: at 3 s leaves 9 s before the run's end, less"
+        " than its checks may wait (10 s, api 'old API token accepted'); place it earlier"
+        " or lengthen the phases after it"
+    ]
+    assert proc.stdout == ""
+    assert not (data / "runs").exists() or not any((data / "runs").iterdir())
+    assert processes_under(tmp_path) == []
+
+
 @pytest.fixture
 def no_strays(tmp_path: Path) -> Iterator[None]:
     """A test that SIGKILLs a service and fails before the next one ends the run would
@@ -219,8 +243,9 @@ def with_rollback(tmp_path: Path, down: list[str] | None) -> Path:
 
 
 def soak_rollback(tmp_path: Path, down: list[str] | None) -> tuple[int, dict[str, Any], str]:
+    # 40 s: the rollback at 30 s leaves the 10 s its api check may wait (soak.upgrade.room).
     proc = run_soak(
-        "start", str(with_rollback(tmp_path, down)), "--foreground", "--duration", "30s",
+        "start", str(with_rollback(tmp_path, down)), "--foreground", "--duration", "40s",
         *QUICK, "--data-dir", str(tmp_path / "data"), "--json",
     )  # fmt: skip
     return proc.returncode, last_json(proc.stdout), proc.stderr
@@ -321,3 +346,40 @@ def test_a_run_resumed_after_its_swap_restarts_the_new_version(tmp_path: Path) -
             "the run ends",
         )
     assert final["status"] == "passed", final["message"]
+
+
+@pytest.mark.usefixtures("no_strays")
+def test_a_run_resumed_before_its_swap_swaps_as_planned(tmp_path: Path) -> None:
+    """A service SIGKILLed before the swap: the next one resumes the run on the first
+    version, swaps at the planned moment (its checks pass, as in one service's run) and
+    the segments add up to the ledger. 160 s: the swap at 40 s, the seconds the service
+    is away due and skipped (the generator criterion wants 90% of the schedule sent)."""
+    refdns_binary()
+    data, port, url = service_place(tmp_path)
+    with service(data, port) as serve:
+        started = run_soak(
+            "start", str(SCENARIO), "--duration", "160s", *QUICK,
+            "--server", url, env={"SOAK_TOKEN": TOKEN},
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        run_id = started.stdout.strip()
+        before = ran_for(port, run_id, 10.0)
+        assert "swap" not in kinds(before)
+        serve.kill()
+        serve.wait(10)
+    with service(data, port):
+        resumed = wait_for(
+            lambda: "gap" in kinds(s := status(port, run_id)) and s, 30.0, "the run resumes"
+        )
+        assert "-format=1" in cmdline(resumed["target_pid"])  # the first version still
+        final = ends_passed(port, run_id, 240.0)
+    swaps = [e["message"] for e in final["events"] if e["kind"] == "swap"]
+    assert swaps[-1] == "swap 0: format-2: 7 of 7 checks passed", swaps
+    report = json.loads((DataDir(data).run_dir(run_id) / "report.json").read_text())
+    old, new = report["segments"]
+    assert (old["version"], new["version"]) == ("format-1", "format-2")
+    # The seconds the service was away are due and skipped: the ledger still agrees.
+    ledger = assert_figures_agree(data, run_id, kept_up=False)
+    for count in ("due", "sent", "skipped", "completed", "lost"):
+        assert old["load"][count] + new["load"][count] == ledger[count]
+    assert processes_under(data) == []

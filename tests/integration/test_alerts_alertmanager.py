@@ -323,3 +323,44 @@ def test_a_resumed_run_resends_its_firing_alert_and_tells_no_new_transition(
     finally:
         after.close()
         store.close()
+
+
+def test_an_alert_keeps_the_version_it_fired_in_and_one_after_a_swap_names_the_new(
+    am_url: str, tmp_path: Path
+) -> None:
+    """A soak's swap between two passes: the alert fired before it keeps its labels
+    (version format-1, segment 0) through its resends, a resumed service and its
+    resolution; one fired after it names format-2, segment 1."""
+    from soak.results.alerts import told_firing
+    from soak.sinks.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "points.db")
+    cfg = AlertingConfig(alertmanagers=[am_url], resend_interval_s=1.0)
+    now = {**run_tags("swapped-1"), "version": "format-1", "segment": "0"}
+    before = Alerter(cfg, run_tags=run_tags("swapped-1"), tags_now=lambda: dict(now))
+    try:
+        store.write(before.update([growing("fds")]))
+        now |= {"version": "format-2", "segment": "1"}  # the swap
+        store.write(before.update([growing("fds"), growing()]))
+    finally:
+        before.close()
+
+    def versions() -> dict[str, tuple[str, str]]:
+        return {
+            a["labels"]["resource"]: (a["labels"]["version"], a["labels"]["segment"])
+            for a in am_alerts(am_url, "swapped-1")
+        }
+
+    both = {"fds": ("format-1", "0"), "rss_anon_bytes": ("format-2", "1")}
+    assert wait_for(lambda: versions() == both), versions()
+    told = told_firing(store, "swapped-1")
+    assert {r: (t["version"], t["segment"]) for r, (_, t) in told.items()} == both
+    after = Alerter(cfg, run_tags=run_tags("swapped-1"), tags_now=lambda: dict(now))
+    try:
+        after.resume(told)
+        (resolved,) = after.update([verdict("ok", "fds"), growing()])
+        assert resolved.tags["version"] == "format-1" and "resolved" in messages([resolved])[0]
+        assert wait_for(lambda: versions() == {"rss_anon_bytes": ("format-2", "1")}), versions()
+    finally:
+        after.close()
+        store.close()

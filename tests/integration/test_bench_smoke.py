@@ -41,6 +41,7 @@ RESULT_LINES = {
     "sinks.py": rf"^sink victoria-metrics \(influx_v2, batch 5000\): {N} points/s .* "
     rf"peer influxdb-client Point objects {N} points/s: {N}x\)$",
     "smaps_by_kind.py": r"^pid \d+: [1-9]\d* readings in ",
+    "soak_upgrade_long.py": r"^audit \(exit 0\): \S+: every load figure agrees with the run's",
     "synthetic_store.py": rf"/run-600x1s\.db  {N} MiB ",
     "tick_profile.py": r"^\| tick job \(whole\) \| [1-9]\d* \| ",
     "window_fold_cost.py": rf"^after \(lat_hist\): {N} ns CPU per answer ",

@@ -39,3 +39,31 @@ def test_a_runs_series_leave_when_it_ends_and_its_outcome_stays() -> None:
     assert registry.get_sample_value("soak_runs_ended_total", {"outcome": "failed"}) == 1.0
     m.set_owed("r1", "influx_v1:soak", 0)
     assert lines_of(registry, "r1") == []
+
+
+def test_run_info_names_the_version_running_and_its_segment_after_a_swap() -> None:
+    """Alert rules join soak_run_info: after a swap it names the new version and its
+    segment (one series, its labels changed), and it leaves with the run."""
+    registry = CollectorRegistry()
+    m = ServiceMetrics(registry)
+    m.set_run_version("r1", "format-1", 0)  # the run's parts may be told before its start
+    m.start_run("r1", "up", {"team": "dns-core"})
+    info = {"soak": "r1", "scenario": "up", "team": "dns-core"}
+    assert (
+        registry.get_sample_value("soak_run_info", {**info, "version": "format-1", "segment": "0"})
+        == 1.0
+    )
+    m.set_run_version("r1", "format-2", 1)
+    assert (
+        registry.get_sample_value("soak_run_info", {**info, "version": "format-1", "segment": "0"})
+        is None
+    )
+    assert (
+        registry.get_sample_value("soak_run_info", {**info, "version": "format-2", "segment": "1"})
+        == 1.0
+    )
+    m.set_run_version("r2", "", None)  # a run of one version without a name: no label
+    m.start_run("r2", "day", {})
+    assert registry.get_sample_value("soak_run_info", {"soak": "r2", "scenario": "day"}) == 1.0
+    m.end_run("r1", "passed")
+    assert lines_of(registry, "r1") == []

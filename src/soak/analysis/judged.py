@@ -149,26 +149,33 @@ def tally(criteria: Iterable[CriterionResult | Mapping[str, Any]]) -> Tally:
 def leaks_out_of_reach(leaks: LeaksConfig, criteria: CriteriaConfig, judged_s: float) -> str | None:
     """One line when a scenario's judged phases (`judged_s`, after the leading warm-ups)
     cannot give its leak criteria a verdict at its settings; None when they can (or it
-    has none). Too few windows always leaves them not judged; a span shorter than the
-    start-up wait leaves a resource rising from the warm-up's end not judged."""
+    has none)."""
     if not criteria.leaks_ok or not leaks.thresholds:
         return None
+    why = leak_shortfall(leaks, judged_s)
+    if why is None:
+        return None
+    outcome = "such a run ends NOT JUDGED (exit 1) unless criteria.not_judged: pass"
+    return f"the judged phases last {judged_s:g} s, {why}; {outcome}"
+
+
+def leak_shortfall(leaks: LeaksConfig, judged_s: float) -> str | None:
+    """Why `judged_s` seconds cannot give a leak verdict at these settings (a phrase),
+    None when they can. Too few windows always leaves them not judged; a span shorter
+    than the start-up wait leaves a resource rising from its start not judged."""
     # The trend test needs this many windows to be significant at all (soak.analysis.pvalues).
     windows = max(leaks.min_windows, mann_kendall_points_needed(leaks.p_value))
     needed_s = windows * leaks.window_s
     if judged_s < needed_s:
-        why = (
+        return (
             f"fewer than {windows} windows of leaks.window_s ({windows} x"
             f" {leaks.window_s:g} s = {needed_s:g} s; leaks.min_windows {leaks.min_windows},"
             f" the trend test at p < {leaks.p_value:g} needs"
             f" {mann_kendall_points_needed(leaks.p_value)}): every leak criterion is not judged"
         )
-    elif judged_s < leaks.startup_wait_s:
-        why = (
+    if judged_s < leaks.startup_wait_s:
+        return (
             f"shorter than the leak start-up wait ({leaks.startup_wait_s:g} s,"
             " leaks.startup_max_s): a resource rising from the warm-up's end is not judged"
         )
-    else:
-        return None
-    outcome = "such a run ends NOT JUDGED (exit 1) unless criteria.not_judged: pass"
-    return f"the judged phases last {judged_s:g} s, {why}; {outcome}"
+    return None

@@ -48,7 +48,7 @@ def start_cmd(
     from soak.preflight import check_scenario
     from soak.runs.timeline import scaled_scenario
     from soak.units import parse_duration_s
-    from soak.upgrade.insoak import swap_plans
+    from soak.upgrade.insoak import swap_plans, swap_warnings
 
     scenario = load_scenario(scenario_file, overrides)
     if duration is not None:
@@ -65,7 +65,9 @@ def start_cmd(
     # Every file it names, its rates: before anything starts. Secrets by reference are
     # read where the run runs (a service checks its own environment again on POST /runs).
     check_scenario(scenario, secrets=foreground)
-    swap_plans(scenario)  # the `upgrade:` section's checks, as the gate reads them
+    swaps = swap_plans(scenario)  # the `upgrade:` section, as the gate reads it, as it runs
+    for line in swap_warnings(scenario, swaps):
+        click.echo(f"soak: warning: {scenario_file}: {line}", err=True)
     if foreground:
         from soak.service.foreground import run_foreground
 

@@ -13,7 +13,7 @@ from soak.errors import InputError
 from soak.placeholders import literal_secrets
 from soak.preflight import check_scenario
 from soak.runs.timeline import end_ns, timeline, warmup_end_ns
-from soak.upgrade.insoak import swap_plans
+from soak.upgrade.insoak import swap_plans, swap_warnings
 from soak.words import counted, plural
 
 
@@ -64,6 +64,8 @@ def validate_cmd(file: Path, overrides: tuple[str, ...], olds: tuple[str, ...]) 
     out_of_reach = leaks_out_of_reach(scenario.leaks, scenario.criteria, judged_s(scenario))
     if out_of_reach is not None:  # valid, and said: the run would end NOT JUDGED
         click.echo(f"soak validate: warning: {file}: {out_of_reach}", err=True)
+    for line in swap_warnings(scenario, swaps):  # valid, and said: a segment not judged
+        click.echo(f"soak validate: warning: {file}: {line}", err=True)
     parts = [counted(len(scenario.phases), "phase"), f"{scenario.duration_s:.0f} s"]
     parts += [counted(len(swaps), "swap")] if swaps else []
     click.echo(f"{file}: scenario {scenario.name!r} is valid ({', '.join(parts)})")

@@ -9,6 +9,11 @@ next update until it has heard. Whatever was sent, or failed to be, comes
 back as `event` points of kind `alert`: a failure is an event, not an
 exception. Successful periodic resends are not events (one a minute would
 bury the others).
+
+An alert's labels are the run's tags when it fires (`tags_now`): after a soak's swap,
+the `version` running then and its `segment` (0 for the first version, one more for
+each swap or rollback), kept until it resolves, so that its resolution and resends
+match the alert Alertmanager holds.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from soak.config import AlertingConfig
 from soak.points import Point, event_point
 from soak.results.grew import verdict_culprits
 from soak.runs.listening import LeakPass, RunFacts
+from soak.runs.swaps import segment_now
 
 ALERT_NAME = "SoakLeakGrowing"
 _VALID_FOR_INTERVALS = 4
@@ -48,6 +54,7 @@ class _Alert:
     last_sent_s: dict[str, float] = field(default_factory=dict)
     attempts: int = 0  # tries to deliver the resolution
     culprit: dict[str, str] = field(default_factory=dict)  # culprit, projection (results.grew)
+    tags: dict[str, str] = field(default_factory=dict)  # the run's tags when it fired
 
 
 def _rfc3339(t_s: float) -> str:
@@ -75,9 +82,13 @@ class Alerter:
         run_tags: dict[str, str],
         client: httpx.Client | None = None,
         clock: Callable[[], float] = time.time,
+        tags_now: Callable[[], dict[str, str]] | None = None,
     ) -> None:
+        """`tags_now`: the run's tags at this moment (its version after a swap); by
+        default `run_tags` as they are now."""
         self.cfg = cfg
         self.run_tags = dict(run_tags)
+        self.tags_now = tags_now or (lambda: dict(self.run_tags))
         self._own_client = client is None
         self.client = client if client is not None else httpx.Client(timeout=cfg.timeout_s)
         self.clock = clock
@@ -85,13 +96,14 @@ class Alerter:
         self.resolving: dict[str, _Alert] = {}
         self._fail_streak: dict[str, int] = {}  # receiver URL -> failed sends in a row
 
-    def resume(self, firing: dict[str, float]) -> None:
+    def resume(self, firing: dict[str, tuple[float, dict[str, str]]]) -> None:
         """A run resumed by a new service: the alerts its previous service had told as
-        firing (resource -> when), firing still, every receiver having heard, so that the
-        next pass resends them (with their first startsAt) or resolves them, and tells no
-        webhook of a new transition."""
-        for resource, starts_s in firing.items():
+        firing (resource -> when, its tags), firing still, every receiver having heard, so
+        that the next pass resends them (with their first startsAt and labels) or resolves
+        them, and tells no webhook of a new transition."""
+        for resource, (starts_s, tags) in firing.items():
             alert = _Alert(resource, LeakVerdict(resource, "growing", 0.0, 1.0, 0, 0.0), starts_s)
+            alert.tags = {**self.run_tags, **tags}
             alert.last_sent_s = dict.fromkeys(self.receivers, starts_s)
             self.firing[resource] = alert
 
@@ -116,7 +128,7 @@ class Alerter:
             alert = self.firing.get(v.resource)
             if v.verdict == "growing":
                 if alert is None:
-                    alert = _Alert(v.resource, v, now_s)
+                    alert = _Alert(v.resource, v, now_s, tags=self.tags_now())
                     self.firing[v.resource] = alert
                     self.resolving.pop(v.resource, None)
                 alert.verdict = v
@@ -166,7 +178,8 @@ class Alerter:
                 if first:
                     told.append(url)
         if told:
-            events.append(self._event(self._summary(alert, told), self._value(alert), now_s))
+            summary = self._summary(alert, told)
+            events.append(self._event(summary, self._value(alert), now_s, alert))
         return events
 
     def _send(self, url: str, alert: _Alert, now_s: float) -> str | None:
@@ -186,12 +199,13 @@ class Alerter:
 
     # ---------------------------------------------------------------- payloads
 
-    def labels(self, resource: str) -> dict[str, str]:
-        return {**self.cfg.labels, **self.run_tags, "alertname": ALERT_NAME, "resource": resource}
+    def labels(self, alert: _Alert) -> dict[str, str]:
+        tags = alert.tags or self.run_tags
+        return {**self.cfg.labels, **tags, "alertname": ALERT_NAME, "resource": alert.resource}
 
     def annotations(self, alert: _Alert) -> dict[str, str]:
         v = alert.verdict
-        soak = self.run_tags.get("soak", "?")
+        soak = (alert.tags or self.run_tags).get("soak", "?")
         summary = (
             f"{v.resource} growing at {_human(v.slope_per_hour, v.resource)}/h "
             f"(threshold {_human(v.threshold_per_hour, v.resource)}/h) in soak {soak}"
@@ -215,7 +229,7 @@ class Alerter:
 
     def _am_alert(self, alert: _Alert, now_s: float) -> dict[str, Any]:
         return {
-            "labels": self.labels(alert.resource),
+            "labels": self.labels(alert),
             "annotations": self.annotations(alert),
             "startsAt": _rfc3339(alert.starts_s),
             "endsAt": _rfc3339(self._ends_s(alert, now_s)),
@@ -223,7 +237,7 @@ class Alerter:
 
     def _webhook_body(self, alert: _Alert, now_s: float) -> dict[str, Any]:
         status = "firing" if alert.ends_s is None else "resolved"
-        labels = self.labels(alert.resource)
+        labels = self.labels(alert)
         return {
             "version": "4",
             "status": status,
@@ -268,30 +282,36 @@ class Alerter:
             return []
         what = "resolution" if alert.ends_s is not None else "alert"
         msg = f"{what} {ALERT_NAME} {alert.resource} to {url} failed ({streak} in a row): {error}"
-        return [self._event(msg, -1.0, now_s)]
+        return [self._event(msg, -1.0, now_s, alert)]
 
     @staticmethod
     def _value(alert: _Alert) -> float:
         return 1.0 if alert.ends_s is None else 0.0
 
-    def _event(self, message: str, value: float, now_s: float) -> Point:
-        return event_point("alert", message, s_to_ns(now_s), value).with_tags(self.run_tags)
+    def _event(
+        self, message: str, value: float, now_s: float, alert: _Alert | None = None
+    ) -> Point:
+        """An `alert` event, tagged as the alert is labelled (its version and segment)."""
+        tags = (alert.tags if alert is not None else None) or self.run_tags
+        return event_point("alert", message, s_to_ns(now_s), value).with_tags(tags)
 
 
 _TOLD = re.compile(rf"^{ALERT_NAME} (firing|resolved): (\S+) ")
 
 
-def told_firing(store: StoreReader, run_id: str) -> dict[str, float]:
-    """The resources whose last alert the run's events tell as firing, and since when:
-    the `alert` events of Alerter._summary, read back from the run's store."""
-    firing: dict[str, float] = {}
+def told_firing(store: StoreReader, run_id: str) -> dict[str, tuple[float, dict[str, str]]]:
+    """The resources whose last alert the run's events tell as firing, since when and
+    with which tags: the `alert` events of Alerter._summary, read back from the run's
+    store."""
+    firing: dict[str, tuple[float, dict[str, str]]] = {}
     for p in store.points(run_id, "event"):
         told = _TOLD.match(str(p.fields.get("message", "")))
         if told is None or p.tags.get("kind") != "alert":
             continue
         state, resource = told.groups()
         if state == "firing":
-            firing.setdefault(resource, ns_to_s(p.time_ns))
+            tags = {k: v for k, v in p.tags.items() if k != "kind"}
+            firing.setdefault(resource, (ns_to_s(p.time_ns), tags))
         else:
             firing.pop(resource, None)
     return firing
@@ -303,8 +323,16 @@ class LeakAlerts:
 
     def __init__(self, run: RunFacts) -> None:
         self.run = run
-        self.alerter = Alerter(run.scenario.alerting, run_tags=run.run_tags)
+        self.alerter = Alerter(run.scenario.alerting, run_tags=run.run_tags, tags_now=self.tags_now)
         self._resumed = False
+
+    def tags_now(self) -> dict[str, str]:
+        """The run's tags now: the run keeps `version` up to date across its swaps (the
+        same dict); a soak across an upgrade adds its segment: the count of its swaps and
+        rollbacks so far, as the report's segments count them (swaps.json)."""
+        if self.run.scenario.upgrade is None:
+            return dict(self.run.run_tags)
+        return {**self.run.run_tags, "segment": str(segment_now(self.run.run_dir))}
 
     def heard(self, leak_pass: LeakPass) -> list[Point]:
         if not self._resumed:  # what a previous service of the run told, told once

@@ -25,6 +25,7 @@ from soak.runs.events import RunEvents
 from soak.runs.layout import agents_dir, profiles_dir
 from soak.runs.listening import RunFacts, RunListener
 from soak.runs.owed import hand_over_spools, run_sinks
+from soak.runs.swaps import segment_now
 from soak.samplers import TickRunner, build_samplers
 from soak.samplers.remote_samplers import ROLE as SAMPLER_ROLE
 from soak.samplers.remote_samplers import RemoteSamplers
@@ -176,6 +177,7 @@ class RunParts:
             interval_s=sc.samplers.interval_s,
         )
         self.listener = self.ctx.listen(RunFacts(self.run_id, sc, self.run_dir, self.run_tags))
+        self._tell_version()
 
     def retag(self, version: str) -> None:
         """Points written from now on carry `version` (a soak's swap): the run's tags and
@@ -183,6 +185,13 @@ class RunParts:
         self.run_tags["version"] = version
         if self.tick_runner is not None:
             self.tick_runner.run_tags["version"] = version
+        self._tell_version()
+
+    def _tell_version(self) -> None:
+        """`soak_run_info` on /metrics: the version running and, across an upgrade, its
+        segment (the alert rules join on it, so an alert carries the version it fires in)."""
+        segment = segment_now(self.run_dir) if self.scenario.upgrade is not None else None
+        self.ctx.metrics.set_run_version(self.run_id, self.run_tags["version"], segment)
 
     def event(
         self, kind: str, message: str, value: float = 0.0, time_ns: int | None = None

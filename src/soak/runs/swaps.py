@@ -23,6 +23,12 @@ def move_key(record: dict[str, Any]) -> tuple[int, bool]:
     return int(record["index"]), bool(record.get("rollback"))
 
 
+def segment_now(run_dir: Path) -> int:
+    """The index of the run's version segment now: one more for each swap or rollback
+    begun (its record in swaps.json), as the report splits a run into segments."""
+    return len(read_swaps(run_dir))
+
+
 def target_now(scenario: Scenario, run_dir: Path) -> TargetConfig:
     """The target's config as the run's swaps and rollbacks have left it."""
     if scenario.upgrade is None:

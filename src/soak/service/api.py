@@ -49,13 +49,13 @@ def parse_scenario(body: bytes, base_dir: str | None, duration: str | None) -> S
         raise InputError(f"body: {not_utf8(exc)}") from None
     base = Path(base_dir) if base_dir else Path.cwd()
     scenario = scenario_from_data(parse_yaml(text, "body"), "body", base)
-    swap_plans(scenario)  # the `upgrade:` section's checks, as the gate reads them
     if duration:
         try:
             total_s = parse_duration_s(duration)
         except ValueError as exc:
             raise InputError(f"duration: {exc}") from exc
         scenario = scaled_scenario(scenario, total_s)
+    swap_plans(scenario)  # the `upgrade:` section, as the gate reads it, as it will run
     return scenario
 
 

@@ -42,21 +42,27 @@ class RunInfo(Collector):
 
     def __init__(self) -> None:
         self._runs: dict[str, dict[str, str]] = {}
+        self._versions: dict[str, dict[str, str]] = {}  # soak -> version (and segment) now
         self._lock = threading.Lock()
 
     def set(self, soak: str, labels: dict[str, str]) -> None:
         with self._lock:
             self._runs[soak] = {**labels, "soak": soak}
 
+    def set_version(self, soak: str, version: dict[str, str]) -> None:
+        with self._lock:
+            self._versions[soak] = version
+
     def forget(self, soak: str) -> None:
         with self._lock:
             self._runs.pop(soak, None)
+            self._versions.pop(soak, None)
 
     def collect(self) -> Iterable[Metric]:
         family = GaugeMetricFamily("soak_run_info", "A live run and its scenario's labels")
         with self._lock:
-            for labels in self._runs.values():
-                family.add_sample("soak_run_info", labels, 1.0)
+            for soak, labels in self._runs.items():
+                family.add_sample("soak_run_info", {**labels, **self._versions.get(soak, {})}, 1.0)
         yield family
 
 
@@ -200,6 +206,15 @@ class ServiceMetrics:
         """A run is live: `soak_run_info` with its scenario's name and labels."""
         named = {label_name(k): v for k, v in labels.items()}
         self.run_info.set(soak, {**named, "scenario": scenario})
+
+    def set_run_version(self, soak: str, version: str, segment: int | None) -> None:
+        """The version a live run's target runs now (`version` on `soak_run_info`) and,
+        across an upgrade, its segment (0 before the first swap): set at the run's start
+        and at each swap, so that an alert joined on it names the version it fires in."""
+        labels = {"version": version} if version else {}  # none given: no label
+        if segment is not None:
+            labels["segment"] = str(segment)
+        self.run_info.set_version(soak, labels)
 
     def end_run(self, soak: str, outcome: str) -> None:
         """A run has ended: its series go, its outcome is counted (no run id)."""

@@ -26,6 +26,7 @@ from soak.units import StrictModel
 from soak.upgrade.config.checks import Check, CorpusCheck, SwapCheck, UnchangedCheck
 from soak.upgrade.config.loading import _checklist_problems, _template_problems
 from soak.upgrade.config.models import Migrate, UpgradePlan
+from soak.upgrade.room import Move, room_errors, room_warnings
 from soak.upgrade.template import referenced_names
 
 
@@ -134,6 +135,26 @@ def swap_plans(scenario: Scenario, env: Mapping[str, str] | None = None) -> list
                 back_at_s,
             )
         )
+    problems += room_errors(scenario, swap_moves(scenario, out))
     if problems:
         raise InputError("\n".join(f"scenario: {p}" for p in problems))
     return out
+
+
+def swap_moves(scenario: Scenario, plans: list[SwapPlan]) -> list[Move]:
+    """Each swap and rollback as a Move: the YAML path of its moment, its checks."""
+    swaps = scenario.upgrade.swaps if scenario.upgrade is not None else []
+    out = []
+    for plan, swap in zip(plans, swaps, strict=True):
+        where = f"upgrade.swaps.{plan.index}"
+        out.append(Move(f"{where}.{'after' if swap.after else 'at'}", plan.at_s, plan.checks))
+        if swap.rollback is not None and plan.rollback_at_s is not None:
+            key = "after" if swap.rollback.after else "at"
+            out.append(Move(f"{where}.rollback.{key}", plan.rollback_at_s, plan.rollback_checks))
+    return out
+
+
+def swap_warnings(scenario: Scenario, plans: list[SwapPlan]) -> list[str]:
+    """What a valid `upgrade:` section will not give: a version with too little time
+    for its own leak verdicts (soak.upgrade.room)."""
+    return room_warnings(scenario, swap_moves(scenario, plans))
