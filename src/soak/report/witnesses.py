@@ -8,7 +8,8 @@ These hold the ledger against what did not come from it:
   clock), the seconds the service was away included: a window missing, doubled or taken
   out of the store changes the ledger's due, not the schedule's;
 - the server's own count of the queries it received (`server_queries`: unbound's remote
-  control, BIND's statistics channel, pdns-recursor's `questions`, refdns's
+  control, BIND's statistics channel, pdns-auth's API statistics, pdns-recursor's
+  `questions`, knot-resolver's `request_total`, refdns's
   `refdns_queries_total`): at its newest
   sample it has received every query answered by then, and no more than were sent by
   then, besides the probes and readiness queries soak sent itself (a share allowed).
@@ -16,7 +17,9 @@ These hold the ledger against what did not come from it:
 - the engine's own counters (result.json's `engine_counters`, soak.load.stats.SocketCounts):
   what each loop's sockets took (sendmmsg, send) and read (recvmmsg, recv), counted at
   the calls and kept apart from the windows: every query the ledger has sent was taken
-  by a socket (or counted sent after the socket refused it twice, `send_failed`), and
+  by a socket (or counted sent after the socket refused it twice, `send_failed`; for
+  TCP, DoT and DoH: taken means written whole, its last byte taken by the socket, and
+  a query queued on a connection that broke first, or due while none was up, failed), and
   the ledger has no more answers than the sockets read (which include late, duplicate
   and stray replies: the difference is said);
 - quantiles: the phases partition the run's windows and the classes the judged ones, and
@@ -197,8 +200,8 @@ def engine_counters_missing(load_totals: Mapping[str, Any] | None) -> str | None
         return "the load engine restarted: a dead worker's last counts died with it"
     if not isinstance(totals.get("engine_counters"), Mapping):
         return (
-            "result.json has no engine_counters (a run before them, load agents, or a"
-            " stream transport: TCP, DoT and DoH keep none)"
+            "result.json has no engine_counters (a run before them, or load agents:"
+            " their counts are not summed yet)"
         )
     return None
 
