@@ -1,7 +1,8 @@
 """Servers' own counts as the audit's witnesses, each a real run audited clean and then
 its count in the store halved or doubled, which the audit must name: BIND's statistics
 channel, knot-resolver's /metrics, PowerDNS Authoritative's API (over TCP, so that the
-stream loop's socket counters are held too)."""
+stream loop's socket counters are held too), and the client queries unbound wrote as
+dnstap to the run's capture."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from soak.results.reportinput import local_witness_lines
+from soak.runs.layout import DataDir
 from tests.support.audit_runs import (
     RATE,
     assert_server_count_witnessed,
@@ -18,6 +21,8 @@ from tests.support.audit_runs import (
     corrupted,
     result_of,
 )
+from tests.support.servers import unbound_conf, unbound_process_target
+from tests.support.traffic import dnstap_conf
 
 pytestmark = pytest.mark.e2e
 
@@ -150,6 +155,13 @@ def pdns_run() -> Iterator[tuple[Path, str]]:
 
 
 def test_pdns_auths_statistics_are_a_witness(pdns_run: tuple[Path, str]) -> None:
+    lines = local_witness_lines(DataDir(pdns_run[0]), pdns_run[1])
+    # by its last sample, read while the load still ran: more than sent before it
+    assert any(
+        line.startswith("the server counted ") and "besides: probes, readiness" in line
+        for line in lines
+    ), lines
+    assert any(line.startswith("the engine's sockets took ") for line in lines), lines
     assert_server_count_witnessed(pdns_run, "num / 2")
     assert_server_count_witnessed(pdns_run, "num * 2")
 
@@ -175,3 +187,41 @@ def test_the_stream_loops_socket_counters_are_a_witness(pdns_run: tuple[Path, st
 
     change("socket_sent", 1)
     change("socket_received", -counters["socket_received"] // 2)
+
+
+@pytest.fixture(scope="module")
+def dnstap_run() -> Iterator[tuple[Path, str]]:
+    """One real run of unbound writing its client queries as dnstap to the run's
+    capture socket (`capture:`), audited clean with the capture's count as a witness."""
+    conf = unbound_conf("{port.dns}", ["www.example.test. 3600 IN A 192.0.2.10"])  # type: ignore[arg-type]
+    conf += dnstap_conf(Path("{run_dir}/dnstap.sock"))
+    target = unbound_process_target(conf=conf)
+    yield from audited_run(
+        "dnstap-witness", target, "www.example.test", {}, capture={"clients_by_port": True}
+    )
+
+
+def test_a_dnstap_captures_count_is_a_witness(dnstap_run: tuple[Path, str]) -> None:
+    """The capture counted the load's queries from the run's origin (every one answered
+    at least: a datagram lost on loopback never reached the server), and `soak audit`
+    says so; its count halved or doubled in result.json is named."""
+    data, run_id = dnstap_run
+    result = result_of(data, run_id)[1]
+    counted = result["capture"]["counted"]["client_queries"]
+    totals = result["load_totals"]
+    sent = totals["sent"]
+    assert sent > RATE * 10 and totals["completed"] <= counted <= sent + 200, (counted, totals)
+    said = f"the dnstap capture counted {min(counted, sent):,} of the {sent:,} queries sent"
+    assert said in local_witness_lines(DataDir(data), run_id)
+
+    def change(by: float) -> None:
+        def apply(data: Path, run_id: str) -> None:
+            path, result = result_of(data, run_id)
+            result["capture"]["counted"]["client_queries"] *= by
+            path.write_text(json.dumps(result))
+
+        found = corrupted(dnstap_run, apply)
+        assert any(line.startswith("the dnstap capture counted") for line in found), (by, found)
+
+    change(0.5)
+    change(2)
