@@ -6,8 +6,8 @@ One short soak of unbound (scenarios/unbound-cache.yaml: its own query count sam
 through its remote control) at 300 q/s; each test copies its data directory and changes
 one thing in the copy: a window dropped, a window doubled, a second taken out of the store
 and result.json alike, a window's due, a class's row, the server's count, the engine's
-socket counters (and the store's sent changed while they stay). Two more servers'
-own counts, each a real run: BIND's statistics channel and knot-resolver's /metrics.
+socket counters (and the store's sent changed while they stay). Other servers' own
+counts, each a real run: tests/e2e/test_audit_server_witnesses.py.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import json
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,12 +25,12 @@ from soak.histogram import LatencyHistogram
 from soak.names import LAT_HIST_FIELD
 from soak.results.reportinput import local_audit
 from soak.runs.layout import DataDir
+from tests.support.audit_runs import RATE, corrupted, result_of, with_db
 from tests.support.soaks import ROOT, foreground
 
 pytestmark = pytest.mark.e2e
 
 SCENARIO = ROOT / "scenarios" / "unbound-cache.yaml"
-RATE = 300
 
 
 @pytest.fixture(scope="module")
@@ -51,21 +50,6 @@ def run() -> Iterator[tuple[Path, str]]:
         shutil.rmtree(data, ignore_errors=True)
 
 
-def corrupted(
-    run: tuple[Path, str], tmp_path: Path, change: Callable[[Path, str], None]
-) -> list[str]:
-    """The audit of the run with one change, the run put back as it was after (its state
-    names its own run directory: the run is changed in place, not copied)."""
-    data, run_id = run
-    saved = {path: path.read_bytes() for path in (data / "points.db", result_of(data, run_id)[0])}
-    try:
-        change(data, run_id)
-        return local_audit(DataDir(data), run_id)
-    finally:
-        for path, content in saved.items():
-            path.write_bytes(content)
-
-
 def load_rows(db: sqlite3.Connection, run_id: str, cls: str = "all") -> list[int]:
     """The times of the run's `load` windows of one class."""
     ids = [
@@ -78,23 +62,6 @@ def load_rows(db: sqlite3.Connection, run_id: str, cls: str = "all") -> list[int
     (sid,) = ids
     return [sid, *sorted({t for (t,) in db.execute(
         "SELECT DISTINCT time_ns FROM samples WHERE series_id = ?", (sid,))})]  # fmt: skip
-
-
-def with_db(change: Callable[[sqlite3.Connection, str], None]) -> Callable[[Path, str], None]:
-    def apply(data: Path, run_id: str) -> None:
-        db = sqlite3.connect(data / "points.db")
-        try:
-            change(db, run_id)
-            db.commit()
-        finally:
-            db.close()
-
-    return apply
-
-
-def result_of(data: Path, run_id: str) -> tuple[Path, dict[str, Any]]:
-    (path,) = (data / "runs").glob(f"{run_id}*/result.json")
-    return path, json.loads(path.read_text())
 
 
 def drop_window(db: sqlite3.Connection, run_id: str) -> None:
@@ -115,13 +82,13 @@ def double_window(db: sqlite3.Connection, run_id: str) -> None:
 
 
 def test_a_dropped_window_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
-    found = corrupted(run, tmp_path, with_db(drop_window))
+    found = corrupted(run, with_db(drop_window))
     assert any("schedule" in line for line in found), found
     assert any("result.json" in line for line in found), found
 
 
 def test_a_doubled_window_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
-    found = corrupted(run, tmp_path, with_db(double_window))
+    found = corrupted(run, with_db(double_window))
     assert any("schedule" in line for line in found), found
 
 
@@ -137,7 +104,7 @@ def test_a_second_taken_from_the_store_and_result_json_alike_is_named(
         totals["seconds"] -= 1
         path.write_text(json.dumps(result))
 
-    found = corrupted(run, tmp_path, change)
+    found = corrupted(run, change)
     # result.json's counts were changed alike (its quantiles may lie outside the phases')
     assert found and all("result.json load_totals" not in line for line in found), found
     assert any("schedule" in line for line in found), found
@@ -153,7 +120,7 @@ def test_a_windows_due_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
             (sid, times[3]),
         )
 
-    found = corrupted(run, tmp_path, with_db(change))
+    found = corrupted(run, with_db(change))
     assert any("!= due" in line for line in found), found
 
 
@@ -164,7 +131,7 @@ def test_a_class_row_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
             "UPDATE samples SET num = num + 50 WHERE series_id = ? AND field = 'sent'", (sid,)
         )
 
-    found = corrupted(run, tmp_path, with_db(change))
+    found = corrupted(run, with_db(change))
     assert any("classes" in line for line in found), found
 
 
@@ -176,7 +143,7 @@ def test_the_servers_count_is_a_witness(run: tuple[Path, str], tmp_path: Path) -
             (run_id,),
         )
 
-    found = corrupted(run, tmp_path, with_db(change))
+    found = corrupted(run, with_db(change))
     assert any(line.startswith("the server counted") for line in found), found
 
 
@@ -199,7 +166,7 @@ def test_a_histogram_is_named(run: tuple[Path, str], tmp_path: Path) -> None:
                 (slow.encode(), sid, LAT_HIST_FIELD, time_ns),
             )
 
-    found = corrupted(run, tmp_path, with_db(change))
+    found = corrupted(run, with_db(change))
     assert any(line.startswith("result.json p99 ") for line in found), found
     assert any(line.startswith("classes `all` p99 ") for line in found), found
 
@@ -210,7 +177,7 @@ def test_result_jsons_latency_is_held_to_its_phases(run: tuple[Path, str], tmp_p
         result["load_totals"]["latency_ms"]["p99"] *= 10
         path.write_text(json.dumps(result))
 
-    found = corrupted(run, tmp_path, change)
+    found = corrupted(run, change)
     assert any(line.startswith("result.json p99 ") for line in found), found
 
 
@@ -228,7 +195,7 @@ def test_the_engines_socket_counters_are_a_witness(run: tuple[Path, str], tmp_pa
         result["load_totals"]["engine_counters"]["socket_sent"] -= 3
         path.write_text(json.dumps(result))
 
-    found = corrupted(run, tmp_path, fewer_taken)
+    found = corrupted(run, fewer_taken)
     assert any(line.startswith("the ledger's sent") for line in found), found
 
     def fewer_read(data: Path, run_id: str) -> None:
@@ -236,7 +203,7 @@ def test_the_engines_socket_counters_are_a_witness(run: tuple[Path, str], tmp_pa
         result["load_totals"]["engine_counters"]["socket_received"] //= 2
         path.write_text(json.dumps(result))
 
-    found = corrupted(run, tmp_path, fewer_read)
+    found = corrupted(run, fewer_read)
     assert any(line.startswith("the ledger's completed") for line in found), found
 
     def more_sent_in_the_store(db: sqlite3.Connection, run_id: str) -> None:
@@ -248,124 +215,5 @@ def test_the_engines_socket_counters_are_a_witness(run: tuple[Path, str], tmp_pa
                 (sid, field, times[-3]),
             )
 
-    found = corrupted(run, tmp_path, with_db(more_sent_in_the_store))
+    found = corrupted(run, with_db(more_sent_in_the_store))
     assert any(line.startswith("the ledger's sent") for line in found), found
-
-
-def audited_run(
-    name: str, target: dict[str, Any], qname: str, samplers: dict[str, Any]
-) -> Iterator[tuple[Path, str]]:
-    """A process `target` answering `qname`, loaded at RATE for 12 s with 1-s ticks and
-    `samplers`, run in the foreground and audited clean: (data dir, run id); its
-    directory removed afterwards."""
-    data = Path(tempfile.mkdtemp(prefix="sw-"))
-    scenario = {
-        "name": name,
-        "target": {
-            "runtime": "process",
-            **target,
-            "ready": {"probes": [{"kind": "dns", "name": qname}]},
-        },
-        "phases": [{"name": "steady", "duration_s": "12s"}],
-        "samplers": {"interval_s": 1, **samplers},
-        "load": {"rate_qps": RATE, "mix": [{"name": "www", "queries": [f"{qname} A"]}]},
-        "criteria": {"leaks_ok": False, "p99_ms_max": {"all": 1000}},
-    }
-    path = data / f"{name}.json"
-    path.write_text(json.dumps(scenario))
-    try:
-        run_id = foreground(path, data / "d")["id"]
-        assert local_audit(DataDir(data / "d"), run_id) == []
-        yield data / "d", run_id
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
-
-
-SERVER_QUERIES = (
-    "field = 'server_queries' AND series_id IN"
-    " (SELECT id FROM series WHERE soak = ? AND measurement = 'runtime')"
-)
-
-
-def assert_server_count_witnessed(run: tuple[Path, str], tmp_path: Path, changed: str) -> None:
-    """The server counted the run's load, and its count changed in the store (`changed`,
-    an SQL expression of `num`) is named by the audit."""
-    data, run_id = run
-    db = sqlite3.connect(data / "points.db")
-    try:
-        sql = f"SELECT MAX(num) FROM samples WHERE {SERVER_QUERIES}"
-        counted = db.execute(sql, (run_id,)).fetchone()[0]
-    finally:
-        db.close()
-    assert counted is not None and counted > RATE * 5  # the server counted the load
-
-    def change(db: sqlite3.Connection, run_id: str) -> None:
-        db.execute(f"UPDATE samples SET num = {changed} WHERE {SERVER_QUERIES}", (run_id,))
-
-    found = corrupted(run, tmp_path, with_db(change))
-    assert any(line.startswith("the server counted") for line in found), found
-
-
-NAMED_CONF = """options {{
-    directory "{{run_dir}}";
-    pid-file "{{run_dir}}/named.pid";
-    listen-on port {{port.dns}} {{ 127.0.0.1; }};
-    listen-on-v6 {{ none; }};
-    recursion no;
-}};
-statistics-channels {{ inet 127.0.0.1 port {{port.stats}} allow {{ 127.0.0.1; }}; }};
-zone "example.test" {{ type primary; file "{{run_dir}}/example.test.zone"; }};
-"""
-ZONE = (
-    "$TTL 3600\n@ IN SOA ns. hostmaster. 1 3600 600 86400 3600\n@ IN NS ns.\nwww IN A 192.0.2.10\n"
-)
-
-
-@pytest.fixture(scope="module")
-def bind_run() -> Iterator[tuple[Path, str]]:
-    """One real run of BIND (named), its own query count read from its statistics
-    channel (`samplers.server: {kind: bind}`), audited clean."""
-    target = {
-        "name": "bind9",
-        "argv": ["named", "-g", "-c", "{run_dir}/named.conf"],
-        "ports": {"dns": {"protocol": "both"}, "stats": {}},
-        "files": [
-            {"dest": "named.conf", "content": NAMED_CONF.format()},
-            {"dest": "example.test.zone", "content": ZONE},
-        ],
-    }
-    samplers = {"server": {"kind": "bind", "port": "stats"}}
-    yield from audited_run("bind-witness", target, "www.example.test", samplers)
-
-
-def test_binds_statistics_channel_is_a_witness(bind_run: tuple[Path, str], tmp_path: Path) -> None:
-    assert_server_count_witnessed(bind_run, tmp_path, "num / 2")
-
-
-KRESD_CONF = """net.listen('127.0.0.1', {port.dns}, { kind = 'dns' })
-net.ipv6 = false
-trust_anchors.remove('.')
-modules.load('hints > iterate')
-hints.set('www.example.com 192.0.2.10')
-modules.load('http')
-net.listen('127.0.0.1', {port.web}, { kind = 'webmgmt' })
-cache.open(16 * MB, 'lmdb://{run_dir}/cache')
-"""
-
-
-@pytest.fixture(scope="module")
-def kresd_run() -> Iterator[tuple[Path, str]]:
-    """One real run of knot-resolver (kresd), its own query count read from its http
-    module's /metrics (`request_total`, through the prom sampler's map), audited clean."""
-    target = {
-        "name": "knot-resolver",
-        "argv": ["kresd", "-n", "-c", "{run_dir}/kresd.conf", "{run_dir}"],
-        "ports": {"dns": {"protocol": "both"}, "web": {}},
-        "files": [{"dest": "kresd.conf", "content": KRESD_CONF}],
-    }
-    samplers = {"prom": {"port": "web", "map": {"server_queries": "request_total"}}}
-    yield from audited_run("kresd-witness", target, "www.example.com", samplers)
-
-
-def test_knot_resolvers_metrics_are_a_witness(kresd_run: tuple[Path, str], tmp_path: Path) -> None:
-    assert_server_count_witnessed(kresd_run, tmp_path, "num * 2")

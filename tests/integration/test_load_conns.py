@@ -63,6 +63,10 @@ def test_a_hanging_handshake_does_not_hold_up_the_other_connections(
     r = d.to_json_dict()
     assert r["connections"]["errors"] == 1  # the opening that timed out
     assert r["sent"] == 600 and r["sent"] == r["completed"] + r["lost"]
+    # the stalled connection's queries were queued but never written: failed at the socket
+    sockets = r["engine_counters"]
+    assert sockets["socket_sent"] + sockets["send_failed"] == 600, sockets
+    assert sockets["send_failed"] == r["lost"] > 0, (sockets, r["lost"])
     # ~200 queries fall due in that second; a loop blocked in the handshake sends none
     assert during >= 10, during
 
@@ -85,6 +89,10 @@ def test_clients_that_hang_up_abandon_their_queries(
     assert r["abandoned"] >= conns["hung_up"]
     assert r["sent"] == 600 and r["lost"] == 0
     assert r["sent"] == r["completed"] + r["abandoned"]
+    # every query left whole before its connection hung up; fewer answers were read
+    sockets = r["engine_counters"]
+    assert sockets["socket_sent"] == 600 and sockets["send_failed"] == 0, sockets
+    assert r["completed"] <= sockets["socket_received"] < 600, sockets
     assert r["classes"]["local"]["abandoned"] == r["abandoned"]
     # the server saw the resets and closed its side of every connection
     assert wait_until(lambda: open_fds(ub.pid) <= before), (open_fds(ub.pid), before)

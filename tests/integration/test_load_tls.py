@@ -79,6 +79,8 @@ def test_unbound_answers_every_query(
 ) -> None:
     d = load(ub, protocol, tmp_path, method)
     assert d["sent"] == 450 and d["completed"] == 450 and d["rcodes"] == {"NOERROR": 450}
+    # counted at the connections: queries written whole, answers read off the stream
+    assert d["engine_counters"] == {"socket_sent": 450, "socket_received": 450, "send_failed": 0}
     conns = d["connections"]
     assert conns["opened"] == 2 and conns["errors"] == 0
     assert 0 < conns["handshake_ms"]["p50"] <= conns["handshake_ms"]["max"]

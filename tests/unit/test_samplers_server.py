@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from soak.samplers.server import parse_bind_stats, parse_unbound_stats, unbound_control
+from soak.samplers.server import (
+    parse_bind_stats,
+    parse_pdns_stats,
+    parse_unbound_stats,
+    unbound_control,
+)
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "unbound-stats-noreset.txt"
 
@@ -67,3 +72,19 @@ def test_binds_statistics_channel_gives_the_queries_it_received() -> None:
     assert parse_bind_stats({"nsstats": {"Requestv4": 3}}) == {}
     assert parse_bind_stats({"opcodes": {"QUERY": True}}) == {}
     assert parse_bind_stats([]) == {}
+
+
+def test_pdns_statistics_give_the_udp_and_tcp_queries_it_received() -> None:
+    """/api/v1/servers/localhost/statistics as pdns_server 4.7 answers it: values are
+    strings; udp-queries plus tcp-queries; none unless both are there."""
+    doc = [
+        {"name": "corrupt-packets", "type": "StatisticItem", "value": "0"},
+        {"name": "tcp-queries", "type": "StatisticItem", "value": "12"},
+        {"name": "udp-queries", "type": "StatisticItem", "value": "3600"},
+        {"name": "udp4-queries", "type": "StatisticItem", "value": "3600"},
+        {"name": "response-by-qtype", "type": "MapStatisticItem", "value": []},
+    ]
+    assert parse_pdns_stats(doc) == {"server_queries": 3612.0}
+    assert parse_pdns_stats(doc[2:]) == {}  # no tcp-queries
+    assert parse_pdns_stats([{"name": "udp-queries", "value": "x"}, doc[1]]) == {}
+    assert parse_pdns_stats({"udp-queries": 3}) == {}

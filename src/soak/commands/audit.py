@@ -21,10 +21,11 @@ from soak.runs.layout import DataDir
 def audit_cmd(run_id: str, data_dir: Path) -> None:
     """Check a run's load figures (phases, classes, agents, criteria, result.json) against
     its ledger of one-second windows; exit 1 and one line per figure that disagrees."""
-    from soak.results.reportinput import local_audit, local_engine_counter_line
+    from soak.results.reportinput import local_audit, local_witness_lines
 
     found = local_audit(DataDir(data_dir), run_id)
-    click.echo(local_engine_counter_line(DataDir(data_dir), run_id))
+    for line in local_witness_lines(DataDir(data_dir), run_id):
+        click.echo(line)
     if found:
         for line in found:
             click.echo(f"disagrees: {line}")

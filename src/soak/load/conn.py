@@ -20,6 +20,7 @@ import select
 import socket
 import ssl
 import struct
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -116,6 +117,11 @@ class StreamFlow:
         self.hs_events = select.EPOLLOUT  # what the TLS handshake waits for
         self.rbuf = bytearray()
         self.wbuf = bytearray()
+        # The socket counters (Book.socket_sent): where each queued query's last byte
+        # lies, counted from the connection's first byte, and how many bytes the socket
+        # has taken. A query is sent at the socket once its last byte is taken.
+        self.query_ends: deque[int] = deque()
+        self.written_bytes = 0
         self.retry_ns = 0
         self.start_ns = 0  # the connect began (handshake_ms counts from here)
         self.born_ns = 0  # up since (reconnect_every_s counts from here)
@@ -151,7 +157,7 @@ class StreamFlow:
         self.phase = CONNECTING
         self.start_ns = monotonic_ns()
         self.rbuf.clear()
-        self.wbuf.clear()
+        self.unwritten()
         self.carried = self.answered = 0
         self.close_at_ns = 0
         self.goaway = False
@@ -254,8 +260,16 @@ class StreamFlow:
                 self.sock.close()
         self.sock = None
         self.phase = DOWN
-        self.wbuf.clear()
+        self.unwritten()
         self.rbuf.clear()
+
+    def unwritten(self) -> None:
+        """The queries still queued, not taken whole by the socket, never will be: each
+        was counted sent and fails at the socket (Book.send_failed); the buffer empties."""
+        self.book.send_failed += len(self.query_ends)
+        self.query_ends.clear()
+        self.written_bytes = 0
+        self.wbuf.clear()
 
     def spent(self, now: int) -> bool:
         """Done under its policy (quota carried, age reached) or told to go away (DoH)."""
@@ -289,6 +303,7 @@ class StreamFlow:
 
     def queue(self, slot: int, question: bytes, now: int) -> None:
         self.wbuf += wire.framed_query(question, slot)
+        self.query_ends.append(self.written_bytes + len(self.wbuf))
         self.carried += 1
         self.last_send_ns = now
 
@@ -302,6 +317,16 @@ class StreamFlow:
             return True
         except OSError:
             return False
+        ends = self.query_ends
+        if n == len(self.wbuf):  # the usual case: all of it, every queued query whole
+            self.book.socket_sent += len(ends)
+            ends.clear()
+            self.written_bytes = 0
+        else:
+            self.written_bytes += n
+            while ends and ends[0] <= self.written_bytes:
+                ends.popleft()
+                self.book.socket_sent += 1
         del self.wbuf[:n]
         return True
 
@@ -330,4 +355,5 @@ class StreamFlow:
         out, used = wire.unframe(buf)
         del buf[:used]
         self.answered += len(out)
+        self.book.socket_received += len(out)
         return out

@@ -62,9 +62,14 @@ class DohFlow(StreamFlow):
             # Refused by the connection's own state (closed, out of streams or of flow-
             # control window): the query is sent and will be lost; a new one replaces it.
             self.book.conn_errors += 1
+            self.book.send_failed += 1  # none of its bytes will reach the socket
             self.answered += 1
             self.goaway = True
+            self.wbuf += self.h2.data_to_send()
+            return
         self.wbuf += self.h2.data_to_send()
+        # Its HEADERS (and DATA) frames end here: sent once the socket has taken this far.
+        self.query_ends.append(self.written_bytes + len(self.wbuf))
 
     def _request(self, slot: int, question: bytes) -> None:
         conn = self.h2
@@ -123,6 +128,7 @@ class DohFlow(StreamFlow):
                     continue
                 slot, body, ok = done
                 self.answered += 1
+                self.book.socket_received += 1  # an answer read whole, good or not
                 if ok and len(body) >= wire.HEADER_LEN:
                     wire.set_id(body, slot)
                     out.append(bytes(body))

@@ -96,6 +96,7 @@ def hangs_up(n: int, fraction: float) -> bool:
 def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
     """TCP, DoT and DoH: the same loop over different StreamFlows."""
     book = Book(spec)
+    book.sockets_counted = True  # at the connections: StreamFlow.flush and messages
     fl = Flows(spec, book)
     slots, pools = fl.slots, fl.pools
     cursor = [0] * len(pools)  # per class: where its round robin stands
@@ -206,8 +207,10 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                     book.at_second(cad.second_of_query(sent_total, now))
                     c, q = book.next_query()
                     up = pick(c, now)
-                    if up is not None:  # else: due while no connection is up: it is lost
+                    if up is not None:
                         up.queue(slot, q, now)
+                    else:  # due while no connection is up: it is lost, never written
+                        book.send_failed += 1
                     t = monotonic_ns()
                     book.sent_query(slot, c, q, t)
                     if up is not None and up.inflight is not None:
@@ -251,6 +254,8 @@ def run_tcp(spec: WorkerSpec, control: Control, conn: Connection) -> None:
                 next_sweep = now + SWEEP_NS
             if now >= cad.wake_ns:
                 cad.tick(now, sent_total, book.interval)
+        for f in fl.all():  # what no socket took by the end never will: failed
+            f.unwritten()
         cad.finish(book.interval, book.drain, sent_total)
     finally:
         ep.close()

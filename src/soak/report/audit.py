@@ -26,6 +26,7 @@ from soak.points import Point
 from soak.report.witnesses import (
     ScheduledPhase,
     Window,
+    capture_disagreements,
     engine_disagreements,
     quantile_disagreements,
     schedule_disagreements,
@@ -173,10 +174,11 @@ def audit(
     report: Mapping[str, Any],
     load_totals: Mapping[str, Any] | None = None,
     schedule: Sequence[ScheduledPhase] = (),
+    capture: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Every disagreement between the report's load figures (and `load_totals`) and the
     ledger, and between the ledger and its witnesses (soak.report.witnesses: the schedule,
-    the server's own count); empty when they all agree."""
+    the server's own count, result.json's `capture` count); empty when they all agree."""
     since_ns = judged_since_ns(report)
     whole, judged = ledger_split(store, run_id, since_ns)
     sent_total = (load_totals or {}).get("sent")
@@ -187,6 +189,7 @@ def audit(
     out = list(whole.problems)
     out += schedule_disagreements(report, schedule)
     out += server_disagreements(whole.all_windows, server_count(store, run_id))
+    out += capture_disagreements(whole.all_windows, capture)
     out += quantile_disagreements(report, load_totals)
     out += engine_disagreements(whole.all_windows, load_totals)
     if whole.counts["completed"] > whole.counts["sent"]:

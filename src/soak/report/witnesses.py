@@ -8,15 +8,20 @@ These hold the ledger against what did not come from it:
   clock), the seconds the service was away included: a window missing, doubled or taken
   out of the store changes the ledger's due, not the schedule's;
 - the server's own count of the queries it received (`server_queries`: unbound's remote
-  control, BIND's statistics channel, pdns-recursor's `questions`, refdns's
+  control, BIND's statistics channel, pdns-auth's API statistics, pdns-recursor's
+  `questions`, knot-resolver's `request_total`, refdns's
   `refdns_queries_total`): at its newest
   sample it has received every query answered by then, and no more than were sent by
-  then, besides the probes and readiness queries soak sent itself (a share allowed).
+  then, besides the probes and readiness queries soak sent itself (a share allowed);
+  and so the client queries the server wrote as dnstap, where the run captured them
+  (result.json `capture.counted`, from the run's origin to the capture's end);
 
 - the engine's own counters (result.json's `engine_counters`, soak.load.stats.SocketCounts):
   what each loop's sockets took (sendmmsg, send) and read (recvmmsg, recv), counted at
   the calls and kept apart from the windows: every query the ledger has sent was taken
-  by a socket (or counted sent after the socket refused it twice, `send_failed`), and
+  by a socket (or counted sent after the socket refused it twice, `send_failed`; for
+  TCP, DoT and DoH: taken means written whole, its last byte taken by the socket, and
+  a query queued on a connection that broke first, or due while none was up, failed), and
   the ledger has no more answers than the sockets read (which include late, duplicate
   and stray replies: the difference is said);
 - quantiles: the phases partition the run's windows and the classes the judged ones, and
@@ -114,41 +119,86 @@ def schedule_disagreements(
     return out
 
 
-def server_disagreements(
-    windows: Iterable[Window], server: Sequence[tuple[int, float]]
-) -> list[str]:
-    """The server's own count (its samples: time, queries received since it started)
-    against the ledger's windows up to its newest sample."""
-    if not server:
-        return []
-    at_ns, counted = server[-1]
+def _sent_and_answered(windows: Iterable[Window], at_ns: int) -> tuple[float, float]:
+    """What a count taken at `at_ns` may hold at most (sent up to the read lag after it)
+    and must hold at least (answered in the seconds settled by then)."""
     sent = answered = 0.0
     for w in windows:
         if w.time_ns < at_ns + _READ_LAG_S * NS_PER_S:
             sent += w.sent
         if w.time_ns + (1 + _SETTLED_S) * NS_PER_S <= at_ns:
             answered += w.completed
+    return sent, answered
+
+
+def server_disagreements(
+    windows: Iterable[Window], server: Sequence[tuple[int, float]], who: str = "the server"
+) -> list[str]:
+    """The server's own count (its samples: time, queries received since it started)
+    against the ledger's windows up to its newest sample."""
+    if not server:
+        return []
+    at_ns, counted = server[-1]
+    sent, answered = _sent_and_answered(windows, at_ns)
     extra = max(_SERVER_EXTRA_MIN, _SERVER_EXTRA_SHARE * sent)
     if counted < answered:
         return [
-            f"the server counted {counted:,.0f} queries, fewer than the {answered:,.0f}"
+            f"{who} counted {counted:,.0f} queries, fewer than the {answered:,.0f}"
             " the ledger has answered by then"
         ]
     if counted > sent + extra:
         return [
-            f"the server counted {counted:,.0f} queries, more than the {sent:,.0f}"
+            f"{who} counted {counted:,.0f} queries, more than the {sent:,.0f}"
             f" the ledger has sent by then (and {extra:,.0f} probes besides)"
         ]
     return []
 
 
-def server_count_words(windows: Iterable[Window], server: Sequence[tuple[int, float]]) -> str:
-    """ "the server counted N of the M queries sent by its last sample" (for the report)."""
+def capture_count(capture: Mapping[str, Any] | None) -> list[tuple[int, float]]:
+    """A dnstap capture's count of the client queries the server wrote from the run's
+    origin, as one sample at its span's end (result.json `capture.counted`; [] without)."""
+    counted = (capture or {}).get("counted")
+    if not isinstance(counted, Mapping):
+        return []
+    n, until_ns = counted.get("client_queries"), counted.get("until_ns")
+    if not isinstance(n, int | float) or not isinstance(until_ns, int):
+        return []
+    return [(until_ns, float(n))]
+
+
+CAPTURE = "the dnstap capture"
+
+
+def capture_disagreements(
+    windows: Iterable[Window], capture: Mapping[str, Any] | None
+) -> list[str]:
+    """The client queries the server wrote as dnstap (the run's capture) against the
+    ledger, as the server's own count is: at least every query answered, no more than
+    were sent besides the probes (the share the server's count is allowed)."""
+    return server_disagreements(windows, capture_count(capture), CAPTURE)
+
+
+# What a server's count holds besides the load's queries sent before its sample.
+SERVER_BESIDES = "probes, readiness queries and those sent while its sample was read"
+CAPTURE_BESIDES = "probes"
+
+
+def server_count_words(
+    windows: Iterable[Window],
+    server: Sequence[tuple[int, float]],
+    who: str = "the server",
+    besides: str = SERVER_BESIDES,
+) -> str:
+    """ "the server counted N of the M queries sent by its last sample (K besides: probes,
+    readiness queries ...)"; "" without a sample."""
     if not server:
         return ""
     at_ns, counted = server[-1]
     sent = sum(w.sent for w in windows if w.time_ns < at_ns)
-    return f"the server counted {counted:,.0f} queries of the {sent:,.0f} sent by its last sample"
+    line = f"{who} counted {min(counted, sent):,.0f} of the {sent:,.0f} queries sent"
+    if counted > sent:
+        line += f" ({counted - sent:,.0f} besides: {besides})"
+    return line
 
 
 # Figures are rounded to the µs (3 decimals of a ms) where they are written.
@@ -201,8 +251,8 @@ def engine_counters_missing(load_totals: Mapping[str, Any] | None) -> str | None
         return "the load engine restarted: a dead worker's last counts died with it"
     if not isinstance(totals.get("engine_counters"), Mapping):
         return (
-            "result.json has no engine_counters (a run before them, load agents, or a"
-            " stream transport: TCP, DoT and DoH keep none)"
+            "result.json has no engine_counters (a run before them, or load agents:"
+            " their counts are not summed yet)"
         )
     return None
 

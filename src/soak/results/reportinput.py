@@ -75,7 +75,14 @@ def audited_report(
         inp = report_input(record, state, store)
         report = build_report(store, inp, what_grew=report_section)
         result = read_result(record.run_dir) or {}
-        found = audit(store, record.id, report, result.get("load_totals"), scheduled_phases(record))
+        found = audit(
+            store,
+            record.id,
+            report,
+            result.get("load_totals"),
+            scheduled_phases(record),
+            result.get("capture"),
+        )
         return report, found
     finally:
         store.close()
@@ -326,20 +333,35 @@ def local_audit(data_dir: DataDir, run_id: str) -> list[str]:
         return found
 
 
-def local_engine_counter_line(data_dir: DataDir, run_id: str) -> str:
+def local_witness_lines(data_dir: DataDir, run_id: str) -> list[str]:
     """What the engine's socket counters say of the run, or why they are not there
-    (soak.report.witnesses.engine_counter_words): a witness skipped is said, never passed."""
-    from soak.report.audit import ledger_sums
-    from soak.report.witnesses import engine_counter_words
+    (soak.report.witnesses.engine_counter_words: a witness skipped is said, never
+    passed); then the server's own count and a dnstap capture's, where the run has them."""
+    from soak.report.audit import ledger_sums, server_count
+    from soak.report.witnesses import (
+        CAPTURE,
+        CAPTURE_BESIDES,
+        capture_count,
+        engine_counter_words,
+        server_count_words,
+    )
 
     with _local_run(data_dir, run_id) as (_, record):
         store = SqliteStore(data_dir.points_path(record.scenario, record.run_dir))
         try:
             windows = ledger_sums(store, record.id).all_windows
+            server = server_count(store, record.id)
         finally:
             store.close()
-        totals = (read_result(record.run_dir) or {}).get("load_totals")
-        return engine_counter_words(windows, totals)
+        result = read_result(record.run_dir) or {}
+        lines = [
+            engine_counter_words(windows, result.get("load_totals")),
+            server_count_words(windows, server),
+            server_count_words(
+                windows, capture_count(result.get("capture")), CAPTURE, CAPTURE_BESIDES
+            ),
+        ]
+        return [line for line in lines if line]
 
 
 def local_report_text(data_dir: DataDir, run_id: str, fmt: str) -> str:

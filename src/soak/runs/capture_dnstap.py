@@ -229,6 +229,8 @@ class RunCapture:
             self.written, faults = write_kept(
                 self.recording, self.origin_ns or 0, self.out, str(self.socket)
             )
+            if self.origin_ns is not None:  # what the server wrote: a witness of the load
+                self.written["counted"] = counted(self.recording, self.origin_ns)
             self.recording.until_ns = 0  # anything later is counted, not kept
         return faults
 
@@ -259,6 +261,19 @@ def write_kept(
     )
     written = {"file": str(out), **info}
     return written, [Fault("capture_written", message, float(len(capture.queries)))]
+
+
+def counted(recording: Builder, origin_ns: int) -> dict[str, int]:
+    """The client queries the server wrote as dnstap in the capture's span, [from_ns,
+    until_ns): kept and over capture.max_queries alike (once written: those before the
+    origin dropped); the audit's witness of the load's sent
+    (soak.report.witnesses.capture_disagreements)."""
+    until_ns = recording.until_ns or time.time_ns()  # no span: to the run's end
+    return {
+        "client_queries": len(recording) + recording.over_max,
+        "from_ns": origin_ns,
+        "until_ns": until_ns,
+    }
 
 
 def written_capture(run_dir: Path) -> dict[str, Any] | None:

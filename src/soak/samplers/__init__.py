@@ -57,7 +57,7 @@ def build_samplers(
     if cfg.prom is not None:
         samplers.append(PromSampler(cfg.prom, target, client=http_client))
     if cfg.server is not None:
-        samplers.append(ServerSampler(cfg.server, target))
+        samplers.append(ServerSampler(cfg.server, target, base_dir=base_dir))
     if cfg.pprof is not None:
         samplers.append(
             PprofSampler(

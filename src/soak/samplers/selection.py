@@ -57,14 +57,17 @@ class PromSamplerConfig(StrictModel):
 
 class ServerSamplerConfig(StrictModel):
     """What the server says of itself (soak.samplers.server): unbound's remote control,
-    or BIND's statistics channel."""
+    BIND's statistics channel, or PowerDNS Authoritative's HTTP API."""
 
-    kind: Literal["unbound", "bind"] = "unbound"
+    kind: Literal["unbound", "bind", "pdns"] = "unbound"
     # unbound's `control-interface` socket; a relative path is in the run's directory
     # (where `{run_dir}` in the target's files points).
     control_socket: str = "unbound.ctl"
-    # BIND: the target's port its `statistics-channels` listen on (JSON, /json/v1/server).
+    # BIND: the target's port its `statistics-channels` listen on (JSON, /json/v1/server);
+    # pdns: its webserver's port (the API).
     port: str = "stats"
+    # pdns: what its API asks for ({X-API-Key: ...}).
+    headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: DurationS = 5.0
 
 

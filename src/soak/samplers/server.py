@@ -12,6 +12,12 @@ BIND (`kind: bind`) answers its statistics channel (`statistics-channels { inet
 127.0.0.1 port N; };`) with JSON at /json/v1/server: `opcodes.QUERY`, the queries it
 received, is `server_queries`.
 
+PowerDNS Authoritative (`kind: pdns`) answers its HTTP API (`api=yes`, `webserver=yes`)
+at /api/v1/servers/localhost/statistics, `headers` carrying its X-API-Key: a list of
+{name, type, value}. Its `udp-queries` ("number of UDP queries received") plus
+`tcp-queries` ("number of TCP queries received"), both counted as each query is read,
+before the packet cache, are `server_queries`.
+
 Servers with Prometheus metrics (pdns-recursor, refdns, knot-resolver) give the same
 fields through the `prom` sampler's map; this one is for those without.
 """
@@ -25,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from soak.placeholders import reveal_map
 from soak.points import FieldValue, Point
 from soak.samplers.base import TargetFn, TargetSectionSampler
 from soak.samplers.selection import ServerSamplerConfig
@@ -64,12 +71,39 @@ def parse_bind_stats(doc: Any) -> dict[str, FieldValue]:
     return {}
 
 
-def bind_stats(host: str, port: int, timeout_s: float) -> Any:
-    """BIND's statistics channel, its server section as JSON."""
+_PDNS_QUERIES = ("udp-queries", "tcp-queries")
+
+
+def parse_pdns_stats(doc: Any) -> dict[str, FieldValue]:
+    """pdns_server's /api/v1/servers/localhost/statistics -> `server_queries` (its
+    `udp-queries` plus `tcp-queries`), when both are there."""
+    values: dict[str, float] = {}
+    for item in doc if isinstance(doc, list) else []:
+        if isinstance(item, dict) and item.get("name") in _PDNS_QUERIES:
+            try:
+                values[item["name"]] = float(item.get("value", ""))
+            except ValueError:
+                continue
+    if len(values) < len(_PDNS_QUERIES):
+        return {}
+    return {"server_queries": sum(values.values())}
+
+
+def http_json(
+    host: str, port: int, path: str, timeout_s: float, headers: dict[str, str] | None = None
+) -> Any:
+    """GET http://host:port/path as JSON (BIND's statistics channel, pdns's API)."""
     host = f"[{host}]" if ":" in host else host
-    reply = httpx.get(f"http://{host}:{port}/json/v1/server", timeout=timeout_s)
+    reply = httpx.get(f"http://{host}:{port}{path}", timeout=timeout_s, headers=headers)
     reply.raise_for_status()
     return json.loads(reply.text)
+
+
+# kind -> (its path, its parser, what it must have)
+_HTTP_KINDS = {
+    "bind": ("/json/v1/server", parse_bind_stats, "no opcodes.QUERY"),
+    "pdns": ("/api/v1/servers/localhost/statistics", parse_pdns_stats, "no udp-/tcp-queries"),
+}
 
 
 def unbound_control(socket_path: Path, command: str, timeout_s: float) -> str:
@@ -95,8 +129,12 @@ def unbound_control(socket_path: Path, command: str, timeout_s: float) -> str:
 class ServerSampler(TargetSectionSampler[ServerSamplerConfig]):
     name = "server"
 
-    def __init__(self, cfg: ServerSamplerConfig, target: TargetFn) -> None:
+    def __init__(
+        self, cfg: ServerSamplerConfig, target: TargetFn, base_dir: Path | None = None
+    ) -> None:
         super().__init__(cfg, target)
+        # its secrets ({env.NAME}, {file:PATH}) read once, kept in memory only
+        self.headers = reveal_map(cfg.headers, base_dir, "samplers.server.headers")
 
     def socket_path(self, run_dir: Path | None) -> Path:
         path = Path(self.cfg.control_socket)
@@ -108,13 +146,15 @@ class ServerSampler(TargetSectionSampler[ServerSamplerConfig]):
         running = self.target()
         if running is None:
             return []
-        if self.cfg.kind == "bind":
-            if self.cfg.port not in running.ports:
-                raise RuntimeError(f"bind statistics: the target has no port {self.cfg.port!r}")
-            host, port = running.address(self.cfg.port)
-            fields = parse_bind_stats(bind_stats(host, port, self.cfg.timeout_s))
+        cfg = self.cfg
+        if cfg.kind in _HTTP_KINDS:
+            url_path, parse, needs = _HTTP_KINDS[cfg.kind]
+            if cfg.port not in running.ports:
+                raise RuntimeError(f"{cfg.kind} statistics: the target has no port {cfg.port!r}")
+            host, port = running.address(cfg.port)
+            fields = parse(http_json(host, port, url_path, cfg.timeout_s, self.headers))
             if not fields:
-                raise RuntimeError(f"bind statistics on port {port}: no opcodes.QUERY")
+                raise RuntimeError(f"{cfg.kind} statistics on port {port}: {needs}")
             return [Point("runtime", fields, tick_time_ns)]
         path = self.socket_path(running.run_dir)
         reply = unbound_control(path, "stats_noreset", self.cfg.timeout_s)

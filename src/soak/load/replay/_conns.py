@@ -35,6 +35,9 @@ class ConnBook:
         self.end_abandoned = abandon
         self.conn_opened = self.conn_errors = self.conn_resumed = self.conn_hung_up = 0
         self.handshake_us: dict[int, int] = {}
+        # The sockets' own counts (queries written whole, answers read, queries never
+        # written): StreamFlow keeps them; a replay does not hand them on yet.
+        self.socket_sent = self.socket_received = self.send_failed = 0
 
     def abandon(self, slot: int, sent_ns: int) -> None:
         self.end_abandoned(slot)
