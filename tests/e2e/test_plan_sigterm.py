@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.agents import agents_scenario
 from tests.support.procs import children, cmdline
 from tests.support.servers import (
     ServerProc,
@@ -82,6 +83,21 @@ def test_load_in_process_stops_its_workers(server: ServerProc, tmp_path: Path) -
     assert err.strip().splitlines() == ["soak: stopped by SIGTERM"], err
     assert len(workers) == 2
     all_gone(workers)
+
+
+def test_load_on_local_agents_removes_them(server: ServerProc, tmp_path: Path) -> None:
+    load = {
+        "rate_qps": 100, "duration_s": 120, "agents": {"count": 2, "engine": "local"},
+        "mix": [{"name": "q", "queries": ["www.example.test A"]}],
+    }  # fmt: skip
+    path = agents_scenario(tmp_path, "agents-sigterm", server.port, load)
+    proc, agents, err = sigterm_once_started(
+        ["load", "--server", f"127.0.0.1:{server.port}", "--scenario", str(path)], (" agent ",)
+    )
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "soak: stopped by SIGTERM; the agents were removed"
+    assert agents
+    all_gone(agents)
 
 
 def test_replay_stops_and_exits_143(server: ServerProc, tmp_path: Path) -> None:
