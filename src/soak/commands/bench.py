@@ -14,7 +14,7 @@ from soak.bench.record import bench_dir, host_environment, write_outputs
 from soak.bench.render_result import render_text
 from soak.config import Scenario, load_scenario
 from soak.config.bench import BenchConfig
-from soak.errors import CheckFailed, InputError
+from soak.errors import InputError
 from soak.preflight import refuse_agents
 from soak.units import parse_rate_qps
 
@@ -121,7 +121,7 @@ def bench_cmd(
     cfg = bench_config(sc, options)
     eng = engine or sc.load.engine
     from soak.bench.loop import plan_classes
-    from soak.plans.bench import bench_id, new_side, run_bench, side_id
+    from soak.plans.bench import bench_id, new_side, side_id
 
     plan_classes(sc.load, cfg, eng)  # bad class names fail before anything starts
     run_id = bench_id(sc)
@@ -144,21 +144,26 @@ def bench_cmd(
         click.echo(f"soak bench: {line}", err=True)
 
     root = out_dir or bench_dir(data_dir) / run_id
-    results = run_bench(sides, cfg, eng, run_id, env, started, echo)
-    failed: list[str] = []
-    for label, result in results.items():
-        write_outputs(result, root if len(sides) == 1 else root / label)
-        if not as_json:
-            click.echo(render_text(result), nl=False)
-        failed += [f"{c['name']} ({label})" for c in result["criteria"] if not c["ok"]]
-    if len(sides) == 1 and as_json:
-        click.echo(json.dumps(results["A"], indent=2))
-    if len(sides) == 2:
-        failed += _compare(results, thresholds, root, as_json)
-    echo(f"results in {root}")
-    sys.stdout.flush()
-    if failed:
-        raise CheckFailed(f"bench failed: {', '.join(failed)}")
+
+    def report(results: dict[str, dict[str, Any]]) -> list[str]:
+        """Each side's outputs written and shown; the failed criteria (and B worse)."""
+        failed: list[str] = []
+        for label, result in results.items():
+            write_outputs(result, root if len(sides) == 1 else root / label)
+            if not as_json:
+                click.echo(render_text(result), nl=False)
+            failed += [f"{c['name']} ({label})" for c in result["criteria"] if not c["ok"]]
+        if len(sides) == 1 and as_json:
+            click.echo(json.dumps(results["A"], indent=2))
+        if len(sides) == 2:
+            failed += _compare(results, thresholds, root, as_json)
+        echo(f"results in {root}")
+        sys.stdout.flush()
+        return failed
+
+    from soak.plans.engine import make_plan, run_plan
+
+    run_plan(make_plan("bench", sides, cfg, eng, run_id, env, started, echo, report))
 
 
 def _compare(

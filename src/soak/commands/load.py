@@ -6,7 +6,6 @@ of the load package, which the scenario models import.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -14,9 +13,8 @@ from pydantic import ValidationError
 
 from soak.commands.replay import replay_and_print, replay_cmd
 from soak.config import load_scenario
-from soak.errors import CheckFailed, InputError
+from soak.errors import InputError
 from soak.load.load_config import FLAT_OUT, LoadConfig
-from soak.load.summary import format_summary
 from soak.netsafety import check_allowed, parse_host_port
 from soak.units import parse_rate_qps
 
@@ -163,55 +161,9 @@ def load_cmd(
             cfg.replay.at(base), (host, port), cfg.duration_s, cfg.timeout_s, cfg.seed or 0, as_json
         )
         return
-    if cfg.duration_s is None or cfg.duration_s <= 0:
-        raise InputError("--duration must be positive (e.g. 30 or 30s)")
-    if cfg.agents is not None:
-        _run_agents(cfg, (host, port), cfg.duration_s, base, allow_targets, as_json)
-        return
-    from soak.plans.load import run_load_in_process
+    from soak.plans.engine import make_plan, run_plan
 
-    result = run_load_in_process(cfg, (host, port), base_dir=base, allow_targets=allow_targets)
-    if as_json:
-        click.echo(json.dumps(result.to_json_dict(), indent=2))
-    else:
-        click.echo(format_summary(result, f"{host}:{port}"), nl=False)
-    if result.sent > 0 and result.completed == 0:
-        cause = " (connection refused: nothing listens there)" if result.refused else ""
-        raise CheckFailed(
-            f"no answer from {host}:{port}: {result.lost} of {result.sent} lost{cause}"
-        )
-
-
-def _run_agents(
-    cfg: LoadConfig,
-    server: tuple[str, int],
-    duration_s: float,
-    base: Path,
-    allow_targets: tuple[str, ...],
-    as_json: bool,
-) -> None:
-    """`load.agents`: the rate split among agents on an engine, their results merged."""
-    from soak.plans.load import run_load_agents
-
-    run = run_load_agents(cfg, server, duration_s, base_dir=base, allow_targets=allow_targets)
-    merged = run.merged
-    if as_json:
-        click.echo(json.dumps(run.to_json_dict(), indent=2))
-    else:
-        lat = merged.latency_ms
-        click.echo(
-            f"{len(merged.agents)} agents: sent {merged.sent}, completed {merged.completed}, "
-            f"lost {merged.lost}, p50 {lat['p50']} ms, p99 {lat['p99']} ms (merged histograms)"
-        )
-        for a in run.merged.to_json_dict()["per_agent"]:
-            click.echo(
-                f"  agent {a['agent']}: sent {a['sent']} completed {a['completed']} "
-                f"lost {a['lost']} p99 {a['latency_ms']['p99']} ms"
-            )
-        for note in run.notes:
-            click.echo(f"  note: {note}")
-    if merged.sent > 0 and merged.completed == 0:
-        where = f"{server[0]}:{server[1]}"
-        raise CheckFailed(f"no answer from {where}: {merged.lost} of {merged.sent} lost")
-    if len(merged.agents) < (cfg.agents.count if cfg.agents else 1):
-        raise CheckFailed("; ".join(run.notes) or "an agent reported nothing")
+    plan = make_plan(
+        "load", cfg, (host, port), base_dir=base, allow_targets=allow_targets, as_json=as_json
+    )
+    run_plan(plan)

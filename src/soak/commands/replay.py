@@ -1,16 +1,14 @@
-"""`soak load --replay FILE`: a capture replayed as the load (soak.load.replay)."""
+"""`soak load --replay FILE`: a capture replayed as the load, by the registered plan
+`replay` (soak.plans.replay)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import click
 from pydantic import ValidationError
 
 from soak.commands.capture import duration_flag
-from soak.errors import CheckFailed, InputError
-from soak.load.replay import format_replay, run_replay
+from soak.errors import InputError
 from soak.traffic.replay_config import ReplayConfig
 
 
@@ -60,14 +58,11 @@ def replay_and_print(
     as_json: bool,
     workers: int = 1,
 ) -> None:
-    """The replay, its summary (text or JSON); exit 1 if nothing was answered."""
-    result = run_replay(cfg, server, duration_s, timeout_s, seed, workers=workers)
-    if as_json:
-        click.echo(json.dumps(result.as_dict(), indent=2))
-    else:
-        click.echo(format_replay(result, f"{server[0]}:{server[1]}"))
-    d = result.as_dict()
-    if d["sent"] > 0 and d["completed"] == 0:
-        raise CheckFailed(
-            f"no answer from {server[0]}:{server[1]}: {d['lost']} of {d['sent']} lost"
-        )
+    """The replay plan (soak.plans.replay) run by the engine: its summary printed, exit 1
+    if nothing was answered, 130/143 on SIGINT/SIGTERM."""
+    from soak.plans.engine import make_plan, run_plan
+
+    plan = make_plan(
+        "replay", cfg, server, duration_s, timeout_s, seed, as_json=as_json, workers=workers
+    )
+    run_plan(plan)

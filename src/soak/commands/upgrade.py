@@ -8,36 +8,12 @@ step on it: data, populate, snapshot, the load's start).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
 from soak.commands.options import json_on_stdout
-from soak.plans.upgrade import UpgradeRun
-from soak.runs.layout import upgrade_run_dir
-from soak.runs.runid import new_run_id
-from soak.upgrade.cases import interrupted_case
-from soak.upgrade.config import UpgradePlan
-from soak.upgrade.gate import Reports, RunInterrupted, cannot_run, gate, raise_for
-from soak.upgrade.interrupt import Interrupted, trap_signals
-from soak.upgrade.result import UpgradeResult
-
-
-def run_pair(plan: UpgradePlan, keep: bool, base: Path) -> UpgradeResult:
-    """One old/new pair in a run directory under `base`, its steps shown as they happen
-    (`phase  text`; a step under way ends with `...`)."""
-    run_id = new_run_id(plan.name)
-    run_dir = upgrade_run_dir(base, run_id).resolve()
-
-    def show(phase: str, text: str) -> None:
-        click.echo(f"{phase:<9} {text}")
-
-    click.echo(f"soak upgrade {plan.name} (run {run_id})")
-    run = UpgradeRun(
-        plan, run_dir=run_dir, run_id=run_id, keep=keep, env=dict(os.environ), show=show
-    )
-    return run.run()
+from soak.upgrade.gate import Reports
 
 
 @click.command("upgrade")
@@ -101,20 +77,8 @@ def _upgrade(
     keep: bool,
     work_dir: Path | None,
 ) -> None:
+    """The registered plan `upgrade` (soak.plans.upgrade_gate) run by the engine."""
+    from soak.plans.engine import make_plan, run_plan
+
     reports = Reports(junit_path, json_path)
-    with trap_signals():
-        try:
-            results = gate(plan_file, overrides, olds, keep, work_dir, reports, run_pair)
-        except Interrupted as exc:  # before or after the runs: nothing of theirs is left
-            reason = f"{exc.signal_name} before the run started: nothing was left running"
-            results = reports.results or [cannot_run(plan_file.stem, interrupted_case(reason))]
-            for result in results:
-                result.interrupted = result.interrupted or exc.signal_name
-            reports.write(results)
-            raise RunInterrupted(exc) from None
-        except Exception:  # a fault between the runs (a sink, the engine): what is known
-            if reports.results:
-                reports.write(reports.results)
-            raise
-    reports.write(results)
-    raise_for(results)
+    run_plan(make_plan("upgrade", plan_file, overrides, olds, keep, work_dir, reports))

@@ -9,58 +9,39 @@ totals merge. Its run id is the engine's (soak.runs.runid). The same coordinator
 soak run's (soak.load.fleet.run_load.AgentsLoad): the agents register, start together at
 one `start_at` and hold a lease, so a `soak load` killed leaves no agent sending past the
 lease. An agent lost (its lease run out, its task failed) is a note and the others
-finish. The engine's objects are removed at the end, on error and on SIGTERM; agents
-that have not all ended by the deadline are told to stop.
+finish. The engine's objects are removed at the end, on error and on a signal (the
+agents are on the plan's teardown, soak.plans.engine); agents that have not all ended
+by the deadline are told to stop.
+
+LoadPlan is the registered plan `load`: either of the two, its summary printed, exit 1
+when nothing was answered (or an agent reported nothing).
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
+import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
+
 from soak.agents.engine import AgentEngine, AgentState
 from soak.agents.engine_config import AgentsConfig
 from soak.clock import s_to_ns
-from soak.errors import InputError, SoakError
+from soak.errors import CheckFailed, InputError, SoakError
 from soak.load.fleet.merge import MergedResult, merge_agents
 from soak.load.fleet.run_load import AGENT_FIELDS, AgentsLoad
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
 from soak.load.stats import LoadResult
+from soak.load.summary import format_summary
+from soak.plans.engine import Teardown
 from soak.points import Fault
 from soak.runs.layout import load_agents_dir
 from soak.runs.runid import new_run_id
-
-
-class AgentsStopped(SoakError):
-    """The coordinator was told to stop (SIGTERM): the agents were removed."""
-
-    exit_code = 128 + signal.SIGTERM
-
-
-@contextlib.contextmanager
-def stop_on_sigterm() -> Iterator[None]:
-    """SIGTERM raises AgentsStopped (once: a second one is ignored while cleaning up)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise AgentsStopped("stopped by SIGTERM; the agents were removed")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 @dataclass
@@ -80,6 +61,94 @@ class AgentsRun:
             ],
             "notes": self.notes,
         }
+
+
+# What the agents' stop is called on a teardown; a SIGTERM says it removed them.
+AGENTS = "the load agents"
+AGENTS_NOTE = "the agents were removed"
+
+
+class LoadPlan:
+    """`soak load` (not a replay): in process, or on `load.agents`."""
+
+    stopped_note = ""  # on agents: AGENTS_NOTE (their removal is its teardown)
+
+    def __init__(
+        self,
+        cfg: LoadConfig,
+        server: tuple[str, int],
+        *,
+        base_dir: Path,
+        allow_targets: tuple[str, ...],
+        as_json: bool,
+    ) -> None:
+        self.cfg, self.server, self.base_dir = cfg, server, base_dir
+        self.allow_targets, self.as_json = allow_targets, as_json
+        self.where = f"{server[0]}:{server[1]}"
+        self.error: SoakError | None = None
+        # What a SIGTERM's one line says the teardown removed (soak.plans.engine).
+        self.stopped_note = AGENTS_NOTE if cfg.agents is not None else ""
+
+    def check(self) -> None:
+        if self.cfg.duration_s is None or self.cfg.duration_s <= 0:
+            raise InputError("--duration must be positive (e.g. 30 or 30s)")
+
+    def run(self, started: Teardown) -> None:
+        if self.cfg.agents is not None:
+            self._agents(started)
+            return
+        result = run_load_in_process(
+            self.cfg, self.server, base_dir=self.base_dir, allow_targets=self.allow_targets
+        )
+        if self.as_json:
+            click.echo(json.dumps(result.to_json_dict(), indent=2))
+        else:
+            click.echo(format_summary(result, self.where), nl=False)
+        if result.sent > 0 and result.completed == 0:
+            cause = " (connection refused: nothing listens there)" if result.refused else ""
+            self.error = CheckFailed(
+                f"no answer from {self.where}: {result.lost} of {result.sent} lost{cause}"
+            )
+
+    def _agents(self, started: Teardown) -> None:
+        """`load.agents`: the rate split among agents on an engine, their results merged."""
+        cfg = self.cfg
+        assert cfg.duration_s is not None  # check()
+        run = run_load_agents(
+            cfg, self.server, cfg.duration_s, base_dir=self.base_dir,
+            allow_targets=self.allow_targets, started=started,
+        )  # fmt: skip
+        merged = run.merged
+        if self.as_json:
+            click.echo(json.dumps(run.to_json_dict(), indent=2))
+        else:
+            for line in agents_lines(run):
+                click.echo(line)
+        if merged.sent > 0 and merged.completed == 0:
+            self.error = CheckFailed(
+                f"no answer from {self.where}: {merged.lost} of {merged.sent} lost"
+            )
+        elif len(merged.agents) < (cfg.agents.count if cfg.agents else 1):
+            self.error = CheckFailed("; ".join(run.notes) or "an agent reported nothing")
+
+    def outcome(self) -> SoakError | None:
+        return self.error
+
+
+def agents_lines(run: AgentsRun) -> list[str]:
+    """An agents load's summary: the merged totals, each agent's, the notes."""
+    merged = run.merged
+    lat = merged.latency_ms
+    lines = [
+        f"{len(merged.agents)} agents: sent {merged.sent}, completed {merged.completed}, "
+        f"lost {merged.lost}, p50 {lat['p50']} ms, p99 {lat['p99']} ms (merged histograms)"
+    ]
+    for a in merged.to_json_dict()["per_agent"]:
+        lines.append(
+            f"  agent {a['agent']}: sent {a['sent']} completed {a['completed']} "
+            f"lost {a['lost']} p99 {a['latency_ms']['p99']} ms"
+        )
+    return lines + [f"  note: {note}" for note in run.notes]
 
 
 def run_load_in_process(
@@ -103,9 +172,11 @@ def run_load_agents(
     run_id: str | None = None,
     engine: AgentEngine | None = None,
     poll_s: float = 0.5,
+    started: Teardown | None = None,
 ) -> AgentsRun:
     """Start the agents, release them together, wait until each has ended or is lost,
-    merge their totals; the engine's objects always removed."""
+    merge their totals; the engine's objects always removed (by `started`, the plan's
+    teardown, on a signal or an error: here when there is no plan)."""
     agents = cfg.agents or AgentsConfig()
     origin_ns = [0]
     run_id = run_id or new_run_id("load")
@@ -121,16 +192,20 @@ def run_load_agents(
         engine=engine,  # else the config's, its local agents writing in logs_dir
     )
     load.keeps_length = True  # no run's timeline: a pushed start_at moves the end too
-    with stop_on_sigterm():
-        try:
-            load.prepare(duration_s)  # raises with nothing left running
-            origin_ns[0] = time.time_ns() + s_to_ns(load.start_lead_s)
-            load.start(cfg.rate_qps, duration_s, origin_ns[0])
-            limit_s = load.start_lead_s + duration_s + cfg.timeout_s + JOIN_GRACE_S
-            lost = _watch(load, limit_s + 2 * agents.lease_s, poll_s)
-            states = _ended_states(load.engine, agents.lease_s + JOIN_GRACE_S, poll_s)
-        finally:
-            load.stop()
+    teardown = started if started is not None else Teardown()
+    teardown.push(AGENTS, load.stop)
+    try:
+        load.prepare(duration_s)  # raises with nothing left running
+        origin_ns[0] = time.time_ns() + s_to_ns(load.start_lead_s)
+        load.start(cfg.rate_qps, duration_s, origin_ns[0])
+        limit_s = load.start_lead_s + duration_s + cfg.timeout_s + JOIN_GRACE_S
+        lost = _watch(load, limit_s + 2 * agents.lease_s, poll_s)
+        states = _ended_states(load.engine, agents.lease_s + JOIN_GRACE_S, poll_s)
+    except BaseException:  # a signal too: nothing of the run's engine objects left
+        if started is None:
+            teardown.unwind()
+        raise
+    teardown.stop(AGENTS)  # their drain counts in the totals read below
     ended = load.agent_totals()
     notes = [event.message for event in lost]
     lost_agents = {int(event.value) for event in lost}  # an agent_lost event's value

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soak.errors import InputError, TargetStartError
+from soak.interrupt import Interrupted
 from soak.labels import owner_label
 from soak.runs.layout import upgrade_logs_dir, upgrade_migrate_log, upgrade_owner_file
 from soak.runs.live_targets import LiveTargets
@@ -49,7 +50,6 @@ from soak.upgrade.config import (
 )
 from soak.upgrade.data import PlanData, make_data
 from soak.upgrade.identity import identify
-from soak.upgrade.interrupt import Interrupted
 from soak.upgrade.migrate import MigrateWhere, run_migrate
 from soak.upgrade.outcome import Outcome, Show
 from soak.upgrade.result import UpgradeResult, describe_step

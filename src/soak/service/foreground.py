@@ -9,7 +9,6 @@ left running when this returns or raises.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import threading
 import time
@@ -21,6 +20,7 @@ from rich.console import Console
 from rich.live import Live
 
 from soak.config import Scenario
+from soak.interrupt import stop_on_signals
 from soak.runs.state import ACTIVE
 from soak.service.live import (
     criteria_lines,
@@ -47,29 +47,31 @@ def run_foreground(
     for line in manager.leftovers:
         click.echo(f"soak: {line}", err=True)
     stop = threading.Event()
-    previous = _trap_signals(stop)
-    try:
-        run = manager.create(scenario, foreground=True)
-        console = Console(stderr=True)
-        click.echo(f"soak: run {run.id}: starting {scenario.target.name}", err=True)
-        manager.launch(run)  # TargetStartError: everything started is stopped, exit 2
-        click.echo(
-            f"soak: run {run.id}: {scenario.duration_s:.0f} s, ticks every "
-            f"{scenario.samplers.interval_s:g} s",
-            err=True,
-        )
-        _watch(manager, run.id, run.finished, stop, console, plain_every_s)
-        if stop.is_set() and not run.finished.is_set():
-            click.echo("soak: stopping", err=True)
-            run.stop()
-        run.finished.wait()
-        status = manager.status(run.id)
-        if status["status"] in ACTIVE and run.outcome is not None:
-            # The end could not be recorded (a full disk): this process knows it anyway.
-            status.update(status=run.outcome.status, message=run.outcome.message)
-    finally:
-        manager.shutdown(stop_runs=True)
-        _restore_signals(previous)
+    # A signal here asks the run to end early (judged, reported: exit 130), so it only
+    # sets `stop` (soak.interrupt.stop_on_signals); the plans of the other commands abort.
+    with stop_on_signals(stop):
+        try:
+            run = manager.create(scenario, foreground=True)
+            console = Console(stderr=True)
+            click.echo(f"soak: run {run.id}: starting {scenario.target.name}", err=True)
+            manager.launch(run)  # TargetStartError: everything started is stopped, exit 2
+            click.echo(
+                f"soak: run {run.id}: {scenario.duration_s:.0f} s, ticks every "
+                f"{scenario.samplers.interval_s:g} s",
+                err=True,
+            )
+            _watch(manager, run.id, run.finished, stop, console, plain_every_s)
+            if stop.is_set() and not run.finished.is_set():
+                click.echo("soak: stopping", err=True)
+                run.stop()
+            run.finished.wait()
+            status = manager.status(run.id)
+            if status["status"] in ACTIVE and run.outcome is not None:
+                # The end could not be recorded (a full disk): this process knows it anyway.
+                status.update(status=run.outcome.status, message=run.outcome.message)
+        finally:
+            manager.shutdown(stop_runs=True)
+    sys.stderr.flush()
     _print_result(status, as_json)
     return status
 
@@ -121,23 +123,3 @@ def _print_result(status: dict[str, Any], as_json: bool) -> None:
     capture = status.get("capture") or {}
     if capture.get("file"):  # what a next run's load.replay.file names
         click.echo(f"capture ({capture.get('queries', 0):,} queries): {capture['file']}")
-
-
-def _trap_signals(stop: threading.Event) -> dict[int, Any]:
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def handler(signum: int, frame: object) -> None:
-        stop.set()
-
-    previous: dict[int, Any] = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.getsignal(sig)
-        signal.signal(sig, handler)
-    return previous
-
-
-def _restore_signals(previous: dict[int, Any]) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
-    sys.stderr.flush()

@@ -124,6 +124,7 @@ class RunManager:
                 log.warning("run %s could not be resumed: %s", record.id, exc)
                 self.metrics.end_run(record.id, RunStatus.ERROR)
                 continue
+            self._hold(plan.run)
             self._adopt(plan)  # an end already past runs at once (date job, no grace limit)
             resumed.append(plan.id)
         # A run still `pending` never got its target ready: it cannot be resumed.
@@ -140,13 +141,19 @@ class RunManager:
         run_id = new_run_id(scenario.name)
         run_dir = self.data_dir.run_dir(run_id)
         record = self.state.create_run(run_id, scenario, run_dir, foreground=foreground)
-        return Run(record, self.ctx)
+        run = Run(record, self.ctx)
+        self._hold(run)  # known from its record on: a stop or a status finds it while it starts
+        return run
+
+    def _hold(self, run: Run) -> None:
+        """The one place a run enters `self.runs` (created here, or resumed); it leaves
+        when it has ended (`_finished`) or could not start (`launch`)."""
+        with self._lock:
+            self.runs[run.id] = run
 
     def launch(self, run: Run) -> None:
         """Start the run's parts now (blocking) and schedule its plan's steps; raise if it
         cannot start."""
-        with self._lock:
-            self.runs[run.id] = run
         plan = SoakPlan(run)
         try:
             plan.start()
@@ -160,8 +167,6 @@ class RunManager:
     def submit(self, scenario: Scenario) -> RunRecord:
         """The API's POST /runs: the record now, the start in a scheduler thread."""
         run = self.create(scenario)
-        with self._lock:
-            self.runs[run.id] = run
 
         def start() -> None:
             for line in self.sweep(resuming=False):  # the log and the run's events say it
@@ -176,8 +181,6 @@ class RunManager:
         return run.record
 
     def _adopt(self, plan: SoakPlan) -> None:
-        with self._lock:
-            self.runs[plan.id] = plan.run
         sc = plan.run.scenario
         self.metrics.start_run(plan.id, sc.name, sc.alerting.labels)
         self.scheduler.add_plan(plan, time.time_ns())

@@ -1,34 +1,29 @@
-"""The upgrade gate of `soak upgrade PLAN`: each old/new pair of a plan run in turn,
-its reports, and the error that gives the command its exit code."""
+"""The upgrade gate's parts (`soak upgrade PLAN`, run by soak.plans.upgrade_gate): the
+reports, the result of a plan that did not run, the pre-flight, the points to the sinks,
+and the error that gives the command its exit code."""
 
 from __future__ import annotations
 
 import os
 import signal
-import tempfile
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-import click
 from pydantic import TypeAdapter
 
 from soak.errors import CheckFailed, InputError, SoakError, TargetStartError
+from soak.interrupt import Interrupted
 from soak.runs.layout import UPGRADE_SQLITE
 from soak.targets.specs import TargetConfig
 from soak.upgrade.cases import cannot_run_case, planned_cases
 from soak.upgrade.checklist import CheckResult
-from soak.upgrade.config import UpgradePlan, load_matrix
-from soak.upgrade.interrupt import Interrupted
-from soak.upgrade.leftovers import remove_leftovers
+from soak.upgrade.config import UpgradePlan
 from soak.upgrade.report import (
     check_points,
     junit_suites,
-    matrix_line,
     ready_points,
     summary_line,
-    table,
     write_json,
     write_text,
 )
@@ -51,10 +46,6 @@ def write_sinks(plan: UpgradePlan, result: UpgradeResult) -> str | None:
     ) + ready_points(result, versions=versions, time_ns=now_ns)
     points += result.event_points  # its steps, as a soak run's events
     return write_once(plan.sinks, points, default_sqlite_path=Path.cwd() / UPGRADE_SQLITE)
-
-
-# One old/new pair run in a run directory under a base directory (`keep`: kept after).
-RunPair = Callable[[UpgradePlan, bool, Path], UpgradeResult]
 
 
 class RunInterrupted(SoakError):
@@ -81,51 +72,6 @@ class Reports:
             write_text(self.junit_path, junit_suites(results))
         if self.json_path is not None:
             write_json(self.json_path, results, self.matrix)
-
-
-def gate(
-    plan_file: Path,
-    overrides: tuple[str, ...],
-    olds: tuple[str, ...],
-    keep: bool,
-    work_dir: Path | None,
-    reports: Reports,
-    run_pair: RunPair,
-) -> list[UpgradeResult]:
-    """Every selected pair run in order by `run_pair` (the upgrade plan, soak.plans.upgrade:
-    the command hands it down, the plans being above this module); a plan that cannot run
-    (exit 2) is reported too."""
-    try:
-        plans = load_matrix(plan_file, overrides, olds)
-    except InputError as exc:  # a bad plan: one error case, nothing started
-        reports.write([cannot_run(plan_file.stem, cannot_run_case("plan is valid", str(exc)))])
-        raise
-    reports.matrix = len(plans) > 1 or plans[0].matrix is not None
-    problems = preflight_problems(plans)
-    if problems:
-        results = [not_run(plan, problems.get(plan.name), problems) for plan in plans]
-        reports.write(results)
-        raise InputError("; ".join(problems.values()))
-    base = work_dir if work_dir is not None else Path(tempfile.gettempdir())
-    remove_leftovers(base)  # what runs killed outright left: before this one makes its own
-    reports.results = [not_run(plan, None, {}, "not run: not reached yet") for plan in plans]
-    for i, plan in enumerate(plans):
-        result = reports.results[i] = run_pair(plan, keep, base)
-        click.echo("")
-        click.echo(table(result))
-        if result.interrupted is None:  # a cancelled run writes nowhere else
-            sink_warning = write_sinks(plan, result)
-            if sink_warning:
-                click.echo(f"soak: {sink_warning}", err=True)
-        else:
-            reason = f"not run: interrupted by {result.interrupted}"
-            for j in range(i + 1, len(plans)):
-                reports.results[j] = not_run(plans[j], None, {}, reason)
-                reports.results[j].interrupted = result.interrupted
-            break
-    if len(plans) > 1:
-        click.echo(matrix_line(reports.results))
-    return reports.results
 
 
 def raise_for(results: list[UpgradeResult]) -> None:

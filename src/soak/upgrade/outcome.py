@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from soak.clock import s_to_ns
+from soak.interrupt import Interrupted
 from soak.runs.events import RunEvents
 from soak.upgrade.cases import (
     ROLLBACK_PREFIX,
@@ -24,7 +25,6 @@ from soak.upgrade.cases import (
 )
 from soak.upgrade.checklist import CheckResult
 from soak.upgrade.config import UpgradePlan
-from soak.upgrade.interrupt import Interrupted
 from soak.upgrade.result import StepRecord, UpgradeResult, run_tags
 from soak.upgrade.template import Values
 

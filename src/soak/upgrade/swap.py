@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from soak.interrupt import children_ignore_sigint
 from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
 from soak.upgrade.actions import StepFailed, Version
 from soak.upgrade.config import SwapLoad
-from soak.upgrade.interrupt import children_ignore_sigint
 
 WARMUP_TIMEOUT_S = 10.0
 

@@ -370,10 +370,12 @@ def run_replay(
     seed: int = 0,
     tls: TlsSpec | None = None,
     workers: int = 1,
+    capture: Capture | None = None,
 ) -> ReplayResult:
-    """Reads the capture (bad input: InputError, nothing started), then replays it; its
-    clients split across `workers` processes where the compiled loop plays it."""
-    capture = load_replay(cfg)
+    """Reads the capture unless given (bad input: InputError, nothing started), then
+    replays it; its clients split across `workers` processes where the compiled loop
+    plays it."""
+    capture = capture if capture is not None else load_replay(cfg)
     replay = Replay(cfg, capture, server[0], server[1], timeout_s, seed, tls)
     if workers > 1 and python_reason(replay) is None:
         return run_split(replay, workers, duration_s, START_DELAY_NS)

@@ -1,11 +1,20 @@
-"""SIGINT and SIGTERM during `soak upgrade`: the run stops where it is, cleans up, reports.
+"""SIGINT and SIGTERM: the one module that installs a handler for them.
 
-The first signal raises Interrupted in the main thread, wherever it is (a container
-being created, a readiness wait, a check). Interrupted is a BaseException, so no
-`except Exception` on the way swallows it. Later signals only say that the clean-up
-is under way: the clean-up after a cancel must run to its end, or it leaves the
-containers behind that it exists to remove (a CI system sends SIGKILL if it is not
-patient enough; a later run removes those leftovers by their labels).
+A plan run (soak.plans.engine: `soak load`, `--replay`, `bench`, `upgrade`) traps them
+with `trap_signals`: the first signal raises Interrupted in the main thread, wherever
+it is (a container being created, a readiness wait, a check, a load's wait), the
+plan's teardown runs, and the command exits 128 + the signal (130, 143). Interrupted
+is a BaseException, so no `except Exception` on the way swallows it. Later signals
+only say that the clean-up is under way: the clean-up after a cancel must run to its
+end, or it leaves the containers behind that it exists to remove (a CI system sends
+SIGKILL if it is not patient enough; a later run removes those leftovers by their
+labels).
+
+A foreground soak (`soak start --foreground`) uses `stop_on_signals` instead: there a
+signal is a request to end the run early, not an abort. The run's own end does the
+rest (the target stopped, the criteria judged on what ran, the report written), which
+needs the service's threads running, so nothing may be raised into the main thread's
+wait; the run ends `stopped` (exit 130 for either signal, docs/service.md).
 """
 
 from __future__ import annotations
@@ -81,3 +90,21 @@ def children_ignore_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM set `stop` while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
