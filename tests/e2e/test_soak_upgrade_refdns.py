@@ -25,11 +25,9 @@ from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import (
     ROOT,
     TOKEN,
-    ends_passed,
     kinds,
     last_json,
     processes_under,
-    ran_for,
     run_soak,
     service,
     service_place,
@@ -346,40 +344,3 @@ def test_a_run_resumed_after_its_swap_restarts_the_new_version(tmp_path: Path) -
             "the run ends",
         )
     assert final["status"] == "passed", final["message"]
-
-
-@pytest.mark.usefixtures("no_strays")
-def test_a_run_resumed_before_its_swap_swaps_as_planned(tmp_path: Path) -> None:
-    """A service SIGKILLed before the swap: the next one resumes the run on the first
-    version, swaps at the planned moment (its checks pass, as in one service's run) and
-    the segments add up to the ledger. 160 s: the swap at 40 s, the seconds the service
-    is away due and skipped (the generator criterion wants 90% of the schedule sent)."""
-    refdns_binary()
-    data, port, url = service_place(tmp_path)
-    with service(data, port) as serve:
-        started = run_soak(
-            "start", str(SCENARIO), "--duration", "160s", *QUICK,
-            "--server", url, env={"SOAK_TOKEN": TOKEN},
-        )  # fmt: skip
-        assert started.returncode == 0, started.stderr
-        run_id = started.stdout.strip()
-        before = ran_for(port, run_id, 10.0)
-        assert "swap" not in kinds(before)
-        serve.kill()
-        serve.wait(10)
-    with service(data, port):
-        resumed = wait_for(
-            lambda: "gap" in kinds(s := status(port, run_id)) and s, 30.0, "the run resumes"
-        )
-        assert "-format=1" in cmdline(resumed["target_pid"])  # the first version still
-        final = ends_passed(port, run_id, 240.0)
-    swaps = [e["message"] for e in final["events"] if e["kind"] == "swap"]
-    assert swaps[-1] == "swap 0: format-2: 7 of 7 checks passed", swaps
-    report = json.loads((DataDir(data).run_dir(run_id) / "report.json").read_text())
-    old, new = report["segments"]
-    assert (old["version"], new["version"]) == ("format-1", "format-2")
-    # The seconds the service was away are due and skipped: the ledger still agrees.
-    ledger = assert_figures_agree(data, run_id, kept_up=False)
-    for count in ("due", "sent", "skipped", "completed", "lost"):
-        assert old["load"][count] + new["load"][count] == ledger[count]
-    assert processes_under(data) == []
