@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -180,11 +181,7 @@ def ends_passed(
 ) -> dict[str, Any]:
     """The status of the service's run once it has ended, which it must have passed, or
     failed by the criteria named in `unless` alone."""
-    final: dict[str, Any] = wait_for(
-        lambda: (s := status(port, run_id))["status"] not in ("pending", "running") and s,
-        timeout_s,
-        "the run ends",
-    )
+    final = ended(port, run_id, timeout_s)
     failed = {c["name"] for c in final.get("criteria", []) if not c["ok"]}
     if final["status"] != "failed" or not failed or not failed <= set(unless):
         assert final["status"] == "passed", (final["message"], final["events"][-5:])
@@ -193,3 +190,40 @@ def ends_passed(
 
 def kinds(st: dict[str, Any]) -> list[str]:
     return [e["kind"] for e in st["events"]]
+
+
+def submitted(url: str, *args: str) -> str:
+    """`soak start ARGS --server URL` with the service's token: the run's id."""
+    proc = run_soak("start", *args, "--server", url, env={"SOAK_TOKEN": TOKEN})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def ended(port: int, run_id: str, timeout_s: float) -> dict[str, Any]:
+    """The status of the service's run once it is neither pending nor running."""
+    final: dict[str, Any] = wait_for(
+        lambda: (s := status(port, run_id))["status"] not in ("pending", "running") and s,
+        timeout_s,
+        "the run ends",
+    )
+    return final
+
+
+def resumed(port: int, run_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    """The status of the service's run once a new service has resumed it (its gap event)."""
+    found: dict[str, Any] = wait_for(
+        lambda: "gap" in kinds(s := status(port, run_id)) and s, timeout_s, "the run resumes"
+    )
+    return found
+
+
+def swap_interrupted(final: dict[str, Any], data: Path, run_id: str, message: str) -> None:
+    """The run ended `failed` for the service stopped in its swap (`message` its start),
+    the swap's record `interrupted`, nothing of the run left running."""
+    from soak.runs.layout import DataDir
+
+    assert final["status"] == "failed"
+    assert final["message"].startswith(message), final["message"]
+    (swap,) = json.loads((DataDir(data).run_dir(run_id) / "swaps.json").read_text())
+    assert swap["status"] == "interrupted"
+    assert processes_under(data) == []

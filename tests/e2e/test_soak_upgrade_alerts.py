@@ -19,10 +19,10 @@ from tests.e2e.soakrun import (
     ROOT,
     TOKEN,
     last_json,
-    run_soak,
     service,
     service_place,
     status,
+    submitted,
     wait_for,
 )
 from tests.support.alertmanager import alertmanager, am_alerts
@@ -98,13 +98,11 @@ def test_the_services_run_info_names_the_version_running_across_the_swap(
     refdns_binary()
     data, port, url = service_place(tmp_path)
     with service(data, port):
-        started = run_soak(
-            "start", str(SCENARIO), "--duration", "40s", "--set", "samplers.interval_s=1",
+        run_id = submitted(
+            url,
+            str(SCENARIO), "--duration", "40s", "--set", "samplers.interval_s=1",
             "--set", "criteria.not_judged=pass", "--set", "criteria.lost_ratio_max=0.05",
-            "--server", url, env={"SOAK_TOKEN": TOKEN},
         )  # fmt: skip
-        assert started.returncode == 0, started.stderr
-        run_id = started.stdout.strip()
 
         def versions() -> list[tuple[str, str]]:
             return [(i.get("version", ""), i.get("segment", "")) for i in run_info(port, run_id)]

@@ -24,14 +24,17 @@ from soak.runs.layout import DataDir
 from soak.sinks.sqlite import SqliteStore
 from tests.e2e.soakrun import (
     ROOT,
-    TOKEN,
+    ended,
     kinds,
     last_json,
     processes_under,
+    resumed,
     run_soak,
     service,
     service_place,
     status,
+    submitted,
+    swap_interrupted,
     wait_for,
 )
 from tests.support.ledger import assert_figures_agree
@@ -171,30 +174,23 @@ def test_a_service_killed_mid_swap_ends_the_run_not_half_swapped(tmp_path: Path)
     data, port, url = service_place(tmp_path)
     slow_migration = "upgrade.swaps.0.migrate={command: [sleep, '4']}"
     with service(data, port) as serve:
-        started = run_soak(
-            "start", str(SCENARIO), "--duration", "40s", *QUICK, "--set", slow_migration,
-            "--server", url, env={"SOAK_TOKEN": TOKEN},
+        run_id = submitted(
+            url,
+            str(SCENARIO), "--duration", "40s", *QUICK, "--set", slow_migration,
         )  # fmt: skip
-        assert started.returncode == 0, started.stderr
-        run_id = started.stdout.strip()
         wait_for(
             lambda: "swap" in kinds(status(port, run_id)), 60.0, "the swap has stopped the old"
         )
         serve.kill()
         serve.wait(10)
     with service(data, port):
-        final = wait_for(
-            lambda: (s := status(port, run_id))["status"] not in ("pending", "running") and s,
-            60.0,
-            "the resumed run ends",
-        )
-    assert final["status"] == "failed"
-    assert final["message"].startswith(
-        "the service stopped during swap 0 (format-1 -> format-2): the swap's checks were not run"
-    ), final["message"]
-    (swap,) = json.loads((DataDir(data).run_dir(run_id) / "swaps.json").read_text())
-    assert swap["status"] == "interrupted"
-    assert processes_under(data) == []
+        final = ended(port, run_id, 60.0)
+    swap_interrupted(
+        final,
+        data,
+        run_id,
+        "the service stopped during swap 0 (format-1 -> format-2): the swap's checks were not run",
+    )
 
 
 # The rollback's down-migration: format 1's files back from the *.v1 copies the migration
@@ -307,16 +303,14 @@ def test_a_run_resumed_after_its_swap_restarts_the_new_version(tmp_path: Path) -
     refdns_binary()
     data, port, url = service_place(tmp_path)
     with service(data, port) as serve:
-        started = run_soak(
-            "start", str(SCENARIO), "--duration", "160s", *QUICK,
+        run_id = submitted(
+            url,
+            str(SCENARIO), "--duration", "160s", *QUICK,
             "--set", "target.on_exit=restart", "--set", "criteria.restarts_max=1",
             # refdns killed -9 and restarted under load answered one blocked name
             # unblocked at its start (seen once): not what this test is about.
             "--set", "criteria.wrong_answers_max=5",
-            "--server", url, env={"SOAK_TOKEN": TOKEN},
         )  # fmt: skip
-        assert started.returncode == 0, started.stderr
-        run_id = started.stdout.strip()
         wait_for(
             lambda: any("checks passed" in e["message"] for e in status(port, run_id)["events"]),
             60.0,
@@ -325,10 +319,8 @@ def test_a_run_resumed_after_its_swap_restarts_the_new_version(tmp_path: Path) -
         serve.kill()
         serve.wait(10)
     with service(data, port):
-        resumed = wait_for(
-            lambda: "gap" in kinds(s := status(port, run_id)) and s, 30.0, "the run resumes"
-        )
-        pid = resumed["target_pid"]
+        back = resumed(port, run_id)
+        pid = back["target_pid"]
         assert "-migrate=true" in cmdline(pid)
         os.kill(pid, signal.SIGKILL)
         restarted = wait_for(
@@ -338,9 +330,5 @@ def test_a_run_resumed_after_its_swap_restarts_the_new_version(tmp_path: Path) -
         )
         argv = cmdline(restarted["target_pid"])
         assert "-migrate=true" in argv and "-format=1" not in argv, argv
-        final = wait_for(
-            lambda: (s := status(port, run_id))["status"] not in ("pending", "running") and s,
-            240.0,
-            "the run ends",
-        )
+        final = ended(port, run_id, 240.0)
     assert final["status"] == "passed", final["message"]

@@ -12,15 +12,17 @@ import pytest
 
 from soak.runs.layout import DataDir
 from tests.e2e.soakrun import (
-    TOKEN,
+    ended,
     ends_passed,
     kinds,
     processes_under,
     ran_for,
-    run_soak,
+    resumed,
     service,
     service_place,
     status,
+    submitted,
+    swap_interrupted,
     wait_for,
 )
 from tests.e2e.test_soak_upgrade_refdns import QUICK, SCENARIO, no_strays  # noqa: F401
@@ -40,21 +42,17 @@ def test_a_run_resumed_before_its_swap_swaps_as_planned(tmp_path: Path) -> None:
     refdns_binary()
     data, port, url = service_place(tmp_path)
     with service(data, port) as serve:
-        started = run_soak(
-            "start", str(SCENARIO), "--duration", "160s", *QUICK,
-            "--server", url, env={"SOAK_TOKEN": TOKEN},
+        run_id = submitted(
+            url,
+            str(SCENARIO), "--duration", "160s", *QUICK,
         )  # fmt: skip
-        assert started.returncode == 0, started.stderr
-        run_id = started.stdout.strip()
         before = ran_for(port, run_id, 10.0)
         assert "swap" not in kinds(before)
         serve.kill()
         serve.wait(10)
     with service(data, port):
-        resumed = wait_for(
-            lambda: "gap" in kinds(s := status(port, run_id)) and s, 30.0, "the run resumes"
-        )
-        assert "-format=1" in cmdline(resumed["target_pid"])  # the first version still
+        back = resumed(port, run_id)
+        assert "-format=1" in cmdline(back["target_pid"])  # the first version still
         final = ends_passed(port, run_id, 240.0)
     swaps = [e["message"] for e in final["events"] if e["kind"] == "swap"]
     assert swaps[-1] == "swap 0: format-2: 7 of 7 checks passed", swaps
@@ -80,12 +78,10 @@ def test_a_service_killed_during_the_swaps_checks_ends_the_run_not_half_swapped(
     slow_check = "upgrade.swaps.0.checks.6={name: slow, kind: command, argv: [sleep, '6'],"
     slow_check += " timeout_s: 10s}"
     with service(data, port) as serve:
-        started = run_soak(
-            "start", str(SCENARIO), "--duration", "40s", *QUICK, "--set", slow_check,
-            "--server", url, env={"SOAK_TOKEN": TOKEN},
+        run_id = submitted(
+            url,
+            str(SCENARIO), "--duration", "40s", *QUICK, "--set", slow_check,
         )  # fmt: skip
-        assert started.returncode == 0, started.stderr
-        run_id = started.stdout.strip()
         wait_for(
             lambda: any("format-2 ready" in e["message"] for e in status(port, run_id)["events"]),
             60.0,
@@ -94,15 +90,7 @@ def test_a_service_killed_during_the_swaps_checks_ends_the_run_not_half_swapped(
         serve.kill()
         serve.wait(10)
     with service(data, port):
-        final = wait_for(
-            lambda: (s := status(port, run_id))["status"] not in ("pending", "running") and s,
-            60.0,
-            "the resumed run ends",
-        )
-    assert final["status"] == "failed"
-    assert final["message"].startswith(
-        "the service stopped during swap 0 (format-1 -> format-2)"
-    ), final["message"]
-    (swap,) = json.loads((DataDir(data).run_dir(run_id) / "swaps.json").read_text())
-    assert swap["status"] == "interrupted"
-    assert processes_under(data) == []
+        final = ended(port, run_id, 60.0)
+    swap_interrupted(
+        final, data, run_id, "the service stopped during swap 0 (format-1 -> format-2)"
+    )
