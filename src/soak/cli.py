@@ -3,6 +3,7 @@ one line on stderr and its exit code; each subcommand is a module of soak.comman
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
@@ -10,47 +11,48 @@ from typing import Any
 
 import click
 
-from soak.commands.agent import agent_cmd
-from soak.commands.audit import audit_cmd
-from soak.commands.bench import bench_cmd
-from soak.commands.capture import capture_cmd
-from soak.commands.compare import compare_cmd
-from soak.commands.list import list_cmd
-from soak.commands.load import load_cmd
-from soak.commands.prune import prune_cmd
-from soak.commands.report import report_cmd
-from soak.commands.sampler_agent import sampler_agent_cmd
-from soak.commands.serve import serve_cmd
-from soak.commands.start import start_cmd
-from soak.commands.status import status_cmd
-from soak.commands.stop import stop_cmd
-from soak.commands.token import token_cmd
-from soak.commands.upgrade import upgrade_cmd
-from soak.commands.validate import validate_cmd
 from soak.errors import EXIT_INTERNAL, SoakError
 
-COMMANDS: list[click.Command] = [
-    agent_cmd,
-    audit_cmd,
-    bench_cmd,
-    capture_cmd,
-    compare_cmd,
-    list_cmd,
-    load_cmd,
-    prune_cmd,
-    report_cmd,
-    sampler_agent_cmd,
-    serve_cmd,
-    start_cmd,
-    status_cmd,
-    stop_cmd,
-    token_cmd,
-    upgrade_cmd,
-    validate_cmd,
-]
+# Each subcommand's module and object, imported only when that subcommand runs (or
+# `soak --help` lists them): a command pays for its own imports alone, which is most of
+# a short run's CPU (`soak load --replay`: docs/benchmarks.md).
+COMMANDS: dict[str, str] = {
+    "agent": "soak.commands.agent:agent_cmd",
+    "audit": "soak.commands.audit:audit_cmd",
+    "bench": "soak.commands.bench:bench_cmd",
+    "capture": "soak.commands.capture:capture_cmd",
+    "compare": "soak.commands.compare:compare_cmd",
+    "list": "soak.commands.list:list_cmd",
+    "load": "soak.commands.load:load_cmd",
+    "prune": "soak.commands.prune:prune_cmd",
+    "report": "soak.commands.report:report_cmd",
+    "sampler-agent": "soak.commands.sampler_agent:sampler_agent_cmd",
+    "serve": "soak.commands.serve:serve_cmd",
+    "start": "soak.commands.start:start_cmd",
+    "status": "soak.commands.status:status_cmd",
+    "stop": "soak.commands.stop:stop_cmd",
+    "token": "soak.commands.token:token_cmd",
+    "upgrade": "soak.commands.upgrade:upgrade_cmd",
+    "validate": "soak.commands.validate:validate_cmd",
+}
 
 
-@click.group(commands=COMMANDS)
+class LazyGroup(click.Group):
+    """The subcommands of COMMANDS, each imported when it is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        module, name = where.split(":")
+        command: click.Command = getattr(importlib.import_module(module), name)
+        return command
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(package_name="soak")
 def cli() -> None:
     """Soak, load and upgrade tests for DNS servers."""

@@ -12,7 +12,6 @@ import click
 from pydantic import ValidationError
 
 from soak.commands.replay import replay_and_print, replay_cmd
-from soak.config import load_scenario
 from soak.errors import InputError
 from soak.load.load_config import FLAT_OUT, LoadConfig
 from soak.netsafety import check_allowed, parse_host_port
@@ -46,6 +45,8 @@ def _rate(text: str | None) -> float | None:
 
 def scenario_load(scenario: Path) -> tuple[LoadConfig, Path]:
     """A scenario's `load:` section and the directory its file names are relative to."""
+    from soak.config import load_scenario  # the whole scenario model: only for --scenario
+
     sc = load_scenario(scenario)
     if sc.load is None:
         raise InputError(f"{scenario}: no `load:` section")
