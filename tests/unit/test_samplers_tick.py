@@ -105,17 +105,19 @@ def test_a_stuck_sampler_times_out_and_is_not_started_twice() -> None:
     assert runner.errors["stuck"] == 2
 
 
+class SlowLedger(Stuck):
+    """The load's sampler: its points (the ledger's windows) must never be lost."""
+
+    name = "load"
+    keep_late = True
+
+    def sample(self, tick_time_ns: int) -> list[Point]:
+        self.release.wait(timeout=30)
+        return [Point("load", {"due": 1000.0}, tick_time_ns - S, {"class": "all"})]
+
+
 def test_a_late_sampler_that_keeps_its_points_has_them_written_with_the_next_tick() -> None:
     """The load's points are the run's ledger: a result after the deadline is not lost."""
-
-    class SlowLedger(Stuck):
-        name = "load"
-        keep_late = True
-
-        def sample(self, tick_time_ns: int) -> list[Point]:
-            self.release.wait(timeout=30)
-            return [Point("load", {"due": 1000.0}, tick_time_ns - S, {"class": "all"})]
-
     slow = SlowLedger()
     runner = TickRunner([slow, Fixed("a")], run_tags=RUN, timeout_s=0.2)
     first = runner.run_tick(S)
@@ -130,6 +132,29 @@ def test_a_late_sampler_that_keeps_its_points_has_them_written_with_the_next_tic
     runner.close()
     late = [p for p in second if p.measurement == "load" and p.time_ns == 0]
     assert len(late) == 1 and late[0].fields["due"] == 1000.0 and late[0].tags["soak"] == "r1"
+
+
+def test_a_late_ledger_sample_at_the_runs_end_is_handed_over_by_close() -> None:
+    """The last tick's load sample still running when the run ends: close() waits for it
+    (a run's end has no next tick) and returns its points, tagged, once."""
+    slow = SlowLedger()
+    runner = TickRunner([slow, Fixed("a")], run_tags=RUN, timeout_s=0.2)
+    runner.run_tick(S)  # the load's sample misses its deadline
+    threading.Timer(0.05, slow.release.set).start()  # and ends while close() waits
+    handed = runner.close()
+    assert [(p.fields["due"], p.tags["soak"]) for p in handed] == [(1000.0, "r1")]
+
+
+def test_a_late_ledger_sample_that_ended_after_the_last_tick_is_handed_over_by_close() -> None:
+    """Its points waiting for a next tick that never comes: close() hands them over."""
+    slow = SlowLedger()
+    runner = TickRunner([slow], run_tags=RUN, timeout_s=0.2)
+    runner.run_tick(S)
+    slow.release.set()
+    wait_until = time.monotonic() + 10
+    while not runner._late_points and time.monotonic() < wait_until:  # the late result
+        time.sleep(0.01)
+    assert len(runner.close()) == 1
 
 
 def test_load_rates_reach_the_service_metrics() -> None:

@@ -235,8 +235,8 @@ class RunParts:
         event. The load's last windows are stored no later than `ended_ns` (the run's end,
         where its last phase ends), so that a stopped run's phases hold every window it
         ran."""
-        if self.tick_runner is not None:
-            self.tick_runner.close()
+        if self.tick_runner is not None:  # a late load sample's windows: no tick is left
+            self.write(self.tick_runner.close())
         if self.remote_samplers is not None:
             try:
                 last_tick_ns = self.tick_runner.last_tick_ns if self.tick_runner else None

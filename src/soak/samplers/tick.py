@@ -102,9 +102,13 @@ class TickRunner:
         self._busy: dict[int, tuple[cf.Future[Outcome], int]] = {}
         # Points of samplers whose points must never be lost (`keep_late`: the load's
         # ledger windows, each stamped with its own second) that came after their
-        # tick's deadline: they go out with the next tick.
+        # tick's deadline: they go out with the next tick, or with close() at the end.
         self._late_points: list[Point] = []
         self._late_lock = threading.Lock()
+        # Those samplers' runs that were late, and those whose points were taken: each
+        # run's points are taken once, by its callback or by close(), whichever is first.
+        self._kept_late: list[cf.Future[Outcome]] = []
+        self._taken: set[cf.Future[Outcome]] = set()
 
     def _deadline_after_tick_s(self, sampler: Sampler) -> float:
         own = getattr(sampler, "deadline_s", None)
@@ -151,6 +155,9 @@ class TickRunner:
         with self._late_lock:
             points += self._late_points
             self._late_points = []
+            # the late runs whose points are out: close() need not wait for them
+            self._kept_late = [f for f in self._kept_late if f not in self._taken]
+            self._taken.clear()
         self.last_tick_s = lag_s + (self.clock() - start_s)
         self.last_tick_ns = tick_time_ns
         if self.interval_s is not None and self.last_tick_s > self.interval_s:
@@ -186,6 +193,9 @@ class TickRunner:
         keep: bool = False,
     ) -> list[Point]:
         if not future.done():
+            if keep:
+                with self._late_lock:
+                    self._kept_late.append(future)
             future.add_done_callback(lambda f: self._observe_late(name, f, keep))
             fate = "its points follow with the next tick" if keep else "this sample is lost"
             message = (
@@ -204,12 +214,13 @@ class TickRunner:
     def _observe_late(self, name: str, future: cf.Future[Outcome], keep: bool = False) -> None:
         """A sampler that finished after its deadline: its duration still counts, and the
         points of one that keeps them (`keep_late`) go out with the next tick."""
-        if future.cancelled() or self._closed:
+        if future.cancelled():
             return
-        got, duration_s, _ = future.result()
-        if keep and got:
-            with self._late_lock:
-                self._late_points += got
+        if keep:
+            self._take_late(future)
+        if self._closed:
+            return
+        duration_s = future.result()[1]
         self.last_durations_s[name] = duration_s
         if self.metrics is not None:
             self.metrics.observe_sampler(self._soak, name, duration_s, ok=True)
@@ -246,7 +257,27 @@ class TickRunner:
                 due_n = float(due) if isinstance(due, int | float) else None
                 self.metrics.count_load(soak, cls, sent, lost, due_n)
 
-    def close(self) -> None:
-        """Waits for no sampler still running (one stuck in I/O must not hang shutdown)."""
+    def _take_late(self, future: cf.Future[Outcome]) -> None:
+        """A late run's kept points into the next tick's, once."""
+        with self._late_lock:
+            if future in self._taken:
+                return
+            self._taken.add(future)
+            self._late_points += future.result()[0]
+
+    def close(self) -> list[Point]:
+        """Waits for no sampler still running (one stuck in I/O must not hang shutdown),
+        but for those whose points must never be lost (`keep_late`: the load's ledger
+        windows), at most `timeout_s` each: their points that no tick took, tagged, for the
+        caller to write (a run's end has no next tick)."""
+        with self._late_lock:
+            waiting = list(self._kept_late)
+        for future in waiting:
+            cf.wait([future], timeout=self.timeout_s)
+            if future.done() and not future.cancelled():
+                self._take_late(future)
         self._closed = True  # a sampler finishing later adds no series to an ended run
         self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._late_lock:
+            late, self._late_points = self._late_points, []
+        return [p.with_tags(self.run_tags) for p in late]
