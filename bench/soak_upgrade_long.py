@@ -67,12 +67,19 @@ def soak_argv(code: Path, data: Path, args: argparse.Namespace) -> list[str]:
         f"phases.2.duration_s={new_min * 60:.0f}s",
         f"load.rate_qps={args.rate_qps}",
         *(SMOKE_SETS if args.smoke else []),
+        *(leak_window_sets(args.leak_window_min) if args.leak_window_min else []),
     ]
     argv = [sys.executable, "-m", "soak.cli", "start", str(code / SCENARIO), "--foreground"]
     argv += ["--json", "--data-dir", str(data)]
     for item in sets:
         argv += ["--set", item]
     return argv
+
+
+def leak_window_sets(minutes: float) -> list[str]:
+    """Leak windows (and passes) of `minutes`: a shorter run's segments still get the
+    windows a verdict needs (leaks.min_windows)."""
+    return [f"leaks.window_s={minutes * 60:.0f}s", f"leaks.interval_s={minutes * 60:.0f}s"]
 
 
 def env_for(code: Path) -> dict[str, str]:
@@ -126,6 +133,9 @@ def main() -> int:
     parser.add_argument("--old-min", type=float, default=60.0, help="minutes to the swap")
     parser.add_argument("--new-min", type=float, default=60.0, help="minutes after the swap")
     parser.add_argument("--rate-qps", type=int, default=500)
+    parser.add_argument(
+        "--leak-window-min", type=float, default=0.0, help="leak windows (default: 10 min)"
+    )
     parser.add_argument("--smoke", action="store_true", help="~60 s: that it still runs")
     args = parser.parse_args()
     out = args.out or Path(os.environ.get("TMPDIR", "/tmp")) / f"soak-upgrade-{os.getpid()}"
