@@ -105,6 +105,10 @@ def test_scenario_load_replay(tmp_path: Path) -> None:
         assert d["loops"] == 3 and d["speed"] == 2 and d["sent"] == 15
         assert d["classes"]["v6"]["sent"] == 3 and d["classes"]["other"]["sent"] == 12
         assert d["completed"] + d["lost"] == 15
+        # the sockets' own counts, apart from the ledger (docs/replay.md)
+        counters = d["engine_counters"]
+        assert counters["socket_sent"] + counters["send_failed"] == d["sent"], counters
+        assert counters["socket_received"] >= d["completed"], counters
         # latency: quantiles of the windows' histograms merged (soak.histogram), per class
         lat = d["latency_ms"]
         # (a quantile is its bucket's top: at most 1/128 above the exact max)

@@ -13,10 +13,13 @@ import pytest
 
 from soak.clock import NS_PER_S
 from soak.load.replay import BOUND_P99_US, Plan
+from soak.results.reportinput import local_witness_lines
+from soak.runs.layout import DataDir
 from soak.sinks.sqlite import SqliteStore
 from soak.traffic.capture_file import TCP, UDP, Capture, Query
 from soak.traffic.replay_config import ReplayConfig
 from tests.e2e.soakrun import QUICK, last_json, run_soak
+from tests.support.audit_runs import corrupted, result_of
 from tests.support.ledger import assert_figures_agree
 from tests.support.soaks import replay_scenario
 
@@ -111,12 +114,28 @@ def test_soak_run_replays_a_capture(tmp_path: Path) -> None:
     total = sum(planned.values())
     assert total - len(capture.queries) <= ledger["due"] <= total, (total, ledger)
     assert ledger["due"] == ledger["sent"] == ledger["completed"] + ledger["lost"], ledger
+    # The replay's sockets witnessed the ledger (assert_figures_agree's audit held it to
+    # them): every query taken whole by its socket, as many answers read as completed.
+    run = (data, status["id"])
+    counters = result_of(*run)[1]["load_totals"]["engine_counters"]
+    assert counters["socket_sent"] == ledger["sent"] and counters["send_failed"] == 0, counters
+    assert counters["socket_received"] >= ledger["completed"], counters
+    said = local_witness_lines(DataDir(data), status["id"])[0]  # what `soak audit` prints
+    assert said.startswith(f"the engine's sockets took {ledger['sent']:,.0f} queries"), said
+    # ... and a replay's count changed in result.json is named by the audit.
+    assert any(line.startswith("the ledger's sent") for line in corrupted(run, fewer_taken))
     # The setup table says the replay's clients and the loops it played: the ledger's due
     # over a loop's queries, a fraction where the run ended mid-loop.
     loops = round(ledger["due"] / len(capture.queries), 2)
     shown = report["setup"]["load"]
     assert f": {len(capture.clients)} clients, {loops:g} loop" in shown, (shown, loops)
     assert f" of {len(capture.queries)} queries" in shown, shown
+
+
+def fewer_taken(data: Path, run_id: str) -> None:
+    path, result = result_of(data, run_id)
+    result["load_totals"]["engine_counters"]["socket_sent"] -= 1
+    path.write_text(json.dumps(result))
 
 
 def soak_ends(scenario: Path, data: Path) -> dict[str, Any]:

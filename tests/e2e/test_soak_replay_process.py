@@ -14,9 +14,12 @@ import pytest
 
 from soak.clock import NS_PER_S
 from soak.load.replay import Plan
+from soak.results.reportinput import local_witness_lines
+from soak.runs.layout import DataDir
 from soak.traffic.capture_file import UDP, Capture, Query
 from soak.traffic.replay_config import ReplayConfig
 from tests.e2e.soakrun import QUICK
+from tests.support.audit_runs import result_of
 from tests.support.ledger import assert_figures_agree
 from tests.support.procs import cmdlines
 from tests.support.soaks import RESTART_CRITERIA, last_json, replay_scenario, started
@@ -101,5 +104,12 @@ def test_the_replay_plays_in_its_own_process_and_survives_its_death(tmp_path: Pa
     assert planned - len(capture.queries) <= ledger["due"] <= planned, (planned, ledger)
     assert ledger["due"] == ledger["sent"] + ledger["skipped"], ledger
     assert ledger["skipped"] > 0 and ledger["sent"] > 0, ledger
+    # The killed process's socket counts died with it: the audit says why it has none.
+    totals = result_of(data, status["id"])[1]["load_totals"]
+    assert "engine_counters" not in totals, totals
+    lost = "the replay's process died 1 time(s) before telling its socket counts"
+    assert totals["engine_counters_lost"] == lost, totals
+    said = f"not witnessed by the engine's socket counters: {lost}"
+    assert local_witness_lines(DataDir(data), status["id"])[0] == said  # `soak audit`'s line
     # The run's end took its replay process with it.
     assert not [p for p in fresh if Path(f"/proc/{p}").exists()], fresh

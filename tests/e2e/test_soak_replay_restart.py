@@ -19,6 +19,7 @@ from soak.load.replay import Plan
 from soak.traffic.capture_file import UDP, Capture, Query
 from soak.traffic.replay_config import ReplayConfig
 from tests.e2e.soakrun import QUICK, last_json, run_soak
+from tests.support.audit_runs import result_of
 from tests.support.ledger import assert_figures_agree
 from tests.support.soaks import RESTART_CRITERIA, replay_scenario
 
@@ -61,6 +62,10 @@ def test_a_replay_that_raises_is_restarted_and_the_ledger_adds_up(tmp_path: Path
     ledger = assert_figures_agree(data, status["id"], kept_up=False)
     assert status["load_totals"]["load_restarts"] == len(restarted)
     assert ledger["skipped"] > 0  # the failed replays' queries they never sent
+    # Each failed play told its socket counts once wound up (its process lives on): the
+    # audit held the ledger to them, summed over the plays.
+    counters = result_of(data, status["id"])[1]["load_totals"]["engine_counters"]
+    assert counters["socket_sent"] + counters["send_failed"] == ledger["sent"], counters
     # ... and every query planned before the run's end is counted once: none lost from
     # the accounting between a failure and its restart, none counted twice (the one
     # loop in progress as the load stopped may be cut short).

@@ -36,6 +36,7 @@ from tests.e2e.soakrun import (
     status,
     wait_for,
 )
+from tests.support.audit_runs import result_of
 from tests.support.ledger import assert_figures_agree
 from tests.support.procs import children, cmdline
 from tests.support.servers import free_port, unbound_conf, unbound_process_target
@@ -267,6 +268,9 @@ def test_resumed_replay_continues_its_loops(tmp_path: Path) -> None:
     loops = [loop for _, loop in received]
     assert loops == sorted(loops)  # never back to an earlier loop's names
     assert_figures_agree(data, run_id, kept_up=False)  # generator-bound: skips
+    # ... and its windows from the resumed replay's start were held to its sockets' counts
+    counters = result_of(data, run_id)[1]["load_totals"]["engine_counters"]
+    assert counters["from_ns"] > record.origin_ns and counters["socket_sent"] > 0, counters
 
 
 def alive(pid: int) -> bool:

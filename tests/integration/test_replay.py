@@ -249,6 +249,9 @@ def test_tcp_replay_one_connection_per_client_until_idle(tmp_path: Path) -> None
     assert [cw.completed for cw in replay.ledger.per_class] == [60]
     assert all(cw.lat_us == {} for cw in replay.ledger.per_class)
     assert d["completed"] == d["sent"] == 60 and d["sent_per_client"] == [20, 20, 20]
+    # The connections' own counts: every query written whole, every answer read.
+    want = {"socket_sent": 60, "socket_received": 60, "send_failed": 0}
+    assert d["engine_counters"] == want, d
 
 
 def test_two_loops_with_rewriting_send_fresh_names(tmp_path: Path) -> None:
@@ -312,6 +315,8 @@ def test_tls_replay_per_client_connections(tmp_path: Path, transport: str) -> No
         d = Replay(cfg, capture, "127.0.0.1", port, 2.0).run(None).as_dict()
     assert d["completed"] == d["sent"] == 40 and d["sent_per_client"] == [20, 20]
     assert d["connections"]["opened"] == 2 and d["connections"]["errors"] == 0
+    want = {"socket_sent": 40, "socket_received": 40, "send_failed": 0}
+    assert d["engine_counters"] == want, d
 
 
 def test_doh_over_the_servers_streams_opens_another_connection(tmp_path: Path) -> None:
@@ -349,6 +354,11 @@ def test_clients_past_the_servers_tcp_slots_lose_every_query_and_are_named(
     assert sum(d["lost_per_client"]) == d["lost"] > 0 and d["sent"] == 1200, d
     assert 0 < d["clients_all_lost"] <= 40 - 10, d
     assert d["lost_per_client"].count(0) >= 1, d  # and some clients had every answer
+    # The sockets' counts hold the ledger where connections wait unread: each query
+    # taken by its socket or counted failed, no more answers than were read.
+    c = d["engine_counters"]
+    assert c["socket_sent"] + c["send_failed"] == d["sent"], d
+    assert d["completed"] <= c["socket_received"], d
     text = format_replay(result, "unbound")
     assert f"Clients with every query lost: {d['clients_all_lost']} of 40" in text, text
 

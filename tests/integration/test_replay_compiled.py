@@ -4,6 +4,7 @@ the Python loop taken where the compiled one is not, said on stderr."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -87,6 +88,20 @@ def test_compiled_and_python_loops_send_the_same_queries_in_the_same_windows(
     assert fast.problems == py.problems == []
     # Each loop its own sockets, every client's closed before it asks again.
     assert fast.fds_peak == py.fds_peak == 25
+    # The sockets' own counts, apart from the ledger, in both loops: every query sent
+    # was taken by its socket, and every answer read (nothing stray from unbound).
+    for result in (py, fast):
+        assert_counters_agree(result)
+
+
+def assert_counters_agree(result: ReplayResult) -> None:
+    """A clean replay's socket counters equal the ledger's sent and completed."""
+    d = result.as_dict()
+    assert d["engine_counters"] == {
+        "socket_sent": d["sent"],
+        "socket_received": d["completed"],
+        "send_failed": 0,
+    }, d
 
 
 def test_the_compiled_loops_latencies_are_the_histograms_buckets(
@@ -133,6 +148,28 @@ def test_soak_load_replay_plays_udp_in_the_compiled_loop(
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0 and SAID not in proc.stderr, proc.stderr
     assert "Queries completed:    100" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("loop", ["compiled", "python"])
+def test_soak_load_replay_json_carries_the_sockets_counts(
+    tmp_path: Path, server: ServerProc, loop: str
+) -> None:
+    """`soak load --replay --json`: engine_counters, in either loop and with --workers 2
+    (the compiled loop's split), equal to the ledger's sent and completed."""
+    path = tmp_path / "c.soakcap"
+    write_capture(path, capture(300))
+    env = {**os.environ, _engine.ENV: loop}
+    for workers in ("1", "2") if loop == "compiled" else ("1",):
+        argv = [
+            SOAK, "load", "--server", f"127.0.0.1:{server.port}", "--replay", str(path),
+            "--workers", workers, "--json",
+        ]  # fmt: skip
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+        assert proc.returncode == 0, proc.stderr
+        d = json.loads(proc.stdout)
+        assert d["completed"] == 300, d
+        want = {"socket_sent": 300, "socket_received": 300, "send_failed": 0}
+        assert d["engine_counters"] == want, (workers, d)
 
 
 def test_clients_past_the_descriptors_lose_their_queries_counted(
@@ -182,6 +219,9 @@ def test_clients_split_across_worker_processes_send_the_same_windows(
     assert two.sent_per_client == one.sent_per_client == [72] * 25
     assert two.windows == one.windows and two.problems == []
     assert two.fds_peak == 25  # 13 and 12 clients, each its own socket
+    # The workers' socket counts, summed.
+    assert_counters_agree(two)
+    assert two.engine_counters["socket_sent"] == 1800
 
 
 def test_workers_below_one_is_bad_input(tmp_path: Path) -> None:

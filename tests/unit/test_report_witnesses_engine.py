@@ -56,3 +56,16 @@ def test_missing_counters_are_skipped_with_their_reason() -> None:
         reason = engine_counters_missing(missing)
         assert reason
         assert engine_counter_words(WINDOWS, missing).endswith(reason)
+
+
+def test_a_replays_counters_are_held_and_a_dead_plays_are_said() -> None:
+    """A replay's counts survive its restarts (each play tells them); a play whose
+    process died took them with it, and that is the reason given."""
+    replay = {"replay": {"clients": 3}, "load_restarts": 1}
+    assert engine_counters_missing(totals(300, 294, **replay)) is None
+    assert engine_disagreements(WINDOWS, totals(299, 294, **replay)) != []
+    lost = "the replay's process died 1 time(s) before telling its socket counts"
+    dead = {**replay, "engine_counters_lost": lost}
+    assert engine_counters_missing(dead) == lost
+    assert engine_disagreements(WINDOWS, dead) == []
+    assert engine_counter_words(WINDOWS, dead).endswith(lost)

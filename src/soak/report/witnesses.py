@@ -245,9 +245,11 @@ def quantile_disagreements(
 def engine_counters_missing(load_totals: Mapping[str, Any] | None) -> str | None:
     """Why result.json has no socket counters to hold the ledger against (None: it has)."""
     totals = load_totals or {}
-    if "replay" in totals:
-        return "a replay keeps no socket counters"
-    if totals.get("load_restarts"):
+    if totals.get("engine_counters_lost"):  # a replay's process that died
+        return str(totals["engine_counters_lost"])
+    # A replay's restart keeps every play's counts (they come back as each play ends
+    # or is wound up) unless its process died: then engine_counters_lost says so.
+    if totals.get("load_restarts") and "replay" not in totals:
         return "the load engine restarted: a dead worker's last counts died with it"
     if not isinstance(totals.get("engine_counters"), Mapping):
         return (

@@ -36,6 +36,12 @@ class Child:
         self.replay = replay
         return replay
 
+    def sockets(self) -> dict[str, int]:
+        """The play's socket counts (ClientConns.sockets), told once with its end: a
+        play that raised tells them once wound up (it sends nothing after raising)."""
+        assert self.replay is not None
+        return self.replay.conns.sockets()
+
     def _closed(self, window: Window) -> None:
         """A window closed (every query due in it ended): back to the run's process with
         its queries' send offsets and the connection counts grown while it was open."""
@@ -77,12 +83,12 @@ def serve(ctrl: Connection, out: Connection) -> None:
             except Exception as exc:  # kept for its wind_up; the run restarts it
                 out.send(("error", f"{type(exc).__name__}: {exc}"))
                 continue
-            out.send(("ended",))
+            out.send(("ended", child.sockets()))
             if said == "exit":
                 return
         elif message[0] == "wind_up" and child.replay is not None:
             child.replay.wind_up(message[1])
-            out.send(("wound",))
+            out.send(("wound", child.sockets()))
 
 
 def main(argv: list[str]) -> int:

@@ -35,8 +35,9 @@ class ConnBook:
         self.end_abandoned = abandon
         self.conn_opened = self.conn_errors = self.conn_resumed = self.conn_hung_up = 0
         self.handshake_us: dict[int, int] = {}
-        # The sockets' own counts (queries written whole, answers read, queries never
-        # written): StreamFlow keeps them; a replay does not hand them on yet.
+        # The sockets' own counts (soak.load.stats.SocketCounts): queries the sockets
+        # took whole, queries counted sent they refused (or with no socket or
+        # connection), replies read; StreamFlow and ClientConns.send_udp keep them.
         self.socket_sent = self.socket_received = self.send_failed = 0
 
     def abandon(self, slot: int, sent_ns: int) -> None:
@@ -124,6 +125,27 @@ class ClientConns:
         self.by_fd[s.fileno()] = (client, None)
         self.opened_socket()
         return s
+
+    def send_udp(self, client: Client, message: bytes | bytearray) -> None:
+        """The query leaves on the client's socket, or is refused (full, an ICMP error
+        pending, no socket): either way sent, and a refused one will be lost."""
+        try:
+            if client.udp is not None:
+                client.udp.send(message)
+                self.book.socket_sent += 1
+                return
+        except OSError:
+            pass
+        self.book.send_failed += 1
+
+    def sockets(self) -> dict[str, int]:
+        """result.json's engine_counters (soak.load.stats.SocketCounts.as_dict)."""
+        b = self.book
+        return {
+            "socket_sent": b.socket_sent,
+            "socket_received": b.socket_received,
+            "send_failed": b.send_failed,
+        }
 
     def opened_socket(self) -> None:
         self.open_sockets += 1

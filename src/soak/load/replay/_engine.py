@@ -167,8 +167,12 @@ def run_compiled(
     finally:
         engine.shut()
         conns.shut()
-        sent, lost, replay.unexpected, replay.late, _, _, conns.fds_peak, errors = engine.stats()
+        sent, lost, replay.unexpected, replay.late, _, _, conns.fds_peak, errors, *sockets = (
+            engine.stats()
+        )
         conns.socket_errors = errors
+        book = conns.book
+        book.socket_sent, book.send_failed, book.socket_received = sockets
         for client, s, n in zip(replay.clients, sent, lost, strict=True):
             client.sent, client.lost = s, n
     return replay.result((ended_ns - origin - start_ns) / 1e9)

@@ -50,6 +50,9 @@ typedef struct {
     long long *clast, *cinfl; /* per client: its last send, its queries in flight */
     long long idle_ns, next_idle, open_fds, fds_peak;
     long long socket_errors; /* sockets that could not be opened (out of descriptors) */
+    /* the sockets' own counts (soak.load.stats.SocketCounts): datagrams the kernel
+     * took, queries counted sent it refused (or with no socket), datagrams read */
+    long long socket_sent, send_failed, socket_received;
     long long timeout_ns, inflight, unexpected, late, next_sweep;
     int next_slot;
     Py_ssize_t handled; /* queries of the last play() counted (sent or skipped) */
@@ -155,6 +158,7 @@ static void read_client(Engine *e, int k) {
         int got = recvmmsg(e->fd[k], e->rmsgs, RECV_BATCH, MSG_DONTWAIT, NULL);
         if (got <= 0) return; /* drained, or an ICMP error: the query ends lost at its timeout */
         long long now = mono_ns();
+        e->socket_received += got; /* every datagram read, stray ones included */
         for (int i = 0; i < got; i++)
             on_reply(e, e->rbuf[i], e->rmsgs[i].msg_len, now);
         if (got < RECV_BATCH) return;
@@ -262,7 +266,11 @@ static int send_one(Engine *e, const long long *v, PyObject *q, long long origin
     struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
     if (e->fd[k] < 0) open_client(e, k);
     long long t = mono_ns();
-    if (e->fd[k] >= 0) sendmsg(e->fd[k], &msg, 0); /* refused or full: sent, will be lost */
+    /* refused, full or no socket: counted sent, ends lost, and send_failed says so */
+    if (e->fd[k] >= 0 && sendmsg(e->fd[k], &msg, 0) >= 0)
+        e->socket_sent++;
+    else
+        e->send_failed++;
     long long us = (t - origin - due) / 1000;
     PyObject *key = PyLong_FromLongLong((second << 32) | three_digits(us < 0 ? 0 : us));
     if (!key) return -1;

@@ -230,7 +230,7 @@ static PyObject *Engine_take(Engine *e, PyObject *args) {
 
 /* stats() -> (sent per client, lost per client, unexpected, late, in flight, queries of
  * the last play() counted, client sockets open at once at most, sockets that could not
- * be opened) */
+ * be opened, datagrams the sockets took, queries they refused, datagrams read) */
 static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(arg)) {
     PyObject *sent = PyList_New(e->nclients), *lost = PyList_New(e->nclients);
     if (!sent || !lost) goto fail;
@@ -240,8 +240,9 @@ static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(arg)) {
         PyList_SET_ITEM(sent, k, s);
         PyList_SET_ITEM(lost, k, l);
     }
-    return Py_BuildValue("(NNLLLnLL)", sent, lost, e->unexpected, e->late, e->inflight,
-                         e->handled, e->fds_peak, e->socket_errors);
+    return Py_BuildValue("(NNLLLnLLLLL)", sent, lost, e->unexpected, e->late, e->inflight,
+                         e->handled, e->fds_peak, e->socket_errors, e->socket_sent,
+                         e->send_failed, e->socket_received);
 fail:
     Py_XDECREF(sent), Py_XDECREF(lost);
     return NULL;

@@ -22,7 +22,6 @@ replay reports, and its text summary, are replay_result's.
 from __future__ import annotations
 
 import collections
-import contextlib
 from collections.abc import Callable, Iterator
 
 from soak.clock import ns_to_s, ns_to_us, s_to_ns, second_of
@@ -142,13 +141,13 @@ class Replay:
         if transport == "udp":
             if client.udp is None:
                 client.udp = self.conns.udp_socket(client)
-            if client.udp is not None:  # else no socket: it is sent and will be lost
-                with contextlib.suppress(OSError):  # refused or full: sent, will be lost
-                    client.udp.send(message)
+            self.conns.send_udp(client, message)
         else:
             flow = self.conns.stream_for(client, q, now)
-            if flow is not None:  # else no connection could even start: sent and lost
+            if flow is not None:
                 self.queue(flow, slot, q, bytes(message), t)
+            else:  # no connection could even start: sent, will be lost, refused
+                self.conns.book.send_failed += 1
         self.offsets.add(ns_to_us(t - planned_ns), second)
         self.ring_t[slot], self.ring_c[slot], self.ring_q[slot] = t, q.cls, q.question
         self.ring_w[slot], self.ring_k[slot] = second, q.client
@@ -167,6 +166,7 @@ class Replay:
             f.queue(slot, q.question, now)  # RFC 8484: id 0 on the wire, RD set
         else:  # the captured flags as they were (RD, CD ...), framed
             f.wbuf += wire.frame(message)
+            f.query_ends.append(f.written_bytes + len(f.wbuf))  # sent once taken this far
             f.carried += 1
             f.last_send_ns = now
         assert f.inflight is not None
@@ -205,6 +205,7 @@ class Replay:
                 datagram = client.udp.recv(65535)
             except OSError:  # ICMP port unreachable: the query ends lost at its timeout
                 return
+            conns.book.socket_received += 1  # every datagram read, stray ones included
             self.reply(datagram, now)
             return
         if f.sock is None:
@@ -352,6 +353,7 @@ class Replay:
             late=self.late,
             fds_peak=conns.fds_peak,
             hists=ledger.hists,
+            engine_counters=conns.sockets(),
         )
 
 

@@ -5,7 +5,8 @@ The run's process (soak.load.replay._run_load) talks to it over two pipes, as it
 does to its load workers (soak.load.spawn): commands go one way (`play` from a
 moment, `stop`, `wind_up` a replay that raised, `exit`), and the replay's closed
 windows, each with its send offsets and connection counts, come back the other as
-they close (`window`), then `ended`, `error` or `wound`. The child keeps the replay
+they close (`window`), then `ended`, `error` or `wound` (`ended` and `wound` with
+the play's socket counts, which die with a process that dies). The child keeps the replay
 that raised until it is told how far to wind it up, so a restart counts every
 planned query once, as the thread it replaces did.
 """
@@ -71,9 +72,18 @@ class ReplayProcess:
     """The child process as the run's process sees it. `on_closed` is called in the
     reader thread for each window the child closed."""
 
-    def __init__(self, spec: ChildSpec, on_closed: Callable[[Closed], None]) -> None:
+    def __init__(
+        self,
+        spec: ChildSpec,
+        on_closed: Callable[[Closed], None],
+        on_counted: Callable[[dict[str, int]], None] = lambda _counts: None,
+    ) -> None:
+        """`on_counted`: a play's socket counts, told by the child once the play ended
+        (or was wound up), in the reader thread."""
         self.spec = spec
         self.on_closed = on_closed
+        self.on_counted = on_counted
+        self.uncounted = 0  # plays whose socket counts have not come back (yet)
         self.error: str | None = None  # the play's, or the process's end
         self.dead = False  # the process ended: it winds nothing up
         self._proc: Popen[bytes] | None = None
@@ -106,6 +116,7 @@ class ReplayProcess:
         processes share) until `send_s` after it."""
         self.error = None
         self._done.clear()
+        self.uncounted += 1
         self._send(("play", origin_mono_ns, send_s, start_ns))
 
     def stop_sending(self) -> None:
@@ -164,12 +175,18 @@ class ReplayProcess:
         elif kind == "ready":
             self._ready.set()
         elif kind == "ended":
+            self._counted(message[1])
             self._done.set()
         elif kind == "error":
             self.error = message[1]
             self._done.set()
         elif kind == "wound":
+            self._counted(message[1])
             self._wound.set()
+
+    def _counted(self, counts: dict[str, int]) -> None:
+        self.uncounted -= 1
+        self.on_counted(counts)
 
     def _ended(self) -> None:
         """The child's pipe closed: told to, or it died (killed, a crash)."""

@@ -34,6 +34,9 @@ class ReplayResult:
     late: int  # replies after their timeout (their queries counted lost)
     fds_peak: int  # client sockets open at once, at most
     hists: list[LatencyHistogram]  # per class, the closed windows' latencies
+    # The sockets' own counts (socket_sent, socket_received, send_failed), apart from
+    # the ledger: sent = socket_sent + send_failed, completed <= socket_received.
+    engine_counters: dict[str, int]
 
     def latency_ms(self) -> dict[str, float | None]:
         """The whole replay's quantiles: the classes' histograms merged."""
@@ -73,6 +76,7 @@ class ReplayResult:
             "unexpected": self.unexpected,
             "late": self.late,
             "client_sockets_peak": self.fds_peak,
+            "engine_counters": self.engine_counters,
             "sent_per_client": self.sent_per_client,
             "lost_per_client": self.lost_per_client,
             "clients_all_lost": self.clients_all_lost,

@@ -31,7 +31,7 @@ from soak.load.replay._process import (
 )
 from soak.load.replay._result import Offsets
 from soak.load.stats import MixStats, result_from
-from soak.load.supervised import TOTAL_FIELDS, load_points, run_span_ns
+from soak.load.supervised import TOTAL_FIELDS, engine_counters, load_points, run_span_ns
 from soak.points import Fault, Point
 from soak.traffic.replay_config import BOUND_P99_US
 
@@ -80,6 +80,12 @@ class ReplayLoad:
         self._stop = threading.Event()
         self._child: ReplayProcess | None = None
         self._wound_up = False  # the replay that raised has closed its windows
+        # The plays' socket counts as their process told them (SupervisedLoad's
+        # engine_counters), from the first play's start; plays whose process died
+        # before telling them are lost with it.
+        self._counters: list[dict[str, int]] = []
+        self._counted_from_ns = 0
+        self._plays_lost = 0
         self._error_told = False
 
     @property
@@ -111,8 +117,10 @@ class ReplayLoad:
 
     def _ready_child(self) -> ReplayProcess:
         if self._child is None or self._child.dead:
+            if self._child is not None:
+                self._plays_lost += self._child.uncounted
             spec = ChildSpec.of(self.cfg, self.replay_cfg, self.server)
-            child = ReplayProcess(spec, self._closed)
+            child = ReplayProcess(spec, self._closed, self._counted)
             child.start()
             self._child = child
         return self._child
@@ -131,6 +139,7 @@ class ReplayLoad:
         begin_at_ns, end_ns = run_span_ns(remaining_s, begin_at_ns, end_ns, self.start_lead_s)
         origin_ns = self.run_origin_ns() if self.run_origin_ns is not None else begin_at_ns
         self.grid_ns, self.end_ns = origin_ns, end_ns
+        self._counted_from_ns = self._counted_from_ns or begin_at_ns
         self._play_from(begin_at_ns - origin_ns)
 
     def _play_from(self, start_ns: int) -> None:
@@ -161,6 +170,21 @@ class ReplayLoad:
             self._next_second = max(self._next_second, window.second + 1)
             self._closed_windows.append(closed)
             self._total.add_window(window)
+
+    def _counted(self, counts: dict[str, int]) -> None:
+        """In the reader thread: a play's socket counts, at its end."""
+        with self._lock:
+            self._counters.append(counts)
+
+    def engine_counters(self) -> dict[str, Any] | None:
+        """Every play's socket counts summed, from the first play's start (None while a
+        play is under way or where one's died with its process: engine_counters_lost)."""
+        child = self._child
+        if self._plays_lost or (child is not None and child.uncounted):
+            return None
+        with self._lock:
+            counters = engine_counters(list(self._counters))
+        return None if counters is None else {**counters, "from_ns": self._counted_from_ns}
 
     def _closed_here(self, window: Window) -> None:
         """A window the wind-up of a dead child closed here: no query of it was sent."""
@@ -304,6 +328,14 @@ class ReplayLoad:
         totals["latency_ms"] = dict(result.latency_ms)
         totals["seconds"] = seconds
         totals["load_restarts"] = self.restarts
+        counters = self.engine_counters()
+        if counters is not None:
+            totals["engine_counters"] = counters
+        lost = self._plays_lost + (self._child.uncounted if self._child and self._child.dead else 0)
+        if lost:
+            totals["engine_counters_lost"] = (
+                f"the replay's process died {lost} time(s) before telling its socket counts"
+            )
         # What a replay's report says of it (its loops: the ledger's due over these).
         plan = self.replay.plan
         totals["replay"] = {

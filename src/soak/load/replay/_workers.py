@@ -72,6 +72,7 @@ def _rest(replay: Replay) -> dict[str, int]:
         "late": replay.late,
         "fds_peak": c.fds_peak,
         "socket_errors": c.socket_errors,
+        **c.sockets(),
     }
 
 
@@ -115,4 +116,8 @@ def _result(replay: Replay, ends: list[tuple[Any, ...]], elapsed_ns: int) -> Rep
         replay.late += rest["late"]
         conns.fds_peak += rest["fds_peak"]  # the workers' sockets open at once, at most
         conns.socket_errors += rest["socket_errors"]
+        book = conns.book  # the sockets' counts, summed over the workers
+        book.socket_sent += rest["socket_sent"]
+        book.socket_received += rest["socket_received"]
+        book.send_failed += rest["send_failed"]
     return replay.result(elapsed_ns / 1e9)
