@@ -245,17 +245,14 @@ def quantile_disagreements(
 def engine_counters_missing(load_totals: Mapping[str, Any] | None) -> str | None:
     """Why result.json has no socket counters to hold the ledger against (None: it has)."""
     totals = load_totals or {}
-    if totals.get("engine_counters_lost"):  # a replay's process that died
+    if totals.get("engine_counters_lost"):  # a replay's process, an agent's totals
         return str(totals["engine_counters_lost"])
     # A replay's restart keeps every play's counts (they come back as each play ends
     # or is wound up) unless its process died: then engine_counters_lost says so.
     if totals.get("load_restarts") and "replay" not in totals:
         return "the load engine restarted: a dead worker's last counts died with it"
     if not isinstance(totals.get("engine_counters"), Mapping):
-        return (
-            "result.json has no engine_counters (a run before them, or load agents:"
-            " their counts are not summed yet)"
-        )
+        return "result.json has no engine_counters (a run before them)"
     return None
 
 

@@ -43,6 +43,9 @@ class AgentTotals(QueryCounts):
     hist: LatencyHistogram
     generator_bound: bool = False
     rcodes: dict[str, int] = field(default_factory=dict)
+    # its engine's socket counts (soak.load.stats.SocketCounts.as_dict), None from an
+    # agent that kept none
+    engine_counters: dict[str, int] | None = None
 
     def accounting_error(self) -> str | None:
         done = self.completed + self.lost + self.abandoned
@@ -72,6 +75,7 @@ class AgentTotals(QueryCounts):
             hist=hist,
             generator_bound=result.generator_bound,
             rcodes=result.rcodes,
+            engine_counters=result.engine_counters,
         )
 
     @classmethod
@@ -86,7 +90,12 @@ class AgentTotals(QueryCounts):
             hist=LatencyHistogram.decode(str(data["hist"])),
             generator_bound=bool(data.get("generator_bound", False)),
             rcodes={str(k): int(v) for k, v in dict(data.get("rcodes", {})).items()},
+            engine_counters=_counters(data.get("engine_counters")),
         )
+
+
+def _counters(data: Any) -> dict[str, int] | None:
+    return None if not isinstance(data, dict) else {str(k): int(v) for k, v in data.items()}
 
 
 def latency_ms(hist: LatencyHistogram) -> dict[str, float | None]:

@@ -39,7 +39,7 @@ from soak.load.fleet.lease import (
 from soak.load.fleet.merge import AgentTotals, latency_ms
 from soak.load.generator import JOIN_GRACE_S
 from soak.load.load_config import LoadConfig
-from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, load_points
+from soak.load.supervised import LOAD_MARGIN_S, TOTAL_FIELDS, engine_counters, load_points
 from soak.points import Fault, Point
 
 POLL_ENGINE_S = 5.0  # the engine's task states are asked this often (API calls per agent)
@@ -346,7 +346,25 @@ class AgentsLoad:
         out["latency_ms"] = self._latency_ms()
         out["agents"] = agents
         out["agents_lost"] = lost
+        out.update(self._engine_counters())
         return out
+
+    def _engine_counters(self) -> dict[str, Any]:
+        """The agents' socket counts summed (result.json's engine_counters, held against
+        every window the agents sent); else why there are none: an agent whose totals did
+        not reach the coordinator took its counts with it."""
+        slots = self._fleet.slots if self._fleet is not None else []
+        parts = [s.totals.engine_counters if s.totals is not None else None for s in slots]
+        summed = engine_counters(parts)
+        if summed is not None:
+            return {"engine_counters": {**summed, "from_ns": 0}}
+        if not slots:
+            return {}
+        missing = sum(1 for p in parts if p is None)
+        return {
+            "engine_counters_lost": f"{missing} of {len(slots)} load agents' socket counts did"
+            " not reach the coordinator (an agent lost, or ended without its totals)"
+        }
 
     def _latency_ms(self) -> dict[str, float | None]:
         slots = self._fleet.slots if self._fleet is not None else []
