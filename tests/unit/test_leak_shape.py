@@ -37,8 +37,16 @@ def test_a_start_up_staircase_that_stopped_is_no_leak() -> None:
     assert staircase(windows([8, 9, 10, 11, 11, 11, 11, 11]), 1 * PER_H) is None
 
 
-def test_too_few_steps_or_too_slow_is_no_staircase() -> None:
-    assert staircase(windows([15, 15, 16, 16, 17, 17]), 1 * PER_H) is None  # 2 steps
+def test_two_steps_spread_as_a_leak_spreads_them_are_a_staircase() -> None:
+    """2 fds/h: a step every 3 windows, the first after the first window."""
+    rise = staircase(windows([16, 16, 16, 17, 17, 17, 18]), 1 * PER_H)
+    assert rise is not None and rise.steps == 2
+
+
+def test_too_few_steps_bunched_or_too_slow_is_no_staircase() -> None:
+    assert staircase(windows([15, 15, 15, 15, 16, 16]), 1 * PER_H) is None  # 1 step
+    assert staircase(windows([15, 16, 17, 17, 17, 17, 17]), 1 * PER_H) is None  # at once
+    assert staircase(windows([15, 15, 16, 17, 17, 17]), 1 * PER_H) is None  # a burst
     slow = [100 + i // 4 for i in range(24)]  # 1.5/h against a 10/h threshold
     assert staircase(windows(slow), 10 * PER_H) is None
 
