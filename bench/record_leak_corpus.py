@@ -47,6 +47,7 @@ from tests.support.leakcorpus import FIXTURES, MEASUREMENT, REAL_TIME, Fixture, 
 
 from soak.analysis.scenario_sections import LeaksConfig
 from soak.clock import ns_to_s
+from soak.samplers.server import parse_bind_stats
 from soak.sinks.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -614,21 +615,16 @@ def unbound_figures(control: Path) -> Figures:
 
 
 def bind_figures(port: int) -> Figures:
-    """BIND's statistics channel (/json/v1): its cache's memory (the default view's
-    cachestats, tree and heap in use) and nodes, all its memory contexts in use, and the
-    queries it received."""
+    """BIND's statistics channel (/json/v1): what soak's `server` sampler reads of it
+    (soak.samplers.server.parse_bind_stats: the queries, its cache's bytes and nodes), and
+    all its memory contexts in use."""
 
     def fetch() -> dict[str, float] | None:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/v1", timeout=5) as r:
                 doc = json.loads(r.read())
-            cache = doc["views"]["_default"]["resolver"]["cachestats"]
-            return {
-                "cache_bytes": float(cache["TreeMemInUse"]) + float(cache["HeapMemInUse"]),
-                "cache_entries": float(cache["CacheNodes"]),
-                "server_memory_bytes": float(doc["memory"]["InUse"]),
-                "server_queries": float(doc["opcodes"].get("QUERY", 0)),
-            }
+            fields = {k: float(v) for k, v in parse_bind_stats(doc).items()}
+            return {**fields, "server_memory_bytes": float(doc["memory"]["InUse"])}
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
