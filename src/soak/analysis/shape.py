@@ -15,8 +15,9 @@ Two kinds of evidence that judge such a rise before start-up growth could have s
 - *a rise that keeps its rate*: the window minima's older and newer halves fitted with a
   line each, their residuals giving the noise; the rise keeps its rate when the newer
   half's slope, less its one-sided confidence margin at p, is at least KEEP_SHARE of the
-  older half's. A cache filling toward a level (an exponential approach, increments
-  shrinking) falls short; a noisy series has too wide a margin to show it and waits.
+  older half's, and is a leak's when the slope of all of them is above the threshold. A
+  cache filling toward a level (an exponential approach, increments shrinking) falls
+  short; a noisy series has too wide a margin to show it and waits.
 """
 
 from __future__ import annotations
@@ -112,11 +113,16 @@ def keeps_rate(
     )
     if older.slope <= threshold_per_s or newer.slope - margin < KEEP_SHARE * older.slope:
         return None
-    if newer.slope - margin <= threshold_per_s:
+    # Above the threshold as the whole-run verdict asks it (soak.analysis.rises.grows: a
+    # significant trend whose slope is over the threshold): the confidence margin is the
+    # shape's, on whether the rate is kept, not a second bar on its size (which would
+    # leave a leak at its threshold unjudged for ever).
+    whole = _line(minima)
+    if whole.slope <= threshold_per_s:
         return None
     span_s = minima[-1][0] - minima[0][0]
     first, last = minima[0][1], minima[-1][1]
-    return Rise((last - first) / span_s, first, last, 0, span_s)
+    return Rise(whole.slope, first, last, 0, span_s)
 
 
 @dataclass(frozen=True, slots=True)
