@@ -27,8 +27,9 @@ def test_the_corpus_is_recorded_in_real_time_in_two_halves() -> None:
 @pytest.mark.parametrize("fx", TUNING, ids=[fx.name for fx in TUNING])
 def test_tuning_half_no_false_alarm_and_each_leak_found_within_an_hour(fx: Fixture) -> None:
     """0 false-alarm passes on the healthy series; a leak at 2x its threshold or more, from
-    the first query, `growing` within an hour of steady windows (its onset counted): memory by the server's flat accounting and its steady
-    rise, a count (fds, goroutines) by its staircase that never falls back."""
+    the first query, `growing` within an hour of steady windows (its onset counted):
+    memory by the server's flat accounting and its steady rise, a count (fds, goroutines)
+    by its staircase that never falls back."""
     for s in score(fx):
         assert s.false_alarms == 0, (s.resource, s.verdicts)
         if s.label.kind == "leak" and s.true_per_hour >= 2 * s.threshold_per_hour:
