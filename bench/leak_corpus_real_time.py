@@ -112,7 +112,7 @@ NAMED_RECURSIVE = """options {
     forwarders { 127.0.0.1 port {service.upstream.port.dns}; };
     forward only;
     dnssec-validation no;
-    max-cache-size 256m;
+    max-cache-size {cache_size};
 };
 controls { };
 logging { category default { null; }; };
@@ -127,6 +127,42 @@ def _recursor(entries: int) -> dict[str, object]:
         "recursor.conf",
     )
     return {**target, "ports": {"dns": {"protocol": "both"}, "api": {}}}
+
+
+# Its statistics channel on a port the recorder picks: the cache's memory and nodes.
+NAMED_STATS = """statistics-channels { inet 127.0.0.1 port {stats_port} allow { 127.0.0.1; }; };
+"""
+
+# knot-resolver's cache use and entries as stats, so its http module's /metrics gives them
+# (cache.stats().usage_percent of the cache's size; cache.count() its entries).
+KRESD_ACCOUNTING = """modules.load('http')
+http.config({{ tls = false }})
+net.listen('127.0.0.1', {{port.api}}, {{ kind = 'webmgmt' }})
+event.recurrent(5 * sec, function()
+    stats['acct.cache_bytes'] = cache.stats().usage_percent / 100 * {size_mb} * 1048576
+    stats['acct.cache_entries'] = cache.count()
+end)
+"""
+KRESD_PROM = {
+    "cache_bytes": "acct_cache_bytes",
+    "cache_entries": "acct_cache_entries",
+    "server_queries": "request_total",
+}
+
+
+def _kresd(size_mb: int, accounting: bool = False) -> dict[str, object]:
+    conf = KRESD_CONF.replace("4 * MB", f"{size_mb} * MB")
+    if accounting:
+        conf += KRESD_ACCOUNTING.format(size_mb=size_mb)
+    target = process_target(
+        "kresd",
+        ["kresd", "-n", "-q", "-c", "{run_dir}/kresd.conf", "{data_dir}"],
+        conf,
+        "kresd.conf",
+    )
+    if accounting:
+        target["ports"] = {"dns": {"protocol": "both"}, "api": {}}
+    return target
 
 
 def _named(conf: str) -> dict[str, object]:
@@ -189,12 +225,15 @@ def _pdns_auth() -> dict[str, object]:
 DNSMASQ = dnsmasq_target(cache_size=10_000)
 
 
-def count_leak(resource: str, per_h: float, others: tuple[str, str], half: str) -> Case:
-    """refdns leaking goroutines or fds from the first query at per_h an hour."""
+def count_leak(
+    resource: str, per_h: float, others: tuple[str, str], half: str, suffix: str = ""
+) -> Case:
+    """refdns leaking goroutines or fds from the first query at per_h an hour (suffix: a
+    second recording of the same leak, for the other half)."""
     per_s = per_h / 3600
     shape = "goroutines" if resource == "goroutines" else "fds"
     return Case(
-        f"rt-refdns-{'fd' if shape == 'fds' else 'goroutine'}-leak-{per_h:g}-per-h",
+        f"rt-refdns-{'fd' if shape == 'fds' else 'goroutine'}-leak-{per_h:g}-per-h{suffix}",
         [f"-shape={shape}", f"-shape-per-s={per_s:.6f}"],
         {**leak(per_s, 0.0, resource), **flat(*others)},  # type: ignore[arg-type]
         half=half,
@@ -264,6 +303,35 @@ CASES = [
         half="tuning",
         target=DNSMASQ,
     ),
+    # Added later, so the tuning half holds what the held-out half asks of it: caches of
+    # servers that account for their cache only through these (a smaller size, another
+    # share of Zipf names than the held-out ones), and leaks at the held-out half's slowest
+    # rates (fds at 1/h and 2/h, RSS at 1x).
+    Case(
+        "rt-knot-resolver-cache-128m",
+        [],
+        {**CACHE},
+        zipf_weight=12,
+        half="tuning",
+        target=_kresd(128, accounting=True),
+        prom=KRESD_PROM,
+    ),
+    Case(
+        "rt-bind9-recursive-128m",
+        [],
+        {**CACHE},
+        zipf_weight=12,
+        accounting="bind",
+        half="tuning",
+        target=_named(
+            NAMED_RECURSIVE.replace("{cache_size}", "128m").replace(
+                "controls { };", NAMED_STATS + "controls { };"
+            )
+        ),
+    ),
+    count_leak("fds", 1, ("goroutines", "threads"), "tuning"),  # 1x
+    count_leak("fds", 2, ("goroutines", "threads"), "tuning", suffix="-tuning"),  # 2x
+    Case("rt-refdns-leak-1x-tuning", rss_leak(1), leak_labels(1), half="tuning"),  # type: ignore[arg-type]
     # --- held-out half ---
     Case(
         "rt-refdns-cache",
@@ -289,12 +357,7 @@ CASES = [
         {**CACHE},
         zipf_weight=9,
         half="held-out",
-        target=process_target(
-            "kresd",
-            ["kresd", "-n", "-q", "-c", "{run_dir}/kresd.conf", "{data_dir}"],
-            KRESD_CONF.replace("4 * MB", "256 * MB"),
-            "kresd.conf",
-        ),
+        target=_kresd(256),
     ),
     Case(
         "rt-bind9-recursive",
@@ -302,7 +365,7 @@ CASES = [
         {**CACHE},
         zipf_weight=9,
         half="held-out",
-        target=_named(NAMED_RECURSIVE),
+        target=_named(NAMED_RECURSIVE.replace("{cache_size}", "256m")),
     ),
     Case(
         "rt-pdns-recursor-small",

@@ -33,6 +33,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +47,7 @@ from tests.support.leakcorpus import FIXTURES, MEASUREMENT, REAL_TIME, Fixture, 
 
 from soak.analysis.scenario_sections import LeaksConfig
 from soak.clock import ns_to_s
+from soak.samplers.server import parse_bind_stats
 from soak.sinks.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +73,9 @@ class Case:
     half: str | None = None  # "tuning" or "held-out"
     steady_s: float | None = None  # longer or shorter than --steady-s
     zipf_weight: int = 0  # names of a Zipf popularity, of 18 (the cache fills and expires)
-    accounting: str | None = None  # "unbound": unbound-control stats polled every tick
+    # "unbound": unbound-control stats polled every tick; "bind": its statistics channel
+    # (JSON) on a port the recorder picks (`{stats_port}` in the target's config)
+    accounting: str | None = None
     prom: dict[str, str] | None = None  # a real server's /metrics on its `api` port
 
 
@@ -509,8 +514,14 @@ def record(case: Case, out: Path, warmup_s: float, steady_s: float, mode: Mode =
         zipf = ZIPF_FILE if case.zipf_weight else None
         control = data / "unbound.ctl"
         doc = yaml.safe_dump(scenario(case, warmup_s, steady_s, mode, zipf), sort_keys=False)
-        path.write_text(doc.replace("{control}", str(control)))
-        poller = AccountingPoller(control, mode.tick_s) if case.accounting == "unbound" else None
+        stats_port = free_tcp_port()
+        doc = doc.replace("{control}", str(control)).replace("{stats_port}", str(stats_port))
+        path.write_text(doc)
+        poller = None
+        if case.accounting == "unbound":
+            poller = AccountingPoller(unbound_figures(control), mode.tick_s)
+        elif case.accounting == "bind":
+            poller = AccountingPoller(bind_figures(stats_port), mode.tick_s)
         if poller:
             poller.start()
         started = time.time()
@@ -561,16 +572,71 @@ def record(case: Case, out: Path, warmup_s: float, steady_s: float, mode: Mode =
     return target
 
 
-class AccountingPoller:
-    """unbound's own accounting (`unbound-control stats_noreset`) every tick, beside the run:
-    the cache's memory and entries and the queries it counted, with their wall time."""
+def free_tcp_port() -> int:
+    """A loopback TCP port free now (the kernel's pick), for a server's statistics channel."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
-    def __init__(self, control: Path, tick_s: float) -> None:
-        self._conf = control.with_suffix(".conf")
-        self._conf.write_text(
-            f'remote-control:\n    control-enable: yes\n    control-interface: "{control}"\n'
-            "    control-use-cert: no\n"
+
+Figures = Callable[[], "dict[str, float] | None"]
+
+
+def unbound_figures(control: Path) -> Figures:
+    """unbound's own accounting through `unbound-control stats_noreset`: the cache's memory
+    and entries and the queries it counted (None: not up yet, or gone)."""
+    conf = control.with_suffix(".conf")
+    conf.write_text(
+        f'remote-control:\n    control-enable: yes\n    control-interface: "{control}"\n'
+        "    control-use-cert: no\n"
+    )
+
+    def fetch() -> dict[str, float] | None:
+        got = subprocess.run(
+            ["unbound-control", "-c", str(conf), "stats_noreset"],
+            capture_output=True,
+            text=True,
+            check=False,
         )
+        if got.returncode != 0:
+            return None
+        stats = dict(line.split("=", 1) for line in got.stdout.splitlines() if "=" in line)
+        try:
+            return {
+                "cache_bytes": float(stats["mem.cache.rrset"]) + float(stats["mem.cache.message"]),
+                "cache_entries": float(stats["msg.cache.count"])
+                + float(stats["rrset.cache.count"]),
+                "server_queries": float(stats["total.num.queries"]),
+            }
+        except KeyError:
+            return None
+
+    return fetch
+
+
+def bind_figures(port: int) -> Figures:
+    """BIND's statistics channel (/json/v1): what soak's `server` sampler reads of it
+    (soak.samplers.server.parse_bind_stats: the queries, its cache's bytes and nodes), and
+    all its memory contexts in use."""
+
+    def fetch() -> dict[str, float] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/v1", timeout=5) as r:
+                doc = json.loads(r.read())
+            fields = {k: float(v) for k, v in parse_bind_stats(doc).items()}
+            return {**fields, "server_memory_bytes": float(doc["memory"]["InUse"])}
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    return fetch
+
+
+class AccountingPoller:
+    """A server's own accounting (a `Figures` call) every tick, beside the run, with the
+    wall time of each answer."""
+
+    def __init__(self, figures: Figures, tick_s: float) -> None:
+        self._figures = figures
         self._tick_s = tick_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -585,26 +651,9 @@ class AccountingPoller:
 
     def _run(self) -> None:
         while not self._stop.wait(self._tick_s / 2):
-            got = subprocess.run(
-                ["unbound-control", "-c", str(self._conf), "stats_noreset"],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if got.returncode != 0:
-                continue  # not up yet, or gone: a missing sample stays null
-            stats = dict(line.split("=", 1) for line in got.stdout.splitlines() if "=" in line)
-            try:
-                values = {
-                    "cache_bytes": float(stats["mem.cache.rrset"])
-                    + float(stats["mem.cache.message"]),
-                    "cache_entries": float(stats["msg.cache.count"])
-                    + float(stats["rrset.cache.count"]),
-                    "server_queries": float(stats["total.num.queries"]),
-                }
-            except KeyError:
-                continue
-            self.samples.append((time.time_ns(), values))
+            values = self._figures()
+            if values is not None:  # a missing sample stays null
+                self.samples.append((time.time_ns(), values))
 
     def series(self, t0_ns: int, tick_s: float) -> dict[str, list[float | None]]:
         """On the run's ticks: the last sample at or before each tick."""

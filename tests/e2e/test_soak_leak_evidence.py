@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.refdns import refdns_binary
 from tests.support.soaks import ROOT, foreground, stored
@@ -109,5 +110,55 @@ def test_unbound_filling_its_cache_is_explained_by_its_own_accounting(work: Path
     assert queries and queries[0][1][-1][1] > 10_000  # unbound counted the load
     assert rss["verdict"] == "levelling", rss
     alone = cache_run(tmp_path / "alone", "--set", "samplers.server=null")
+    rss_alone = {v["resource"]: v for v in alone["verdicts"]}["rss_anon_bytes"]
+    assert rss_alone["verdict"] == "insufficient", rss_alone
+
+
+NAMED_CACHE_CONF = """options {
+    directory "{run_dir}";
+    pid-file none;
+    session-keyfile "{run_dir}/session.key";
+    listen-on port {port.dns} { 127.0.0.1; };
+    listen-on-v6 { none; };
+    recursion yes;
+    allow-recursion { 127.0.0.0/8; };
+    forwarders { 127.0.0.1 port {service.upstream.port.dns}; };
+    forward only;
+    dnssec-validation no;
+    max-cache-size 256m;
+};
+statistics-channels { inet 127.0.0.1 port {port.stats} allow { 127.0.0.1; }; };
+controls { };
+logging { category default { null; }; };
+"""
+
+
+def test_bind_filling_its_cache_is_explained_by_its_statistics_channel(tmp_path: Path) -> None:
+    """BIND (named, recursive) filling its cache, the cache's own figures read from its
+    statistics channel (`samplers.server: {kind: bind}`): its RSS rises with the cache it
+    reports, `levelling` (explained), where the RSS alone waits (`insufficient`)."""
+    doc = yaml.safe_load(UNBOUND_CACHE.read_text())
+    doc["name"] = "bind-cache"
+    doc["target"] = {
+        **doc["target"],
+        "name": "bind9",
+        "argv": ["named", "-g", "-n", "1", "-c", "{run_dir}/named.conf"],
+        "ports": {"dns": {"protocol": "both"}, "stats": {}},
+        "files": [{"dest": "named.conf", "content": NAMED_CACHE_CONF}],
+    }
+    doc["samplers"]["server"] = {"kind": "bind", "port": "stats"}
+    for cls in doc["load"]["mix"]:  # relative to the scenario's folder
+        if "file" in cls:
+            cls["file"] = str(UNBOUND_CACHE.parent / cls["file"])
+    scenario = tmp_path / "bind-cache.yaml"
+    scenario.write_text(yaml.safe_dump(doc, sort_keys=False))
+    st = foreground(scenario, tmp_path / "with", *CACHE_SHORT)
+    rss = {v["resource"]: v for v in st["verdicts"]}["rss_anon_bytes"]
+    with stored(tmp_path / "with") as store:
+        cache = store.series(st["id"], "runtime", "cache_bytes")
+    assert cache and cache[0][1][-1][1] > 2 * cache[0][1][0][1]  # the cache filled
+    assert rss["verdict"] == "levelling", rss
+    assert "explained" in rss["note"], rss
+    alone = foreground(scenario, tmp_path / "alone", *CACHE_SHORT, "--set", "samplers.server=null")
     rss_alone = {v["resource"]: v for v in alone["verdicts"]}["rss_anon_bytes"]
     assert rss_alone["verdict"] == "insufficient", rss_alone

@@ -59,6 +59,7 @@ MEASUREMENT = {
     "cache_bytes": "runtime",
     "cache_entries": "runtime",
     "server_queries": "runtime",
+    "server_memory_bytes": "runtime",  # BIND's memory contexts in use, all of them
 }
 
 

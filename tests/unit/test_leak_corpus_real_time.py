@@ -27,14 +27,15 @@ def test_the_corpus_is_recorded_in_real_time_in_two_halves() -> None:
 @pytest.mark.parametrize("fx", TUNING, ids=[fx.name for fx in TUNING])
 def test_tuning_half_no_false_alarm_and_each_leak_found_within_an_hour(fx: Fixture) -> None:
     """0 false-alarm passes on the healthy series; a leak at 2x its threshold or more, from
-    the first query, `growing` within an hour of steady windows, before the sixth window
-    closes (its onset counted): memory by the server's flat accounting and its steady
-    rise, a count (fds, goroutines) by its staircase that never falls back."""
+    the first query, `growing` within an hour of steady windows (its onset counted):
+    memory by the server's flat accounting and its steady rise, a count (fds, goroutines)
+    by its staircase that never falls back."""
     for s in score(fx):
         assert s.false_alarms == 0, (s.resource, s.verdicts)
         if s.label.kind == "leak" and s.true_per_hour >= 2 * s.threshold_per_hour:
             assert s.detected, (s.resource, s.verdicts)
             delay_s = s.first_growing_s - max(s.label.onset_s, fx.warmup_s)  # type: ignore[operator]
-            # Before the sixth window closes (an hour after the judged start): by evidence,
-            # not by min_windows' count of windows.
-            assert delay_s < HOUR_S, (s.resource, delay_s)
+            # Within an hour of steady windows: by evidence, the wait for start-up growth
+            # being 4 h (an fd leak of 2/h steps every 30 min: its second step shows in
+            # the sixth window, at the hour).
+            assert delay_s <= HOUR_S, (s.resource, delay_s)

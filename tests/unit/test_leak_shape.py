@@ -37,8 +37,16 @@ def test_a_start_up_staircase_that_stopped_is_no_leak() -> None:
     assert staircase(windows([8, 9, 10, 11, 11, 11, 11, 11]), 1 * PER_H) is None
 
 
-def test_too_few_steps_or_too_slow_is_no_staircase() -> None:
-    assert staircase(windows([15, 15, 16, 16, 17, 17]), 1 * PER_H) is None  # 2 steps
+def test_two_steps_spread_as_a_leak_spreads_them_are_a_staircase() -> None:
+    """2 fds/h: a step every 3 windows, the first after the first window."""
+    rise = staircase(windows([16, 16, 16, 17, 17, 17, 18]), 1 * PER_H)
+    assert rise is not None and rise.steps == 2
+
+
+def test_too_few_steps_bunched_or_too_slow_is_no_staircase() -> None:
+    assert staircase(windows([15, 15, 15, 15, 16, 16]), 1 * PER_H) is None  # 1 step
+    assert staircase(windows([15, 16, 17, 17, 17, 17, 17]), 1 * PER_H) is None  # at once
+    assert staircase(windows([15, 15, 16, 17, 17, 17]), 1 * PER_H) is None  # a burst
     slow = [100 + i // 4 for i in range(24)]  # 1.5/h against a 10/h threshold
     assert staircase(windows(slow), 10 * PER_H) is None
 
@@ -121,3 +129,20 @@ def test_memory_settling_with_a_flat_cache_is_not_judged_yet(tmp_path: Path) -> 
         assert verdicts(store, CFG)["rss_anon_bytes"].verdict == "insufficient"
     finally:
         store.close()
+
+
+def test_a_rise_just_over_its_threshold_is_judged_by_its_slope_not_its_margin() -> None:
+    """6 MiB/h against 5 MiB/h over 16 two-minute windows: it keeps its rate with
+    confidence, and its slope is over the threshold, the bar of the whole-run verdict; the
+    newer half's confidence margin (2 MiB/h here, its slope 6.3) is not a second bar on
+    its size."""
+    rng = random.Random(0)
+    step_s = 120.0
+    rise = [
+        ((i + 0.5) * step_s, 80 * MiB + i * step_s * 6 * MiB / 3600 + rng.gauss(0, 0.2 * MiB))
+        for i in range(16)
+    ]
+    found = keeps_rate(rise, 5 * MiB * PER_H, 0.05)
+    assert found is not None
+    assert 5.5 < found.slope_per_s * 3600 / MiB < 6.5
+    assert keeps_rate(rise, 7 * MiB * PER_H, 0.05) is None  # under a higher threshold

@@ -10,7 +10,8 @@ message and RRset caches hold and their entries. They become `runtime` fields:
 
 BIND (`kind: bind`) answers its statistics channel (`statistics-channels { inet
 127.0.0.1 port N; };`) with JSON at /json/v1/server: `opcodes.QUERY`, the queries it
-received, is `server_queries`.
+received, is `server_queries`; its views' cache stats are `cache_bytes` and
+`cache_entries` (soak.samplers.bind_cache).
 
 PowerDNS Authoritative (`kind: pdns`) answers its HTTP API (`api=yes`, `webserver=yes`)
 at /api/v1/servers/localhost/statistics, `headers` carrying its X-API-Key: a list of
@@ -34,6 +35,7 @@ import httpx
 from soak.placeholders import reveal_map
 from soak.points import FieldValue, Point
 from soak.samplers.base import TargetFn, TargetSectionSampler
+from soak.samplers.bind_cache import bind_cache_fields
 from soak.samplers.selection import ServerSamplerConfig
 
 _CONTROL_VERSION = b"UBCT1 "
@@ -63,11 +65,12 @@ def parse_unbound_stats(text: str) -> dict[str, FieldValue]:
 
 def parse_bind_stats(doc: Any) -> dict[str, FieldValue]:
     """BIND's /json/v1/server -> `server_queries` (its `opcodes.QUERY`: the queries it
-    received; notifies and updates are other opcodes), when it is there."""
+    received; notifies and updates are other opcodes), when it is there, and its cache's
+    own accounting where a view reports one."""
     opcodes = doc.get("opcodes") if isinstance(doc, dict) else None
     queries = opcodes.get("QUERY") if isinstance(opcodes, dict) else None
     if isinstance(queries, int | float) and not isinstance(queries, bool):
-        return {"server_queries": float(queries)}
+        return {"server_queries": float(queries), **bind_cache_fields(doc)}
     return {}
 
 
