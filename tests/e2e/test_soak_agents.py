@@ -107,6 +107,11 @@ def test_three_agents_merged_by_time_into_the_run(server: ServerProc, tmp_path: 
     totals = json.loads(result_path.read_text())["load_totals"]
     assert totals["agents_lost"] == 0
     assert sum(a["sent"] for a in totals["agents"]) == totals["sent"]
+    # The agents' sockets witness the ledger: each agent's counts, summed by the
+    # coordinator (the audit above held the stored windows to them).
+    sockets = totals["engine_counters"]
+    assert sockets["socket_sent"] + sockets["send_failed"] == totals["sent"], sockets
+    assert totals["completed"] <= sockets["socket_received"], sockets
     generator = next(c for c in status["criteria"] if c["name"] == "generator")
     assert generator["ok"] and generator["value"] > 0.95
     # The report: the class table's `all` row is the total, one row per agent beside it.
@@ -171,6 +176,11 @@ def test_a_killed_agent_is_an_event_and_the_run_gets_two_thirds(
     assert proc.returncode == 1, err[-3000:]
     generator = assert_one_of_three_lost(last_json(out), 1, tmp_path / "data")
     assert generator["message"].startswith("agent 1 of 3 lost at")
+    # The killed agent's socket counts died with it: no sockets' witness, and why.
+    (result_path,) = (tmp_path / "data" / "runs").glob("*/result.json")
+    totals = json.loads(result_path.read_text())["load_totals"]
+    assert "engine_counters" not in totals
+    assert totals["engine_counters_lost"].startswith("1 of 3 load agents' socket counts")
 
 
 def test_a_sigkilled_soak_leaves_no_agent_past_the_lease(
