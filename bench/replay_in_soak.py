@@ -38,12 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.replay_vs_dnsperf import make_capture  # noqa: E402
 from tests.support.servers import external_unbound, unbound  # noqa: E402
+from tests.support.soaks import soak_argv  # noqa: E402
 
 from soak.sinks.sqlite import SqliteStore  # noqa: E402
-
-
-def soak_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "soak.cli", *args]
 
 
 def env_for(src: Path) -> dict[str, str]:

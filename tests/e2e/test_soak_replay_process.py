@@ -21,14 +21,14 @@ from soak.traffic.replay_config import ReplayConfig
 from tests.e2e.soakrun import QUICK
 from tests.support.audit_runs import result_of
 from tests.support.ledger import assert_figures_agree
-from tests.support.procs import cmdlines
+from tests.support.procs import children, cmdline
 from tests.support.soaks import RESTART_CRITERIA, last_json, replay_scenario, started
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
 RUN_S = 20
-CHILD = b"soak.load.replay._child"
+CHILD = "soak.load.replay._child"
 WWW = b"\x03www\x07example\x04test\x00"
 WAIT_S = 120.0  # for a state, on a busy machine
 
@@ -41,19 +41,7 @@ def ticking_capture() -> Capture:
 
 def replay_children(parent: int) -> list[int]:
     """The replay processes whose parent is `parent`."""
-    found = []
-    for pid, raw in cmdlines():
-        if CHILD in raw and _parent_of(pid) == parent:
-            found.append(pid)
-    return found
-
-
-def _parent_of(pid: int) -> int:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return -1
-    return int(stat.rsplit(")", 1)[1].split()[1])
+    return [pid for pid in children(parent) if CHILD in cmdline(pid)]
 
 
 def playing(pid: int) -> bool:

@@ -22,6 +22,7 @@ from soak.clock import NS_PER_S, WHOLE_SECONDS, ns_to_s, s_to_ns, second_end_ns
 from soak.load.ledger import Window
 from soak.load.load_config import LoadConfig
 from soak.load.replay._loop import Replay, load_replay, monotonic_ns
+from soak.load.replay._plan import Plan
 from soak.load.replay._process import (
     CONN_FIELDS,
     SOCKETS_OPEN,
@@ -70,9 +71,9 @@ class ReplayLoad:
         # Closed, not yet handed out as points, each with its queries' send offsets.
         self._closed_windows: list[Closed] = []
         # The plan as the child plays it: its classes, loops and dues (nothing is sent
-        # from here but the wind-up of a child that died).
-        self.replay = self._local_replay()
-        self.names = list(self.replay.plan.classes.names)
+        # from here; a child that died is wound up by a Replay of its own, _wind_up_here).
+        self.plan = Plan(self.replay_cfg, self.capture, cfg.seed or 0)
+        self.names = list(self.plan.classes.names)
         self._next_second = 0  # the first second of the run no closed window has covered
         self._bound_at: str | None = None  # the first window that missed the timing
         self._bound_told = False
@@ -91,7 +92,7 @@ class ReplayLoad:
     @property
     def planned_rate_qps(self) -> float:
         """The replay's mean rate as planned (the capture's, scaled): what it is asked."""
-        return self.replay.plan.rate_qps
+        return self.plan.rate_qps
 
     @property
     def child_pid(self) -> int | None:
@@ -235,7 +236,7 @@ class ReplayLoad:
         at_ns = max(at_ns, WHOLE_SECONDS.at_or_after(time.time_ns() + lead_ns) - self.grid_ns)
         self._wind_up_here(at_ns)  # the seconds a fresh process took to start
         self._play_from(at_ns)
-        loop = self.replay.plan.position(at_ns)[0]
+        loop = self.plan.position(at_ns)[0]
         message = (
             f"load engine restarted ({self.restarts}): the replay stopped: {why};"
             f" a fresh one from second {at_ns // NS_PER_S} of the run (loop {loop})"
@@ -337,7 +338,7 @@ class ReplayLoad:
                 f"the replay's process died {lost} time(s) before telling its socket counts"
             )
         # What a replay's report says of it (its loops: the ledger's due over these).
-        plan = self.replay.plan
+        plan = self.plan
         totals["replay"] = {
             "clients": len(plan.capture.clients),
             "queries_per_loop": len(plan.capture.queries),
