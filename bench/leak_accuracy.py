@@ -23,8 +23,13 @@ ending at the leak's onset (shape "linear from the warm-up's end"): a leak from 
 start, as a per-query leak is, with nothing flat before it. No recording needed: the
 same samples, a later judged start.
 
-Exit 1 when any healthy series had a false alarm or any leak at or above its
-threshold was never `growing`.
+With --real-time, each half's goals (issue: 0 false alarms; a leak at 2x its threshold or
+more, from the first query, `growing` within an hour of steady windows; a 1000x leak within
+2 windows; a leak after a flat part within 2 windows of the ideal observer) are printed
+met or missed, worst case named.
+
+Exit 1 when any healthy series had a false alarm, any leak at or above its threshold was
+never `growing`, or a goal was missed.
 """
 
 from __future__ import annotations
@@ -104,6 +109,56 @@ def shape_table(rows: list[tuple[Fixture, Score]], cfg: LeaksConfig) -> None:
         )
 
 
+GOAL_H = 1.0  # a leak at 2x or more, from the first query: `growing` within this
+GOAL_WINDOWS = 2  # a 1000x leak, and a leak after an onset (beyond the ideal): windows
+
+
+def goal_misses(rows: list[tuple[Fixture, Score]], cfg: LeaksConfig) -> list[str]:
+    """Each goal of the real-time corpus for one half: a line each, 'met' or the misses."""
+    window_h = cfg.window_s / 3600.0
+    misses: list[str] = []
+    lines = []
+    for name, bound_h, cases in _goal_cases(rows, cfg, window_h):
+        late = [
+            f"{fx.name} {s.resource} {fmt(h)} h"
+            for fx, s, h, ideal_h in cases
+            if h is None or h > bound_h + (ideal_h or 0.0)
+        ]
+        worst = max((h for _, _, h, _ in cases if h is not None), default=None)
+        said = "met" if not late else f"MISSED: {', '.join(late)}"
+        lines.append(
+            f"- {name}: {len(cases) - len(late)} of {len(cases)}, worst {fmt(worst)} h: {said}"
+        )
+        misses += late
+    alarms = [f"{fx.name} {s.resource}" for fx, s in rows if s.false_alarms]
+    lines.insert(0, f"- 0 false alarms: {'met' if not alarms else 'MISSED: ' + ', '.join(alarms)}")
+    print("\n".join(lines))
+    return misses + alarms
+
+
+def _goal_cases(
+    rows: list[tuple[Fixture, Score]], cfg: LeaksConfig, window_h: float
+) -> list[tuple[str, float, list[tuple[Fixture, Score, float | None, float | None]]]]:
+    """(goal, bound h, [(fixture, score, judged start -> growing h, ideal h or None)])."""
+    from_start, huge, onset = [], [], []
+    for fx, s in rows:
+        if s.label.kind != "leak" or s.true_per_hour < 2 * s.threshold_per_hour:
+            continue
+        judged_s = max(s.label.onset_s, fx.warmup_s)
+        h = None if s.first_growing_s is None else (s.first_growing_s - judged_s) / 3600
+        if s.label.onset_s > fx.warmup_s:
+            onset.append((fx, s, h, shortest_detection_h(fx, s, cfg)))
+        elif s.true_per_hour >= 999 * s.threshold_per_hour:
+            huge.append((fx, s, h, None))
+        else:
+            from_start.append((fx, s, h, None))
+    return [
+        ("a leak at 2x or more from the first query, within 1 h", GOAL_H, from_start),
+        ("a 1000x leak within 2 windows", GOAL_WINDOWS * window_h, huge),
+        ("a leak after a flat part, within 2 windows of the ideal", GOAL_WINDOWS * window_h, onset),
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--detail", action="store_true", help="a row per labelled series too")
@@ -142,10 +197,14 @@ def main() -> int:
         print("leak_accuracy: no fixtures in tests/fixtures/leaks", file=sys.stderr)
         return 2
     halves = sorted({fx.half for fx, _ in rows if fx.half}) or [None]
+    missed: list[str] = []
     for half in halves:
         if half is not None:
             print(f"\n## {half} half\n")
         shape_table([(fx, sc) for fx, sc in rows if fx.half == half], cfg)
+        if half is not None:
+            print(f"\ngoals, {half} half:")
+            missed += goal_misses([(fx, sc) for fx, sc in rows if fx.half == half], cfg)
     if args.detail:
         print()
         print(
@@ -169,7 +228,7 @@ def main() -> int:
     for s in failed:
         why = f"{s.false_alarms} false alarm passes" if s.false_alarms else "leak never growing"
         print(f"FAILED {s.fixture} {s.resource}: {why}", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or missed else 0
 
 
 if __name__ == "__main__":

@@ -386,5 +386,15 @@ CASES = [
         half="held-out",
         target=_pdns_auth(),
     ),
+    # Added later, so the held-out half holds a case of each goal: a leak of 1000x from the
+    # first query, and one after a flat part (another rate than the tuning half's).
+    Case(
+        "rt-refdns-leak-1000x-held-out",
+        rss_leak(1000),
+        leak_labels(1000),  # type: ignore[arg-type]
+        half="held-out",
+        steady_s=1800.0,
+    ),
+    Case("rt-refdns-leak-5x-onset", rss_leak(5, ONSET_S), leak_labels(5, ONSET_S), half="held-out"),  # type: ignore[arg-type]
 ]
 PROC_ONLY = PROC
