@@ -8,13 +8,16 @@ queries). Rounds alternate the two cases so that a busy moment hits both:
 - in a soak: `soak start --foreground` with `load.replay` at the same rate, 1-s ticks
   (`samplers.interval_s=1`, every sampler of the default scenario on), for the same
   seconds: its windows' send offset p99 (each stored `load` point of class `all`), the
-  share of windows within --bound-us, and the `generator` criterion's verdict.
+  share of windows within --bound-us, and the `generator` criterion's verdict; with
+  `--scheduling both`, once with the replay's process in the real-time class
+  (`load.replay.scheduling: realtime`, the default) and once without (`normal`).
 
 Printed: per round and as medians, the offset p99 of the whole replay alone and the
 worst and median window p99 in the soak, and their ratio (in a soak / alone).
 
     PYTHONPATH=src .venv/bin/python bench/replay_in_soak.py [--runs 3] [--duration 60]
         [--rate 10000] [--clients 100] [--bound-us 2000] [--src DIR]
+        [--scheduling realtime|normal|both]
     PYTHONPATH=src .venv/bin/python bench/replay_in_soak.py --smoke   # seconds
 
 `--src DIR`: the soak that runs (its `src`), e.g. an older checkout's, for a before
@@ -42,6 +45,8 @@ from tests.support.soaks import soak_argv  # noqa: E402
 
 from soak.sinks.sqlite import SqliteStore  # noqa: E402
 
+SCHEDULINGS = {"realtime": ["realtime"], "normal": ["normal"], "both": ["realtime", "normal"]}
+
 
 def env_for(src: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(src)}
@@ -56,13 +61,21 @@ def alone(src: Path, port: int, cap: Path, duration_s: float, rate: float) -> di
 
 
 def in_soak(
-    src: Path, folder: Path, port: int, cap: Path, duration_s: float, rate: float, bound_us: float
+    src: Path,
+    folder: Path,
+    port: int,
+    cap: Path,
+    duration_s: float,
+    rate: float,
+    bound_us: float,
+    scheduling: str,
 ) -> dict[str, Any]:
+    replay = {"file": str(cap), "rate_qps": rate, "scheduling": scheduling}
     scenario = {
         "name": "replay-in-soak",
         "target": external_unbound(port),
         "phases": [{"name": "steady", "duration_s": f"{duration_s:g}s"}],
-        "load": {"timeout_s": "1s", "replay": {"file": str(cap), "rate_qps": rate}},
+        "load": {"timeout_s": "1s", "replay": replay},
         "criteria": {"leaks_ok": False},
     }
     path = folder / "replay-in-soak.yaml"
@@ -92,6 +105,7 @@ def in_soak(
         "generator": verdict(generator[0]) if generator else "absent",
         "sent": status["load_totals"]["sent"],
         "skipped": status["load_totals"]["skipped"],
+        "late_windows": [i for i, p in enumerate(p99s) if p > bound_us],  # which, from 0
     }
 
 
@@ -109,6 +123,12 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=100)
     ap.add_argument("--bound-us", type=float, default=2_000.0)
     ap.add_argument("--src", type=Path, default=ROOT / "src")
+    ap.add_argument(
+        "--scheduling",
+        choices=sorted(SCHEDULINGS),
+        default="realtime",
+        help="the replay process's load.replay.scheduling; both: each round both ways",
+    )
     ap.add_argument("--smoke", action="store_true", help="one short round at 1,000 q/s")
     args = ap.parse_args()
     if args.smoke:
@@ -117,24 +137,27 @@ def main() -> None:
         folder = Path(tmp)
         cap, _ = make_capture(folder, args.clients, 10.0)
         with unbound(folder, local_data=None) as server:
-            rows = []
+            rows: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
             for r in range(args.runs):
                 a = alone(args.src, server.port, cap, args.duration, args.rate)
-                s = in_soak(
-                    args.src, folder, server.port, cap, args.duration, args.rate, args.bound_us
-                )
-                rows.append((a, s))
                 print(f"round {r + 1}: alone {json.dumps(a)}")
-                print(f"round {r + 1}: in a soak {json.dumps(s)}")
-    alone_p99 = statistics.median(a["p99_us"] for a, _ in rows)
-    worst = statistics.median(s["worst_p99_us"] for _, s in rows)
-    share = statistics.median(s["share_within"] for _, s in rows)
-    print(
-        f"medians of {len(rows)}: alone p99 {alone_p99:,.0f} µs; in a soak, windows within"
-        f" {args.bound_us:,.0f} µs {share:.1%}, worst window p99 {worst:,.0f} µs;"
-        f" worst in a soak / alone {worst / max(alone_p99, 1):.2f}"
-        f" (generator: {', '.join(s['generator'] for _, s in rows)})"
-    )
+                for sched in SCHEDULINGS[args.scheduling]:
+                    s = in_soak(
+                        args.src, folder, server.port, cap, args.duration, args.rate,
+                        args.bound_us, sched,
+                    )  # fmt: skip
+                    rows.setdefault(sched, []).append((a, s))
+                    print(f"round {r + 1}: in a soak, {sched} {json.dumps(s)}")
+    for sched, got in rows.items():
+        alone_p99 = statistics.median(a["p99_us"] for a, _ in got)
+        worst = statistics.median(s["worst_p99_us"] for _, s in got)
+        share = statistics.median(s["share_within"] for _, s in got)
+        print(
+            f"{sched}, medians of {len(got)}: alone p99 {alone_p99:,.0f} µs; in a soak, windows"
+            f" within {args.bound_us:,.0f} µs {share:.1%}, worst window p99 {worst:,.0f} µs;"
+            f" worst in a soak / alone {worst / max(alone_p99, 1):.2f}"
+            f" (generator: {', '.join(s['generator'] for _, s in got)})"
+        )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from soak.clock import NS_PER_S
+from soak.load.realtime import scheduling_of
 from soak.load.replay import Plan
 from soak.results.reportinput import local_witness_lines
 from soak.runs.layout import DataDir
@@ -31,6 +32,7 @@ RUN_S = 20
 CHILD = "soak.load.replay._child"
 WWW = b"\x03www\x07example\x04test\x00"
 WAIT_S = 120.0  # for a state, on a busy machine
+ROOT = os.geteuid() == 0  # CI's: SCHED_FIFO is granted
 
 
 def ticking_capture() -> Capture:
@@ -64,6 +66,9 @@ def test_the_replay_plays_in_its_own_process_and_survives_its_death(tmp_path: Pa
         children = wait_for(lambda: replay_children(soak.pid), WAIT_S, runs, 0.1)
         assert len(children) == 1 and children[0] != soak.pid, children
         wait_for(lambda: playing(children[0]), WAIT_S, "the replay sends", 0.1)
+        if ROOT:  # the replay's process in the real-time class (taken before it plays)
+            assert scheduling_of(children[0]) == "SCHED_FIFO 1"
+            assert scheduling_of(soak.pid) == "SCHED_OTHER"  # the run's own is not
         os.kill(children[0], signal.SIGKILL)
         fresh = wait_for(
             lambda: [p for p in replay_children(soak.pid) if p != children[0]],
@@ -95,6 +100,11 @@ def test_the_replay_plays_in_its_own_process_and_survives_its_death(tmp_path: Pa
     # The killed process's socket counts died with it: the audit says why it has none.
     totals = result_of(data, status["id"])[1]["load_totals"]
     assert "engine_counters" not in totals, totals
+    if ROOT:  # granted to the fresh process too; a refusal would be an event
+        assert totals["replay"]["scheduling"] == "SCHED_FIFO 1", totals
+        assert "replay_not_realtime" not in [k for k, _ in events], events
+    else:
+        assert "replay_not_realtime" in [k for k, _ in events], events
     lost = "the replay's process died 1 time(s) before telling its socket counts"
     assert totals["engine_counters_lost"] == lost, totals
     said = f"not witnessed by the engine's socket counters: {lost}"

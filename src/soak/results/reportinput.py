@@ -297,8 +297,9 @@ def setup_table(scenario: Scenario, record: RunRecord) -> dict[str, Any]:
 
 
 def replay_line(replay: ReplayConfig, result: dict[str, Any] | None) -> str:
-    """ "replay of FILE (its pace): 40 clients, 2.67 loops of 1,200 queries", the clients
-    and loops once the run's result says them (loops: the ledger's due over a loop's)."""
+    """ "replay of FILE (its pace): 40 clients, 2.67 loops of 1,200 queries; its process in
+    SCHED_FIFO 1", the clients, loops and scheduling class once the run's result says them
+    (loops: the ledger's due over a loop's)."""
     line = f"replay of {replay.path.name} ({replay.pace()})"
     totals = (result or {}).get("load_totals") or {}
     about = totals.get("replay") or {}
@@ -306,6 +307,8 @@ def replay_line(replay: ReplayConfig, result: dict[str, Any] | None) -> str:
     if isinstance(per_loop, int) and per_loop > 0 and isinstance(due, int | float):
         clients = counted(int(about.get("clients", 0)), "client")
         line += f": {clients}, {loops_text(due / per_loop)} of {per_loop:,} queries"
+    if about.get("scheduling"):
+        line += f"; its process in {about['scheduling']}"
     return line
 
 

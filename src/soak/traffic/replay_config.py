@@ -89,6 +89,9 @@ class ReplayConfig(StrictModel):
     clients_by_port: bool = False  # pcap/dnstap: a client is an address and a port
     rewrite: Rewrite | None = None
     classes: list[ReplayClass] | None = None  # None: one class per query type
+    # A soak run's replay process asks for the real-time class (soak.load.realtime says
+    # why); refused, it plays at normal priority and the run records the refusal.
+    scheduling: Literal["realtime", "normal"] = "realtime"
 
     @field_validator("speed", mode="before")
     @classmethod

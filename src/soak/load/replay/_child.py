@@ -7,11 +7,13 @@ a service with threads, and multiprocessing's spawn re-imports the caller's main
 
 from __future__ import annotations
 
+import gc
 import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
 from soak.load.ledger import Window
+from soak.load.realtime import scheduling_of, take_realtime
 from soak.load.replay._loop import Replay, load_replay
 from soak.load.replay._process import CONN_FIELDS, SOCKETS_OPEN, ChildSpec, Closed
 from soak.traffic.capture_file import Capture
@@ -31,6 +33,7 @@ class Child:
         spec = self.spec
         replay = Replay(spec.replay, self.capture, spec.host, spec.port, spec.timeout_s, spec.seed)
         replay.ledger.on_window = self._closed
+        replay.ledger.sums = False  # the run's process sums the windows it is handed
         replay.offsets.by_second = {}  # each window's offsets go back with it
         self._conns_seen = replay.conns.counts()
         self.replay = replay
@@ -72,7 +75,11 @@ def serve(ctrl: Connection, out: Connection) -> None:
     kind, spec = ctrl.recv()
     assert kind == "spec" and isinstance(spec, ChildSpec)
     child = Child(spec, load_replay(spec.replay), out)
-    out.send(("ready",))
+    # The capture is the most of this process's objects and lives as long: out of the
+    # collector's way, so that no full collection walks it while queries are due.
+    gc.freeze()
+    refused = take_realtime() if spec.replay.scheduling == "realtime" else None
+    out.send(("ready", refused, scheduling_of(0)))  # the kernel's word for what it got
     while True:
         message = ctrl.recv()
         if message[0] == "exit":

@@ -86,6 +86,8 @@ class ReplayProcess:
         self.uncounted = 0  # plays whose socket counts have not come back (yet)
         self.error: str | None = None  # the play's, or the process's end
         self.dead = False  # the process ended: it winds nothing up
+        self.realtime_refused: str | None = None  # why it plays at normal priority, if asked
+        self.scheduling = ""  # its scheduling class once ready ("SCHED_FIFO 1")
         self._proc: Popen[bytes] | None = None
         self._ctrl: Connection | None = None
         self._ready = threading.Event()
@@ -173,6 +175,7 @@ class ReplayProcess:
         if kind == "window":
             self.on_closed(message[1])
         elif kind == "ready":
+            self.realtime_refused, self.scheduling = message[1], message[2]
             self._ready.set()
         elif kind == "ended":
             self._counted(message[1])

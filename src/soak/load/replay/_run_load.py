@@ -88,6 +88,7 @@ class ReplayLoad:
         self._counted_from_ns = 0
         self._plays_lost = 0
         self._error_told = False
+        self._refusal_told = False  # once a run, not once a restart
 
     @property
     def planned_rate_qps(self) -> float:
@@ -203,7 +204,8 @@ class ReplayLoad:
         return {}
 
     def check(self, remaining_s: float) -> list[Fault]:
-        """The first window that missed the capture's timing, once; a replay that raised
+        """The first window that missed the capture's timing, once; a replay process
+        refused the real-time class (`replay_not_realtime`), once; a replay that raised
         or whose process ended (`load_failed`), restarted for the rest of the run
         (`load_restarted`), as the workers' engine is (SupervisedLoad): at most one
         restart a tick, none once the run's time is up."""
@@ -212,6 +214,11 @@ class ReplayLoad:
             self._bound_told = True
             message = "generator-bound: the replay could not keep the capture's timing at "
             faults.append(Fault("generator_bound", message + self._bound_at, 1.0))
+        child = self._child
+        if child is not None and child.realtime_refused and not self._refusal_told:
+            self._refusal_told = True
+            message = f"the replay's process plays at normal priority: {child.realtime_refused}"
+            faults.append(Fault("replay_not_realtime", message, 1.0))
         error = self._error
         if error is not None and not self._error_told:
             self._error_told = True
@@ -342,6 +349,7 @@ class ReplayLoad:
         totals["replay"] = {
             "clients": len(plan.capture.clients),
             "queries_per_loop": len(plan.capture.queries),
+            "scheduling": self._child.scheduling if self._child is not None else "",
         }
         return totals
 
