@@ -1,0 +1,65 @@
+"""The DoH loop of a worker on the compiled fast path (soak.load._fastdoh).
+
+The C Engine opens the connections (OpenSSL, ALPN h2), carries each query as
+an HTTP/2 request through nghttp2 (POST or GET, doh.py's path and headers),
+and counts into the UDP engine's windows and buckets; this module keeps the
+pacing, the control pipe and the per-second Interval through udp_fast.drive,
+as the compiled UDP loop does. It serves connections that last (reopened when
+the server closes them or says GOAWAY); a class with a connection policy that
+churns or hangs up runs on the Python stream loop (tcp.py with doh.py), which
+is also the fallback when the extension is not built (or SOAK_LOAD_PURE=1).
+"""
+
+from __future__ import annotations
+
+from multiprocessing.connection import Connection
+from typing import Any
+
+from soak.load import udp_fast
+from soak.load.conn import TlsSpec
+from soak.load.worker import Control, WorkerSpec
+
+_fast: Any
+try:
+    from soak.load import _fastdoh as _fast
+except ImportError:  # not built: the caller falls back to tcp.run_tcp
+    _fast = None
+
+# What the build needs (pyproject.toml), said when the Python loop stands in.
+BUILD_NEEDS = "libssl-dev and libnghttp2-dev, then pip install -e ."
+
+
+def available() -> bool:
+    return _fast is not None and udp_fast.available()
+
+
+def fits(spec: WorkerSpec) -> bool:
+    """Connections that last: no class churns its connections or hangs up."""
+    return not any(p.churns or p.hangup_fraction > 0 for p in spec.policies or ())
+
+
+def alpn_wire(protocols: tuple[str, ...]) -> bytes:
+    """ALPN protocol names in TLS wire format (length-prefixed)."""
+    return b"".join(bytes([len(p)]) + p.encode() for p in protocols)
+
+
+def make_engine(spec: WorkerSpec, origin_ns: int) -> Any:
+    tls = spec.tls if spec.tls is not None else TlsSpec(alpn=("h2",))
+    host = tls.server_name or spec.host
+    return _fast.Engine(
+        udp_fast.engine_args(spec, [], origin_ns),
+        spec.host,
+        spec.port,
+        spec.flows,
+        spec.doh_method == "GET",
+        spec.doh_path,
+        f"{host}:{spec.port}",  # doh.DohFlow's :authority
+        tls.server_name,
+        tls.ca_file,
+        tls.resumption,
+        alpn_wire(tls.alpn or ("h2",)),
+    )
+
+
+def run_doh_fast(spec: WorkerSpec, control: Control, conn: Connection) -> None:
+    udp_fast.drive(spec, control, conn, lambda origin_ns: make_engine(spec, origin_ns))
