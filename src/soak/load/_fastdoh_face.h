@@ -131,6 +131,7 @@ static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED
                           &get, &path, &authority, &server_name, &ca_file, &resume, &alpn,
                           &alpn_len))
         return NULL;
+    /* doh_fast.MAX_PATH_BYTES: GET's :path is built in a buffer of 1,024 bytes */
     if (flows < 1 || strlen(path) > 512 || PyTuple_GET_SIZE(eargs) < 1) {
         PyErr_SetString(PyExc_ValueError, "Engine: flows >= 1 and a path of at most 512 bytes");
         return NULL;

@@ -23,7 +23,8 @@ Loop = Callable[[WorkerSpec, Control, Connection], None]
 def loop_for(spec: WorkerSpec) -> Loop:
     """UDP and DoH have a compiled loop, used when it is built (SOAK_LOAD_PURE=1 forces the
     Python one, and so does a spec that measures silences between replies, `track_gaps`);
-    TCP and DoT, and DoH whose connections churn or hang up, the Python stream loop."""
+    TCP and DoT, and DoH the compiled loop does not fit (doh_fast.unfit), the Python
+    stream loop."""
     pure = os.environ.get("SOAK_LOAD_PURE") == "1" or spec.track_gaps
     if spec.protocol == "doh":
         return doh_loop(spec, pure)
@@ -46,14 +47,15 @@ def doh_loop(spec: WorkerSpec, pure: bool) -> Loop:
     from soak.load import doh_fast
     from soak.load.tcp import run_tcp
 
-    if doh_fast.available() and doh_fast.fits(spec) and not pure:
+    unfit = doh_fast.unfit(spec)
+    if doh_fast.available() and unfit is None and not pure:
         return doh_fast.run_doh_fast
     if pure:
         why = "SOAK_LOAD_PURE=1 or track_gaps"
     elif not doh_fast.available():
         why = f"soak.load._fastdoh is not built: it needs {doh_fast.BUILD_NEEDS}"
     else:
-        why = "a connection policy churns or hangs up"
+        why = str(unfit)
     if spec.index == 0:
         print(f"soak load: DoH runs on the pure-Python loop ({why})", file=sys.stderr)
     return run_tcp

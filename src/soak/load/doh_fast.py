@@ -5,13 +5,15 @@ an HTTP/2 request through nghttp2 (POST or GET, doh.py's path and headers),
 and counts into the UDP engine's windows and buckets; this module keeps the
 pacing, the control pipe and the per-second Interval through udp_fast.drive,
 as the compiled UDP loop does. It serves connections that last (reopened when
-the server closes them or says GOAWAY); a class with a connection policy that
-churns or hangs up runs on the Python stream loop (tcp.py with doh.py), which
-is also the fallback when the extension is not built (or SOAK_LOAD_PURE=1).
+the server closes them or says GOAWAY); what it does not serve (unfit: a
+connection policy that churns or hangs up, a server given by name) runs on the
+Python stream loop (tcp.py with doh.py), which is also the fallback when the
+extension is not built (or SOAK_LOAD_PURE=1).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -27,15 +29,25 @@ except ImportError:  # not built: the caller falls back to tcp.run_tcp
 
 # What the build needs (pyproject.toml), said when the Python loop stands in.
 BUILD_NEEDS = "libssl-dev and libnghttp2-dev, then pip install -e ."
+MAX_PATH_BYTES = 512  # _fastdoh_face.h: a request's :path is built in a fixed buffer
 
 
 def available() -> bool:
     return _fast is not None and udp_fast.available()
 
 
-def fits(spec: WorkerSpec) -> bool:
-    """Connections that last: no class churns its connections or hangs up."""
-    return not any(p.churns or p.hangup_fraction > 0 for p in spec.policies or ())
+def unfit(spec: WorkerSpec) -> str | None:
+    """Why the compiled loop cannot run this spec (None: it can). It serves connections
+    that last, to an IP address, at a path of at most MAX_PATH_BYTES."""
+    if any(p.churns or p.hangup_fraction > 0 for p in spec.policies or ()):
+        return "a connection policy churns or hangs up"
+    try:
+        ipaddress.ip_address(spec.host)
+    except ValueError:
+        return f"{spec.host} is a name, not an IP address"
+    if len(spec.doh_path.encode()) > MAX_PATH_BYTES:
+        return f"doh.path is longer than {MAX_PATH_BYTES} bytes"
+    return None
 
 
 def alpn_wire(protocols: tuple[str, ...]) -> bytes:
