@@ -18,6 +18,7 @@ from soak.load import doh_fast
 from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
+from tests.support.doh_goaway import goaway_server
 from tests.support.servers import ServerProc, dnsmasq_upstream, kresd, unbound
 from tests.support.tls import make_cert
 from tests.support.waiting import wait_for
@@ -162,6 +163,23 @@ def test_a_restarted_server_is_reconnected_and_its_silence_counted_lost(
     assert sockets["send_failed"] > 0, sockets
     assert sockets["socket_sent"] + sockets["send_failed"] == d["sent"], sockets
     assert sockets["socket_received"] == d["completed"], sockets
+
+
+def test_connections_told_to_go_away_are_replaced_and_their_answers_kept(
+    cert: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """GOAWAY (NO_ERROR) after every 40 answers: each connection retires, a new one takes
+    its slot at once, and what the old one had answered still counts."""
+    with goaway_server(cert, per_connection=40) as port:
+        d = load(port, tmp_path, "POST", timeout_s=0.5)
+    conns = d["connections"]
+    assert conns["opened"] >= 450 // 40, conns
+    assert d["sent"] == 450 == d["completed"] + d["lost"]
+    # a request that crossed the GOAWAY is refused by it (a connection error, lost)
+    assert d["lost"] == conns["errors"] and d["completed"] >= 400, (d["lost"], conns)
+    sockets = d["engine_counters"]
+    assert sockets["socket_received"] == d["completed"], sockets
+    assert sockets["socket_sent"] + sockets["send_failed"] == d["sent"], sockets
 
 
 def test_the_build_names_the_missing_package_in_one_line() -> None:
