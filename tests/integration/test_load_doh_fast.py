@@ -20,7 +20,7 @@ from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
 from tests.support.doh_goaway import goaway_server
 from tests.support.servers import ServerProc, dnsmasq_upstream, kresd, unbound
-from tests.support.tls import make_cert
+from tests.support.tls import SERVER_NAME, make_cert
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -123,6 +123,21 @@ def test_knot_resolver_answers_every_get_on_the_compiled_loop(
     assert d["sent"] == 450 and d["completed"] == 450 and d["rcodes"] == {"NOERROR": 450}
     counters = {"socket_sent": 450, "socket_received": 450, "send_failed": 0}
     assert d["engine_counters"] == counters and d["connections"]["errors"] == 0
+
+
+def test_ca_file_and_server_name_verify_the_server(
+    ub: ServerProc, cert: tuple[Path, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    port = ub.extra_ports["doh"]
+    d = load(
+        port, tmp_path / "right", "POST", tls={"ca_file": str(cert[0]), "server_name": SERVER_NAME}
+    )
+    assert d["completed"] == 450 and d["connections"]["errors"] == 0
+    wrong = {"ca_file": str(cert[0]), "server_name": "other.example"}
+    d = load(port, tmp_path / "wrong", "POST", tls=wrong)
+    assert d["completed"] == 0 and d["connections"]["errors"] > 0
+    assert d["connections"]["opened"] == 0
+    assert PURE_LINE not in capfd.readouterr().err  # both on the compiled loop
 
 
 def test_a_churning_policy_runs_on_the_python_loop_and_says_so(
