@@ -173,7 +173,7 @@ static int h2_accepting(Conn *c) {
 
 /* One query as one request (id 0 on the wire, RFC 8484): 1 submitted, 0 refused by the
  * session's state (the query is lost and the connection retired, as doh.py does), -1 out
- * of memory. */
+ * of memory for its stream. */
 static int h2_submit(Conn *c, int slot, const char *q, size_t qlen) {
     DohEngine *d = c->d;
     if (qlen > MSG_MAX - HEADER_LEN) qlen = MSG_MAX - HEADER_LEN;
@@ -218,6 +218,8 @@ static int h2_submit(Conn *c, int slot, const char *q, size_t qlen) {
     c->nstreams++;
     /* Into the output now: nghttp2 would put every queued HEADERS before any DATA, and a
      * server that takes one incomplete request at a time (knot-resolver) refuses a stream
-     * whose HEADERS come while another's body is still due. h2 in doh.py writes them so. */
-    return h2_pump(c) < 0 ? -1 : 1;
+     * whose HEADERS come while another's body is still due. h2 in doh.py writes them so.
+     * A session that broke is found again by the batch's flush, which closes it. */
+    h2_pump(c);
+    return 1;
 }
