@@ -63,3 +63,19 @@ def test_the_compiled_loop_is_picked_unless_soak_load_pure(
 def test_alpn_protocols_in_wire_form() -> None:
     assert doh_fast.alpn_wire(("h2",)) == b"\x02h2"
     assert doh_fast.alpn_wire(("h2", "http/1.1")) == b"\x02h2\x08http/1.1"
+
+
+def test_the_doh_extension_is_optional_so_the_others_build_without_its_headers() -> None:
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    exts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["ext-modules"]
+    [doh] = [e for e in exts if e["name"] == "soak.load._fastdoh"]
+    assert doh["optional"] is True
+    assert set(doh["libraries"]) == {"ssl", "crypto", "nghttp2"}
+    # every part of it is a dependency of the build, so an edit rebuilds it
+    parts = {p.name for p in (root / "src/soak/load").glob("_fastdoh*.h")}
+    assert parts == {Path(d).name for d in doh["depends"] if "_fastdoh" in d}
+    makefile = (root / "Makefile").read_text()
+    assert all(f"src/soak/load/{p}" in makefile for p in parts)
