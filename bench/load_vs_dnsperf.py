@@ -191,7 +191,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
         qfile = write_queries(Path(tmp))
         pure = os.environ.get("SOAK_LOAD_PURE") == "1"
-        print(f"{os.cpu_count()} CPUs, builtin UDP loop: {'Python' if pure else 'compiled'}")
+        loops = "Python" if pure else "compiled"
+        print(f"{os.cpu_count()} CPUs, builtin UDP and DoH loops: {loops}")
         for name in args.servers.split(",") if not args.skip_speed else []:
             with start_server(name, Path(tmp)) as server:
                 for protocol in args.protocols.split(","):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, only when missing, the Debian packages that `make demo` and `make test`
-# use: the DNS servers under test, dnsperf, Docker, the time-series stores and the
+# use: the DNS servers under test, dnsperf, the headers of the compiled DoH loop
+# (libssl-dev, libnghttp2-dev), Docker, the time-series stores and the
 # alerting and browser tools the tests drive, and the Go toolchain and Go library
 # packages that build the reference target (scripts/build-refdns.sh). Idempotent; needs root.
 #
@@ -21,6 +22,7 @@ PACKAGES=(
   python3-venv
   pdns-server pdns-backend-sqlite3 pdns-recursor unbound dnsmasq-base dnsperf
   knot-resolver dnsdist bind9 bind9-utils openssl gcc libc6-dev python3-dev
+  libssl-dev libnghttp2-dev
   bind9-dnsutils sqlite3 procps iproute2 tcpdump knot-resolver-module-http
   docker.io docker-compose mmdebstrap
   influxdb victoria-metrics prometheus prometheus-alertmanager

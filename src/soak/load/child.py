@@ -21,21 +21,44 @@ Loop = Callable[[WorkerSpec, Control, Connection], None]
 
 
 def loop_for(spec: WorkerSpec) -> Loop:
-    """TCP, DoT and DoH have one loop; UDP the compiled batched loop when it is built
-    (SOAK_LOAD_PURE=1 forces the Python one, and so does a spec that measures silences
-    between replies, `track_gaps`)."""
-    if spec.protocol in ("tcp", "dot", "doh"):
+    """UDP and DoH have a compiled loop, used when it is built (SOAK_LOAD_PURE=1 forces the
+    Python one, and so does a spec that measures silences between replies, `track_gaps`);
+    TCP and DoT, and DoH the compiled loop does not fit (doh_fast.unfit), the Python
+    stream loop."""
+    pure = os.environ.get("SOAK_LOAD_PURE") == "1" or spec.track_gaps
+    if spec.protocol == "doh":
+        return doh_loop(spec, pure)
+    if spec.protocol in ("tcp", "dot"):
         from soak.load.tcp import run_tcp
 
         return run_tcp
     from soak.load import udp_fast
 
-    pure = os.environ.get("SOAK_LOAD_PURE") == "1" or spec.track_gaps
     if udp_fast.available() and not pure:
         return udp_fast.run_udp_fast
     from soak.load.udp import run_udp
 
     return run_udp
+
+
+def doh_loop(spec: WorkerSpec, pure: bool) -> Loop:
+    """The compiled DoH loop, or the Python one with the reason on stderr (once, by the
+    first worker: the others run the same spec on the same build)."""
+    from soak.load import doh_fast
+    from soak.load.tcp import run_tcp
+
+    unfit = doh_fast.unfit(spec)
+    if doh_fast.available() and unfit is None and not pure:
+        return doh_fast.run_doh_fast
+    if pure:
+        why = "SOAK_LOAD_PURE=1 or track_gaps"
+    elif not doh_fast.available():
+        why = f"soak.load._fastdoh is not built: it needs {doh_fast.BUILD_NEEDS}"
+    else:
+        why = str(unfit)
+    if spec.index == 0:
+        print(f"soak load: DoH runs on the pure-Python loop ({why})", file=sys.stderr)
+    return run_tcp
 
 
 def main(argv: list[str]) -> int:

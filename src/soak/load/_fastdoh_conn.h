@@ -1,0 +1,196 @@
+/* Part of soak.load._fastdoh (see the top of _fastdoh.c): one connection's life, as
+ * conn.StreamFlow lives it: a non-blocking connect, the TLS handshake step by step
+ * (ALPN h2, the previous session resumed), writes and reads through OpenSSL, the close.
+ * Included once, by _fastdoh.c, after _fastdoh_h2.h. */
+
+static Conn *conn_new(DohEngine *d) {
+    Conn *c = calloc(1, sizeof *c);
+    if (c == NULL) return NULL;
+    c->d = d;
+    c->fd = -1;
+    return c;
+}
+
+static void conn_set_events(Conn *c, int events) {
+    if (c->fd < 0 || events == c->events) return;
+    struct epoll_event ev = {.events = (uint32_t)events, .data.ptr = c};
+    epoll_ctl(c->d->e.epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    c->events = events;
+}
+
+/* What epoll waits for now (StreamFlow.events, and writes the socket did not take). */
+static void conn_rearm(Conn *c) {
+    if (c->phase == CONNECTING) conn_set_events(c, EPOLLOUT);
+    else if (c->phase == HANDSHAKE) conn_set_events(c, c->hs_events);
+    else conn_set_events(c, EPOLLIN | (c->wlen ? EPOLLOUT : 0));
+}
+
+/* Starts opening (non-blocking): 1 under way, 0 when it could not even start. */
+static int conn_connect(Conn *c, long long now) {
+    DohEngine *d = c->d;
+    if (now < c->retry_ns) return 0;
+    c->retry_ns = now + RECONNECT_NS;
+    int fd = socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) { d->errors++; return 0; }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (struct sockaddr *)&d->addr, d->addrlen) < 0 && errno != EINPROGRESS) {
+        close(fd);
+        d->errors++;
+        return 0;
+    }
+    c->fd = fd;
+    c->phase = CONNECTING;
+    c->start_ns = mono_ns();
+    c->carried = c->answered = 0;
+    c->goaway = 0;
+    c->wlen = 0;
+    c->pending = 0;
+    struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+    c->events = EPOLLOUT;
+    if (epoll_ctl(d->e.epfd, EPOLL_CTL_ADD, fd, &ev) < 0 || h2_start(c) < 0 || h2_pump(c) < 0) {
+        conn_close(c);
+        d->errors++;
+        return 0;
+    }
+    return 1;
+}
+
+/* Closes; what no socket took never will (each such query fails at the socket), and the
+ * queries in flight stay in the ring: lost at their timeout. */
+static void conn_close(Conn *c) {
+    DohEngine *d = c->d;
+    if (c->ssl) {
+        if (d->resume) {
+            SSL_SESSION *s = SSL_get1_session(c->ssl);
+            if (s) {
+                if (c->session) SSL_SESSION_free(c->session);
+                c->session = s;
+            }
+        }
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
+    if (c->fd >= 0) {
+        epoll_ctl(d->e.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        c->fd = -1;
+    }
+    if (c->h2) {
+        nghttp2_session_del(c->h2); /* it calls no callback: the streams are freed here */
+        c->h2 = NULL;
+    }
+    while (c->streams) stream_free(c->streams);
+    d->e.send_failed += c->pending;
+    c->pending = 0;
+    c->wlen = 0;
+    c->phase = DOWN;
+    c->events = 0;
+}
+
+static void conn_free(Conn *c) {
+    conn_close(c);
+    if (c->session) SSL_SESSION_free(c->session);
+    free(c->wbuf);
+    free(c);
+}
+
+static int conn_opened(Conn *c) {
+    DohEngine *d = c->d;
+    const unsigned char *alpn = NULL;
+    unsigned alen = 0;
+    SSL_get0_alpn_selected(c->ssl, &alpn, &alen);
+    if (alen != 2 || memcmp(alpn, "h2", 2) != 0) return -1; /* no HTTP/2 agreed */
+    long long done = mono_ns();
+    c->phase = UP;
+    d->opened++;
+    if (SSL_session_reused(c->ssl)) d->resumed++;
+    PyObject *k = PyLong_FromLongLong((done - c->start_ns) / 1000);
+    PyObject *n = k ? PyDict_GetItemWithError(d->handshake_us, k) : NULL;
+    PyObject *v = k && !PyErr_Occurred() ? PyLong_FromLongLong(n ? PyLong_AsLongLong(n) + 1 : 1) : NULL;
+    int r = v ? PyDict_SetItem(d->handshake_us, k, v) : -1;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return r < 0 ? -2 : 1;
+}
+
+/* One step of opening: 1 up, 0 under way, -1 failed (a connection error; closed),
+ * -2 a Python error. */
+static int conn_advance(Conn *c) {
+    DohEngine *d = c->d;
+    if (c->phase == CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) goto failed;
+        c->ssl = SSL_new(d->ctx);
+        if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1) goto failed;
+        if (d->server_name) SSL_set_tlsext_host_name(c->ssl, d->server_name);
+        if (d->verify_host && SSL_set1_host(c->ssl, d->server_name) != 1) goto failed;
+        if (d->resume && c->session) SSL_set_session(c->ssl, c->session);
+        SSL_set_connect_state(c->ssl);
+        c->phase = HANDSHAKE;
+    }
+    int r = SSL_do_handshake(c->ssl);
+    if (r != 1) {
+        int e = SSL_get_error(c->ssl, r);
+        ERR_clear_error();
+        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) goto failed;
+        c->hs_events = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT;
+        conn_rearm(c);
+        return 0;
+    }
+    r = conn_opened(c);
+    if (r == -1) goto failed;
+    if (r == -2) return -2;
+    conn_rearm(c);
+    return 1;
+failed:
+    ERR_clear_error();
+    d->errors++;
+    conn_close(c);
+    return -1;
+}
+
+/* Writes what is buffered (once up): 0, or -1 when the connection broke. */
+static int conn_flush(Conn *c) {
+    if (c->phase != UP) return 0;
+    while (c->wlen) {
+        int r = SSL_write(c->ssl, c->wbuf, c->wlen > INT32_MAX ? INT32_MAX : (int)c->wlen);
+        if (r <= 0) {
+            int e = SSL_get_error(c->ssl, r);
+            ERR_clear_error();
+            if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) return -1;
+            break;
+        }
+        c->wlen -= (size_t)r;
+        memmove(c->wbuf, c->wbuf + r, c->wlen);
+    }
+    if (c->wlen == 0) { /* every query in it taken whole */
+        c->d->e.sock_sent += c->pending;
+        c->pending = 0;
+    }
+    conn_rearm(c);
+    return 0;
+}
+
+/* Reads everything readable into the session, then writes what it answers (window
+ * updates, SETTINGS acks): 1, 0 when the connection ended, -2 a Python error. */
+static int conn_read(Conn *c) {
+    unsigned char buf[READ_CHUNK];
+    for (;;) {
+        int n = SSL_read(c->ssl, buf, sizeof buf);
+        if (n <= 0) {
+            int e = SSL_get_error(c->ssl, n);
+            ERR_clear_error();
+            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) break;
+            return 0;
+        }
+        if (nghttp2_session_mem_recv(c->h2, buf, (size_t)n) < 0) {
+            if (PyErr_Occurred()) return -2;
+            c->d->errors++; /* unusable: its queries end as lost, a new one replaces it */
+            return 0;
+        }
+    }
+    if (h2_pump(c) < 0 || conn_flush(c) < 0) return 0;
+    return 1;
+}

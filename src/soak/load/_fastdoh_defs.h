@@ -1,0 +1,74 @@
+/* Part of soak.load._fastdoh (see the top of _fastdoh.c): the headers, the DoH engine's
+ * state and its connections. Included once, by _fastdoh.c. */
+/* The UDP engine's windows, id ring, pacing, matching and Python face (take, skip,
+ * sweep, begin, silence_until) are the ones used here: one copy of the ledger's rules
+ * in C. Its transport (sendmmsg/recvmmsg) and module init stay unused. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "_fastudp.c"
+#pragma GCC diagnostic pop
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+
+#define RECONNECT_NS 100000000LL      /* conn.RECONNECT_NS: at most this often while refused */
+#define CONNECT_TIMEOUT_NS 1000000000LL /* conn.CONNECT_TIMEOUT_NS: TCP connect plus TLS */
+#define READ_CHUNK 16384
+#define MAX_BODY 65535                 /* a DNS message's largest size */
+#define MSG_MAX (HEADER_LEN + 300)     /* a query: the header and one question */
+
+enum { DOWN, CONNECTING, HANDSHAKE, UP }; /* conn.py's phases */
+
+struct Conn;
+
+/* One request: its ring slot, the query (the POST body, or GET's ?dns=), the answer. */
+typedef struct Stream {
+    struct Stream *prev, *next; /* the connection's open streams (freed with it) */
+    struct Conn *conn;
+    int slot, status_ok, ended;
+    size_t msg_len, sent_len, body_len, body_cap;
+    unsigned char msg[MSG_MAX];
+    unsigned char *body;
+} Stream;
+
+/* One DoH connection (conn.StreamFlow with doh.DohFlow): TCP, TLS, an HTTP/2 session. */
+typedef struct Conn {
+    struct DohEngine *d;
+    int fd, phase, goaway, events, hs_events;
+    SSL *ssl;
+    SSL_SESSION *session; /* the last session, resumed by the next connection */
+    nghttp2_session *h2;
+    Stream *streams;
+    int nstreams;
+    long long start_ns, retry_ns, last_send_ns, carried, answered;
+    unsigned char *wbuf; /* bytes the session produced that the socket has not taken yet */
+    size_t wlen, wcap;
+    long long pending; /* queries whose last frame is in wbuf (socket_sent once taken) */
+} Conn;
+
+typedef struct DohEngine {
+    Engine e; /* first: a DohEngine is an Engine to the UDP engine's functions */
+    SSL_CTX *ctx;
+    nghttp2_session_callbacks *cbs;
+    int family, get, verify_host, resume;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char *path, *authority, *server_name;
+    int nflows, cursor, nretiring, retiring_cap;
+    Conn **flows;    /* the slots */
+    Conn **retiring; /* told to go away: closed once their answers are in */
+    /* the connections of the interval (stats.Connections) */
+    long long opened, errors, resumed;
+    PyObject *handshake_us; /* {us: n} */
+} DohEngine;
+
+static void conn_close(Conn *c);
+static int conn_flush(Conn *c);
+static int conn_connect(Conn *c, long long now);

@@ -1,0 +1,225 @@
+/* Part of soak.load._fastdoh (see the top of _fastdoh.c): HTTP/2 through nghttp2, a
+ * request per query (doh.DohFlow's method, path and headers) and what its answer
+ * becomes. Included once, by _fastdoh.c, after _fastdoh_defs.h. */
+
+static void stream_free(Stream *s) {
+    Conn *c = s->conn;
+    if (s->prev) s->prev->next = s->next;
+    else c->streams = s->next;
+    if (s->next) s->next->prev = s->prev;
+    c->nstreams--;
+    free(s->body);
+    free(s);
+}
+
+/* RFC 4648 base64url without padding (RFC 8484, section 4.1), as doh.py sends it. */
+static size_t base64url(const unsigned char *in, size_t n, char *out) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t o = 0, i = 0;
+    for (; i + 2 < n; i += 3) {
+        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
+        out[o++] = A[v >> 18];
+        out[o++] = A[(v >> 12) & 63];
+        out[o++] = A[(v >> 6) & 63];
+        out[o++] = A[v & 63];
+    }
+    if (i < n) {
+        unsigned v = (unsigned)in[i] << 16 | (i + 1 < n ? (unsigned)in[i + 1] << 8 : 0);
+        out[o++] = A[v >> 18];
+        out[o++] = A[(v >> 12) & 63];
+        if (i + 1 < n) out[o++] = A[(v >> 6) & 63];
+    }
+    return o;
+}
+
+static ssize_t post_body(nghttp2_session *h2, int32_t sid, uint8_t *buf, size_t len,
+                         uint32_t *flags, nghttp2_data_source *src, void *user) {
+    (void)h2, (void)sid, (void)user;
+    Stream *s = src->ptr;
+    size_t n = s->msg_len - s->sent_len;
+    if (n > len) n = len;
+    memcpy(buf, s->msg + s->sent_len, n);
+    s->sent_len += n;
+    if (s->sent_len == s->msg_len) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
+                     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *user) {
+    (void)flags, (void)user;
+    if (f->hd.type != NGHTTP2_HEADERS) return 0;
+    Stream *s = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+    if (s && nlen == 7 && memcmp(name, ":status", 7) == 0)
+        s->status_ok = vlen == 3 && memcmp(value, "200", 3) == 0;
+    return 0;
+}
+
+static int on_data(nghttp2_session *h2, uint8_t flags, int32_t sid, const uint8_t *data,
+                   size_t len, void *user) {
+    (void)flags, (void)user;
+    Stream *s = nghttp2_session_get_stream_user_data(h2, sid);
+    if (s == NULL) return 0;
+    if (s->body_len + len > s->body_cap) {
+        size_t cap = s->body_len + len < 512 ? 512 : (s->body_len + len) * 2;
+        if (cap > MAX_BODY) cap = MAX_BODY;
+        if (s->body_len + len > cap) len = cap - s->body_len; /* beyond a DNS message */
+        unsigned char *b = realloc(s->body, cap);
+        if (b == NULL) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        s->body = b;
+        s->body_cap = cap;
+    }
+    memcpy(s->body + s->body_len, data, len);
+    s->body_len += len;
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user) {
+    Conn *c = user;
+    if (f->hd.type == NGHTTP2_GOAWAY) {
+        c->goaway = 1; /* takes no more queries: retired and replaced */
+        if (f->goaway.error_code != NGHTTP2_NO_ERROR) c->d->errors++;
+    } else if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+               (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        Stream *s = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+        if (s) s->ended = 1;
+    }
+    return 0;
+}
+
+/* A request's last frame is in the output: it counts at the socket once that is taken. */
+static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *f, void *user) {
+    (void)h2;
+    if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        ((Conn *)user)->pending++;
+    return 0;
+}
+
+/* The answer (doh.DohFlow.messages): a whole 200 answer is matched as a UDP reply is, with
+ * its ring slot as id; a reset stream or another status is a connection error and the
+ * query ends as lost at its timeout. */
+static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t code, void *user) {
+    (void)code;
+    Conn *c = user;
+    DohEngine *d = c->d;
+    Stream *s = nghttp2_session_get_stream_user_data(h2, sid);
+    if (s == NULL) return 0;
+    nghttp2_session_set_stream_user_data(h2, sid, NULL);
+    c->answered++;
+    int r = 0;
+    if (s->ended) {
+        d->e.sock_received++; /* an answer read whole, good or not */
+        if (s->status_ok && s->body_len >= HEADER_LEN) {
+            set_id(s->body, s->slot);
+            r = on_reply(&d->e, s->body, s->body_len, mono_ns());
+        } else {
+            d->errors++;
+        }
+    } else {
+        d->errors++;
+    }
+    stream_free(s);
+    return r < 0 ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
+}
+
+static nghttp2_session_callbacks *make_callbacks(void) {
+    nghttp2_session_callbacks *cbs;
+    if (nghttp2_session_callbacks_new(&cbs) != 0) return NULL;
+    nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    return cbs;
+}
+
+/* A new connection's session and its SETTINGS (doh.DohFlow.started). */
+static int h2_start(Conn *c) {
+    if (nghttp2_session_client_new(&c->h2, c->d->cbs, c) != 0) return -1;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100},
+    };
+    return nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, 2) == 0 ? 0 : -1;
+}
+
+/* The session's output into the write buffer; -1 when it broke. */
+static int h2_pump(Conn *c) {
+    for (;;) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(c->h2, &data);
+        if (n < 0) return -1;
+        if (n == 0) return 0;
+        if (c->wlen + (size_t)n > c->wcap) {
+            size_t cap = (c->wlen + (size_t)n) * 2;
+            unsigned char *b = realloc(c->wbuf, cap);
+            if (b == NULL) return -1;
+            c->wbuf = b;
+            c->wcap = cap;
+        }
+        memcpy(c->wbuf + c->wlen, data, (size_t)n);
+        c->wlen += (size_t)n;
+    }
+}
+
+static int h2_accepting(Conn *c) {
+    /* The server's SETTINGS bound the streams in flight; beyond them, another connection. */
+    return c->fd >= 0 && !c->goaway &&
+           (uint32_t)c->nstreams <
+               nghttp2_session_get_remote_settings(c->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+}
+
+#define NV(n, v, vlen) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vlen), NGHTTP2_NV_FLAG_NONE}
+
+/* One query as one request (id 0 on the wire, RFC 8484): 1 submitted, 0 refused by the
+ * session's state (the query is lost and the connection retired, as doh.py does), -1 out
+ * of memory for its stream. */
+static int h2_submit(Conn *c, int slot, const char *q, size_t qlen) {
+    DohEngine *d = c->d;
+    if (qlen > MSG_MAX - HEADER_LEN) qlen = MSG_MAX - HEADER_LEN;
+    Stream *s = calloc(1, sizeof *s);
+    if (s == NULL) return -1;
+    s->slot = slot;
+    s->conn = c;
+    memcpy(s->msg + 2, QUERY_AFTER_ID, sizeof QUERY_AFTER_ID);
+    memcpy(s->msg + HEADER_LEN, q, qlen);
+    s->msg_len = HEADER_LEN + qlen;
+    char path[1024], clen[16];
+    size_t plen = strlen(d->path);
+    nghttp2_nv nv[7] = {
+        NV(":method", d->get ? "GET" : "POST", d->get ? 3 : 4),
+        NV(":scheme", "https", 5),
+        NV(":authority", d->authority, strlen(d->authority)),
+        NV(":path", path, 0),
+        NV("accept", "application/dns-message", 23),
+        NV("content-type", "application/dns-message", 23),
+        NV("content-length", clen, 0),
+    };
+    memcpy(path, d->path, plen);
+    if (d->get) {
+        memcpy(path + plen, "?dns=", 5);
+        plen += 5 + base64url(s->msg, s->msg_len, path + plen + 5);
+    }
+    nv[3].valuelen = plen;
+    nv[6].valuelen = (size_t)snprintf(clen, sizeof clen, "%zu", s->msg_len);
+    nghttp2_data_provider body = {.source.ptr = s, .read_callback = post_body};
+    int32_t sid = nghttp2_submit_request(c->h2, NULL, nv, d->get ? 5 : 7, d->get ? NULL : &body, s);
+    if (sid < 0) {
+        free(s);
+        d->errors++;
+        d->e.send_failed++; /* none of its bytes will reach the socket */
+        c->answered++;
+        c->goaway = 1;
+        return 0;
+    }
+    s->next = c->streams;
+    if (c->streams) c->streams->prev = s;
+    c->streams = s;
+    c->nstreams++;
+    /* Into the output now: nghttp2 would put every queued HEADERS before any DATA, and a
+     * server that takes one incomplete request at a time (knot-resolver) refuses a stream
+     * whose HEADERS come while another's body is still due. h2 in doh.py writes them so.
+     * A session that broke is found again by the batch's flush, which closes it. */
+    h2_pump(c);
+    return 1;
+}

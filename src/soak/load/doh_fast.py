@@ -1,0 +1,77 @@
+"""The DoH loop of a worker on the compiled fast path (soak.load._fastdoh).
+
+The C Engine opens the connections (OpenSSL, ALPN h2), carries each query as
+an HTTP/2 request through nghttp2 (POST or GET, doh.py's path and headers),
+and counts into the UDP engine's windows and buckets; this module keeps the
+pacing, the control pipe and the per-second Interval through udp_fast.drive,
+as the compiled UDP loop does. It serves connections that last (reopened when
+the server closes them or says GOAWAY); what it does not serve (unfit: a
+connection policy that churns or hangs up, a server given by name) runs on the
+Python stream loop (tcp.py with doh.py), which is also the fallback when the
+extension is not built (or SOAK_LOAD_PURE=1).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from multiprocessing.connection import Connection
+from typing import Any
+
+from soak.load import udp_fast
+from soak.load.conn import TlsSpec
+from soak.load.worker import Control, WorkerSpec
+
+_fast: Any
+try:
+    from soak.load import _fastdoh as _fast
+except ImportError:  # not built: the caller falls back to tcp.run_tcp
+    _fast = None
+
+# What the build needs (pyproject.toml), said when the Python loop stands in.
+BUILD_NEEDS = "libssl-dev and libnghttp2-dev, then pip install -e ."
+MAX_PATH_BYTES = 512  # _fastdoh_face.h: a request's :path is built in a fixed buffer
+
+
+def available() -> bool:
+    return _fast is not None  # it carries the UDP engine's C parts in its own build
+
+
+def unfit(spec: WorkerSpec) -> str | None:
+    """Why the compiled loop cannot run this spec (None: it can). It serves connections
+    that last, to an IP address, at a path of at most MAX_PATH_BYTES."""
+    if any(p.churns or p.hangup_fraction > 0 for p in spec.policies or ()):
+        return "a connection policy churns or hangs up"
+    try:
+        ipaddress.ip_address(spec.host)
+    except ValueError:
+        return f"{spec.host} is a name, not an IP address"
+    if len(spec.doh_path.encode()) > MAX_PATH_BYTES:
+        return f"doh.path is longer than {MAX_PATH_BYTES} bytes"
+    return None
+
+
+def alpn_wire(protocols: tuple[str, ...]) -> bytes:
+    """ALPN protocol names in TLS wire format (length-prefixed)."""
+    return b"".join(bytes([len(p)]) + p.encode() for p in protocols)
+
+
+def make_engine(spec: WorkerSpec, origin_ns: int) -> Any:
+    tls = spec.tls if spec.tls is not None else TlsSpec(alpn=("h2",))
+    host = tls.server_name or spec.host
+    return _fast.Engine(
+        udp_fast.engine_args(spec, [], origin_ns),
+        spec.host,
+        spec.port,
+        spec.flows,
+        spec.doh_method == "GET",
+        spec.doh_path,
+        f"{host}:{spec.port}",  # doh.DohFlow's :authority
+        tls.server_name,
+        tls.ca_file,
+        tls.resumption,
+        alpn_wire(tls.alpn or ("h2",)),
+    )
+
+
+def run_doh_fast(spec: WorkerSpec, control: Control, conn: Connection) -> None:
+    udp_fast.drive(spec, control, conn, lambda origin_ns: make_engine(spec, origin_ns))
