@@ -5,14 +5,14 @@
 # packages that build the reference target (scripts/build-refdns.sh). Idempotent; needs root.
 #
 # `install-system-deps.sh demo` (and `demo-leak`) installs only what `make demo` uses:
-# Python's venv and a C compiler (the compiled UDP loop), dnsmasq, and Go with the
+# Python's venv and a C compiler (the compiled UDP loop; libssl-dev for the TCP/DoT one), dnsmasq, and Go with the
 # library packages refdns builds from (demo-leak: Alertmanager too). On a fresh machine
 # the full list is most of a first `make demo`'s time: Docker, Chromium, the DNS servers
 # and the time-series stores are for `make test`.
 set -euo pipefail
 
 DEMO_PACKAGES=(
-  python3-venv gcc libc6-dev python3-dev dnsmasq-base
+  python3-venv gcc libc6-dev python3-dev libssl-dev dnsmasq-base
   golang-go golang-github-miekg-dns-dev golang-github-prometheus-client-golang-dev
   golang-github-mattn-go-sqlite3-dev libsqlite3-dev
 )
@@ -20,7 +20,7 @@ DEMO_PACKAGES=(
 PACKAGES=(
   python3-venv
   pdns-server pdns-backend-sqlite3 pdns-recursor unbound dnsmasq-base dnsperf
-  knot-resolver dnsdist bind9 bind9-utils openssl gcc libc6-dev python3-dev
+  knot-resolver dnsdist bind9 bind9-utils openssl gcc libc6-dev python3-dev libssl-dev
   bind9-dnsutils sqlite3 procps iproute2 tcpdump knot-resolver-module-http
   docker.io docker-compose mmdebstrap
   influxdb victoria-metrics prometheus prometheus-alertmanager

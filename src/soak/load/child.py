@@ -21,21 +21,41 @@ Loop = Callable[[WorkerSpec, Control, Connection], None]
 
 
 def loop_for(spec: WorkerSpec) -> Loop:
-    """TCP, DoT and DoH have one loop; UDP the compiled batched loop when it is built
-    (SOAK_LOAD_PURE=1 forces the Python one, and so does a spec that measures silences
-    between replies, `track_gaps`)."""
+    """The compiled loops where they are built: UDP's batched one, and for TCP and DoT
+    whose connections last the stream one; the Python loops otherwise (said on stderr
+    when the extension is missing). SOAK_LOAD_PURE=1 forces the Python loops, and so
+    does a UDP spec that measures silences between replies (`track_gaps`). DoH and
+    churning connections run tcp.run_tcp."""
+    pure = os.environ.get("SOAK_LOAD_PURE") == "1"
     if spec.protocol in ("tcp", "dot", "doh"):
+        from soak.load import stream_fast
+
+        if stream_fast.supports(spec) and not pure:
+            if stream_fast.available():
+                return stream_fast.run_stream_fast
+            say_fallback("soak.load._faststream", spec)
         from soak.load.tcp import run_tcp
 
         return run_tcp
     from soak.load import udp_fast
 
-    pure = os.environ.get("SOAK_LOAD_PURE") == "1" or spec.track_gaps
-    if udp_fast.available() and not pure:
+    if udp_fast.available() and not (pure or spec.track_gaps):
         return udp_fast.run_udp_fast
+    if not pure and not udp_fast.available():
+        say_fallback("soak.load._fastudp", spec)
     from soak.load.udp import run_udp
 
     return run_udp
+
+
+def say_fallback(module: str, spec: WorkerSpec) -> None:
+    """Once per run (worker 0): the Python loop runs because the compiled one is missing."""
+    if spec.index == 0:
+        print(
+            f"soak load: {module} is not built; {spec.protocol} runs the Python loop "
+            "(install gcc, python3-dev and libssl-dev, then `pip install -e .`)",
+            file=sys.stderr,
+        )
 
 
 def main(argv: list[str]) -> int:

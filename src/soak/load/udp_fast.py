@@ -34,7 +34,10 @@ def available() -> bool:
     return _fast is not None
 
 
-def make_engine(spec: WorkerSpec, fds: list[int], origin_ns: int) -> Any:
+def engine_questions(spec: WorkerSpec) -> tuple[list[Any], list[Any], list[Any], list[int]]:
+    """Per class, as every compiled Engine takes them: its questions (None when
+    random), its random source, its answer check (None: no expectation) and where its
+    questions start."""
     classes = spec.classes
     questions = [list(cq.questions) if cq.random is None else None for cq in classes]
     randoms = [cq.random.next_question if cq.random is not None else None for cq in classes]
@@ -45,6 +48,11 @@ def make_engine(spec: WorkerSpec, fds: list[int], origin_ns: int) -> Any:
         for cq in classes
     ]
     pos = [spec.start_offset % max(1, len(cq.questions)) for cq in classes]
+    return questions, randoms, checks, pos
+
+
+def make_engine(spec: WorkerSpec, fds: list[int], origin_ns: int) -> Any:
+    questions, randoms, checks, pos = engine_questions(spec)
     return _fast.Engine(
         fds,
         questions,
