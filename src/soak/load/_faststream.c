@@ -17,6 +17,11 @@
  * Connections here last: a class whose connection policy churns them (a quota, an
  * age, hang-ups) runs the Python loop (stream_fast.supports).
  */
+/* Without OpenSSL's headers the build says what to install, in one line, first; the
+ * install goes on and workers run tcp.run_tcp (the extension is optional). */
+#if !__has_include(<openssl/ssl.h>)
+#error "soak: the compiled TCP/DoT load loop needs OpenSSL's headers: apt-get install libssl-dev"
+#endif
 #include "_fastudp_defs.h"
 #include "_fastudp_loop.h"
 #include "_fastengine.h"

@@ -4,9 +4,6 @@
  * (RFC 7766's 2-byte length) in a write buffer that remembers where each query ends
  * (a query counts as sent at the socket once its last byte is taken), and cuts what it
  * reads into messages. Included once, by _faststream.c. */
-#if !__has_include(<openssl/ssl.h>)
-#error "soak: the compiled TCP/DoT load loop needs OpenSSL's headers: apt-get install libssl-dev"
-#endif
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
