@@ -17,9 +17,11 @@ from soak.load.worker import WorkerSpec
 QUESTION = b"\x03www\x04test\x00\x00\x01\x00\x01"
 
 
-def spec(protocol: str, policy: Policy | None = None, index: int = 0) -> WorkerSpec:
+def spec(
+    protocol: str, policy: Policy | None = None, index: int = 0, host: str = "127.0.0.1"
+) -> WorkerSpec:
     return WorkerSpec(
-        index=index, host="127.0.0.1", port=53, protocol=protocol, flows=1, timeout_s=2.0,
+        index=index, host=host, port=53, protocol=protocol, flows=1, timeout_s=2.0,
         classes=[ClassQueries("a", 1.0, [QUESTION])], schedule=[0], start_offset=0,
         max_outstanding=10, duration_s=1.0, max_duration_s=1.0,
         policies=[policy] if policy is not None else None,
@@ -52,6 +54,11 @@ def test_connections_that_churn_run_the_python_loop(policy: Policy) -> None:
 
 def test_doh_runs_the_python_loop() -> None:
     assert loop_for(spec("doh")) is run_tcp
+
+
+def test_a_name_to_resolve_runs_the_python_loop() -> None:
+    assert loop_for(spec("tcp", host="::1")) is stream_fast.run_stream_fast
+    assert loop_for(spec("tcp", host="localhost")) is run_tcp
 
 
 def test_soak_load_pure_forces_the_python_loops(monkeypatch: pytest.MonkeyPatch) -> None:

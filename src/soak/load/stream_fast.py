@@ -11,6 +11,7 @@ extension is not built (or SOAK_LOAD_PURE=1). DoH is not this loop's.
 
 from __future__ import annotations
 
+import ipaddress
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -34,8 +35,13 @@ def available() -> bool:
 
 
 def supports(spec: WorkerSpec) -> bool:
-    """TCP or DoT whose connections last (no class churns them or hangs up)."""
+    """TCP or DoT to an address literal (the Engine does not resolve names) whose
+    connections last (no class churns them or hangs up)."""
     if spec.protocol not in PROTOCOLS:
+        return False
+    try:
+        ipaddress.ip_address(spec.host)
+    except ValueError:
         return False
     policies = [p for p in spec.policies or () if p is not None]
     return not any(p.churns or p.hangup_fraction > 0 for p in policies)
