@@ -5,7 +5,8 @@
 # packages that build the reference target (scripts/build-refdns.sh). Idempotent; needs root.
 #
 # `install-system-deps.sh demo` (and `demo-leak`) installs only what `make demo` uses:
-# Python's venv and a C compiler (the compiled UDP loop; libssl-dev for the TCP/DoT one), dnsmasq, and Go with the
+# Python's venv and a C compiler (the compiled UDP loop; with libssl-dev the TCP/DoT
+# one), dnsmasq, and Go with the
 # library packages refdns builds from (demo-leak: Alertmanager too). On a fresh machine
 # the full list is most of a first `make demo`'s time: Docker, Chromium, the DNS servers
 # and the time-series stores are for `make test`.
