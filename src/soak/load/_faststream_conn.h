@@ -210,8 +210,8 @@ static long long conn_flush(Conn *c) {
 }
 
 /* Read what is there into rbuf: 1 if something came, 0 if nothing, -1 when the
- * connection ended (or broke), -2 on no memory. TLS is read until it wants more: it
- * may hold decrypted bytes that epoll would not announce. */
+ * connection ended (or broke), -2 on no memory. TLS is read while OpenSSL holds bytes
+ * it has not handed over: epoll would not announce those. */
 static int conn_read(Conn *c) {
     int got = 0;
     for (;;) {
@@ -228,6 +228,10 @@ static int conn_read(Conn *c) {
             }
             c->rlen += n;
             got = 1;
+            /* Nothing more in OpenSSL's buffer (it reads ahead): the socket is drained as
+             * far as it knows, and level-triggered epoll brings it back for the rest. One
+             * recv saved per wake, the one that would only say EAGAIN. */
+            if (!SSL_has_pending(c->ssl)) return 1;
         } else {
             ssize_t n = recv(c->fd, c->rbuf + c->rlen, room, 0);
             if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? got : -1;
