@@ -66,10 +66,10 @@ static PyObject *Stream_take(Stream *s, PyObject *arg) {
     if (hs == NULL) return NULL;
     PyObject *counts = Engine_take(&s->e, arg);
     if (counts == NULL) { Py_DECREF(hs); return NULL; }
-    PyObject *out = Py_BuildValue("N(LLLNi)", counts, s->k.opened, s->k.errors, s->k.resumed,
-                                  s->k.handshake_us, 0);
-    if (out == NULL) { Py_DECREF(hs); return NULL; }
+    PyObject *taken = s->k.handshake_us; /* handed over (or released) by "N" */
     s->k.handshake_us = hs;
+    PyObject *out = Py_BuildValue("N(LLLNi)", counts, s->k.opened, s->k.errors, s->k.resumed,
+                                  taken, 0);
     s->k.opened = s->k.errors = s->k.resumed = 0;
     return out;
 }
