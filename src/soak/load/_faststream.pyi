@@ -1,11 +1,7 @@
 from typing import Any
 
-from soak.load._fastudp import RawWindow
-
 # (server_name, ca_file, resumption, alpn in wire format)
 TlsArgs = tuple[str | None, str | None, bool, bytes]
-Counts = tuple[list[RawWindow], int, int, int, int, int, int, int, int]
-ConnCounts = tuple[int, int, int, dict[int, int], int]
 
 class Engine:
     def __init__(
@@ -14,16 +10,7 @@ class Engine:
         port: int,
         flows: int,
         tls: TlsArgs | None,
-        questions: list[Any],
-        randoms: list[Any],
-        checks: list[Any],
-        schedule: list[int],
-        sched_i: int,
-        pos: list[int],
-        timeout_ns: int,
-        max_outstanding: int,
-        window_slots: int,
-        origin_ns: int,
+        engine_args: tuple[Any, ...],  # udp_fast.engine_args (its fds unused)
     ) -> None: ...
     def run(
         self,
@@ -35,14 +22,13 @@ class Engine:
         phase: float,
         sending: bool,
     ) -> tuple[int, int, bool]: ...
-    def open(self, now_ns: int) -> None: ...
     def finish(self) -> None: ...
     def sweep(self, everything: bool = ...) -> int: ...
     def begin(self, start_ns: int) -> None: ...
     def silence_until(self, end_ns: int) -> None: ...
     def skip(self, second: int, n: int) -> None: ...
-    def take(self, cursor_second: int) -> tuple[Counts, ConnCounts]:
-        """udp take's counts (the socket counters: queries written whole, messages read,
-        queries that failed at the socket) and the connections' (opened, errors,
+    def take(self, cursor_second: int) -> tuple[Any, ...]:
+        """udp take's 9 counts (the socket counters: queries written whole, messages read,
+        queries that failed at the socket), then the connections' (opened, errors,
         resumed, {handshake us: n}, hung_up)."""
         ...

@@ -59,8 +59,9 @@ static PyObject *Stream_run(Stream *s, PyObject *args) {
     return Py_BuildValue("LLO", e->sent_total, e->outstanding, sending ? Py_True : Py_False);
 }
 
-/* take(cursor_second) -> (the 9 counts of _fastudp's take, (opened, errors, resumed,
- * {handshake us: n}, hung_up)); the interval's counts start again from 0. */
+/* take(cursor_second) -> the 9 counts of _fastudp's take, then a 10th: the connections'
+ * (opened, errors, resumed, {handshake us: n}, hung_up) (udp_fast.interval_of reads it);
+ * the interval's counts start again from 0. */
 static PyObject *Stream_take(Stream *s, PyObject *arg) {
     PyObject *hs = PyDict_New();
     if (hs == NULL) return NULL;
@@ -68,9 +69,18 @@ static PyObject *Stream_take(Stream *s, PyObject *arg) {
     if (counts == NULL) { Py_DECREF(hs); return NULL; }
     PyObject *taken = s->k.handshake_us; /* handed over (or released) by "N" */
     s->k.handshake_us = hs;
-    PyObject *out = Py_BuildValue("N(LLLNi)", counts, s->k.opened, s->k.errors, s->k.resumed,
-                                  taken, 0);
+    PyObject *conns = Py_BuildValue("LLLNi", s->k.opened, s->k.errors, s->k.resumed, taken, 0);
     s->k.opened = s->k.errors = s->k.resumed = 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(counts);
+    PyObject *out = conns ? PyTuple_New(n + 1) : NULL;
+    if (out == NULL) { Py_DECREF(counts); Py_XDECREF(conns); return NULL; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyTuple_GET_ITEM(counts, i);
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(out, i, v);
+    }
+    PyTuple_SET_ITEM(out, n, conns);
+    Py_DECREF(counts);
     return out;
 }
 
@@ -78,13 +88,6 @@ static PyObject *Stream_take(Stream *s, PyObject *arg) {
  * as tcp.py's StreamFlow.unwritten); every connection closes. */
 static PyObject *Stream_finish(Stream *s, PyObject *Py_UNUSED(arg)) {
     for (int i = 0; i < s->nconns; i++) drop(s, i);
-    Py_RETURN_NONE;
-}
-
-static PyObject *Stream_open(Stream *s, PyObject *arg) {
-    long long now = PyLong_AsLongLong(arg);
-    if (now == -1 && PyErr_Occurred()) return NULL;
-    for (int i = 0; i < s->nconns; i++) reopen(s, i, now);
     Py_RETURN_NONE;
 }
 
@@ -125,21 +128,23 @@ fail:
     return -1;
 }
 
-/* Engine(host, port, flows, tls, questions, randoms, checks, schedule, sched_i, pos,
- *        timeout_ns, max_outstanding, window_slots, origin_ns)
+/* Engine(host, port, flows, tls, engine_args)
  * tls: None for TCP, else (server_name or None, ca_file or None, resumption, alpn wire
- * bytes). The rest as _fastudp's Engine. */
+ * bytes); engine_args: the UDP Engine's arguments (udp_fast.engine_args), of which the
+ * fds, recv_bytes and first flow are not used here. */
 static PyObject *Stream_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
     const char *host;
     int port, flows, nw, resume = 1;
-    PyObject *tls, *questions, *randoms, *checks, *schedule, *pos, *alpn = NULL;
-    Py_ssize_t sched_i;
+    PyObject *tls, *eargs, *fds, *questions, *randoms, *checks, *schedule, *pos, *alpn = NULL;
+    Py_ssize_t sched_i, recv_bytes, first_flow;
     long long timeout_ns, max_outstanding, origin_ns;
     const char *server_name = NULL, *ca_file = NULL;
-    if (!PyArg_ParseTuple(args, "siiOO!O!O!O!nO!LLiL", &host, &port, &flows, &tls, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "siiOO!", &host, &port, &flows, &tls, &PyTuple_Type, &eargs))
+        return NULL;
+    if (!PyArg_ParseTuple(eargs, "O!O!O!O!O!nO!LLnniL", &PyList_Type, &fds, &PyList_Type,
                           &questions, &PyList_Type, &randoms, &PyList_Type, &checks,
                           &PyList_Type, &schedule, &sched_i, &PyList_Type, &pos, &timeout_ns,
-                          &max_outstanding, &nw, &origin_ns))
+                          &max_outstanding, &recv_bytes, &first_flow, &nw, &origin_ns))
         return NULL;
     if (tls != Py_None &&
         !PyArg_ParseTuple(tls, "zzpS", &server_name, &ca_file, &resume, &alpn))
@@ -193,14 +198,13 @@ static PyMethodDef Stream_methods[] = {
     {"run", (PyCFunction)Stream_run, METH_VARARGS,
      "run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending) -> (sent_total, "
      "outstanding, sending)"},
-    {"open", (PyCFunction)Stream_open, METH_O, "open(now_ns): start opening every connection"},
     {"finish", (PyCFunction)Stream_finish, METH_NOARGS,
      "finish(): what is still queued fails at the socket; every connection closes"},
     {"sweep", (PyCFunction)Engine_sweep, METH_VARARGS,
      "sweep(everything=False) -> outstanding: count queries past their timeout as lost"},
     {"take", (PyCFunction)Stream_take, METH_O,
-     "take(cursor_second) -> (udp take's counts, (opened, errors, resumed, handshake_us, "
-     "hung_up))"},
+     "take(cursor_second) -> udp take's counts and (opened, errors, resumed, handshake_us, "
+     "hung_up)"},
     {"skip", (PyCFunction)Engine_skip, METH_VARARGS,
      "skip(second, n): n queries due in `second` never leave (counted skipped)"},
     {"begin", (PyCFunction)Engine_begin, METH_O, "begin(start_ns): silences count from here"},

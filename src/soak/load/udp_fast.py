@@ -12,6 +12,7 @@ not built (or SOAK_LOAD_PURE=1).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -19,7 +20,7 @@ from soak.clock import s_to_ns
 from soak.load import wire
 from soak.load.cadence import Cadence
 from soak.load.ledger import ClassWindow, Window
-from soak.load.stats import Interval
+from soak.load.stats import Connections, Interval
 from soak.load.udp import open_flows
 from soak.load.worker import Control, WorkerSpec, monotonic_ns, window_slots
 
@@ -34,10 +35,12 @@ def available() -> bool:
     return _fast is not None
 
 
-def engine_questions(spec: WorkerSpec) -> tuple[list[Any], list[Any], list[Any], list[int]]:
-    """Per class, as every compiled Engine takes them: its questions (None when
-    random), its random source, its answer check (None: no expectation) and where its
-    questions start."""
+def make_engine(spec: WorkerSpec, fds: list[int], origin_ns: int) -> Any:
+    return _fast.Engine(*engine_args(spec, fds, origin_ns))
+
+
+def engine_args(spec: WorkerSpec, fds: list[int], origin_ns: int) -> tuple[Any, ...]:
+    """The Engine's arguments (the compiled DoH engine takes the same, doh_fast.py)."""
     classes = spec.classes
     questions = [list(cq.questions) if cq.random is None else None for cq in classes]
     randoms = [cq.random.next_question if cq.random is not None else None for cq in classes]
@@ -48,12 +51,7 @@ def engine_questions(spec: WorkerSpec) -> tuple[list[Any], list[Any], list[Any],
         for cq in classes
     ]
     pos = [spec.start_offset % max(1, len(cq.questions)) for cq in classes]
-    return questions, randoms, checks, pos
-
-
-def make_engine(spec: WorkerSpec, fds: list[int], origin_ns: int) -> Any:
-    questions, randoms, checks, pos = engine_questions(spec)
-    return _fast.Engine(
+    return (
         fds,
         questions,
         randoms,
@@ -108,7 +106,9 @@ def interval_of(
     iv.socket_errors = socket_errors
     iv.max_gap_ns, iv.max_gap_end_ns = max_gap_ns, max_gap_end_ns
     iv.sockets_counted = True
-    iv.socket_sent, iv.socket_received, iv.send_failed = counts[6:]
+    iv.socket_sent, iv.socket_received, iv.send_failed = counts[6:9]
+    if len(counts) > 9:  # a stream engine's connections (doh_fast.py)
+        iv.connections = Connections(*counts[9])
     return iv
 
 
@@ -122,14 +122,21 @@ def run_udp_fast(spec: WorkerSpec, control: Control, conn: Connection) -> None:
 
 
 def run_engine(spec: WorkerSpec, fds: list[int], control: Control, conn: Connection) -> None:
-    """Engine.run until the next thing the cadence has to do, then the cadence."""
+    drive(spec, control, conn, lambda origin_ns: make_engine(spec, fds, origin_ns))
+
+
+def drive(
+    spec: WorkerSpec, control: Control, conn: Connection, build: Callable[[int], Any]
+) -> None:
+    """Engine.run until the next thing the cadence has to do, then the cadence; `build`
+    makes the engine from the run's origin (a compiled engine with the UDP Engine's face)."""
     engine: Any = None
 
     def skip(second: int, n: int) -> None:
         engine.skip(second, n)
 
     cad = Cadence(spec, control, conn, skip)
-    engine = make_engine(spec, fds, cad.origin_ns)
+    engine = build(cad.origin_ns)
     run, take_counts = engine.run, engine.take
     pacer = cad.pacer
     engine.begin(cad.start_ns)
@@ -138,6 +145,9 @@ def run_engine(spec: WorkerSpec, fds: list[int], control: Control, conn: Connect
         return interval_of(take_counts(cursor), spec, interval_s, rate, backlog, skipped)
 
     def drain(now: int, silence_end_ns: int) -> None:
+        finish = getattr(engine, "finish", None)  # a stream engine closes its connections
+        if finish is not None:
+            finish()
         engine.sweep(True)
         engine.silence_until(silence_end_ns)
 
