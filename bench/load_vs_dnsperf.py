@@ -18,8 +18,8 @@ RSS does not grow after the first seconds.
         [--servers unbound,pdns-recursor,knot-resolver] [--protocols udp,tcp,dot,doh]
     .venv/bin/python bench/load_vs_dnsperf.py --smoke   # seconds: that it still runs
 
-SOAK_LOAD_PURE=1 in the environment measures the pure-Python UDP loop instead
-of the compiled one.
+SOAK_LOAD_PURE=1 in the environment measures the pure-Python loops instead of the
+compiled ones (UDP's, and TCP's and DoT's; DoH has the Python loop either way).
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def main() -> None:
         qfile = write_queries(Path(tmp))
         pure = os.environ.get("SOAK_LOAD_PURE") == "1"
         loops = "Python" if pure else "compiled"
-        print(f"{os.cpu_count()} CPUs, builtin UDP and DoH loops: {loops}")
+        print(f"{os.cpu_count()} CPUs, builtin UDP, TCP, DoT and DoH loops: {loops}")
         for name in args.servers.split(",") if not args.skip_speed else []:
             with start_server(name, Path(tmp)) as server:
                 for protocol in args.protocols.split(","):

@@ -6,14 +6,15 @@
 # packages that build the reference target (scripts/build-refdns.sh). Idempotent; needs root.
 #
 # `install-system-deps.sh demo` (and `demo-leak`) installs only what `make demo` uses:
-# Python's venv and a C compiler (the compiled UDP loop), dnsmasq, and Go with the
+# Python's venv and a C compiler (the compiled UDP loop; with libssl-dev the TCP/DoT
+# one), dnsmasq, and Go with the
 # library packages refdns builds from (demo-leak: Alertmanager too). On a fresh machine
 # the full list is most of a first `make demo`'s time: Docker, Chromium, the DNS servers
 # and the time-series stores are for `make test`.
 set -euo pipefail
 
 DEMO_PACKAGES=(
-  python3-venv gcc libc6-dev python3-dev dnsmasq-base
+  python3-venv gcc libc6-dev python3-dev libssl-dev libnghttp2-dev dnsmasq-base
   golang-go golang-github-miekg-dns-dev golang-github-prometheus-client-golang-dev
   golang-github-mattn-go-sqlite3-dev libsqlite3-dev
 )

@@ -28,8 +28,9 @@ RESULT_LINES = {
     "doh_clients.py": rf"^ratio soak/httpx: q/s {N}, CPU per query {N}$",
     "import_graph.py": r"^import graph: \d+ modules, \d+ imports, 0 from a lower layer",
     "leak_pass.py": rf"^0.5 h / 0.25 h, steady_cpu_s: {N}$",
-    "replay_in_soak.py": rf"^realtime, medians of 1: alone p99 {N} µs; in a soak, windows within {N} µs"
-    rf" {N}%, worst window p99 {N} µs; worst in a soak / alone {N} \(generator: .+\)$",
+    "replay_in_soak.py": rf"^realtime, medians of 1: alone p99 {N} µs; in a soak, windows"
+    rf" within {N} µs {N}%, worst window p99 {N} µs; worst in a soak / alone {N}"
+    r" \(generator: .+\)$",
     "ledger_store_size.py": rf'^  "day_mib_histograms": {N},?$',
     "load_vs_dnsperf.py": rf"^ratio builtin/dnsperf q/s {N} \(goal >= 1.1\)$",
     "pprof_overhead.py": r"^profiles: [1-9]\d* captures, ",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,8 @@ from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
 from tests.support.doh_goaway import goaway_server
-from tests.support.servers import ServerProc, dnsmasq_upstream, kresd, unbound
-from tests.support.tls import SERVER_NAME, make_cert
+from tests.support.servers import ServerProc, unbound
+from tests.support.tls import SERVER_NAME
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -33,26 +32,6 @@ PURE_LINE = "soak load: DoH runs on the pure-Python loop"
 def built() -> None:
     if not doh_fast.available():  # CI=true: the build must have made it
         pytest.fail("soak.load._fastdoh is not built (libssl-dev, libnghttp2-dev)")
-
-
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return make_cert(tmp_path_factory.mktemp("cert"))
-
-
-@pytest.fixture(scope="module")
-def ub(tmp_path_factory: pytest.TempPathFactory, cert: tuple[Path, Path]) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound"), tls=cert) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def kr(tmp_path_factory: pytest.TempPathFactory, cert: tuple[Path, Path]) -> Iterator[ServerProc]:
-    with (
-        dnsmasq_upstream(tmp_path_factory.mktemp("upstream")) as up,
-        kresd(tmp_path_factory.mktemp("kresd"), up.port, tls=cert) as s,
-    ):
-        yield s
 
 
 def load(port: int, tmp: Path, method: str, **cfg: Any) -> dict[str, Any]:
@@ -95,30 +74,30 @@ def same_counts(compiled: dict[str, Any], pure: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("method", ["POST", "GET"])
 def test_unbound_compiled_and_python_loops_count_the_same(
-    ub: ServerProc,
+    tls_unbound: ServerProc,
     method: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    same_counts(*both_loops(ub.extra_ports["doh"], tmp_path, method, monkeypatch, capfd))
+    same_counts(*both_loops(tls_unbound.extra_ports["doh"], tmp_path, method, monkeypatch, capfd))
 
 
 def test_knot_resolver_compiled_and_python_loops_count_the_same(
-    kr: ServerProc,
+    tls_kresd: ServerProc,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    same_counts(*both_loops(kr.extra_ports["doh"], tmp_path, "POST", monkeypatch, capfd))
+    same_counts(*both_loops(tls_kresd.extra_ports["doh"], tmp_path, "POST", monkeypatch, capfd))
 
 
 def test_knot_resolver_answers_every_get_on_the_compiled_loop(
-    kr: ServerProc, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    tls_kresd: ServerProc, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """The Python loop loses some GETs to knot-resolver 5.6 (a GOAWAY, FRAME_SIZE_ERROR,
     docs/load.md); the compiled one does not."""
-    d = load(kr.extra_ports["doh"], tmp_path, "GET")
+    d = load(tls_kresd.extra_ports["doh"], tmp_path, "GET")
     assert PURE_LINE not in capfd.readouterr().err
     assert d["sent"] == 450 and d["completed"] == 450 and d["rcodes"] == {"NOERROR": 450}
     counters = {"socket_sent": 450, "socket_received": 450, "send_failed": 0}
@@ -126,14 +105,20 @@ def test_knot_resolver_answers_every_get_on_the_compiled_loop(
 
 
 def test_ca_file_and_server_name_verify_the_server(
-    ub: ServerProc, cert: tuple[Path, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    tls_unbound: ServerProc,
+    tls_cert: tuple[Path, Path],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    port = ub.extra_ports["doh"]
+    port = tls_unbound.extra_ports["doh"]
     d = load(
-        port, tmp_path / "right", "POST", tls={"ca_file": str(cert[0]), "server_name": SERVER_NAME}
+        port,
+        tmp_path / "right",
+        "POST",
+        tls={"ca_file": str(tls_cert[0]), "server_name": SERVER_NAME},
     )
     assert d["completed"] == 450 and d["connections"]["errors"] == 0
-    wrong = {"ca_file": str(cert[0]), "server_name": "other.example"}
+    wrong = {"ca_file": str(tls_cert[0]), "server_name": "other.example"}
     d = load(port, tmp_path / "wrong", "POST", tls=wrong)
     assert d["completed"] == 0 and d["connections"]["errors"] > 0
     assert d["connections"]["opened"] == 0
@@ -141,20 +126,22 @@ def test_ca_file_and_server_name_verify_the_server(
 
 
 def test_a_churning_policy_runs_on_the_python_loop_and_says_so(
-    ub: ServerProc, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    tls_unbound: ServerProc, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     mix = [{**LOCAL, "connection": {"queries_per_connection": 50}}]
     config = LoadConfig(protocol="doh", flows=2, mix=mix)
-    d = run_load(config, ("127.0.0.1", ub.extra_ports["doh"]), 1.0, 200.0, base_dir=tmp_path)
+    d = run_load(
+        config, ("127.0.0.1", tls_unbound.extra_ports["doh"]), 1.0, 200.0, base_dir=tmp_path
+    )
     assert d.to_json_dict()["completed"] == 200
     assert f"{PURE_LINE} (a connection policy churns or hangs up)" in capfd.readouterr().err
 
 
 def test_a_restarted_server_is_reconnected_and_its_silence_counted_lost(
-    cert: tuple[Path, Path], tmp_path: Path
+    tls_cert: tuple[Path, Path], tmp_path: Path
 ) -> None:
     cfg = LoadConfig(protocol="doh", flows=2, timeout_s=0.5, mix=[LOCAL])
-    with unbound(tmp_path, tls=cert) as s:
+    with unbound(tmp_path, tls=tls_cert) as s:
         runner = LoadRunner(cfg, ("127.0.0.1", s.extra_ports["doh"]), base_dir=tmp_path)
         runner.start(300.0, max_duration_s=30.0)
         wait_for(lambda: runner.totals().completed >= 150, 10, "answers before the stop")
@@ -181,11 +168,11 @@ def test_a_restarted_server_is_reconnected_and_its_silence_counted_lost(
 
 
 def test_connections_told_to_go_away_are_replaced_and_their_answers_kept(
-    cert: tuple[Path, Path], tmp_path: Path
+    tls_cert: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """GOAWAY (NO_ERROR) after every 40 answers: each connection retires, a new one takes
     its slot at once, and what the old one had answered still counts."""
-    with goaway_server(cert, per_connection=40) as port:
+    with goaway_server(tls_cert, per_connection=40) as port:
         d = load(port, tmp_path, "POST", timeout_s=0.5)
     conns = d["connections"]
     assert conns["opened"] >= 450 // 40, conns

@@ -44,7 +44,8 @@ def check_accounting(d: dict[str, Any]) -> None:
 
 @pytest.fixture(params=["compiled", "python"])
 def udp_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both UDP loops: the compiled one (default) and the pure-Python fallback."""
+    """Both loops of each protocol: the compiled one (default) and the pure-Python
+    fallback (UDP's, and TCP's since the stream loop is compiled too)."""
     if request.param == "python":
         monkeypatch.setenv("SOAK_LOAD_PURE", "1")  # workers inherit the environment
     else:
@@ -56,8 +57,6 @@ def udp_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 def test_mix_against_unbound(
     server: ServerProc, protocol: str, udp_loop: str, tmp_path: Path
 ) -> None:
-    if protocol == "tcp" and udp_loop == "python":
-        pytest.skip("one TCP loop")
     cfg = LoadConfig(protocol=protocol, flows=4, seed=1, mix=MIX, workers=2)
     result = run_load(cfg, ("127.0.0.1", server.port), 2.0, 600.0, base_dir=tmp_path)
     d = result.to_json_dict()
@@ -237,8 +236,6 @@ def test_every_window_is_due_exactly_its_seconds_share(
     """Two workers at 3,000 q/s for 3 s: every grid second is due 3,000 queries, to the
     query (the workers interleave; each query counts in the second it was due, also in
     the compiled loop's batches of 64), and every window keeps its invariants."""
-    if protocol == "tcp" and udp_loop == "python":
-        pytest.skip("one TCP loop")
     cfg = LoadConfig.model_validate(
         {"mix": MIX, "protocol": protocol, "workers": 2, "flows": 2, "timeout_s": 1}
     )

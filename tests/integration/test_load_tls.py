@@ -20,8 +20,8 @@ import pytest
 
 from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
-from tests.support.servers import ServerProc, dnsdist, dnsmasq_upstream, kresd, unbound
-from tests.support.tls import SERVER_NAME, make_cert
+from tests.support.servers import ServerProc, dnsdist
+from tests.support.tls import SERVER_NAME
 
 pytestmark = pytest.mark.integration
 
@@ -29,30 +29,10 @@ LOCAL = {"name": "local", "queries": ["www.example.test", "mail.example.test A"]
 
 
 @pytest.fixture(scope="module")
-def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return make_cert(tmp_path_factory.mktemp("cert"))
-
-
-@pytest.fixture(scope="module")
-def ub(tmp_path_factory: pytest.TempPathFactory, cert: tuple[Path, Path]) -> Iterator[ServerProc]:
-    with unbound(tmp_path_factory.mktemp("unbound"), tls=cert) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def kr(tmp_path_factory: pytest.TempPathFactory, cert: tuple[Path, Path]) -> Iterator[ServerProc]:
-    with (
-        dnsmasq_upstream(tmp_path_factory.mktemp("upstream")) as up,
-        kresd(tmp_path_factory.mktemp("kresd"), up.port, tls=cert) as s,
-    ):
-        yield s
-
-
-@pytest.fixture(scope="module")
 def dd(
-    tmp_path_factory: pytest.TempPathFactory, cert: tuple[Path, Path], ub: ServerProc
+    tmp_path_factory: pytest.TempPathFactory, tls_cert: tuple[Path, Path], tls_unbound: ServerProc
 ) -> Iterator[ServerProc]:
-    with dnsdist(tmp_path_factory.mktemp("dnsdist"), ub.port, tls=cert) as s:
+    with dnsdist(tmp_path_factory.mktemp("dnsdist"), tls_unbound.port, tls=tls_cert) as s:
         yield s
 
 
@@ -75,9 +55,9 @@ def load(
 
 @FRONTENDS
 def test_unbound_answers_every_query(
-    ub: ServerProc, protocol: str, method: str | None, tmp_path: Path
+    tls_unbound: ServerProc, protocol: str, method: str | None, tmp_path: Path
 ) -> None:
-    d = load(ub, protocol, tmp_path, method)
+    d = load(tls_unbound, protocol, tmp_path, method)
     assert d["sent"] == 450 and d["completed"] == 450 and d["rcodes"] == {"NOERROR": 450}
     # counted at the connections: queries written whole, answers read off the stream
     assert d["engine_counters"] == {"socket_sent": 450, "socket_received": 450, "send_failed": 0}
@@ -88,8 +68,10 @@ def test_unbound_answers_every_query(
 
 
 @pytest.mark.parametrize("protocol", ["dot", "doh"])
-def test_knot_resolver_answers_every_query(kr: ServerProc, protocol: str, tmp_path: Path) -> None:
-    d = load(kr, protocol, tmp_path)
+def test_knot_resolver_answers_every_query(
+    tls_kresd: ServerProc, protocol: str, tmp_path: Path
+) -> None:
+    d = load(tls_kresd, protocol, tmp_path)
     assert d["sent"] == 450 and d["completed"] == 450 and d["lost"] == 0
     assert d["connections"]["errors"] == 0
 
@@ -105,11 +87,11 @@ def test_dnsdist_frontends_answer_every_query(
 
 @pytest.mark.parametrize("resumption", [True, False])
 def test_queries_per_connection_churns_and_resumes_sessions(
-    ub: ServerProc, resumption: bool, tmp_path: Path
+    tls_unbound: ServerProc, resumption: bool, tmp_path: Path
 ) -> None:
     mix = [{**LOCAL, "connection": {"queries_per_connection": 20, "idle_s": 0.05}}]
     cfg = LoadConfig(protocol="dot", flows=1, mix=mix, tls={"resumption": resumption})
-    port = ub.extra_ports["dot"]
+    port = tls_unbound.extra_ports["dot"]
     d = run_load(cfg, ("127.0.0.1", port), 2.0, 400.0, base_dir=tmp_path).to_json_dict()
     assert d["sent"] == 800 and d["lost"] == 0
     conns = d["connections"]
@@ -121,10 +103,10 @@ def test_queries_per_connection_churns_and_resumes_sessions(
         assert conns["tls_resumed"] == 0
 
 
-def test_reconnect_every_s_closes_connections_by_age(kr: ServerProc, tmp_path: Path) -> None:
+def test_reconnect_every_s_closes_connections_by_age(tls_kresd: ServerProc, tmp_path: Path) -> None:
     mix = [{**LOCAL, "connection": {"reconnect_every_s": 0.5}}]
     cfg = LoadConfig(protocol="doh", flows=1, mix=mix)
-    port = kr.extra_ports["doh"]
+    port = tls_kresd.extra_ports["doh"]
     d = run_load(cfg, ("127.0.0.1", port), 2.0, 200.0, base_dir=tmp_path).to_json_dict()
     assert d["completed"] == 400 and d["connections"]["errors"] == 0
     # one at the start, a new one every 0.5 s (3 if the loop was starved for a while)
@@ -135,18 +117,18 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def test_server_fds_come_back_after_churn(ub: ServerProc, tmp_path: Path) -> None:
-    before = open_fds(ub.pid)
+def test_server_fds_come_back_after_churn(tls_unbound: ServerProc, tmp_path: Path) -> None:
+    before = open_fds(tls_unbound.pid)
     mix = [{**LOCAL, "connection": {"queries_per_connection": 5}}]
     cfg = LoadConfig(protocol="doh", flows=4, mix=mix)
-    port = ub.extra_ports["doh"]
+    port = tls_unbound.extra_ports["doh"]
     # 40 new connections a second
     d = run_load(cfg, ("127.0.0.1", port), 2.0, 200.0, base_dir=tmp_path).to_json_dict()
     assert d["sent"] == 400 and d["lost"] == 0 and d["connections"]["opened"] >= 80
     deadline = time.monotonic() + 10
-    while open_fds(ub.pid) > before and time.monotonic() < deadline:
+    while open_fds(tls_unbound.pid) > before and time.monotonic() < deadline:
         time.sleep(0.1)  # the server closes its side when it reads our close
-    assert open_fds(ub.pid) <= before
+    assert open_fds(tls_unbound.pid) <= before
 
 
 def cli_load(port: int, tmp_path: Path, *extra: str) -> str:
@@ -166,30 +148,32 @@ def cli_load(port: int, tmp_path: Path, *extra: str) -> str:
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
 
-def test_cli_doh_get_json(ub: ServerProc, tmp_path: Path) -> None:
+def test_cli_doh_get_json(tls_unbound: ServerProc, tmp_path: Path) -> None:
     extra = ("--protocol", "doh", "--doh-method", "GET", "--json")
-    d = json.loads(cli_load(ub.extra_ports["doh"], tmp_path, *extra))
+    d = json.loads(cli_load(tls_unbound.extra_ports["doh"], tmp_path, *extra))
     assert d["completed"] == 100 and d["connections"]["opened"] >= 1, d["connections"]
 
 
 def test_ca_file_verifies_the_server(
-    ub: ServerProc, cert: tuple[Path, Path], tmp_path: Path
+    tls_unbound: ServerProc, tls_cert: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    tls = {"ca_file": str(cert[0]), "server_name": SERVER_NAME}
-    d = load(ub, "dot", tmp_path, tls=tls)
+    tls = {"ca_file": str(tls_cert[0]), "server_name": SERVER_NAME}
+    d = load(tls_unbound, "dot", tmp_path, tls=tls)
     assert d["completed"] == 450
-    wrong = {"ca_file": str(cert[0]), "server_name": "other.example"}
-    d = load(ub, "dot", tmp_path, tls=wrong)
+    wrong = {"ca_file": str(tls_cert[0]), "server_name": "other.example"}
+    d = load(tls_unbound, "dot", tmp_path, tls=wrong)
     assert d["completed"] == 0 and d["connections"]["errors"] > 0
 
 
-def test_cli_dot_text_summary_has_a_connections_line(ub: ServerProc, tmp_path: Path) -> None:
+def test_cli_dot_text_summary_has_a_connections_line(
+    tls_unbound: ServerProc, tmp_path: Path
+) -> None:
     extra = ("--protocol", "dot", "--no-tls-resumption", "--flows", "3")
-    out = cli_load(ub.extra_ports["dot"], tmp_path, *extra)
+    out = cli_load(tls_unbound.extra_ports["dot"], tmp_path, *extra)
     assert "Connections:          opened 3 errors 0 TLS resumed 0" in out
 
 
-def test_dnsperf_engine_speaks_dot(ub: ServerProc, tmp_path: Path) -> None:
+def test_dnsperf_engine_speaks_dot(tls_unbound: ServerProc, tmp_path: Path) -> None:
     cfg = LoadConfig(engine="dnsperf", protocol="dot", flows=1, mix=[LOCAL])
-    d = run_load(cfg, ("127.0.0.1", ub.extra_ports["dot"]), 1.0, 100.0, base_dir=tmp_path)
+    d = run_load(cfg, ("127.0.0.1", tls_unbound.extra_ports["dot"]), 1.0, 100.0, base_dir=tmp_path)
     assert d.completed >= 95 and d.engine == "dnsperf"

@@ -60,11 +60,6 @@ def test_the_compiled_loop_is_picked_unless_soak_load_pure(
     assert capsys.readouterr().err == ""
 
 
-def test_alpn_protocols_in_wire_form() -> None:
-    assert doh_fast.alpn_wire(("h2",)) == b"\x02h2"
-    assert doh_fast.alpn_wire(("h2", "http/1.1")) == b"\x02h2\x08http/1.1"
-
-
 def test_the_doh_extension_is_optional_so_the_others_build_without_its_headers() -> None:
     import tomllib
     from pathlib import Path

@@ -29,6 +29,7 @@
  * module). */
 #include "_fastudp_defs.h"
 #include "_fastudp_loop.h"
+#include "_fastengine.h"
 
 /* run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending)
  *   -> (sent_total, outstanding, sending)
@@ -103,113 +104,12 @@ static PyObject *Engine_run(Engine *e, PyObject *args) {
     return Py_BuildValue("LLO", e->sent_total, e->outstanding, sending ? Py_True : Py_False);
 }
 
-static PyObject *Engine_sweep(Engine *e, PyObject *args) {
-    int everything = 0;
-    if (!PyArg_ParseTuple(args, "|p", &everything)) return NULL;
-    sweep(e, mono_ns(), everything);
-    return PyLong_FromLongLong(e->outstanding);
-}
-
-/* begin(start_ns): the load starts now; a silence is counted from here. */
-static PyObject *Engine_begin(Engine *e, PyObject *arg) {
-    long long start = PyLong_AsLongLong(arg);
-    if (start == -1 && PyErr_Occurred()) return NULL;
-    e->last_answer_ns = start;
-    Py_RETURN_NONE;
-}
-
-/* silence_until(end_ns): at the end of the load, a silence still going on counts up
- * to end_ns (Book.silence_until). */
-static PyObject *Engine_silence_until(Engine *e, PyObject *arg) {
-    long long end = PyLong_AsLongLong(arg);
-    if (end == -1 && PyErr_Occurred()) return NULL;
-    if (end > e->last_answer_ns) answered(e, end);
-    Py_RETURN_NONE;
-}
-
-/* skip(second, n): n queries due in `second` never leave; the mix schedule moves past
- * them (their classes are the schedule's). */
-static PyObject *Engine_skip(Engine *e, PyObject *args) {
-    long long second, n;
-    if (!PyArg_ParseTuple(args, "LL", &second, &n)) return NULL;
-    long long base = open_second(e, second);
-    if (base < 0) return NULL;
-    for (long long i = 0; i < n; i++) {
-        e->cnt[(base + e->schedule[e->sched_i]) * NCOUNT + SKIPPED]++;
-        if (++e->sched_i == e->slen) e->sched_i = 0;
-    }
-    Py_RETURN_NONE;
-}
-
-/* take(cursor_second) -> (windows, closed_below, unexpected, socket_errors, max_gap_ns,
- *                         max_gap_end_ns, sock_sent, sock_received, send_failed)
- * windows: those forced out since the last call, then every second below cursor_second
- * (the due second of the next query to leave) with nothing in flight, in order; the
- * interval's counts start again from 0. */
-static PyObject *Engine_take(Engine *e, PyObject *arg) {
-    long long cursor = PyLong_AsLongLong(arg);
-    if (cursor == -1 && PyErr_Occurred()) return NULL;
-    long long cur = base_of(e, e->cur_second);
-    if (cur >= 0) e->wrefused[cur / e->nc] += e->refused;
-    PyObject *windows = e->forced;
-    e->forced = PyList_New(0);
-    if (e->forced == NULL) { e->forced = windows; return NULL; }
-    long long second = e->closed_below;
-    long long newest = second;
-    for (int i = 0; i < e->nw; i++)
-        if (e->wsec[i] + 1 > newest) newest = e->wsec[i] + 1;
-    if (cursor > newest) cursor = newest;
-    for (; second < cursor; second++) {
-        long long slot = second & e->wmask;
-        if (e->wsec[slot] != second) continue; /* nothing was due in it */
-        if (inflight(e, slot)) break;
-        PyObject *w = window_of(e, (int)slot);
-        if (w == NULL || PyList_Append(windows, w) < 0) {
-            Py_XDECREF(w);
-            Py_DECREF(windows);
-            return NULL;
-        }
-        Py_DECREF(w);
-    }
-    if (second > e->closed_below) e->closed_below = second;
-    PyObject *out = Py_BuildValue("NLLLLLLLL", windows, e->closed_below, e->unexpected,
-                                  e->refused, e->max_gap_ns, e->max_gap_end_ns, e->sock_sent,
-                                  e->sock_received, e->send_failed);
-    if (out != NULL) {
-        e->unexpected = e->refused = 0;
-        e->sock_sent = e->sock_received = e->send_failed = 0;
-        e->max_gap_ns = e->max_gap_end_ns = 0;
-    }
-    return out;
-}
 
 static void Engine_dealloc(Engine *e) {
-    if (e->epfd >= 0) close(e->epfd);
-    for (int i = 0; i < RING; i++) Py_XDECREF(e->ring_q[i]);
-    for (int c = 0; c < e->nc; c++) {
-        if (e->questions) Py_XDECREF(e->questions[c]);
-        if (e->randoms) Py_XDECREF(e->randoms[c]);
-        if (e->checks) Py_XDECREF(e->checks[c]);
-    }
-    PyMem_Free(e->questions);
-    PyMem_Free(e->randoms);
-    PyMem_Free(e->checks);
-    PyMem_Free(e->pos);
-    PyMem_Free(e->schedule);
+    engine_clear(e);
     PyMem_Free(e->fds);
-    PyMem_Free(e->cnt);
-    PyMem_Free(e->lat);
-    PyMem_Free(e->wsec);
-    PyMem_Free(e->wrefused);
-    Py_XDECREF(e->forced);
     PyMem_Free(e->rbuf);
     Py_TYPE(e)->tp_free((PyObject *)e);
-}
-
-static PyObject *optional(PyObject *x) {
-    if (x == Py_None) return NULL;
-    Py_INCREF(x);
-    return x;
 }
 
 /* Engine(fds, questions, randoms, checks, schedule, sched_i, pos, timeout_ns,
@@ -227,81 +127,27 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
                           &schedule, &sched_i, &PyList_Type, &pos, &timeout_ns, &max_outstanding,
                           &recv_bytes, &first_flow, &nw, &origin_ns))
         return NULL;
-    if (nw < 2 || (nw & (nw - 1))) {
-        PyErr_SetString(PyExc_ValueError, "Engine: window slots must be a power of two");
-        return NULL;
-    }
-    Py_ssize_t nflows = PyList_GET_SIZE(fds), nc = PyList_GET_SIZE(questions);
-    Py_ssize_t slen = PyList_GET_SIZE(schedule);
-    if (nflows < 1 || nc < 1 || slen < 1 || PyList_GET_SIZE(randoms) != nc ||
-        PyList_GET_SIZE(checks) != nc || PyList_GET_SIZE(pos) != nc || recv_bytes < HEADER_LEN) {
+    Py_ssize_t nflows = PyList_GET_SIZE(fds);
+    if (nflows < 1 || recv_bytes < HEADER_LEN) {
         PyErr_SetString(PyExc_ValueError, "Engine: inconsistent arguments");
         return NULL;
     }
     Engine *e = (Engine *)type->tp_alloc(type, 0); /* zeroed: the ring starts free */
     if (e == NULL) return NULL;
     e->epfd = -1;
-    e->nc = (int)nc;
+    if (engine_setup(e, questions, randoms, checks, schedule, sched_i, pos, timeout_ns,
+                     max_outstanding, nw, origin_ns) < 0) {
+        Py_DECREF(e);
+        return NULL;
+    }
     e->nflows = (int)nflows;
     e->flow = (int)(first_flow % nflows);
-    e->slen = slen;
-    e->sched_i = sched_i % slen;
-    e->timeout_ns = timeout_ns;
-    e->max_outstanding = max_outstanding;
     e->recv_bytes = (size_t)recv_bytes;
-    e->next_sweep = mono_ns() + SWEEP_NS;
-    e->last_answer_ns = mono_ns();
-    e->questions = PyMem_Calloc((size_t)nc, sizeof(PyObject *));
-    e->randoms = PyMem_Calloc((size_t)nc, sizeof(PyObject *));
-    e->checks = PyMem_Calloc((size_t)nc, sizeof(PyObject *));
-    e->pos = PyMem_Calloc((size_t)nc, sizeof(Py_ssize_t));
-    e->schedule = PyMem_Calloc((size_t)slen, sizeof(int));
     e->fds = PyMem_Calloc((size_t)nflows, sizeof(int));
-    e->nw = nw;
-    e->wmask = nw - 1;
-    e->origin_ns = origin_ns;
-    e->cnt = PyMem_Calloc((size_t)nw * nc * NCOUNT, sizeof(long long));
-    e->lat = PyMem_Calloc((size_t)nw * nc * NBUCKETS, sizeof(long long));
-    e->wsec = PyMem_Calloc((size_t)nw, sizeof(long long));
-    e->wrefused = PyMem_Calloc((size_t)nw, sizeof(long long));
-    e->forced = PyList_New(0);
     e->rbuf = PyMem_Malloc((size_t)RECV_BATCH * e->recv_bytes);
-    if (!e->questions || !e->randoms || !e->checks || !e->pos || !e->schedule || !e->fds ||
-        !e->cnt || !e->lat || !e->wsec || !e->wrefused || !e->forced || !e->rbuf) {
+    if (!e->fds || !e->rbuf) {
         Py_DECREF(e);
         return PyErr_NoMemory();
-    }
-    for (int i = 0; i < nw; i++) e->wsec[i] = -1;
-    e->cur_second = -1;
-    for (Py_ssize_t c = 0; c < nc; c++) {
-        PyObject *q = PyList_GET_ITEM(questions, c), *r = PyList_GET_ITEM(randoms, c);
-        e->randoms[c] = optional(r);
-        e->checks[c] = optional(PyList_GET_ITEM(checks, c));
-        if (r == Py_None) {
-            if (!PyList_Check(q) || PyList_GET_SIZE(q) == 0) {
-                PyErr_SetString(PyExc_ValueError, "Engine: a class needs questions or a random source");
-                Py_DECREF(e);
-                return NULL;
-            }
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(q); i++) {
-                if (!PyBytes_Check(PyList_GET_ITEM(q, i))) {
-                    PyErr_SetString(PyExc_TypeError, "Engine: questions must be bytes");
-                    Py_DECREF(e);
-                    return NULL;
-                }
-            }
-            e->questions[c] = optional(q);
-            e->pos[c] = PyLong_AsSsize_t(PyList_GET_ITEM(pos, c)) % PyList_GET_SIZE(q);
-        }
-    }
-    for (Py_ssize_t i = 0; i < slen; i++) {
-        long v = PyLong_AsLong(PyList_GET_ITEM(schedule, i));
-        if (v < 0 || v >= nc) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Engine: bad schedule");
-            Py_DECREF(e);
-            return NULL;
-        }
-        e->schedule[i] = (int)v;
     }
     for (int j = 0; j < RECV_BATCH; j++) {
         e->riov[j].iov_base = e->rbuf + (size_t)j * e->recv_bytes;

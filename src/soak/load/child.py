@@ -21,21 +21,30 @@ Loop = Callable[[WorkerSpec, Control, Connection], None]
 
 
 def loop_for(spec: WorkerSpec) -> Loop:
-    """UDP and DoH have a compiled loop, used when it is built (SOAK_LOAD_PURE=1 forces the
-    Python one, and so does a spec that measures silences between replies, `track_gaps`);
-    TCP and DoT, and DoH the compiled loop does not fit (doh_fast.unfit), the Python
-    stream loop."""
-    pure = os.environ.get("SOAK_LOAD_PURE") == "1" or spec.track_gaps
+    """The compiled loops where they are built: UDP's batched one, DoH's (OpenSSL and
+    nghttp2), and for TCP and DoT whose connections last the stream one; the Python
+    loops otherwise (said on stderr). SOAK_LOAD_PURE=1 forces the Python loops, and so
+    does a UDP or DoH spec that measures silences between replies (`track_gaps`).
+    Churning connections run tcp.run_tcp."""
+    pure = os.environ.get("SOAK_LOAD_PURE") == "1"
     if spec.protocol == "doh":
-        return doh_loop(spec, pure)
+        return doh_loop(spec, pure or spec.track_gaps)
     if spec.protocol in ("tcp", "dot"):
+        from soak.load import stream_fast
+
+        if stream_fast.supports(spec) and not pure:
+            if stream_fast.available():
+                return stream_fast.run_stream_fast
+            say_fallback("soak.load._faststream", spec)
         from soak.load.tcp import run_tcp
 
         return run_tcp
     from soak.load import udp_fast
 
-    if udp_fast.available() and not pure:
+    if udp_fast.available() and not (pure or spec.track_gaps):
         return udp_fast.run_udp_fast
+    if not pure and not udp_fast.available():
+        say_fallback("soak.load._fastudp", spec)
     from soak.load.udp import run_udp
 
     return run_udp
@@ -59,6 +68,16 @@ def doh_loop(spec: WorkerSpec, pure: bool) -> Loop:
     if spec.index == 0:
         print(f"soak load: DoH runs on the pure-Python loop ({why})", file=sys.stderr)
     return run_tcp
+
+
+def say_fallback(module: str, spec: WorkerSpec) -> None:
+    """Once per run (worker 0): the Python loop runs because the compiled one is missing."""
+    if spec.index == 0:
+        print(
+            f"soak load: {module} is not built; {spec.protocol} runs the Python loop "
+            "(install gcc, python3-dev and libssl-dev, then `pip install -e .`)",
+            file=sys.stderr,
+        )
 
 
 def main(argv: list[str]) -> int:

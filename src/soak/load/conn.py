@@ -56,6 +56,12 @@ class TlsSpec:
     alpn: tuple[str, ...] = ()
 
 
+def alpn_wire(protocols: tuple[str, ...]) -> bytes:
+    """ALPN names as the compiled loops hand them to OpenSSL (TLS wire form): each
+    prefixed with its length."""
+    return b"".join(bytes([len(p)]) + p.encode() for p in protocols)
+
+
 def tls_context(tls: TlsSpec) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     if tls.ca_file is not None:

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from soak.load import udp_fast
-from soak.load.conn import TlsSpec
+from soak.load.conn import TlsSpec, alpn_wire
 from soak.load.worker import Control, WorkerSpec
 
 _fast: Any
@@ -48,11 +48,6 @@ def unfit(spec: WorkerSpec) -> str | None:
     if len(spec.doh_path.encode()) > MAX_PATH_BYTES:
         return f"doh.path is longer than {MAX_PATH_BYTES} bytes"
     return None
-
-
-def alpn_wire(protocols: tuple[str, ...]) -> bytes:
-    """ALPN protocol names in TLS wire format (length-prefixed)."""
-    return b"".join(bytes([len(p)]) + p.encode() for p in protocols)
 
 
 def make_engine(spec: WorkerSpec, origin_ns: int) -> Any:

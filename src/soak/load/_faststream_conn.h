@@ -1,0 +1,253 @@
+/* Part of soak.load._faststream (see the top of _faststream.c): one TCP or DoT
+ * connection, conn.StreamFlow in C. It opens without blocking (connect, then the TLS
+ * handshake step by step as epoll says the socket is ready), carries framed queries
+ * (RFC 7766's 2-byte length) in a write buffer that remembers where each query ends
+ * (a query counts as sent at the socket once its last byte is taken), and cuts what it
+ * reads into messages. Included once, by _faststream.c. */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+
+#define RECONNECT_NS 100000000LL     /* conn.RECONNECT_NS: at most this often while refused */
+#define CONNECT_TIMEOUT_NS 1000000000LL /* conn.CONNECT_TIMEOUT_NS: connect plus handshake */
+#define WBUF_MAX (8 << 20)           /* a connection that cannot take this much is broken */
+enum { DOWN, CONNECTING, HANDSHAKE, UP };
+
+typedef struct {
+    int fd, phase, hs_events;
+    int out; /* EPOLLOUT is registered (bytes wait for room in the socket) */
+    SSL *ssl;
+    SSL_SESSION *session; /* the last session of this slot, resumed by the next one */
+    long long start_ns, retry_ns;
+    unsigned char *wbuf;  /* framed queries not yet taken by the socket, from woff */
+    size_t woff, wlen, wcap;
+    size_t *ends;         /* where each queued query ends in wbuf, from ehead */
+    size_t ehead, nends, ecap;
+    unsigned char *rbuf;  /* bytes read that do not make a whole message yet */
+    size_t rlen, rcap;
+    long long carried, answered, last_send_ns;
+} Conn;
+
+/* What the connections counted over the interval (Book.conn_* and socket_*). */
+typedef struct {
+    long long opened, errors, resumed;
+    PyObject *handshake_us; /* {us: n}, as Book.handshake_us */
+} ConnCounts;
+
+static int grow(void **buf, size_t *cap, size_t need, size_t item) {
+    if (need <= *cap) return 0;
+    size_t cap2 = *cap ? *cap : 4096 / item;
+    while (cap2 < need) cap2 *= 2;
+    void *p = PyMem_Realloc(*buf, cap2 * item);
+    if (p == NULL) return -1;
+    *buf = p;
+    *cap = cap2;
+    return 0;
+}
+
+/* The queries still queued will never be taken whole: each fails at the socket
+ * (StreamFlow.unwritten). Returns how many. */
+static long long conn_unwritten(Conn *c) {
+    long long n = (long long)c->nends;
+    c->woff = c->wlen = c->ehead = c->nends = 0;
+    return n;
+}
+
+static void conn_close(Conn *c, int keep_session) {
+    if (c->ssl != NULL) {
+        if (keep_session) {
+            SSL_SESSION *s = SSL_get1_session(c->ssl);
+            if (s != NULL) {
+                if (c->session) SSL_SESSION_free(c->session);
+                c->session = s;
+            }
+        }
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    c->phase = DOWN;
+    c->rlen = 0;
+}
+
+/* Starts opening (non-blocking): 1 when under way, 0 when it could not even start
+ * (counted as an error; tried again after RECONNECT_NS). */
+static int conn_connect(Conn *c, const struct sockaddr *addr, socklen_t alen, long long now,
+                        ConnCounts *k) {
+    if (now < c->retry_ns) return 0;
+    c->retry_ns = now + RECONNECT_NS;
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) { k->errors++; return 0; }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, addr, alen) < 0 && errno != EINPROGRESS) {
+        close(fd);
+        k->errors++;
+        return 0;
+    }
+    c->fd = fd;
+    c->phase = CONNECTING;
+    c->start_ns = mono_ns();
+    c->rlen = 0;
+    c->carried = c->answered = 0;
+    return 1;
+}
+
+static uint32_t conn_events(const Conn *c) {
+    if (c->phase == CONNECTING) return EPOLLOUT;
+    if (c->phase == HANDSHAKE) return (uint32_t)c->hs_events;
+    return c->woff < c->wlen ? EPOLLIN | EPOLLOUT : EPOLLIN;
+}
+
+static int conn_opened(Conn *c, ConnCounts *k) {
+    long long done = mono_ns();
+    c->phase = UP;
+    k->opened++;
+    if (c->ssl != NULL && SSL_session_reused(c->ssl)) k->resumed++;
+    PyObject *key = PyLong_FromLongLong((done - c->start_ns) / 1000);
+    if (key == NULL) return -1;
+    PyObject *old = PyDict_GetItemWithError(k->handshake_us, key);
+    long long n = old ? PyLong_AsLongLong(old) + 1 : 1;
+    PyObject *v = PyErr_Occurred() ? NULL : PyLong_FromLongLong(n);
+    int r = v ? PyDict_SetItem(k->handshake_us, key, v) : -1;
+    Py_DECREF(key);
+    Py_XDECREF(v);
+    return r;
+}
+
+/* One step of opening (StreamFlow.advance): 1 once up, 0 while under way, -2 if it
+ * failed (counted; the caller closes it), -1 with a Python exception set. */
+static int conn_advance(Conn *c, SSL_CTX *ctx, const char *server_name, int resume,
+                        ConnCounts *k) {
+    if (c->phase == CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+            k->errors++;
+            return -2;
+        }
+        if (ctx == NULL) return conn_opened(c, k) < 0 ? -1 : 1;
+        c->ssl = SSL_new(ctx);
+        if (c->ssl == NULL || !SSL_set_fd(c->ssl, c->fd)) { k->errors++; return -2; }
+        if (server_name != NULL) {
+            SSL_set_tlsext_host_name(c->ssl, server_name);
+            if (SSL_CTX_get_verify_mode(ctx) != SSL_VERIFY_NONE) SSL_set1_host(c->ssl, server_name);
+        }
+        if (resume && c->session != NULL) SSL_set_session(c->ssl, c->session);
+        c->phase = HANDSHAKE;
+    }
+    ERR_clear_error();
+    int r = SSL_connect(c->ssl);
+    if (r == 1) return conn_opened(c, k) < 0 ? -1 : 1;
+    int why = SSL_get_error(c->ssl, r);
+    if (why == SSL_ERROR_WANT_READ) { c->hs_events = EPOLLIN; return 0; }
+    if (why == SSL_ERROR_WANT_WRITE) { c->hs_events = EPOLLOUT; return 0; }
+    k->errors++;
+    return -2;
+}
+
+/* Queue one framed query (StreamFlow.queue). -1: no memory (the query is not queued). */
+static int conn_queue(Conn *c, int id, const char *q, size_t qlen, long long now) {
+    size_t size = HEADER_LEN + qlen, need = c->wlen + 2 + size;
+    if (c->woff > 0 && need > c->wcap) { /* make room at the front first */
+        memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
+        for (size_t i = c->ehead; i < c->ehead + c->nends; i++) c->ends[i] -= c->woff;
+        c->wlen -= c->woff;
+        need -= c->woff;
+        c->woff = 0;
+    }
+    if (need > WBUF_MAX || grow((void **)&c->wbuf, &c->wcap, need, 1) < 0) return -1;
+    if (c->ehead > 0 && c->ehead + c->nends + 1 > c->ecap) {
+        memmove(c->ends, c->ends + c->ehead, c->nends * sizeof(size_t));
+        c->ehead = 0;
+    }
+    if (grow((void **)&c->ends, &c->ecap, c->ehead + c->nends + 1, sizeof(size_t)) < 0) return -1;
+    unsigned char *p = c->wbuf + c->wlen;
+    p[0] = (unsigned char)(size >> 8);
+    p[1] = (unsigned char)(size & 255);
+    set_id(p + 2, id);
+    memcpy(p + 4, QUERY_AFTER_ID, sizeof QUERY_AFTER_ID);
+    memcpy(p + 2 + HEADER_LEN, q, qlen);
+    c->wlen = need;
+    c->ends[c->ehead + c->nends++] = need;
+    c->carried++;
+    c->last_send_ns = now;
+    return 0;
+}
+
+/* Write what is queued, once up (StreamFlow.flush): how many queries the socket took
+ * whole, or -1 when the connection broke. */
+static long long conn_flush(Conn *c) {
+    if (c->phase != UP || c->woff >= c->wlen) return 0;
+    size_t want = c->wlen - c->woff;
+    ssize_t n;
+    if (c->ssl != NULL) {
+        ERR_clear_error();
+        size_t wrote = 0;
+        int r = SSL_write_ex(c->ssl, c->wbuf + c->woff, want, &wrote);
+        if (r <= 0) {
+            int why = SSL_get_error(c->ssl, r);
+            return why == SSL_ERROR_WANT_WRITE || why == SSL_ERROR_WANT_READ ? 0 : -1;
+        }
+        n = (ssize_t)wrote;
+    } else {
+        n = send(c->fd, c->wbuf + c->woff, want, MSG_NOSIGNAL);
+        if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+    }
+    c->woff += (size_t)n;
+    long long whole = 0;
+    while (c->nends > 0 && c->ends[c->ehead] <= c->woff) {
+        c->ehead++;
+        c->nends--;
+        whole++;
+    }
+    if (c->woff == c->wlen) c->woff = c->wlen = c->ehead = c->nends = 0;
+    return whole;
+}
+
+/* Read what is there into rbuf: 1 if something came, 0 if nothing, -1 when the
+ * connection ended (or broke), -2 on no memory. TLS is read while OpenSSL holds bytes
+ * it has not handed over: epoll would not announce those. */
+static int conn_read(Conn *c) {
+    int got = 0;
+    for (;;) {
+        if (grow((void **)&c->rbuf, &c->rcap, c->rlen + 16384, 1) < 0) return -2;
+        size_t room = c->rcap - c->rlen;
+        if (c->ssl != NULL) {
+            ERR_clear_error();
+            size_t n = 0;
+            int r = SSL_read_ex(c->ssl, c->rbuf + c->rlen, room, &n);
+            if (r <= 0) {
+                int why = SSL_get_error(c->ssl, r);
+                if (why == SSL_ERROR_WANT_READ || why == SSL_ERROR_WANT_WRITE) return got;
+                return got && why == SSL_ERROR_ZERO_RETURN ? 1 : -1;
+            }
+            c->rlen += n;
+            got = 1;
+            /* Nothing more in OpenSSL's buffer (it reads ahead): the socket is drained as
+             * far as it knows, and level-triggered epoll brings it back for the rest. One
+             * recv saved per wake, the one that would only say EAGAIN. */
+            if (!SSL_has_pending(c->ssl)) return 1;
+        } else {
+            ssize_t n = recv(c->fd, c->rbuf + c->rlen, room, 0);
+            if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? got : -1;
+            if (n == 0) return got ? 1 : -1;
+            c->rlen += (size_t)n;
+            if ((size_t)n < room) return 1; /* drained: level-triggered epoll brings us back */
+            got = 1;
+        }
+    }
+}
+
+static void conn_free(Conn *c) {
+    conn_close(c, 0);
+    if (c->session) SSL_SESSION_free(c->session);
+    c->session = NULL;
+    PyMem_Free(c->wbuf);
+    PyMem_Free(c->ends);
+    PyMem_Free(c->rbuf);
+}

@@ -1,0 +1,243 @@
+/* Part of soak.load._faststream (see the top of _faststream.c): the Python face, the
+ * Engine's run() and its methods, the type and the module. Included once, last. */
+
+/* run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending)
+ *   -> (sent_total, outstanding, sending), as _fastudp's Engine.run. */
+static PyObject *Stream_run(Stream *s, PyObject *args) {
+    Engine *e = &s->e;
+    long long until, send_end, base_ns, base_k;
+    double rate, phase;
+    int sending;
+    if (!PyArg_ParseTuple(args, "LLdLLdp", &until, &send_end, &rate, &base_ns, &base_k, &phase,
+                          &sending))
+        return NULL;
+    e->phase = phase;
+    e->rate = rate;
+    e->base_ns = base_ns;
+    e->base_k = base_k;
+    struct epoll_event evs[MAX_EVENTS];
+    for (;;) {
+        long long now = mono_ns();
+        if (sending && now >= send_end &&
+            e->sent_total >= due_by(send_end - 1, rate, base_ns, base_k, phase))
+            sending = 0;
+        if ((!sending && e->outstanding <= 0) || now >= until) break;
+        long long timeout_ns = 10000000LL, n = 0;
+        if (sending) {
+            if (rate > 0) {
+                n = due_by(now < send_end ? now : send_end - 1, rate, base_ns, base_k, phase) -
+                    e->sent_total;
+                if (n > SEND_BATCH) n = SEND_BATCH;
+                timeout_ns = n > 0 ? 0 : 500000; /* tcp.py's 0.5 ms; epoll rounds up */
+            } else {
+                n = e->max_outstanding - e->outstanding;
+                if (n > SEND_BATCH) n = SEND_BATCH;
+                timeout_ns = n > 0 ? 0 : 10000000LL;
+            }
+            if (n > 0 && queue_queries(s, n, now) < 0) return NULL;
+            flush_all(s);
+        }
+        if (until - now < timeout_ns) timeout_ns = until - now;
+        int timeout_ms = timeout_ns <= 0 ? 0 : (int)((timeout_ns + 999999) / 1000000);
+        int nev;
+        Py_BEGIN_ALLOW_THREADS
+        nev = epoll_wait(e->epfd, evs, MAX_EVENTS, timeout_ms);
+        Py_END_ALLOW_THREADS
+        if (nev < 0 && errno != EINTR) return PyErr_SetFromErrno(PyExc_OSError);
+        long long before = e->completed_total, woke = mono_ns();
+        for (int i = 0; i < nev; i++)
+            if (on_event(s, (int)evs[i].data.u32, evs[i].events) < 0) return NULL;
+        if (e->completed_total != before) answered(e, woke);
+        now = mono_ns();
+        housekeeping(s, now);
+        if (now >= e->next_sweep) {
+            sweep(e, now, 0);
+            e->next_sweep = now + SWEEP_NS;
+        }
+        if (PyErr_CheckSignals() < 0) return NULL;
+    }
+    return Py_BuildValue("LLO", e->sent_total, e->outstanding, sending ? Py_True : Py_False);
+}
+
+/* take(cursor_second) -> the 9 counts of _fastudp's take, then a 10th: the connections'
+ * (opened, errors, resumed, {handshake us: n}, hung_up) (udp_fast.interval_of reads it);
+ * the interval's counts start again from 0. */
+static PyObject *Stream_take(Stream *s, PyObject *arg) {
+    PyObject *hs = PyDict_New();
+    if (hs == NULL) return NULL;
+    PyObject *counts = Engine_take(&s->e, arg);
+    if (counts == NULL) { Py_DECREF(hs); return NULL; }
+    PyObject *taken = s->k.handshake_us; /* handed over (or released) by "N" */
+    s->k.handshake_us = hs;
+    PyObject *conns = Py_BuildValue("LLLNi", s->k.opened, s->k.errors, s->k.resumed, taken, 0);
+    s->k.opened = s->k.errors = s->k.resumed = 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(counts);
+    PyObject *out = conns ? PyTuple_New(n + 1) : NULL;
+    if (out == NULL) { Py_DECREF(counts); Py_XDECREF(conns); return NULL; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyTuple_GET_ITEM(counts, i);
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(out, i, v);
+    }
+    PyTuple_SET_ITEM(out, n, conns);
+    Py_DECREF(counts);
+    return out;
+}
+
+/* finish(): what no socket took by the end never will (counted failed at the socket,
+ * as tcp.py's StreamFlow.unwritten); every connection closes. */
+static PyObject *Stream_finish(Stream *s, PyObject *Py_UNUSED(arg)) {
+    for (int i = 0; i < s->nconns; i++) drop(s, i);
+    Py_RETURN_NONE;
+}
+
+static void Stream_dealloc(Stream *s) {
+    for (int i = 0; s->conns != NULL && i < s->nconns; i++) conn_free(&s->conns[i]);
+    PyMem_Free(s->conns);
+    if (s->ctx) SSL_CTX_free(s->ctx);
+    PyMem_Free(s->server_name);
+    Py_XDECREF(s->k.handshake_us);
+    engine_clear(&s->e);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+/* The TLS context of conn.tls_context: verify against ca_file (and the name, when one
+ * is given) or not at all; no tickets when resumption is off; ALPN as given (wire
+ * format). 0, or -1 with an exception set. */
+static int make_ctx(Stream *s, const char *ca_file, PyObject *alpn) {
+    s->ctx = SSL_CTX_new(TLS_client_method());
+    if (s->ctx == NULL) goto fail;
+    SSL_CTX_set_mode(s->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* One recv for many records: without it OpenSSL reads each record's header and body
+     * apart, two syscalls for every reply (a server writes one record per answer). */
+    SSL_CTX_set_read_ahead(s->ctx, 1);
+    if (ca_file != NULL) {
+        if (SSL_CTX_load_verify_locations(s->ctx, ca_file, NULL) != 1) goto fail;
+        SSL_CTX_set_verify(s->ctx, SSL_VERIFY_PEER, NULL);
+    } else { /* a load generator measures the server; it does not authenticate it */
+        SSL_CTX_set_verify(s->ctx, SSL_VERIFY_NONE, NULL);
+    }
+    if (!s->resume) SSL_CTX_set_options(s->ctx, SSL_OP_NO_TICKET);
+    if (PyBytes_GET_SIZE(alpn) > 0 &&
+        SSL_CTX_set_alpn_protos(s->ctx, (const unsigned char *)PyBytes_AS_STRING(alpn),
+                                (unsigned)PyBytes_GET_SIZE(alpn)) != 0)
+        goto fail;
+    return 0;
+fail:
+    PyErr_Format(PyExc_OSError, "TLS context: %s", ERR_reason_error_string(ERR_get_error()));
+    return -1;
+}
+
+/* Engine(host, port, flows, tls, engine_args)
+ * tls: None for TCP, else (server_name or None, ca_file or None, resumption, alpn wire
+ * bytes); engine_args: the UDP Engine's arguments (udp_fast.engine_args), of which the
+ * fds, recv_bytes and first flow are not used here. */
+static PyObject *Stream_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
+    const char *host;
+    int port, flows, nw, resume = 1;
+    PyObject *tls, *eargs, *fds, *questions, *randoms, *checks, *schedule, *pos, *alpn = NULL;
+    Py_ssize_t sched_i, recv_bytes, first_flow;
+    long long timeout_ns, max_outstanding, origin_ns;
+    const char *server_name = NULL, *ca_file = NULL;
+    if (!PyArg_ParseTuple(args, "siiOO!", &host, &port, &flows, &tls, &PyTuple_Type, &eargs))
+        return NULL;
+    if (!PyArg_ParseTuple(eargs, "O!O!O!O!O!nO!LLnniL", &PyList_Type, &fds, &PyList_Type,
+                          &questions, &PyList_Type, &randoms, &PyList_Type, &checks,
+                          &PyList_Type, &schedule, &sched_i, &PyList_Type, &pos, &timeout_ns,
+                          &max_outstanding, &recv_bytes, &first_flow, &nw, &origin_ns))
+        return NULL;
+    if (tls != Py_None &&
+        !PyArg_ParseTuple(tls, "zzpS", &server_name, &ca_file, &resume, &alpn))
+        return NULL;
+    Stream *s = (Stream *)type->tp_alloc(type, 0);
+    if (s == NULL) return NULL;
+    s->e.epfd = -1;
+    s->resume = resume;
+    s->k.handshake_us = PyDict_New();
+    if (s->k.handshake_us == NULL ||
+        engine_setup(&s->e, questions, randoms, checks, schedule, sched_i, pos, timeout_ns,
+                     max_outstanding, nw, origin_ns) < 0)
+        goto fail;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&s->addr;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&s->addr;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        s->alen = sizeof *a4;
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        s->alen = sizeof *a6;
+    } else {
+        PyErr_Format(PyExc_ValueError, "Engine: %s is not an IP address", host);
+        goto fail;
+    }
+    if (flows < 1) {
+        PyErr_SetString(PyExc_ValueError, "Engine: flows must be at least 1");
+        goto fail;
+    }
+    s->nconns = flows;
+    s->conns = PyMem_Calloc((size_t)flows, sizeof(Conn));
+    if (s->conns == NULL) { PyErr_NoMemory(); goto fail; }
+    for (int i = 0; i < flows; i++) s->conns[i].fd = -1;
+    if (server_name != NULL) {
+        s->server_name = PyMem_Malloc(strlen(server_name) + 1);
+        if (s->server_name == NULL) { PyErr_NoMemory(); goto fail; }
+        strcpy(s->server_name, server_name);
+    }
+    if (tls != Py_None && make_ctx(s, ca_file, alpn) < 0) goto fail;
+    s->e.epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (s->e.epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); goto fail; }
+    return (PyObject *)s;
+fail:
+    Py_DECREF(s);
+    return NULL;
+}
+
+static PyMethodDef Stream_methods[] = {
+    {"run", (PyCFunction)Stream_run, METH_VARARGS,
+     "run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending) -> (sent_total, "
+     "outstanding, sending)"},
+    {"finish", (PyCFunction)Stream_finish, METH_NOARGS,
+     "finish(): what is still queued fails at the socket; every connection closes"},
+    {"sweep", (PyCFunction)Engine_sweep, METH_VARARGS,
+     "sweep(everything=False) -> outstanding: count queries past their timeout as lost"},
+    {"take", (PyCFunction)Stream_take, METH_O,
+     "take(cursor_second) -> udp take's counts and (opened, errors, resumed, handshake_us, "
+     "hung_up)"},
+    {"skip", (PyCFunction)Engine_skip, METH_VARARGS,
+     "skip(second, n): n queries due in `second` never leave (counted skipped)"},
+    {"begin", (PyCFunction)Engine_begin, METH_O, "begin(start_ns): silences count from here"},
+    {"silence_until", (PyCFunction)Engine_silence_until, METH_O,
+     "silence_until(end_ns): a silence still going on at the end counts up to end_ns"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject StreamType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "soak.load._faststream.Engine",
+    .tp_basicsize = sizeof(Stream),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The TCP and DoT loop of a load worker (pipelined connections, OpenSSL).",
+    .tp_new = Stream_new,
+    .tp_dealloc = (destructor)Stream_dealloc,
+    .tp_methods = Stream_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "soak.load._faststream", "TCP and DoT load loop.", -1, NULL,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__faststream(void) {
+    if (PyType_Ready(&StreamType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&StreamType);
+    if (PyModule_AddObject(m, "Engine", (PyObject *)&StreamType) < 0) {
+        Py_DECREF(&StreamType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
