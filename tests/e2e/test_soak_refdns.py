@@ -115,7 +115,9 @@ def test_healthy_refdns_agrees_with_its_metrics_and_passes(tmp_path: Path) -> No
         # judges it.
         "--set", "leaks.thresholds={heap_inuse_bytes: 200MiB/h, goroutines: 100/h, fds: 100/h}",
         "--set", "phases.0.duration_s=20s",
-        "--set", "phases.1.duration_s=30s",
+        # 9 leak windows of 5 s where min_windows is 4: a busy machine's missed ticks
+        # leave enough of them to judge.
+        "--set", "phases.1.duration_s=45s",
     )  # fmt: skip
     seen_goroutines: list[float] = []
     seen_heap: list[float] = []
@@ -149,11 +151,11 @@ def test_healthy_refdns_agrees_with_its_metrics_and_passes(tmp_path: Path) -> No
     assert 0.67 <= statistics.median(heap) / statistics.median(seen_heap) <= 1.5
     assert 1e6 < statistics.median(heap) < 200e6  # bytes, not KiB or pages
     verdicts = {v["resource"]: v["verdict"] for v in st["verdicts"]}
-    assert verdicts["goroutines"] == "ok"
+    assert verdicts["goroutines"] == "ok", st["verdicts"]
     assert verdicts["heap_inuse_bytes"] in ("ok", "levelling")
     assert runtime_series(data, st["id"], "querylog_dropped_total")[-1] == 0
     assert rc == 0 and st["status"] == "passed", st["message"]
-    assert_figures_agree(data, st["id"])
+    assert_figures_agree(data, st["id"], kept_up=False)  # a busy machine may skip one
     assert processes_under(data / "runs" / st["id"]) == []
     plots = json.loads(Path(st["reports"]["json"]).read_text())["plots"]
     assert {"heap", "tasks", "memory", "drops", "rows", "api"} <= {p["id"] for p in plots}

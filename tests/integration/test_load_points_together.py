@@ -65,7 +65,11 @@ def test_a_windows_all_row_is_the_merge_of_its_classes_under_two_takers(
             with lock:
                 if not queue:
                     return
-                load.runner.ledger.append(queue.pop())
+                # As the runner's reader adds a closed window: under the runner's lock,
+                # which its take_ledger swaps the list under (unlocked, an append could
+                # land in a list the other taker had already taken, and be lost).
+                with load.runner._lock:
+                    load.runner.ledger.append(queue.pop())
             taken[i] += load.take_points(0)
 
     lock = threading.Lock()

@@ -173,7 +173,7 @@ def test_pcap_of_dnsperf_udp_and_tcp_replays(tmp_path: Path) -> None:
             [*base, "-l", "1", "-Q", "100", "-c", "2", "-m", "tcp"], capture_output=True, text=True
         )
         sent = [sent_by(p.stdout) for p in (udp, tcp)]
-        wait_for(lambda: len(read_pcap(pcap)) == sum(sent), 20, "tcpdump wrote every query", 0.1)
+        wait_for(lambda: len(read_pcap(pcap)) == sum(sent), 60, "tcpdump wrote every query", 0.1)
     out = tmp_path / "cap.soakcap"
     proc = soak("capture", "--from", str(pcap), "--clients-by-port", "-o", str(out), "--json")
     assert proc.returncode == 0, proc.stderr

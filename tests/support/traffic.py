@@ -63,6 +63,8 @@ def tcpdump_lo(port: int, out: Path) -> Iterator[None]:
             "lo",
             "--immediate-mode",
             "-U",
+            "-B",  # KiB: a busy machine's tcpdump falls behind a burst; its packets wait here
+            "16384",
             "-n",
             "-w",
             str(out),
