@@ -91,12 +91,8 @@ static long long send_doh(DohEngine *d, long long n, long long now) {
         int slot = take_slot(e, now);
         if (slot < 0) break;
         long long second = second_of_query(e, e->sent_total, now);
-        long long base = second == e->cur_second ? base_of(e, second) : -1;
-        if (base < 0) {
-            base = open_second(e, second);
-            if (base < 0) return -1;
-            e->cur_second = e->wsec[base / e->nc];
-        }
+        long long base = window_base(e, second);
+        if (base < 0) return -1;
         int cls;
         PyObject *q = next_question(e, &cls);
         if (q == NULL) return -1;
@@ -112,13 +108,7 @@ static long long send_doh(DohEngine *d, long long n, long long now) {
         } else {
             e->send_failed++;
         }
-        e->ring_t[slot] = mono_ns();
-        e->ring_c[slot] = cls;
-        e->ring_w[slot] = e->cur_second;
-        PyObject *old = e->ring_q[slot];
-        e->ring_q[slot] = q; /* the ring keeps the reference */
-        Py_XDECREF(old);
-        e->cnt[(base + cls) * NCOUNT + SENT]++;
+        ring_put(e, slot, cls, e->cur_second, base, q, mono_ns());
         e->sent_total++;
         e->outstanding++;
     }

@@ -89,12 +89,8 @@ static long long queue_queries(Stream *s, long long n, long long now) {
         int slot = take_slot(e, now);
         if (slot < 0) break;
         long long second = second_of_query(e, e->sent_total, now);
-        long long base = second == e->cur_second ? base_of(e, second) : -1;
-        if (base < 0) {
-            base = open_second(e, second);
-            if (base < 0) return -1;
-            e->cur_second = e->wsec[base / e->nc];
-        }
+        long long base = window_base(e, second);
+        if (base < 0) return -1;
         int cls;
         PyObject *q = next_question(e, &cls);
         if (q == NULL) return -1;
@@ -103,13 +99,7 @@ static long long queue_queries(Stream *s, long long n, long long now) {
         if (PyBytes_AsStringAndSize(q, &qbuf, &qlen) < 0) { Py_DECREF(q); return -1; }
         Conn *c = pick(s, now);
         if (c == NULL || conn_queue(c, slot, qbuf, (size_t)qlen, now) < 0) e->send_failed++;
-        e->ring_t[slot] = now;
-        e->ring_c[slot] = cls;
-        e->ring_w[slot] = e->cur_second;
-        PyObject *old = e->ring_q[slot];
-        e->ring_q[slot] = q; /* the ring keeps the reference */
-        Py_XDECREF(old);
-        e->cnt[(base + cls) * NCOUNT + SENT]++;
+        ring_put(e, slot, cls, e->cur_second, base, q, now);
         e->sent_total++;
         e->outstanding++;
     }

@@ -47,6 +47,32 @@ static long long open_second(Engine *e, long long second) {
     return slot * e->nc;
 }
 
+/* The counts' index (class 0) of the window of `second`, the one queries go into now:
+ * the current one, else opened and made current. -1 with an exception set. */
+static inline long long window_base(Engine *e, long long second) {
+    long long base = second == e->cur_second ? base_of(e, second) : -1;
+    if (base < 0) { /* a new second (or the last one was taken) */
+        base = open_second(e, second);
+        if (base < 0) return -1;
+        e->cur_second = e->wsec[base / e->nc];
+    }
+    return base;
+}
+
+/* A query counted sent at `t`: its id's slot holds its time, class and window and takes
+ * its question's reference; the window counts it. (The loops add it to sent_total and
+ * outstanding, one at a time or a batch at once.) */
+static inline void ring_put(Engine *e, int slot, int cls, long long window, long long base,
+                            PyObject *q, long long t) {
+    e->ring_t[slot] = t;
+    e->ring_c[slot] = cls;
+    e->ring_w[slot] = window;
+    PyObject *old = e->ring_q[slot];
+    e->ring_q[slot] = q;
+    Py_XDECREF(old);
+    e->cnt[(base + cls) * NCOUNT + SENT]++;
+}
+
 /* The grid second query k is due in (flat out: now's). */
 static inline long long second_of_query(Engine *e, long long k, long long now) {
     long long due = now;
@@ -118,14 +144,10 @@ static long long send_queries(Engine *e, long long n, long long now) {
             int slot = take_slot(e, now);
             if (slot < 0) { stop = 1; break; }
             long long second = second_of_query(e, e->sent_total + k, now) /* sent_total counts earlier chunks */;
-            long long base = second == e->cur_second ? base_of(e, second) : -1;
-            if (base < 0) { /* a new second (or the last one was taken) */
-                base = open_second(e, second);
-                if (base < 0) {
-                    for (int j = 0; j < k; j++) Py_DECREF(qs[j]);
-                    return -1;
-                }
-                e->cur_second = e->wsec[base / e->nc];
+            long long base = window_base(e, second);
+            if (base < 0) {
+                for (int j = 0; j < k; j++) Py_DECREF(qs[j]);
+                return -1;
             }
             secs[k] = e->cur_second;
             bases[k] = base;
@@ -177,14 +199,7 @@ static long long send_queries(Engine *e, long long n, long long now) {
         }
         for (int j = 0; j < k; j++) {
             if (j < left) {
-                int slot = slots[j], c = cls[j];
-                e->ring_t[slot] = t;
-                e->ring_c[slot] = c;
-                e->ring_w[slot] = secs[j];
-                PyObject *old = e->ring_q[slot];
-                e->ring_q[slot] = qs[j]; /* the ring keeps the reference */
-                Py_XDECREF(old);
-                e->cnt[(bases[j] + c) * NCOUNT + SENT]++;
+                ring_put(e, slots[j], cls[j], secs[j], bases[j], qs[j], t);
             } else {
                 Py_DECREF(qs[j]); /* its slot stays free (time 0) */
             }
