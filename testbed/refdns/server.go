@@ -167,7 +167,9 @@ func newServer(o *options, st *store, ql *queryLog, m *metrics) (*server, error)
 	}
 	s := &server{opts: o, st: st, qlog: ql, m: m, zone: z, cache: newAnswerCache(o.cacheEntries),
 		client: &dns.Client{Net: "udp", Timeout: o.upstreamTimeout}, leakCh: make(chan struct{})}
-	s.block.Store(map[string]struct{}{})
+	// The starter list before the first answer: the DNS listeners start before the
+	// configured list is fetched, and a blocked name must never be forwarded meanwhile.
+	s.swapBlocklist(parseList(strings.NewReader(builtinBlocklist)))
 	if err := s.reloadAllow(); err != nil {
 		return nil, err
 	}
@@ -193,10 +195,9 @@ func (s *server) reloadAllow() error {
 	return nil
 }
 
-// loadBlocklist loads the starter list at once (so the server is ready), then
-// the configured list, which may be large or remote, and swaps it in.
+// loadBlocklist marks the server ready (newServer put the starter list in place), then
+// loads the configured list, which may be large or remote, and swaps it in.
 func (s *server) loadBlocklist() {
-	s.swapBlocklist(parseList(strings.NewReader(builtinBlocklist)))
 	s.ready.Store(true)
 	if s.opts.blocklist == "" {
 		return

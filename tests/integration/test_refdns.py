@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,8 +22,8 @@ import httpx
 import pytest
 
 from soak.samplers.promexpr import parse_expr, parse_samples
-from tests.support.refdns import api_get, refdns
-from tests.support.servers import ServerProc, dnsmasq_upstream
+from tests.support.refdns import api_get, refdns, refdns_binary
+from tests.support.servers import ServerProc, dnsmasq_upstream, free_port, spawn
 
 pytestmark = pytest.mark.integration
 
@@ -197,3 +198,44 @@ def test_format_1_without_migration_loses_the_token_rows_and_allow_list(tmp_path
         assert api_get(new, "/stats/summary", token="old-token").status_code == 401
         assert addresses(ask(new, "tracker.example")) == ["0.0.0.0"]
     assert "WARNING data directory is format 1" in new.log_path.read_text()
+
+
+def first_answers(server: ServerProc, name: str, count: int) -> list[list[str]]:
+    """The addresses of the first `count` answers to `name`, asked from before the server
+    listens (a query every 0.1 ms until it does), so its very first answers are seen."""
+    query = dns.message.make_query(name, "A")
+    wire = query.to_wire()
+    seen: list[list[str]] = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.connect(("127.0.0.1", server.port))
+        sock.setblocking(False)
+        deadline = time.monotonic() + 20.0
+        while len(seen) < count and time.monotonic() < deadline:
+            assert server.proc.poll() is None, server.log_tail()
+            with contextlib.suppress(ConnectionRefusedError):
+                sock.send(wire)
+            time.sleep(0.0001)
+            with contextlib.suppress(BlockingIOError, ConnectionRefusedError):
+                while True:
+                    reply = dns.message.from_wire(sock.recv(512))
+                    seen.append(addresses(reply))
+    assert len(seen) >= count, f"{len(seen)} answers in 20 s: {server.log_tail()}"
+    return seen[:count]
+
+
+def test_a_blocked_name_is_blocked_from_the_first_answer(tmp_path: Path) -> None:
+    """refdns answers nothing before its starter block list is in place: a blocked name
+    asked while it starts (as under a soak's load across a restart or a swap) is never
+    forwarded. Started ten times, since a start is a race between its goroutines."""
+    with dnsmasq_upstream(tmp_path) as up:
+        for start in range(10):
+            port, api_port = free_port(), free_port()
+            argv = [
+                str(refdns_binary()), f"-dns=127.0.0.1:{port}", f"-api=127.0.0.1:{api_port}",
+                f"-data={tmp_path / f'data-{start}'}", f"-upstream=127.0.0.1:{up.port}",
+            ]  # fmt: skip
+            server = spawn(f"refdns-{start}", argv, tmp_path, port)
+            try:
+                assert first_answers(server, "blocked.example", 20) == [["0.0.0.0"]] * 20
+            finally:
+                server.stop()
