@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from bench.record_leak_corpus import (
+from bench.leak_corpus_cases import (
     ALL,
     KRESD_CONF,
     NAMED_CONF,
@@ -36,6 +36,7 @@ from bench.record_leak_corpus import (
     leak,
     process_target,
 )
+from tests.support.servers import named_recursive_conf
 
 KiB = 1024
 RSS_THRESHOLD_KIB_PER_S = 5 * 1024 / 3600  # the default 5 MiB/h
@@ -101,23 +102,6 @@ UNBOUND_BIG = (
     )
 )
 
-NAMED_RECURSIVE = """options {
-    directory "{data_dir}";
-    pid-file none;
-    session-keyfile "{data_dir}/session.key";
-    listen-on port {port.dns} { 127.0.0.1; };
-    listen-on-v6 { none; };
-    recursion yes;
-    allow-recursion { 127.0.0.0/8; };
-    forwarders { 127.0.0.1 port {service.upstream.port.dns}; };
-    forward only;
-    dnssec-validation no;
-    max-cache-size {cache_size};
-};
-controls { };
-logging { category default { null; }; };
-"""
-
 
 def _recursor(entries: int) -> dict[str, object]:
     target = process_target(
@@ -128,10 +112,6 @@ def _recursor(entries: int) -> dict[str, object]:
     )
     return {**target, "ports": {"dns": {"protocol": "both"}, "api": {}}}
 
-
-# Its statistics channel on a port the recorder picks: the cache's memory and nodes.
-NAMED_STATS = """statistics-channels { inet 127.0.0.1 port {stats_port} allow { 127.0.0.1; }; };
-"""
 
 # knot-resolver's cache use and entries as stats, so its http module's /metrics gives them
 # (cache.stats().usage_percent of the cache's size; cache.count() its entries).
@@ -323,11 +303,8 @@ CASES = [
         zipf_weight=12,
         accounting="bind",
         half="tuning",
-        target=_named(
-            NAMED_RECURSIVE.replace("{cache_size}", "128m").replace(
-                "controls { };", NAMED_STATS + "controls { };"
-            )
-        ),
+        # Its statistics channel on a port the recorder picks: the cache's memory and nodes.
+        target=_named(named_recursive_conf("128m", stats_port="{stats_port}")),
     ),
     count_leak("fds", 1, ("goroutines", "threads"), "tuning"),  # 1x
     count_leak("fds", 2, ("goroutines", "threads"), "tuning", suffix="-tuning"),  # 2x
@@ -365,7 +342,7 @@ CASES = [
         {**CACHE},
         zipf_weight=9,
         half="held-out",
-        target=_named(NAMED_RECURSIVE.replace("{cache_size}", "256m")),
+        target=_named(named_recursive_conf("256m")),
     ),
     Case(
         "rt-pdns-recursor-small",

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.support.refdns import refdns_binary
+from tests.support.servers import named_recursive_conf
 from tests.support.soaks import ROOT, foreground, stored
 
 pytestmark = pytest.mark.e2e
@@ -114,25 +115,6 @@ def test_unbound_filling_its_cache_is_explained_by_its_own_accounting(work: Path
     assert rss_alone["verdict"] == "insufficient", rss_alone
 
 
-NAMED_CACHE_CONF = """options {
-    directory "{run_dir}";
-    pid-file none;
-    session-keyfile "{run_dir}/session.key";
-    listen-on port {port.dns} { 127.0.0.1; };
-    listen-on-v6 { none; };
-    recursion yes;
-    allow-recursion { 127.0.0.0/8; };
-    forwarders { 127.0.0.1 port {service.upstream.port.dns}; };
-    forward only;
-    dnssec-validation no;
-    max-cache-size 256m;
-};
-statistics-channels { inet 127.0.0.1 port {port.stats} allow { 127.0.0.1; }; };
-controls { };
-logging { category default { null; }; };
-"""
-
-
 def test_bind_filling_its_cache_is_explained_by_its_statistics_channel(tmp_path: Path) -> None:
     """BIND (named, recursive) filling its cache, the cache's own figures read from its
     statistics channel (`samplers.server: {kind: bind}`): its RSS rises with the cache it
@@ -144,7 +126,7 @@ def test_bind_filling_its_cache_is_explained_by_its_statistics_channel(tmp_path:
         "name": "bind9",
         "argv": ["named", "-g", "-n", "1", "-c", "{run_dir}/named.conf"],
         "ports": {"dns": {"protocol": "both"}, "stats": {}},
-        "files": [{"dest": "named.conf", "content": NAMED_CACHE_CONF}],
+        "files": [{"dest": "named.conf", "content": named_recursive_conf("256m", "{port.stats}")}],
     }
     doc["samplers"]["server"] = {"kind": "bind", "port": "stats"}
     for cls in doc["load"]["mix"]:  # relative to the scenario's folder

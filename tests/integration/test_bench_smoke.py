@@ -19,7 +19,12 @@ pytestmark = pytest.mark.integration
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 # Recordings and the corpus's judge, not benches with a smoke mode.
-NOT_BENCHES = {"record_leak_corpus.py", "leak_corpus_real_time.py", "leak_accuracy.py"}
+NOT_BENCHES = {
+    "record_leak_corpus.py",
+    "leak_corpus_cases.py",
+    "leak_corpus_real_time.py",
+    "leak_accuracy.py",
+}
 N = r"[\d,.]+"  # a figure as the benches print them
 # Each bench and the line its smoke run must print: its ratio or its result.
 RESULT_LINES = {

@@ -362,3 +362,37 @@ def dnsdist(tmp: Path, backend_port: int, tls: tuple[Path, Path]) -> Iterator[Se
         spawn("dnsdist", argv, tmp, port, dot=dot, doh=doh), "www.example.test."
     ) as server:
         yield server
+
+
+# ---------------------------------------------------------------- BIND
+
+NAMED_RECURSIVE = """options {
+    directory "{run_dir}";
+    pid-file none;
+    session-keyfile "{run_dir}/session.key";
+    listen-on port {port.dns} { 127.0.0.1; };
+    listen-on-v6 { none; };
+    recursion yes;
+    allow-recursion { 127.0.0.0/8; };
+    forwarders { 127.0.0.1 port {service.upstream.port.dns}; };
+    forward only;
+    dnssec-validation no;
+    max-cache-size {cache_size};
+};
+{stats}controls { };
+logging { category default { null; }; };
+"""
+
+
+def named_recursive_conf(cache_size: str, stats_port: str | None = None) -> str:
+    """A scenario's named.conf (its `{port.dns}`, `{run_dir}` and upstream templates
+    left for the run): BIND recursive, forwarding only to the scenario's `upstream`
+    service, its cache at most `cache_size` ("256m"); with its statistics channel on
+    `stats_port` (a port or a template such as "{port.stats}") where the cache's own
+    memory is to be read."""
+    stats = (
+        f"statistics-channels {{ inet 127.0.0.1 port {stats_port} allow {{ 127.0.0.1; }}; }};\n"
+        if stats_port
+        else ""
+    )
+    return NAMED_RECURSIVE.replace("{cache_size}", cache_size).replace("{stats}", stats)
