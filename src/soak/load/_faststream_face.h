@@ -101,31 +101,11 @@ static void Stream_dealloc(Stream *s) {
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
-/* The TLS context of conn.tls_context: verify against ca_file (and the name, when one
- * is given) or not at all; no tickets when resumption is off; ALPN as given (wire
- * format). 0, or -1 with an exception set. */
+/* The TLS context of conn.tls_context (_fastconn.h). 0, or -1 with an exception set. */
 static int make_ctx(Stream *s, const char *ca_file, PyObject *alpn) {
-    s->ctx = SSL_CTX_new(TLS_client_method());
-    if (s->ctx == NULL) goto fail;
-    SSL_CTX_set_mode(s->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    /* One recv for many records: without it OpenSSL reads each record's header and body
-     * apart, two syscalls for every reply (a server writes one record per answer). */
-    SSL_CTX_set_read_ahead(s->ctx, 1);
-    if (ca_file != NULL) {
-        if (SSL_CTX_load_verify_locations(s->ctx, ca_file, NULL) != 1) goto fail;
-        SSL_CTX_set_verify(s->ctx, SSL_VERIFY_PEER, NULL);
-    } else { /* a load generator measures the server; it does not authenticate it */
-        SSL_CTX_set_verify(s->ctx, SSL_VERIFY_NONE, NULL);
-    }
-    if (!s->resume) SSL_CTX_set_options(s->ctx, SSL_OP_NO_TICKET);
-    if (PyBytes_GET_SIZE(alpn) > 0 &&
-        SSL_CTX_set_alpn_protos(s->ctx, (const unsigned char *)PyBytes_AS_STRING(alpn),
-                                (unsigned)PyBytes_GET_SIZE(alpn)) != 0)
-        goto fail;
-    return 0;
-fail:
-    PyErr_Format(PyExc_OSError, "TLS context: %s", ERR_reason_error_string(ERR_get_error()));
-    return -1;
+    s->ctx = fastconn_ctx(ca_file, (const unsigned char *)PyBytes_AS_STRING(alpn),
+                          (size_t)PyBytes_GET_SIZE(alpn), s->resume);
+    return s->ctx == NULL ? -1 : 0;
 }
 
 /* Engine(host, port, flows, tls, engine_args)
@@ -158,20 +138,7 @@ static PyObject *Stream_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
         engine_setup(&s->e, questions, randoms, checks, schedule, sched_i, pos, timeout_ns,
                      max_outstanding, nw, origin_ns) < 0)
         goto fail;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&s->addr;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&s->addr;
-    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        s->alen = sizeof *a4;
-    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        s->alen = sizeof *a6;
-    } else {
-        PyErr_Format(PyExc_ValueError, "Engine: %s is not an IP address", host);
-        goto fail;
-    }
+    if (fastconn_addr(host, port, &s->addr, &s->alen) < 0) goto fail;
     if (flows < 1) {
         PyErr_SetString(PyExc_ValueError, "Engine: flows must be at least 1");
         goto fail;
