@@ -22,6 +22,9 @@ typedef struct {
     unsigned char *rbuf;  /* bytes read that do not make a whole message yet */
     size_t rlen, rcap;
     long long carried, answered, last_send_ns;
+    long long born_ns;     /* up since (an age policy counts from here) */
+    long long close_at_ns; /* > 0 once retired and its answers are in: it closes then */
+    int slot;              /* the slot it serves or served (whose policy it follows) */
 } Conn;
 
 /* What the connections counted over the interval (Book.conn_* and socket_*). */
@@ -74,6 +77,7 @@ static int conn_connect(Conn *c, const struct sockaddr *addr, socklen_t alen, lo
     c->start_ns = mono_ns();
     c->rlen = 0;
     c->carried = c->answered = 0;
+    c->close_at_ns = 0;
     return 1;
 }
 
@@ -86,6 +90,7 @@ static uint32_t conn_events(const Conn *c) {
 static int conn_opened(Conn *c, ConnCounts *k) {
     long long done = mono_ns();
     c->phase = UP;
+    c->born_ns = done;
     k->opened++;
     if (c->ssl != NULL && SSL_session_reused(c->ssl)) k->resumed++;
     return fastconn_count_handshake(k->handshake_us, (done - c->start_ns) / 1000);

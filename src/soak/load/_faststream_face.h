@@ -49,7 +49,7 @@ static PyObject *Stream_run(Stream *s, PyObject *args) {
             if (on_event(s, (int)evs[i].data.u32, evs[i].events) < 0) return NULL;
         if (e->completed_total != before) answered(e, woke);
         now = mono_ns();
-        housekeeping(s, now);
+        if (housekeeping(s, now) < 0) return NULL;
         if (now >= e->next_sweep) {
             sweep(e, now, 0);
             e->next_sweep = now + SWEEP_NS;
@@ -87,13 +87,14 @@ static PyObject *Stream_take(Stream *s, PyObject *arg) {
 /* finish(): what no socket took by the end never will (counted failed at the socket,
  * as tcp.py's StreamFlow.unwritten); every connection closes. */
 static PyObject *Stream_finish(Stream *s, PyObject *Py_UNUSED(arg)) {
-    for (int i = 0; i < s->nconns; i++) drop(s, i);
+    for (int i = 0; i < s->nconns + s->nplaces; i++) drop(s, i);
     Py_RETURN_NONE;
 }
 
 static void Stream_dealloc(Stream *s) {
-    for (int i = 0; s->conns != NULL && i < s->nconns; i++) conn_free(&s->conns[i]);
+    for (int i = 0; s->conns != NULL && i < s->nconns + s->nplaces; i++) conn_free(&s->conns[i]);
     PyMem_Free(s->conns);
+    churn_free(s);
     if (s->ctx) SSL_CTX_free(s->ctx);
     PyMem_Free(s->server_name);
     Py_XDECREF(s->k.handshake_us);
@@ -108,18 +109,21 @@ static int make_ctx(Stream *s, const char *ca_file, PyObject *alpn) {
     return s->ctx == NULL ? -1 : 0;
 }
 
-/* Engine(host, port, flows, tls, engine_args)
+/* Engine(host, port, flows, tls, engine_args, churn=None)
  * tls: None for TCP, else (server_name or None, ca_file or None, resumption, alpn wire
  * bytes); engine_args: the UDP Engine's arguments (udp_fast.engine_args), of which the
- * fds, recv_bytes and first flow are not used here. */
+ * fds, recv_bytes and first flow are not used here; churn: None, or per class the slots
+ * it sends on and per slot its connection policy (_faststream_churn.h: churn_setup). */
 static PyObject *Stream_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
     const char *host;
     int port, flows, nw, resume = 1;
     PyObject *tls, *eargs, *fds, *questions, *randoms, *checks, *schedule, *pos, *alpn = NULL;
+    PyObject *churn = Py_None;
     Py_ssize_t sched_i, recv_bytes, first_flow;
     long long timeout_ns, max_outstanding, origin_ns;
     const char *server_name = NULL, *ca_file = NULL;
-    if (!PyArg_ParseTuple(args, "siiOO!", &host, &port, &flows, &tls, &PyTuple_Type, &eargs))
+    if (!PyArg_ParseTuple(args, "siiOO!|O", &host, &port, &flows, &tls, &PyTuple_Type, &eargs,
+                          &churn))
         return NULL;
     if (!PyArg_ParseTuple(eargs, "O!O!O!O!O!nO!LLnniL", &PyList_Type, &fds, &PyList_Type,
                           &questions, &PyList_Type, &randoms, &PyList_Type, &checks,
@@ -143,10 +147,13 @@ static PyObject *Stream_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
         PyErr_SetString(PyExc_ValueError, "Engine: flows must be at least 1");
         goto fail;
     }
-    s->nconns = flows;
-    s->conns = PyMem_Calloc((size_t)flows, sizeof(Conn));
+    if (churn_setup(s, flows, churn) < 0) goto fail;
+    s->conns = PyMem_Calloc((size_t)s->nconns, sizeof(Conn));
     if (s->conns == NULL) { PyErr_NoMemory(); goto fail; }
-    for (int i = 0; i < flows; i++) s->conns[i].fd = -1;
+    for (int i = 0; i < s->nconns; i++) {
+        s->conns[i].fd = -1;
+        s->conns[i].slot = i;
+    }
     if (server_name != NULL) {
         s->server_name = PyMem_Malloc(strlen(server_name) + 1);
         if (s->server_name == NULL) { PyErr_NoMemory(); goto fail; }
