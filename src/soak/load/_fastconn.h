@@ -134,11 +134,19 @@ static int fastconn_handshake(SSL *ssl, int *events) {
     return 0;
 }
 
-/* The session to offer the next connection of this slot: the newest one (TLS 1.3
- * tickets arrive after the handshake), replacing *kept. */
+/* The session to offer the next connection of this slot: this connection's newest one
+ * (TLS 1.3 tickets arrive after the handshake), replacing *kept, if it can be resumed.
+ * A connection that closes (or retires) before its ticket was read has none: *kept, the
+ * one it was offered, stays. Taking the unresumable one instead made each replacement
+ * a full handshake, slower, so more of them spent their quota still opening: DoT at
+ * 4,000 q/s, 20 queries a connection on a busy machine resumed 37 of 1,569. */
 static void fastconn_keep_session(SSL *ssl, SSL_SESSION **kept) {
     SSL_SESSION *s = SSL_get1_session(ssl);
     if (s == NULL) return;
+    if (!SSL_SESSION_is_resumable(s)) {
+        SSL_SESSION_free(s);
+        return;
+    }
     if (*kept != NULL) SSL_SESSION_free(*kept);
     *kept = s;
 }

@@ -44,9 +44,9 @@ static int retire(Stream *s, int i) {
     *c = spare;
     if (c->session != NULL) SSL_SESSION_free(c->session);
     c->session = NULL;
-    if (s->resume && old->ssl != NULL) c->session = SSL_get1_session(old->ssl);
-    else if (s->resume && old->session != NULL && SSL_SESSION_up_ref(old->session))
-        c->session = old->session;
+    if (s->resume && old->session != NULL && SSL_SESSION_up_ref(old->session))
+        c->session = old->session; /* what the old one was offered, unless it has newer: */
+    if (s->resume && old->ssl != NULL) fastconn_keep_session(old->ssl, &c->session);
     c->slot = i;
     c->retry_ns = c->close_at_ns = 0;
     c->woff = c->wlen = c->ehead = c->nends = c->rlen = 0;
