@@ -146,6 +146,9 @@ def test_a_quota_per_connection_churns_alike_on_both_loops(
     opened = compiled["connections"]["opened"]
     assert least <= opened <= least + 4
     assert opened == c_syns == python["connections"]["opened"] == p_syns
+    if protocol == "dot":  # every connection but each slot's first resumes its slot's session
+        for d in (compiled, python):
+            assert d["connections"]["tls_resumed"] == opened - 4, d["connections"]
 
 
 def test_an_age_churns_connections_seen_at_the_server(

@@ -14,8 +14,8 @@ static int retire(DohEngine *d, int i) {
     }
     Conn *old = d->flows[i], *fresh = conn_new(d);
     if (fresh == NULL) return -1;
-    if (d->resume && old->session && SSL_SESSION_up_ref(old->session))
-        fresh->session = old->session; /* what the old one was offered, unless it has newer: */
+    /* what the old one was offered (a copy: _fastconn.h), unless it has a newer one */
+    if (d->resume && old->session) fresh->session = SSL_SESSION_dup(old->session);
     if (d->resume && old->ssl) fastconn_keep_session(old->ssl, &fresh->session);
     d->retiring[d->nretiring++] = old;
     d->flows[i] = fresh;

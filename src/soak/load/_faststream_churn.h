@@ -44,8 +44,8 @@ static int retire(Stream *s, int i) {
     *c = spare;
     if (c->session != NULL) SSL_SESSION_free(c->session);
     c->session = NULL;
-    if (s->resume && old->session != NULL && SSL_SESSION_up_ref(old->session))
-        c->session = old->session; /* what the old one was offered, unless it has newer: */
+    /* what the old one was offered (a copy: _fastconn.h), unless it has a newer one */
+    if (s->resume && old->session != NULL) c->session = SSL_SESSION_dup(old->session);
     if (s->resume && old->ssl != NULL) fastconn_keep_session(old->ssl, &c->session);
     c->slot = i;
     c->retry_ns = c->close_at_ns = 0;
