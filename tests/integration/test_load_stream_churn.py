@@ -146,9 +146,13 @@ def test_a_quota_per_connection_churns_alike_on_both_loops(
     opened = compiled["connections"]["opened"]
     assert least <= opened <= least + 4
     assert opened == c_syns == python["connections"]["opened"] == p_syns
-    if protocol == "dot":  # every connection but each slot's first resumes its slot's session
+    if protocol == "dot":
+        # Every connection but each slot's first (4) resumes its slot's session, but for
+        # the successor of a first one that spent its quota still opening (a handshake
+        # slower than 11 queries' time: seen once, 55). Handing on an unresumable session
+        # gave 47-52 here.
         for d in (compiled, python):
-            assert d["connections"]["tls_resumed"] == opened - 4, d["connections"]
+            assert opened - 6 <= d["connections"]["tls_resumed"] <= opened - 4, d["connections"]
 
 
 def test_an_age_churns_connections_seen_at_the_server(
