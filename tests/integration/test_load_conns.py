@@ -45,13 +45,18 @@ def wait_until(predicate: Any, timeout_s: float = 10.0) -> bool:
     return bool(predicate())
 
 
+@pytest.mark.parametrize("pure", [True, False], ids=["python", "compiled"])
 def test_a_hanging_handshake_does_not_hold_up_the_other_connections(
-    ub: ServerProc, tmp_path: Path
+    ub: ServerProc, pure: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Connection 2 (the first replacement, once a connection has carried its 20
     # queries) reaches a relay that never answers its ClientHello: it stays in its
     # handshake until the 1-s opening limit. Meanwhile the other slot's
     # connections must go on carrying queries through the relay.
+    if pure:
+        monkeypatch.setenv("SOAK_LOAD_PURE", "1")
+    else:
+        monkeypatch.delenv("SOAK_LOAD_PURE", raising=False)
     mix = [{**LOCAL, "connection": {"queries_per_connection": 20}}]
     cfg = LoadConfig(protocol="dot", flows=2, mix=mix)
     with stalling_relay(ub.extra_ports["dot"], stall={2}) as relay:
@@ -63,10 +68,15 @@ def test_a_hanging_handshake_does_not_hold_up_the_other_connections(
     r = d.to_json_dict()
     assert r["connections"]["errors"] == 1  # the opening that timed out
     assert r["sent"] == 600 and r["sent"] == r["completed"] + r["lost"]
-    # the stalled connection's queries were queued but never written: failed at the socket
+    # the stalled connection's queries were queued but never written: failed at the socket.
+    # A query goes to a connection still opening only while no other is up: the Python
+    # loop is slow enough that the other slot's replacement is still opening when some
+    # fall due; the compiled one may have it up first, and then none is queued there.
     sockets = r["engine_counters"]
     assert sockets["socket_sent"] + sockets["send_failed"] == 600, sockets
-    assert sockets["send_failed"] == r["lost"] > 0, (sockets, r["lost"])
+    assert sockets["send_failed"] == r["lost"], (sockets, r["lost"])
+    if pure:
+        assert r["lost"] > 0
     # ~200 queries fall due in that second; a loop blocked in the handshake sends none
     assert during >= 10, during
 

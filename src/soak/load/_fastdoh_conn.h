@@ -30,15 +30,8 @@ static int conn_connect(Conn *c, long long now) {
     DohEngine *d = c->d;
     if (now < c->retry_ns) return 0;
     c->retry_ns = now + RECONNECT_NS;
-    int fd = socket(d->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = fastconn_open((struct sockaddr *)&d->addr, d->addrlen);
     if (fd < 0) { d->errors++; return 0; }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&d->addr, d->addrlen) < 0 && errno != EINPROGRESS) {
-        close(fd);
-        d->errors++;
-        return 0;
-    }
     c->fd = fd;
     c->phase = CONNECTING;
     c->start_ns = mono_ns();
@@ -61,13 +54,7 @@ static int conn_connect(Conn *c, long long now) {
 static void conn_close(Conn *c) {
     DohEngine *d = c->d;
     if (c->ssl) {
-        if (d->resume) {
-            SSL_SESSION *s = SSL_get1_session(c->ssl);
-            if (s) {
-                if (c->session) SSL_SESSION_free(c->session);
-                c->session = s;
-            }
-        }
+        if (d->resume) fastconn_keep_session(c->ssl, &c->session);
         SSL_free(c->ssl);
         c->ssl = NULL;
     }
@@ -105,13 +92,7 @@ static int conn_opened(Conn *c) {
     c->phase = UP;
     d->opened++;
     if (SSL_session_reused(c->ssl)) d->resumed++;
-    PyObject *k = PyLong_FromLongLong((done - c->start_ns) / 1000);
-    PyObject *n = k ? PyDict_GetItemWithError(d->handshake_us, k) : NULL;
-    PyObject *v = k && !PyErr_Occurred() ? PyLong_FromLongLong(n ? PyLong_AsLongLong(n) + 1 : 1) : NULL;
-    int r = v ? PyDict_SetItem(d->handshake_us, k, v) : -1;
-    Py_XDECREF(k);
-    Py_XDECREF(v);
-    return r < 0 ? -2 : 1;
+    return fastconn_count_handshake(d->handshake_us, (done - c->start_ns) / 1000) < 0 ? -2 : 1;
 }
 
 /* One step of opening: 1 up, 0 under way, -1 failed (a connection error; closed),
@@ -119,23 +100,14 @@ static int conn_opened(Conn *c) {
 static int conn_advance(Conn *c) {
     DohEngine *d = c->d;
     if (c->phase == CONNECTING) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) goto failed;
-        c->ssl = SSL_new(d->ctx);
-        if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1) goto failed;
-        if (d->server_name) SSL_set_tlsext_host_name(c->ssl, d->server_name);
-        if (d->verify_host && SSL_set1_host(c->ssl, d->server_name) != 1) goto failed;
-        if (d->resume && c->session) SSL_set_session(c->ssl, c->session);
-        SSL_set_connect_state(c->ssl);
+        if (!fastconn_connected(c->fd)) goto failed;
+        c->ssl = fastconn_tls(d->ctx, c->fd, d->server_name, d->resume ? c->session : NULL);
+        if (c->ssl == NULL) goto failed;
         c->phase = HANDSHAKE;
     }
-    int r = SSL_do_handshake(c->ssl);
-    if (r != 1) {
-        int e = SSL_get_error(c->ssl, r);
-        ERR_clear_error();
-        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) goto failed;
-        c->hs_events = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT;
+    int r = fastconn_handshake(c->ssl, &c->hs_events);
+    if (r == -1) goto failed;
+    if (r == 0) {
         conn_rearm(c);
         return 0;
     }
@@ -173,8 +145,10 @@ static int conn_flush(Conn *c) {
     return 0;
 }
 
-/* Reads everything readable into the session, then writes what it answers (window
- * updates, SETTINGS acks): 1, 0 when the connection ended, -2 a Python error. */
+/* Reads what is there into the session, then writes what it answers (window updates,
+ * SETTINGS acks): 1, 0 when the connection ended, -2 a Python error. It stops once
+ * OpenSSL holds nothing more (it reads ahead, _fastconn.h): level-triggered epoll
+ * brings it back for the rest, and the recv that would only say EAGAIN is saved. */
 static int conn_read(Conn *c) {
     unsigned char buf[READ_CHUNK];
     for (;;) {
@@ -190,6 +164,7 @@ static int conn_read(Conn *c) {
             c->d->errors++; /* unusable: its queries end as lost, a new one replaces it */
             return 0;
         }
+        if (!SSL_has_pending(c->ssl)) break;
     }
     if (h2_pump(c) < 0 || conn_flush(c) < 0) return 0;
     return 1;

@@ -8,23 +8,15 @@
 #include "_fastudp.c"
 #pragma GCC diagnostic pop
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+#include "_fastconn.h" /* the connect, the TLS context and handshake: shared with TCP/DoT */
 #include <nghttp2/nghttp2.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 
-#define RECONNECT_NS 100000000LL      /* conn.RECONNECT_NS: at most this often while refused */
-#define CONNECT_TIMEOUT_NS 1000000000LL /* conn.CONNECT_TIMEOUT_NS: TCP connect plus TLS */
 #define READ_CHUNK 16384
 #define MAX_BODY 65535                 /* a DNS message's largest size */
 #define MSG_MAX (HEADER_LEN + 300)     /* a query: the header and one question */
-
-enum { DOWN, CONNECTING, HANDSHAKE, UP }; /* conn.py's phases */
 
 struct Conn;
 
@@ -57,7 +49,7 @@ typedef struct DohEngine {
     Engine e; /* first: a DohEngine is an Engine to the UDP engine's functions */
     SSL_CTX *ctx;
     nghttp2_session_callbacks *cbs;
-    int family, get, verify_host, resume;
+    int get, resume;
     struct sockaddr_storage addr;
     socklen_t addrlen;
     char *path, *authority, *server_name;

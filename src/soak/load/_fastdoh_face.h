@@ -102,21 +102,10 @@ static char *copy_str(const char *s) {
     return out;
 }
 
-/* The TLS context conn.tls_context makes: the CA file verifies the server (and the name,
- * when one is given); without one, a load generator measures, it does not authenticate. */
+/* The TLS context of conn.tls_context (_fastconn.h). 0, or -1 with an exception set. */
 static int make_ctx(DohEngine *d, const char *ca_file, const char *alpn, Py_ssize_t alpn_len) {
-    d->ctx = SSL_CTX_new(TLS_client_method());
-    if (d->ctx == NULL) return -1;
-    SSL_CTX_set_mode(d->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    SSL_CTX_set_session_cache_mode(d->ctx, SSL_SESS_CACHE_CLIENT);
-    if (!d->resume) SSL_CTX_set_options(d->ctx, SSL_OP_NO_TICKET);
-    if (ca_file != NULL) {
-        if (SSL_CTX_load_verify_locations(d->ctx, ca_file, NULL) != 1) return -1;
-        SSL_CTX_set_verify(d->ctx, SSL_VERIFY_PEER, NULL);
-    } else {
-        SSL_CTX_set_verify(d->ctx, SSL_VERIFY_NONE, NULL);
-    }
-    return SSL_CTX_set_alpn_protos(d->ctx, (const unsigned char *)alpn, (unsigned)alpn_len) == 0 ? 0 : -1;
+    d->ctx = fastconn_ctx(ca_file, (const unsigned char *)alpn, (size_t)alpn_len, d->resume);
+    return d->ctx == NULL ? -1 : 0;
 }
 
 /* Engine(engine_args, host, port, flows, get, path, authority, server_name, ca_file,
@@ -161,25 +150,13 @@ static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED
     if (d == NULL) return NULL;
     d->get = get;
     d->resume = resume;
-    d->family = strchr(host, ':') ? AF_INET6 : AF_INET;
-    memset(&d->addr, 0, sizeof d->addr);
-    if (d->family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&d->addr;
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)port);
-        d->addrlen = sizeof *a;
-        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) goto bad_host;
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)&d->addr;
-        a->sin_family = AF_INET;
-        a->sin_port = htons((uint16_t)port);
-        d->addrlen = sizeof *a;
-        if (inet_pton(AF_INET, host, &a->sin_addr) != 1) goto bad_host;
+    if (fastconn_addr(host, port, &d->addr, &d->addrlen) < 0) {
+        Py_DECREF(d);
+        return NULL;
     }
     d->path = copy_str(path);
     d->authority = copy_str(authority);
     d->server_name = copy_str(server_name);
-    d->verify_host = ca_file != NULL && server_name != NULL;
     d->handshake_us = PyDict_New();
     d->cbs = make_callbacks();
     d->flows = calloc((size_t)flows, sizeof(Conn *));
@@ -195,16 +172,10 @@ static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED
             return PyErr_NoMemory();
         }
     if (make_ctx(d, ca_file, alpn, alpn_len) < 0) {
-        unsigned long err = ERR_get_error();
-        PyErr_Format(PyExc_OSError, "TLS context: %s", err ? ERR_reason_error_string(err) : "failed");
         Py_DECREF(d);
         return NULL;
     }
     return (PyObject *)d;
-bad_host:
-    PyErr_Format(PyExc_ValueError, "Engine: %s is not an IP address", host);
-    Py_DECREF(d);
-    return NULL;
 }
 
 static PyMethodDef Doh_methods[] = {

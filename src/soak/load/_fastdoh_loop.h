@@ -14,7 +14,9 @@ static int retire(DohEngine *d, int i) {
     }
     Conn *old = d->flows[i], *fresh = conn_new(d);
     if (fresh == NULL) return -1;
-    if (d->resume && old->ssl) fresh->session = SSL_get1_session(old->ssl);
+    /* what the old one was offered (a copy: _fastconn.h), unless it has a newer one */
+    if (d->resume && old->session) fresh->session = SSL_SESSION_dup(old->session);
+    if (d->resume && old->ssl) fastconn_keep_session(old->ssl, &fresh->session);
     d->retiring[d->nretiring++] = old;
     d->flows[i] = fresh;
     return 0;

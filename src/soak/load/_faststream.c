@@ -14,8 +14,9 @@
  * pacing, the control pipe and the per-second reports (stream_fast.py), as udp_fast.py
  * does.
  *
- * Connections here last: a class whose connection policy churns them (a quota, an
- * age, hang-ups) runs the Python loop (stream_fast.supports).
+ * A class's connection policy may churn its connections (a quota of queries, an age,
+ * an idle time before the close: _faststream_churn.h); a policy that hangs up runs the
+ * Python loop (stream_fast.unfit).
  */
 /* Without OpenSSL's headers the build says what to install, in one line, first; the
  * install goes on and workers run tcp.run_tcp (the extension is optional). */
@@ -27,10 +28,17 @@
 #include "_fastengine.h"
 #include "_faststream_conn.h"
 
+/* A slot's connection policy (conn.Policy in numbers): -1 for none. */
+typedef struct {
+    long long quota, idle_ns, age_ns;
+} ConnPolicy;
+
 typedef struct {
     Engine e; /* first: a Stream is an Engine to the shared code */
-    Conn *conns;
-    int nconns, next; /* next: where the round robin stands */
+    Conn *conns; /* nconns slots, then nplaces places of retired connections (free: fd < 0) */
+    int nconns, nplaces;
+    ConnPolicy *policy; /* per slot */
+    int **pools, *pool_len, *cursor; /* per class: its slots, where its round robin stands */
     SSL_CTX *ctx;     /* NULL: plain TCP */
     char *server_name;
     int resume;
@@ -62,23 +70,7 @@ static void reopen(Stream *s, int i, long long now) {
     }
 }
 
-/* The next connection that is up; one still opening only if none is (its queries
- * leave once it is); NULL when every one is down. */
-static Conn *pick(Stream *s, long long now) {
-    for (int attempt = 0; attempt < 2; attempt++) {
-        Conn *opening = NULL;
-        for (int j = 0; j < s->nconns; j++) {
-            int i = s->next;
-            if (++s->next == s->nconns) s->next = 0;
-            Conn *c = &s->conns[i];
-            if (c->phase == UP) return c;
-            if (c->fd >= 0 && opening == NULL) opening = c;
-        }
-        if (opening != NULL) return opening;
-        for (int i = 0; i < s->nconns; i++) reopen(s, i, now); /* now, not next turn */
-    }
-    return NULL;
-}
+#include "_faststream_churn.h"
 
 /* Queue n due queries (tcp.run_tcp's send step). Returns how many, -1 with an
  * exception set. Stops early only when the id ring is full. */
@@ -97,7 +89,8 @@ static long long queue_queries(Stream *s, long long n, long long now) {
         char *qbuf;
         Py_ssize_t qlen;
         if (PyBytes_AsStringAndSize(q, &qbuf, &qlen) < 0) { Py_DECREF(q); return -1; }
-        Conn *c = pick(s, now);
+        Conn *c = pick(s, cls, now);
+        if (c == NULL && PyErr_Occurred()) { Py_DECREF(q); return -1; }
         if (c == NULL || conn_queue(c, slot, qbuf, (size_t)qlen, now) < 0) e->send_failed++;
         ring_put(e, slot, cls, e->cur_second, base, q, now);
         e->sent_total++;
@@ -107,7 +100,7 @@ static long long queue_queries(Stream *s, long long n, long long now) {
 }
 
 static void flush_all(Stream *s) {
-    for (int i = 0; i < s->nconns; i++) {
+    for (int i = 0; i < s->nconns + s->nplaces; i++) {
         Conn *c = &s->conns[i];
         if (c->phase != UP || c->woff >= c->wlen) continue;
         long long whole = conn_flush(c);
@@ -164,15 +157,26 @@ static int on_event(Stream *s, int i, uint32_t events) {
     return 0;
 }
 
-static void housekeeping(Stream *s, long long now) {
-    for (int i = 0; i < s->nconns; i++) {
-        Conn *c = &s->conns[i];
-        if (c->fd >= 0 && c->phase != UP && now - c->start_ns >= CONNECT_TIMEOUT_NS) {
-            s->k.errors++;
-            drop(s, i);
-        }
-        reopen(s, i, now);
+/* An opening that took longer than CONNECT_TIMEOUT_NS is dropped (an error). */
+static void expire(Stream *s, int i, long long now) {
+    Conn *c = &s->conns[i];
+    if (c->fd >= 0 && c->phase != UP && now - c->start_ns >= CONNECT_TIMEOUT_NS) {
+        s->k.errors++;
+        drop(s, i);
     }
+}
+
+/* tcp.run_tcp's housekeeping: openings that took too long dropped, the slots renewed
+ * (spent ones retire, closed ones open again), retired connections closed once due.
+ * 0, or -1 with an exception set. */
+static int housekeeping(Stream *s, long long now) {
+    for (int i = 0; i < s->nconns; i++) expire(s, i, now);
+    if (renew(s, NULL, s->nconns, now) < 0) return -1;
+    for (int j = s->nconns; j < s->nconns + s->nplaces; j++) {
+        expire(s, j, now);
+        if (s->conns[j].fd >= 0 && due_to_close(s, &s->conns[j], now)) drop(s, j);
+    }
+    return 0;
 }
 
 #include "_faststream_face.h"

@@ -4,17 +4,10 @@
  * (RFC 7766's 2-byte length) in a write buffer that remembers where each query ends
  * (a query counts as sent at the socket once its last byte is taken), and cuts what it
  * reads into messages. Included once, by _faststream.c. */
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
 #include <fcntl.h>
+#include "_fastconn.h" /* the connect, the TLS context and handshake: shared with DoH */
 
-#define RECONNECT_NS 100000000LL     /* conn.RECONNECT_NS: at most this often while refused */
-#define CONNECT_TIMEOUT_NS 1000000000LL /* conn.CONNECT_TIMEOUT_NS: connect plus handshake */
 #define WBUF_MAX (8 << 20)           /* a connection that cannot take this much is broken */
-enum { DOWN, CONNECTING, HANDSHAKE, UP };
 
 typedef struct {
     int fd, phase, hs_events;
@@ -29,6 +22,9 @@ typedef struct {
     unsigned char *rbuf;  /* bytes read that do not make a whole message yet */
     size_t rlen, rcap;
     long long carried, answered, last_send_ns;
+    long long born_ns;     /* up since (an age policy counts from here) */
+    long long close_at_ns; /* > 0 once retired and its answers are in: it closes then */
+    int slot;              /* the slot it serves or served (whose policy it follows) */
 } Conn;
 
 /* What the connections counted over the interval (Book.conn_* and socket_*). */
@@ -58,13 +54,7 @@ static long long conn_unwritten(Conn *c) {
 
 static void conn_close(Conn *c, int keep_session) {
     if (c->ssl != NULL) {
-        if (keep_session) {
-            SSL_SESSION *s = SSL_get1_session(c->ssl);
-            if (s != NULL) {
-                if (c->session) SSL_SESSION_free(c->session);
-                c->session = s;
-            }
-        }
+        if (keep_session) fastconn_keep_session(c->ssl, &c->session);
         SSL_free(c->ssl);
         c->ssl = NULL;
     }
@@ -80,20 +70,14 @@ static int conn_connect(Conn *c, const struct sockaddr *addr, socklen_t alen, lo
                         ConnCounts *k) {
     if (now < c->retry_ns) return 0;
     c->retry_ns = now + RECONNECT_NS;
-    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = fastconn_open(addr, alen);
     if (fd < 0) { k->errors++; return 0; }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, addr, alen) < 0 && errno != EINPROGRESS) {
-        close(fd);
-        k->errors++;
-        return 0;
-    }
     c->fd = fd;
     c->phase = CONNECTING;
     c->start_ns = mono_ns();
     c->rlen = 0;
     c->carried = c->answered = 0;
+    c->close_at_ns = 0;
     return 1;
 }
 
@@ -106,17 +90,10 @@ static uint32_t conn_events(const Conn *c) {
 static int conn_opened(Conn *c, ConnCounts *k) {
     long long done = mono_ns();
     c->phase = UP;
+    c->born_ns = done;
     k->opened++;
     if (c->ssl != NULL && SSL_session_reused(c->ssl)) k->resumed++;
-    PyObject *key = PyLong_FromLongLong((done - c->start_ns) / 1000);
-    if (key == NULL) return -1;
-    PyObject *old = PyDict_GetItemWithError(k->handshake_us, key);
-    long long n = old ? PyLong_AsLongLong(old) + 1 : 1;
-    PyObject *v = PyErr_Occurred() ? NULL : PyLong_FromLongLong(n);
-    int r = v ? PyDict_SetItem(k->handshake_us, key, v) : -1;
-    Py_DECREF(key);
-    Py_XDECREF(v);
-    return r;
+    return fastconn_count_handshake(k->handshake_us, (done - c->start_ns) / 1000);
 }
 
 /* One step of opening (StreamFlow.advance): 1 once up, 0 while under way, -2 if it
@@ -124,28 +101,18 @@ static int conn_opened(Conn *c, ConnCounts *k) {
 static int conn_advance(Conn *c, SSL_CTX *ctx, const char *server_name, int resume,
                         ConnCounts *k) {
     if (c->phase == CONNECTING) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+        if (!fastconn_connected(c->fd)) {
             k->errors++;
             return -2;
         }
         if (ctx == NULL) return conn_opened(c, k) < 0 ? -1 : 1;
-        c->ssl = SSL_new(ctx);
-        if (c->ssl == NULL || !SSL_set_fd(c->ssl, c->fd)) { k->errors++; return -2; }
-        if (server_name != NULL) {
-            SSL_set_tlsext_host_name(c->ssl, server_name);
-            if (SSL_CTX_get_verify_mode(ctx) != SSL_VERIFY_NONE) SSL_set1_host(c->ssl, server_name);
-        }
-        if (resume && c->session != NULL) SSL_set_session(c->ssl, c->session);
+        c->ssl = fastconn_tls(ctx, c->fd, server_name, resume ? c->session : NULL);
+        if (c->ssl == NULL) { k->errors++; return -2; }
         c->phase = HANDSHAKE;
     }
-    ERR_clear_error();
-    int r = SSL_connect(c->ssl);
+    int r = fastconn_handshake(c->ssl, &c->hs_events);
     if (r == 1) return conn_opened(c, k) < 0 ? -1 : 1;
-    int why = SSL_get_error(c->ssl, r);
-    if (why == SSL_ERROR_WANT_READ) { c->hs_events = EPOLLIN; return 0; }
-    if (why == SSL_ERROR_WANT_WRITE) { c->hs_events = EPOLLOUT; return 0; }
+    if (r == 0) return 0;
     k->errors++;
     return -2;
 }

@@ -49,7 +49,7 @@ static PyObject *Stream_run(Stream *s, PyObject *args) {
             if (on_event(s, (int)evs[i].data.u32, evs[i].events) < 0) return NULL;
         if (e->completed_total != before) answered(e, woke);
         now = mono_ns();
-        housekeeping(s, now);
+        if (housekeeping(s, now) < 0) return NULL;
         if (now >= e->next_sweep) {
             sweep(e, now, 0);
             e->next_sweep = now + SWEEP_NS;
@@ -87,13 +87,14 @@ static PyObject *Stream_take(Stream *s, PyObject *arg) {
 /* finish(): what no socket took by the end never will (counted failed at the socket,
  * as tcp.py's StreamFlow.unwritten); every connection closes. */
 static PyObject *Stream_finish(Stream *s, PyObject *Py_UNUSED(arg)) {
-    for (int i = 0; i < s->nconns; i++) drop(s, i);
+    for (int i = 0; i < s->nconns + s->nplaces; i++) drop(s, i);
     Py_RETURN_NONE;
 }
 
 static void Stream_dealloc(Stream *s) {
-    for (int i = 0; s->conns != NULL && i < s->nconns; i++) conn_free(&s->conns[i]);
+    for (int i = 0; s->conns != NULL && i < s->nconns + s->nplaces; i++) conn_free(&s->conns[i]);
     PyMem_Free(s->conns);
+    churn_free(s);
     if (s->ctx) SSL_CTX_free(s->ctx);
     PyMem_Free(s->server_name);
     Py_XDECREF(s->k.handshake_us);
@@ -101,45 +102,28 @@ static void Stream_dealloc(Stream *s) {
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
-/* The TLS context of conn.tls_context: verify against ca_file (and the name, when one
- * is given) or not at all; no tickets when resumption is off; ALPN as given (wire
- * format). 0, or -1 with an exception set. */
+/* The TLS context of conn.tls_context (_fastconn.h). 0, or -1 with an exception set. */
 static int make_ctx(Stream *s, const char *ca_file, PyObject *alpn) {
-    s->ctx = SSL_CTX_new(TLS_client_method());
-    if (s->ctx == NULL) goto fail;
-    SSL_CTX_set_mode(s->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    /* One recv for many records: without it OpenSSL reads each record's header and body
-     * apart, two syscalls for every reply (a server writes one record per answer). */
-    SSL_CTX_set_read_ahead(s->ctx, 1);
-    if (ca_file != NULL) {
-        if (SSL_CTX_load_verify_locations(s->ctx, ca_file, NULL) != 1) goto fail;
-        SSL_CTX_set_verify(s->ctx, SSL_VERIFY_PEER, NULL);
-    } else { /* a load generator measures the server; it does not authenticate it */
-        SSL_CTX_set_verify(s->ctx, SSL_VERIFY_NONE, NULL);
-    }
-    if (!s->resume) SSL_CTX_set_options(s->ctx, SSL_OP_NO_TICKET);
-    if (PyBytes_GET_SIZE(alpn) > 0 &&
-        SSL_CTX_set_alpn_protos(s->ctx, (const unsigned char *)PyBytes_AS_STRING(alpn),
-                                (unsigned)PyBytes_GET_SIZE(alpn)) != 0)
-        goto fail;
-    return 0;
-fail:
-    PyErr_Format(PyExc_OSError, "TLS context: %s", ERR_reason_error_string(ERR_get_error()));
-    return -1;
+    s->ctx = fastconn_ctx(ca_file, (const unsigned char *)PyBytes_AS_STRING(alpn),
+                          (size_t)PyBytes_GET_SIZE(alpn), s->resume);
+    return s->ctx == NULL ? -1 : 0;
 }
 
-/* Engine(host, port, flows, tls, engine_args)
+/* Engine(host, port, flows, tls, engine_args, churn=None)
  * tls: None for TCP, else (server_name or None, ca_file or None, resumption, alpn wire
  * bytes); engine_args: the UDP Engine's arguments (udp_fast.engine_args), of which the
- * fds, recv_bytes and first flow are not used here. */
+ * fds, recv_bytes and first flow are not used here; churn: None, or per class the slots
+ * it sends on and per slot its connection policy (_faststream_churn.h: churn_setup). */
 static PyObject *Stream_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
     const char *host;
     int port, flows, nw, resume = 1;
     PyObject *tls, *eargs, *fds, *questions, *randoms, *checks, *schedule, *pos, *alpn = NULL;
+    PyObject *churn = Py_None;
     Py_ssize_t sched_i, recv_bytes, first_flow;
     long long timeout_ns, max_outstanding, origin_ns;
     const char *server_name = NULL, *ca_file = NULL;
-    if (!PyArg_ParseTuple(args, "siiOO!", &host, &port, &flows, &tls, &PyTuple_Type, &eargs))
+    if (!PyArg_ParseTuple(args, "siiOO!|O", &host, &port, &flows, &tls, &PyTuple_Type, &eargs,
+                          &churn))
         return NULL;
     if (!PyArg_ParseTuple(eargs, "O!O!O!O!O!nO!LLnniL", &PyList_Type, &fds, &PyList_Type,
                           &questions, &PyList_Type, &randoms, &PyList_Type, &checks,
@@ -158,28 +142,18 @@ static PyObject *Stream_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
         engine_setup(&s->e, questions, randoms, checks, schedule, sched_i, pos, timeout_ns,
                      max_outstanding, nw, origin_ns) < 0)
         goto fail;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&s->addr;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&s->addr;
-    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        s->alen = sizeof *a4;
-    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        s->alen = sizeof *a6;
-    } else {
-        PyErr_Format(PyExc_ValueError, "Engine: %s is not an IP address", host);
-        goto fail;
-    }
+    if (fastconn_addr(host, port, &s->addr, &s->alen) < 0) goto fail;
     if (flows < 1) {
         PyErr_SetString(PyExc_ValueError, "Engine: flows must be at least 1");
         goto fail;
     }
-    s->nconns = flows;
-    s->conns = PyMem_Calloc((size_t)flows, sizeof(Conn));
+    if (churn_setup(s, flows, churn) < 0) goto fail;
+    s->conns = PyMem_Calloc((size_t)s->nconns, sizeof(Conn));
     if (s->conns == NULL) { PyErr_NoMemory(); goto fail; }
-    for (int i = 0; i < flows; i++) s->conns[i].fd = -1;
+    for (int i = 0; i < s->nconns; i++) {
+        s->conns[i].fd = -1;
+        s->conns[i].slot = i;
+    }
     if (server_name != NULL) {
         s->server_name = PyMem_Malloc(strlen(server_name) + 1);
         if (s->server_name == NULL) { PyErr_NoMemory(); goto fail; }

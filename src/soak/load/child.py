@@ -22,23 +22,14 @@ Loop = Callable[[WorkerSpec, Control, Connection], None]
 
 def loop_for(spec: WorkerSpec) -> Loop:
     """The compiled loops where they are built: UDP's batched one, DoH's (OpenSSL and
-    nghttp2), and for TCP and DoT whose connections last the stream one; the Python
-    loops otherwise (said on stderr). SOAK_LOAD_PURE=1 forces the Python loops, and so
-    does a UDP or DoH spec that measures silences between replies (`track_gaps`).
-    Churning connections run tcp.run_tcp."""
+    nghttp2), and TCP's and DoT's (their connection policies too, hang-ups aside); the
+    Python loops otherwise (said on stderr). SOAK_LOAD_PURE=1 forces the Python loops,
+    and so does a UDP or DoH spec that measures silences between replies (`track_gaps`)."""
     pure = os.environ.get("SOAK_LOAD_PURE") == "1"
     if spec.protocol == "doh":
         return doh_loop(spec, pure or spec.track_gaps)
     if spec.protocol in ("tcp", "dot"):
-        from soak.load import stream_fast
-
-        if stream_fast.supports(spec) and not pure:
-            if stream_fast.available():
-                return stream_fast.run_stream_fast
-            say_fallback("soak.load._faststream", spec)
-        from soak.load.tcp import run_tcp
-
-        return run_tcp
+        return stream_loop(spec, pure)
     from soak.load import udp_fast
 
     if udp_fast.available() and not (pure or spec.track_gaps):
@@ -48,6 +39,24 @@ def loop_for(spec: WorkerSpec) -> Loop:
     from soak.load.udp import run_udp
 
     return run_udp
+
+
+def stream_loop(spec: WorkerSpec, pure: bool) -> Loop:
+    """The compiled TCP/DoT loop, or the Python one with the reason on stderr (once, by
+    the first worker) when the spec is one it does not serve or it is not built."""
+    from soak.load import stream_fast
+    from soak.load.tcp import run_tcp
+
+    unfit = stream_fast.unfit(spec)
+    if pure:
+        return run_tcp
+    if unfit is None and stream_fast.available():
+        return stream_fast.run_stream_fast
+    if unfit is None:
+        say_fallback("soak.load._faststream", spec)
+    elif spec.index == 0:
+        print(f"soak load: {spec.protocol} runs the Python loop ({unfit})", file=sys.stderr)
+    return run_tcp
 
 
 def doh_loop(spec: WorkerSpec, pure: bool) -> Loop:

@@ -92,6 +92,18 @@ def assign_flows(flows: int, weights: Sequence[float], own: bool) -> list[list[i
     return out
 
 
+def slot_plan(
+    flows: int, weights: Sequence[float], policies: Sequence[Policy]
+) -> tuple[list[list[int]], list[int]]:
+    """A worker's connection slots: per class the slots it sends on (assign_flows: each
+    class its own when any policy churns), and per slot the class whose policy it
+    follows (the first that sends on it)."""
+    pools = assign_flows(flows, weights, any(p.churns for p in policies))
+    nslots = max(i for pool in pools for i in pool) + 1
+    owner = [next(c for c, pool in enumerate(pools) if i in pool) for i in range(nslots)]
+    return pools, owner
+
+
 class StreamFlow:
     """One TCP or DoT connection with 2-byte length framing (RFC 7766, wire.py).
 

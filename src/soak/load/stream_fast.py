@@ -1,12 +1,15 @@
 """The TCP and DoT loop of a worker on the compiled path (soak.load._faststream).
 
-The C Engine opens the `flows` connections (TLS through OpenSSL for DoT), queues
-pipelined queries on them, reads and matches the replies, reconnects what the
-server closes and counts, in the same windows and buckets as _fastudp; udp_fast.drive
-keeps the pacing, the control pipe and the per-second Interval through cadence.py,
-as for the UDP engine. Connections last here: a spec whose connection policy churns
-them (a quota, an age, hang-ups) runs tcp.run_tcp, which stays the fallback when the
-extension is not built (or SOAK_LOAD_PURE=1). DoH is not this loop's.
+The C Engine opens the connections (TLS through OpenSSL for DoT), queues pipelined
+queries on them, reads and matches the replies, reconnects what the server closes
+and counts, in the same windows and buckets as _fastudp; udp_fast.drive keeps the
+pacing, the control pipe and the per-second Interval through cadence.py, as for the
+UDP engine. A class's connection policy that churns its connections (a quota of
+queries per connection, an age, an idle time before the close) runs here too, with
+the slots tcp.Flows would give it (conn.slot_plan). What it does not serve (unfit:
+hang-ups, a server given by name) runs tcp.run_tcp, said on stderr; tcp.run_tcp is
+also the fallback when the extension is not built (or SOAK_LOAD_PURE=1). DoH is not
+this loop's.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from soak.load import udp_fast
-from soak.load.conn import alpn_wire
+from soak.load.conn import Policy, alpn_wire, slot_plan
 from soak.load.worker import Control, WorkerSpec
 
 _fast: Any
@@ -32,17 +35,37 @@ def available() -> bool:
     return _fast is not None
 
 
-def supports(spec: WorkerSpec) -> bool:
-    """TCP or DoT to an address literal (the Engine does not resolve names) whose
-    connections last (no class churns them or hangs up)."""
-    if spec.protocol not in PROTOCOLS:
-        return False
+def unfit(spec: WorkerSpec) -> str | None:
+    """Why the compiled loop cannot run this TCP or DoT spec (None: it can). It serves
+    an address literal (the Engine does not resolve names) and every connection policy
+    but hang-ups (their abandoned queries are counted by the Python loop only)."""
     try:
         ipaddress.ip_address(spec.host)
     except ValueError:
-        return False
-    policies = [p for p in spec.policies or () if p is not None]
-    return not any(p.churns or p.hangup_fraction > 0 for p in policies)
+        return f"{spec.host} is a name, not an IP address"
+    if any(p is not None and p.hangup_fraction > 0 for p in spec.policies or ()):
+        return "a connection policy hangs up: hangup_fraction"
+    return None
+
+
+def supports(spec: WorkerSpec) -> bool:
+    return spec.protocol in PROTOCOLS and unfit(spec) is None
+
+
+def churn_args(spec: WorkerSpec) -> tuple[list[list[int]], list[tuple[int, int, int]]] | None:
+    """The Engine's `churn`: per class its slots, per slot (quota, idle_ns, age_ns),
+    -1 for none; None when no class's connections churn."""
+    policies = [p or Policy() for p in spec.policies or [None] * len(spec.classes)]
+    if not any(p.churns for p in policies):
+        return None
+    pools, owner = slot_plan(spec.flows, [c.weight for c in spec.classes], policies)
+    per_slot = []
+    for c in owner:
+        p = policies[c]
+        quota = p.queries_per_connection if p.queries_per_connection is not None else -1
+        age_ns = p.reconnect_every_ns if p.reconnect_every_ns is not None else -1
+        per_slot.append((quota, p.idle_ns, age_ns))
+    return pools, per_slot
 
 
 def make_engine(spec: WorkerSpec, origin_ns: int) -> Any:
@@ -51,7 +74,7 @@ def make_engine(spec: WorkerSpec, origin_ns: int) -> Any:
     if tls is not None:
         tls_args = (tls.server_name, tls.ca_file, tls.resumption, alpn_wire(tls.alpn))
     args = udp_fast.engine_args(spec, [], origin_ns)  # no sockets: the Engine connects
-    return _fast.Engine(spec.host, spec.port, spec.flows, tls_args, args)
+    return _fast.Engine(spec.host, spec.port, spec.flows, tls_args, args, churn_args(spec))
 
 
 def run_stream_fast(spec: WorkerSpec, control: Control, conn: Connection) -> None:

@@ -23,7 +23,7 @@ import ssl
 from multiprocessing.connection import Connection
 
 from soak.load.cadence import Cadence
-from soak.load.conn import UP, Policy, StreamFlow, assign_flows, tls_context
+from soak.load.conn import UP, Policy, StreamFlow, slot_plan, tls_context
 from soak.load.worker import SWEEP_NS, Book, Control, WorkerSpec, monotonic_ns
 
 SEND_BATCH = 64
@@ -41,21 +41,14 @@ class Flows:
     def __init__(self, spec: WorkerSpec, book: Book) -> None:
         self.spec, self.book = spec, book
         policies = spec.policies or [Policy()] * len(spec.classes)
-        own = any(p.churns for p in policies)
-        self.pools = assign_flows(spec.flows, [c.weight for c in spec.classes], own)
-        nflows = max(i for pool in self.pools for i in pool) + 1
+        weights = [c.weight for c in spec.classes]
+        self.pools, self.class_of = slot_plan(spec.flows, weights, policies)
         # A slot takes the policy of the (first) class it carries.
-        self.policy_of = [
-            policies[next(c for c, pool in enumerate(self.pools) if i in pool)]
-            for i in range(nflows)
-        ]
+        self.policy_of = [policies[c] for c in self.class_of]
         self.tls = spec.tls if spec.protocol in ("dot", "doh") else None
         self.ctx = tls_context(self.tls) if self.tls is not None else None
-        self.class_of = [
-            next(c for c, pool in enumerate(self.pools) if i in pool) for i in range(nflows)
-        ]
         self.made = [0] * len(spec.classes)  # connections made per class (for hang-ups)
-        self.slots = [self.new_flow(i) for i in range(nflows)]
+        self.slots = [self.new_flow(i) for i in range(len(self.class_of))]
         self.retiring: list[StreamFlow] = []
 
     def new_flow(self, i: int, session: ssl.SSLSession | None = None) -> StreamFlow:
