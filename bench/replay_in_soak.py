@@ -13,7 +13,10 @@ queries). Rounds alternate the two cases so that a busy moment hits both:
   (`load.replay.scheduling: realtime`, the default) and once without (`normal`).
 
 Printed: per round and as medians, the offset p99 of the whole replay alone and the
-worst and median window p99 in the soak, and their ratio (in a soak / alone).
+worst and median window p99 in the soak, and their ratio (in a soak / alone). Beside
+each soak, the machine's steal time (/proc/stat: the hypervisor ran something else
+while this virtual machine's CPUs had work): in each window, and in the late ones, for
+a late window that no process inside the machine could have kept on time.
 
     PYTHONPATH=src .venv/bin/python bench/replay_in_soak.py [--runs 3] [--duration 60]
         [--rate 10000] [--clients 100] [--bound-us 2000] [--src DIR]
@@ -33,6 +36,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +65,42 @@ def alone(src: Path, port: int, cap: Path, duration_s: float, rate: float) -> di
     return {"p99_us": d["send_offset_us"]["p99"], "sent": d["sent"], "skipped": d["skipped"]}
 
 
+STEAL_SAMPLE_S = 0.05
+TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+
+
+class Steal:
+    """The machine's steal time (every CPU's, /proc/stat) sampled in a thread."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[int, int]] = []  # (wall ns, steal ticks so far)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Steal:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with open("/proc/stat") as f:
+                steal = int(f.readline().split()[8])
+            self.samples.append((time.time_ns(), steal))
+            self._stop.wait(STEAL_SAMPLE_S)
+
+    def ms_in(self, start_ns: int, end_ns: int) -> float:
+        """Steal time between two wall-clock instants (the samples nearest them)."""
+
+        def at(t_ns: int) -> int:
+            return min(self.samples, key=lambda s: abs(s[0] - t_ns))[1]
+
+        return (at(end_ns) - at(start_ns)) * TICK_MS
+
+
 def in_soak(
     src: Path,
     folder: Path,
@@ -83,19 +124,24 @@ def in_soak(
     data = folder / f"data-{os.urandom(4).hex()}"
     argv = soak_argv("start", str(path), "--foreground", "--json", "--data-dir", str(data))
     argv += ["--set", "samplers.interval_s=1"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env_for(src))
+    with Steal() as steal:
+        done = subprocess.run(argv, capture_output=True, text=True, env=env_for(src))
     if done.returncode not in (0, 1):
         raise SystemExit(f"soak start exited {done.returncode}: {done.stderr[-2000:]}")
     status = json.loads(done.stdout[done.stdout.index("{") :])
     store = SqliteStore(data / "points.db")
     try:
         found = store.series(status["id"], "load", "send_offset_p99_us", {"class": "all"})
-        p99s = [float(v) for _, values in found for _, v in values]
+        points = [(t, float(v)) for _, values in found for t, v in values]
     finally:
         store.close()
     report = json.loads(Path(status["reports"]["json"]).read_text())
     generator = [c for c in report["criteria"] if c["name"] == "generator"]
-    within = sum(1 for p in p99s if p <= bound_us)
+    p99s = [p for _, p in points]
+    # each window's point is stamped at the end of its second of the run
+    steal_ms = [steal.ms_in(t - 1_000_000_000, t) for t, _ in points]
+    late = [i for i, p in enumerate(p99s) if p > bound_us]
+    within = len(p99s) - len(late)
     return {
         "windows": len(p99s),
         "within": within,
@@ -105,7 +151,10 @@ def in_soak(
         "generator": verdict(generator[0]) if generator else "absent",
         "sent": status["load_totals"]["sent"],
         "skipped": status["load_totals"]["skipped"],
-        "late_windows": [i for i, p in enumerate(p99s) if p > bound_us],  # which, from 0
+        "late_windows": late,  # which, from 0
+        "late_windows_steal_ms": [steal_ms[i] for i in late],
+        "windows_with_steal": sum(1 for ms in steal_ms if ms > 0),
+        "steal_ms_in_run": sum(steal_ms),
     }
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from soak.load.ledger import Window
-from soak.load.replay import Replay, ReplayResult, _engine
+from soak.load.replay import Offsets, Replay, ReplayResult, _engine
+from soak.load.replay._result import three_digits
 from soak.traffic.capture_file import TCP, UDP, Capture, Query, write_capture
 from soak.traffic.replay_config import ReplayConfig
 from tests.support.servers import ServerProc, module_unbound
@@ -29,6 +30,7 @@ NAMES = [
     (b"\x04nope\x07example\x04test\x00", 1),  # NXDOMAIN: the rcodes count too
 ]
 SAID = "soak: replay in the Python loop:"
+LOOPS = ("python", "compiled")
 
 
 def capture(n: int = 900, clients: int = 25) -> Capture:
@@ -231,3 +233,37 @@ def test_workers_below_one_is_bad_input(tmp_path: Path) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == "", proc
     assert proc.stderr == "soak: --workers must be at least 1: 0\n", proc.stderr
+
+
+def offsets_per_window(
+    port: int, loop: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[ReplayResult, list[tuple[int, int, Offsets]]]:
+    """play(), each closed window's (second, sent, send offsets) taken as a soak run's
+    replay process takes them (soak.load.replay._child)."""
+    monkeypatch.setenv(_engine.ENV, loop)
+    replay = Replay(ReplayConfig(file=Path("unused"), loops=2), capture(), "127.0.0.1", port, 2.0)
+    replay.offsets.by_second = {}
+    windows: list[tuple[int, int, Offsets]] = []
+
+    def took(w: Window) -> None:
+        windows.append((w.second, w.total().sent, replay.offsets.take(w.second)))
+
+    replay.ledger.on_window = took
+    return replay.run(None), windows
+
+
+def test_each_window_carries_its_queries_send_offsets_in_both_loops(
+    server: ServerProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled loop counts the send offsets in C, per window: each window hands
+    over one offset per query it sent, in the values three_digits keeps, as the Python
+    loop's windows do; the whole replay's offsets are the windows' together."""
+    by_loop = {loop: offsets_per_window(server.port, loop, monkeypatch) for loop in LOOPS}
+    sent = {loop: [(s, n) for s, n, _ in windows] for loop, (_, windows) in by_loop.items()}
+    assert sent["compiled"] == sent["python"]
+    for result, windows in by_loop.values():
+        assert [sum(o.counts.values()) for _, _, o in windows] == [n for _, n, _ in windows]
+        values = {us for _, _, o in windows for us in o.counts}
+        assert values and all(three_digits(us) == us for us in values)
+        assert result.offset_us["max"] == max(values)
+        assert sum(n for _, n, _ in windows) == result.as_dict()["sent"] == 1800

@@ -31,13 +31,19 @@ if _AT > 0:
     # batch is sent, before its queries are counted as such (wind_up counts them).
     from soak.load.replay import _engine
 
-    _add = _engine.add_offsets
+    _counted = _engine.counted
+    _last: dict[int, int] = {}  # per replay: the last query counted, over its loops
 
-    def _add_or_raise(r: Any, offsets: dict[int, int]) -> None:
+    def _counted_or_raise(r: Any, loop: int, last: int | None) -> None:
         global _sent
-        before, _sent = _sent, _sent + sum(offsets.values())
-        if before < _AT <= _sent:
-            raise RuntimeError(f"injected fault: the replay's query {_AT} raised")
-        _add(r, offsets)
+        if last is not None:
+            n = len(r.plan.capture.queries)
+            start_loop, first = r.plan.position(r.start_ns)
+            before = _last.get(id(r), start_loop * n + first - 1)
+            _last[id(r)] = loop * n + last
+            was, _sent = _sent, _sent + loop * n + last - before
+            if was < _AT <= _sent:
+                raise RuntimeError(f"injected fault: the replay's query {_AT} raised")
+        _counted(r, loop, last)
 
-    _engine.add_offsets = _add_or_raise
+    _engine.counted = _counted_or_raise

@@ -8,6 +8,7 @@ a service with threads, and multiprocessing's spawn re-imports the caller's main
 from __future__ import annotations
 
 import gc
+import select
 import sys
 from multiprocessing.connection import Connection
 from typing import Any
@@ -61,9 +62,13 @@ class Child:
         """A fresh replay until its end or a `stop`; what the run's process is told."""
         replay = self.fresh()
         told: list[tuple[Any, ...]] = []
+        # Asked after every batch of the sending loop: a poll object made once costs it
+        # a few µs, Connection.poll() (a selector made each time) 25-100 µs (measured).
+        waiting = select.poll()
+        waiting.register(ctrl.fileno(), select.POLLIN)
 
         def stopping() -> bool:
-            if not told and ctrl.poll():
+            if not told and waiting.poll(0):
                 told.append(ctrl.recv())  # `stop`, or `exit`: sending ends either way
             return bool(told)
 

@@ -11,7 +11,9 @@
  * slot for slot), and the one-second windows' counts (due, sent, skipped,
  * completed, lost, rcodes, per class) and latencies kept here, in
  * soak.histogram's buckets (exact below 256 us, 128 per power of two above), and
- * handed back per closed window (take()). Every rule of the count is Replay's:
+ * the queries' send offsets in soak.load.replay._result.OffsetTotals' buckets (three
+ * significant digits), both handed back per closed window (take()): the sending loop
+ * builds no Python object per query or per batch. Every rule of the count is Replay's:
  * a query more than 1 s behind is due and skipped; one past its timeout is lost,
  * a reply after it late; a window closes once its second is passed and nothing
  * due in it is in flight.
@@ -38,6 +40,10 @@
 #define BACKLOG_NS 1000000000LL /* soak.load.worker.MAX_BACKLOG_S */
 #define SEND_STEP 64      /* sends before replies are read again */
 #define IDLE_SWEEP_NS 100000000LL /* idle sockets looked for this often (_conns.IDLE_SWEEP_NS) */
+/* _result.OffsetTotals' buckets: exact below 1 ms, 900 a decade above, up to 1,000 s */
+#define OFF_EXACT 1000
+#define OFF_DECADES 6
+#define NOFF (OFF_EXACT + 900 * OFF_DECADES)
 enum { DUE, SENT, SKIPPED, COMPLETED, LOST, RC0, NCOUNT = RC0 + 16 };
 
 typedef struct {
@@ -65,7 +71,7 @@ typedef struct {
     long long wsec[NW], winfl[NW];
     long long *cnt;     /* ((w * nc) + c) * NCOUNT + field */
     unsigned int *lat;  /* ((w * nc) + c) * NB + bucket */
-    PyObject *offsets;  /* the current play()'s send offsets: (second << 32 | us) -> count */
+    unsigned int *off;  /* w * NOFF + bucket: the send offsets of the queries due in w */
     unsigned char rbuf[RECV_BATCH][RECV_BYTES];
     struct mmsghdr rmsgs[RECV_BATCH];
     struct iovec riov[RECV_BATCH];
@@ -92,11 +98,21 @@ static inline long long bucket_low(int b) {
     return sub << shift;
 }
 
-/* _result.three_digits: exact below 1 ms, three significant digits above. */
-static inline long long three_digits(long long us) {
-    long long scale = 1;
-    while (us >= 1000) us /= 10, scale *= 10;
-    return us * scale;
+/* _result._bucket of _result.three_digits(us) (exact below 1 ms, three significant
+ * digits above), and the value a bucket stands for (_result._bucket_us). */
+static inline int off_bucket(long long us) {
+    if (us < OFF_EXACT) return us < 0 ? 0 : (int)us;
+    int digits = 0;
+    while (us >= 1000) us /= 10, digits++;
+    if (digits > OFF_DECADES) return NOFF - 1;
+    return OFF_EXACT + (digits - 1) * 900 + (int)us - 100;
+}
+
+static inline long long off_value(int b) {
+    if (b < OFF_EXACT) return b;
+    long long v = (b - OFF_EXACT) % 900 + 100;
+    for (int d = (b - OFF_EXACT) / 900 + 1; d > 0; d--) v *= 10;
+    return v;
 }
 
 static long long *counts(Engine *e, long long second, int c) {
@@ -107,6 +123,7 @@ static long long *counts(Engine *e, long long second, int c) {
         e->winfl[w] = 0;
         memset(e->cnt + (size_t)w * e->nc * NCOUNT, 0, sizeof(long long) * e->nc * NCOUNT);
         memset(e->lat + (size_t)w * e->nc * NB, 0, sizeof(unsigned int) * e->nc * NB);
+        memset(e->off + (size_t)w * NOFF, 0, sizeof(unsigned int) * NOFF);
     }
     return e->cnt + ((size_t)w * e->nc + c) * NCOUNT;
 }
@@ -271,15 +288,9 @@ static int send_one(Engine *e, const long long *v, PyObject *q, long long origin
         e->socket_sent++;
     else
         e->send_failed++;
-    long long us = (t - origin - due) / 1000;
-    PyObject *key = PyLong_FromLongLong((second << 32) | three_digits(us < 0 ? 0 : us));
-    if (!key) return -1;
-    PyObject *had = PyDict_GetItemWithError(e->offsets, key);
-    PyObject *val = PyLong_FromLongLong(had ? PyLong_AsLongLong(had) + 1 : 1);
-    int bad = !val || PyDict_SetItem(e->offsets, key, val) < 0;
-    Py_DECREF(key);
-    Py_XDECREF(val);
-    if (bad || push_order(e, t, slot) < 0) return -1;
+    /* never early: a clock stepped back is on time (OffsetTotals.add) */
+    e->off[(second & (NW - 1)) * NOFF + off_bucket((t - origin - due) / 1000)]++;
+    if (push_order(e, t, slot) < 0) return -1;
     e->ring_t[slot] = t;
     e->ring_c[slot] = c;
     e->ring_w[slot] = second;

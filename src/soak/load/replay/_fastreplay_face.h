@@ -41,8 +41,9 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     e->order = PyMem_Malloc(sizeof(long long) * 2 * e->ocap);
     e->cnt = PyMem_Calloc((size_t)NW * nc * NCOUNT, sizeof(long long));
     e->lat = PyMem_Calloc((size_t)NW * nc * NB, sizeof(unsigned int));
+    e->off = PyMem_Calloc((size_t)NW * NOFF, sizeof(unsigned int));
     if (e->epfd < 0 || !e->fd || !e->cloop || !e->csent || !e->clost || !e->clast || !e->cinfl || !e->order || !e->cnt ||
-        !e->lat) {
+        !e->lat || !e->off) {
         Py_DECREF(e);
         return PyErr_NoMemory();
     }
@@ -66,7 +67,6 @@ static void Engine_dealloc(Engine *e) {
     shut(e);
     if (e->epfd >= 0) close(e->epfd);
     for (int i = 0; i < RING; i++) Py_CLEAR(e->ring_q[i]);
-    Py_CLEAR(e->offsets);
     PyMem_Free(e->fd);
     PyMem_Free(e->cloop);
     PyMem_Free(e->csent);
@@ -76,11 +76,12 @@ static void Engine_dealloc(Engine *e) {
     PyMem_Free(e->order);
     PyMem_Free(e->cnt);
     PyMem_Free(e->lat);
+    PyMem_Free(e->off);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
 /* play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns,
- *      worker, workers) -> (offsets, next, ended)
+ *      worker, workers) -> (next, ended)
  * A loop of the plan from its query `first`: query i (columns: four int64 each, due in
  * the loop, client, class, flags; its question questions[i - first]) is sent at
  * origin_ns + base_ns + due, until the questions end, a query is due at or after end_ns
@@ -105,8 +106,6 @@ static PyObject *Engine_play(Engine *e, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "questions past the capture");
         return NULL;
     }
-    Py_XSETREF(e->offsets, PyDict_New());
-    if (!e->offsets) goto fail;
     e->handled = 0;
     for (;;) {
         long long now = mono_ns();
@@ -141,9 +140,7 @@ static PyObject *Engine_play(Engine *e, PyObject *args) {
     housekeeping(e);
     PyBuffer_Release(&b);
     if (e->overflow) return overflowed();
-    PyObject *out = Py_BuildValue("(OnN)", e->offsets, i, PyBool_FromLong(ended));
-    Py_CLEAR(e->offsets);
-    return out;
+    return Py_BuildValue("(nN)", i, PyBool_FromLong(ended));
 fail:
     PyBuffer_Release(&b);
     return NULL;
@@ -163,6 +160,19 @@ static PyObject *Engine_drain(Engine *e, PyObject *arg) {
         if (PyErr_CheckSignals() < 0) return NULL;
     }
     return PyLong_FromLongLong(e->inflight);
+}
+
+/* The send offsets of window w's queries: {µs (three digits): how many}. */
+static PyObject *offsets_of(Engine *e, int w) {
+    PyObject *out = PyDict_New();
+    unsigned int *off = e->off + (size_t)w * NOFF;
+    for (int b = 0; b < NOFF && out; b++)
+        if (off[b]) {
+            PyObject *key = PyLong_FromLongLong(off_value(b)), *val = PyLong_FromLong(off[b]);
+            if (!key || !val || PyDict_SetItem(out, key, val) < 0) Py_CLEAR(out);
+            Py_XDECREF(key), Py_XDECREF(val);
+        }
+    return out;
 }
 
 static PyObject *window_tuple(Engine *e, int w) {
@@ -195,7 +205,12 @@ static PyObject *window_tuple(Engine *e, int w) {
         }
         PyList_SET_ITEM(classes, c, item);
     }
-    PyObject *out = Py_BuildValue("(LN)", e->wsec[w], classes);
+    PyObject *offsets = offsets_of(e, w);
+    if (!offsets) {
+        Py_DECREF(classes);
+        return NULL;
+    }
+    PyObject *out = Py_BuildValue("(LNN)", e->wsec[w], classes, offsets);
     e->wsec[w] = -1;
     return out;
 }
@@ -206,7 +221,7 @@ static int by_second(const void *a, const void *b) {
 }
 
 /* take(below, force) -> [(second, [(due, sent, skipped, completed, lost, rcodes, lat_us)
- * per class])]: the windows before `below` with nothing in flight, in order, up to the
+ * per class], {send offset µs: how many})]: the windows before `below` with nothing in flight, in order, up to the
  * first that is not (every open one with force: what is in flight stays uncounted). */
 static PyObject *Engine_take(Engine *e, PyObject *args) {
     long long below;
@@ -255,7 +270,7 @@ static PyObject *Engine_shut(Engine *e, PyObject *Py_UNUSED(arg)) {
 
 static PyMethodDef Engine_methods[] = {
     {"play", (PyCFunction)Engine_play, METH_VARARGS,
-     "play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns)"},
+     "play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns) -> (next, ended)"},
     {"drain", (PyCFunction)Engine_drain, METH_O, "drain(until_ns) -> queries in flight"},
     {"take", (PyCFunction)Engine_take, METH_VARARGS, "take(below, force) -> closed windows"},
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS, "stats() -> per-client sent, lost, ..."},

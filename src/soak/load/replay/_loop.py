@@ -81,9 +81,9 @@ class Replay:
         self.next_slot = 0
         self.sent_order: collections.deque[tuple[int, int]] = collections.deque()
         self.ledger = ReplayWindows(self.nc)
-        # The last query counted in the ledger (sent or skipped): a replay that raised
-        # counts the rest from the next one (wind_up).
-        self.last_counted: Planned | None = None
+        # The last query counted in the ledger (sent or skipped), as (loop, index in the
+        # capture): a replay that raised counts the rest from the next one (wind_up).
+        self.last_counted: tuple[int, int] | None = None
         self.start_ns = 0
         self.offsets = OffsetTotals()
         self.unexpected = self.late = 0
@@ -282,7 +282,7 @@ class Replay:
                         self.ledger.count(second, nxt.cls, "skipped")
                     else:
                         self.send(nxt, second, planned, now)
-                    self.last_counted = nxt
+                    self.last_counted = (nxt.loop, nxt.index)
                     nxt = next(plan, None)
                     sent_here += 1
                     now = monotonic_ns()
@@ -315,7 +315,7 @@ class Replay:
         window it left open closes (ReplayWindows.close_all: in flight, abandoned)."""
         last = self.last_counted
         if last is not None:
-            loop, first = last.loop, last.index + 1
+            loop, first = last[0], last[1] + 1
         else:
             loop, first = self.plan.position(self.start_ns)
         for due_ns, cls in self.plan.dues(loop, first, until_ns):

@@ -172,6 +172,15 @@ class OffsetTotals:
         if self.by_second is not None and second is not None:
             self.by_second.setdefault(second, Offsets()).counts[us] += n
 
+    def add_window(self, second: int, counts: dict[int, int]) -> None:
+        """A window's offsets counted elsewhere (the compiled loop, soak.load.replay._engine):
+        {µs: how many}, each µs a value three_digits keeps."""
+        for us, n in counts.items():
+            self._counts[_bucket(us)] += n
+        self.max_us = max(self.max_us, max(counts, default=0))
+        if self.by_second is not None and counts:
+            self.by_second.setdefault(second, Offsets()).counts.update(counts)
+
     def merge(self, other: OffsetTotals) -> None:
         """Another process's offsets of the same replay (_workers), whole-run ones."""
         for i, n in enumerate(other._counts):
