@@ -50,9 +50,18 @@ def play(
     cfg = ReplayConfig(file=Path("unused"), loops=2, transport=transport)  # type: ignore[arg-type]
     replay = Replay(cfg, capture(), "127.0.0.1", port, 2.0)
     windows: list[Window] = []
-    replay.ledger.on_window = windows.append
+
+    def closed(w: Window) -> None:  # as a soak run's replay process reads them (_child)
+        windows.append(w)
+        opened_by_window.append(replay.conns.counts()["opened"])
+
+    opened_by_window: list[int] = []
+    replay.ledger.on_window = closed
     assert (_engine.python_reason(replay) is None) == (loop == "compiled")
-    return replay.run(None), windows
+    result = replay.run(None)
+    # The connections of the first second are counted by the time its window closes.
+    assert opened_by_window[0] >= 30, opened_by_window
+    return result, windows
 
 
 def test_the_compiled_stream_loop_is_built() -> None:

@@ -141,15 +141,16 @@ fail:
     return NULL;
 }
 
-/* conns() -> (opened, errors, tls_resumed, reused, idled_out, {handshake us: n}): the
- * connections' figures (ClientConns.counts), the handshake times taken (emptied). */
+/* conns() -> (opened, errors, tls_resumed, reused, idled_out, open now, {handshake us:
+ * n}): the connections' figures so far (ClientConns.counts), the handshake times since
+ * the last call (handed over, emptied here). */
 static PyObject *Replay_conns(Replay *r, PyObject *Py_UNUSED(arg)) {
     PyObject *hs = PyDict_New();
     if (hs == NULL) return NULL;
     PyObject *taken = r->k.handshake_us;
     r->k.handshake_us = hs;
-    return Py_BuildValue("(LLLLLN)", r->k.opened, r->k.errors, r->k.resumed, r->reused,
-                         r->idled_out, taken);
+    return Py_BuildValue("(LLLLLLN)", r->k.opened, r->k.errors, r->k.resumed, r->reused,
+                         r->idled_out, r->open_fds, taken);
 }
 
 static void shut(Replay *r) {

@@ -6,8 +6,9 @@ loop keeps a connection per stream, as _conns.ClientConns keeps a StreamFlow per
 client and connection number. Its windows come back as the load engine's
 (_fastudp_loop.h's window_of: sent, completed, lost, late, wrong, skipped per class);
 take() turns them into the UDP loop's (due, sent, skipped, completed, lost), and
-shut() writes the connections' figures (opened, errors, reused, idled out, handshake
-times) into the replay's ClientConns, where the result reads them.
+take() and shut() write the connections' figures (opened, errors, reused, idled out,
+open now, handshake times) into the replay's ClientConns, where a soak run's windows
+and the result read them.
 """
 
 from __future__ import annotations
@@ -88,23 +89,32 @@ class StreamEngine:
         self.stats = self.engine.stats
 
     def take(self, below: int, force: bool) -> list[tuple[int, list[Counts]]]:
-        return [
-            (
-                second,
-                [
-                    (s + skip, s, skip, done, lost, rc, lat)
-                    for s, done, lost, _, _, skip, rc, lat in classes
-                ],
-            )
-            for second, _refused, classes in self.engine.take(below, force)
-        ]
+        """_fastreplay's take: (second, [(due, sent, skipped, completed, lost, rcodes,
+        lat_us)] per class), from the load engine's windows (late: stats() counts it).
+        The connections' figures are brought up to date first: a soak run's windows
+        carry their growth (_child reads ClientConns.counts as each closes)."""
+        self.tell_conns()
+        out = []
+        for second, _refused, classes in self.engine.take(below, force):
+            counts = [
+                (s + skip, s, skip, ok, lost, rc, lat)
+                for s, ok, lost, _, _, skip, rc, lat in classes
+            ]
+            out.append((second, counts))
+        return out
 
     def shut(self) -> None:
         """Every connection closed; their figures into the replay's ClientConns."""
         self.engine.shut()
-        opened, errors, resumed, reused, idled_out, handshake_us = self.engine.conns()
-        book = self.conns.book
+        self.tell_conns()
+
+    def tell_conns(self) -> None:
+        """The connections' figures so far into the replay's ClientConns (its counts(),
+        open_sockets, and the handshake times folded into its histogram)."""
+        conns, book = self.conns, self.conns.book
+        opened, errors, resumed, reused, idled_out, open_now, handshake_us = self.engine.conns()
         book.conn_opened, book.conn_errors, book.conn_resumed = opened, errors, resumed
-        self.conns.reused, self.conns.idled_out = reused, idled_out
-        for us, n in handshake_us.items():  # folded into the histogram by ClientConns.shut
+        conns.reused, conns.idled_out, conns.open_sockets = reused, idled_out, open_now
+        for us, n in handshake_us.items():
             book.handshake_us[us] = book.handshake_us.get(us, 0) + n
+        conns.fold_handshakes()
