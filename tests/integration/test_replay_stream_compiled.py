@@ -54,8 +54,11 @@ def play(
     def closed(w: Window) -> None:  # as a soak run's replay process reads them (_child)
         windows.append(w)
         opened_by_window.append(replay.conns.counts()["opened"])
+        offsets = replay.offsets.take(w.second).counts  # one per query the window sent
+        assert sum(offsets.values()) == w.total().sent, (w.second, offsets)
 
     opened_by_window: list[int] = []
+    replay.offsets.by_second = {}  # each window's offsets kept apart, as _child asks
     replay.ledger.on_window = closed
     assert (_engine.python_reason(replay) is None) == (loop == "compiled")
     result = replay.run(None)

@@ -59,7 +59,8 @@ typedef struct {
     ConnCounts k;
     long long idle_ns, next_idle, reused, idled_out, late, open_fds, fds_peak;
     Py_ssize_t handled;   /* queries of the last play() counted (sent or skipped) */
-    PyObject *offsets;    /* the current play()'s send offsets: (second << 32 | us) -> n */
+    PyObject *woff[NW];   /* per window slot: its queries' send offsets, {us: n} (three
+                           * digits, as OffsetTotals keeps them), handed over with it */
 } Replay;
 
 static int flight_push(Flight *f, long long slot, long long t) {
@@ -338,12 +339,15 @@ static long long three_digits(long long us) {
     return us * scale;
 }
 
+/* A query due in `second` left `us` after its time: counted in its window's offsets. */
 static int count_offset(Replay *r, long long second, long long us) {
-    PyObject *key = PyLong_FromLongLong((second << 32) | three_digits(us));
+    PyObject **d = &r->woff[second & r->e.wmask];
+    if (*d == NULL && (*d = PyDict_New()) == NULL) return -1;
+    PyObject *key = PyLong_FromLongLong(three_digits(us));
     if (key == NULL) return -1;
-    PyObject *had = PyDict_GetItemWithError(r->offsets, key);
+    PyObject *had = PyDict_GetItemWithError(*d, key);
     PyObject *val = PyErr_Occurred() ? NULL : PyLong_FromLongLong(had ? PyLong_AsLongLong(had) + 1 : 1);
-    int bad = val == NULL || PyDict_SetItem(r->offsets, key, val) < 0;
+    int bad = val == NULL || PyDict_SetItem(*d, key, val) < 0;
     Py_DECREF(key);
     Py_XDECREF(val);
     return bad ? -1 : 0;

@@ -1,3 +1,5 @@
+_Class = tuple[int, int, int, int, int, int, dict[int, int], dict[int, int]]
+
 class Engine:
     def __init__(
         self,
@@ -24,17 +26,11 @@ class Engine:
         return_ns: int,
         worker: int = 0,
         workers: int = 1,
-    ) -> tuple[dict[int, int], int, bool]: ...
+    ) -> tuple[int, bool]: ...
     def drain(self, until_ns: int) -> int: ...
     def take(
         self, below: int, force: bool
-    ) -> list[
-        tuple[
-            int,
-            int,
-            list[tuple[int, int, int, int, int, int, dict[int, int], dict[int, int]]],
-        ]
-    ]: ...
+    ) -> list[tuple[tuple[int, int, list[_Class]], dict[int, int]]]: ...
     def stats(
         self,
     ) -> tuple[list[int], list[int], int, int, int, int, int, int, int, int, int]: ...

@@ -2,7 +2,7 @@
  * Python face, the type and the module. Included once, last. */
 
 /* play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns,
- *      worker, workers) -> (offsets, next, ended): _fastreplay's Engine.play. */
+ *      worker, workers) -> (next, ended): _fastreplay's Engine.play. */
 static PyObject *Replay_play(Replay *r, PyObject *args) {
     Py_buffer b;
     PyObject *qs;
@@ -21,8 +21,6 @@ static PyObject *Replay_play(Replay *r, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "questions past the capture");
         return NULL;
     }
-    Py_XSETREF(r->offsets, PyDict_New());
-    if (r->offsets == NULL) goto fail;
     r->handled = 0;
     for (;;) {
         long long now = mono_ns();
@@ -60,9 +58,7 @@ static PyObject *Replay_play(Replay *r, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "a replay window stayed open longer than its ring holds");
         return NULL;
     }
-    PyObject *out = Py_BuildValue("(OnN)", r->offsets, i, PyBool_FromLong(ended));
-    Py_CLEAR(r->offsets);
-    return out;
+    return Py_BuildValue("(nN)", i, PyBool_FromLong(ended));
 fail:
     PyBuffer_Release(&b);
     return NULL;
@@ -89,10 +85,11 @@ static int by_second(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* take(below, force) -> [(second, refused, [(sent, completed, lost, late, wrong, skipped,
- * rcodes, lat_us) per class])] (the load engine's window_of): the windows before `below`
- * with nothing in flight, in order, up to the first that is not (every open one with
- * force: what is in flight stays uncounted). */
+/* take(below, force) -> [((second, refused, [(sent, completed, lost, late, wrong,
+ * skipped, rcodes, lat_us) per class]), {offset us: n})] (the load engine's window_of,
+ * and the window's send offsets): the windows before `below` with nothing in flight, in
+ * order, up to the first that is not (every open one with force: what is in flight
+ * stays uncounted). */
 static PyObject *Replay_take(Replay *r, PyObject *args) {
     Engine *e = &r->e;
     long long below, open[NW];
@@ -106,8 +103,15 @@ static PyObject *Replay_take(Replay *r, PyObject *args) {
         long long slot = open[j] & e->wmask;
         if (!force && (open[j] >= below || inflight(e, slot))) break;
         PyObject *w = window_of(e, (int)slot);
-        if (w == NULL || PyList_Append(out, w) < 0) Py_CLEAR(out);
-        Py_XDECREF(w);
+        PyObject *off = r->woff[slot] ? r->woff[slot] : PyDict_New();
+        r->woff[slot] = NULL;
+        PyObject *pair = NULL;
+        if (w && off)
+            pair = Py_BuildValue("(NN)", w, off); /* both taken, even on failure */
+        else
+            Py_XDECREF(w), Py_XDECREF(off);
+        if (pair == NULL || PyList_Append(out, pair) < 0) Py_CLEAR(out);
+        Py_XDECREF(pair);
         e->closed_below = open[j] + 1;
         if (e->cur_second == open[j]) e->cur_second = -1;
     }
@@ -176,7 +180,7 @@ static void Replay_dealloc(Replay *r) {
     if (r->ctx) SSL_CTX_free(r->ctx);
     PyMem_Free(r->server_name);
     Py_XDECREF(r->k.handshake_us);
-    Py_XDECREF(r->offsets);
+    for (int w = 0; w < NW; w++) Py_CLEAR(r->woff[w]);
     engine_clear(&r->e);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }

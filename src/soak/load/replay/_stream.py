@@ -88,19 +88,20 @@ class StreamEngine:
         self.drain = self.engine.drain
         self.stats = self.engine.stats
 
-    def take(self, below: int, force: bool) -> list[tuple[int, list[Counts]]]:
+    def take(self, below: int, force: bool) -> list[tuple[int, list[Counts], dict[int, int]]]:
         """_fastreplay's take: (second, [(due, sent, skipped, completed, lost, rcodes,
-        lat_us)] per class), from the load engine's windows (late: stats() counts it).
-        The connections' figures are brought up to date first: a soak run's windows
-        carry their growth (_child reads ClientConns.counts as each closes)."""
+        lat_us)] per class, {send offset µs: n}), from the load engine's windows (late:
+        stats() counts it). The connections' figures are brought up to date first: a
+        soak run's windows carry their growth (_child reads ClientConns.counts as each
+        closes)."""
         self.tell_conns()
         out = []
-        for second, _refused, classes in self.engine.take(below, force):
+        for (second, _refused, classes), offsets in self.engine.take(below, force):
             counts = [
                 (s + skip, s, skip, ok, lost, rc, lat)
                 for s, ok, lost, _, _, skip, rc, lat in classes
             ]
-            out.append((second, counts))
+            out.append((second, counts, offsets))
         return out
 
     def shut(self) -> None:
