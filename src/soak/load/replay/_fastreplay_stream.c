@@ -13,7 +13,8 @@
  * Nothing here is a copy: the id ring, the windows (counts, rcodes, latency buckets),
  * the matching of replies and the sweep are the load engine's (_fastudp_defs.h,
  * _fastudp_loop.h, _fastengine.h), the connection (non-blocking connect, OpenSSL,
- * framing, the write and read buffers) _faststream_conn.h's. A connection the server
+ * framing, the write and read buffers) _faststream_conn.h's, the TLS context
+ * _fastconn.h's. A connection the server
  * closes or breaks is dropped (its queries end lost at their timeout); the client's
  * next query opens another, as the Python replay's does (no throttle: each attempt
  * the server refuses is a connection error and its query a failed send). Sessions

@@ -185,24 +185,12 @@ static void Replay_dealloc(Replay *r) {
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
-/* TLS as the Python replay's (conn.tls_context): verify against ca_file (and the name)
- * or not at all, no tickets asked for (sessions are not resumed). 0, or -1 set. */
+/* TLS as the Python replay's (conn.tls_context), through _fastconn.h's one context:
+ * verify against ca_file (and the name) or not at all, no ALPN, no tickets asked for
+ * (sessions are not resumed). 0, or -1 with an OSError set. */
 static int make_ctx(Replay *r, const char *ca_file) {
-    r->ctx = SSL_CTX_new(TLS_client_method());
-    if (r->ctx == NULL) goto fail;
-    SSL_CTX_set_mode(r->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    SSL_CTX_set_read_ahead(r->ctx, 1); /* one recv for many records (_faststream_face.h) */
-    if (ca_file != NULL) {
-        if (SSL_CTX_load_verify_locations(r->ctx, ca_file, NULL) != 1) goto fail;
-        SSL_CTX_set_verify(r->ctx, SSL_VERIFY_PEER, NULL);
-    } else {
-        SSL_CTX_set_verify(r->ctx, SSL_VERIFY_NONE, NULL);
-    }
-    SSL_CTX_set_options(r->ctx, SSL_OP_NO_TICKET);
-    return 0;
-fail:
-    PyErr_Format(PyExc_OSError, "TLS context: %s", ERR_reason_error_string(ERR_get_error()));
-    return -1;
+    r->ctx = fastconn_ctx(ca_file, NULL, 0, 0);
+    return r->ctx == NULL ? -1 : 0;
 }
 
 /* The streams' layout: per captured query its stream (int32s), per stream its client;
