@@ -18,8 +18,15 @@ DEFAULT_QUERIES (tests/support/servers.py), evenly spaced at 1,000 q/s for
   capture S / span times; the `soak load` process's RSS every 5 s: the first
   reading after 30 s against the last.
 
+--transport tcp or dot: the replay over TCP or DoT (`--protocol`: a connection per
+client) and dnsperf `-m tcp` / `-m dot` (-c connections), against an unbound with
+TLS listeners and 200 TCP slots (tests/support/servers.py); --engines
+compiled,python: the replay in its compiled loop and, in the same rounds, in its
+Python loop (SOAK_REPLAY_ENGINE=python), each against dnsperf.
+
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py [--runs 3] [--duration 5]
         [--rates 10000,50000] [--clients 100] [--memory-s 0] [--workers 2]
+        [--transport udp|tcp|dot] [--engines compiled,python]
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py --smoke   # seconds
 """
 
@@ -39,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.support.servers import DEFAULT_QUERIES, unbound  # noqa: E402
+from tests.support.tls import make_cert  # noqa: E402
 
 from soak.traffic.capture_file import UDP, Capture, Query, write_capture  # noqa: E402
 
@@ -75,12 +83,20 @@ def make_capture(folder: Path, clients: int, span_s: float) -> tuple[Path, Path]
     return cap, qfile
 
 
+TRANSPORT = "udp"  # main() sets it from --transport
+
+
 def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: float = 0) -> dict:
     cpu0 = children_cpu_s()
     argv = ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile), "-c", str(clients)]
+    argv += ["-m", TRANSPORT]
     argv += ["-l", str(duration_s)] + (["-Q", str(int(rate))] if rate else [])
-    out = subprocess.run(argv, capture_output=True, text=True).stdout
+    run = subprocess.run(argv, capture_output=True, text=True)
+    out = run.stdout
     cpu = children_cpu_s() - cpu0
+    if "Queries completed:" not in out:  # dnsperf gave up (said on its stderr): once more
+        print(f"dnsperf without figures (exit {run.returncode}): {run.stderr.strip()[-300:]}")
+        return run_dnsperf(port, qfile, duration_s, clients, rate)
     done = int(re.search(r"Queries completed:\s+(\d+)", out).group(1))  # type: ignore[union-attr]
     sent = int(re.search(r"Queries sent:\s+(\d+)", out).group(1))  # type: ignore[union-attr]
     return {
@@ -90,12 +106,15 @@ def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: f
     }
 
 
-def run_replay(port: int, cap: Path, duration_s: float, rate: float, workers: int = 1) -> dict:
+def run_replay(
+    port: int, cap: Path, duration_s: float, rate: float, workers: int = 1, engine: str = ""
+) -> dict:
     cpu0 = children_cpu_s()
     argv = [SOAK, "load", "--server", f"127.0.0.1:{port}", "--replay", str(cap)]
-    argv += ["--workers", str(workers)]
+    argv += ["--workers", str(workers), "--protocol", TRANSPORT]
     argv += ["--rate", str(rate), "--duration", str(duration_s), "--json", "--timeout", "1"]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    env = {**os.environ, "SOAK_REPLAY_ENGINE": engine}  # "python": the Python loop
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
     cpu = children_cpu_s() - cpu0
     d = json.loads(out)
     return {
@@ -155,60 +174,77 @@ def main() -> None:
     ap.add_argument("--max-rate", type=float, default=100_000)
     ap.add_argument("--memory-s", type=float, default=0)
     ap.add_argument("--workers", type=int, default=1, help="the replay's worker processes")
+    ap.add_argument("--transport", choices=("udp", "tcp", "dot"), default="udp")
+    ap.add_argument("--engines", default="compiled", help="the replay's loops: compiled,python")
     ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    global TRANSPORT
+    TRANSPORT = args.transport
+    engines = {"compiled": "replay", "python": "replay-python"}
+    names = [engines[e] for e in args.engines.split(",")]
     if args.smoke:
         args.runs, args.duration, args.span, args.clients = 1, 1.0, 2.0, 4
         args.rates, args.max_rate = "2000", 20_000
     rates = [float(r) for r in args.rates.split(",")]
     print(f"{os.cpu_count()} CPUs, load average {Path('/proc/loadavg').read_text().split()[:3]}")
+    print(f"transport {TRANSPORT}")
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         cap, qfile = make_capture(tmp, args.clients, args.span)
-        with unbound(tmp) as server:
+        tls = None if TRANSPORT == "udp" else make_cert(tmp)  # 200 TCP slots come with it
+        with unbound(tmp, tls=tls) as server:
+            port = server.port_for(TRANSPORT)
             if args.memory_s:
-                memory(server.port, cap, args.memory_s)
+                memory(port, cap, args.memory_s)
                 return
-            flat: dict[str, list[dict]] = {"dnsperf": [], "replay": []}
-            timing: dict[float, dict[str, list[dict]]] = {
-                r: {"dnsperf": [], "replay": []} for r in rates
-            }
+            flat: dict[str, list[dict]] = {n: [] for n in ["dnsperf", *names]}
+            timing = {r: {n: [] for n in ["dnsperf", *names]} for r in rates}
+            loop_of = {"replay": "", "replay-python": "python"}
             for _ in range(args.runs):
-                flat["dnsperf"].append(run_dnsperf(server.port, qfile, args.duration, args.clients))
-                flat["replay"].append(
-                    run_replay(server.port, cap, args.duration, args.max_rate, args.workers)
-                )
-                for r in rates:
-                    timing[r]["replay"].append(
-                        run_replay(server.port, cap, args.duration, r, args.workers)
+                flat["dnsperf"].append(run_dnsperf(port, qfile, args.duration, args.clients))
+                for n in names:
+                    flat[n].append(
+                        run_replay(
+                            port, cap, args.duration, args.max_rate, args.workers, loop_of[n]
+                        )
                     )
+                for r in rates:
+                    for n in names:
+                        timing[r][n].append(
+                            run_replay(port, cap, args.duration, r, args.workers, loop_of[n])
+                        )
                     timing[r]["dnsperf"].append(
-                        run_dnsperf(server.port, qfile, args.duration, args.clients, r)
+                        run_dnsperf(port, qfile, args.duration, args.clients, r)
                     )
     print(f"\nflat out, {args.clients} clients, medians of {args.runs}:")
     for name, rows in flat.items():
         print(
-            f"  {name:8} answered {med(rows, 'answered_qps'):10.0f} q/s"
+            f"  {name:13} answered {med(rows, 'answered_qps'):10.0f} q/s"
             f"  CPU {med(rows, 'cpu_ms_per_1k'):6.1f} ms per 1,000 answers"
         )
-    ratio_qps = med(flat["replay"], "answered_qps") / med(flat["dnsperf"], "answered_qps")
-    ratio_cpu = med(flat["replay"], "cpu_ms_per_1k") / med(flat["dnsperf"], "cpu_ms_per_1k")
-    print(f"  ratio replay/dnsperf: answered q/s {ratio_qps:.2f}, CPU per answer {ratio_cpu:.2f}")
+    for n in names:
+        ratio_qps = med(flat[n], "answered_qps") / med(flat["dnsperf"], "answered_qps")
+        ratio_cpu = med(flat[n], "cpu_ms_per_1k") / med(flat["dnsperf"], "cpu_ms_per_1k")
+        print(f"  ratio {n}/dnsperf: answered q/s {ratio_qps:.2f}, CPU per answer {ratio_cpu:.2f}")
     print("\nfixed rates, medians:")
     for r in rates:
-        rep, dp = timing[r]["replay"], timing[r]["dnsperf"]
-        p50 = statistics.median(x["offset_us"]["p50"] for x in rep)
-        p99 = statistics.median(x["offset_us"]["p99"] for x in rep)
-        mx = statistics.median(x["offset_us"]["max"] for x in rep)
-        print(
-            f"  {r:8.0f} q/s: replay sent {med(rep, 'sent_qps'):8.0f} q/s,"
-            f" offset p50 {p50:.0f} p99 {p99:.0f} max {mx:.0f} µs,"
-            f" skipped {med(rep, 'skipped'):.0f} of {med(rep, 'due'):.0f},"
-            f" generator-bound {[x['generator_bound'] for x in rep]},"
-            f" CPU {med(rep, 'cpu_ms_per_1k'):.1f} ms/1k;"
-            f" dnsperf sent {med(dp, 'sent_qps'):8.0f} q/s,"
-            f" CPU {med(dp, 'cpu_ms_per_1k'):.1f} ms/1k"
-        )
+        for n in names:
+            fixed_rate_line(r, n, timing[r][n], timing[r]["dnsperf"])
+
+
+def fixed_rate_line(r: float, name: str, rep: list[dict], dp: list[dict]) -> None:
+    p50 = statistics.median(x["offset_us"]["p50"] for x in rep)
+    p99 = statistics.median(x["offset_us"]["p99"] for x in rep)
+    mx = statistics.median(x["offset_us"]["max"] for x in rep)
+    print(
+        f"  {r:8.0f} q/s: {name} sent {med(rep, 'sent_qps'):8.0f} q/s,"
+        f" offset p50 {p50:.0f} p99 {p99:.0f} max {mx:.0f} µs,"
+        f" skipped {med(rep, 'skipped'):.0f} of {med(rep, 'due'):.0f},"
+        f" generator-bound {[x['generator_bound'] for x in rep]},"
+        f" CPU {med(rep, 'cpu_ms_per_1k'):.1f} ms/1k;"
+        f" dnsperf sent {med(dp, 'sent_qps'):8.0f} q/s,"
+        f" CPU {med(dp, 'cpu_ms_per_1k'):.1f} ms/1k"
+    )
 
 
 if __name__ == "__main__":

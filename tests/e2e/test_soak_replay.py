@@ -138,14 +138,17 @@ def fewer_taken(data: Path, run_id: str) -> None:
     path.write_text(json.dumps(result))
 
 
-def soak_ends(scenario: Path, data: Path) -> dict[str, Any]:
+def soak_ends(scenario: Path, data: Path, stderr: list[str] | None = None) -> dict[str, Any]:
     """The run's status: passed, or failed by the generator criterion alone (the replay
     plays in a thread of the run's process; on a machine whose cores are taken it can
-    miss the capture's timing, and the run must then say so rather than pass)."""
+    miss the capture's timing, and the run must then say so rather than pass). The run's
+    stderr appended to `stderr` if given."""
     proc = run_soak(
         "start", str(scenario), "--foreground", "--duration", f"{RUN_S}s", *QUICK,
         "--data-dir", str(data), "--json",
     )  # fmt: skip
+    if stderr is not None:
+        stderr.append(proc.stderr)
     status: dict[str, Any] = last_json(proc.stdout)
     if proc.returncode == 0:
         assert status["status"] == "passed", status["message"]
@@ -171,3 +174,29 @@ def send_offsets(store: SqliteStore, run_id: str) -> dict[int, tuple[float, ...]
             for at_ns, v in values:
                 found[at_ns].append(float(v))
     return {at_ns: tuple(v) for at_ns, v in found.items() if len(v) == 3}
+
+
+def test_soak_run_replays_over_tcp_in_the_compiled_loop(tmp_path: Path) -> None:
+    """`transport: tcp`: every client over TCP, played by the compiled stream loop in the
+    replay's process; its windows carry the connections as they grow (each loop's three
+    clients a connection each, opened for its first query and reused for its second),
+    and every figure agrees with the ledger."""
+    phases = [{"name": "steady", "duration_s": "10s"}]
+    criteria = {"leaks_ok": False, "p99_ms_max": {"all": 1000}}
+    path = replay_scenario(
+        tmp_path, small_capture(), "replay-tcp", phases, criteria, speed="2x", transport="tcp"
+    )
+    data = tmp_path / "data"
+    said: list[str] = []
+    status = soak_ends(path, data, said)
+    assert "replay in the Python loop" not in said[0], said[0][-2000:]
+    ledger = assert_figures_agree(data, status["id"])
+    store = SqliteStore(data / "points.db")
+    try:
+        fields = ("sent", "conn_opened", "conn_reused", "conn_idled_out", "conn_errors")
+        got = {field: class_sum(store, status["id"], field, "all") for field in fields}
+    finally:
+        store.close()
+    assert got["conn_errors"] == got["conn_idled_out"] == 0, got
+    assert got["conn_opened"] + got["conn_reused"] == got["sent"] == ledger["sent"] > 0, got
+    assert got["conn_opened"] - 3 <= got["conn_reused"] <= got["conn_opened"], got

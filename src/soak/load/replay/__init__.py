@@ -4,7 +4,8 @@ played loop after loop against a server (docs/replay.md); and a soak run's load 
 This is the replay's one face; its rooms are private:
 
     _loop       the send and reply loop (Replay), run_replay for `soak load --replay`
-    _engine     which loop plays a replay: the compiled UDP one (_fastreplay, C) or _loop's
+    _engine     which loop plays a replay: a compiled one (_fastreplay: UDP, C) or _loop's
+    _stream     the compiled TCP and DoT loop (_fastreplay_stream, C) behind _fastreplay's face
     _conns      each client's UDP socket and stream connections
     _plan       each captured query's send time, client, connection and name per loop
     _windows    the replay's one-second windows on the run's grid (the ledger's rows)

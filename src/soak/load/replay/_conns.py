@@ -78,6 +78,7 @@ class ClientConns:
         self.abandon, self.waiting = abandon, waiting
         self.clients = [Client() for _ in range(clients)]
         self.family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self.tls = tls  # as given (the compiled stream loop makes its own context of it)
         self.ctx: ssl.SSLContext | None = None
         if cfg.transport in ("dot", "doh"):
             spec = tls or TlsSpec()

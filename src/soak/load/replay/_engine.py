@@ -6,16 +6,20 @@ A replay whose queries all go over UDP is played by the compiled loop
 its question in that loop, renamed or not) and is handed over loop by loop, in batches
 of CHUNK questions; the sockets, the sends, the replies, the id ring and the windows'
 counts and latencies are the C loop's, and each window it closes is handed to the
-replay's ledger (ReplayWindows.closed_window) as the Python loop's would be. Stream
-transports, a replay forced to Python (SOAK_REPLAY_ENGINE=python) and a build without
-the compiled loop take Replay's Python loop, and say so on stderr.
+replay's ledger (ReplayWindows.closed_window) as the Python loop's would be. A replay
+over TCP or DoT (or of a capture whose queries are all TCP) is played the same way by
+the compiled stream loop (_stream.StreamEngine: the same face, a connection per
+client's captured connection). DoH, a capture that mixes UDP and TCP, a replay forced
+to Python (SOAK_REPLAY_ENGINE=python) and a build without the compiled loop take
+Replay's Python loop, and say so on stderr.
 
-The compiled loop's latencies are soak.histogram's buckets (each answer counted at
-its bucket's lowest µs), so its windows merge with any other's; the Python loop's
-are whole µs. Its send offsets are counted in C too, per window, in OffsetTotals'
-buckets (the values the Python loop's three_digits keeps), and come back with their
-window (take()): between two calls of play() no Python runs per query or per batch,
-only the hand-over of the windows that closed.
+The compiled loops' latencies are histogram buckets (the UDP loop's soak.histogram's,
+the stream loop's the load engine's: each answer counted at its bucket's lowest µs),
+so their windows merge with any other's; the Python loop's are whole µs. Their send
+offsets are counted in C too, per window, in OffsetTotals' buckets (the values the
+Python loop's three_digits keeps), and come back with their window (take()): between
+two calls of play() no Python runs per query or per batch, only the hand-over of the
+windows that closed.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from soak.load.ledger import CLOSE_ALL, ClassWindow, Window
 from soak.load.replay._conns import Client, ClientConns
 from soak.load.replay._plan import Plan
 from soak.load.replay._result import OffsetTotals, ReplayResult
+from soak.load.replay._stream import PROTOCOLS, StreamEngine, compiled_stream
 from soak.load.replay._windows import ReplayWindows
 from soak.load.worker import monotonic_ns
 from soak.traffic.capture_file import UDP
@@ -78,17 +83,46 @@ def compiled() -> ModuleType | None:
 
 
 def python_reason(replay: Replay) -> str | None:
-    """Why this replay takes the Python loop; None: the compiled one plays it."""
+    """Why this replay takes the Python loop; None: a compiled one plays it (UDP:
+    _fastreplay; TCP and DoT: _fastreplay_stream, through _stream.StreamEngine)."""
     if os.environ.get(ENV, "").lower() == "python":
         return f"{ENV}=python"
     transport = replay.cfg.transport
-    if transport == "capture" and any(q.transport != UDP for q in replay.plan.capture.queries):
-        return "the capture has TCP queries (the compiled loop is UDP only)"
-    if transport not in ("udp", "capture"):
-        return f"{transport} (the compiled loop is UDP only)"
+    if transport == "capture":
+        kinds = {q.transport for q in replay.plan.capture.queries}
+        if len(kinds) > 1:
+            return "the capture mixes UDP and TCP queries (each compiled loop plays one transport)"
+        transport = "udp" if kinds <= {UDP} else "tcp"
+    if transport == "doh":
+        return "doh (the compiled replay loops are UDP, TCP and DoT)"
+    if transport in PROTOCOLS:
+        if compiled_stream() is None:
+            return f"the compiled TCP/DoT loop is {BUILD_HINT} (and libssl-dev)"
+        return None
     if compiled() is None:
         return f"the compiled loop is {BUILD_HINT}"
     return None
+
+
+def new_engine(replay: Replay) -> Engine:
+    """The compiled loop for the replay's transport (python_reason said one is built)."""
+    conns, address = replay.conns, sockaddr(replay.conns.host, replay.conns.port)
+    if stream_transport(replay):
+        return StreamEngine(replay, address)  # type: ignore[return-value]
+    module = compiled()
+    assert module is not None
+    return module.Engine(
+        address, len(replay.clients), replay.nc, replay.timeout_ns, conns.idle_ns,
+        replay.cfg.rename_clients,
+    )  # fmt: skip
+
+
+def stream_transport(replay: Replay) -> bool:
+    """TCP or DoT: given, or the capture's when all its queries are TCP."""
+    transport = replay.cfg.transport
+    if transport == "capture":
+        return any(q.transport != UDP for q in replay.plan.capture.queries)
+    return transport in PROTOCOLS
 
 
 def say_python(reason: str) -> None:
@@ -115,17 +149,8 @@ def run_compiled(
 ) -> ReplayResult:
     """Replay.run's contract, in the compiled loop; of the clients, the `share` (worker,
     workers) whose number is the worker's modulo workers (_workers)."""
-    module = compiled()
-    assert module is not None
     conns = replay.conns
-    engine: Engine = module.Engine(
-        sockaddr(conns.host, conns.port),
-        len(replay.clients),
-        replay.nc,
-        replay.timeout_ns,
-        conns.idle_ns,
-        replay.cfg.rename_clients,
-    )
+    engine = new_engine(replay)
     end_ns = None if duration_s is None else s_to_ns(duration_s)
     replay.start_ns = start_ns
     plan = replay.plan

@@ -59,7 +59,8 @@ def _worker(
     replay.ledger.on_window = lambda w: out.send(("window", w))
     try:
         r = run_compiled(replay, duration_s, origin, None, 0, start_delay_ns, share)
-        out.send(("end", r.sent_per_client, r.lost_per_client, replay.offsets, _rest(replay)))
+        end = (r.sent_per_client, r.lost_per_client, replay.offsets, replay.conns.handshake)
+        out.send(("end", *end, _rest(replay)))
     except BaseException as exc:
         out.send(("error", f"{type(exc).__name__}: {exc}"))
         raise
@@ -73,6 +74,12 @@ def _rest(replay: Replay) -> dict[str, int]:
         "fds_peak": c.fds_peak,
         "socket_errors": c.socket_errors,
         **c.sockets(),
+        # The connections' figures (TCP and DoT; zeros over UDP), summed by the parent.
+        "opened": c.book.conn_opened,
+        "conn_errors": c.book.conn_errors,
+        "resumed": c.book.conn_resumed,
+        "reused": c.reused,
+        "idled_out": c.idled_out,
     }
 
 
@@ -107,11 +114,12 @@ def _gather(replay: Replay, pipes: list[Connection]) -> list[tuple[Any, ...]]:
 def _result(replay: Replay, ends: list[tuple[Any, ...]], elapsed_ns: int) -> ReplayResult:
     conns = replay.conns
     conns.fds_peak = conns.socket_errors = 0
-    for _, sent, lost, offsets, rest in ends:
+    for _, sent, lost, offsets, handshake, rest in ends:
         for client, s, n in zip(replay.clients, sent, lost, strict=True):
             client.sent += s
             client.lost += n
         replay.offsets.merge(offsets)
+        conns.handshake.merge(handshake)
         replay.unexpected += rest["unexpected"]
         replay.late += rest["late"]
         conns.fds_peak += rest["fds_peak"]  # the workers' sockets open at once, at most
@@ -120,4 +128,9 @@ def _result(replay: Replay, ends: list[tuple[Any, ...]], elapsed_ns: int) -> Rep
         book.socket_sent += rest["socket_sent"]
         book.socket_received += rest["socket_received"]
         book.send_failed += rest["send_failed"]
+        book.conn_opened += rest["opened"]
+        book.conn_errors += rest["conn_errors"]
+        book.conn_resumed += rest["resumed"]
+        conns.reused += rest["reused"]
+        conns.idled_out += rest["idled_out"]
     return replay.result(elapsed_ns / 1e9)
