@@ -80,71 +80,18 @@ static void Engine_dealloc(Engine *e) {
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
-/* play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns,
- *      worker, workers) -> (next, ended)
- * A loop of the plan from its query `first`: query i (columns: four int64 each, due in
- * the loop, client, class, flags; its question questions[i - first]) is sent at
- * origin_ns + base_ns + due, until the questions end, a query is due at or after end_ns
- * (ended; end_ns < 0: none), or, once what is due has left, return_ns (monotonic).
- * Only the clients `worker` of `workers` play here (client % workers == worker): the
- * others' queries are another process's. */
-static PyObject *Engine_play(Engine *e, PyObject *args) {
-    Py_buffer b;
-    PyObject *qs;
-    long long origin, base, loop, end, ret;
-    Py_ssize_t first;
-    int worker = 0, workers = 1;
-    if (!PyArg_ParseTuple(args, "y*O!LLLnLL|ii", &b, &PyList_Type, &qs, &origin, &base, &loop,
-                          &first, &end, &ret, &worker, &workers))
-        return NULL;
-    const long long *cols = b.buf;
-    Py_ssize_t n = b.len / (4 * (Py_ssize_t)sizeof(long long));
-    Py_ssize_t stop = first + PyList_GET_SIZE(qs), i = first;
-    int ended = 0;
-    if (first < 0 || stop > n) {
-        PyBuffer_Release(&b);
-        PyErr_SetString(PyExc_ValueError, "questions past the capture");
-        return NULL;
-    }
-    e->handled = 0;
-    for (;;) {
-        long long now = mono_ns();
-        for (int here = 0; i < stop && here < SEND_STEP; here++, i++) {
-            const long long *c = cols + 4 * i;
-            long long v[5] = {base + c[0], c[1], loop, c[2], c[3]};
-            if (end >= 0 && v[0] >= end) {
-                ended = 1;
-                break;
-            }
-            if (workers > 1 && c[1] % workers != worker) continue; /* another's client */
-            if (origin + v[0] > now) break;
-            PyObject *q = PyList_GET_ITEM(qs, i - first);
-            if (!PyBytes_Check(q)) {
-                PyErr_SetString(PyExc_TypeError, "a question is bytes");
-                goto fail;
-            }
-            if (send_one(e, v, q, origin, now) < 0) goto fail;
-            e->handled = i + 1 - first;
-            now = mono_ns();
-        }
-        if (ended || i >= stop) break;
-        long long due = origin + base + cols[4 * i];
-        if (now >= ret && due > now) break;
-        long long wait = due - mono_ns(), left = ret - now;
-        wait = wait < 0 ? 0 : wait > left ? left : wait;
-        poll_once(e, wait > SWEEP_NS ? SWEEP_NS : wait < 0 ? 0 : wait);
-        housekeeping(e);
-        if (PyErr_CheckSignals() < 0) goto fail;
-    }
-    poll_once(e, 0);
-    housekeeping(e);
-    PyBuffer_Release(&b);
-    if (e->overflow) return overflowed();
-    return Py_BuildValue("(nN)", i, PyBool_FromLong(ended));
-fail:
-    PyBuffer_Release(&b);
-    return NULL;
+static PyObject *play_failed(Engine *e) {
+    return e->overflow ? overflowed() : (PyObject *)1;
 }
+
+#define PLAY_SELF Engine
+#define PLAY_NAME Engine_play
+#define PLAY_SEND(e, i, v, q, origin, now) send_one(e, v, q, origin, now)
+#define PLAY_POLL(e, ns) (poll_once(e, ns), 0)
+#define PLAY_HOUSEKEEPING(e) housekeeping(e)
+#define PLAY_HANDLED(e) ((e)->handled)
+#define PLAY_FAILED(e) play_failed(e)
+#include "_fastreplay_play.h"
 
 /* drain(until_ns) -> in flight: replies read and timeouts swept until nothing is in
  * flight or until_ns (monotonic). */

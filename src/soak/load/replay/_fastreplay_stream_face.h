@@ -1,68 +1,20 @@
 /* Part of soak.load.replay._fastreplay_stream (see the top of _fastreplay_stream.c): the
  * Python face, the type and the module. Included once, last. */
 
-/* play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns,
- *      worker, workers) -> (next, ended): _fastreplay's Engine.play. */
-static PyObject *Replay_play(Replay *r, PyObject *args) {
-    Py_buffer b;
-    PyObject *qs;
-    long long origin, base, loop, end, ret;
-    Py_ssize_t first;
-    int worker = 0, workers = 1;
-    if (!PyArg_ParseTuple(args, "y*O!LLLnLL|ii", &b, &PyList_Type, &qs, &origin, &base, &loop,
-                          &first, &end, &ret, &worker, &workers))
-        return NULL;
-    const long long *cols = b.buf;
-    Py_ssize_t n = b.len / (4 * (Py_ssize_t)sizeof(long long));
-    Py_ssize_t stop = first + PyList_GET_SIZE(qs), i = first;
-    int ended = 0;
-    if (first < 0 || stop > n) {
-        PyBuffer_Release(&b);
-        PyErr_SetString(PyExc_ValueError, "questions past the capture");
-        return NULL;
-    }
-    r->handled = 0;
-    for (;;) {
-        long long now = mono_ns();
-        for (int here = 0; i < stop && here < SEND_STEP; here++, i++) {
-            const long long *c = cols + 4 * i;
-            long long v[5] = {base + c[0], c[1], loop, c[2], c[3]};
-            if (end >= 0 && v[0] >= end) {
-                ended = 1;
-                break;
-            }
-            if (workers > 1 && c[1] % workers != worker) continue; /* another's client */
-            if (origin + v[0] > now) break;
-            PyObject *q = PyList_GET_ITEM(qs, i - first);
-            if (!PyBytes_Check(q)) {
-                PyErr_SetString(PyExc_TypeError, "a question is bytes");
-                goto fail;
-            }
-            if (send_one(r, i, v, q, origin, now) < 0) goto fail;
-            r->handled = i + 1 - first;
-            now = mono_ns();
-        }
-        if (ended || i >= stop) break;
-        long long due = origin + base + cols[4 * i];
-        if (now >= ret && due > now) break;
-        long long wait = due - mono_ns(), left = ret - now;
-        wait = wait < 0 ? 0 : wait > left ? left : wait;
-        if (poll_once(r, wait > SWEEP_NS ? SWEEP_NS : wait < 0 ? 0 : wait) < 0) goto fail;
-        housekeeping(r);
-        if (PyErr_CheckSignals() < 0) goto fail;
-    }
-    if (poll_once(r, 0) < 0) goto fail;
-    housekeeping(r);
-    PyBuffer_Release(&b);
-    if (PyList_GET_SIZE(r->e.forced) > 0) {
-        PyErr_SetString(PyExc_RuntimeError, "a replay window stayed open longer than its ring holds");
-        return NULL;
-    }
-    return Py_BuildValue("(nN)", i, PyBool_FromLong(ended));
-fail:
-    PyBuffer_Release(&b);
+static PyObject *play_failed(Replay *r) {
+    if (PyList_GET_SIZE(r->e.forced) == 0) return (PyObject *)1;
+    PyErr_SetString(PyExc_RuntimeError, "a replay window stayed open longer than its ring holds");
     return NULL;
 }
+
+#define PLAY_SELF Replay
+#define PLAY_NAME Replay_play
+#define PLAY_SEND(r, i, v, q, origin, now) send_one(r, i, v, q, origin, now)
+#define PLAY_POLL(r, ns) poll_once(r, ns)
+#define PLAY_HOUSEKEEPING(r) housekeeping(r)
+#define PLAY_HANDLED(r) ((r)->handled)
+#define PLAY_FAILED(r) play_failed(r)
+#include "_fastreplay_play.h"
 
 /* drain(until_ns) -> in flight: replies read and timeouts swept until nothing is in
  * flight or until_ns (monotonic). */
