@@ -46,6 +46,8 @@ def test_tcp_and_dot_run_the_compiled_stream_loop(protocol: str) -> None:
         Policy(queries_per_connection=10),
         Policy(queries_per_connection=10, idle_ns=10**8),
         Policy(reconnect_every_ns=10**9),
+        Policy(queries_per_connection=10, hangup_fraction=0.5),
+        Policy(reconnect_every_ns=10**9, hangup_fraction=1.0),
     ],
 )
 def test_connections_that_churn_run_the_compiled_loop(policy: Policy) -> None:
@@ -54,26 +56,21 @@ def test_connections_that_churn_run_the_compiled_loop(policy: Policy) -> None:
 
 def test_the_compiled_loop_gets_each_class_its_slots_and_policy() -> None:
     s = spec("tcp", Policy(queries_per_connection=7, idle_ns=5, reconnect_every_ns=9))
-    assert stream_fast.churn_args(s) == ([[0]], [(7, 5, 9)])
+    assert stream_fast.churn_args(s) == ([[0]], [(7, 5, 9, 0.0, 0)])
+    hanging = spec("tcp", Policy(queries_per_connection=7, hangup_fraction=0.25))
+    assert stream_fast.churn_args(hanging) == ([[0]], [(7, 0, -1, 0.25, 0)])
     assert stream_fast.churn_args(spec("tcp", Policy())) is None  # connections that last
 
 
-def test_hang_ups_run_the_python_loop_and_say_why_once(capsys: pytest.CaptureFixture[str]) -> None:
-    policy = Policy(queries_per_connection=10, hangup_fraction=0.5)
-    assert loop_for(spec("dot", policy)) is run_tcp
-    [line] = capsys.readouterr().err.splitlines()
-    assert (
-        line
-        == "soak load: dot runs the Python loop (a connection policy hangs up: hangup_fraction)"
-    )
-    assert loop_for(spec("dot", policy, index=1)) is run_tcp
-    assert capsys.readouterr().err == ""
-
-
-def test_a_name_to_resolve_runs_the_python_loop(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_name_to_resolve_runs_the_python_loop_and_says_why_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert loop_for(spec("tcp", host="::1")) is stream_fast.run_stream_fast
     assert loop_for(spec("tcp", host="localhost")) is run_tcp
-    assert "(localhost is a name, not an IP address)" in capsys.readouterr().err
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == "soak load: tcp runs the Python loop (localhost is a name, not an IP address)"
+    assert loop_for(spec("tcp", host="localhost", index=1)) is run_tcp
+    assert capsys.readouterr().err == ""
 
 
 def test_soak_load_pure_forces_the_python_loops(monkeypatch: pytest.MonkeyPatch) -> None:

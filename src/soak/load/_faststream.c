@@ -15,8 +15,8 @@
  * does.
  *
  * A class's connection policy may churn its connections (a quota of queries, an age,
- * an idle time before the close: _faststream_churn.h); a policy that hangs up runs the
- * Python loop (stream_fast.unfit).
+ * an idle time before the close) and some of them may hang up (a reset as soon as the
+ * last query has left, answers still due: abandoned): _faststream_churn.h.
  */
 /* Without OpenSSL's headers the build says what to install, in one line, first; the
  * install goes on and workers run tcp.run_tcp (the extension is optional). */
@@ -28,9 +28,12 @@
 #include "_fastengine.h"
 #include "_faststream_conn.h"
 
-/* A slot's connection policy (conn.Policy in numbers): -1 for none. */
+/* A slot's connection policy (conn.Policy in numbers): -1 for none; the share of its
+ * class's connections that hang up, and the class whose policy it is. */
 typedef struct {
     long long quota, idle_ns, age_ns;
+    double hangup_fraction;
+    int cls;
 } ConnPolicy;
 
 typedef struct {
@@ -39,6 +42,8 @@ typedef struct {
     int nconns, nplaces;
     ConnPolicy *policy; /* per slot */
     int **pools, *pool_len, *cursor; /* per class: its slots, where its round robin stands */
+    long long *made; /* per class: connections made (which of them hang up: hangs_up) */
+    int hangups;     /* some policy hangs up */
     SSL_CTX *ctx;     /* NULL: plain TCP */
     char *server_name;
     int resume;
@@ -92,6 +97,11 @@ static long long queue_queries(Stream *s, long long n, long long now) {
         Conn *c = pick(s, cls, now);
         if (c == NULL && PyErr_Occurred()) { Py_DECREF(q); return -1; }
         if (c == NULL || conn_queue(c, slot, qbuf, (size_t)qlen, now) < 0) e->send_failed++;
+        else if (c->hangup && conn_keep_inflight(c, slot, now) < 0) {
+            Py_DECREF(q);
+            PyErr_NoMemory();
+            return -1;
+        }
         ring_put(e, slot, cls, e->cur_second, base, q, now);
         e->sent_total++;
         e->outstanding++;
@@ -167,11 +177,11 @@ static void expire(Stream *s, int i, long long now) {
 }
 
 /* tcp.run_tcp's housekeeping: openings that took too long dropped, the slots renewed
- * (spent ones retire, closed ones open again), retired connections closed once due.
+ * (spent ones retire, closed ones open again), hang-ups done, retired connections closed once due.
  * 0, or -1 with an exception set. */
 static int housekeeping(Stream *s, long long now) {
     for (int i = 0; i < s->nconns; i++) expire(s, i, now);
-    if (renew(s, NULL, s->nconns, now) < 0) return -1;
+    if (renew(s, NULL, s->nconns, now) < 0 || hang_ups(s, now) < 0) return -1;
     for (int j = s->nconns; j < s->nconns + s->nplaces; j++) {
         expire(s, j, now);
         if (s->conns[j].fd >= 0 && due_to_close(s, &s->conns[j], now)) drop(s, j);

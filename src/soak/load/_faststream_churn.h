@@ -4,9 +4,25 @@
  * `quota` queries or at `age_ns` since it came up: the connection is spent, takes no
  * more queries, and retires: a new one takes its slot at once (offered the old one's
  * TLS session), the old one moves to a place of its own and closes once its answers
- * are in (or their timeout passed) and `idle_ns` more have gone by. Hang-ups
- * (hangup_fraction) are not done here: stream_fast.unfit sends them to tcp.run_tcp.
- * Included once, by _faststream.c, after the Stream type. */
+ * are in (or their timeout passed) and `idle_ns` more have gone by. Of a class's
+ * connections, `hangup_fraction` are hang-up clients (spread evenly: hangs_up): once
+ * spent and their last query has left, they reset (TCP RST) with answers still due,
+ * whose queries end abandoned (StreamFlow.hang_up). Included once, by _faststream.c,
+ * after the Stream type. */
+
+/* Whether a class's connection number n (from 0) hangs up (tcp.hangs_up: the same
+ * floating-point sums, so the same connections). */
+static int hangs_up(long long n, double fraction) {
+    return floor((double)(n + 1) * fraction) > floor((double)n * fraction);
+}
+
+/* Slot i's connection is a new one of its class: whether it hangs up (tcp.Flows.new_flow). */
+static void made_new(Stream *s, int i) {
+    const ConnPolicy *p = &s->policy[i];
+    Conn *c = &s->conns[i];
+    c->hangup = hangs_up(s->made[p->cls]++, p->hangup_fraction);
+    c->ninflight = 0;
+}
 
 /* Whether c is done under its slot's policy (StreamFlow.spent). */
 static int spent(const Stream *s, const Conn *c, long long now) {
@@ -51,6 +67,7 @@ static int retire(Stream *s, int i) {
     c->retry_ns = c->close_at_ns = 0;
     c->woff = c->wlen = c->ehead = c->nends = c->rlen = 0;
     c->carried = c->answered = 0;
+    made_new(s, i);
     return watch(s, j, EPOLL_CTL_MOD) < 0 ? (PyErr_SetFromErrno(PyExc_OSError), -1) : 0;
 }
 
@@ -73,6 +90,37 @@ static int due_to_close(Stream *s, Conn *c, long long now) {
         c->close_at_ns = now + s->policy[c->slot].idle_ns;
     }
     return now >= c->close_at_ns;
+}
+
+/* A hang-up client resets at once, answers still due: its queries in flight end
+ * abandoned (StreamFlow.hang_up); its TLS session is kept for the slot's next one. */
+static void hang_up(Stream *s, int j) {
+    Conn *c = &s->conns[j];
+    struct linger reset = {.l_onoff = 1, .l_linger = 0}; /* close() sends a RST */
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    for (size_t k = 0; k < c->ninflight; k++)
+        abandon(&s->e, (int)c->inflight[2 * k], c->inflight[2 * k + 1]);
+    c->ninflight = 0;
+    s->k.hung_up++;
+    drop(s, j);
+}
+
+/* tcp.run_tcp's hang_ups: a hang-up client's spent slot retires (and its successor
+ * opens), and a retired one whose last query has left resets, before any of its
+ * answers is read. 0, or -1 with an exception set. */
+static int hang_ups(Stream *s, long long now) {
+    if (!s->hangups) return 0;
+    for (int i = 0; i < s->nconns; i++) {
+        Conn *c = &s->conns[i];
+        if (!c->hangup || c->fd < 0 || !spent(s, c, now)) continue;
+        if (retire(s, i) < 0) return -1;
+        reopen(s, i, now);
+    }
+    for (int j = s->nconns; j < s->nconns + s->nplaces; j++) {
+        Conn *c = &s->conns[j];
+        if (c->fd >= 0 && c->hangup && c->phase == UP && c->woff >= c->wlen) hang_up(s, j);
+    }
+    return 0;
 }
 
 /* The class's next connection that is up and taking queries (its own round robin); one
@@ -103,7 +151,8 @@ static Conn *pick(Stream *s, int cls, long long now) {
 
 /* churn: None (every class on every slot, connections that last), or (pools, policies):
  * per class the slots it sends on (conn.slot_plan), per slot (quota or -1, idle_ns,
- * age_ns or -1). Sets nconns, the pools and the policies. 0, or -1 with an exception. */
+ * age_ns or -1, hangup_fraction, its class). Sets nconns, the pools and the policies.
+ * 0, or -1 with an exception. */
 static int churn_setup(Stream *s, int flows, PyObject *churn) {
     int nc = s->e.nc;
     PyObject *pools = NULL, *policies = NULL;
@@ -121,13 +170,23 @@ static int churn_setup(Stream *s, int flows, PyObject *churn) {
     s->pools = PyMem_Calloc((size_t)nc, sizeof(int *));
     s->pool_len = PyMem_Calloc((size_t)nc, sizeof(int));
     s->cursor = PyMem_Calloc((size_t)nc, sizeof(int));
-    if (!s->policy || !s->pools || !s->pool_len || !s->cursor) { PyErr_NoMemory(); return -1; }
+    s->made = PyMem_Calloc((size_t)nc, sizeof(long long));
+    if (!s->policy || !s->pools || !s->pool_len || !s->cursor || !s->made) {
+        PyErr_NoMemory();
+        return -1;
+    }
     for (int i = 0; i < flows; i++) {
         ConnPolicy *p = &s->policy[i];
         p->quota = p->age_ns = -1;
         if (policies != NULL &&
-            !PyArg_ParseTuple(PyList_GET_ITEM(policies, i), "LLL", &p->quota, &p->idle_ns, &p->age_ns))
+            !PyArg_ParseTuple(PyList_GET_ITEM(policies, i), "LLLdi", &p->quota, &p->idle_ns,
+                              &p->age_ns, &p->hangup_fraction, &p->cls))
             return -1;
+        if (p->cls < 0 || p->cls >= nc) {
+            PyErr_SetString(PyExc_ValueError, "Engine: a slot's class is out of range");
+            return -1;
+        }
+        if (p->hangup_fraction > 0) s->hangups = 1;
     }
     for (int c = 0; c < nc; c++) {
         PyObject *pool = pools ? PyList_GET_ITEM(pools, c) : NULL;
@@ -156,5 +215,6 @@ static void churn_free(Stream *s) {
     PyMem_Free(s->pools);
     PyMem_Free(s->pool_len);
     PyMem_Free(s->cursor);
+    PyMem_Free(s->made);
     PyMem_Free(s->policy);
 }

@@ -25,11 +25,16 @@ typedef struct {
     long long born_ns;     /* up since (an age policy counts from here) */
     long long close_at_ns; /* > 0 once retired and its answers are in: it closes then */
     int slot;              /* the slot it serves or served (whose policy it follows) */
+    int hangup;            /* a hang-up client: it resets once its last query has left */
+    /* A hang-up client's queries, as (id, time sent): in flight at the reset, they end
+     * abandoned (StreamFlow.inflight). Unused (NULL) on other connections. */
+    long long *inflight;
+    size_t ninflight, icap;
 } Conn;
 
 /* What the connections counted over the interval (Book.conn_* and socket_*). */
 typedef struct {
-    long long opened, errors, resumed;
+    long long opened, errors, resumed, hung_up;
     PyObject *handshake_us; /* {us: n}, as Book.handshake_us */
 } ConnCounts;
 
@@ -210,6 +215,16 @@ static int conn_read(Conn *c) {
     }
 }
 
+/* A hang-up client's query (id, time sent) kept for its reset. -1: no memory. */
+static inline int conn_keep_inflight(Conn *c, int id, long long sent_ns) {
+    if (grow((void **)&c->inflight, &c->icap, 2 * (c->ninflight + 1), sizeof(long long)) < 0)
+        return -1;
+    c->inflight[2 * c->ninflight] = id;
+    c->inflight[2 * c->ninflight + 1] = sent_ns;
+    c->ninflight++;
+    return 0;
+}
+
 static void conn_free(Conn *c) {
     conn_close(c, 0);
     if (c->session) SSL_SESSION_free(c->session);
@@ -217,4 +232,5 @@ static void conn_free(Conn *c) {
     PyMem_Free(c->wbuf);
     PyMem_Free(c->ends);
     PyMem_Free(c->rbuf);
+    PyMem_Free(c->inflight);
 }

@@ -36,6 +36,7 @@ static PyObject *Stream_run(Stream *s, PyObject *args) {
             }
             if (n > 0 && queue_queries(s, n, now) < 0) return NULL;
             flush_all(s);
+            if (hang_ups(s, now) < 0) return NULL;
         }
         if (until - now < timeout_ns) timeout_ns = until - now;
         int timeout_ms = timeout_ns <= 0 ? 0 : (int)((timeout_ns + 999999) / 1000000);
@@ -69,8 +70,9 @@ static PyObject *Stream_take(Stream *s, PyObject *arg) {
     if (counts == NULL) { Py_DECREF(hs); return NULL; }
     PyObject *taken = s->k.handshake_us; /* handed over (or released) by "N" */
     s->k.handshake_us = hs;
-    PyObject *conns = Py_BuildValue("LLLNi", s->k.opened, s->k.errors, s->k.resumed, taken, 0);
-    s->k.opened = s->k.errors = s->k.resumed = 0;
+    PyObject *conns =
+        Py_BuildValue("LLLNL", s->k.opened, s->k.errors, s->k.resumed, taken, s->k.hung_up);
+    s->k.opened = s->k.errors = s->k.resumed = s->k.hung_up = 0;
     Py_ssize_t n = PyTuple_GET_SIZE(counts);
     PyObject *out = conns ? PyTuple_New(n + 1) : NULL;
     if (out == NULL) { Py_DECREF(counts); Py_XDECREF(conns); return NULL; }
@@ -153,6 +155,7 @@ static PyObject *Stream_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     for (int i = 0; i < s->nconns; i++) {
         s->conns[i].fd = -1;
         s->conns[i].slot = i;
+        made_new(s, i);
     }
     if (server_name != NULL) {
         s->server_name = PyMem_Malloc(strlen(server_name) + 1);

@@ -24,8 +24,9 @@
 #define EXACT 2048
 #define NBUCKETS (EXACT + 21 * 1024)
 /* Counters of one class in one window: sent, completed, lost, late, wrong, skipped,
- * then 16 rcodes. */
-enum { SENT, COMPLETED, LOST, LATE, WRONG, SKIPPED, RCODES, NCOUNT = RCODES + 16 };
+ * abandoned (in flight on a connection the client hung up: the stream loop's), then 16
+ * rcodes. */
+enum { SENT, COMPLETED, LOST, LATE, WRONG, SKIPPED, ABANDONED, RCODES, NCOUNT = RCODES + 16 };
 
 typedef struct {
     PyObject_HEAD

@@ -14,11 +14,22 @@ static inline void lose(Engine *e, int slot) {
     if (base >= 0) e->cnt[(base + e->ring_c[slot]) * NCOUNT + LOST]++;
 }
 
+/* The client hung up with the query of this id (sent at sent_ns) in flight: neither
+ * answered nor lost (Book.abandon). An id answered, timed out or reused since is left
+ * alone. */
+static inline void abandon(Engine *e, int slot, long long sent_ns) {
+    if (e->ring_t[slot] != sent_ns) return;
+    e->ring_t[slot] = 0;
+    e->outstanding--;
+    long long base = base_of(e, e->ring_w[slot]);
+    if (base >= 0) e->cnt[(base + e->ring_c[slot]) * NCOUNT + ABANDONED]++;
+}
+
 static long long inflight(Engine *e, long long slot) {
     long long n = 0;
     for (int c = 0; c < e->nc; c++) {
         long long *v = e->cnt + (slot * e->nc + c) * NCOUNT;
-        n += v[SENT] - v[COMPLETED] - v[LOST];
+        n += v[SENT] - v[COMPLETED] - v[LOST] - v[ABANDONED];
     }
     return n;
 }
@@ -33,7 +44,7 @@ static long long open_second(Engine *e, long long second) {
         if (e->wsec[slot] >= 0) {
             for (int c = 0; c < e->nc; c++) {
                 long long *v = e->cnt + (slot * e->nc + c) * NCOUNT;
-                v[LOST] += v[SENT] - v[COMPLETED] - v[LOST];
+                v[LOST] += v[SENT] - v[COMPLETED] - v[LOST] - v[ABANDONED];
             }
             PyObject *w = window_of(e, (int)slot);
             if (w == NULL || PyList_Append(e->forced, w) < 0) {
@@ -291,7 +302,7 @@ static int put_count(PyObject *d, unsigned long long key, long long n) {
 }
 
 /* The window in `slot`, emptied: (second, refused, [per class: (sent, completed, lost,
- * late, wrong, skipped, {rcode: n}, {latency us: n})]). */
+ * late, wrong, skipped, abandoned, {rcode: n}, {latency us: n})]). */
 static PyObject *window_of(Engine *e, int slot) {
     PyObject *classes = PyList_New(e->nc);
     if (classes == NULL) return NULL;
@@ -307,8 +318,8 @@ static PyObject *window_of(Engine *e, int slot) {
                 if (lat[b] && put_count(lt, value_of(b), lat[b]) < 0) { bad = 1; break; }
         }
         PyObject *t = bad ? NULL
-                          : Py_BuildValue("LLLLLLOO", v[SENT], v[COMPLETED], v[LOST], v[LATE],
-                                          v[WRONG], v[SKIPPED], rc, lt);
+                          : Py_BuildValue("LLLLLLLOO", v[SENT], v[COMPLETED], v[LOST], v[LATE],
+                                          v[WRONG], v[SKIPPED], v[ABANDONED], rc, lt);
         Py_XDECREF(rc);
         Py_XDECREF(lt);
         if (t == NULL) { Py_DECREF(classes); return NULL; }

@@ -4,11 +4,12 @@ The C Engine opens the connections (TLS through OpenSSL for DoT), queues pipelin
 queries on them, reads and matches the replies, reconnects what the server closes
 and counts, in the same windows and buckets as _fastudp; udp_fast.drive keeps the
 pacing, the control pipe and the per-second Interval through cadence.py, as for the
-UDP engine. A class's connection policy that churns its connections (a quota of
-queries per connection, an age, an idle time before the close) runs here too, with
-the slots tcp.Flows would give it (conn.slot_plan). What it does not serve (unfit:
-hang-ups, a server given by name) runs tcp.run_tcp, said on stderr; tcp.run_tcp is
-also the fallback when the extension is not built (or SOAK_LOAD_PURE=1). DoH is not
+UDP engine. A class's connection policy runs here too, with the slots tcp.Flows would
+give it (conn.slot_plan): churn (a quota of queries per connection, an age, an idle
+time before the close) and hang-ups (the same connections as tcp.hangs_up picks reset
+with answers due, their queries in flight abandoned). What it does not serve (unfit:
+a server given by name) runs tcp.run_tcp, said on stderr; tcp.run_tcp is also the
+fallback when the extension is not built (or SOAK_LOAD_PURE=1). DoH is not
 this loop's.
 """
 
@@ -37,14 +38,11 @@ def available() -> bool:
 
 def unfit(spec: WorkerSpec) -> str | None:
     """Why the compiled loop cannot run this TCP or DoT spec (None: it can). It serves
-    an address literal (the Engine does not resolve names) and every connection policy
-    but hang-ups (their abandoned queries are counted by the Python loop only)."""
+    an address literal (the Engine does not resolve names) and every connection policy."""
     try:
         ipaddress.ip_address(spec.host)
     except ValueError:
         return f"{spec.host} is a name, not an IP address"
-    if any(p is not None and p.hangup_fraction > 0 for p in spec.policies or ()):
-        return "a connection policy hangs up: hangup_fraction"
     return None
 
 
@@ -52,9 +50,12 @@ def supports(spec: WorkerSpec) -> bool:
     return spec.protocol in PROTOCOLS and unfit(spec) is None
 
 
-def churn_args(spec: WorkerSpec) -> tuple[list[list[int]], list[tuple[int, int, int]]] | None:
-    """The Engine's `churn`: per class its slots, per slot (quota, idle_ns, age_ns),
-    -1 for none; None when no class's connections churn."""
+def churn_args(
+    spec: WorkerSpec,
+) -> tuple[list[list[int]], list[tuple[int, int, int, float, int]]] | None:
+    """The Engine's `churn`: per class its slots, per slot (quota, idle_ns, age_ns,
+    hangup_fraction, the class whose policy it follows), -1 for none; None when no
+    class's connections churn (a policy that hangs up churns: load_config says so)."""
     policies = [p or Policy() for p in spec.policies or [None] * len(spec.classes)]
     if not any(p.churns for p in policies):
         return None
@@ -64,7 +65,7 @@ def churn_args(spec: WorkerSpec) -> tuple[list[list[int]], list[tuple[int, int, 
         p = policies[c]
         quota = p.queries_per_connection if p.queries_per_connection is not None else -1
         age_ns = p.reconnect_every_ns if p.reconnect_every_ns is not None else -1
-        per_slot.append((quota, p.idle_ns, age_ns))
+        per_slot.append((quota, p.idle_ns, age_ns, p.hangup_fraction, c))
     return pools, per_slot
 
 

@@ -72,7 +72,7 @@ def window_from(raw: tuple[Any, ...]) -> Window:
     """A window as Engine.take hands it back (see _fastudp.c, window_of)."""
     second, refused, classes = raw
     out = []
-    for sent, completed, lost, late, wrong, skipped, rcodes, lat_us in classes:
+    for sent, completed, lost, late, wrong, skipped, abandoned, rcodes, lat_us in classes:
         out.append(
             ClassWindow(
                 due=sent + skipped,
@@ -80,6 +80,7 @@ def window_from(raw: tuple[Any, ...]) -> Window:
                 skipped=skipped,
                 completed=completed,
                 lost=lost,
+                abandoned=abandoned,
                 late=late,
                 wrong=wrong,
                 rcodes=rcodes,

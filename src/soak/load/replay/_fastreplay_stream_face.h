@@ -38,7 +38,7 @@ static int by_second(const void *a, const void *b) {
 }
 
 /* take(below, force) -> [((second, refused, [(sent, completed, lost, late, wrong,
- * skipped, rcodes, lat_us) per class]), {offset us: n})] (the load engine's window_of,
+ * skipped, abandoned, rcodes, lat_us) per class]), {offset us: n})] (the load engine's window_of,
  * and the window's send offsets): the windows before `below` with nothing in flight, in
  * order, up to the first that is not (every open one with force: what is in flight
  * stays uncounted). */

@@ -4,11 +4,11 @@ the compiled UDP loop's face, so that _engine.run_compiled drives either.
 Each client's captured connection is a stream here, numbered once (streams()): the C
 loop keeps a connection per stream, as _conns.ClientConns keeps a StreamFlow per
 client and connection number. Its windows come back as the load engine's
-(_fastudp_loop.h's window_of: sent, completed, lost, late, wrong, skipped per class);
-take() turns them into the UDP loop's (due, sent, skipped, completed, lost), and
-take() and shut() write the connections' figures (opened, errors, reused, idled out,
-open now, handshake times) into the replay's ClientConns, where a soak run's windows
-and the result read them.
+(_fastudp_loop.h's window_of: sent, completed, lost, late, wrong, skipped, abandoned
+per class; a replay never hangs up); take() turns them into the UDP loop's (due, sent,
+skipped, completed, lost), and take() and shut() write the connections' figures
+(opened, errors, reused, idled out, open now, handshake times) into the replay's
+ClientConns, where a soak run's windows and the result read them.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class StreamEngine:
         for (second, _refused, classes), offsets in self.engine.take(below, force):
             counts = [
                 (s + skip, s, skip, ok, lost, rc, lat)
-                for s, ok, lost, _, _, skip, rc, lat in classes
+                for s, ok, lost, _, _, skip, _, rc, lat in classes
             ]
             out.append((second, counts, offsets))
         return out
