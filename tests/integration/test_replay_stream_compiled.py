@@ -16,6 +16,7 @@ import pytest
 
 from soak.load.ledger import Window
 from soak.load.replay import Replay, ReplayResult, _engine, _stream
+from soak.load.replay._conns import ClientConns
 from soak.traffic.capture_file import TCP, UDP, Capture, Query
 from soak.traffic.replay_config import ReplayConfig
 from tests.integration.test_replay_compiled import NAMES, SAID, assert_counters_agree, counts
@@ -105,6 +106,28 @@ def test_compiled_and_python_stream_replays_send_the_same_queries_in_the_same_wi
         assert (conns["opened"], conns["errors"], conns["reused"]) == (60, 0, 1740), conns
         assert conns["handshake_max_us"] > 0, conns
         assert_counters_agree(result)
+
+
+def test_doh_get_requests_give_the_same_windows_in_both_loops(
+    tls_unbound: ServerProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DoH's GET (?dns=) as the Python loop's DohFlow sends it when asked, in both loops."""
+    from soak.load.doh import DohFlow
+
+    monkeypatch.setattr(DohFlow, "doh_get", True)
+    assert _stream.doh_request(_conns_of(tls_unbound))[0] is True
+    port = tls_unbound.port_for("doh")
+    (py, py_windows), (fast, fast_windows) = (
+        play(port, "doh", loop, monkeypatch) for loop in ("python", "compiled")
+    )
+    assert py.as_dict()["completed"] == fast.as_dict()["completed"] == 1800
+    assert counts(fast_windows) == counts(py_windows)
+    assert_counters_agree(fast)
+
+
+def _conns_of(server: ServerProc) -> ClientConns:
+    cfg = ReplayConfig(file=Path("unused"), transport="doh")
+    return Replay(cfg, capture(4, 2), "127.0.0.1", server.port_for("doh"), 2.0).conns
 
 
 @pytest.mark.parametrize("transport", ["tcp", "dot", "doh"])
