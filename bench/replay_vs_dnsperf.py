@@ -18,15 +18,16 @@ DEFAULT_QUERIES (tests/support/servers.py), evenly spaced at 1,000 q/s for
   capture S / span times; the `soak load` process's RSS every 5 s: the first
   reading after 30 s against the last.
 
---transport tcp or dot: the replay over TCP or DoT (`--protocol`: a connection per
-client) and dnsperf `-m tcp` / `-m dot` (-c connections), against an unbound with
+--transport tcp, dot or doh: the replay over TCP, DoT or DoH (`--protocol`: a connection
+per client; DoH's requests POST) and dnsperf `-m tcp` / `-m dot` / `-m doh` (-c
+connections; DoH with `-O doh-method=POST`), against an unbound with
 TLS listeners and 200 TCP slots (tests/support/servers.py); --engines
 compiled,python: the replay in its compiled loop and, in the same rounds, in its
 Python loop (SOAK_REPLAY_ENGINE=python), each against dnsperf.
 
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py [--runs 3] [--duration 5]
         [--rates 10000,50000] [--clients 100] [--memory-s 0] [--workers 2]
-        [--transport udp|tcp|dot] [--engines compiled,python]
+        [--transport udp|tcp|dot|doh] [--engines compiled,python]
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py --smoke   # seconds
 """
 
@@ -90,6 +91,8 @@ def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: f
     cpu0 = children_cpu_s()
     argv = ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile), "-c", str(clients)]
     argv += ["-m", TRANSPORT]
+    if TRANSPORT == "doh":  # the replay's requests: POST at /dns-query (doh.DohFlow)
+        argv += ["-O", f"doh-uri=https://127.0.0.1:{port}/dns-query", "-O", "doh-method=POST"]
     argv += ["-l", str(duration_s)] + (["-Q", str(int(rate))] if rate else [])
     run = subprocess.run(argv, capture_output=True, text=True)
     out = run.stdout
@@ -174,7 +177,7 @@ def main() -> None:
     ap.add_argument("--max-rate", type=float, default=100_000)
     ap.add_argument("--memory-s", type=float, default=0)
     ap.add_argument("--workers", type=int, default=1, help="the replay's worker processes")
-    ap.add_argument("--transport", choices=("udp", "tcp", "dot"), default="udp")
+    ap.add_argument("--transport", choices=("udp", "tcp", "dot", "doh"), default="udp")
     ap.add_argument("--engines", default="compiled", help="the replay's loops: compiled,python")
     ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()

@@ -1,8 +1,9 @@
-"""The replay's compiled TCP and DoT loop (soak.load.replay._fastreplay_stream) against its
-Python loop, on the same plan and a real unbound: the same queries from the same clients
-in the same windows, to the query, over the same connections; a server stopped and
-started again mid-replay (its queries lost, counted, the connections opened again); and
-the Python loop taken where no compiled one plays, said on stderr."""
+"""The replay's compiled TCP and DoT loop (soak.load.replay._fastreplay_stream) and its DoH
+loop (_fastreplay_doh) against the Python loop, on the same plan and a real unbound: the
+same queries from the same clients in the same windows, to the query, over the same
+connections; a server stopped and started again mid-replay (its queries lost, counted,
+the connections opened again); and the Python loop taken where no compiled one plays, or
+when forced, said on stderr."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from soak.load.ledger import Window
 from soak.load.replay import Replay, ReplayResult, _engine, _stream
+from soak.load.replay._conns import ClientConns
 from soak.traffic.capture_file import TCP, UDP, Capture, Query
 from soak.traffic.replay_config import ReplayConfig
 from tests.integration.test_replay_compiled import NAMES, SAID, assert_counters_agree, counts
@@ -67,11 +69,12 @@ def play(
     return result, windows
 
 
-def test_the_compiled_stream_loop_is_built() -> None:
-    assert _stream.compiled_stream() is not None, _engine.BUILD_HINT
+@pytest.mark.parametrize("transport", ["tcp", "doh"])
+def test_the_compiled_stream_loops_are_built(transport: str) -> None:
+    assert _stream.compiled_stream(transport) is not None, _engine.BUILD_HINT
 
 
-@pytest.mark.parametrize("transport", ["tcp", "dot"])
+@pytest.mark.parametrize("transport", ["tcp", "dot", "doh"])
 def test_compiled_and_python_stream_replays_send_the_same_queries_in_the_same_windows(
     tls_unbound: ServerProc,
     transport: str,
@@ -105,7 +108,29 @@ def test_compiled_and_python_stream_replays_send_the_same_queries_in_the_same_wi
         assert_counters_agree(result)
 
 
-@pytest.mark.parametrize("transport", ["tcp", "dot"])
+def test_doh_get_requests_give_the_same_windows_in_both_loops(
+    tls_unbound: ServerProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DoH's GET (?dns=) as the Python loop's DohFlow sends it when asked, in both loops."""
+    from soak.load.doh import DohFlow
+
+    monkeypatch.setattr(DohFlow, "doh_get", True)
+    assert _stream.doh_request(_conns_of(tls_unbound))[0] is True
+    port = tls_unbound.port_for("doh")
+    (py, py_windows), (fast, fast_windows) = (
+        play(port, "doh", loop, monkeypatch) for loop in ("python", "compiled")
+    )
+    assert py.as_dict()["completed"] == fast.as_dict()["completed"] == 1800
+    assert counts(fast_windows) == counts(py_windows)
+    assert_counters_agree(fast)
+
+
+def _conns_of(server: ServerProc) -> ClientConns:
+    cfg = ReplayConfig(file=Path("unused"), transport="doh")
+    return Replay(cfg, capture(4, 2), "127.0.0.1", server.port_for("doh"), 2.0).conns
+
+
+@pytest.mark.parametrize("transport", ["tcp", "dot", "doh"])
 def test_a_server_restarted_mid_replay_loses_its_queries_and_is_connected_again(
     tls_cert: tuple[Path, Path], tmp_path: Path, transport: str
 ) -> None:
@@ -150,7 +175,7 @@ def test_a_server_restarted_mid_replay_loses_its_queries_and_is_connected_again(
     assert sockets["socket_received"] >= d["completed"], sockets
 
 
-def test_doh_and_a_capture_of_both_transports_take_the_python_loop_and_say_so(
+def test_a_capture_of_both_transports_and_a_forced_doh_take_the_python_loop_and_say_so(
     tls_unbound: ServerProc, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv(_engine.ENV, raising=False)
@@ -166,10 +191,13 @@ def test_doh_and_a_capture_of_both_transports_take_the_python_loop_and_say_so(
     assert f"{SAID} the capture mixes UDP and TCP queries (each compiled loop" in err, err
     cfg = ReplayConfig(file=Path("unused"), transport="doh")
     doh = tls_unbound.port_for("doh")
+    replay = Replay(cfg, capture(40, 4), "127.0.0.1", doh, 2.0)
+    assert _engine.python_reason(replay) is None  # built: the compiled DoH loop plays it
+    monkeypatch.setenv(_engine.ENV, "python")
     d = Replay(cfg, capture(40, 4), "127.0.0.1", doh, 2.0).run(None).as_dict()
     assert d["completed"] == 40, d
     err = capsys.readouterr().err
-    assert f"{SAID} doh (the compiled replay loops are UDP, TCP and DoT)" in err, err
+    assert f"{SAID} {_engine.ENV}=python" in err, err
 
 
 def test_stream_clients_split_across_worker_processes_send_the_same_windows(

@@ -43,6 +43,7 @@ typedef struct Conn {
     unsigned char *wbuf; /* bytes the session produced that the socket has not taken yet */
     size_t wlen, wcap;
     long long pending; /* queries whose last frame is in wbuf (socket_sent once taken) */
+    int tag;           /* its owner's index for it (the replay's pool entry; the load's: 0) */
 } Conn;
 
 typedef struct DohEngine {
@@ -58,6 +59,7 @@ typedef struct DohEngine {
     Conn **retiring; /* told to go away: closed once their answers are in */
     /* the connections of the interval (stats.Connections) */
     long long opened, errors, resumed;
+    long long late; /* answers matched after their timeout (already lost) */
     PyObject *handshake_us; /* {us: n} */
 } DohEngine;
 

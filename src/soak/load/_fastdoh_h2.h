@@ -111,7 +111,9 @@ static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t code, void
         d->e.sock_received++; /* an answer read whole, good or not */
         if (s->status_ok && s->body_len >= HEADER_LEN) {
             set_id(s->body, s->slot);
+            long long done = d->e.completed_total, stray = d->e.unexpected;
             r = on_reply(&d->e, s->body, s->body_len, mono_ns());
+            if (d->e.completed_total == done && d->e.unexpected == stray) d->late++;
         } else {
             d->errors++;
         }

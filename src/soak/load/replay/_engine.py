@@ -8,10 +8,10 @@ of CHUNK questions; the sockets, the sends, the replies, the id ring and the win
 counts and latencies are the C loop's, and each window it closes is handed to the
 replay's ledger (ReplayWindows.closed_window) as the Python loop's would be. A replay
 over TCP or DoT (or of a capture whose queries are all TCP) is played the same way by
-the compiled stream loop (_stream.StreamEngine: the same face, a connection per
-client's captured connection). DoH, a capture that mixes UDP and TCP, a replay forced
-to Python (SOAK_REPLAY_ENGINE=python) and a build without the compiled loop take
-Replay's Python loop, and say so on stderr.
+the compiled stream loop, and one over DoH by the compiled DoH loop
+(_stream.StreamEngine: the same face, a connection per client's captured connection).
+A capture that mixes UDP and TCP, a replay forced to Python (SOAK_REPLAY_ENGINE=python)
+and a build without the compiled loop take Replay's Python loop, and say so on stderr.
 
 The compiled loops' latencies are histogram buckets (the UDP loop's soak.histogram's,
 the stream loop's the load engine's: each answer counted at its bucket's lowest µs),
@@ -84,7 +84,8 @@ def compiled() -> ModuleType | None:
 
 def python_reason(replay: Replay) -> str | None:
     """Why this replay takes the Python loop; None: a compiled one plays it (UDP:
-    _fastreplay; TCP and DoT: _fastreplay_stream, through _stream.StreamEngine)."""
+    _fastreplay; TCP and DoT: _fastreplay_stream; DoH: _fastreplay_doh; the stream ones
+    through _stream.StreamEngine)."""
     if os.environ.get(ENV, "").lower() == "python":
         return f"{ENV}=python"
     transport = replay.cfg.transport
@@ -93,10 +94,10 @@ def python_reason(replay: Replay) -> str | None:
         if len(kinds) > 1:
             return "the capture mixes UDP and TCP queries (each compiled loop plays one transport)"
         transport = "udp" if kinds <= {UDP} else "tcp"
-    if transport == "doh":
-        return "doh (the compiled replay loops are UDP, TCP and DoT)"
+    if transport == "doh" and compiled_stream("doh") is None:
+        return f"the compiled DoH loop is {BUILD_HINT} (and libssl-dev, libnghttp2-dev)"
     if transport in PROTOCOLS:
-        if compiled_stream() is None:
+        if compiled_stream(transport) is None:
             return f"the compiled TCP/DoT loop is {BUILD_HINT} (and libssl-dev)"
         return None
     if compiled() is None:
@@ -118,7 +119,7 @@ def new_engine(replay: Replay) -> Engine:
 
 
 def stream_transport(replay: Replay) -> bool:
-    """TCP or DoT: given, or the capture's when all its queries are TCP."""
+    """TCP, DoT or DoH: given, or the capture's when all its queries are TCP."""
     transport = replay.cfg.transport
     if transport == "capture":
         return any(q.transport != UDP for q in replay.plan.capture.queries)

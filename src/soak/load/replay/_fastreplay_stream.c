@@ -27,6 +27,7 @@
 #include "../_fastudp_loop.h"
 #include "../_fastengine.h"
 #include "../_faststream_conn.h"
+#include "_fastreplay_offsets.h"
 
 #define NW 64                      /* open windows (as _fastreplay.c) */
 #define BACKLOG_NS 1000000000LL    /* soak.load.worker.MAX_BACKLOG_S */
@@ -196,8 +197,6 @@ static void retire_client(Replay *r, int client) {
     }
 }
 
-static int count_offset(Replay *r, long long second, long long us);
-
 /* Replay.send (and the backlog rule of Replay.run): query i of the capture, now. v: due
  * (after the origin), client, loop, class, flags. -1 with an exception set. */
 static int send_one(Replay *r, Py_ssize_t i, const long long *v, PyObject *q, long long origin,
@@ -236,7 +235,7 @@ static int send_one(Replay *r, Py_ssize_t i, const long long *v, PyObject *q, lo
         e->send_failed++;
     }
     long long us = (t - origin - due) / 1000;
-    if (count_offset(r, second, us < 0 ? 0 : us) < 0) return -1;
+    if (offsets_count(&r->woff[second & r->e.wmask], us < 0 ? 0 : us) < 0) return -1;
     Py_INCREF(q);
     ring_put(e, slot, cls, second, base, q, t);
     r->ring_k[slot] = client;
@@ -331,27 +330,6 @@ static void housekeeping(Replay *r) {
             release(r, i);
         }
     }
-}
-
-/* _result.three_digits: exact below 1 ms, three significant digits above. */
-static long long three_digits(long long us) {
-    long long scale = 1;
-    while (us >= 1000) us /= 10, scale *= 10;
-    return us * scale;
-}
-
-/* A query due in `second` left `us` after its time: counted in its window's offsets. */
-static int count_offset(Replay *r, long long second, long long us) {
-    PyObject **d = &r->woff[second & r->e.wmask];
-    if (*d == NULL && (*d = PyDict_New()) == NULL) return -1;
-    PyObject *key = PyLong_FromLongLong(three_digits(us));
-    if (key == NULL) return -1;
-    PyObject *had = PyDict_GetItemWithError(*d, key);
-    PyObject *val = PyErr_Occurred() ? NULL : PyLong_FromLongLong(had ? PyLong_AsLongLong(had) + 1 : 1);
-    int bad = val == NULL || PyDict_SetItem(*d, key, val) < 0;
-    Py_DECREF(key);
-    Py_XDECREF(val);
-    return bad ? -1 : 0;
 }
 
 #include "_fastreplay_stream_face.h"

@@ -1,5 +1,6 @@
-"""The replay's compiled TCP and DoT loop (soak.load.replay._fastreplay_stream) behind
-the compiled UDP loop's face, so that _engine.run_compiled drives either.
+"""The replay's compiled TCP and DoT loop (soak.load.replay._fastreplay_stream) and its
+DoH loop (soak.load.replay._fastreplay_doh: the same face over HTTP/2) behind the
+compiled UDP loop's face, so that _engine.run_compiled drives any of them.
 
 Each client's captured connection is a stream here, numbered once (streams()): the C
 loop keeps a connection per stream, as _conns.ClientConns keeps a StreamFlow per
@@ -22,12 +23,17 @@ from soak.load.replay._plan import Plan
 from soak.traffic.capture_file import Capture
 from soak.traffic.replay_config import ReplayConfig
 
-PROTOCOLS = ("tcp", "dot")
+PROTOCOLS = ("tcp", "dot", "doh")
 WINDOW_SLOTS = 64  # open windows at once (a power of two, as _fastreplay.c's NW)
 
 
-def compiled_stream() -> ModuleType | None:
+def compiled_stream(transport: str = "tcp") -> ModuleType | None:
+    """The compiled loop of a stream transport (DoH's, or TCP's and DoT's), None: not built."""
     try:
+        if transport == "doh":
+            from soak.load.replay import _fastreplay_doh
+
+            return _fastreplay_doh
         from soak.load.replay import _fastreplay_stream
     except ImportError:
         return None
@@ -63,15 +69,25 @@ class Replay(Protocol):
 Counts = tuple[int, int, int, int, int, dict[int, int], dict[int, int]]
 
 
+def doh_request(conns: ClientConns) -> tuple[bool, str, str]:
+    """A DoH query's request as the Python replay's (doh.DohFlow's defaults): GET or not,
+    the path, and the :authority (the TLS server name, else the address, and the port)."""
+    from soak.load.doh import DohFlow
+
+    host = conns.tls.server_name if conns.tls is not None else None
+    return DohFlow.doh_get, DohFlow.doh_path, f"{host or conns.host}:{conns.port}"
+
+
 class StreamEngine:
-    """_fastreplay's Engine (play, drain, take, stats, shut) over TCP or DoT."""
+    """_fastreplay's Engine (play, drain, take, stats, shut) over TCP, DoT or DoH."""
 
     def __init__(self, replay: Replay, address: bytes) -> None:
-        module = compiled_stream()
+        transport = replay.cfg.transport
+        module = compiled_stream(transport)
         assert module is not None
         conns = replay.conns
         tls = None
-        if replay.cfg.transport == "dot":
+        if transport in ("dot", "doh"):
             spec = conns.tls
             tls = (spec.server_name, spec.ca_file) if spec is not None else (None, None)
         per_query, client_of = streams(replay.plan.capture)
@@ -79,11 +95,15 @@ class StreamEngine:
         # No mix: the plan gives each query's class and question (engine_setup's
         # questions, random sources and checks are the open-loop load's).
         mix = ([[b"\0"]] * nc, [None] * nc, [None] * nc, [0], 0, [0] * nc, 0, WINDOW_SLOTS, 0)
-        self.conns: ClientConns = conns
-        self.engine: Any = module.Engine(
-            address, tls, len(replay.clients), nc, replay.timeout_ns, conns.idle_ns,
-            replay.cfg.rename_clients, per_query, client_of, mix,
+        rest = (
+            len(replay.clients), nc, replay.timeout_ns, conns.idle_ns, replay.cfg.rename_clients,
+            per_query, client_of, mix,
         )  # fmt: skip
+        self.conns: ClientConns = conns
+        if transport == "doh":
+            self.engine: Any = module.Engine(address, tls, *doh_request(conns), *rest)
+        else:
+            self.engine = module.Engine(address, tls, *rest)
         self.play = self.engine.play
         self.drain = self.engine.drain
         self.stats = self.engine.stats
