@@ -188,7 +188,8 @@ def test_an_age_churns_connections_seen_at_the_server(
 # its last query, and only it if its earlier answers are in by then: a class's queries
 # leave at least 16 ms apart over TCP (60 q/s), 50 ms over DoT (20 q/s). Over DoT at
 # 60 q/s one or two of 30 connections abandoned two queries on both loops alike (an
-# answer more than 33 ms late); at 20 q/s none did in 3 runs.
+# answer more than 33 ms late); at 20 q/s none did in 3 runs; over TCP at 60 q/s, with
+# the machine busy, one did (so the test bounds what each loop abandons, not its sum).
 HANG_A, HANG_B = 4, 7
 HANGING_MIX = [
     {**MIX[0], "connection": {"queries_per_connection": HANG_A, "hangup_fraction": 0.5}},
@@ -229,15 +230,15 @@ def test_hang_ups_abandon_alike_on_both_loops(
     for name, quota, fraction in (("a", HANG_A, 0.5), ("b", HANG_B, 1.0)):
         c, p = compiled["classes"][name], python["classes"][name]
         assert c["sent"] == p["sent"] and c["sent"] % quota != 0, (c, p)
-        abandoned = hung_up_expected(c["sent"], quota, fraction)
-        assert abandoned > 0
+        hung_up = hung_up_expected(c["sent"], quota, fraction)
+        assert hung_up > 0
         for got in (c, p):
-            assert (got["completed"], got["lost"], got["abandoned"]) == (
-                c["sent"] - abandoned,
-                0,
-                abandoned,
-            ), (name, got)
-        hung += abandoned
+            # Each hung-up connection abandons its last query, and an earlier one whose
+            # answer is not in yet (a busy machine's late answer): never more than the
+            # queries it carried. Nothing else is lost.
+            assert hung_up <= got["abandoned"] <= hung_up * quota, (name, got)
+            assert (got["completed"], got["lost"]) == (c["sent"] - got["abandoned"], 0), got
+        hung += hung_up
     spent = sum(compiled["classes"][n]["sent"] // q for n, q in (("a", HANG_A), ("b", HANG_B)))
     for d, syn, queries in ((compiled, c_syns, c_queries), (python, p_syns, p_queries)):
         assert d["sent"] == total == d["completed"] + d["abandoned"], d
@@ -251,7 +252,8 @@ def test_hang_ups_abandon_alike_on_both_loops(
         }
         # the server read every query but those a reset may have beaten
         assert d["completed"] <= queries <= total
-    assert compiled["rcodes"] == python["rcodes"]
+        assert sum(d["rcodes"].values()) == d["completed"]
+    assert compiled["rcodes"].keys() == python["rcodes"].keys()
 
 
 def test_hang_ups_run_the_compiled_loop_and_nothing_is_said(
