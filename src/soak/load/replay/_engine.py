@@ -34,29 +34,22 @@ from typing import TYPE_CHECKING, Protocol
 
 from soak.clock import s_to_ns, second_of
 from soak.load.ledger import CLOSE_ALL, ClassWindow, Window
-from soak.load.replay._conns import Client, ClientConns
-from soak.load.replay._plan import Plan
 from soak.load.replay._result import OffsetTotals, ReplayResult
-from soak.load.replay._stream import PROTOCOLS, StreamEngine, compiled_stream
+from soak.load.replay._stream import PROTOCOLS, Counts, StreamEngine, compiled_stream
+from soak.load.replay._stream import Replay as StreamReplay
 from soak.load.replay._windows import ReplayWindows
 from soak.load.worker import monotonic_ns
 from soak.traffic.capture_file import UDP
-from soak.traffic.replay_config import ReplayConfig
 
 if TYPE_CHECKING:
     from soak.load.replay._fastreplay import Engine
 
 
-class Replay(Protocol):
+class Replay(StreamReplay, Protocol):
     """What of soak.load.replay._loop.Replay the compiled loop reads and sets (named
-    here, not imported: Replay.run hands itself over)."""
+    here, not imported: Replay.run hands itself over): what a stream loop reads, and
+    more."""
 
-    cfg: ReplayConfig
-    plan: Plan
-    conns: ClientConns
-    clients: list[Client]
-    nc: int
-    timeout_ns: int
     start_ns: int
     offsets: OffsetTotals
     ledger: ReplayWindows
@@ -217,9 +210,6 @@ def counted(replay: Replay, loop: int, last: int | None) -> None:
 def plan_due(columns: bytes, i: int) -> int:
     """The capture's query `i`'s due time in its loop (Plan.columns' first int64)."""
     return int.from_bytes(columns[32 * i : 32 * i + 8], sys.byteorder, signed=True)
-
-
-Counts = tuple[int, int, int, int, int, dict[int, int], dict[int, int]]
 
 
 def window_of(second: int, classes: list[Counts]) -> Window:
