@@ -101,3 +101,32 @@ fail:
     return NULL;
 }
 
+/* Each engine's face defines these after this header. */
+static PyObject *Replay_conns(Replay *r, PyObject *arg);
+static PyObject *Replay_shut(Replay *r, PyObject *arg);
+
+/* The methods both stream replay engines show: _fastreplay's Engine's, and conns(). */
+static PyMethodDef Replay_methods[] = {
+    {"play", (PyCFunction)Replay_play, METH_VARARGS,
+     "play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns)"},
+    {"drain", (PyCFunction)Replay_drain, METH_O, "drain(until_ns) -> queries in flight"},
+    {"take", (PyCFunction)Replay_take, METH_VARARGS, "take(below, force) -> closed windows"},
+    {"stats", (PyCFunction)Replay_stats, METH_NOARGS, "stats() -> per-client sent, lost, ..."},
+    {"conns", (PyCFunction)Replay_conns, METH_NOARGS, "conns() -> the connections' figures"},
+    {"shut", (PyCFunction)Replay_shut, METH_NOARGS, "shut(): every connection closed"},
+    {NULL, NULL, 0, NULL},
+};
+
+/* The module `def` with `type` as its Engine: what each engine's PyInit returns. */
+static PyObject *module_with_engine(struct PyModuleDef *def, PyTypeObject *type) {
+    if (PyType_Ready(type) < 0) return NULL;
+    PyObject *m = PyModule_Create(def);
+    if (m == NULL) return NULL;
+    Py_INCREF(type);
+    if (PyModule_AddObject(m, "Engine", (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

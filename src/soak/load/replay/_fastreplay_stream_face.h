@@ -147,17 +147,6 @@ done:
     return (PyObject *)r;
 }
 
-static PyMethodDef Replay_methods[] = {
-    {"play", (PyCFunction)Replay_play, METH_VARARGS,
-     "play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns)"},
-    {"drain", (PyCFunction)Replay_drain, METH_O, "drain(until_ns) -> queries in flight"},
-    {"take", (PyCFunction)Replay_take, METH_VARARGS, "take(below, force) -> closed windows"},
-    {"stats", (PyCFunction)Replay_stats, METH_NOARGS, "stats() -> per-client sent, lost, ..."},
-    {"conns", (PyCFunction)Replay_conns, METH_NOARGS, "conns() -> the connections' figures"},
-    {"shut", (PyCFunction)Replay_shut, METH_NOARGS, "shut(): every connection closed"},
-    {NULL, NULL, 0, NULL},
-};
-
 static PyTypeObject ReplayType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "soak.load.replay._fastreplay_stream.Engine",
@@ -174,15 +163,4 @@ static struct PyModuleDef module = {
     "The replay's compiled TCP and DoT loop.", -1, NULL, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__fastreplay_stream(void) {
-    if (PyType_Ready(&ReplayType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    Py_INCREF(&ReplayType);
-    if (PyModule_AddObject(m, "Engine", (PyObject *)&ReplayType) < 0) {
-        Py_DECREF(&ReplayType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+PyMODINIT_FUNC PyInit__fastreplay_stream(void) { return module_with_engine(&module, &ReplayType); }
