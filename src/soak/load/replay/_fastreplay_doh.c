@@ -139,31 +139,11 @@ static void retire_client(Replay *r, int client) {
     }
 }
 
-/* Replay.send (and the backlog rule of Replay.run): query i of the capture, now, as one
- * request. v: due (after the origin), client, loop, class, flags (DoH sends RD, as the
- * Python replay's). -1 with an exception set. */
-static int send_one(Replay *r, Py_ssize_t i, const long long *v, PyObject *q, long long origin,
-                    long long now) {
-    Engine *e = &r->d.e;
-    long long due = v[0], loop = v[2], second = due / 1000000000LL;
-    int client = (int)v[1], cls = (int)v[3];
-    long long base = window_base(e, second);
-    if (base < 0) return -1;
-    long long *n = e->cnt + (base + cls) * NCOUNT;
-    if (now - (origin + due) > BACKLOG_NS) { /* too far behind: due, never sent */
-        n[SKIPPED]++;
-        return 0;
-    }
-    if (r->cloop[client] != loop) {
-        if (r->rename && r->cloop[client] >= 0) retire_client(r, client);
-        r->cloop[client] = loop;
-    }
-    int slot = take_slot(e, now);
-    if (slot < 0) { /* 65,536 in flight: this one cannot leave */
-        n[SKIPPED]++;
-        return 0;
-    }
-    long long t = mono_ns();
+/* Query i as one request on its stream's connection (DoH sends RD, as the Python
+ * replay's: the captured flags are not used). */
+static int write_query(Replay *r, Py_ssize_t i, int slot, const long long *v, PyObject *q,
+                       long long t) {
+    (void)v;
     int at = stream_conn(r, r->qstream[i], t);
     if (at == -2) { PyErr_NoMemory(); return -1; }
     if (at >= 0) {
@@ -176,18 +156,13 @@ static int send_one(Replay *r, Py_ssize_t i, const long long *v, PyObject *q, lo
         c->last_send_ns = t;
         flush_one(r, at);
     } else { /* no connection could even start: sent, will be lost */
-        e->send_failed++;
+        r->d.e.send_failed++;
     }
-    long long us = (t - origin - due) / 1000;
-    if (offsets_count(&r->woff[second & r->d.e.wmask], us < 0 ? 0 : us) < 0) return -1;
-    Py_INCREF(q);
-    ring_put(e, slot, cls, second, base, q, t);
-    r->ring_k[slot] = client;
-    e->sent_total++;
-    e->outstanding++;
-    r->csent[client]++;
     return 0;
 }
+
+#define SEND_ENGINE(r) (&(r)->d.e)
+#include "_fastreplay_send.h"
 
 /* What epoll said of a connection: its answers read (all of one client's: the answered
  * ones counted to it). -1 with an exception set. */

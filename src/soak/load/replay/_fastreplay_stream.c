@@ -197,32 +197,12 @@ static void retire_client(Replay *r, int client) {
     }
 }
 
-/* Replay.send (and the backlog rule of Replay.run): query i of the capture, now. v: due
- * (after the origin), client, loop, class, flags. -1 with an exception set. */
-static int send_one(Replay *r, Py_ssize_t i, const long long *v, PyObject *q, long long origin,
-                    long long now) {
-    Engine *e = &r->e;
-    long long due = v[0], loop = v[2], second = due / 1000000000LL;
-    int client = (int)v[1], cls = (int)v[3], flags = (int)v[4];
-    long long base = window_base(e, second);
-    if (base < 0) return -1;
-    long long *n = e->cnt + (base + cls) * NCOUNT;
-    if (now - (origin + due) > BACKLOG_NS) { /* too far behind: due, never sent */
-        n[SKIPPED]++;
-        return 0;
-    }
-    if (r->cloop[client] != loop) {
-        if (r->rename && r->cloop[client] >= 0) retire_client(r, client);
-        r->cloop[client] = loop;
-    }
-    int slot = take_slot(e, now);
-    if (slot < 0) { /* 65,536 in flight: this one cannot leave */
-        n[SKIPPED]++;
-        return 0;
-    }
+/* Query i framed on its stream's connection, with its captured flags. */
+static int write_query(Replay *r, Py_ssize_t i, int slot, const long long *v, PyObject *q,
+                       long long t) {
+    int flags = (int)v[4];
     char *qbuf = PyBytes_AS_STRING(q);
     size_t qlen = (size_t)PyBytes_GET_SIZE(q);
-    long long t = mono_ns();
     int at = stream_conn(r, r->qstream[i], t);
     if (at == -2) { PyErr_NoMemory(); return -1; }
     if (at >= 0 && conn_queue(&r->pool[at], slot, qbuf, qlen, t) == 0) {
@@ -232,18 +212,13 @@ static int send_one(Replay *r, Py_ssize_t i, const long long *v, PyObject *q, lo
         if (flight_push(&r->flight[at], slot, t) < 0) { PyErr_NoMemory(); return -1; }
         flush_one(r, at);
     } else { /* no connection, or one that cannot take more: sent, will be lost */
-        e->send_failed++;
+        r->e.send_failed++;
     }
-    long long us = (t - origin - due) / 1000;
-    if (offsets_count(&r->woff[second & r->e.wmask], us < 0 ? 0 : us) < 0) return -1;
-    Py_INCREF(q);
-    ring_put(e, slot, cls, second, base, q, t);
-    r->ring_k[slot] = client;
-    e->sent_total++;
-    e->outstanding++;
-    r->csent[client]++;
     return 0;
 }
+
+#define SEND_ENGINE(r) (&(r)->e)
+#include "_fastreplay_send.h"
 
 /* The replies in a connection's read buffer, matched and counted: the late ones (after
  * their timeout) and each client's answered ones told apart here. */
