@@ -16,9 +16,9 @@ TCP/DoT or DoH stream loop; where the Python loop would play (it says so on stde
 the bench fails. A day's plan is cut at --memory-s: SIGTERM ends the sending, the
 queries in flight end, and the child prints the replay's result. Every --every-s the
 child's VmRSS, RssAnon and RssFile (/proc/PID/status) go to rss.jsonl in --out;
-every 60 s the child writes the sizes of its Python tables (windows handed over,
-offsets, histograms' keys, connections open) to sizes.jsonl; the compiled loop's own
-tables are C's and not among them.
+every 60 s and at its end the child writes the sizes of its Python tables (windows
+handed over, offsets, histograms' buckets, connections open) and the queries answered
+so far to sizes.jsonl; the compiled loop's own tables are C's and not among them.
 
 Printed: RSS after the first 5 minutes, at the end, the largest; the least-squares
 slope of RSS over the last 90 minutes in KiB/h with its standard error and the
@@ -149,8 +149,11 @@ def child(args: argparse.Namespace) -> None:
     sizes = Path(args.out) / "sizes.jsonl"
     every_s = args.sizes_every_s
     watch = (replay, sizes, stop, every_s)
-    threading.Thread(target=watch_sizes, args=watch, daemon=True).start()
+    watcher = threading.Thread(target=watch_sizes, args=watch, daemon=True)
+    watcher.start()
     result = replay.run(args.plan_s, stopping=stop.is_set).as_dict()
+    stop.set()  # the plan's end, if not the cut: the watcher's last row
+    watcher.join()
     per_client = result.pop("sent_per_client")
     result["clients_replayed"] = sum(1 for n in per_client if n > 0)
     result["transport"] = args.transport
@@ -165,16 +168,20 @@ def watch_sizes(replay: Any, path: Path, stop: threading.Event, every_s: float) 
     ledger's), their send offsets and latency and rcode keys, and the handshake times."""
     start = time.monotonic()
     with path.open("a") as f:
-        while not stop.wait(every_s):
+        stopped = False
+        while not stopped:  # a last row once stopped: a short run has one at least
+            stopped = stop.wait(every_s)
             conns = replay.conns
             row = {
                 "t_s": round(time.monotonic() - start, 1),
                 "windows": len(replay.ledger.windows),
                 "offset_buckets": replay.offsets.buckets_used(),
-                "latency_keys": sum(len(cw.lat_us) for cw in replay.ledger.per_class),
+                # closed windows' latencies are summed in the ledger's histograms
+                "latency_buckets": sum(len(h.counts) for h in replay.ledger.hists),
                 "rcode_keys": sum(len(cw.rcodes) for cw in replay.ledger.per_class),
+                "answered": sum(cw.completed for cw in replay.ledger.per_class),
                 "open_sockets": conns.open_sockets,
-                "handshake_keys": len(conns.book.handshake_us),
+                "handshake_values": len(conns.handshake.counts) + len(conns.book.handshake_us),
                 # the capture played so far: queries due over its queries
                 "loops": round(
                     sum(cw.due for cw in replay.ledger.per_class)
