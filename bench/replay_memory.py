@@ -9,11 +9,16 @@ tests/support/servers.py). Each source port is a client of the capture.
 The replay is the engine `soak load --replay` runs (soak.load.replay.Replay), in a
 process of its own started by this script (`child`), planned for --plan-s seconds
 (a day by default: the capture looped with time shifted, new sockets each loop)
-against a second unbound, at the capture's own timing. A day's plan is cut at
---memory-s: SIGTERM ends the sending, the queries in flight end, and the child
-prints the replay's result. Every --every-s the child's VmRSS, RssAnon and RssFile
-(/proc/PID/status) go to rss.jsonl in --out; every 60 s the child writes the sizes
-of its own tables (windows, histograms, sockets) to sizes.jsonl.
+against a second unbound, at the capture's own timing, over --transport (the replay
+config's: the capture's own, UDP, TCP, DoT or DoH; for DoT and DoH the unbound listens
+with a throwaway certificate). Only a compiled loop is measured: the UDP loop, or the
+TCP/DoT or DoH stream loop; where the Python loop would play (it says so on stderr),
+the bench fails. A day's plan is cut at --memory-s: SIGTERM ends the sending, the
+queries in flight end, and the child prints the replay's result. Every --every-s the
+child's VmRSS, RssAnon and RssFile (/proc/PID/status) go to rss.jsonl in --out;
+every 60 s and at its end the child writes the sizes of its Python tables (windows
+handed over, offsets, histograms' buckets, connections open) and the queries answered
+so far to sizes.jsonl; the compiled loop's own tables are C's and not among them.
 
 Printed: RSS after the first 5 minutes, at the end, the largest; the least-squares
 slope of RSS over the last 90 minutes in KiB/h with its standard error and the
@@ -22,9 +27,11 @@ against clients in the capture.
 
     PYTHONPATH=src .venv/bin/python bench/replay_memory.py --out /work/mem-run \\
         [--capture-s 600] [--capture-qps 1000] [--flows 100] [--plan-s 86400] \\
-        [--memory-s 7200] [--every-s 30] [--capture FILE]
+        [--memory-s 7200] [--every-s 30] [--capture FILE] \\
+        [--transport {capture,udp,tcp,dot,doh}]
     PYTHONPATH=src .venv/bin/python bench/replay_memory.py report --out DIR
-    PYTHONPATH=src .venv/bin/python bench/replay_memory.py --smoke   # seconds, a temporary --out
+    PYTHONPATH=src .venv/bin/python bench/replay_memory.py --smoke [--transport dot]
+        # seconds, a temporary --out
 
 --capture FILE replays a capture made before (soak capture, pcap or dnstap) rather
 than making one; `report` prints the figures again from DIR's files (a run still
@@ -34,6 +41,7 @@ going included).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -44,13 +52,15 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.servers import DEFAULT_QUERIES, unbound  # noqa: E402
+from tests.support.servers import DEFAULT_QUERIES, ServerProc, unbound  # noqa: E402
+from tests.support.tls import make_cert  # noqa: E402
 from tests.support.traffic import unbound_dnstap  # noqa: E402
 from tests.support.waiting import wait_for  # noqa: E402
 
@@ -67,6 +77,12 @@ OPTIONS: dict[str, tuple[type, float, str]] = {
     "--every-s": (float, 30, "RSS read this often"),
     "--timeout": (float, 1.0, "the replay's query timeout"),
 }
+TRANSPORTS = ("capture", "udp", "tcp", "dot", "doh")  # ReplayConfig.transport's values
+# unbound's connections at once over TCP, DoT and DoH (its default is 10 a thread): every
+# client's connections of one loop, and the last loop's while they close.
+TCP_SLOTS = 1000
+# What the Python loop says on stderr when it plays a replay (soak.load.replay._engine).
+PYTHON_SAID = "soak: replay in the Python loop:"
 
 
 # ------------------------------------------------------------ the capture
@@ -116,43 +132,56 @@ def make_capture(out: Path, capture_s: float, qps: float, flows: int) -> Path:
 
 
 def child(args: argparse.Namespace) -> None:
-    """The replay planned for `plan_s`, sending until SIGTERM; its result as JSON."""
+    """The replay planned for `plan_s`, sending until SIGTERM; its result as JSON. Only
+    a compiled loop is measured here: a replay the Python loop would play ends at once."""
     from soak.load.replay import Replay, load_replay
+    from soak.load.replay._engine import python_reason
     from soak.traffic.replay_config import ReplayConfig
 
-    cfg = ReplayConfig(file=Path(args.capture))
+    cfg = ReplayConfig(file=Path(args.capture), transport=args.transport)
     replay = Replay(cfg, load_replay(cfg), "127.0.0.1", args.port, args.timeout)
+    reason = python_reason(replay)
+    if reason is not None:
+        raise SystemExit(f"replay_memory: not the compiled loop ({reason})")
+    print(f"replay_memory: the compiled loop plays the replay ({args.transport})", file=sys.stderr)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     sizes = Path(args.out) / "sizes.jsonl"
     every_s = args.sizes_every_s
     watch = (replay, sizes, stop, every_s)
-    threading.Thread(target=watch_sizes, args=watch, daemon=True).start()
+    watcher = threading.Thread(target=watch_sizes, args=watch, daemon=True)
+    watcher.start()
     result = replay.run(args.plan_s, stopping=stop.is_set).as_dict()
+    stop.set()  # the plan's end, if not the cut: the watcher's last row
+    watcher.join()
     per_client = result.pop("sent_per_client")
     result["clients_replayed"] = sum(1 for n in per_client if n > 0)
+    result["transport"] = args.transport
     print(json.dumps(result))
 
 
 def watch_sizes(replay: Any, path: Path, stop: threading.Event, every_s: float) -> None:
-    """The replay's tables, by length, every `every_s` (a minute): which one follows the
-    run's length."""
+    """The replay's Python tables, by length, every `every_s` (a minute): which one
+    follows the run's length. The compiled loop's own tables (its connections, id slots,
+    open windows) are C's and not read here; of them, the connections open (as the stream
+    loop last told ClientConns) are. Its Python ones are the windows it handed over (the
+    ledger's), their send offsets and latency and rcode keys, and the handshake times."""
     start = time.monotonic()
     with path.open("a") as f:
-        while not stop.wait(every_s):
+        stopped = False
+        while not stopped:  # a last row once stopped: a short run has one at least
+            stopped = stop.wait(every_s)
             conns = replay.conns
             row = {
                 "t_s": round(time.monotonic() - start, 1),
                 "windows": len(replay.ledger.windows),
-                "inflight_seconds": len(replay.ledger.inflight),
-                "sent_order": len(replay.sent_order),
                 "offset_buckets": replay.offsets.buckets_used(),
-                "latency_keys": sum(len(cw.lat_us) for cw in replay.ledger.per_class),
+                # closed windows' latencies are summed in the ledger's histograms
+                "latency_buckets": sum(len(h.counts) for h in replay.ledger.hists),
                 "rcode_keys": sum(len(cw.rcodes) for cw in replay.ledger.per_class),
-                "by_fd": len(conns.by_fd),
-                "holding": len(conns.holding),
-                "retiring": len(conns.retiring),
-                "handshake_keys": len(conns.book.handshake_us),
+                "answered": sum(cw.completed for cw in replay.ledger.per_class),
+                "open_sockets": conns.open_sockets,
+                "handshake_values": len(conns.handshake.counts) + len(conns.book.handshake_us),
                 # the capture played so far: queries due over its queries
                 "loops": round(
                     sum(cw.due for cw in replay.ledger.per_class)
@@ -214,13 +243,15 @@ def report(out: Path, first_s: float = FIRST_S) -> None:
         d = json.loads(result_path.read_text())
         cap = json.loads((out / "capture.json").read_text())
         print(
-            f"replay: {d['loops']} loops in {d['duration_s']:.0f} s, due {d['due']:,},"
+            f"replay ({d.get('transport', 'capture')}): {d['loops']} loops in"
+            f" {d['duration_s']:.0f} s, due {d['due']:,},"
             f" sent {d['sent']:,}, answered {d['completed']:,}, lost {d['lost']:,}"
             f" (late {d['late']}), skipped {d['skipped']:,}, abandoned {d['abandoned']:,};"
             f" send offset µs {d['send_offset_us']}; generator-bound {d['generator_bound']};"
             f" clients replayed {d['clients_replayed']} of {d['clients']} in the capture"
             f" ({cap['clients']} by the capture's summary);"
-            f" client sockets at once, at most {d['client_sockets_peak']}"
+            f" client sockets at once, at most {d['client_sockets_peak']};"
+            f" connections {d.get('connections', {})}"
         )
 
 
@@ -233,37 +264,76 @@ def catches_sigterm(pid: int) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def replayed_server(tmp: Path, transport: str) -> Iterator[tuple[ServerProc, int]]:
+    """The unbound the replay plays against, and the port for `transport`: with DoT and
+    DoH listeners (a throwaway certificate) when the replay needs them."""
+    if transport in ("dot", "doh"):
+        tls = make_cert(tmp)
+        with unbound(tmp, tls=tls, tls_options=f"incoming-num-tcp: {TCP_SLOTS}") as server:
+            yield server, server.port_for(transport)
+    else:
+        with unbound(tmp, tcp_slots=TCP_SLOTS) as server:
+            yield server, server.port
+
+
+def echo_stderr(stream: IO[str], said: list[str]) -> None:
+    """The child's stderr into ours, line by line; the Python loop's word kept in `said`."""
+    for line in stream:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        if PYTHON_SAID in line:
+            said.append(line.strip())
+
+
 def replay_and_sample(args: argparse.Namespace, cap: Path, out: Path) -> None:
-    with tempfile.TemporaryDirectory() as tmp_s, unbound(Path(tmp_s)) as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp_s,
+        replayed_server(Path(tmp_s), args.transport) as (_, port),
+    ):
         proc = subprocess.Popen(
             [
                 *(sys.executable, __file__, "child", "--capture", str(cap), "--out", str(out)),
-                *("--port", str(server.port), "--plan-s", str(args.plan_s)),
-                *("--timeout", str(args.timeout)),
+                *("--port", str(port), "--plan-s", str(args.plan_s)),
+                *("--timeout", str(args.timeout), "--transport", args.transport),
                 *("--sizes-every-s", str(args.sizes_every_s)),
             ],
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
-        start = time.monotonic()
-        with (out / "rss.jsonl").open("w") as f:
-            while proc.poll() is None:
-                t = time.monotonic() - start
-                if t >= args.memory_s and catches_sigterm(proc.pid):
-                    proc.send_signal(signal.SIGTERM)
-                    break
-                row = {"t_s": round(t, 1), "at": time.strftime("%H:%M:%S"), **status_kib(proc.pid)}
-                f.write(json.dumps(row) + "\n")
-                f.flush()
-                time.sleep(args.every_s - (time.monotonic() - start) % args.every_s)
-            with_end = status_kib(proc.pid) if proc.poll() is None else {}
-            if with_end:
-                t = round(time.monotonic() - start, 1)
-                f.write(json.dumps({"t_s": t, "at": time.strftime("%H:%M:%S"), **with_end}) + "\n")
-        stdout, _ = proc.communicate()
+        said: list[str] = []
+        echo = threading.Thread(target=echo_stderr, args=(proc.stderr, said), daemon=True)
+        echo.start()
+        sample(args, proc, out)
+        stdout = proc.stdout.read() if proc.stdout is not None else ""
+        proc.wait()
+        echo.join()
+    if said:
+        raise SystemExit(f"the Python loop played the replay, not the compiled one: {said[0]}")
     if proc.returncode != 0:
         raise SystemExit(f"the replay failed (exit {proc.returncode})")
     (out / "result.json").write_text(stdout)
+
+
+def sample(args: argparse.Namespace, proc: subprocess.Popen[str], out: Path) -> None:
+    """The child's RSS every --every-s into rss.jsonl, until it ends or --memory-s: then
+    SIGTERM (once it catches it), and a last reading."""
+    start = time.monotonic()
+    with (out / "rss.jsonl").open("w") as f:
+        while proc.poll() is None:
+            t = time.monotonic() - start
+            if t >= args.memory_s and catches_sigterm(proc.pid):
+                proc.send_signal(signal.SIGTERM)
+                break
+            row = {"t_s": round(t, 1), "at": time.strftime("%H:%M:%S"), **status_kib(proc.pid)}
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            time.sleep(args.every_s - (time.monotonic() - start) % args.every_s)
+        with_end = status_kib(proc.pid) if proc.poll() is None else {}
+        if with_end:
+            t = round(time.monotonic() - start, 1)
+            f.write(json.dumps({"t_s": t, "at": time.strftime("%H:%M:%S"), **with_end}) + "\n")
 
 
 def main() -> None:
@@ -273,6 +343,9 @@ def main() -> None:
     for flag, (kind, default, what) in OPTIONS.items():
         ap.add_argument(flag, type=kind, default=default, help=what)
     ap.add_argument("--capture", help="child: the capture file; run: reuse this one")
+    ap.add_argument(
+        "--transport", choices=TRANSPORTS, default="capture", help="the replay's transport"
+    )
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--sizes-every-s", type=float, default=60.0, help="child: tables read")
     ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")

@@ -63,9 +63,9 @@ SWARM_BENCHES = {
 TIMEOUT_S = 300  # a smoke run takes seconds; this is for a machine that is very busy
 
 
-def smoke(name: str, line: str) -> None:
+def smoke(name: str, line: str, *options: str) -> None:
     proc = subprocess.Popen(
-        [sys.executable, str(BENCH / name), "--smoke"],
+        [sys.executable, str(BENCH / name), "--smoke", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -97,6 +97,12 @@ def test_every_bench_has_a_smoke_run() -> None:
 @pytest.mark.parametrize("name", sorted(RESULT_LINES))
 def test_bench_smoke(name: str) -> None:
     smoke(name, RESULT_LINES[name])
+
+
+def test_replay_memory_smoke_over_dot_plays_the_compiled_stream_loop() -> None:
+    """The bench fails where the Python loop would play; over DoT it opens connections."""
+    line = r"^replay \(dot\): .*; clients replayed [1-9]\d* .* connections \{'opened': [1-9]"
+    smoke("replay_memory.py", line, "--transport", "dot")
 
 
 @pytest.mark.docker
