@@ -201,11 +201,15 @@ def main() -> None:
         alone_p99 = statistics.median(a["p99_us"] for a, _ in got)
         worst = statistics.median(s["worst_p99_us"] for _, s in got)
         share = statistics.median(s["share_within"] for _, s in got)
+        late = sum(len(s["late_windows"]) for _, s in got)
+        # a late window in which the hypervisor stole no time is one this code could have kept
+        late_unstolen = sum(ms == 0 for _, s in got for ms in s["late_windows_steal_ms"])
         print(
             f"{sched}, medians of {len(got)}: alone p99 {alone_p99:,.0f} µs; in a soak, windows"
             f" within {args.bound_us:,.0f} µs {share:.1%}, worst window p99 {worst:,.0f} µs;"
             f" worst in a soak / alone {worst / max(alone_p99, 1):.2f}"
-            f" (generator: {', '.join(s['generator'] for _, s in got)})"
+            f" (generator: {', '.join(s['generator'] for _, s in got)}); late windows"
+            f" {late}, of which without steal time {late_unstolen}"
         )
 
 

@@ -35,7 +35,7 @@ RESULT_LINES = {
     "leak_pass.py": rf"^0.5 h / 0.25 h, steady_cpu_s: {N}$",
     "replay_in_soak.py": rf"^realtime, medians of 1: alone p99 {N} µs; in a soak, windows"
     rf" within {N} µs {N}%, worst window p99 {N} µs; worst in a soak / alone {N}"
-    r" \(generator: .+\)$",
+    r" \(generator: [a-z, ]+\); late windows \d+, of which without steal time \d+$",
     "ledger_store_size.py": rf'^  "day_mib_histograms": {N},?$',
     "load_vs_dnsperf.py": rf"^ratio builtin/dnsperf q/s {N} \(goal >= 1.1\)$",
     "pprof_overhead.py": r"^profiles: [1-9]\d* captures, ",
