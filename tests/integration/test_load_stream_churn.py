@@ -259,8 +259,7 @@ def test_hang_ups_abandon_alike_on_both_loops(
 def test_hang_ups_run_the_compiled_loop_and_nothing_is_said(
     server: tuple[ServerProc, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """stream_fast.unfit no longer sends hang-ups to the Python loop (which says so on
-    stderr: test_load_loop_for has its line, for a server given by name)."""
+    """Hang-ups no longer go to the Python loop (which would say so on stderr)."""
     config = LoadConfig(protocol="tcp", flows=1, mix=HANGING_MIX[:1])
     d = run_load(config, ("127.0.0.1", server[0].port), 1.0, 200.0, base_dir=tmp_path)
     assert d.to_json_dict()["connections"]["hung_up"] > 0

@@ -18,11 +18,15 @@
 #define CONNECT_TIMEOUT_NS 1000000000LL /* conn.CONNECT_TIMEOUT_NS: connect plus handshake */
 enum { DOWN, CONNECTING, HANDSHAKE, UP }; /* conn.py's phases */
 
-/* host (an IP literal: the engines never resolve names) and port into addr. 0, or -1
+/* host (an IP literal: the engines never resolve names; a name is resolved in Python,
+ * target.py) and port into addr. NULL host: no address (the name does not resolve), *alen
+ * 0, and every connect fails as the Python loop's connect to such a name does. 0, or -1
  * with a ValueError set. */
 static int fastconn_addr(const char *host, int port, struct sockaddr_storage *addr,
                          socklen_t *alen) {
     memset(addr, 0, sizeof *addr);
+    *alen = 0;
+    if (host == NULL) return 0;
     struct sockaddr_in *a4 = (struct sockaddr_in *)addr;
     struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)addr;
     if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
@@ -44,6 +48,7 @@ static int fastconn_addr(const char *host, int port, struct sockaddr_storage *ad
 /* A non-blocking TCP connect under way (Nagle off: a query leaves when written). The
  * socket, or -1 when it could not even start (the caller counts the error). */
 static int fastconn_open(const struct sockaddr *addr, socklen_t alen) {
+    if (alen == 0) return -1; /* no address: the name did not resolve */
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     int one = 1;
@@ -53,6 +58,22 @@ static int fastconn_open(const struct sockaddr *addr, socklen_t alen) {
         return -1;
     }
     return fd;
+}
+
+/* Engine.set_address(host or None, port): the address later connects go to (those under
+ * way keep theirs), as the driver resolved the server's name again (target.py). None,
+ * or NULL with an exception set. */
+static PyObject *fastconn_set_address(PyObject *args, struct sockaddr_storage *addr,
+                                      socklen_t *alen) {
+    const char *host;
+    int port;
+    struct sockaddr_storage next;
+    socklen_t next_len;
+    if (!PyArg_ParseTuple(args, "zi", &host, &port)) return NULL;
+    if (fastconn_addr(host, port, &next, &next_len) < 0) return NULL;
+    *addr = next;
+    *alen = next_len;
+    Py_RETURN_NONE;
 }
 
 /* Whether the connect epoll announced succeeded (SO_ERROR). */

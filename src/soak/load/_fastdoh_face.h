@@ -109,14 +109,15 @@ static int make_ctx(DohEngine *d, const char *ca_file, const char *alpn, Py_ssiz
 }
 
 /* Engine(engine_args, host, port, flows, get, path, authority, server_name, ca_file,
- *        resume, alpn): engine_args are the UDP Engine's (its fds list is not used);
+ *        resume, alpn): engine_args are the UDP Engine's (its fds list is not used); host
+ * an IP literal, or None while the server's name does not resolve;
  * alpn is in wire format (b"\x02h2"). */
 static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
     PyObject *eargs;
     const char *host, *path, *authority, *server_name, *ca_file, *alpn;
     Py_ssize_t alpn_len;
     int port, flows, get, resume;
-    if (!PyArg_ParseTuple(args, "O!siipszzzpy#", &PyTuple_Type, &eargs, &host, &port, &flows,
+    if (!PyArg_ParseTuple(args, "O!ziipszzzpy#", &PyTuple_Type, &eargs, &host, &port, &flows,
                           &get, &path, &authority, &server_name, &ca_file, &resume, &alpn,
                           &alpn_len))
         return NULL;
@@ -178,6 +179,10 @@ static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED
     return (PyObject *)d;
 }
 
+static PyObject *Doh_set_address(DohEngine *d, PyObject *args) {
+    return fastconn_set_address(args, &d->addr, &d->addrlen);
+}
+
 static PyMethodDef Doh_methods[] = {
     {"run", (PyCFunction)Doh_run, METH_VARARGS,
      "run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending) -> (sent_total, "
@@ -194,6 +199,8 @@ static PyMethodDef Doh_methods[] = {
      "silence_until(end_ns): a silence still going on at the end counts up to end_ns"},
     {"finish", (PyCFunction)Doh_finish, METH_NOARGS,
      "finish(): close the connections; what no socket took counts as send_failed"},
+    {"set_address", (PyCFunction)Doh_set_address, METH_VARARGS,
+     "set_address(host or None, port): where later connects go (None: nowhere, each fails)"},
     {NULL, NULL, 0, NULL},
 };
 

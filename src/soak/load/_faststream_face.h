@@ -112,7 +112,7 @@ static int make_ctx(Stream *s, const char *ca_file, PyObject *alpn) {
 }
 
 /* Engine(host, port, flows, tls, engine_args, churn=None)
- * tls: None for TCP, else (server_name or None, ca_file or None, resumption, alpn wire
+ * host: an IP literal, or None while the server's name does not resolve; tls: None for TCP, else (server_name or None, ca_file or None, resumption, alpn wire
  * bytes); engine_args: the UDP Engine's arguments (udp_fast.engine_args), of which the
  * fds, recv_bytes and first flow are not used here; churn: None, or per class the slots
  * it sends on and per slot its connection policy (_faststream_churn.h: churn_setup). */
@@ -124,7 +124,7 @@ static PyObject *Stream_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     Py_ssize_t sched_i, recv_bytes, first_flow;
     long long timeout_ns, max_outstanding, origin_ns;
     const char *server_name = NULL, *ca_file = NULL;
-    if (!PyArg_ParseTuple(args, "siiOO!|O", &host, &port, &flows, &tls, &PyTuple_Type, &eargs,
+    if (!PyArg_ParseTuple(args, "ziiOO!|O", &host, &port, &flows, &tls, &PyTuple_Type, &eargs,
                           &churn))
         return NULL;
     if (!PyArg_ParseTuple(eargs, "O!O!O!O!O!nO!LLnniL", &PyList_Type, &fds, &PyList_Type,
@@ -171,6 +171,10 @@ fail:
     return NULL;
 }
 
+static PyObject *Stream_set_address(Stream *s, PyObject *args) {
+    return fastconn_set_address(args, &s->addr, &s->alen);
+}
+
 static PyMethodDef Stream_methods[] = {
     {"run", (PyCFunction)Stream_run, METH_VARARGS,
      "run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending) -> (sent_total, "
@@ -187,6 +191,8 @@ static PyMethodDef Stream_methods[] = {
     {"begin", (PyCFunction)Engine_begin, METH_O, "begin(start_ns): silences count from here"},
     {"silence_until", (PyCFunction)Engine_silence_until, METH_O,
      "silence_until(end_ns): a silence still going on at the end counts up to end_ns"},
+    {"set_address", (PyCFunction)Stream_set_address, METH_VARARGS,
+     "set_address(host or None, port): where later connects go (None: nowhere, each fails)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -42,20 +42,16 @@ def loop_for(spec: WorkerSpec) -> Loop:
 
 
 def stream_loop(spec: WorkerSpec, pure: bool) -> Loop:
-    """The compiled TCP/DoT loop, or the Python one with the reason on stderr (once, by
-    the first worker) when the spec is one it does not serve or it is not built."""
+    """The compiled TCP/DoT loop (it serves every spec, a server given by name too), or
+    the Python one when asked for or, said on stderr, when the compiled one is not built."""
     from soak.load import stream_fast
     from soak.load.tcp import run_tcp
 
-    unfit = stream_fast.unfit(spec)
     if pure:
         return run_tcp
-    if unfit is None and stream_fast.available():
+    if stream_fast.available():
         return stream_fast.run_stream_fast
-    if unfit is None:
-        say_fallback("soak.load._faststream", spec)
-    elif spec.index == 0:
-        print(f"soak load: {spec.protocol} runs the Python loop ({unfit})", file=sys.stderr)
+    say_fallback("soak.load._faststream", spec)
     return run_tcp
 
 

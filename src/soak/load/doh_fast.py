@@ -5,20 +5,21 @@ an HTTP/2 request through nghttp2 (POST or GET, doh.py's path and headers),
 and counts into the UDP engine's windows and buckets; this module keeps the
 pacing, the control pipe and the per-second Interval through udp_fast.drive,
 as the compiled UDP loop does. It serves connections that last (reopened when
-the server closes them or says GOAWAY); what it does not serve (unfit: a
-connection policy that churns or hangs up, a server given by name) runs on the
-Python stream loop (tcp.py with doh.py), which is also the fallback when the
-extension is not built (or SOAK_LOAD_PURE=1).
+the server closes them or says GOAWAY). A server given by name is resolved here
+(target.Target, as stream_fast.py does). What it does not serve (unfit: a
+connection policy that churns or hangs up, a long path) runs on the Python stream
+loop (tcp.py with doh.py), which is also the fallback when the extension is not
+built (or SOAK_LOAD_PURE=1).
 """
 
 from __future__ import annotations
 
-import ipaddress
 from multiprocessing.connection import Connection
 from typing import Any
 
 from soak.load import udp_fast
 from soak.load.conn import TlsSpec, alpn_wire
+from soak.load.target import Target
 from soak.load.worker import Control, WorkerSpec
 
 _fast: Any
@@ -38,24 +39,22 @@ def available() -> bool:
 
 def unfit(spec: WorkerSpec) -> str | None:
     """Why the compiled loop cannot run this spec (None: it can). It serves connections
-    that last, to an IP address, at a path of at most MAX_PATH_BYTES."""
+    that last, to an address or a name (target.py), at a path of at most MAX_PATH_BYTES."""
     if any(p.churns or p.hangup_fraction > 0 for p in spec.policies or ()):
         return "a connection policy churns or hangs up"
-    try:
-        ipaddress.ip_address(spec.host)
-    except ValueError:
-        return f"{spec.host} is a name, not an IP address"
     if len(spec.doh_path.encode()) > MAX_PATH_BYTES:
         return f"doh.path is longer than {MAX_PATH_BYTES} bytes"
     return None
 
 
-def make_engine(spec: WorkerSpec, origin_ns: int) -> Any:
+def make_engine(spec: WorkerSpec, origin_ns: int, address: str | None) -> Any:
+    """The Engine, connecting to `address` (Target.address: None while the name does not
+    resolve); :authority and the TLS server name stay the spec's."""
     tls = spec.tls if spec.tls is not None else TlsSpec(alpn=("h2",))
     host = tls.server_name or spec.host
     return _fast.Engine(
         udp_fast.engine_args(spec, [], origin_ns),
-        spec.host,
+        address,
         spec.port,
         spec.flows,
         spec.doh_method == "GET",
@@ -69,4 +68,11 @@ def make_engine(spec: WorkerSpec, origin_ns: int) -> Any:
 
 
 def run_doh_fast(spec: WorkerSpec, control: Control, conn: Connection) -> None:
-    udp_fast.drive(spec, control, conn, lambda origin_ns: make_engine(spec, origin_ns))
+    target = Target(spec.host, spec.port)
+    udp_fast.drive(
+        spec,
+        control,
+        conn,
+        lambda origin_ns: make_engine(spec, origin_ns, target.address),
+        target.follow,
+    )

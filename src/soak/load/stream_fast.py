@@ -7,20 +7,21 @@ pacing, the control pipe and the per-second Interval through cadence.py, as for 
 UDP engine. A class's connection policy runs here too, with the slots tcp.Flows would
 give it (conn.slot_plan): churn (a quota of queries per connection, an age, an idle
 time before the close) and hang-ups (the same connections as tcp.hangs_up picks reset
-with answers due, their queries in flight abandoned). What it does not serve (unfit:
-a server given by name) runs tcp.run_tcp, said on stderr; tcp.run_tcp is also the
-fallback when the extension is not built (or SOAK_LOAD_PURE=1). DoH is not
-this loop's.
+with answers due, their queries in flight abandoned). A server given by name is
+resolved here (target.Target: again at most once a second, later connects going to a
+new address, as tcp.run_tcp's connects follow the name): it serves every TCP and DoT
+spec. tcp.run_tcp is the fallback when the extension is not built (said on stderr) or
+SOAK_LOAD_PURE=1. DoH is not this loop's.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from multiprocessing.connection import Connection
 from typing import Any
 
 from soak.load import udp_fast
 from soak.load.conn import Policy, alpn_wire, slot_plan
+from soak.load.target import Target
 from soak.load.worker import Control, WorkerSpec
 
 _fast: Any
@@ -29,25 +30,9 @@ try:
 except ImportError:  # not built: the caller falls back to tcp.run_tcp
     _fast = None
 
-PROTOCOLS = ("tcp", "dot")
-
 
 def available() -> bool:
     return _fast is not None
-
-
-def unfit(spec: WorkerSpec) -> str | None:
-    """Why the compiled loop cannot run this TCP or DoT spec (None: it can). It serves
-    an address literal (the Engine does not resolve names) and every connection policy."""
-    try:
-        ipaddress.ip_address(spec.host)
-    except ValueError:
-        return f"{spec.host} is a name, not an IP address"
-    return None
-
-
-def supports(spec: WorkerSpec) -> bool:
-    return spec.protocol in PROTOCOLS and unfit(spec) is None
 
 
 def churn_args(
@@ -69,14 +54,23 @@ def churn_args(
     return pools, per_slot
 
 
-def make_engine(spec: WorkerSpec, origin_ns: int) -> Any:
+def make_engine(spec: WorkerSpec, origin_ns: int, address: str | None) -> Any:
+    """The Engine, connecting to `address` (Target.address: None while the name does not
+    resolve); the TLS server name stays tls.server_name's."""
     tls = spec.tls if spec.protocol == "dot" else None
     tls_args = None
     if tls is not None:
         tls_args = (tls.server_name, tls.ca_file, tls.resumption, alpn_wire(tls.alpn))
     args = udp_fast.engine_args(spec, [], origin_ns)  # no sockets: the Engine connects
-    return _fast.Engine(spec.host, spec.port, spec.flows, tls_args, args, churn_args(spec))
+    return _fast.Engine(address, spec.port, spec.flows, tls_args, args, churn_args(spec))
 
 
 def run_stream_fast(spec: WorkerSpec, control: Control, conn: Connection) -> None:
-    udp_fast.drive(spec, control, conn, lambda origin_ns: make_engine(spec, origin_ns))
+    target = Target(spec.host, spec.port)
+    udp_fast.drive(
+        spec,
+        control,
+        conn,
+        lambda origin_ns: make_engine(spec, origin_ns, target.address),
+        target.follow,
+    )

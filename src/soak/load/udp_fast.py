@@ -127,10 +127,16 @@ def run_engine(spec: WorkerSpec, fds: list[int], control: Control, conn: Connect
 
 
 def drive(
-    spec: WorkerSpec, control: Control, conn: Connection, build: Callable[[int], Any]
+    spec: WorkerSpec,
+    control: Control,
+    conn: Connection,
+    build: Callable[[int], Any],
+    follow: Callable[[Any, int], None] | None = None,
 ) -> None:
     """Engine.run until the next thing the cadence has to do, then the cadence; `build`
-    makes the engine from the run's origin (a compiled engine with the UDP Engine's face)."""
+    makes the engine from the run's origin (a compiled engine with the UDP Engine's face);
+    `follow(engine, now_ns)`, when given, runs on each return (target.Target.follow: the
+    stream engines' server address kept current)."""
     engine: Any = None
 
     def skip(second: int, n: int) -> None:
@@ -163,5 +169,7 @@ def drive(
             pacer.phase,
             cad.sending,
         )
+        if follow is not None:
+            follow(engine, monotonic_ns())
         cad.tick(monotonic_ns(), sent_total, take)
     cad.finish(take, drain, sent_total)
