@@ -44,7 +44,8 @@ def sockets_agree_with_ledger(d: dict[str, Any]) -> None:
     assert d["sent"] == d["completed"] + d["lost"]
     counters = d["engine_counters"]
     assert counters["socket_sent"] + counters["send_failed"] == d["sent"]
-    assert counters["socket_received"] == d["completed"]
+    # an answer after its query's timeout was read too (a busy machine's), counted late
+    assert counters["socket_received"] == d["completed"] + d["late"]
 
 
 def load_once(server: ServerProc, protocol: str, pure: bool, tmp: Path, mp: Any) -> dict[str, Any]:
