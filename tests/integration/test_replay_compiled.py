@@ -43,11 +43,13 @@ def capture(n: int = 900, clients: int = 25) -> Capture:
     return Capture("t", [f"10.0.0.{c}" for c in range(clients)], qs)
 
 
-def play(port: int, loop: str, monkeypatch: pytest.MonkeyPatch) -> tuple[ReplayResult, list]:
+def play(
+    port: int, loop: str, monkeypatch: pytest.MonkeyPatch, host: str = "127.0.0.1"
+) -> tuple[ReplayResult, list]:
     """Two loops of the capture (new sockets each loop), every closed window kept."""
     monkeypatch.setenv(_engine.ENV, loop)
     cfg = ReplayConfig(file=Path("unused"), loops=2)
-    replay = Replay(cfg, capture(), "127.0.0.1", port, 2.0)
+    replay = Replay(cfg, capture(), host, port, 2.0)
     windows: list[Window] = []
     replay.ledger.on_window = windows.append
     assert (_engine.python_reason(replay) is None) == (loop == "compiled")
@@ -273,3 +275,24 @@ def test_each_window_carries_its_queries_send_offsets_in_both_loops(
         assert values and all(three_digits(us) == us for us in values)
         assert result.offset_us["max"] == max(values)
         assert sum(n for _, n, _ in windows) == result.as_dict()["sent"] == 1800
+
+
+def test_a_server_given_by_name_is_replayed_by_the_compiled_loop(
+    server: ServerProc, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`localhost` is resolved once, as the Python loop's sockets resolve it: the same
+    windows as the address gives, every query answered."""
+    by_name, by_name_windows = play(server.port, "compiled", monkeypatch, host="localhost")
+    assert SAID not in capsys.readouterr().err
+    by_address, by_address_windows = play(server.port, "compiled", monkeypatch)
+    assert by_name.as_dict()["completed"] == 1800, by_name.as_dict()
+    assert counts(by_name_windows) == counts(by_address_windows)
+    assert by_name.sent_per_client == by_address.sent_per_client == [72] * 25
+    assert_counters_agree(by_name)
+
+
+def test_a_server_name_that_does_not_resolve_is_said_before_a_query_leaves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(OSError, match="does not resolve"):
+        play(53, "compiled", monkeypatch, host="no-such-host.invalid")

@@ -38,6 +38,7 @@ from soak.load.replay._result import OffsetTotals, ReplayResult
 from soak.load.replay._stream import PROTOCOLS, Counts, StreamEngine, compiled_stream
 from soak.load.replay._stream import Replay as StreamReplay
 from soak.load.replay._windows import ReplayWindows
+from soak.load.target import is_address, resolve
 from soak.load.worker import monotonic_ns
 from soak.traffic.capture_file import UDP
 
@@ -100,7 +101,8 @@ def python_reason(replay: Replay) -> str | None:
 
 def new_engine(replay: Replay) -> Engine:
     """The compiled loop for the replay's transport (python_reason said one is built)."""
-    conns, address = replay.conns, sockaddr(replay.conns.host, replay.conns.port)
+    conns = replay.conns
+    address = sockaddr(server_address(conns.host, conns.port), conns.port)
     if stream_transport(replay):
         return StreamEngine(replay, address)  # type: ignore[return-value]
     module = compiled()
@@ -121,6 +123,15 @@ def stream_transport(replay: Replay) -> bool:
 
 def say_python(reason: str) -> None:
     print(f"soak: replay in the Python loop: {reason}", file=sys.stderr, flush=True)
+
+
+def server_address(host: str, port: int) -> str:
+    """The address the compiled loop sends to: a name resolved once, at the start, as
+    the Python loop's first socket resolves it (soak.load.target.resolve: its family)."""
+    address = host if is_address(host) else resolve(host, port)
+    if address is None:
+        raise OSError(f"the server {host} does not resolve")
+    return address
 
 
 def sockaddr(host: str, port: int) -> bytes:
