@@ -168,20 +168,12 @@ done:
     return (PyObject *)r;
 }
 
-static PyTypeObject ReplayType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "soak.load.replay._fastreplay_doh.Engine",
-    .tp_basicsize = sizeof(Replay),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The replay's DoH loop (a connection per client's stream, nghttp2, OpenSSL).",
-    .tp_new = Replay_new,
-    .tp_dealloc = (destructor)Replay_dealloc,
-    .tp_methods = Replay_methods,
-};
+static PyTypeObject ReplayType = ENGINE_TYPE(
+    "soak.load.replay._fastreplay_doh.Engine", Replay,
+    "The replay's DoH loop (a connection per client's stream, nghttp2, OpenSSL).", Replay_new,
+    Replay_dealloc, Replay_methods);
 
-static struct PyModuleDef replay_module = {
-    PyModuleDef_HEAD_INIT, "soak.load.replay._fastreplay_doh",
-    "The replay's compiled DoH loop.", -1, NULL, NULL, NULL, NULL, NULL,
-};
+static struct PyModuleDef replay_module = ENGINE_MODULE(
+    "soak.load.replay._fastreplay_doh", "The replay's compiled DoH loop.", NULL);
 
 PyMODINIT_FUNC PyInit__fastreplay_doh(void) { return module_with_engine(&replay_module, &ReplayType); }

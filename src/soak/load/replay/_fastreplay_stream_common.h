@@ -19,6 +19,7 @@ static PyObject *play_failed(Replay *r) {
 #define PLAY_HANDLED(r) ((r)->handled)
 #define PLAY_FAILED(r) play_failed(r)
 #include "_fastreplay_play.h"
+#include "../_fastface.h" /* the type and module_with_engine */
 
 /* drain(until_ns) -> in flight: replies read and timeouts swept until nothing is in
  * flight or until_ns (monotonic). */
@@ -116,17 +117,3 @@ static PyMethodDef Replay_methods[] = {
     {"shut", (PyCFunction)Replay_shut, METH_NOARGS, "shut(): every connection closed"},
     {NULL, NULL, 0, NULL},
 };
-
-/* The module `def` with `type` as its Engine: what each engine's PyInit returns. */
-static PyObject *module_with_engine(struct PyModuleDef *def, PyTypeObject *type) {
-    if (PyType_Ready(type) < 0) return NULL;
-    PyObject *m = PyModule_Create(def);
-    if (m == NULL) return NULL;
-    Py_INCREF(type);
-    if (PyModule_AddObject(m, "Engine", (PyObject *)type) < 0) {
-        Py_DECREF(type);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}

@@ -147,20 +147,12 @@ done:
     return (PyObject *)r;
 }
 
-static PyTypeObject ReplayType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "soak.load.replay._fastreplay_stream.Engine",
-    .tp_basicsize = sizeof(Replay),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The replay's TCP and DoT loop (a connection per client's stream, OpenSSL).",
-    .tp_new = Replay_new,
-    .tp_dealloc = (destructor)Replay_dealloc,
-    .tp_methods = Replay_methods,
-};
+static PyTypeObject ReplayType =
+    ENGINE_TYPE("soak.load.replay._fastreplay_stream.Engine", Replay,
+                "The replay's TCP and DoT loop (a connection per client's stream, OpenSSL).",
+                Replay_new, Replay_dealloc, Replay_methods);
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "soak.load.replay._fastreplay_stream",
-    "The replay's compiled TCP and DoT loop.", -1, NULL, NULL, NULL, NULL, NULL,
-};
+static struct PyModuleDef module = ENGINE_MODULE("soak.load.replay._fastreplay_stream",
+                                                 "The replay's compiled TCP and DoT loop.", NULL);
 
 PyMODINIT_FUNC PyInit__fastreplay_stream(void) { return module_with_engine(&module, &ReplayType); }
