@@ -118,20 +118,17 @@ static int doh_setup(DohEngine *d, Py_buffer *addr, int get, const char *path,
  * questions on. */
 static PyObject *Replay_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
     Py_buffer addr, qstream, sclient;
-    PyObject *eargs, *questions, *randoms, *checks, *schedule, *pos;
-    int nclients, nc, rename, nw, get;
-    long long timeout_ns, idle_ns, max_outstanding, origin_ns;
-    Py_ssize_t sched_i;
+    PyObject *eargs;
+    int nclients, nc, rename, get, whole = 0;
+    long long timeout_ns, idle_ns;
     const char *server_name = NULL, *ca_file = NULL, *path, *authority;
+    EngineArgs ea;
     if (!PyArg_ParseTuple(args, "y*(zz)pssiiLLpy*y*O!", &addr, &server_name, &ca_file, &get,
                           &path, &authority, &nclients, &nc, &timeout_ns, &idle_ns, &rename,
                           &qstream, &sclient, &PyTuple_Type, &eargs))
         return NULL;
     Replay *r = NULL;
-    if (!PyArg_ParseTuple(eargs, "O!O!O!O!nO!LiL", &PyList_Type, &questions, &PyList_Type,
-                          &randoms, &PyList_Type, &checks, &PyList_Type, &schedule, &sched_i,
-                          &PyList_Type, &pos, &max_outstanding, &nw, &origin_ns))
-        goto done;
+    if (engine_args(eargs, &ea) < 0) goto done;
     /* GET's :path is built in a buffer of 1,024 bytes (_fastdoh_h2.h: h2_submit) */
     if (addr.len > (Py_ssize_t)sizeof(struct sockaddr_storage) || nclients < 1 || nc < 1 ||
         strlen(path) > 512) {
@@ -141,31 +138,10 @@ static PyObject *Replay_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     r = (Replay *)type->tp_alloc(type, 0);
     if (r == NULL) goto done;
     r->d.e.epfd = -1;
-    r->nclients = nclients, r->rename = rename, r->idle_ns = idle_ns;
-    r->cloop = PyMem_Malloc(sizeof(long long) * nclients);
-    r->csent = PyMem_Calloc((size_t)nclients, sizeof(long long));
-    r->ccomp = PyMem_Calloc((size_t)nclients, sizeof(long long));
-    if (!r->cloop || !r->csent || !r->ccomp) { PyErr_NoMemory(); goto bad; }
-    for (int c = 0; c < nclients; c++) r->cloop[c] = -1;
-    if (layout(r, &qstream, &sclient) < 0 ||
-        engine_setup(&r->d.e, questions, randoms, checks, schedule, sched_i, pos, timeout_ns,
-                     max_outstanding, nw, origin_ns) < 0)
-        goto bad;
-    if (r->d.e.nc != nc) {
-        PyErr_SetString(PyExc_ValueError, "Engine: classes and engine_args disagree");
-        goto bad;
-    }
-    if (doh_setup(&r->d, &addr, get, path, authority, server_name, ca_file) < 0) goto bad;
-    r->d.e.epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (r->d.e.epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); goto bad; }
-    goto done;
-bad:
-    Py_CLEAR(r);
+    whole = replay_setup(r, nclients, nc, rename, idle_ns, timeout_ns, &qstream, &sclient, &ea) == 0 &&
+            doh_setup(&r->d, &addr, get, path, authority, server_name, ca_file) == 0;
 done:
-    PyBuffer_Release(&addr);
-    PyBuffer_Release(&qstream);
-    PyBuffer_Release(&sclient);
-    return (PyObject *)r;
+    return replay_made(r, whole, &addr, &qstream, &sclient);
 }
 
 static PyTypeObject ReplayType = ENGINE_TYPE(

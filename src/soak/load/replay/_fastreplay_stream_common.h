@@ -1,5 +1,6 @@
 /* Part of soak.load.replay's compiled stream loops (_fastreplay_stream.c and
- * _fastreplay_doh.c): the face both show, written once (play, drain, take, stats). The
+ * _fastreplay_doh.c): the face both show, written once (play, drain, take, stats, and
+ * what their constructors do alike: engine_args, replay_setup, replay_made). The
  * face that includes it defines first, beside its Replay (with handled, woff, nclients,
  * csent, ccomp, ring_k, fds_peak), send_one, poll_once and housekeeping:
  *   REPLAY_E(r)     its Engine (the ring and windows)
@@ -117,3 +118,66 @@ static PyMethodDef Replay_methods[] = {
     {"shut", (PyCFunction)Replay_shut, METH_NOARGS, "shut(): every connection closed"},
     {NULL, NULL, 0, NULL},
 };
+
+/* Each engine's face defines this after this header: its streams and clients laid out
+ * from qstream and stream_client (0, or -1 with an exception set). */
+static int layout(Replay *r, Py_buffer *qstream, Py_buffer *sclient);
+
+/* engine_args, as both constructors take it: _fastengine's engine_setup arguments from
+ * its questions on. */
+typedef struct {
+    PyObject *questions, *randoms, *checks, *schedule, *pos;
+    Py_ssize_t sched_i;
+    long long max_outstanding, origin_ns;
+    int nw;
+} EngineArgs;
+
+static int engine_args(PyObject *eargs, EngineArgs *a) {
+    return PyArg_ParseTuple(eargs, "O!O!O!O!nO!LiL", &PyList_Type, &a->questions, &PyList_Type,
+                            &a->randoms, &PyList_Type, &a->checks, &PyList_Type, &a->schedule,
+                            &a->sched_i, &PyList_Type, &a->pos, &a->max_outstanding, &a->nw,
+                            &a->origin_ns)
+               ? 0
+               : -1;
+}
+
+/* What both constructors do alike with a new Replay: the per-client counts, the streams'
+ * layout and the Engine (whose classes must be the `nc` asked for). 0, or -1 with an
+ * exception set (the caller drops `r`; its dealloc copes with a half-made one). */
+static int replay_setup(Replay *r, int nclients, int nc, int rename, long long idle_ns,
+                        long long timeout_ns, Py_buffer *qstream, Py_buffer *sclient,
+                        const EngineArgs *a) {
+    r->nclients = nclients, r->rename = rename, r->idle_ns = idle_ns;
+    r->cloop = PyMem_Malloc(sizeof(long long) * nclients);
+    r->csent = PyMem_Calloc((size_t)nclients, sizeof(long long));
+    r->ccomp = PyMem_Calloc((size_t)nclients, sizeof(long long));
+    if (!r->cloop || !r->csent || !r->ccomp) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int c = 0; c < nclients; c++) r->cloop[c] = -1;
+    if (layout(r, qstream, sclient) < 0 ||
+        engine_setup(REPLAY_E(r), a->questions, a->randoms, a->checks, a->schedule, a->sched_i,
+                     a->pos, timeout_ns, a->max_outstanding, a->nw, a->origin_ns) < 0)
+        return -1;
+    if (REPLAY_E(r)->nc != nc) {
+        PyErr_SetString(PyExc_ValueError, "Engine: classes and engine_args disagree");
+        return -1;
+    }
+    return 0;
+}
+
+/* The end of both constructors: `r`'s epoll set if it is whole, the buffers released.
+ * `r` (NULL if never made), or NULL with `r` dropped and an exception set. */
+static PyObject *replay_made(Replay *r, int whole, Py_buffer *addr, Py_buffer *qstream,
+                             Py_buffer *sclient) {
+    if (r != NULL && whole) {
+        REPLAY_E(r)->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (REPLAY_E(r)->epfd < 0) PyErr_SetFromErrno(PyExc_OSError), whole = 0;
+    }
+    if (!whole) Py_CLEAR(r);
+    PyBuffer_Release(addr);
+    PyBuffer_Release(qstream);
+    PyBuffer_Release(sclient);
+    return (PyObject *)r;
+}

@@ -91,19 +91,16 @@ bad:
  * engine_args: _fastengine's engine_setup arguments from its questions on. */
 static PyObject *Replay_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
     Py_buffer addr, qstream, sclient;
-    PyObject *tls, *eargs, *questions, *randoms, *checks, *schedule, *pos;
-    int nclients, nc, rename, nw;
-    long long timeout_ns, idle_ns, max_outstanding, origin_ns;
-    Py_ssize_t sched_i;
+    PyObject *tls, *eargs;
+    int nclients, nc, rename, whole = 0;
+    long long timeout_ns, idle_ns;
     const char *server_name = NULL, *ca_file = NULL;
+    EngineArgs ea;
     if (!PyArg_ParseTuple(args, "y*OiiLLpy*y*O!", &addr, &tls, &nclients, &nc, &timeout_ns,
                           &idle_ns, &rename, &qstream, &sclient, &PyTuple_Type, &eargs))
         return NULL;
     Replay *r = NULL;
-    if (!PyArg_ParseTuple(eargs, "O!O!O!O!nO!LiL", &PyList_Type, &questions, &PyList_Type,
-                          &randoms, &PyList_Type, &checks, &PyList_Type, &schedule, &sched_i,
-                          &PyList_Type, &pos, &max_outstanding, &nw, &origin_ns))
-        goto done;
+    if (engine_args(eargs, &ea) < 0) goto done;
     if (tls != Py_None && !PyArg_ParseTuple(tls, "zz", &server_name, &ca_file)) goto done;
     if (addr.len > (Py_ssize_t)sizeof(struct sockaddr_storage) || nclients < 1 || nc < 1) {
         PyErr_SetString(PyExc_ValueError, "Engine: bad address, clients or classes");
@@ -114,37 +111,18 @@ static PyObject *Replay_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     r->e.epfd = -1;
     memcpy(&r->addr, addr.buf, (size_t)addr.len);
     r->alen = (socklen_t)addr.len;
-    r->nclients = nclients, r->rename = rename, r->idle_ns = idle_ns;
     r->k.handshake_us = PyDict_New();
-    r->cloop = PyMem_Malloc(sizeof(long long) * nclients);
-    r->csent = PyMem_Calloc((size_t)nclients, sizeof(long long));
-    r->ccomp = PyMem_Calloc((size_t)nclients, sizeof(long long));
-    if (!r->k.handshake_us || !r->cloop || !r->csent || !r->ccomp) { PyErr_NoMemory(); goto bad; }
-    for (int c = 0; c < nclients; c++) r->cloop[c] = -1;
-    if (layout(r, &qstream, &sclient) < 0 ||
-        engine_setup(&r->e, questions, randoms, checks, schedule, sched_i, pos, timeout_ns,
-                     max_outstanding, nw, origin_ns) < 0)
-        goto bad;
-    if (r->e.nc != nc) {
-        PyErr_SetString(PyExc_ValueError, "Engine: classes and engine_args disagree");
-        goto bad;
-    }
+    if (r->k.handshake_us == NULL ||
+        replay_setup(r, nclients, nc, rename, idle_ns, timeout_ns, &qstream, &sclient, &ea) < 0)
+        goto done;
     if (server_name != NULL) {
         r->server_name = PyMem_Malloc(strlen(server_name) + 1);
-        if (r->server_name == NULL) { PyErr_NoMemory(); goto bad; }
+        if (r->server_name == NULL) { PyErr_NoMemory(); goto done; }
         strcpy(r->server_name, server_name);
     }
-    if (tls != Py_None && make_ctx(r, ca_file) < 0) goto bad;
-    r->e.epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (r->e.epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); goto bad; }
-    goto done;
-bad:
-    Py_CLEAR(r);
+    whole = tls == Py_None || make_ctx(r, ca_file) == 0;
 done:
-    PyBuffer_Release(&addr);
-    PyBuffer_Release(&qstream);
-    PyBuffer_Release(&sclient);
-    return (PyObject *)r;
+    return replay_made(r, whole, &addr, &qstream, &sclient);
 }
 
 static PyTypeObject ReplayType =
