@@ -46,40 +46,16 @@ static void Replay_dealloc(Replay *r) {
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
-/* The streams' layout: per captured query its stream (int32s), per stream its client;
- * each client's streams listed (cfirst, cstreams). 0, or -1 with an exception set. */
-static int layout(Replay *r, Py_buffer *qstream, Py_buffer *sclient) {
-    Py_ssize_t nq = qstream->len / 4, ns = sclient->len / 4;
-    const int *qs = qstream->buf, *sc = sclient->buf;
-    r->nstreams = (int)ns;
-    r->qstream = PyMem_Malloc(sizeof(int) * (nq ? nq : 1));
-    r->cur = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
-    r->sclient = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
-    r->cfirst = PyMem_Calloc((size_t)r->nclients + 1, sizeof(int));
-    r->cstreams = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
-    if (!r->qstream || !r->cur || !r->sclient || !r->cfirst || !r->cstreams) {
+/* Per stream its client (a stream's answers are its client's): stream_client as laid
+ * out (layout checked each is in range). 0, or -1 with MemoryError set. */
+static int keep_clients(Replay *r, Py_buffer *sclient) {
+    r->sclient = PyMem_Malloc(sizeof(int) * (r->nstreams ? r->nstreams : 1));
+    if (r->sclient == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t j = 0; j < nq; j++) {
-        if (qs[j] < 0 || qs[j] >= ns) goto bad;
-        r->qstream[j] = qs[j];
-    }
-    for (Py_ssize_t s = 0; s < ns; s++) {
-        if (sc[s] < 0 || sc[s] >= r->nclients) goto bad;
-        r->cur[s] = -1;
-        r->sclient[s] = sc[s];
-        r->cfirst[sc[s] + 1]++;
-    }
-    for (int c = 0; c < r->nclients; c++) r->cfirst[c + 1] += r->cfirst[c];
-    int *fill = PyMem_Calloc((size_t)r->nclients, sizeof(int));
-    if (fill == NULL) { PyErr_NoMemory(); return -1; }
-    for (Py_ssize_t s = 0; s < ns; s++) r->cstreams[r->cfirst[sc[s]] + fill[sc[s]]++] = (int)s;
-    PyMem_Free(fill);
+    memcpy(r->sclient, sclient->buf, sizeof(int) * (size_t)r->nstreams);
     return 0;
-bad:
-    PyErr_SetString(PyExc_ValueError, "Engine: a stream or client out of range");
-    return -1;
 }
 
 static char *copy_str(const char *s) {
@@ -139,6 +115,7 @@ static PyObject *Replay_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     if (r == NULL) goto done;
     r->d.e.epfd = -1;
     whole = replay_setup(r, nclients, nc, rename, idle_ns, timeout_ns, &qstream, &sclient, &ea) == 0 &&
+            keep_clients(r, &sclient) == 0 &&
             doh_setup(&r->d, &addr, get, path, authority, server_name, ca_file) == 0;
 done:
     return replay_made(r, whole, &addr, &qstream, &sclient);

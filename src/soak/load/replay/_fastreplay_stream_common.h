@@ -1,6 +1,6 @@
 /* Part of soak.load.replay's compiled stream loops (_fastreplay_stream.c and
  * _fastreplay_doh.c): the face both show, written once (play, drain, take, stats, and
- * what their constructors do alike: engine_args, replay_setup, replay_made). The
+ * what their constructors do alike: engine_args, layout, replay_setup, replay_made). The
  * face that includes it defines first, beside its Replay (with handled, woff, nclients,
  * csent, ccomp, ring_k, fds_peak), send_one, poll_once and housekeeping:
  *   REPLAY_E(r)     its Engine (the ring and windows)
@@ -119,9 +119,36 @@ static PyMethodDef Replay_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* Each engine's face defines this after this header: its streams and clients laid out
- * from qstream and stream_client (0, or -1 with an exception set). */
-static int layout(Replay *r, Py_buffer *qstream, Py_buffer *sclient);
+/* The streams' layout: per captured query its stream (int32s), per stream its client;
+ * each client's streams listed (cfirst, cstreams). 0, or -1 with an exception set. */
+static int layout(Replay *r, Py_buffer *qstream, Py_buffer *sclient) {
+    Py_ssize_t nq = qstream->len / 4, ns = sclient->len / 4;
+    const int *qs = qstream->buf, *sc = sclient->buf;
+    r->nstreams = (int)ns;
+    r->qstream = PyMem_Malloc(sizeof(int) * (nq ? nq : 1));
+    r->cur = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
+    r->cfirst = PyMem_Calloc((size_t)r->nclients + 1, sizeof(int));
+    r->cstreams = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
+    if (!r->qstream || !r->cur || !r->cfirst || !r->cstreams) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t j = 0; j < nq; j++) {
+        if (qs[j] < 0 || qs[j] >= ns) goto bad;
+        r->qstream[j] = qs[j];
+    }
+    for (Py_ssize_t s = 0; s < ns; s++) {
+        if (sc[s] < 0 || sc[s] >= r->nclients) goto bad;
+        r->cur[s] = -1;
+        r->cfirst[sc[s] + 1]++;
+    }
+    for (int c = 0; c < r->nclients; c++) r->cfirst[c + 1] += r->cfirst[c];
+    int *fill = PyMem_Calloc((size_t)r->nclients, sizeof(int));
+    if (fill == NULL) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t s = 0; s < ns; s++) r->cstreams[r->cfirst[sc[s]] + fill[sc[s]]++] = (int)s;
+    PyMem_Free(fill);
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "Engine: a stream or client out of range");
+    return -1;
+}
 
 /* engine_args, as both constructors take it: _fastengine's engine_setup arguments from
  * its questions on. */

@@ -53,37 +53,6 @@ static int make_ctx(Replay *r, const char *ca_file) {
     return r->ctx == NULL ? -1 : 0;
 }
 
-/* The streams' layout: per captured query its stream (int32s), per stream its client;
- * each client's streams listed (cfirst, cstreams). 0, or -1 with an exception set. */
-static int layout(Replay *r, Py_buffer *qstream, Py_buffer *sclient) {
-    Py_ssize_t nq = qstream->len / 4, ns = sclient->len / 4;
-    const int *qs = qstream->buf, *sc = sclient->buf;
-    r->nstreams = (int)ns;
-    r->qstream = PyMem_Malloc(sizeof(int) * (nq ? nq : 1));
-    r->cur = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
-    r->cfirst = PyMem_Calloc((size_t)r->nclients + 1, sizeof(int));
-    r->cstreams = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
-    if (!r->qstream || !r->cur || !r->cfirst || !r->cstreams) { PyErr_NoMemory(); return -1; }
-    for (Py_ssize_t j = 0; j < nq; j++) {
-        if (qs[j] < 0 || qs[j] >= ns) goto bad;
-        r->qstream[j] = qs[j];
-    }
-    for (Py_ssize_t s = 0; s < ns; s++) {
-        if (sc[s] < 0 || sc[s] >= r->nclients) goto bad;
-        r->cur[s] = -1;
-        r->cfirst[sc[s] + 1]++;
-    }
-    for (int c = 0; c < r->nclients; c++) r->cfirst[c + 1] += r->cfirst[c];
-    int *fill = PyMem_Calloc((size_t)r->nclients, sizeof(int));
-    if (fill == NULL) { PyErr_NoMemory(); return -1; }
-    for (Py_ssize_t s = 0; s < ns; s++) r->cstreams[r->cfirst[sc[s]] + fill[sc[s]]++] = (int)s;
-    PyMem_Free(fill);
-    return 0;
-bad:
-    PyErr_SetString(PyExc_ValueError, "Engine: a stream or client out of range");
-    return -1;
-}
-
 /* Engine(address, tls, clients, classes, timeout_ns, idle_ns, rename_clients, qstream,
  *        stream_client, engine_args)
  * address: a packed sockaddr (_engine.sockaddr); tls: None for TCP, else (server_name or
