@@ -49,6 +49,24 @@ class Mode:
 STRETCHED = Mode(tick_s=1.0, time_scale=TIME_SCALE, rate_qps=200, real_time=False)
 
 
+def dnsmasq_argv(pid_file: str, *options: str) -> list[str]:
+    """dnsmasq in the foreground on the service's DNS port of 127.0.0.1 only, reading no
+    resolv.conf and no hosts file, `options` its own (the upstream's answers, the target's
+    cache and server), its pid in `pid_file` (under {data_dir}: one per service)."""
+    return [
+        "dnsmasq",
+        "--no-daemon",
+        "--port={port.dns}",
+        "--listen-address=127.0.0.1",
+        "--bind-interfaces",
+        "--no-resolv",
+        "--no-hosts",
+        *options,
+        f"--pid-file={pid_file}",
+        "--user=root",
+    ]
+
+
 def dnsmasq_target(cache_size: int) -> dict[str, object]:
     """dnsmasq as the target, forwarding to the upstream service, its cache `cache_size`
     entries (allocated whole at start: its RSS is flat while the cache fills)."""
@@ -56,19 +74,11 @@ def dnsmasq_target(cache_size: int) -> dict[str, object]:
         "runtime": "process",
         "name": "dnsmasq",
         "version": "debian",
-        "argv": [
-            "dnsmasq",
-            "--no-daemon",
-            "--port={port.dns}",
-            "--listen-address=127.0.0.1",
-            "--bind-interfaces",
-            "--no-resolv",
-            "--no-hosts",
+        "argv": dnsmasq_argv(
+            "{data_dir}/dnsmasq-target.pid",
             f"--cache-size={cache_size}",
             "--server=127.0.0.1#{service.upstream.port.dns}",
-            "--pid-file={data_dir}/dnsmasq-target.pid",
-            "--user=root",
-        ],
+        ),
         "ports": {"dns": {"protocol": "both"}},
         "ready": {
             "probes": [{"kind": "dns", "name": "www.example.com", "answer": "192.0.2.1"}],

@@ -49,6 +49,7 @@ from bench.leak_corpus_cases import (
     TIME_SCALE,
     Case,
     Mode,
+    dnsmasq_argv,
 )
 from bench.leak_corpus_real_time import CASES as REAL_TIME_CASES
 from bench.leak_corpus_real_time import REFDNS_ACCOUNTING, zipf_queries
@@ -111,20 +112,12 @@ def scenario(
                 "runtime": "process",
                 "name": "upstream",
                 "version": "dnsmasq",
-                "argv": [
-                    "dnsmasq",
-                    "--no-daemon",
-                    "--port={port.dns}",
-                    "--listen-address=127.0.0.1",
-                    "--bind-interfaces",
-                    "--no-resolv",
-                    "--no-hosts",
+                "argv": dnsmasq_argv(
+                    "{data_dir}/dnsmasq.pid",
                     "--cache-size=0",
                     "--address=/#/192.0.2.1",
                     "--local-ttl=3600",
-                    "--pid-file={data_dir}/dnsmasq.pid",
-                    "--user=root",
-                ],
+                ),
                 "ports": {"dns": {"protocol": "both"}},
             }
         ],

@@ -18,6 +18,7 @@ from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
 from tests.support.doh_goaway import goaway_server
+from tests.support.ledger import assert_every_query_answered
 from tests.support.servers import ServerProc, unbound
 from tests.support.tls import SERVER_NAME
 from tests.support.waiting import wait_for
@@ -59,15 +60,9 @@ def both_loops(
 
 def same_counts(compiled: dict[str, Any], pure: dict[str, Any]) -> None:
     for d in (compiled, pure):
-        assert d["sent"] == 450 and d["completed"] == 450 and d["lost"] == 0, d
+        assert_every_query_answered(d, 450)
         assert d["rcodes"] == {"NOERROR": 450}
-        # the socket counters (queries written whole, answers read whole) are the ledger's
-        assert d["engine_counters"] == {
-            "socket_sent": 450,
-            "socket_received": 450,
-            "send_failed": 0,
-        }
-        assert d["connections"]["opened"] == 2 and d["connections"]["errors"] == 0
+        assert d["connections"]["opened"] == 2
     keys = ("sent", "completed", "lost", "rcodes", "engine_counters")
     assert {k: compiled[k] for k in keys} == {k: pure[k] for k in keys}
 

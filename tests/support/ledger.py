@@ -72,3 +72,16 @@ def assert_figures_agree(
         if kept_up:
             assert counts["sent"] == counts["due"], counts
     return counts
+
+
+def assert_every_query_answered(d: dict[str, Any], queries: int) -> None:
+    """A clean load's result (LoadSummary.to_json_dict): `queries` sent and answered,
+    none lost, the sockets' own counters (written whole, read whole) the ledger's, and
+    no connection error."""
+    assert d["sent"] == queries == d["completed"] and d["lost"] == 0, d
+    assert d["engine_counters"] == {
+        "socket_sent": queries,
+        "socket_received": queries,
+        "send_failed": 0,
+    }, d["engine_counters"]
+    assert d["connections"]["errors"] == 0, d["connections"]

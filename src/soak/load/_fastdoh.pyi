@@ -1,10 +1,11 @@
 from typing import Any
 
+from soak.load._compiled_face import CompiledLoad
 from soak.load._fastudp import RawWindow
 
 Connections = tuple[int, int, int, dict[int, int]]
 
-class Engine:
+class Engine(CompiledLoad):
     def __init__(
         self,
         engine_args: tuple[Any, ...],
@@ -19,21 +20,10 @@ class Engine:
         resume: bool,
         alpn: bytes,
     ) -> None: ...
-    def run(
-        self,
-        until_ns: int,
-        send_end_ns: int,
-        rate_qps: float,
-        base_ns: int,
-        base_k: int,
-        phase: float,
-        sending: bool,
-    ) -> tuple[int, int, bool]: ...
-    def sweep(self, everything: bool = ...) -> int: ...
-    def skip(self, second: int, n: int) -> None: ...
-    def begin(self, start_ns: int) -> None: ...
-    def silence_until(self, end_ns: int) -> None: ...
     def finish(self) -> None: ...
+    def set_address(self, host: str | None, port: int) -> None:
+        """Where later connects go (None: nowhere, each fails)."""
+        ...
     def take(
         self, cursor_second: int
     ) -> tuple[list[RawWindow], int, int, int, int, int, int, int, int, Connections]:

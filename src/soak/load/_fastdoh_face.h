@@ -1,6 +1,8 @@
 /* Part of soak.load._fastdoh (see the top of _fastdoh.c): the Python face, Engine's
  * methods, the type and the module. Included once, by _fastdoh.c, last. */
 
+#include "_fastface.h" /* the type and the module's set-up */
+
 /* run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending)
  *   -> (sent_total, outstanding, sending): as the UDP Engine's run. */
 static PyObject *Doh_run(DohEngine *d, PyObject *args) {
@@ -184,19 +186,11 @@ static PyObject *Doh_set_address(DohEngine *d, PyObject *args) {
 }
 
 static PyMethodDef Doh_methods[] = {
-    {"run", (PyCFunction)Doh_run, METH_VARARGS,
-     "run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending) -> (sent_total, "
-     "outstanding, sending)"},
-    {"sweep", (PyCFunction)Engine_sweep, METH_VARARGS,
-     "sweep(everything=False) -> outstanding: count queries past their timeout as lost"},
+    ENGINE_METHODS(Doh_run),
+    {"begin", (PyCFunction)Doh_begin, METH_O, "begin(start_ns): connections open, silences count"},
     {"take", (PyCFunction)Doh_take, METH_O,
      "take(cursor_second) -> the UDP Engine's take, then (opened, errors, resumed, "
      "handshake_us) of the connections"},
-    {"skip", (PyCFunction)Engine_skip, METH_VARARGS,
-     "skip(second, n): n queries due in `second` never leave (counted skipped)"},
-    {"begin", (PyCFunction)Doh_begin, METH_O, "begin(start_ns): connections open, silences count"},
-    {"silence_until", (PyCFunction)Engine_silence_until, METH_O,
-     "silence_until(end_ns): a silence still going on at the end counts up to end_ns"},
     {"finish", (PyCFunction)Doh_finish, METH_NOARGS,
      "finish(): close the connections; what no socket took counts as send_failed"},
     {"set_address", (PyCFunction)Doh_set_address, METH_VARARGS,
@@ -204,31 +198,12 @@ static PyMethodDef Doh_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject DohEngineType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "soak.load._fastdoh.Engine",
-    .tp_basicsize = sizeof(DohEngine),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The DoH loop of a load worker (OpenSSL and nghttp2).",
-    .tp_new = Doh_new,
-    .tp_dealloc = (destructor)Doh_dealloc,
-    .tp_methods = Doh_methods,
-};
+static PyTypeObject DohEngineType =
+    ENGINE_TYPE("soak.load._fastdoh.Engine", DohEngine,
+                "The DoH loop of a load worker (OpenSSL and nghttp2).", Doh_new, Doh_dealloc,
+                Doh_methods);
 
-static struct PyModuleDef doh_module = {
-    PyModuleDef_HEAD_INIT, "soak.load._fastdoh", "DoH load loop (OpenSSL, nghttp2).", -1, NULL,
-    NULL, NULL, NULL, NULL,
-};
+static struct PyModuleDef doh_module =
+    ENGINE_MODULE("soak.load._fastdoh", "DoH load loop (OpenSSL, nghttp2).", NULL);
 
-PyMODINIT_FUNC PyInit__fastdoh(void) {
-    if (PyType_Ready(&DohEngineType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&doh_module);
-    if (m == NULL) return NULL;
-    Py_INCREF(&DohEngineType);
-    if (PyModule_AddObject(m, "Engine", (PyObject *)&DohEngineType) < 0) {
-        Py_DECREF(&DohEngineType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+PyMODINIT_FUNC PyInit__fastdoh(void) { return module_with_engine(&doh_module, &DohEngineType); }

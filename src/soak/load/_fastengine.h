@@ -188,3 +188,20 @@ static PyObject *Engine_take(Engine *e, PyObject *arg) {
     }
     return out;
 }
+
+/* The method-table entries every load Engine (_fastudp's, _faststream's, _fastdoh's)
+ * shows alike: `run_fn` its run(), whose arguments and answer are the same in each, and
+ * the transport-free sweep, skip and silence_until above. Each engine adds its take()
+ * and begin() (ENGINE_BEGIN where it has nothing to open) and what else it has. */
+#define ENGINE_METHODS(run_fn)                                                                \
+    {"run", (PyCFunction)(run_fn), METH_VARARGS,                                              \
+     "run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending) -> (sent_total, " \
+     "outstanding, sending)"},                                                                \
+        {"sweep", (PyCFunction)Engine_sweep, METH_VARARGS,                                    \
+         "sweep(everything=False) -> outstanding: count queries past their timeout as lost"}, \
+        {"skip", (PyCFunction)Engine_skip, METH_VARARGS,                                      \
+         "skip(second, n): n queries due in `second` never leave (counted skipped)"},         \
+        {"silence_until", (PyCFunction)Engine_silence_until, METH_O,                          \
+         "silence_until(end_ns): a silence still going on at the end counts up to end_ns"}
+#define ENGINE_BEGIN                                                                          \
+    {"begin", (PyCFunction)Engine_begin, METH_O, "begin(start_ns): silences count from here"}

@@ -1,6 +1,8 @@
 /* Part of soak.load._faststream (see the top of _faststream.c): the Python face, the
  * Engine's run() and its methods, the type and the module. Included once, last. */
 
+#include "_fastface.h" /* the type and the module's set-up */
+
 /* run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending)
  *   -> (sent_total, outstanding, sending), as _fastudp's Engine.run. */
 static PyObject *Stream_run(Stream *s, PyObject *args) {
@@ -176,51 +178,24 @@ static PyObject *Stream_set_address(Stream *s, PyObject *args) {
 }
 
 static PyMethodDef Stream_methods[] = {
-    {"run", (PyCFunction)Stream_run, METH_VARARGS,
-     "run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending) -> (sent_total, "
-     "outstanding, sending)"},
-    {"finish", (PyCFunction)Stream_finish, METH_NOARGS,
-     "finish(): what is still queued fails at the socket; every connection closes"},
-    {"sweep", (PyCFunction)Engine_sweep, METH_VARARGS,
-     "sweep(everything=False) -> outstanding: count queries past their timeout as lost"},
+    ENGINE_METHODS(Stream_run),
+    ENGINE_BEGIN,
     {"take", (PyCFunction)Stream_take, METH_O,
      "take(cursor_second) -> udp take's counts and (opened, errors, resumed, handshake_us, "
      "hung_up)"},
-    {"skip", (PyCFunction)Engine_skip, METH_VARARGS,
-     "skip(second, n): n queries due in `second` never leave (counted skipped)"},
-    {"begin", (PyCFunction)Engine_begin, METH_O, "begin(start_ns): silences count from here"},
-    {"silence_until", (PyCFunction)Engine_silence_until, METH_O,
-     "silence_until(end_ns): a silence still going on at the end counts up to end_ns"},
+    {"finish", (PyCFunction)Stream_finish, METH_NOARGS,
+     "finish(): what is still queued fails at the socket; every connection closes"},
     {"set_address", (PyCFunction)Stream_set_address, METH_VARARGS,
      "set_address(host or None, port): where later connects go (None: nowhere, each fails)"},
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject StreamType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "soak.load._faststream.Engine",
-    .tp_basicsize = sizeof(Stream),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The TCP and DoT loop of a load worker (pipelined connections, OpenSSL).",
-    .tp_new = Stream_new,
-    .tp_dealloc = (destructor)Stream_dealloc,
-    .tp_methods = Stream_methods,
-};
+static PyTypeObject StreamType =
+    ENGINE_TYPE("soak.load._faststream.Engine", Stream,
+                "The TCP and DoT loop of a load worker (pipelined connections, OpenSSL).",
+                Stream_new, Stream_dealloc, Stream_methods);
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "soak.load._faststream", "TCP and DoT load loop.", -1, NULL,
-    NULL, NULL, NULL, NULL,
-};
+static struct PyModuleDef module =
+    ENGINE_MODULE("soak.load._faststream", "TCP and DoT load loop.", NULL);
 
-PyMODINIT_FUNC PyInit__faststream(void) {
-    if (PyType_Ready(&StreamType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    Py_INCREF(&StreamType);
-    if (PyModule_AddObject(m, "Engine", (PyObject *)&StreamType) < 0) {
-        Py_DECREF(&StreamType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+PyMODINIT_FUNC PyInit__faststream(void) { return module_with_engine(&module, &StreamType); }

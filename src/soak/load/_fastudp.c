@@ -30,6 +30,7 @@
 #include "_fastudp_defs.h"
 #include "_fastudp_loop.h"
 #include "_fastengine.h"
+#include "_fastface.h"
 
 /* run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending)
  *   -> (sent_total, outstanding, sending)
@@ -175,32 +176,18 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
 }
 
 static PyMethodDef Engine_methods[] = {
-    {"run", (PyCFunction)Engine_run, METH_VARARGS,
-     "run(until_ns, send_end_ns, rate_qps, base_ns, base_k, phase, sending) -> (sent_total, "
-     "outstanding, sending)"},
-    {"sweep", (PyCFunction)Engine_sweep, METH_VARARGS,
-     "sweep(everything=False) -> outstanding: count queries past their timeout as lost"},
+    ENGINE_METHODS(Engine_run),
+    ENGINE_BEGIN,
     {"take", (PyCFunction)Engine_take, METH_O,
      "take(cursor_second) -> (windows, closed_below, unexpected, socket_errors, max_gap_ns, "
      "max_gap_end_ns, sock_sent, sock_received, send_failed): the windows closed by now; resets the interval's counts"},
-    {"skip", (PyCFunction)Engine_skip, METH_VARARGS,
-     "skip(second, n): n queries due in `second` never leave (counted skipped)"},
-    {"begin", (PyCFunction)Engine_begin, METH_O, "begin(start_ns): silences count from here"},
-    {"silence_until", (PyCFunction)Engine_silence_until, METH_O,
-     "silence_until(end_ns): a silence still going on at the end counts up to end_ns"},
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject EngineType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "soak.load._fastudp.Engine",
-    .tp_basicsize = sizeof(Engine),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The UDP hot loop of a load worker (sendmmsg/recvmmsg).",
-    .tp_new = Engine_new,
-    .tp_dealloc = (destructor)Engine_dealloc,
-    .tp_methods = Engine_methods,
-};
+static PyTypeObject EngineType =
+    ENGINE_TYPE("soak.load._fastudp.Engine", Engine,
+                "The UDP hot loop of a load worker (sendmmsg/recvmmsg).", Engine_new,
+                Engine_dealloc, Engine_methods);
 
 /* bucket_value(us) -> the value a latency of `us` microseconds is reported as. */
 static PyObject *bucket_value(PyObject *Py_UNUSED(m), PyObject *arg) {
@@ -214,21 +201,11 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "soak.load._fastudp", "Batched UDP load loop.", -1, module_methods,
-    NULL, NULL, NULL, NULL,
-};
+static struct PyModuleDef module =
+    ENGINE_MODULE("soak.load._fastudp", "Batched UDP load loop.", module_methods);
 
 PyMODINIT_FUNC PyInit__fastudp(void) {
-    if (PyType_Ready(&EngineType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    Py_INCREF(&EngineType);
-    if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0) {
-        Py_DECREF(&EngineType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    PyModule_AddIntConstant(m, "NBUCKETS", NBUCKETS);
+    PyObject *m = module_with_engine(&module, &EngineType);
+    if (m != NULL && PyModule_AddIntConstant(m, "NBUCKETS", NBUCKETS) < 0) Py_CLEAR(m);
     return m;
 }

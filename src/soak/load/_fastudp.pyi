@@ -1,12 +1,14 @@
 from collections.abc import Callable
 
+from soak.load._compiled_face import CompiledLoad
+
 NBUCKETS: int
 
 def bucket_value(us: int) -> int: ...
 
 RawWindow = tuple[int, int, list[tuple[int, ...]]]
 
-class Engine:
+class Engine(CompiledLoad):
     def __init__(
         self,
         fds: list[int],
@@ -21,18 +23,6 @@ class Engine:
         recv_bytes: int,
         first_flow: int,
     ) -> None: ...
-    def run(
-        self,
-        until_ns: int,
-        send_end_ns: int,
-        rate_qps: float,
-        base_ns: int,
-        base_k: int,
-        sending: bool,
-    ) -> tuple[int, int, bool]: ...
-    def sweep(self, everything: bool = ...) -> int: ...
-    def begin(self, start_ns: int) -> None: ...
-    def silence_until(self, end_ns: int) -> None: ...
     def take(
         self, cursor_second: int
     ) -> tuple[list[RawWindow], int, int, int, int, int, int, int, int]:

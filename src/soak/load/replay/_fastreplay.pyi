@@ -1,6 +1,8 @@
+from soak.load.replay._compiled_face import CompiledReplay
+
 _Counts = tuple[int, int, int, int, int, dict[int, int], dict[int, int]]
 
-class Engine:
+class Engine(CompiledReplay):
     def __init__(
         self,
         address: bytes,
@@ -10,22 +12,4 @@ class Engine:
         idle_ns: int,
         rename_clients: bool,
     ) -> None: ...
-    def play(
-        self,
-        columns: bytes,
-        questions: list[bytes],
-        origin_ns: int,
-        base_ns: int,
-        loop: int,
-        first: int,
-        end_ns: int,
-        return_ns: int,
-        worker: int = 0,
-        workers: int = 1,
-    ) -> tuple[int, bool]: ...
-    def drain(self, until_ns: int) -> int: ...
     def take(self, below: int, force: bool) -> list[tuple[int, list[_Counts], dict[int, int]]]: ...
-    def stats(
-        self,
-    ) -> tuple[list[int], list[int], int, int, int, int, int, int, int, int, int]: ...
-    def shut(self) -> None: ...

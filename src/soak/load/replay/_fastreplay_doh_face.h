@@ -46,40 +46,16 @@ static void Replay_dealloc(Replay *r) {
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
-/* The streams' layout: per captured query its stream (int32s), per stream its client;
- * each client's streams listed (cfirst, cstreams). 0, or -1 with an exception set. */
-static int layout(Replay *r, Py_buffer *qstream, Py_buffer *sclient) {
-    Py_ssize_t nq = qstream->len / 4, ns = sclient->len / 4;
-    const int *qs = qstream->buf, *sc = sclient->buf;
-    r->nstreams = (int)ns;
-    r->qstream = PyMem_Malloc(sizeof(int) * (nq ? nq : 1));
-    r->cur = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
-    r->sclient = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
-    r->cfirst = PyMem_Calloc((size_t)r->nclients + 1, sizeof(int));
-    r->cstreams = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
-    if (!r->qstream || !r->cur || !r->sclient || !r->cfirst || !r->cstreams) {
+/* Per stream its client (a stream's answers are its client's): stream_client as laid
+ * out (layout checked each is in range). 0, or -1 with MemoryError set. */
+static int keep_clients(Replay *r, Py_buffer *sclient) {
+    r->sclient = PyMem_Malloc(sizeof(int) * (r->nstreams ? r->nstreams : 1));
+    if (r->sclient == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t j = 0; j < nq; j++) {
-        if (qs[j] < 0 || qs[j] >= ns) goto bad;
-        r->qstream[j] = qs[j];
-    }
-    for (Py_ssize_t s = 0; s < ns; s++) {
-        if (sc[s] < 0 || sc[s] >= r->nclients) goto bad;
-        r->cur[s] = -1;
-        r->sclient[s] = sc[s];
-        r->cfirst[sc[s] + 1]++;
-    }
-    for (int c = 0; c < r->nclients; c++) r->cfirst[c + 1] += r->cfirst[c];
-    int *fill = PyMem_Calloc((size_t)r->nclients, sizeof(int));
-    if (fill == NULL) { PyErr_NoMemory(); return -1; }
-    for (Py_ssize_t s = 0; s < ns; s++) r->cstreams[r->cfirst[sc[s]] + fill[sc[s]]++] = (int)s;
-    PyMem_Free(fill);
+    memcpy(r->sclient, sclient->buf, sizeof(int) * (size_t)r->nstreams);
     return 0;
-bad:
-    PyErr_SetString(PyExc_ValueError, "Engine: a stream or client out of range");
-    return -1;
 }
 
 static char *copy_str(const char *s) {
@@ -118,20 +94,17 @@ static int doh_setup(DohEngine *d, Py_buffer *addr, int get, const char *path,
  * questions on. */
 static PyObject *Replay_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
     Py_buffer addr, qstream, sclient;
-    PyObject *eargs, *questions, *randoms, *checks, *schedule, *pos;
-    int nclients, nc, rename, nw, get;
-    long long timeout_ns, idle_ns, max_outstanding, origin_ns;
-    Py_ssize_t sched_i;
+    PyObject *eargs;
+    int nclients, nc, rename, get, whole = 0;
+    long long timeout_ns, idle_ns;
     const char *server_name = NULL, *ca_file = NULL, *path, *authority;
+    EngineArgs ea;
     if (!PyArg_ParseTuple(args, "y*(zz)pssiiLLpy*y*O!", &addr, &server_name, &ca_file, &get,
                           &path, &authority, &nclients, &nc, &timeout_ns, &idle_ns, &rename,
                           &qstream, &sclient, &PyTuple_Type, &eargs))
         return NULL;
     Replay *r = NULL;
-    if (!PyArg_ParseTuple(eargs, "O!O!O!O!nO!LiL", &PyList_Type, &questions, &PyList_Type,
-                          &randoms, &PyList_Type, &checks, &PyList_Type, &schedule, &sched_i,
-                          &PyList_Type, &pos, &max_outstanding, &nw, &origin_ns))
-        goto done;
+    if (engine_args(eargs, &ea) < 0) goto done;
     /* GET's :path is built in a buffer of 1,024 bytes (_fastdoh_h2.h: h2_submit) */
     if (addr.len > (Py_ssize_t)sizeof(struct sockaddr_storage) || nclients < 1 || nc < 1 ||
         strlen(path) > 512) {
@@ -141,47 +114,19 @@ static PyObject *Replay_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     r = (Replay *)type->tp_alloc(type, 0);
     if (r == NULL) goto done;
     r->d.e.epfd = -1;
-    r->nclients = nclients, r->rename = rename, r->idle_ns = idle_ns;
-    r->cloop = PyMem_Malloc(sizeof(long long) * nclients);
-    r->csent = PyMem_Calloc((size_t)nclients, sizeof(long long));
-    r->ccomp = PyMem_Calloc((size_t)nclients, sizeof(long long));
-    if (!r->cloop || !r->csent || !r->ccomp) { PyErr_NoMemory(); goto bad; }
-    for (int c = 0; c < nclients; c++) r->cloop[c] = -1;
-    if (layout(r, &qstream, &sclient) < 0 ||
-        engine_setup(&r->d.e, questions, randoms, checks, schedule, sched_i, pos, timeout_ns,
-                     max_outstanding, nw, origin_ns) < 0)
-        goto bad;
-    if (r->d.e.nc != nc) {
-        PyErr_SetString(PyExc_ValueError, "Engine: classes and engine_args disagree");
-        goto bad;
-    }
-    if (doh_setup(&r->d, &addr, get, path, authority, server_name, ca_file) < 0) goto bad;
-    r->d.e.epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (r->d.e.epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); goto bad; }
-    goto done;
-bad:
-    Py_CLEAR(r);
+    whole = replay_setup(r, nclients, nc, rename, idle_ns, timeout_ns, &qstream, &sclient, &ea) == 0 &&
+            keep_clients(r, &sclient) == 0 &&
+            doh_setup(&r->d, &addr, get, path, authority, server_name, ca_file) == 0;
 done:
-    PyBuffer_Release(&addr);
-    PyBuffer_Release(&qstream);
-    PyBuffer_Release(&sclient);
-    return (PyObject *)r;
+    return replay_made(r, whole, &addr, &qstream, &sclient);
 }
 
-static PyTypeObject ReplayType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "soak.load.replay._fastreplay_doh.Engine",
-    .tp_basicsize = sizeof(Replay),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The replay's DoH loop (a connection per client's stream, nghttp2, OpenSSL).",
-    .tp_new = Replay_new,
-    .tp_dealloc = (destructor)Replay_dealloc,
-    .tp_methods = Replay_methods,
-};
+static PyTypeObject ReplayType = ENGINE_TYPE(
+    "soak.load.replay._fastreplay_doh.Engine", Replay,
+    "The replay's DoH loop (a connection per client's stream, nghttp2, OpenSSL).", Replay_new,
+    Replay_dealloc, Replay_methods);
 
-static struct PyModuleDef replay_module = {
-    PyModuleDef_HEAD_INIT, "soak.load.replay._fastreplay_doh",
-    "The replay's compiled DoH loop.", -1, NULL, NULL, NULL, NULL, NULL,
-};
+static struct PyModuleDef replay_module = ENGINE_MODULE(
+    "soak.load.replay._fastreplay_doh", "The replay's compiled DoH loop.", NULL);
 
 PyMODINIT_FUNC PyInit__fastreplay_doh(void) { return module_with_engine(&replay_module, &ReplayType); }

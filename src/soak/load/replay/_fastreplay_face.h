@@ -1,6 +1,8 @@
 /* Part of soak.load.replay._fastreplay (see the top of _fastreplay.c): the Python face,
  * Engine's methods, the type and the module. Included once, by _fastreplay.c. */
 
+#include "../_fastface.h" /* the type and the module's set-up */
+
 /* Engine(address, nclients, nclasses, timeout_ns, idle_ns, rename_clients); address a
  * packed sockaddr (soak.load.replay._engine builds it). */
 static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
@@ -225,31 +227,12 @@ static PyMethodDef Engine_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject EngineType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "soak.load.replay._fastreplay.Engine",
-    .tp_basicsize = sizeof(Engine),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The replay's UDP send and reply loop.",
-    .tp_new = Engine_new,
-    .tp_dealloc = (destructor)Engine_dealloc,
-    .tp_methods = Engine_methods,
-};
+static PyTypeObject EngineType =
+    ENGINE_TYPE("soak.load.replay._fastreplay.Engine", Engine,
+                "The replay's UDP send and reply loop.", Engine_new, Engine_dealloc,
+                Engine_methods);
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "soak.load.replay._fastreplay", "The replay's compiled UDP loop.", -1,
-    NULL, NULL, NULL, NULL, NULL,
-};
+static struct PyModuleDef module =
+    ENGINE_MODULE("soak.load.replay._fastreplay", "The replay's compiled UDP loop.", NULL);
 
-PyMODINIT_FUNC PyInit__fastreplay(void) {
-    if (PyType_Ready(&EngineType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    Py_INCREF(&EngineType);
-    if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0) {
-        Py_DECREF(&EngineType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+PyMODINIT_FUNC PyInit__fastreplay(void) { return module_with_engine(&module, &EngineType); }

@@ -1,6 +1,6 @@
-_Class = tuple[int, int, int, int, int, int, dict[int, int], dict[int, int]]
+from soak.load.replay._compiled_face import CompiledStreamReplay
 
-class Engine:
+class Engine(CompiledStreamReplay):
     def __init__(
         self,
         address: bytes,
@@ -14,25 +14,3 @@ class Engine:
         stream_client: bytes,
         engine_args: tuple[object, ...],
     ) -> None: ...
-    def play(
-        self,
-        columns: bytes,
-        questions: list[bytes],
-        origin_ns: int,
-        base_ns: int,
-        loop: int,
-        first: int,
-        end_ns: int,
-        return_ns: int,
-        worker: int = 0,
-        workers: int = 1,
-    ) -> tuple[int, bool]: ...
-    def drain(self, until_ns: int) -> int: ...
-    def take(
-        self, below: int, force: bool
-    ) -> list[tuple[tuple[int, int, list[_Class]], dict[int, int]]]: ...
-    def stats(
-        self,
-    ) -> tuple[list[int], list[int], int, int, int, int, int, int, int, int, int]: ...
-    def conns(self) -> tuple[int, int, int, int, int, int, dict[int, int]]: ...
-    def shut(self) -> None: ...

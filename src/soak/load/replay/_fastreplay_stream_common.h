@@ -1,5 +1,6 @@
 /* Part of soak.load.replay's compiled stream loops (_fastreplay_stream.c and
- * _fastreplay_doh.c): the face both show, written once (play, drain, take, stats). The
+ * _fastreplay_doh.c): the face both show, written once (play, drain, take, stats, and
+ * what their constructors do alike: engine_args, layout, replay_setup, replay_made). The
  * face that includes it defines first, beside its Replay (with handled, woff, nclients,
  * csent, ccomp, ring_k, fds_peak), send_one, poll_once and housekeeping:
  *   REPLAY_E(r)     its Engine (the ring and windows)
@@ -19,6 +20,7 @@ static PyObject *play_failed(Replay *r) {
 #define PLAY_HANDLED(r) ((r)->handled)
 #define PLAY_FAILED(r) play_failed(r)
 #include "_fastreplay_play.h"
+#include "../_fastface.h" /* the type and module_with_engine */
 
 /* drain(until_ns) -> in flight: replies read and timeouts swept until nothing is in
  * flight or until_ns (monotonic). */
@@ -117,16 +119,92 @@ static PyMethodDef Replay_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* The module `def` with `type` as its Engine: what each engine's PyInit returns. */
-static PyObject *module_with_engine(struct PyModuleDef *def, PyTypeObject *type) {
-    if (PyType_Ready(type) < 0) return NULL;
-    PyObject *m = PyModule_Create(def);
-    if (m == NULL) return NULL;
-    Py_INCREF(type);
-    if (PyModule_AddObject(m, "Engine", (PyObject *)type) < 0) {
-        Py_DECREF(type);
-        Py_DECREF(m);
-        return NULL;
+/* The streams' layout: per captured query its stream (int32s), per stream its client;
+ * each client's streams listed (cfirst, cstreams). 0, or -1 with an exception set. */
+static int layout(Replay *r, Py_buffer *qstream, Py_buffer *sclient) {
+    Py_ssize_t nq = qstream->len / 4, ns = sclient->len / 4;
+    const int *qs = qstream->buf, *sc = sclient->buf;
+    r->nstreams = (int)ns;
+    r->qstream = PyMem_Malloc(sizeof(int) * (nq ? nq : 1));
+    r->cur = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
+    r->cfirst = PyMem_Calloc((size_t)r->nclients + 1, sizeof(int));
+    r->cstreams = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
+    if (!r->qstream || !r->cur || !r->cfirst || !r->cstreams) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t j = 0; j < nq; j++) {
+        if (qs[j] < 0 || qs[j] >= ns) goto bad;
+        r->qstream[j] = qs[j];
     }
-    return m;
+    for (Py_ssize_t s = 0; s < ns; s++) {
+        if (sc[s] < 0 || sc[s] >= r->nclients) goto bad;
+        r->cur[s] = -1;
+        r->cfirst[sc[s] + 1]++;
+    }
+    for (int c = 0; c < r->nclients; c++) r->cfirst[c + 1] += r->cfirst[c];
+    int *fill = PyMem_Calloc((size_t)r->nclients, sizeof(int));
+    if (fill == NULL) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t s = 0; s < ns; s++) r->cstreams[r->cfirst[sc[s]] + fill[sc[s]]++] = (int)s;
+    PyMem_Free(fill);
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "Engine: a stream or client out of range");
+    return -1;
+}
+
+/* engine_args, as both constructors take it: _fastengine's engine_setup arguments from
+ * its questions on. */
+typedef struct {
+    PyObject *questions, *randoms, *checks, *schedule, *pos;
+    Py_ssize_t sched_i;
+    long long max_outstanding, origin_ns;
+    int nw;
+} EngineArgs;
+
+static int engine_args(PyObject *eargs, EngineArgs *a) {
+    return PyArg_ParseTuple(eargs, "O!O!O!O!nO!LiL", &PyList_Type, &a->questions, &PyList_Type,
+                            &a->randoms, &PyList_Type, &a->checks, &PyList_Type, &a->schedule,
+                            &a->sched_i, &PyList_Type, &a->pos, &a->max_outstanding, &a->nw,
+                            &a->origin_ns)
+               ? 0
+               : -1;
+}
+
+/* What both constructors do alike with a new Replay: the per-client counts, the streams'
+ * layout and the Engine (whose classes must be the `nc` asked for). 0, or -1 with an
+ * exception set (the caller drops `r`; its dealloc copes with a half-made one). */
+static int replay_setup(Replay *r, int nclients, int nc, int rename, long long idle_ns,
+                        long long timeout_ns, Py_buffer *qstream, Py_buffer *sclient,
+                        const EngineArgs *a) {
+    r->nclients = nclients, r->rename = rename, r->idle_ns = idle_ns;
+    r->cloop = PyMem_Malloc(sizeof(long long) * nclients);
+    r->csent = PyMem_Calloc((size_t)nclients, sizeof(long long));
+    r->ccomp = PyMem_Calloc((size_t)nclients, sizeof(long long));
+    if (!r->cloop || !r->csent || !r->ccomp) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int c = 0; c < nclients; c++) r->cloop[c] = -1;
+    if (layout(r, qstream, sclient) < 0 ||
+        engine_setup(REPLAY_E(r), a->questions, a->randoms, a->checks, a->schedule, a->sched_i,
+                     a->pos, timeout_ns, a->max_outstanding, a->nw, a->origin_ns) < 0)
+        return -1;
+    if (REPLAY_E(r)->nc != nc) {
+        PyErr_SetString(PyExc_ValueError, "Engine: classes and engine_args disagree");
+        return -1;
+    }
+    return 0;
+}
+
+/* The end of both constructors: `r`'s epoll set if it is whole, the buffers released.
+ * `r` (NULL if never made), or NULL with `r` dropped and an exception set. */
+static PyObject *replay_made(Replay *r, int whole, Py_buffer *addr, Py_buffer *qstream,
+                             Py_buffer *sclient) {
+    if (r != NULL && whole) {
+        REPLAY_E(r)->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (REPLAY_E(r)->epfd < 0) PyErr_SetFromErrno(PyExc_OSError), whole = 0;
+    }
+    if (!whole) Py_CLEAR(r);
+    PyBuffer_Release(addr);
+    PyBuffer_Release(qstream);
+    PyBuffer_Release(sclient);
+    return (PyObject *)r;
 }

@@ -53,37 +53,6 @@ static int make_ctx(Replay *r, const char *ca_file) {
     return r->ctx == NULL ? -1 : 0;
 }
 
-/* The streams' layout: per captured query its stream (int32s), per stream its client;
- * each client's streams listed (cfirst, cstreams). 0, or -1 with an exception set. */
-static int layout(Replay *r, Py_buffer *qstream, Py_buffer *sclient) {
-    Py_ssize_t nq = qstream->len / 4, ns = sclient->len / 4;
-    const int *qs = qstream->buf, *sc = sclient->buf;
-    r->nstreams = (int)ns;
-    r->qstream = PyMem_Malloc(sizeof(int) * (nq ? nq : 1));
-    r->cur = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
-    r->cfirst = PyMem_Calloc((size_t)r->nclients + 1, sizeof(int));
-    r->cstreams = PyMem_Malloc(sizeof(int) * (ns ? ns : 1));
-    if (!r->qstream || !r->cur || !r->cfirst || !r->cstreams) { PyErr_NoMemory(); return -1; }
-    for (Py_ssize_t j = 0; j < nq; j++) {
-        if (qs[j] < 0 || qs[j] >= ns) goto bad;
-        r->qstream[j] = qs[j];
-    }
-    for (Py_ssize_t s = 0; s < ns; s++) {
-        if (sc[s] < 0 || sc[s] >= r->nclients) goto bad;
-        r->cur[s] = -1;
-        r->cfirst[sc[s] + 1]++;
-    }
-    for (int c = 0; c < r->nclients; c++) r->cfirst[c + 1] += r->cfirst[c];
-    int *fill = PyMem_Calloc((size_t)r->nclients, sizeof(int));
-    if (fill == NULL) { PyErr_NoMemory(); return -1; }
-    for (Py_ssize_t s = 0; s < ns; s++) r->cstreams[r->cfirst[sc[s]] + fill[sc[s]]++] = (int)s;
-    PyMem_Free(fill);
-    return 0;
-bad:
-    PyErr_SetString(PyExc_ValueError, "Engine: a stream or client out of range");
-    return -1;
-}
-
 /* Engine(address, tls, clients, classes, timeout_ns, idle_ns, rename_clients, qstream,
  *        stream_client, engine_args)
  * address: a packed sockaddr (_engine.sockaddr); tls: None for TCP, else (server_name or
@@ -91,19 +60,16 @@ bad:
  * engine_args: _fastengine's engine_setup arguments from its questions on. */
 static PyObject *Replay_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
     Py_buffer addr, qstream, sclient;
-    PyObject *tls, *eargs, *questions, *randoms, *checks, *schedule, *pos;
-    int nclients, nc, rename, nw;
-    long long timeout_ns, idle_ns, max_outstanding, origin_ns;
-    Py_ssize_t sched_i;
+    PyObject *tls, *eargs;
+    int nclients, nc, rename, whole = 0;
+    long long timeout_ns, idle_ns;
     const char *server_name = NULL, *ca_file = NULL;
+    EngineArgs ea;
     if (!PyArg_ParseTuple(args, "y*OiiLLpy*y*O!", &addr, &tls, &nclients, &nc, &timeout_ns,
                           &idle_ns, &rename, &qstream, &sclient, &PyTuple_Type, &eargs))
         return NULL;
     Replay *r = NULL;
-    if (!PyArg_ParseTuple(eargs, "O!O!O!O!nO!LiL", &PyList_Type, &questions, &PyList_Type,
-                          &randoms, &PyList_Type, &checks, &PyList_Type, &schedule, &sched_i,
-                          &PyList_Type, &pos, &max_outstanding, &nw, &origin_ns))
-        goto done;
+    if (engine_args(eargs, &ea) < 0) goto done;
     if (tls != Py_None && !PyArg_ParseTuple(tls, "zz", &server_name, &ca_file)) goto done;
     if (addr.len > (Py_ssize_t)sizeof(struct sockaddr_storage) || nclients < 1 || nc < 1) {
         PyErr_SetString(PyExc_ValueError, "Engine: bad address, clients or classes");
@@ -114,53 +80,26 @@ static PyObject *Replay_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     r->e.epfd = -1;
     memcpy(&r->addr, addr.buf, (size_t)addr.len);
     r->alen = (socklen_t)addr.len;
-    r->nclients = nclients, r->rename = rename, r->idle_ns = idle_ns;
     r->k.handshake_us = PyDict_New();
-    r->cloop = PyMem_Malloc(sizeof(long long) * nclients);
-    r->csent = PyMem_Calloc((size_t)nclients, sizeof(long long));
-    r->ccomp = PyMem_Calloc((size_t)nclients, sizeof(long long));
-    if (!r->k.handshake_us || !r->cloop || !r->csent || !r->ccomp) { PyErr_NoMemory(); goto bad; }
-    for (int c = 0; c < nclients; c++) r->cloop[c] = -1;
-    if (layout(r, &qstream, &sclient) < 0 ||
-        engine_setup(&r->e, questions, randoms, checks, schedule, sched_i, pos, timeout_ns,
-                     max_outstanding, nw, origin_ns) < 0)
-        goto bad;
-    if (r->e.nc != nc) {
-        PyErr_SetString(PyExc_ValueError, "Engine: classes and engine_args disagree");
-        goto bad;
-    }
+    if (r->k.handshake_us == NULL ||
+        replay_setup(r, nclients, nc, rename, idle_ns, timeout_ns, &qstream, &sclient, &ea) < 0)
+        goto done;
     if (server_name != NULL) {
         r->server_name = PyMem_Malloc(strlen(server_name) + 1);
-        if (r->server_name == NULL) { PyErr_NoMemory(); goto bad; }
+        if (r->server_name == NULL) { PyErr_NoMemory(); goto done; }
         strcpy(r->server_name, server_name);
     }
-    if (tls != Py_None && make_ctx(r, ca_file) < 0) goto bad;
-    r->e.epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (r->e.epfd < 0) { PyErr_SetFromErrno(PyExc_OSError); goto bad; }
-    goto done;
-bad:
-    Py_CLEAR(r);
+    whole = tls == Py_None || make_ctx(r, ca_file) == 0;
 done:
-    PyBuffer_Release(&addr);
-    PyBuffer_Release(&qstream);
-    PyBuffer_Release(&sclient);
-    return (PyObject *)r;
+    return replay_made(r, whole, &addr, &qstream, &sclient);
 }
 
-static PyTypeObject ReplayType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "soak.load.replay._fastreplay_stream.Engine",
-    .tp_basicsize = sizeof(Replay),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The replay's TCP and DoT loop (a connection per client's stream, OpenSSL).",
-    .tp_new = Replay_new,
-    .tp_dealloc = (destructor)Replay_dealloc,
-    .tp_methods = Replay_methods,
-};
+static PyTypeObject ReplayType =
+    ENGINE_TYPE("soak.load.replay._fastreplay_stream.Engine", Replay,
+                "The replay's TCP and DoT loop (a connection per client's stream, OpenSSL).",
+                Replay_new, Replay_dealloc, Replay_methods);
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "soak.load.replay._fastreplay_stream",
-    "The replay's compiled TCP and DoT loop.", -1, NULL, NULL, NULL, NULL, NULL,
-};
+static struct PyModuleDef module = ENGINE_MODULE("soak.load.replay._fastreplay_stream",
+                                                 "The replay's compiled TCP and DoT loop.", NULL);
 
 PyMODINIT_FUNC PyInit__fastreplay_stream(void) { return module_with_engine(&module, &ReplayType); }
