@@ -8,8 +8,11 @@ when forced, said on stderr."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,9 +20,17 @@ import pytest
 from soak.load.ledger import Window
 from soak.load.replay import Replay, ReplayResult, _engine, _stream
 from soak.load.replay._conns import ClientConns
-from soak.traffic.capture_file import TCP, UDP, Capture, Query
+from soak.samplers.server import unbound_control
+from soak.traffic.capture_file import TCP, UDP, Capture, Query, write_capture
 from soak.traffic.replay_config import ReplayConfig
-from tests.integration.test_replay_compiled import NAMES, SAID, assert_counters_agree, counts
+from tests.integration.test_load_stream_churn import unbound_with_control
+from tests.integration.test_replay_compiled import (
+    NAMES,
+    SAID,
+    SOAK,
+    assert_counters_agree,
+    counts,
+)
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for
 
@@ -175,20 +186,124 @@ def test_a_server_restarted_mid_replay_loses_its_queries_and_is_connected_again(
     assert sockets["socket_received"] >= d["completed"], sockets
 
 
-def test_a_capture_of_both_transports_and_a_forced_doh_take_the_python_loop_and_say_so(
+def mixed_capture(n: int = 900, clients: int = 25) -> Capture:
+    """capture(), every other query UDP (conn 0, as captured): each client asks over
+    both transports in turn (25 clients in turn: a client's queries alternate), every
+    fifth client's TCP queries on its two connections in turn."""
+    tcp = capture(n, clients)
+    queries = [
+        dataclasses.replace(q, transport=UDP, conn=0)
+        if k % 2
+        else dataclasses.replace(q, conn=(k // (2 * clients)) % 2 if q.client % 5 == 0 else 0)
+        for k, q in enumerate(tcp.queries)
+    ]
+    return Capture("t", tcp.clients, queries)
+
+
+@pytest.fixture(scope="module")
+def counted_unbound(
+    tmp_path_factory: pytest.TempPathFactory, tls_cert: tuple[Path, Path]
+) -> Iterator[tuple[ServerProc, Path]]:
+    """unbound with its remote-control socket: its own count of the queries it got."""
+    with unbound_with_control(tmp_path_factory.mktemp("unbound"), tls_cert) as s:
+        yield s
+
+
+def unbound_queries(sock: Path) -> tuple[int, int]:
+    """(all queries, those over TCP) unbound received so far, by its own count."""
+    text = unbound_control(sock, "stats_noreset", 10)
+    stats = dict(line.split("=", 1) for line in text.splitlines())
+    return int(stats["total.num.queries"]), int(stats.get("num.query.tcp", "0"))
+
+
+def test_a_mixed_capture_plays_compiled_with_the_python_loops_windows(
+    counted_unbound: tuple[ServerProc, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """UDP and TCP queries of the same clients: the compiled loops (a process each) send
+    the same queries in the same windows as the Python loop, over as many connections;
+    unbound counts the TCP queries the connections carried, and the rest over UDP."""
+    server, sock = counted_unbound
+    cfg = ReplayConfig(file=Path("unused"), loops=2)
+    runs = {}
+    for loop in ("python", "compiled"):
+        monkeypatch.setenv(_engine.ENV, loop)
+        replay = Replay(cfg, mixed_capture(), "127.0.0.1", server.port, 2.0)
+        windows: list[Window] = []
+        replay.ledger.on_window = windows.append
+        before = unbound_queries(sock)
+        result = replay.run(None)
+        after = unbound_queries(sock)
+        assert (SAID in capsys.readouterr().err) == (loop == "python")
+        runs[loop] = (result, windows, (after[0] - before[0], after[1] - before[1]))
+    (py, py_w, py_got), (fast, fast_w, fast_got) = runs["python"], runs["compiled"]
+    assert py.as_dict()["completed"] == 1800, py.as_dict()
+    assert counts(fast_w) == counts(py_w)
+    assert [[c.rcodes for c in w.classes] for w in fast_w] == [
+        [c.rcodes for c in w.classes] for w in py_w
+    ]
+    assert (fast.windows, fast.problems) == (py.windows, py.problems) == (len(py_w), [])
+    per_client = [(r.sent_per_client, r.lost_per_client) for r in (py, fast)]
+    assert per_client == [([72] * 25, [0] * 25)] * 2
+    for result, got in ((py, py_got), (fast, fast_got)):
+        conns = result.connections
+        # A connection per client and connection number, each loop: 30 a loop, and
+        # every TCP query either opened one or was carried by an open one.
+        assert (conns["opened"], conns["errors"], conns["reused"]) == (60, 0, 840), conns
+        assert got == (1800, conns["opened"] + conns["reused"]), got
+        assert_counters_agree(result)
+
+
+def test_a_mixed_capture_takes_the_python_loop_only_when_told_and_says_so(
     tls_unbound: ServerProc, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv(_engine.ENV, raising=False)
-    tcp = capture(40, 4)
-    queries = [
-        dataclasses.replace(q, transport=UDP) if i % 2 else q for i, q in enumerate(tcp.queries)
-    ]
-    mixed = Capture("t", tcp.clients, queries)
     cfg = ReplayConfig(file=Path("unused"))
-    d = Replay(cfg, mixed, "127.0.0.1", tls_unbound.port, 2.0).run(None).as_dict()
-    assert d["completed"] == 40, d
+    replay = Replay(cfg, mixed_capture(40, 4), "127.0.0.1", tls_unbound.port, 2.0)
+    assert _engine.python_reason(replay) is None
+    assert replay.run(None).as_dict()["completed"] == 40
+    assert SAID not in capsys.readouterr().err
+    # A soak run's replay (stopped when told): its windows handed over one by one.
+    replay = Replay(cfg, mixed_capture(40, 4), "127.0.0.1", tls_unbound.port, 2.0)
+    assert replay.run(None, stopping=lambda: False).as_dict()["completed"] == 40
     err = capsys.readouterr().err
-    assert f"{SAID} the capture mixes UDP and TCP queries (each compiled loop" in err, err
+    assert f"{SAID} a soak run's replay of a capture that mixes UDP and TCP" in err, err
+    monkeypatch.setenv(_engine.ENV, "python")
+    replay = Replay(cfg, mixed_capture(40, 4), "127.0.0.1", tls_unbound.port, 2.0)
+    assert replay.run(None).as_dict()["completed"] == 40
+    err = capsys.readouterr().err
+    assert f"{SAID} {_engine.ENV}=python" in err, err
+
+
+def test_soak_load_replay_plays_a_mixed_capture_compiled_in_workers(
+    tls_unbound: ServerProc, tmp_path: Path
+) -> None:
+    """`soak load --replay --workers 2` of a mixed capture: four processes (a UDP and a
+    TCP one per worker), every query answered, the sockets' counts summed to the
+    ledger's, no word of the Python loop."""
+    path = tmp_path / "c.soakcap"
+    write_capture(path, mixed_capture(300, 10))
+    env = {k: v for k, v in os.environ.items() if k != _engine.ENV}
+    for workers in ("1", "2"):
+        argv = [
+            SOAK, "load", "--server", f"127.0.0.1:{tls_unbound.port}", "--replay", str(path),
+            "--workers", workers, "--json",
+        ]  # fmt: skip
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+        assert proc.returncode == 0 and SAID not in proc.stderr, proc.stderr
+        d = json.loads(proc.stdout)
+        assert d["completed"] == 300 and d["sent_per_client"] == [30] * 10, d
+        want = {"socket_sent": 300, "socket_received": 300, "send_failed": 0}
+        assert d["engine_counters"] == want, (workers, d)
+        conns = d["connections"]
+        assert conns["opened"] + conns["reused"] == 150 and conns["errors"] == 0, conns
+
+
+def test_a_forced_doh_takes_the_python_loop_and_says_so(
+    tls_unbound: ServerProc, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(_engine.ENV, raising=False)
     cfg = ReplayConfig(file=Path("unused"), transport="doh")
     doh = tls_unbound.port_for("doh")
     replay = Replay(cfg, capture(40, 4), "127.0.0.1", doh, 2.0)

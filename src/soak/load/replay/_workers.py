@@ -1,12 +1,19 @@
 """A replay's clients split across worker processes (`soak load --replay --workers N`),
-so that a replay uses every core it is given.
+so that a replay uses every core it is given; a capture that mixes UDP and TCP split by
+transport too, so that each compiled loop plays one transport.
 
 Client k plays in worker k mod N, in the compiled loop (_engine.run_compiled), from
 the same origin (CLOCK_MONOTONIC is the machine's, shared by the processes): each
-client keeps its order, its timing and its sockets, in one process. Each worker hands
+client keeps its order, its timing and its sockets, in one process. Of a mixed capture
+(`transport: capture`, queries of both), each worker is two processes: one plays its
+clients' UDP queries (the compiled UDP loop, a UDP socket per client), the other their
+TCP queries (the compiled stream loop, the client's captured connections); a client
+keeps its order within each transport, both from the same origin. Each process hands
 its windows to the parent as it closes them; the parent merges them by second
-(soak.load.ledger.Merger: a second is closed once every worker has closed it) into the
-replay's ledger, and, at the end, each worker's per-client counts and offsets.
+(soak.load.ledger.Merger: a second is closed once every process has closed it) into
+the replay's ledger, and, at the end, each process's per-client counts and offsets.
+A second whose queries went over both transports is counted in both processes, its
+two halves summed before it is closed: the ledger sees it once.
 """
 
 from __future__ import annotations
@@ -16,24 +23,38 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from soak.load.ledger import Merger, Window
-from soak.load.replay._engine import Replay, run_compiled
+from soak.load.replay._engine import Replay, mixed, run_compiled
 from soak.load.replay._result import ReplayResult
 from soak.load.worker import monotonic_ns
+from soak.traffic.capture_file import TCP, UDP
 
 WAIT_S = 0.1  # the parent looks at its workers' pipes this often at least
 
 
+def parts(replay: Replay, workers: int) -> list[tuple[tuple[int, int], int | None]]:
+    """What each process plays: its share of the clients (worker, workers), and of
+    their queries the transport (capture.UDP or TCP; None: all, one transport)."""
+    kinds: list[int | None] = [UDP, TCP] if mixed(replay) else [None]
+    return [((w, workers), kind) for w in range(workers) for kind in kinds]
+
+
 def run_split(
-    replay: Replay, workers: int, duration_s: float | None, start_delay_ns: int
+    replay: Replay,
+    workers: int,
+    duration_s: float | None,
+    start_delay_ns: int,
+    origin_ns: int | None = None,
 ) -> ReplayResult:
-    """The replay in `workers` processes (fork: each inherits the plan), merged here."""
-    origin = monotonic_ns() + start_delay_ns
+    """The replay in `workers` processes (fork: each inherits the plan), two for each
+    worker of a mixed capture, merged here; from `origin_ns` (monotonic) if given."""
+    origin = monotonic_ns() + start_delay_ns if origin_ns is None else origin_ns
     ctx = multiprocessing.get_context("fork")
     pipes, procs = [], []
-    for w in range(workers):
+    for share, part in parts(replay, workers):
         mine, theirs = ctx.Pipe(duplex=False)
-        args = (replay, (w, workers), duration_s, origin, start_delay_ns, theirs)
-        proc = ctx.Process(target=_worker, args=args, name=f"replay-{w}", daemon=True)
+        args = (replay, share, part, duration_s, origin, start_delay_ns, theirs)
+        kind = "" if part is None else "-udp" if part == UDP else "-tcp"
+        proc = ctx.Process(target=_worker, args=args, name=f"replay-{share[0]}{kind}", daemon=True)
         proc.start()
         theirs.close()
         pipes.append(mine)
@@ -51,6 +72,7 @@ def run_split(
 def _worker(
     replay: Replay,
     share: tuple[int, int],
+    part: int | None,
     duration_s: float | None,
     origin: int,
     start_delay_ns: int,
@@ -58,7 +80,7 @@ def _worker(
 ) -> None:
     replay.ledger.on_window = lambda w: out.send(("window", w))
     try:
-        r = run_compiled(replay, duration_s, origin, None, 0, start_delay_ns, share)
+        r = run_compiled(replay, duration_s, origin, None, 0, start_delay_ns, share, part)
         end = (r.sent_per_client, r.lost_per_client, replay.offsets, replay.conns.handshake)
         out.send(("end", *end, _rest(replay)))
     except BaseException as exc:
