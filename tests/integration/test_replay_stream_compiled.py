@@ -216,6 +216,29 @@ def unbound_queries(sock: Path) -> tuple[int, int]:
     return int(stats["total.num.queries"]), int(stats.get("num.query.tcp", "0"))
 
 
+def play_mixed(
+    server: tuple[ServerProc, Path], loop: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[ReplayResult, list[Window], list[int], tuple[int, int]]:
+    """Two loops of mixed_capture(): the result, every closed window, the send offsets
+    each window carried (taken as _child takes them), and what unbound counted."""
+    monkeypatch.setenv(_engine.ENV, loop)
+    cfg = ReplayConfig(file=Path("unused"), loops=2)
+    replay = Replay(cfg, mixed_capture(), "127.0.0.1", server[0].port, 2.0)
+    windows: list[Window] = []
+    sent_us: list[int] = []
+    replay.offsets.by_second = {}
+
+    def closed(w: Window) -> None:
+        windows.append(w)
+        sent_us.append(sum(replay.offsets.take(w.second).counts.values()))
+
+    replay.ledger.on_window = closed
+    before = unbound_queries(server[1])
+    result = replay.run(None)
+    after = unbound_queries(server[1])
+    return result, windows, sent_us, (after[0] - before[0], after[1] - before[1])
+
+
 def test_a_mixed_capture_plays_compiled_with_the_python_loops_windows(
     counted_unbound: tuple[ServerProc, Path],
     monkeypatch: pytest.MonkeyPatch,
@@ -224,25 +247,19 @@ def test_a_mixed_capture_plays_compiled_with_the_python_loops_windows(
     """UDP and TCP queries of the same clients: the compiled loops (a process each) send
     the same queries in the same windows as the Python loop, over as many connections;
     unbound counts the TCP queries the connections carried, and the rest over UDP."""
-    server, sock = counted_unbound
-    cfg = ReplayConfig(file=Path("unused"), loops=2)
     runs = {}
     for loop in ("python", "compiled"):
-        monkeypatch.setenv(_engine.ENV, loop)
-        replay = Replay(cfg, mixed_capture(), "127.0.0.1", server.port, 2.0)
-        windows: list[Window] = []
-        replay.ledger.on_window = windows.append
-        before = unbound_queries(sock)
-        result = replay.run(None)
-        after = unbound_queries(sock)
+        runs[loop] = play_mixed(counted_unbound, loop, monkeypatch)
         assert (SAID in capsys.readouterr().err) == (loop == "python")
-        runs[loop] = (result, windows, (after[0] - before[0], after[1] - before[1]))
-    (py, py_w, py_got), (fast, fast_w, fast_got) = runs["python"], runs["compiled"]
+    (py, py_w, py_us, py_got), (fast, fast_w, fast_us, fast_got) = runs["python"], runs["compiled"]
     assert py.as_dict()["completed"] == 1800, py.as_dict()
     assert counts(fast_w) == counts(py_w)
     assert [[c.rcodes for c in w.classes] for w in fast_w] == [
         [c.rcodes for c in w.classes] for w in py_w
     ]
+    # Every window carries one send offset per query it sent, from both processes.
+    assert fast_us == py_us == [w.total().sent for w in py_w]
+    assert fast.offset_us["max"] > 0
     assert (fast.windows, fast.problems) == (py.windows, py.problems) == (len(py_w), [])
     per_client = [(r.sent_per_client, r.lost_per_client) for r in (py, fast)]
     assert per_client == [([72] * 25, [0] * 25)] * 2

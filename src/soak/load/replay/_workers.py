@@ -19,6 +19,7 @@ two halves summed before it is closed: the ledger sees it once.
 from __future__ import annotations
 
 import multiprocessing
+from collections import Counter
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -78,10 +79,15 @@ def _worker(
     start_delay_ns: int,
     out: Connection,
 ) -> None:
-    replay.ledger.on_window = lambda w: out.send(("window", w))
+    # Each window goes with its queries' send offsets: the parent's windows carry them
+    # as one process's do (a soak run's replay hands them over window by window).
+    replay.offsets.by_second = {}
+    replay.ledger.on_window = lambda w: out.send(
+        ("window", w, replay.offsets.take(w.second).counts)
+    )
     try:
         r = run_compiled(replay, duration_s, origin, None, 0, start_delay_ns, share, part)
-        end = (r.sent_per_client, r.lost_per_client, replay.offsets, replay.conns.handshake)
+        end = (r.sent_per_client, r.lost_per_client, replay.conns.handshake)
         out.send(("end", *end, _rest(replay)))
     except BaseException as exc:
         out.send(("error", f"{type(exc).__name__}: {exc}"))
@@ -107,8 +113,10 @@ def _rest(replay: Replay) -> dict[str, int]:
 
 def _gather(replay: Replay, pipes: list[Connection]) -> list[tuple[Any, ...]]:
     """Every worker's windows, merged by second into the replay's ledger as they close;
-    what each worker said at its end."""
+    what each worker said at its end. Each window's send offsets are added as it is
+    (every window closes by the workers' end: they are the whole run's too)."""
     merger = Merger(replay.nc, range(len(pipes)))
+    offsets: dict[int, Counter[int]] = {}  # by second, until its window is closed
     live = dict(enumerate(pipes))
     ends: list[tuple[Any, ...]] = []
     while live:
@@ -121,6 +129,7 @@ def _gather(replay: Replay, pipes: list[Connection]) -> list[tuple[Any, ...]]:
             if msg[0] == "window":
                 window: Window = msg[1]
                 merger.add(w, [window], window.second + 1)
+                offsets.setdefault(window.second, Counter()).update(msg[2])
                 continue
             if msg[0] == "error":
                 raise RuntimeError(f"replay worker {w}: {msg[1]}")
@@ -128,7 +137,9 @@ def _gather(replay: Replay, pipes: list[Connection]) -> list[tuple[Any, ...]]:
             merger.end(w)
             del live[w]
         for window in merger.take_closed():
+            sent_us = offsets.pop(window.second, Counter())
             if any(cw.due for cw in window.classes):  # as one process: no query, no window
+                replay.offsets.add_window(window.second, sent_us)
                 replay.ledger.closed_window(window)
     return ends
 
@@ -136,11 +147,10 @@ def _gather(replay: Replay, pipes: list[Connection]) -> list[tuple[Any, ...]]:
 def _result(replay: Replay, ends: list[tuple[Any, ...]], elapsed_ns: int) -> ReplayResult:
     conns = replay.conns
     conns.fds_peak = conns.socket_errors = 0
-    for _, sent, lost, offsets, handshake, rest in ends:
+    for _, sent, lost, handshake, rest in ends:
         for client, s, n in zip(replay.clients, sent, lost, strict=True):
             client.sent += s
             client.lost += n
-        replay.offsets.merge(offsets)
         conns.handshake.merge(handshake)
         replay.unexpected += rest["unexpected"]
         replay.late += rest["late"]
