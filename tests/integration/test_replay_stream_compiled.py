@@ -281,16 +281,90 @@ def test_a_mixed_capture_takes_the_python_loop_only_when_told_and_says_so(
     assert _engine.python_reason(replay) is None
     assert replay.run(None).as_dict()["completed"] == 40
     assert SAID not in capsys.readouterr().err
-    # A soak run's replay (stopped when told): its windows handed over one by one.
-    replay = Replay(cfg, mixed_capture(40, 4), "127.0.0.1", tls_unbound.port, 2.0)
-    assert replay.run(None, stopping=lambda: False).as_dict()["completed"] == 40
-    err = capsys.readouterr().err
-    assert f"{SAID} a soak run's replay of a capture that mixes UDP and TCP" in err, err
     monkeypatch.setenv(_engine.ENV, "python")
     replay = Replay(cfg, mixed_capture(40, 4), "127.0.0.1", tls_unbound.port, 2.0)
     assert replay.run(None).as_dict()["completed"] == 40
     err = capsys.readouterr().err
     assert f"{SAID} {_engine.ENV}=python" in err, err
+
+
+def test_a_mixed_capture_resumed_mid_loop_plays_the_python_loops_windows(
+    tls_unbound: ServerProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A soak run's play from 1 s after the origin (a restart): the queries due from
+    there, in the same windows, in both loops."""
+    cfg = ReplayConfig(file=Path("unused"))
+    runs = []
+    for loop in ("python", "compiled"):
+        monkeypatch.setenv(_engine.ENV, loop)
+        replay = Replay(cfg, mixed_capture(), "127.0.0.1", tls_unbound.port, 2.0)
+        windows: list[Window] = []
+        replay.ledger.on_window = windows.append
+        result = replay.run(None, stopping=lambda: False, start_ns=1_000_000_000)
+        runs.append((result.as_dict(), counts(windows)))
+    (py, py_w), (fast, fast_w) = runs
+    assert py["due"] == py["completed"] == 400, py  # 2 ms apart: 1.0 s to 1.798 s
+    assert fast_w == py_w and fast_w[0][0] == 1
+    assert fast["connections"]["opened"] == py["connections"]["opened"] > 0
+
+
+def test_a_mixed_capture_in_its_processes_stops_when_told(
+    tls_unbound: ServerProc, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As a soak run's replay process plays it (_child): told to stop, both processes
+    send no more, what is in flight ends; each window carries its send offsets and the
+    connections opened by then."""
+    monkeypatch.delenv(_engine.ENV, raising=False)
+    cfg = ReplayConfig(file=Path("unused"))  # loops until told
+    replay = Replay(cfg, mixed_capture(), "127.0.0.1", tls_unbound.port, 2.0)
+    replay.offsets.by_second = {}
+    seen: list[tuple[Window, int, int]] = []  # window, its offsets, connections opened
+
+    def closed(w: Window) -> None:
+        taken = sum(replay.offsets.take(w.second).counts.values())
+        seen.append((w, taken, replay.conns.counts()["opened"]))
+
+    replay.ledger.on_window = closed
+    stop = threading.Event()
+    result: list[ReplayResult] = []
+    player = threading.Thread(target=lambda: result.append(replay.run(60.0, stopping=stop.is_set)))
+    player.start()
+    try:
+        wait_for(lambda: any(w.second >= 2 for w, _, _ in list(seen)), 30, "two loops", 0.01)
+    finally:
+        stop.set()
+        player.join(60)
+    assert not player.is_alive() and SAID not in capsys.readouterr().err
+    d = result[0].as_dict()
+    assert d["sent"] == d["completed"] and d["problems"] == [] and d["due"] < 60 * 500, d
+    assert [n for _, n, _ in seen] == [w.total().sent for w, _, _ in seen]
+    assert seen[0][2] > 0 and d["connections"]["opened"] >= seen[-1][2]
+    assert_counters_agree(result[0])
+
+
+def test_a_failed_process_of_a_mixed_capture_stops_the_other_and_is_told(
+    tls_unbound: ServerProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The TCP process fails at its start: the UDP one is stopped (not 60 s of queries),
+    its windows closed, the failure raised; wind_up then closes what is left."""
+    from soak.load.replay import _workers
+
+    def failing(replay: Replay, *args: object) -> ReplayResult:
+        if args[-1] == TCP:
+            raise OSError("no TCP today")
+        return _engine.run_compiled(replay, *args)  # type: ignore[arg-type]
+
+    monkeypatch.delenv(_engine.ENV, raising=False)
+    monkeypatch.setattr(_workers, "run_compiled", failing)
+    cfg = ReplayConfig(file=Path("unused"))
+    replay = Replay(cfg, mixed_capture(), "127.0.0.1", tls_unbound.port, 2.0)
+    windows: list[Window] = []
+    replay.ledger.on_window = windows.append
+    with pytest.raises(RuntimeError, match="replay worker 1: OSError: no TCP today"):
+        replay.run(60.0, stopping=lambda: False)
+    replay.wind_up(1_000_000_000 * (windows[-1].second + 2) if windows else 2_000_000_000)
+    assert windows and windows[-1].second < 30, [w.second for w in windows]
+    assert all(cw.completed == cw.sent for w in windows for cw in w.classes)
 
 
 def test_soak_load_replay_plays_a_mixed_capture_compiled_in_workers(

@@ -12,9 +12,8 @@ the compiled stream loop, and one over DoH by the compiled DoH loop
 (_stream.StreamEngine: the same face, a connection per client's captured connection).
 A capture that mixes UDP and TCP is played by both, the UDP loop and the stream loop
 each in a process of its own (_workers; Plan.columns marks the other transport's
-queries as not the loop's own). A soak run's replay of such a capture, a replay forced
-to Python (SOAK_REPLAY_ENGINE=python) and a build without the compiled loop take
-Replay's Python loop, and say so on stderr.
+queries as not the loop's own). A replay forced to Python (SOAK_REPLAY_ENGINE=python)
+and a build without the compiled loop take Replay's Python loop, and say so on stderr.
 
 The compiled loops' latencies are histogram buckets (the UDP loop's soak.histogram's,
 the stream loop's the load engine's: each answer counted at its bucket's lowest µs),
@@ -78,20 +77,13 @@ def compiled() -> ModuleType | None:
     return _fastreplay
 
 
-def python_reason(replay: Replay, soak_run: bool = False) -> str | None:
+def python_reason(replay: Replay) -> str | None:
     """Why this replay takes the Python loop; None: a compiled one plays it (UDP:
     _fastreplay; TCP and DoT: _fastreplay_stream; DoH: _fastreplay_doh; the stream ones
     through _stream.StreamEngine; a capture that mixes UDP and TCP: both, each in a
-    process of its own, _workers). `soak_run`: a soak run's replay (stopped when told,
-    its windows' offsets and connection counts handed over one by one), which the mixed
-    capture's processes do not play."""
+    process of its own, _workers)."""
     if os.environ.get(ENV, "").lower() == "python":
         return f"{ENV}=python"
-    if mixed(replay) and soak_run:
-        return (
-            "a soak run's replay of a capture that mixes UDP and TCP"
-            " (`soak load --replay` plays it compiled)"
-        )
     for transport in loops_of(replay):
         if transport == "doh" and compiled_stream("doh") is None:
             return f"the compiled DoH loop is {BUILD_HINT} (and libssl-dev, libnghttp2-dev)"

@@ -260,10 +260,10 @@ class Replay:
         in flight end as answered or lost (their windows close with them).
 
         The compiled loops play it where they are built (_engine); a capture that mixes
-        UDP and TCP, in two processes (_workers), unless a soak run's (`stopping` given)."""
-        reason = python_reason(self, soak_run=stopping is not None or start_ns != 0)
+        UDP and TCP, in two processes (_workers)."""
+        reason = python_reason(self)
         if reason is None and mixed(self):
-            return run_split(self, 1, duration_s, START_DELAY_NS, origin_ns)
+            return run_split(self, 1, duration_s, START_DELAY_NS, origin_ns, stopping, start_ns)
         if reason is None:
             return run_compiled(self, duration_s, origin_ns, stopping, start_ns, START_DELAY_NS)
         say_python(reason)
