@@ -11,11 +11,9 @@ class and the same connections hung up, as many as the policy says.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +22,10 @@ import pytest
 from soak.load import stream_fast
 from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
-from soak.samplers.server import unbound_control
-from tests.support import servers
 from tests.support.ledger import assert_every_query_answered
-from tests.support.servers import ServerProc, free_port
+from tests.support.servers import ServerProc
 from tests.support.traffic import tcpdump_lo
+from tests.support.unbound_counts import unbound_queries
 
 pytestmark = pytest.mark.integration
 
@@ -49,42 +46,6 @@ MIX = [
         "connection": {"queries_per_connection": QUOTA_B},
     },
 ]
-
-
-@contextlib.contextmanager
-def unbound_with_control(tmp: Path, cert: tuple[Path, Path]) -> Iterator[tuple[ServerProc, Path]]:
-    """unbound with DoT and its remote-control socket: the server's own query counts
-    (num.query.tcp is among the extended statistics)."""
-    port, dot, doh = free_port(), free_port(), free_port()
-    sock = tmp / "control.sock"
-    server_lines = servers.unbound_tls_conf(cert[0], cert[1], dot, doh)
-    server_lines += "\n    extended-statistics: yes"
-    conf = servers.unbound_conf(port, servers.DEFAULT_LOCAL_DATA, 1, server_lines)
-    conf = conf.replace(
-        "control-enable: no",
-        f'control-enable: yes\n    control-interface: "{sock}"\n    control-use-cert: no',
-    )
-    (tmp / "unbound.conf").write_text(conf)
-    argv = ["unbound", "-d", "-c", str(tmp / "unbound.conf")]
-    proc = servers.spawn("unbound", argv, tmp, port, dot=dot, doh=doh)
-    with servers.serving(proc, "www.example.test.") as s:
-        yield s, sock
-
-
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, tls_cert: tuple[Path, Path]
-) -> Iterator[tuple[ServerProc, Path]]:
-    with unbound_with_control(tmp_path_factory.mktemp("unbound"), tls_cert) as s:
-        yield s
-
-
-def tcp_queries(sock: Path) -> int:
-    """The queries unbound received over TCP (DoT included), by its own count."""
-    stats = dict(
-        line.split("=", 1) for line in unbound_control(sock, "stats_noreset", 10).splitlines()
-    )
-    return int(stats.get("num.query.tcp", "0"))
 
 
 def syns(pcap: Path, port: int) -> int:
@@ -115,20 +76,23 @@ def churn_once(
         mp.delenv("SOAK_LOAD_PURE", raising=False)
     port = proc.port_for(protocol)
     tmp.mkdir()
-    before = tcp_queries(sock)
+    before = unbound_queries(sock)[1]
     config = LoadConfig(protocol=protocol, seed=1, **{"flows": 2, "workers": 2, "mix": MIX, **cfg})
     with tcpdump_lo(port, tmp / "c.pcap"):
         d = run_load(config, ("127.0.0.1", port), duration_s, rate_qps, base_dir=tmp)
-    return d.to_json_dict(), tcp_queries(sock) - before, syns(tmp / "c.pcap", port)
+    return d.to_json_dict(), unbound_queries(sock)[1] - before, syns(tmp / "c.pcap", port)
 
 
 @pytest.mark.parametrize("protocol", ["tcp", "dot"])
 def test_a_quota_per_connection_churns_alike_on_both_loops(
-    server: tuple[ServerProc, Path], protocol: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    counted_unbound: tuple[ServerProc, Path],
+    protocol: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert stream_fast.available()  # or this compares the Python loop with itself
     runs = {
-        pure: churn_once(server, protocol, pure, tmp_path / str(pure), monkeypatch)
+        pure: churn_once(counted_unbound, protocol, pure, tmp_path / str(pure), monkeypatch)
         for pure in (False, True)
     }
     (compiled, c_queries, c_syns), (python, p_queries, p_syns) = runs[False], runs[True]
@@ -159,7 +123,7 @@ def test_a_quota_per_connection_churns_alike_on_both_loops(
 
 
 def test_an_age_churns_connections_seen_at_the_server(
-    server: tuple[ServerProc, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    counted_unbound: tuple[ServerProc, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """reconnect_every_s: each connection retires at 0.45 s of age, its answers kept. Not
     0.5: the fifth would retire as the 2-s run ends, and its replacement's SYN might
@@ -167,7 +131,7 @@ def test_an_age_churns_connections_seen_at_the_server(
     opened)."""
     mix = [{**MIX[0], "connection": {"reconnect_every_s": 0.45}}]
     d, queries, seen = churn_once(
-        server, "dot", False, tmp_path / "c", monkeypatch, mix=mix, flows=1, workers=1
+        counted_unbound, "dot", False, tmp_path / "c", monkeypatch, mix=mix, flows=1, workers=1
     )
     assert d["sent"] == 1000 == d["completed"] == queries
     conns = d["connections"]
@@ -204,7 +168,7 @@ def hung_up_expected(sent: int, quota: int, fraction: float) -> int:
     ("protocol", "rate_qps", "duration_s"), [("tcp", 60.0, 3.0), ("dot", 20.0, 4.5)]
 )
 def test_hang_ups_abandon_alike_on_both_loops(
-    server: tuple[ServerProc, Path],
+    counted_unbound: tuple[ServerProc, Path],
     protocol: str,
     rate_qps: float,
     duration_s: float,
@@ -218,7 +182,7 @@ def test_hang_ups_abandon_alike_on_both_loops(
     for pure in (False, True):
         tmp = tmp_path / str(pure)
         runs[pure] = churn_once(
-            server, protocol, pure, tmp, monkeypatch, rate_qps, duration_s, **cfg
+            counted_unbound, protocol, pure, tmp, monkeypatch, rate_qps, duration_s, **cfg
         )
     (compiled, c_queries, c_syns), (python, p_queries, p_syns) = runs[False], runs[True]
     hung = 0
@@ -252,10 +216,10 @@ def test_hang_ups_abandon_alike_on_both_loops(
 
 
 def test_hang_ups_run_the_compiled_loop_and_nothing_is_said(
-    server: tuple[ServerProc, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    counted_unbound: tuple[ServerProc, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Hang-ups no longer go to the Python loop (which would say so on stderr)."""
     config = LoadConfig(protocol="tcp", flows=1, mix=HANGING_MIX[:1])
-    d = run_load(config, ("127.0.0.1", server[0].port), 1.0, 200.0, base_dir=tmp_path)
+    d = run_load(config, ("127.0.0.1", counted_unbound[0].port), 1.0, 200.0, base_dir=tmp_path)
     assert d.to_json_dict()["connections"]["hung_up"] > 0
     assert "runs the Python loop" not in capfd.readouterr().err

@@ -7,7 +7,6 @@ when forced, said on stderr."""
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import threading
 from pathlib import Path
@@ -17,9 +16,14 @@ import pytest
 from soak.load.ledger import Window
 from soak.load.replay import Replay, ReplayResult, _engine, _stream
 from soak.load.replay._conns import ClientConns
-from soak.traffic.capture_file import TCP, UDP, Capture, Query
+from soak.traffic.capture_file import TCP, Capture, Query
 from soak.traffic.replay_config import ReplayConfig
-from tests.integration.test_replay_compiled import NAMES, SAID, assert_counters_agree, counts
+from tests.integration.test_replay_compiled import (
+    NAMES,
+    SAID,
+    assert_counters_agree,
+    counts,
+)
 from tests.support.servers import ServerProc, unbound
 from tests.support.waiting import wait_for
 
@@ -50,7 +54,9 @@ def play(
     """Two loops of the capture (new connections each loop), every closed window kept."""
     monkeypatch.setenv(_engine.ENV, loop)
     cfg = ReplayConfig(file=Path("unused"), loops=2, transport=transport)  # type: ignore[arg-type]
-    replay = Replay(cfg, capture(), "127.0.0.1", port, 2.0)
+    # A long timeout: on a busy machine the Python DoH loop answered 1,668 of 1,800 within
+    # 2 s (its latency max 1.7 s); a loss here must be a real one, not a slow answer.
+    replay = Replay(cfg, capture(), "127.0.0.1", port, 10.0)
     windows: list[Window] = []
 
     def closed(w: Window) -> None:  # as a soak run's replay process reads them (_child)
@@ -175,20 +181,10 @@ def test_a_server_restarted_mid_replay_loses_its_queries_and_is_connected_again(
     assert sockets["socket_received"] >= d["completed"], sockets
 
 
-def test_a_capture_of_both_transports_and_a_forced_doh_take_the_python_loop_and_say_so(
+def test_a_forced_doh_takes_the_python_loop_and_says_so(
     tls_unbound: ServerProc, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv(_engine.ENV, raising=False)
-    tcp = capture(40, 4)
-    queries = [
-        dataclasses.replace(q, transport=UDP) if i % 2 else q for i, q in enumerate(tcp.queries)
-    ]
-    mixed = Capture("t", tcp.clients, queries)
-    cfg = ReplayConfig(file=Path("unused"))
-    d = Replay(cfg, mixed, "127.0.0.1", tls_unbound.port, 2.0).run(None).as_dict()
-    assert d["completed"] == 40, d
-    err = capsys.readouterr().err
-    assert f"{SAID} the capture mixes UDP and TCP queries (each compiled loop" in err, err
     cfg = ReplayConfig(file=Path("unused"), transport="doh")
     doh = tls_unbound.port_for("doh")
     replay = Replay(cfg, capture(40, 4), "127.0.0.1", doh, 2.0)

@@ -10,7 +10,9 @@ replay's ledger (ReplayWindows.closed_window) as the Python loop's would be. A r
 over TCP or DoT (or of a capture whose queries are all TCP) is played the same way by
 the compiled stream loop, and one over DoH by the compiled DoH loop
 (_stream.StreamEngine: the same face, a connection per client's captured connection).
-A capture that mixes UDP and TCP, a replay forced to Python (SOAK_REPLAY_ENGINE=python)
+A capture that mixes UDP and TCP is played by both, the UDP loop and the stream loop
+each in a process of its own (_workers; Plan.columns marks the other transport's
+queries as not the loop's own). A replay forced to Python (SOAK_REPLAY_ENGINE=python)
 and a build without the compiled loop take Replay's Python loop, and say so on stderr.
 
 The compiled loops' latencies are histogram buckets (the UDP loop's soak.histogram's,
@@ -40,7 +42,7 @@ from soak.load.replay._stream import Replay as StreamReplay
 from soak.load.replay._windows import ReplayWindows
 from soak.load.target import is_address, resolve
 from soak.load.worker import monotonic_ns
-from soak.traffic.capture_file import UDP
+from soak.traffic.capture_file import TCP, UDP
 
 if TYPE_CHECKING:
     from soak.load.replay._fastreplay import Engine
@@ -79,31 +81,41 @@ def compiled() -> ModuleType | None:
 def python_reason(replay: Replay) -> str | None:
     """Why this replay takes the Python loop; None: a compiled one plays it (UDP:
     _fastreplay; TCP and DoT: _fastreplay_stream; DoH: _fastreplay_doh; the stream ones
-    through _stream.StreamEngine)."""
+    through _stream.StreamEngine; a capture that mixes UDP and TCP: both, each in a
+    process of its own, _workers)."""
     if os.environ.get(ENV, "").lower() == "python":
         return f"{ENV}=python"
-    transport = replay.cfg.transport
-    if transport == "capture":
-        kinds = {q.transport for q in replay.plan.capture.queries}
-        if len(kinds) > 1:
-            return "the capture mixes UDP and TCP queries (each compiled loop plays one transport)"
-        transport = "udp" if kinds <= {UDP} else "tcp"
-    if transport == "doh" and compiled_stream("doh") is None:
-        return f"the compiled DoH loop is {BUILD_HINT} (and libssl-dev, libnghttp2-dev)"
-    if transport in PROTOCOLS:
-        if compiled_stream(transport) is None:
+    for transport in loops_of(replay):
+        if transport == "doh" and compiled_stream("doh") is None:
+            return f"the compiled DoH loop is {BUILD_HINT} (and libssl-dev, libnghttp2-dev)"
+        if transport in PROTOCOLS and compiled_stream(transport) is None:
             return f"the compiled TCP/DoT loop is {BUILD_HINT} (and libssl-dev)"
-        return None
-    if compiled() is None:
-        return f"the compiled loop is {BUILD_HINT}"
+        if transport == "udp" and compiled() is None:
+            return f"the compiled loop is {BUILD_HINT}"
     return None
 
 
-def new_engine(replay: Replay) -> Engine:
-    """The compiled loop for the replay's transport (python_reason said one is built)."""
+def loops_of(replay: Replay) -> list[str]:
+    """The transports the replay's compiled loops play: the config's, or, for
+    `transport: capture`, its queries' (both "udp" and "tcp" for a mixed capture)."""
+    transport = replay.cfg.transport
+    if transport != "capture":
+        return [transport]
+    kinds = {q.transport for q in replay.plan.capture.queries}
+    return [t for k, t in ((UDP, "udp"), (TCP, "tcp")) if k in kinds] or ["udp"]
+
+
+def mixed(replay: Replay) -> bool:
+    """A capture that mixes UDP and TCP queries, played as captured."""
+    return len(loops_of(replay)) > 1
+
+
+def new_engine(replay: Replay, part: int | None = None) -> Engine:
+    """The compiled loop for the replay's transport (python_reason said one is built);
+    `part` (capture.UDP or TCP): the loop of that transport's share of a mixed capture."""
     conns = replay.conns
     address = sockaddr(server_address(conns.host, conns.port), conns.port)
-    if stream_transport(replay):
+    if stream_transport(replay) if part is None else part == TCP:
         return StreamEngine(replay, address)  # type: ignore[return-value]
     module = compiled()
     assert module is not None
@@ -115,10 +127,7 @@ def new_engine(replay: Replay) -> Engine:
 
 def stream_transport(replay: Replay) -> bool:
     """TCP, DoT or DoH: given, or the capture's when all its queries are TCP."""
-    transport = replay.cfg.transport
-    if transport == "capture":
-        return any(q.transport != UDP for q in replay.plan.capture.queries)
-    return transport in PROTOCOLS
+    return loops_of(replay) != ["udp"]
 
 
 def say_python(reason: str) -> None:
@@ -151,15 +160,17 @@ def run_compiled(
     start_ns: int,
     start_delay_ns: int,
     share: tuple[int, int] = (0, 1),
+    part: int | None = None,
 ) -> ReplayResult:
     """Replay.run's contract, in the compiled loop; of the clients, the `share` (worker,
-    workers) whose number is the worker's modulo workers (_workers)."""
+    workers) whose number is the worker's modulo workers (_workers); of their queries,
+    those of transport `part` (capture.UDP or TCP) if given, else all."""
     conns = replay.conns
-    engine = new_engine(replay)
+    engine = new_engine(replay, part)
     end_ns = None if duration_s is None else s_to_ns(duration_s)
     replay.start_ns = start_ns
     plan = replay.plan
-    columns, n = plan.columns(), len(plan.capture.queries)
+    columns, n = plan.columns(part), len(plan.capture.queries)
     loop, first = plan.position(start_ns)
     loops = plan.loops_until(end_ns)
     origin = monotonic_ns() + start_delay_ns if origin_ns is None else origin_ns

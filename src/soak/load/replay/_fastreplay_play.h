@@ -17,7 +17,8 @@
  * origin_ns + base_ns + due, until the questions end, a query is due at or after end_ns
  * (ended; end_ns < 0: none), or, once what is due has left, return_ns (monotonic).
  * Only the clients `worker` of `workers` play here (client % workers == worker): the
- * others' queries are another process's. */
+ * others' queries are another process's, as are those whose client is -1 (a capture
+ * that mixes UDP and TCP: Plan.columns marks the other transport's queries so). */
 static PyObject *PLAY_NAME(PLAY_SELF *self, PyObject *args) {
     Py_buffer b;
     PyObject *qs;
@@ -46,7 +47,7 @@ static PyObject *PLAY_NAME(PLAY_SELF *self, PyObject *args) {
                 ended = 1;
                 break;
             }
-            if (workers > 1 && c[1] % workers != worker) continue; /* another's client */
+            if (c[1] < 0 || (workers > 1 && c[1] % workers != worker)) continue; /* another's */
             if (origin + v[0] > now) break;
             PyObject *q = PyList_GET_ITEM(qs, i - first);
             if (!PyBytes_Check(q)) {

@@ -28,7 +28,7 @@ from soak.clock import ns_to_s, ns_to_us, s_to_ns, second_of
 from soak.load import wire
 from soak.load.conn import UP, StreamFlow, TlsSpec
 from soak.load.replay._conns import ClientConns
-from soak.load.replay._engine import python_reason, run_compiled, say_python
+from soak.load.replay._engine import mixed, python_reason, run_compiled, say_python
 from soak.load.replay._plan import Plan, Planned
 from soak.load.replay._result import OffsetTotals, ReplayResult
 from soak.load.replay._windows import ReplayWindows
@@ -259,8 +259,11 @@ class Replay:
         a resumed run: Plan.queries); `stopping()` true ends the sending, and the queries
         in flight end as answered or lost (their windows close with them).
 
-        An all-UDP replay is played by the compiled loop where it is built (_engine)."""
+        The compiled loops play it where they are built (_engine); a capture that mixes
+        UDP and TCP, in two processes (_workers)."""
         reason = python_reason(self)
+        if reason is None and mixed(self):
+            return run_split(self, 1, duration_s, START_DELAY_NS, origin_ns, stopping, start_ns)
         if reason is None:
             return run_compiled(self, duration_s, origin_ns, stopping, start_ns, START_DELAY_NS)
         say_python(reason)

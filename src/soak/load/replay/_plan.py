@@ -208,13 +208,16 @@ class Plan:
             return self._questions[first:end]
         return [self.question(loop, i) for i in range(first, end)]
 
-    def columns(self) -> bytes:
+    def columns(self, transport: int | None = None) -> bytes:
         """Each captured query's due time in a loop (ns after the loop's start at this
         speed), client, class and flags, as int64s: what the compiled loop reads of the
-        plan, with questions() and the loop's start (loop * period_ns)."""
+        plan, with questions() and the loop's start (loop * period_ns). With `transport`
+        (capture.UDP or TCP), the other transport's queries have client -1: another
+        process plays them (a capture that mixes both, _workers)."""
         speed, out = self.speed, array.array("q")
         for q, cls in zip(self.capture.queries, self._cls, strict=True):
-            out.extend((int(q.offset_ns / speed), q.client, cls, q.flags))
+            client = q.client if transport is None or q.transport == transport else -1
+            out.extend((int(q.offset_ns / speed), client, cls, q.flags))
         return out.tobytes()
 
     def planned(self, loop: int, i: int) -> Planned:

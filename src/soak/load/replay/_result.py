@@ -173,20 +173,14 @@ class OffsetTotals:
             self.by_second.setdefault(second, Offsets()).counts[us] += n
 
     def add_window(self, second: int, counts: dict[int, int]) -> None:
-        """A window's offsets counted elsewhere (the compiled loop, soak.load.replay._engine):
+        """A window's offsets counted elsewhere (the compiled loop, soak.load.replay._engine;
+        a worker process's, _workers):
         {µs: how many}, each µs a value three_digits keeps."""
         for us, n in counts.items():
             self._counts[_bucket(us)] += n
         self.max_us = max(self.max_us, max(counts, default=0))
         if self.by_second is not None and counts:
             self.by_second.setdefault(second, Offsets()).counts.update(counts)
-
-    def merge(self, other: OffsetTotals) -> None:
-        """Another process's offsets of the same replay (_workers), whole-run ones."""
-        for i, n in enumerate(other._counts):
-            if n:
-                self._counts[i] += n
-        self.max_us = max(self.max_us, other.max_us)
 
     def take(self, second: int) -> Offsets:
         """The offsets of the queries due in `second` (empty if none was sent), forgotten."""
