@@ -18,6 +18,7 @@ class Engine:
         ca_file: str | None,
         resume: bool,
         alpn: bytes,
+        churn: tuple[list[list[int]], list[tuple[int, int, int, float, int]]] | None = ...,
     ) -> None: ...
     def run(
         self,

@@ -6,6 +6,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "_fastudp.c"
+#include "_fastchurn.h" /* the policies and slots: shared with the TCP/DoT loop */
 #pragma GCC diagnostic pop
 
 #include "_fastconn.h" /* the connect, the TLS context and handshake: shared with TCP/DoT */
@@ -40,6 +41,8 @@ typedef struct Conn {
     Stream *streams;
     int nstreams;
     long long start_ns, retry_ns, last_send_ns, carried, answered;
+    long long born_ns, close_at_ns; /* up since (an age counts from here); retired: closes at */
+    int slot;                       /* the load's slot it serves or served (its policy's) */
     unsigned char *wbuf; /* bytes the session produced that the socket has not taken yet */
     size_t wlen, wcap;
     long long pending; /* queries whose last frame is in wbuf (socket_sent once taken) */
@@ -54,7 +57,8 @@ typedef struct DohEngine {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     char *path, *authority, *server_name;
-    int nflows, cursor, nretiring, retiring_cap;
+    int nflows, nretiring, retiring_cap;
+    ChurnPlan plan;  /* per slot its policy, per class its slots (_fastchurn.h) */
     Conn **flows;    /* the slots */
     Conn **retiring; /* told to go away: closed once their answers are in */
     /* the connections of the interval (stats.Connections) */

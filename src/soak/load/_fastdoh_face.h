@@ -86,6 +86,7 @@ static void Doh_dealloc(DohEngine *d) {
     for (int i = 0; i < d->nretiring; i++) conn_free(d->retiring[i]);
     free(d->flows);
     free(d->retiring);
+    churn_plan_free(&d->plan);
     if (d->ctx) SSL_CTX_free(d->ctx);
     if (d->cbs) nghttp2_session_callbacks_del(d->cbs);
     PyMem_Free(d->path);
@@ -109,16 +110,17 @@ static int make_ctx(DohEngine *d, const char *ca_file, const char *alpn, Py_ssiz
 }
 
 /* Engine(engine_args, host, port, flows, get, path, authority, server_name, ca_file,
- *        resume, alpn): engine_args are the UDP Engine's (its fds list is not used);
- * alpn is in wire format (b"\x02h2"). */
+ *        resume, alpn, churn=None): engine_args are the UDP Engine's (its fds list is not
+ * used); alpn is in wire format (b"\x02h2"); churn: None, or per class the slots it
+ * sends on and per slot its connection policy (_fastchurn.h: churn_plan_setup). */
 static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
-    PyObject *eargs;
+    PyObject *eargs, *churn = Py_None;
     const char *host, *path, *authority, *server_name, *ca_file, *alpn;
     Py_ssize_t alpn_len;
     int port, flows, get, resume;
-    if (!PyArg_ParseTuple(args, "O!siipszzzpy#", &PyTuple_Type, &eargs, &host, &port, &flows,
+    if (!PyArg_ParseTuple(args, "O!siipszzzpy#|O", &PyTuple_Type, &eargs, &host, &port, &flows,
                           &get, &path, &authority, &server_name, &ca_file, &resume, &alpn,
-                          &alpn_len))
+                          &alpn_len, &churn))
         return NULL;
     /* doh_fast.MAX_PATH_BYTES: GET's :path is built in a buffer of 1,024 bytes */
     if (flows < 1 || strlen(path) > 512 || PyTuple_GET_SIZE(eargs) < 1) {
@@ -157,6 +159,11 @@ static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED
     d->path = copy_str(path);
     d->authority = copy_str(authority);
     d->server_name = copy_str(server_name);
+    if (churn_plan_setup(&d->plan, d->e.nc, flows, churn) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    flows = d->plan.nslots;
     d->handshake_us = PyDict_New();
     d->cbs = make_callbacks();
     d->flows = calloc((size_t)flows, sizeof(Conn *));
@@ -166,11 +173,13 @@ static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED
         return PyErr_NoMemory();
     }
     d->nflows = flows;
-    for (int i = 0; i < flows; i++)
+    for (int i = 0; i < flows; i++) {
         if ((d->flows[i] = conn_new(d)) == NULL) {
             Py_DECREF(d);
             return PyErr_NoMemory();
         }
+        d->flows[i]->slot = i;
+    }
     if (make_ctx(d, ca_file, alpn, alpn_len) < 0) {
         Py_DECREF(d);
         return NULL;

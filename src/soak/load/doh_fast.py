@@ -5,10 +5,12 @@ an HTTP/2 request through nghttp2 (POST or GET, doh.py's path and headers),
 and counts into the UDP engine's windows and buckets; this module keeps the
 pacing, the control pipe and the per-second Interval through udp_fast.drive,
 as the compiled UDP loop does. It serves connections that last (reopened when
-the server closes them or says GOAWAY); what it does not serve (unfit: a
-connection policy that churns or hangs up, a server given by name) runs on the
-Python stream loop (tcp.py with doh.py), which is also the fallback when the
-extension is not built (or SOAK_LOAD_PURE=1).
+the server closes them or says GOAWAY) and a class's connection policy that
+churns (a quota of queries, an age, an idle time before the close: the slots
+and policies stream_fast.churn_args gives, _fastchurn.h); what it does not serve
+(unfit: a policy that hangs up, a server given by name) runs on the Python
+stream loop (tcp.py with doh.py), which is also the fallback when the extension
+is not built (or SOAK_LOAD_PURE=1).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import ipaddress
 from multiprocessing.connection import Connection
 from typing import Any
 
-from soak.load import udp_fast
+from soak.load import stream_fast, udp_fast
 from soak.load.conn import TlsSpec, alpn_wire
 from soak.load.worker import Control, WorkerSpec
 
@@ -38,9 +40,10 @@ def available() -> bool:
 
 def unfit(spec: WorkerSpec) -> str | None:
     """Why the compiled loop cannot run this spec (None: it can). It serves connections
-    that last, to an IP address, at a path of at most MAX_PATH_BYTES."""
-    if any(p.churns or p.hangup_fraction > 0 for p in spec.policies or ()):
-        return "a connection policy churns or hangs up"
+    that last or churn (no hang-ups), to an IP address, at a path of at most
+    MAX_PATH_BYTES."""
+    if any(p.hangup_fraction > 0 for p in spec.policies or ()):
+        return "a connection policy hangs up"
     try:
         ipaddress.ip_address(spec.host)
     except ValueError:
@@ -65,6 +68,7 @@ def make_engine(spec: WorkerSpec, origin_ns: int) -> Any:
         tls.ca_file,
         tls.resumption,
         alpn_wire(tls.alpn or ("h2",)),
+        stream_fast.churn_args(spec),  # the slots and policies the TCP/DoT loop is given
     )
 
 
