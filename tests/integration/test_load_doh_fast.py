@@ -22,9 +22,13 @@ from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
 from tests.integration.test_load_stream_churn import (
+    HANG_A,
+    HANG_B,
+    HANGING_MIX,
     MIX,
     QUOTA_A,
     QUOTA_B,
+    hung_up_expected,
     syns,
     tcp_queries,
     unbound_with_control,
@@ -138,16 +142,17 @@ def test_ca_file_and_server_name_verify_the_server(
     assert PURE_LINE not in capfd.readouterr().err  # both on the compiled loop
 
 
-def test_a_policy_that_hangs_up_runs_on_the_python_loop_and_says_so(
+def test_a_long_path_runs_on_the_python_loop_and_says_so(
     tls_unbound: ServerProc, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    connection = {"queries_per_connection": 50, "hangup_fraction": 0.5}
-    config = LoadConfig(protocol="doh", flows=2, mix=[{**LOCAL, "connection": connection}])
+    """What the compiled loop does not serve (doh_fast.unfit; a server given by name
+    too, tests/unit) runs on the Python one, said on stderr."""
+    config = LoadConfig(protocol="doh", flows=1, mix=[LOCAL], doh={"path": "/" + "p" * 600})
     d = run_load(
-        config, ("127.0.0.1", tls_unbound.extra_ports["doh"]), 1.0, 200.0, base_dir=tmp_path
+        config, ("127.0.0.1", tls_unbound.extra_ports["doh"]), 1.0, 50.0, base_dir=tmp_path
     )
-    assert d.to_json_dict()["connections"]["hung_up"] > 0
-    assert f"{PURE_LINE} (a connection policy hangs up)" in capfd.readouterr().err
+    assert d.to_json_dict()["sent"] == 50
+    assert f"{PURE_LINE} (doh.path is longer than 512 bytes)" in capfd.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +173,8 @@ def churn_both(
     mp: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
     server_count: Callable[[], int] | None = None,
+    rate_qps: float = 500.0,
+    duration_s: float = 2.0,
     **cfg: Any,
 ) -> tuple[Run, Run]:
     """The same churning spec on the compiled loop, then on the Python one, each under
@@ -184,7 +191,8 @@ def churn_both(
         spec = {"flows": 2, "workers": 2, "mix": MIX, **cfg}
         config = LoadConfig(protocol="doh", seed=1, **spec)
         with tcpdump_lo(port, run / "c.pcap"):
-            d = run_load(config, ("127.0.0.1", port), 2.0, 500.0, base_dir=run).to_json_dict()
+            target = ("127.0.0.1", port)
+            d = run_load(config, target, duration_s, rate_qps, base_dir=run).to_json_dict()
         assert (PURE_LINE in capfd.readouterr().err) == pure
         queries = server_count() - before if server_count else d["completed"]
         runs.append((d, queries, syns(run / "c.pcap", port)))
@@ -264,6 +272,53 @@ def test_an_age_churns_connections_seen_at_the_server(
     assert 3 <= conns["opened"] <= 5 and conns["errors"] == 0, conns
     assert conns["opened"] == syns(tmp_path / "c.pcap", port)
     assert conns["tls_resumed"] >= conns["opened"] - 2  # each offered its slot's session
+
+
+def test_hang_ups_abandon_alike_on_both_loops(
+    counted_unbound: tuple[ServerProc, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """One worker, one slot per class: class a's every second connection resets after 4
+    requests, each of class b's after 7, right after its last request left: each such
+    connection abandons that request, and an earlier one whose answer is not in yet (20
+    q/s, as the DoT case of test_load_stream_churn.py, which says why)."""
+    proc, sock = counted_unbound
+    compiled, python = churn_both(
+        proc.extra_ports["doh"],
+        tmp_path,
+        monkeypatch,
+        capfd,
+        lambda: tcp_queries(sock),
+        20.0,
+        4.5,
+        mix=HANGING_MIX,
+        workers=1,
+    )
+    (c, c_queries, c_syns), (p, p_queries, p_syns) = compiled, python
+    hung = 0
+    for name, quota, fraction in (("a", HANG_A, 0.5), ("b", HANG_B, 1.0)):
+        cc, pc = c["classes"][name], p["classes"][name]
+        assert cc["sent"] == pc["sent"] and cc["sent"] % quota != 0, (cc, pc)
+        hung_up = hung_up_expected(cc["sent"], quota, fraction)
+        assert hung_up > 0
+        for got in (cc, pc):
+            assert hung_up <= got["abandoned"] <= hung_up * quota, (name, got)
+            assert (got["completed"], got["lost"]) == (cc["sent"] - got["abandoned"], 0), got
+        hung += hung_up
+    spent = sum(c["classes"][n]["sent"] // q for n, q in (("a", HANG_A), ("b", HANG_B)))
+    for d, syn, queries in ((c, c_syns, c_queries), (p, p_syns, p_queries)):
+        assert d["sent"] == 90 == d["completed"] + d["abandoned"], d
+        conns = d["connections"]
+        assert (conns["hung_up"], conns["errors"]) == (hung, 0), conns
+        assert conns["opened"] == spent + 2 == syn, (conns, syn)  # each slot's last one too
+        assert d["engine_counters"] == {
+            "socket_sent": 90,
+            "socket_received": d["completed"],
+            "send_failed": 0,
+        }
+        assert d["completed"] <= queries <= 90  # a reset may beat a request to the server
 
 
 def test_a_restarted_server_is_reconnected_and_its_silence_counted_lost(

@@ -2,7 +2,7 @@ from typing import Any
 
 from soak.load._fastudp import RawWindow
 
-Connections = tuple[int, int, int, dict[int, int]]
+Connections = tuple[int, int, int, dict[int, int], int]
 
 class Engine:
     def __init__(
@@ -38,6 +38,6 @@ class Engine:
     def take(
         self, cursor_second: int
     ) -> tuple[list[RawWindow], int, int, int, int, int, int, int, int, Connections]:
-        """The UDP Engine's take, then (opened, errors, resumed, {handshake us: n}) of the
-        interval's connections."""
+        """The UDP Engine's take, then (opened, errors, resumed, {handshake us: n},
+        hung_up) of the interval's connections."""
         ...

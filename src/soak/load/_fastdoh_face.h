@@ -53,7 +53,7 @@ static PyObject *Doh_begin(DohEngine *d, PyObject *arg) {
 }
 
 /* take(cursor_second) -> the UDP Engine's take, then (opened, errors, resumed,
- * {handshake us: n}) of the interval's connections. */
+ * {handshake us: n}, hung_up) of the interval's connections. */
 static PyObject *Doh_take(DohEngine *d, PyObject *arg) {
     PyObject *counts = Engine_take(&d->e, arg);
     PyObject *fresh = PyDict_New();
@@ -62,9 +62,10 @@ static PyObject *Doh_take(DohEngine *d, PyObject *arg) {
         Py_XDECREF(fresh);
         return NULL;
     }
-    PyObject *conns = Py_BuildValue("LLLN", d->opened, d->errors, d->resumed, d->handshake_us);
+    PyObject *conns = Py_BuildValue("LLLNL", d->opened, d->errors, d->resumed, d->handshake_us,
+                                    d->hung_up);
     d->handshake_us = fresh;
-    d->opened = d->errors = d->resumed = 0;
+    d->opened = d->errors = d->resumed = d->hung_up = 0;
     PyObject *tail = conns ? PyTuple_Pack(1, conns) : NULL;
     PyObject *out = tail ? PySequence_Concat(counts, tail) : NULL;
     Py_XDECREF(conns);
@@ -179,6 +180,7 @@ static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED
             return PyErr_NoMemory();
         }
         d->flows[i]->slot = i;
+        d->flows[i]->hangup = plan_new_hangs_up(&d->plan, i); /* tcp.Flows: in slot order */
     }
     if (make_ctx(d, ca_file, alpn, alpn_len) < 0) {
         Py_DECREF(d);
@@ -195,7 +197,7 @@ static PyMethodDef Doh_methods[] = {
      "sweep(everything=False) -> outstanding: count queries past their timeout as lost"},
     {"take", (PyCFunction)Doh_take, METH_O,
      "take(cursor_second) -> the UDP Engine's take, then (opened, errors, resumed, "
-     "handshake_us) of the connections"},
+     "handshake_us, hung_up) of the connections"},
     {"skip", (PyCFunction)Engine_skip, METH_VARARGS,
      "skip(second, n): n queries due in `second` never leave (counted skipped)"},
     {"begin", (PyCFunction)Doh_begin, METH_O, "begin(start_ns): connections open, silences count"},

@@ -1,5 +1,6 @@
 /* Part of soak.load._fastdoh (see the top of _fastdoh.c): the connections of a worker
- * (tcp.Flows: slots, retiring, reopening) and the loop: sending what is due, reading
+ * (tcp.Flows: slots per class, retiring, reopening; a class's connection policy, churn
+ * and hang-ups, by _fastchurn.h's rules) and the loop: sending what is due, reading
  * what epoll says is ready. Included once, by _fastdoh.c, after _fastdoh_conn.h. */
 
 /* Whether c takes no more queries: told to go away, or done under its slot's policy
@@ -24,6 +25,7 @@ static int retire(DohEngine *d, int i) {
     Conn *old = d->flows[i], *fresh = conn_new(d);
     if (fresh == NULL) return PyErr_NoMemory(), -1;
     fresh->slot = i;
+    fresh->hangup = plan_new_hangs_up(&d->plan, i);
     /* what the old one was offered (a copy: _fastconn.h), unless it has a newer one */
     if (d->resume && old->session) fresh->session = SSL_SESSION_dup(old->session);
     if (d->resume && old->ssl) fastconn_keep_session(old->ssl, &fresh->session);
@@ -69,6 +71,34 @@ static Conn *pick(DohEngine *d, int cls, long long now) {
     return NULL;
 }
 
+/* A hang-up client resets at once (TCP RST), answers still due: its requests in flight
+ * end abandoned (StreamFlow.hang_up); its TLS session went to the slot's next one. */
+static void hang_up(DohEngine *d, Conn *c) {
+    struct linger reset = {.l_onoff = 1, .l_linger = 0}; /* close() sends a RST */
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    for (Stream *s = c->streams; s != NULL; s = s->next) abandon(&d->e, s->slot, s->sent_ns);
+    d->hung_up++;
+    conn_close(c);
+}
+
+/* tcp.run_tcp's hang_ups: a hang-up client's spent slot retires (and its successor
+ * opens), and a retired one whose last request has left resets, before any of its
+ * answers is read. 0, or -1 with an exception set. */
+static int hang_ups(DohEngine *d, long long now) {
+    if (!d->plan.hangups) return 0;
+    for (int i = 0; i < d->nflows; i++) {
+        Conn *c = d->flows[i];
+        if (!c->hangup || c->fd < 0 || !conn_spent(d, c, now)) continue;
+        if (retire(d, i) < 0) return -1;
+        conn_connect(d->flows[i], now);
+    }
+    for (int i = 0; i < d->nretiring; i++) {
+        Conn *c = d->retiring[i];
+        if (c->fd >= 0 && c->hangup && c->phase == UP && c->wlen == 0) hang_up(d, c);
+    }
+    return 0;
+}
+
 static int opening_expired(Conn *c, long long now) {
     if (c->fd < 0 || c->phase == UP || now - c->start_ns < CONNECT_TIMEOUT_NS) return 0;
     c->d->errors++;
@@ -78,7 +108,7 @@ static int opening_expired(Conn *c, long long now) {
 static int housekeeping(DohEngine *d, long long now) {
     for (int i = 0; i < d->nflows; i++)
         if (opening_expired(d->flows[i], now)) conn_close(d->flows[i]);
-    if (renew(d, NULL, d->nflows, now) < 0) return -1;
+    if (renew(d, NULL, d->nflows, now) < 0 || hang_ups(d, now) < 0) return -1;
     int kept = 0;
     for (int i = 0; i < d->nretiring; i++) {
         Conn *c = d->retiring[i];
@@ -120,24 +150,29 @@ static long long send_doh(DohEngine *d, long long n, long long now) {
             Py_DECREF(q);
             return -1;
         }
+        Stream *request = NULL; /* h2_submit puts a request it took first in c->streams */
         if (c != NULL) {
-            if (h2_submit(c, slot, PyBytes_AS_STRING(q), (size_t)PyBytes_GET_SIZE(q)) < 0) {
+            int put = h2_submit(c, slot, PyBytes_AS_STRING(q), (size_t)PyBytes_GET_SIZE(q));
+            if (put < 0) {
                 Py_DECREF(q);
                 PyErr_NoMemory();
                 return -1;
             }
+            if (put == 1) request = c->streams;
             c->carried++;
             c->last_send_ns = now;
         } else {
             e->send_failed++;
         }
-        ring_put(e, slot, cls, e->cur_second, base, q, mono_ns());
+        long long t = mono_ns(); /* its latency counts from here, as tcp.run_tcp's */
+        if (request != NULL) request->sent_ns = t; /* what a hang-up abandons */
+        ring_put(e, slot, cls, e->cur_second, base, q, t);
         e->sent_total++;
         e->outstanding++;
     }
     for (int i = 0; i < d->nflows; i++) flush_all(d, d->flows[i]);
     for (int i = 0; i < d->nretiring; i++) flush_all(d, d->retiring[i]);
-    return done;
+    return hang_ups(d, now) < 0 ? -1 : done;
 }
 
 /* What epoll said about one connection: 0, or -1 with an exception set. */

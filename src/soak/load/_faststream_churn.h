@@ -7,8 +7,10 @@
  * are in (or their timeout passed) and `idle_ns` more have gone by. Of a class's
  * connections, `hangup_fraction` are hang-up clients (spread evenly: hangs_up): once
  * spent and their last query has left, they reset (TCP RST) with answers still due,
- * whose queries end abandoned (StreamFlow.hang_up). Included once, by _faststream.c,
- * after the Stream type. */
+ * whose queries end abandoned (StreamFlow.hang_up). The rules (spent, due to close,
+ * hangs_up, the slots per class) are _fastchurn.h's, shared with the DoH loop; here,
+ * what they do to this loop's connections. Included once, by _faststream.c, after the
+ * Stream type. */
 
 /* Slot i's connection is a new one of its class: whether it hangs up (tcp.Flows.new_flow). */
 static void made_new(Stream *s, int i) {

@@ -5,12 +5,13 @@ an HTTP/2 request through nghttp2 (POST or GET, doh.py's path and headers),
 and counts into the UDP engine's windows and buckets; this module keeps the
 pacing, the control pipe and the per-second Interval through udp_fast.drive,
 as the compiled UDP loop does. It serves connections that last (reopened when
-the server closes them or says GOAWAY) and a class's connection policy that
-churns (a quota of queries, an age, an idle time before the close: the slots
-and policies stream_fast.churn_args gives, _fastchurn.h); what it does not serve
-(unfit: a policy that hangs up, a server given by name) runs on the Python
-stream loop (tcp.py with doh.py), which is also the fallback when the extension
-is not built (or SOAK_LOAD_PURE=1).
+the server closes them or says GOAWAY) and every connection policy, with the
+slots and policies stream_fast.churn_args gives (_fastchurn.h): churn (a quota
+of queries, an age, an idle time before the close) and hang-ups (the
+connections tcp.hangs_up picks reset with answers due, their requests in flight
+abandoned). What it does not serve (unfit: a server given by name, a long
+doh.path) runs on the Python stream loop (tcp.py with doh.py), which is also
+the fallback when the extension is not built (or SOAK_LOAD_PURE=1).
 """
 
 from __future__ import annotations
@@ -39,11 +40,8 @@ def available() -> bool:
 
 
 def unfit(spec: WorkerSpec) -> str | None:
-    """Why the compiled loop cannot run this spec (None: it can). It serves connections
-    that last or churn (no hang-ups), to an IP address, at a path of at most
-    MAX_PATH_BYTES."""
-    if any(p.hangup_fraction > 0 for p in spec.policies or ()):
-        return "a connection policy hangs up"
+    """Why the compiled loop cannot run this spec (None: it can). It serves every
+    connection policy, to an IP address, at a path of at most MAX_PATH_BYTES."""
     try:
         ipaddress.ip_address(spec.host)
     except ValueError:
