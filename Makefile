@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # first `make demo`).
 $(BIN)/soak: pyproject.toml src/soak/load/_fastudp.c src/soak/load/_fastudp_defs.h src/soak/load/_fastudp_loop.h \
 		src/soak/load/_fastengine.h src/soak/load/_fastface.h src/soak/load/_fastconn.h src/soak/load/_faststream.c src/soak/load/_faststream_conn.h \
-		src/soak/load/_faststream_churn.h src/soak/load/_faststream_face.h \
+		src/soak/load/_faststream_churn.h src/soak/load/_faststream_face.h src/soak/load/_fastchurn.h \
 		src/soak/load/_fastdoh.c src/soak/load/_fastdoh_defs.h src/soak/load/_fastdoh_h2.h \
 		src/soak/load/_fastdoh_conn.h src/soak/load/_fastdoh_loop.h src/soak/load/_fastdoh_face.h \
 		src/soak/load/replay/_fastreplay.c src/soak/load/replay/_fastreplay_face.h \

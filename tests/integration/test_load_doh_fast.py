@@ -1,13 +1,18 @@
 """The compiled DoH loop (soak.load._fastdoh) against the Python one (doh.py), on real
 servers on loopback with a certificate made here: unbound's https-port and
 knot-resolver's doh2, POST and GET, the engine's socket counters against the ledger,
-a server stopped and started again mid-run, and the fallback SOAK_LOAD_PURE=1 forces.
+a server stopped and started again mid-run, connection policies that churn (the same
+counts per class, the connections each loop opened equal to the SYNs tcpdump saw),
+and the fallbacks: SOAK_LOAD_PURE=1, and a policy that hangs up.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +22,20 @@ from soak.load import doh_fast
 from soak.load.generator import LoadRunner
 from soak.load.load_config import LoadConfig
 from soak.load.oneshot import run_load
+from tests.integration.test_load_stream_churn import (
+    HANGING_MIX,
+    MIX,
+    QUOTA_A,
+    QUOTA_B,
+    hung_up_alike,
+    syns,
+)
 from tests.support.doh_goaway import goaway_server
 from tests.support.ledger import assert_every_query_answered
 from tests.support.servers import ServerProc, unbound
 from tests.support.tls import SERVER_NAME
+from tests.support.traffic import tcpdump_lo
+from tests.support.unbound_counts import unbound_queries
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -120,16 +135,147 @@ def test_ca_file_and_server_name_verify_the_server(
     assert PURE_LINE not in capfd.readouterr().err  # both on the compiled loop
 
 
-def test_a_churning_policy_runs_on_the_python_loop_and_says_so(
+def test_a_long_path_runs_on_the_python_loop_and_says_so(
     tls_unbound: ServerProc, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    mix = [{**LOCAL, "connection": {"queries_per_connection": 50}}]
-    config = LoadConfig(protocol="doh", flows=2, mix=mix)
+    """What the compiled loop does not serve (doh_fast.unfit; a server given by name
+    too, tests/unit) runs on the Python one, said on stderr."""
+    config = LoadConfig(protocol="doh", flows=1, mix=[LOCAL], doh={"path": "/" + "p" * 600})
     d = run_load(
-        config, ("127.0.0.1", tls_unbound.extra_ports["doh"]), 1.0, 200.0, base_dir=tmp_path
+        config, ("127.0.0.1", tls_unbound.extra_ports["doh"]), 1.0, 50.0, base_dir=tmp_path
     )
-    assert d.to_json_dict()["completed"] == 200
-    assert f"{PURE_LINE} (a connection policy churns or hangs up)" in capfd.readouterr().err
+    assert d.to_json_dict()["sent"] == 50
+    assert f"{PURE_LINE} (doh.path is longer than 512 bytes)" in capfd.readouterr().err
+
+
+Run = tuple[dict[str, Any], int, int]  # the result, the queries the server counted, SYNs
+
+
+def churn_both(
+    port: int,
+    tmp: Path,
+    mp: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    server_count: Callable[[], int] | None = None,
+    rate_qps: float = 500.0,
+    duration_s: float = 2.0,
+    **cfg: Any,
+) -> tuple[Run, Run]:
+    """The same churning spec on the compiled loop, then on the Python one, each under
+    tcpdump; the workers' stderr says which ran."""
+    runs = []
+    for pure in (False, True):
+        if pure:
+            mp.setenv("SOAK_LOAD_PURE", "1")  # workers inherit the environment
+        else:
+            mp.delenv("SOAK_LOAD_PURE", raising=False)
+        run = tmp / ("python" if pure else "compiled")
+        run.mkdir()
+        before = server_count() if server_count else 0
+        spec = {"flows": 2, "workers": 2, "mix": MIX, **cfg}
+        config = LoadConfig(protocol="doh", seed=1, **spec)
+        with tcpdump_lo(port, run / "c.pcap"):
+            target = ("127.0.0.1", port)
+            d = run_load(config, target, duration_s, rate_qps, base_dir=run).to_json_dict()
+        assert (PURE_LINE in capfd.readouterr().err) == pure
+        queries = server_count() - before if server_count else d["completed"]
+        runs.append((d, queries, syns(run / "c.pcap", port)))
+    return runs[0], runs[1]
+
+
+def churned_alike(compiled: Run, python: Run, quotas: dict[str, int]) -> None:
+    """Both loops: every query answered, the same counts per class, and the connections
+    each opened (and resumed) as many as tcpdump saw and the quotas call for."""
+    (c, c_queries, c_syns), (p, p_queries, p_syns) = compiled, python
+    for d, queries in ((c, c_queries), (p, p_queries)):
+        assert d["sent"] == 1000 == d["completed"] == queries and d["lost"] == 0, d
+        assert d["engine_counters"] == {
+            "socket_sent": 1000,
+            "socket_received": 1000,
+            "send_failed": 0,
+        }
+        assert d["connections"]["errors"] == 0, d["connections"]
+    for name in quotas:
+        cc, pc = c["classes"][name], p["classes"][name]
+        assert (cc["sent"], cc["completed"], cc["lost"]) == (pc["sent"], pc["completed"], 0)
+    assert c["rcodes"] == p["rcodes"]
+    # one slot per class and worker: a class's n queries there take ceil(n / quota)
+    # connections; over two workers at least this many, at most one more per worker
+    least = sum(math.ceil(c["classes"][n]["sent"] / q) for n, q in quotas.items())
+    opened = c["connections"]["opened"]
+    assert least <= opened <= least + 2 * len(quotas), (least, opened)
+    assert opened == c_syns == p["connections"]["opened"] == p_syns
+    slots = 2 * len(quotas)
+    for d in (c, p):  # every one but each slot's first resumes its slot's session
+        assert opened - slots - 2 <= d["connections"]["tls_resumed"] <= opened - slots, d
+
+
+@pytest.fixture
+def churn_on_unbound(
+    counted_unbound: tuple[ServerProc, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> Callable[..., tuple[Run, Run]]:
+    """churn_both against unbound's DoH, the server's own count of its queries beside."""
+    proc, sock = counted_unbound
+    port = proc.extra_ports["doh"]
+    return functools.partial(
+        churn_both, port, tmp_path, monkeypatch, capfd, lambda: unbound_queries(sock)[1]
+    )
+
+
+def test_a_quota_per_connection_churns_alike_on_both_loops(
+    churn_on_unbound: Callable[..., tuple[Run, Run]],
+) -> None:
+    """Two classes with their own quotas (class a also idles 50 ms before each close);
+    the server's own count of the queries equal to what each loop sent."""
+    compiled, python = churn_on_unbound()
+    churned_alike(compiled, python, {"a": QUOTA_A, "b": QUOTA_B})
+
+
+def test_knot_resolver_churns_alike_on_both_loops(
+    tls_kresd: ServerProc,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    mix = [{**LOCAL, "connection": {"queries_per_connection": QUOTA_A}}]
+    port = tls_kresd.extra_ports["doh"]
+    compiled, python = churn_both(port, tmp_path, monkeypatch, capfd, mix=mix, flows=1)
+    churned_alike(compiled, python, {"local": QUOTA_A})
+
+
+def test_an_age_churns_connections_seen_at_the_server(
+    counted_unbound: tuple[ServerProc, Path],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """reconnect_every_s on the compiled loop: each connection retires at 0.45 s of
+    age (0.5 would retire the fifth as the 2-s run ends), its answers kept."""
+    port = counted_unbound[0].extra_ports["doh"]
+    mix = [{**LOCAL, "connection": {"reconnect_every_s": 0.45}}]
+    config = LoadConfig(protocol="doh", flows=1, mix=mix)
+    with tcpdump_lo(port, tmp_path / "c.pcap"):
+        d = run_load(config, ("127.0.0.1", port), 2.0, 500.0, base_dir=tmp_path).to_json_dict()
+    assert PURE_LINE not in capfd.readouterr().err
+    assert d["sent"] == 1000 == d["completed"], d
+    conns = d["connections"]
+    # one at the start and one at every 0.45 s of age over 2 s (fewer if the loop was slow)
+    assert 3 <= conns["opened"] <= 5 and conns["errors"] == 0, conns
+    assert conns["opened"] == syns(tmp_path / "c.pcap", port)
+    assert conns["tls_resumed"] >= conns["opened"] - 2  # each offered its slot's session
+
+
+def test_hang_ups_abandon_alike_on_both_loops(
+    churn_on_unbound: Callable[..., tuple[Run, Run]],
+) -> None:
+    """One worker, one slot per class: class a's every second connection resets after 4
+    requests, each of class b's after 7, right after its last request left: each such
+    connection abandons that request, and an earlier one whose answer is not in yet (20
+    q/s, as the DoT case of test_load_stream_churn.py, which says why)."""
+    compiled, python = churn_on_unbound(20.0, 4.5, mix=HANGING_MIX, workers=1)
+    hung_up_alike(compiled, python, 90)
 
 
 def test_a_restarted_server_is_reconnected_and_its_silence_counted_lost(

@@ -3,7 +3,7 @@ from typing import Any
 from soak.load._compiled_face import CompiledLoad
 from soak.load._fastudp import RawWindow
 
-Connections = tuple[int, int, int, dict[int, int]]
+Connections = tuple[int, int, int, dict[int, int], int]
 
 class Engine(CompiledLoad):
     def __init__(
@@ -19,6 +19,7 @@ class Engine(CompiledLoad):
         ca_file: str | None,
         resume: bool,
         alpn: bytes,
+        churn: tuple[list[list[int]], list[tuple[int, int, int, float, int]]] | None = ...,
     ) -> None: ...
     def finish(self) -> None: ...
     def set_address(self, host: str | None, port: int) -> None:
@@ -27,6 +28,6 @@ class Engine(CompiledLoad):
     def take(
         self, cursor_second: int
     ) -> tuple[list[RawWindow], int, int, int, int, int, int, int, int, Connections]:
-        """The UDP Engine's take, then (opened, errors, resumed, {handshake us: n}) of the
-        interval's connections."""
+        """The UDP Engine's take, then (opened, errors, resumed, {handshake us: n},
+        hung_up) of the interval's connections."""
         ...

@@ -90,6 +90,7 @@ static int conn_opened(Conn *c) {
     if (alen != 2 || memcmp(alpn, "h2", 2) != 0) return -1; /* no HTTP/2 agreed */
     long long done = mono_ns();
     c->phase = UP;
+    c->born_ns = done;
     d->opened++;
     if (SSL_session_reused(c->ssl)) d->resumed++;
     return fastconn_count_handshake(d->handshake_us, (done - c->start_ns) / 1000) < 0 ? -2 : 1;

@@ -6,6 +6,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "_fastudp.c"
+#include "_fastchurn.h" /* the policies and slots: shared with the TCP/DoT loop */
 #pragma GCC diagnostic pop
 
 #include "_fastconn.h" /* the connect, the TLS context and handshake: shared with TCP/DoT */
@@ -25,6 +26,7 @@ typedef struct Stream {
     struct Stream *prev, *next; /* the connection's open streams (freed with it) */
     struct Conn *conn;
     int slot, status_ok, ended;
+    long long sent_ns; /* the ring's time of it (a hang-up abandons it: _fastudp_loop.h) */
     size_t msg_len, sent_len, body_len, body_cap;
     unsigned char msg[MSG_MAX];
     unsigned char *body;
@@ -40,6 +42,9 @@ typedef struct Conn {
     Stream *streams;
     int nstreams;
     long long start_ns, retry_ns, last_send_ns, carried, answered;
+    long long born_ns, close_at_ns; /* up since (an age counts from here); retired: closes at */
+    int slot;                       /* the load's slot it serves or served (its policy's) */
+    int hangup;                     /* resets once spent and its last request has left */
     unsigned char *wbuf; /* bytes the session produced that the socket has not taken yet */
     size_t wlen, wcap;
     long long pending; /* queries whose last frame is in wbuf (socket_sent once taken) */
@@ -54,11 +59,12 @@ typedef struct DohEngine {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     char *path, *authority, *server_name;
-    int nflows, cursor, nretiring, retiring_cap;
+    int nflows, nretiring, retiring_cap;
+    ChurnPlan plan;  /* per slot its policy, per class its slots (_fastchurn.h) */
     Conn **flows;    /* the slots */
     Conn **retiring; /* told to go away: closed once their answers are in */
     /* the connections of the interval (stats.Connections) */
-    long long opened, errors, resumed;
+    long long opened, errors, resumed, hung_up;
     long long late; /* answers matched after their timeout (already lost) */
     PyObject *handshake_us; /* {us: n} */
 } DohEngine;

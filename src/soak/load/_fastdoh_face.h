@@ -55,7 +55,7 @@ static PyObject *Doh_begin(DohEngine *d, PyObject *arg) {
 }
 
 /* take(cursor_second) -> the UDP Engine's take, then (opened, errors, resumed,
- * {handshake us: n}) of the interval's connections. */
+ * {handshake us: n}, hung_up) of the interval's connections. */
 static PyObject *Doh_take(DohEngine *d, PyObject *arg) {
     PyObject *counts = Engine_take(&d->e, arg);
     PyObject *fresh = PyDict_New();
@@ -64,9 +64,10 @@ static PyObject *Doh_take(DohEngine *d, PyObject *arg) {
         Py_XDECREF(fresh);
         return NULL;
     }
-    PyObject *conns = Py_BuildValue("LLLN", d->opened, d->errors, d->resumed, d->handshake_us);
+    PyObject *conns = Py_BuildValue("LLLNL", d->opened, d->errors, d->resumed, d->handshake_us,
+                                    d->hung_up);
     d->handshake_us = fresh;
-    d->opened = d->errors = d->resumed = 0;
+    d->opened = d->errors = d->resumed = d->hung_up = 0;
     PyObject *tail = conns ? PyTuple_Pack(1, conns) : NULL;
     PyObject *out = tail ? PySequence_Concat(counts, tail) : NULL;
     Py_XDECREF(conns);
@@ -88,6 +89,7 @@ static void Doh_dealloc(DohEngine *d) {
     for (int i = 0; i < d->nretiring; i++) conn_free(d->retiring[i]);
     free(d->flows);
     free(d->retiring);
+    churn_plan_free(&d->plan);
     if (d->ctx) SSL_CTX_free(d->ctx);
     if (d->cbs) nghttp2_session_callbacks_del(d->cbs);
     PyMem_Free(d->path);
@@ -111,17 +113,18 @@ static int make_ctx(DohEngine *d, const char *ca_file, const char *alpn, Py_ssiz
 }
 
 /* Engine(engine_args, host, port, flows, get, path, authority, server_name, ca_file,
- *        resume, alpn): engine_args are the UDP Engine's (its fds list is not used); host
- * an IP literal, or None while the server's name does not resolve;
- * alpn is in wire format (b"\x02h2"). */
+ *        resume, alpn, churn=None): engine_args are the UDP Engine's (its fds list is not
+ * used); host an IP literal, or None while the server's name does not resolve; alpn is
+ * in wire format (b"\x02h2"); churn: None, or per class the slots it sends on and per
+ * slot its connection policy (_fastchurn.h: churn_plan_setup). */
 static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kw)) {
-    PyObject *eargs;
+    PyObject *eargs, *churn = Py_None;
     const char *host, *path, *authority, *server_name, *ca_file, *alpn;
     Py_ssize_t alpn_len;
     int port, flows, get, resume;
-    if (!PyArg_ParseTuple(args, "O!ziipszzzpy#", &PyTuple_Type, &eargs, &host, &port, &flows,
+    if (!PyArg_ParseTuple(args, "O!ziipszzzpy#|O", &PyTuple_Type, &eargs, &host, &port, &flows,
                           &get, &path, &authority, &server_name, &ca_file, &resume, &alpn,
-                          &alpn_len))
+                          &alpn_len, &churn))
         return NULL;
     /* doh_fast.MAX_PATH_BYTES: GET's :path is built in a buffer of 1,024 bytes */
     if (flows < 1 || strlen(path) > 512 || PyTuple_GET_SIZE(eargs) < 1) {
@@ -160,6 +163,11 @@ static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED
     d->path = copy_str(path);
     d->authority = copy_str(authority);
     d->server_name = copy_str(server_name);
+    if (churn_plan_setup(&d->plan, d->e.nc, flows, churn) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    flows = d->plan.nslots;
     d->handshake_us = PyDict_New();
     d->cbs = make_callbacks();
     d->flows = calloc((size_t)flows, sizeof(Conn *));
@@ -169,11 +177,14 @@ static PyObject *Doh_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED
         return PyErr_NoMemory();
     }
     d->nflows = flows;
-    for (int i = 0; i < flows; i++)
+    for (int i = 0; i < flows; i++) {
         if ((d->flows[i] = conn_new(d)) == NULL) {
             Py_DECREF(d);
             return PyErr_NoMemory();
         }
+        d->flows[i]->slot = i;
+        d->flows[i]->hangup = plan_new_hangs_up(&d->plan, i); /* tcp.Flows: in slot order */
+    }
     if (make_ctx(d, ca_file, alpn, alpn_len) < 0) {
         Py_DECREF(d);
         return NULL;
@@ -190,7 +201,7 @@ static PyMethodDef Doh_methods[] = {
     {"begin", (PyCFunction)Doh_begin, METH_O, "begin(start_ns): connections open, silences count"},
     {"take", (PyCFunction)Doh_take, METH_O,
      "take(cursor_second) -> the UDP Engine's take, then (opened, errors, resumed, "
-     "handshake_us) of the connections"},
+     "handshake_us, hung_up) of the connections"},
     {"finish", (PyCFunction)Doh_finish, METH_NOARGS,
      "finish(): close the connections; what no socket took counts as send_failed"},
     {"set_address", (PyCFunction)Doh_set_address, METH_VARARGS,

@@ -28,22 +28,13 @@
 #include "_fastengine.h"
 #include "_faststream_conn.h"
 
-/* A slot's connection policy (conn.Policy in numbers): -1 for none; the share of its
- * class's connections that hang up, and the class whose policy it is. */
-typedef struct {
-    long long quota, idle_ns, age_ns;
-    double hangup_fraction;
-    int cls;
-} ConnPolicy;
+#include "_fastchurn.h" /* the policies and slots: shared with the DoH loop */
 
 typedef struct {
     Engine e; /* first: a Stream is an Engine to the shared code */
     Conn *conns; /* nconns slots, then nplaces places of retired connections (free: fd < 0) */
     int nconns, nplaces;
-    ConnPolicy *policy; /* per slot */
-    int **pools, *pool_len, *cursor; /* per class: its slots, where its round robin stands */
-    long long *made; /* per class: connections made (which of them hang up: hangs_up) */
-    int hangups;     /* some policy hangs up */
+    ChurnPlan plan;  /* per slot its policy, per class its slots (_fastchurn.h) */
     SSL_CTX *ctx;     /* NULL: plain TCP */
     char *server_name;
     int resume;

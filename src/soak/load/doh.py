@@ -7,8 +7,8 @@ ring slot, and the answer gets the slot as its id before the usual matching.
 A response that is not 200, a reset stream and a GOAWAY with an error code
 count as connection errors; such queries end as lost. h2 is pure Python:
 measured per-query costs are in docs/benchmarks.md. This is the fallback of
-the compiled DoH loop (doh_fast.py, _fastdoh.c), and the loop of connection
-policies that churn or hang up (child.loop_for).
+the compiled DoH loop (doh_fast.py, _fastdoh.c), and the loop of what that one
+does not serve: a long path (child.loop_for).
 """
 
 from __future__ import annotations

@@ -5,11 +5,14 @@ an HTTP/2 request through nghttp2 (POST or GET, doh.py's path and headers),
 and counts into the UDP engine's windows and buckets; this module keeps the
 pacing, the control pipe and the per-second Interval through udp_fast.drive,
 as the compiled UDP loop does. It serves connections that last (reopened when
-the server closes them or says GOAWAY). A server given by name is resolved here
-(target.Target, as stream_fast.py does). What it does not serve (unfit: a
-connection policy that churns or hangs up, a long path) runs on the Python stream
-loop (tcp.py with doh.py), which is also the fallback when the extension is not
-built (or SOAK_LOAD_PURE=1).
+the server closes them or says GOAWAY) and every connection policy, with the
+slots and policies stream_fast.churn_args gives (_fastchurn.h): churn (a quota
+of queries, an age, an idle time before the close) and hang-ups (the
+connections tcp.hangs_up picks reset with answers due, their requests in flight
+abandoned). A server given by name is resolved here (target.Target, as
+stream_fast.py does). What it does not serve (unfit: a long doh.path) runs on
+the Python stream loop (tcp.py with doh.py), which is also the fallback when the
+extension is not built (or SOAK_LOAD_PURE=1).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 from multiprocessing.connection import Connection
 from typing import Any
 
-from soak.load import udp_fast
+from soak.load import stream_fast, udp_fast
 from soak.load.conn import TlsSpec, alpn_wire
 from soak.load.target import Target
 from soak.load.worker import Control, WorkerSpec
@@ -38,10 +41,9 @@ def available() -> bool:
 
 
 def unfit(spec: WorkerSpec) -> str | None:
-    """Why the compiled loop cannot run this spec (None: it can). It serves connections
-    that last, to an address or a name (target.py), at a path of at most MAX_PATH_BYTES."""
-    if any(p.churns or p.hangup_fraction > 0 for p in spec.policies or ()):
-        return "a connection policy churns or hangs up"
+    """Why the compiled loop cannot run this spec (None: it can). It serves every
+    connection policy, to an address or a name (target.py), at a path of at most
+    MAX_PATH_BYTES."""
     if len(spec.doh_path.encode()) > MAX_PATH_BYTES:
         return f"doh.path is longer than {MAX_PATH_BYTES} bytes"
     return None
@@ -64,6 +66,7 @@ def make_engine(spec: WorkerSpec, origin_ns: int, address: str | None) -> Any:
         tls.ca_file,
         tls.resumption,
         alpn_wire(tls.alpn or ("h2",)),
+        stream_fast.churn_args(spec),  # the slots and policies the TCP/DoT loop is given
     )
 
 
