@@ -145,6 +145,13 @@ static int conn_flush(Conn *c) {
     return 0;
 }
 
+/* What the session has for c (its frames into the write buffer, h2_pump) written as far as
+ * the socket takes it: the load's batch and the replay's step each end with it, once per
+ * connection. 0, or -1 when the connection broke (its owner closes it). */
+static int conn_push(Conn *c) {
+    return h2_pump(c) < 0 || conn_flush(c) < 0 ? -1 : 0;
+}
+
 /* Reads what is there into the session, then writes what it answers (window updates,
  * SETTINGS acks): 1, 0 when the connection ended, -2 a Python error. It stops once
  * OpenSSL holds nothing more (it reads ahead, _fastconn.h): level-triggered epoll
@@ -166,6 +173,5 @@ static int conn_read(Conn *c) {
         }
         if (!SSL_has_pending(c->ssl)) break;
     }
-    if (h2_pump(c) < 0 || conn_flush(c) < 0) return 0;
-    return 1;
+    return conn_push(c) < 0 ? 0 : 1;
 }

@@ -48,6 +48,8 @@ typedef struct {
     int ring_k[RING];       /* the client of each id */
     long long idle_ns, next_idle, reused, idled_out, open_fds, fds_peak;
     Py_ssize_t handled;     /* queries of the last play() counted (sent or skipped) */
+    int step[SEND_STEP];    /* pool entries handed queries in this play step, each once */
+    int nstep;
     PyObject *woff[NW];     /* per window slot: its queries' send offsets, {us: n} */
 } Replay;
 
@@ -121,11 +123,27 @@ static int stream_conn(Replay *r, int s, long long now) {
 
 /* What the session has for pool entry i written as far as the socket takes it. */
 static void flush_one(Replay *r, int i) {
-    Conn *c = r->pool[i];
-    if (h2_pump(c) < 0 || conn_flush(c) < 0) { /* broken: its queries end lost */
+    if (conn_push(r->pool[i]) < 0) { /* broken: its queries end lost */
         r->d.errors++;
         release(r, i);
     }
+}
+
+/* The step's connections written out, each once: its requests' frames leave together
+ * (one SSL_write, one TLS record where they fit) as the load engine's batch does. */
+static int flush_step(Replay *r) {
+    for (int k = 0; k < r->nstep; k++)
+        if (r->owner[r->step[k]] >= 0) flush_one(r, r->step[k]);
+    r->nstep = 0;
+    return 0;
+}
+
+/* Pool entry i has a request to write: listed once for the step's end. */
+static void step_add(Replay *r, int i) {
+    for (int k = r->nstep - 1; k >= 0; k--)
+        if (r->step[k] == i) return;
+    if (r->nstep == SEND_STEP) flush_step(r); /* never in a play step: one send each */
+    r->step[r->nstep++] = i;
 }
 
 /* A client's new loop with rename_clients: its connections retire (each closes once
@@ -140,7 +158,9 @@ static void retire_client(Replay *r, int client) {
 }
 
 /* Query i as one request on its stream's connection (DoH sends RD, as the Python
- * replay's: the captured flags are not used). */
+ * replay's: the captured flags are not used). Its frames wait in the connection's
+ * buffer for the step's end (flush_step), microseconds later: its send offset stays the
+ * time it is handed to the connection, as before. */
 static int write_query(Replay *r, Py_ssize_t i, int slot, const long long *v, PyObject *q,
                        long long t) {
     (void)v;
@@ -154,7 +174,7 @@ static int write_query(Replay *r, Py_ssize_t i, int slot, const long long *v, Py
         }
         c->carried++;
         c->last_send_ns = t;
-        flush_one(r, at);
+        step_add(r, at);
     } else { /* no connection could even start: sent, will be lost */
         r->d.e.send_failed++;
     }
@@ -233,5 +253,6 @@ static void housekeeping(Replay *r) {
     }
 }
 
+#define PLAY_STEP_END(r) flush_step(r)
 #include "_fastreplay_doh_face.h"
 #endif
