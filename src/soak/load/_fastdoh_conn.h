@@ -134,6 +134,7 @@ static int conn_flush(Conn *c) {
             if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) return -1;
             break;
         }
+        c->d->writes++;
         c->wlen -= (size_t)r;
         memmove(c->wbuf, c->wbuf + r, c->wlen);
     }

@@ -60,6 +60,7 @@ typedef struct DohEngine {
     /* the connections of the interval (stats.Connections) */
     long long opened, errors, resumed;
     long long late; /* answers matched after their timeout (already lost) */
+    long long writes; /* SSL_write calls that took bytes (the replay's writes()) */
     PyObject *handshake_us; /* {us: n} */
 } DohEngine;
 

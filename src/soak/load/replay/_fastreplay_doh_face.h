@@ -4,6 +4,15 @@
 
 #define REPLAY_E(r) (&(r)->d.e)
 #define REPLAY_LATE(r) ((r)->d.late)
+
+/* writes() -> the SSL_write calls that took bytes so far: how many requests each write
+ * carries is what the step's batching (flush_step) is for. */
+static PyObject *Replay_writes(Replay *r, PyObject *Py_UNUSED(arg)) {
+    return PyLong_FromLongLong(r->d.writes);
+}
+
+#define REPLAY_MORE_METHODS \
+    {"writes", (PyCFunction)Replay_writes, METH_NOARGS, "writes() -> SSL writes so far"},
 #include "_fastreplay_stream_common.h"
 
 /* conns() -> (opened, errors, tls_resumed, reused, idled_out, open now, {handshake us:
