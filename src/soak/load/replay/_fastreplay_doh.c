@@ -30,7 +30,10 @@
 
 #define NW 64                      /* open windows (as _fastreplay.c) */
 #define BACKLOG_NS 1000000000LL    /* soak.load.worker.MAX_BACKLOG_S */
-#define SEND_STEP 64               /* sends before replies are read again */
+/* Sends before replies are read again: a step behind its plan then spans a client's
+ * connection more than once (100 clients in turn: five requests each), and flush_step
+ * writes them together (docs/benchmarks.md: a step of 64 took a write per query). */
+#define SEND_STEP 512
 #define IDLE_SWEEP_NS 100000000LL  /* _conns.IDLE_SWEEP_NS */
 
 typedef struct {
@@ -38,6 +41,7 @@ typedef struct {
     Conn **pool;  /* connections, live and free; a Conn's tag is its index */
     int *owner;   /* per pool entry: its stream, -1 while free */
     char *retiring;
+    char *stepped;  /* per pool entry: in this step's list (step) */
     int *free_list, nfree, npool;
     int nclients, nstreams, rename;
     int *qstream;           /* per captured query: its stream */
@@ -80,13 +84,15 @@ static int pool_take(Replay *r) {
         if (owner) r->owner = owner;
         char *ret = PyMem_Realloc(r->retiring, n);
         if (ret) r->retiring = ret;
+        char *stepped = PyMem_Realloc(r->stepped, n);
+        if (stepped) r->stepped = stepped;
         int *fr = PyMem_Realloc(r->free_list, sizeof(int) * n);
         if (fr) r->free_list = fr;
-        if (!pool || !owner || !ret || !fr) return -1;
+        if (!pool || !owner || !ret || !stepped || !fr) return -1;
         for (int i = r->npool; i < n; i++) pool[i] = NULL;
         for (int i = n - 1; i >= r->npool; i--) {
             if ((pool[i] = conn_new(&r->d)) == NULL) return -1;
-            pool[i]->tag = i, owner[i] = -1, ret[i] = 0;
+            pool[i]->tag = i, owner[i] = -1, ret[i] = 0, stepped[i] = 0;
             r->free_list[r->nfree++] = i;
         }
         r->npool = n;
@@ -132,17 +138,20 @@ static void flush_one(Replay *r, int i) {
 /* The step's connections written out, each once: its requests' frames leave together
  * (one SSL_write, one TLS record where they fit) as the load engine's batch does. */
 static int flush_step(Replay *r) {
-    for (int k = 0; k < r->nstep; k++)
-        if (r->owner[r->step[k]] >= 0) flush_one(r, r->step[k]);
+    for (int k = 0; k < r->nstep; k++) {
+        int i = r->step[k];
+        r->stepped[i] = 0;
+        if (r->owner[i] >= 0) flush_one(r, i);
+    }
     r->nstep = 0;
     return 0;
 }
 
 /* Pool entry i has a request to write: listed once for the step's end. */
 static void step_add(Replay *r, int i) {
-    for (int k = r->nstep - 1; k >= 0; k--)
-        if (r->step[k] == i) return;
+    if (r->stepped[i]) return;
     if (r->nstep == SEND_STEP) flush_step(r); /* never in a play step: one send each */
+    r->stepped[i] = 1;
     r->step[r->nstep++] = i;
 }
 

@@ -41,7 +41,7 @@ static void Replay_dealloc(Replay *r) {
     for (int i = 0; i < r->npool; i++)
         if (r->pool[i]) conn_free(r->pool[i]);
     PyMem_Free(r->pool), PyMem_Free(r->owner);
-    PyMem_Free(r->retiring), PyMem_Free(r->free_list);
+    PyMem_Free(r->retiring), PyMem_Free(r->stepped), PyMem_Free(r->free_list);
     PyMem_Free(r->qstream), PyMem_Free(r->cur), PyMem_Free(r->sclient);
     PyMem_Free(r->cfirst), PyMem_Free(r->cstreams);
     PyMem_Free(r->cloop), PyMem_Free(r->csent), PyMem_Free(r->ccomp);
