@@ -16,7 +16,9 @@
  * engine's (_fastudp's parts, through _fastdoh_defs.h), the connection, TLS (ALPN h2)
  * and the HTTP/2 session _fastdoh's (_fastdoh_defs.h, _fastdoh_h2.h, _fastdoh_conn.h:
  * this Replay begins with a DohEngine, so that code sees one), the play loop
- * _fastreplay_play.h's. Sessions are not resumed (the Python replay's are not either).
+ * _fastreplay_play.h's. A play step's requests are written once per connection at its
+ * end (flush_step, through _fastdoh_conn.h's conn_push, as the load's batch). Sessions
+ * are not resumed (the Python replay's are not either).
  */
 #if !__has_include(<nghttp2/nghttp2.h>)
 #error "soak: the compiled DoH replay loop needs nghttp2's headers: apt-get install libnghttp2-dev"
