@@ -25,9 +25,14 @@ TLS listeners and 200 TCP slots (tests/support/servers.py); --engines
 compiled,python: the replay in its compiled loop and, in the same rounds, in its
 Python loop (SOAK_REPLAY_ENGINE=python), each against dnsperf.
 
+--baseline-src DIR: a second build's compiled replay (DIR a copy of an older commit's src
+with its extensions built, put first on PYTHONPATH) in the same rounds as this one, the
+two in turns (which goes first alternates by round): a before/after of a change to the
+compiled loop on the same machine at the same moment. Each round's figures are printed.
+
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py [--runs 3] [--duration 5]
         [--rates 10000,50000] [--clients 100] [--memory-s 0] [--workers 2]
-        [--transport udp|tcp|dot|doh] [--engines compiled,python]
+        [--transport udp|tcp|dot|doh] [--engines compiled,python] [--baseline-src DIR]
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py --smoke   # seconds
 """
 
@@ -110,13 +115,21 @@ def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: f
 
 
 def run_replay(
-    port: int, cap: Path, duration_s: float, rate: float, workers: int = 1, engine: str = ""
+    port: int,
+    cap: Path,
+    duration_s: float,
+    rate: float,
+    workers: int = 1,
+    engine: str = "",
+    src: str = "",
 ) -> dict:
     cpu0 = children_cpu_s()
     argv = [SOAK, "load", "--server", f"127.0.0.1:{port}", "--replay", str(cap)]
     argv += ["--workers", str(workers), "--protocol", TRANSPORT]
     argv += ["--rate", str(rate), "--duration", str(duration_s), "--json", "--timeout", "1"]
     env = {**os.environ, "SOAK_REPLAY_ENGINE": engine}  # "python": the Python loop
+    if src:  # another build of soak, imported before this one
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
     out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
     cpu = children_cpu_s() - cpu0
     d = json.loads(out)
@@ -179,12 +192,15 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1, help="the replay's worker processes")
     ap.add_argument("--transport", choices=("udp", "tcp", "dot", "doh"), default="udp")
     ap.add_argument("--engines", default="compiled", help="the replay's loops: compiled,python")
+    ap.add_argument("--baseline-src", default="", help="another build's src, in the same rounds")
     ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
     global TRANSPORT
     TRANSPORT = args.transport
     engines = {"compiled": "replay", "python": "replay-python"}
     names = [engines[e] for e in args.engines.split(",")]
+    if args.baseline_src:
+        names.append("replay-base")
     if args.smoke:
         args.runs, args.duration, args.span, args.clients = 1, 1.0, 2.0, 4
         args.rates, args.max_rate = "2000", 20_000
@@ -202,20 +218,23 @@ def main() -> None:
                 return
             flat: dict[str, list[dict]] = {n: [] for n in ["dnsperf", *names]}
             timing = {r: {n: [] for n in ["dnsperf", *names]} for r in rates}
-            loop_of = {"replay": "", "replay-python": "python"}
-            for _ in range(args.runs):
+            loop_of = {"replay": "", "replay-python": "python", "replay-base": ""}
+            src_of = {"replay-base": args.baseline_src}
+
+            def replay(n: str, rate: float) -> dict:
+                src = src_of.get(n, "")
+                return run_replay(port, cap, args.duration, rate, args.workers, loop_of[n], src)
+
+            for k in range(args.runs):
+                order = names if k % 2 == 0 else names[::-1]
                 flat["dnsperf"].append(run_dnsperf(port, qfile, args.duration, args.clients))
-                for n in names:
-                    flat[n].append(
-                        run_replay(
-                            port, cap, args.duration, args.max_rate, args.workers, loop_of[n]
-                        )
-                    )
+                for n in order:
+                    flat[n].append(replay(n, args.max_rate))
+                    round_line(k, n, "flat out", flat[n][-1])
                 for r in rates:
-                    for n in names:
-                        timing[r][n].append(
-                            run_replay(port, cap, args.duration, r, args.workers, loop_of[n])
-                        )
+                    for n in order:
+                        timing[r][n].append(replay(n, r))
+                        round_line(k, n, f"{r:.0f} q/s", timing[r][n][-1])
                     timing[r]["dnsperf"].append(
                         run_dnsperf(port, qfile, args.duration, args.clients, r)
                     )
@@ -233,6 +252,17 @@ def main() -> None:
     for r in rates:
         for n in names:
             fixed_rate_line(r, n, timing[r][n], timing[r]["dnsperf"])
+
+
+def round_line(k: int, name: str, what: str, x: dict) -> None:
+    load = Path("/proc/loadavg").read_text().split()[0]
+    p = x["offset_us"]
+    print(
+        f"  round {k} {name} {what}: answered {x['answered_qps']:.0f} q/s,"
+        f" CPU {x['cpu_ms_per_1k']:.1f} ms/1k, offset p50 {p['p50']:.0f} p99 {p['p99']:.0f} µs,"
+        f" skipped {x['skipped']}, load average {load}",
+        flush=True,
+    )
 
 
 def fixed_rate_line(r: float, name: str, rep: list[dict], dp: list[dict]) -> None:

@@ -135,6 +135,7 @@ static int conn_flush(Conn *c) {
             if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) return -1;
             break;
         }
+        c->d->writes++;
         c->wlen -= (size_t)r;
         memmove(c->wbuf, c->wbuf + r, c->wlen);
     }
@@ -144,6 +145,13 @@ static int conn_flush(Conn *c) {
     }
     conn_rearm(c);
     return 0;
+}
+
+/* What the session has for c (its frames into the write buffer, h2_pump) written as far as
+ * the socket takes it: the load's batch and the replay's step each end with it, once per
+ * connection. 0, or -1 when the connection broke (its owner closes it). */
+static int conn_push(Conn *c) {
+    return h2_pump(c) < 0 || conn_flush(c) < 0 ? -1 : 0;
 }
 
 /* Reads what is there into the session, then writes what it answers (window updates,
@@ -167,6 +175,5 @@ static int conn_read(Conn *c) {
         }
         if (!SSL_has_pending(c->ssl)) break;
     }
-    if (h2_pump(c) < 0 || conn_flush(c) < 0) return 0;
-    return 1;
+    return conn_push(c) < 0 ? 0 : 1;
 }

@@ -66,6 +66,7 @@ typedef struct DohEngine {
     /* the connections of the interval (stats.Connections) */
     long long opened, errors, resumed, hung_up;
     long long late; /* answers matched after their timeout (already lost) */
+    long long writes; /* SSL_write calls that took bytes (the replay's writes()) */
     PyObject *handshake_us; /* {us: n} */
 } DohEngine;
 

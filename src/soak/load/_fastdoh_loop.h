@@ -123,7 +123,7 @@ static int housekeeping(DohEngine *d, long long now) {
 }
 
 static int flush_all(DohEngine *d, Conn *c) {
-    if (c->h2 && (h2_pump(c) < 0 || conn_flush(c) < 0)) {
+    if (c->h2 && conn_push(c) < 0) {
         d->errors++;
         conn_close(c);
     }

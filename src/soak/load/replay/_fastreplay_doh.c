@@ -16,7 +16,9 @@
  * engine's (_fastudp's parts, through _fastdoh_defs.h), the connection, TLS (ALPN h2)
  * and the HTTP/2 session _fastdoh's (_fastdoh_defs.h, _fastdoh_h2.h, _fastdoh_conn.h:
  * this Replay begins with a DohEngine, so that code sees one), the play loop
- * _fastreplay_play.h's. Sessions are not resumed (the Python replay's are not either).
+ * _fastreplay_play.h's. A play step's requests are written once per connection at its
+ * end (flush_step, through _fastdoh_conn.h's conn_push, as the load's batch). Sessions
+ * are not resumed (the Python replay's are not either).
  */
 #if !__has_include(<nghttp2/nghttp2.h>)
 #error "soak: the compiled DoH replay loop needs nghttp2's headers: apt-get install libnghttp2-dev"
@@ -30,7 +32,10 @@
 
 #define NW 64                      /* open windows (as _fastreplay.c) */
 #define BACKLOG_NS 1000000000LL    /* soak.load.worker.MAX_BACKLOG_S */
-#define SEND_STEP 64               /* sends before replies are read again */
+/* Sends before replies are read again: a step behind its plan then spans a client's
+ * connection more than once (100 clients in turn: five requests each), and flush_step
+ * writes them together (docs/benchmarks.md: a step of 64 took a write per query). */
+#define SEND_STEP 512
 #define IDLE_SWEEP_NS 100000000LL  /* _conns.IDLE_SWEEP_NS */
 
 typedef struct {
@@ -38,6 +43,7 @@ typedef struct {
     Conn **pool;  /* connections, live and free; a Conn's tag is its index */
     int *owner;   /* per pool entry: its stream, -1 while free */
     char *retiring;
+    char *stepped;  /* per pool entry: in this step's list (step) */
     int *free_list, nfree, npool;
     int nclients, nstreams, rename;
     int *qstream;           /* per captured query: its stream */
@@ -48,6 +54,8 @@ typedef struct {
     int ring_k[RING];       /* the client of each id */
     long long idle_ns, next_idle, reused, idled_out, open_fds, fds_peak;
     Py_ssize_t handled;     /* queries of the last play() counted (sent or skipped) */
+    int step[SEND_STEP];    /* pool entries handed queries in this play step, each once */
+    int nstep;
     PyObject *woff[NW];     /* per window slot: its queries' send offsets, {us: n} */
 } Replay;
 
@@ -78,13 +86,15 @@ static int pool_take(Replay *r) {
         if (owner) r->owner = owner;
         char *ret = PyMem_Realloc(r->retiring, n);
         if (ret) r->retiring = ret;
+        char *stepped = PyMem_Realloc(r->stepped, n);
+        if (stepped) r->stepped = stepped;
         int *fr = PyMem_Realloc(r->free_list, sizeof(int) * n);
         if (fr) r->free_list = fr;
-        if (!pool || !owner || !ret || !fr) return -1;
+        if (!pool || !owner || !ret || !stepped || !fr) return -1;
         for (int i = r->npool; i < n; i++) pool[i] = NULL;
         for (int i = n - 1; i >= r->npool; i--) {
             if ((pool[i] = conn_new(&r->d)) == NULL) return -1;
-            pool[i]->tag = i, owner[i] = -1, ret[i] = 0;
+            pool[i]->tag = i, owner[i] = -1, ret[i] = 0, stepped[i] = 0;
             r->free_list[r->nfree++] = i;
         }
         r->npool = n;
@@ -121,11 +131,30 @@ static int stream_conn(Replay *r, int s, long long now) {
 
 /* What the session has for pool entry i written as far as the socket takes it. */
 static void flush_one(Replay *r, int i) {
-    Conn *c = r->pool[i];
-    if (h2_pump(c) < 0 || conn_flush(c) < 0) { /* broken: its queries end lost */
+    if (conn_push(r->pool[i]) < 0) { /* broken: its queries end lost */
         r->d.errors++;
         release(r, i);
     }
+}
+
+/* The step's connections written out, each once: its requests' frames leave together
+ * (one SSL_write, one TLS record where they fit) as the load engine's batch does. */
+static int flush_step(Replay *r) {
+    for (int k = 0; k < r->nstep; k++) {
+        int i = r->step[k];
+        r->stepped[i] = 0;
+        if (r->owner[i] >= 0) flush_one(r, i);
+    }
+    r->nstep = 0;
+    return 0;
+}
+
+/* Pool entry i has a request to write: listed once for the step's end. */
+static void step_add(Replay *r, int i) {
+    if (r->stepped[i]) return;
+    if (r->nstep == SEND_STEP) flush_step(r); /* never in a play step: one send each */
+    r->stepped[i] = 1;
+    r->step[r->nstep++] = i;
 }
 
 /* A client's new loop with rename_clients: its connections retire (each closes once
@@ -140,7 +169,9 @@ static void retire_client(Replay *r, int client) {
 }
 
 /* Query i as one request on its stream's connection (DoH sends RD, as the Python
- * replay's: the captured flags are not used). */
+ * replay's: the captured flags are not used). Its frames wait in the connection's
+ * buffer for the step's end (flush_step), microseconds later: its send offset stays the
+ * time it is handed to the connection, as before. */
 static int write_query(Replay *r, Py_ssize_t i, int slot, const long long *v, PyObject *q,
                        long long t) {
     (void)v;
@@ -154,7 +185,7 @@ static int write_query(Replay *r, Py_ssize_t i, int slot, const long long *v, Py
         }
         c->carried++;
         c->last_send_ns = t;
-        flush_one(r, at);
+        step_add(r, at);
     } else { /* no connection could even start: sent, will be lost */
         r->d.e.send_failed++;
     }
@@ -233,5 +264,6 @@ static void housekeeping(Replay *r) {
     }
 }
 
+#define PLAY_STEP_END(r) flush_step(r)
 #include "_fastreplay_doh_face.h"
 #endif

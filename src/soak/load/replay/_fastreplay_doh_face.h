@@ -4,6 +4,15 @@
 
 #define REPLAY_E(r) (&(r)->d.e)
 #define REPLAY_LATE(r) ((r)->d.late)
+
+/* writes() -> the SSL_write calls that took bytes so far: how many requests each write
+ * carries is what the step's batching (flush_step) is for. */
+static PyObject *Replay_writes(Replay *r, PyObject *Py_UNUSED(arg)) {
+    return PyLong_FromLongLong(r->d.writes);
+}
+
+#define REPLAY_MORE_METHODS \
+    {"writes", (PyCFunction)Replay_writes, METH_NOARGS, "writes() -> SSL writes so far"},
 #include "_fastreplay_stream_common.h"
 
 /* conns() -> (opened, errors, tls_resumed, reused, idled_out, open now, {handshake us:
@@ -32,7 +41,7 @@ static void Replay_dealloc(Replay *r) {
     for (int i = 0; i < r->npool; i++)
         if (r->pool[i]) conn_free(r->pool[i]);
     PyMem_Free(r->pool), PyMem_Free(r->owner);
-    PyMem_Free(r->retiring), PyMem_Free(r->free_list);
+    PyMem_Free(r->retiring), PyMem_Free(r->stepped), PyMem_Free(r->free_list);
     PyMem_Free(r->qstream), PyMem_Free(r->cur), PyMem_Free(r->sclient);
     PyMem_Free(r->cfirst), PyMem_Free(r->cstreams);
     PyMem_Free(r->cloop), PyMem_Free(r->csent), PyMem_Free(r->ccomp);

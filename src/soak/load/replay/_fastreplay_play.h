@@ -9,6 +9,10 @@
  *   PLAY_HANDLED(self)   the lvalue of the last play's queries counted (sent or skipped)
  *   PLAY_FAILED(self)    after the loop: NULL with an exception set if the engine broke
  *                        a rule of its own (a window past its ring), else (PyObject *)1
+ * and may define:
+ *   PLAY_STEP_END(self)  after each step's sends, before replies are read (what the step
+ *                        handed to its connections written out at once) -> < 0 on a
+ *                        Python error; none: nothing to do
  *
  * play(columns, questions, origin_ns, base_ns, loop, first, end_ns, return_ns,
  *      worker, workers) -> (next, ended)
@@ -19,6 +23,9 @@
  * Only the clients `worker` of `workers` play here (client % workers == worker): the
  * others' queries are another process's, as are those whose client is -1 (a capture
  * that mixes UDP and TCP: Plan.columns marks the other transport's queries so). */
+#ifndef PLAY_STEP_END
+#define PLAY_STEP_END(self) 0
+#endif
 static PyObject *PLAY_NAME(PLAY_SELF *self, PyObject *args) {
     Py_buffer b;
     PyObject *qs;
@@ -58,6 +65,7 @@ static PyObject *PLAY_NAME(PLAY_SELF *self, PyObject *args) {
             PLAY_HANDLED(self) = i + 1 - first;
             now = mono_ns();
         }
+        if (PLAY_STEP_END(self) < 0) goto fail;
         if (ended || i >= stop) break;
         long long due = origin + base + cols[4 * i];
         if (now >= ret && due > now) break;

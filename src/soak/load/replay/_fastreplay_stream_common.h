@@ -116,6 +116,9 @@ static PyMethodDef Replay_methods[] = {
     {"stats", (PyCFunction)Replay_stats, METH_NOARGS, "stats() -> per-client sent, lost, ..."},
     {"conns", (PyCFunction)Replay_conns, METH_NOARGS, "conns() -> the connections' figures"},
     {"shut", (PyCFunction)Replay_shut, METH_NOARGS, "shut(): every connection closed"},
+#ifdef REPLAY_MORE_METHODS
+    REPLAY_MORE_METHODS /* an engine's own, defined before this is included */
+#endif
     {NULL, NULL, 0, NULL},
 };
 
