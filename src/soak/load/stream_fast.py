@@ -21,7 +21,6 @@ from typing import Any
 
 from soak.load import udp_fast
 from soak.load.conn import Policy, alpn_wire, slot_plan
-from soak.load.target import Target
 from soak.load.worker import Control, WorkerSpec
 
 _fast: Any
@@ -66,11 +65,4 @@ def make_engine(spec: WorkerSpec, origin_ns: int, address: str | None) -> Any:
 
 
 def run_stream_fast(spec: WorkerSpec, control: Control, conn: Connection) -> None:
-    target = Target(spec.host, spec.port)
-    udp_fast.drive(
-        spec,
-        control,
-        conn,
-        lambda origin_ns: make_engine(spec, origin_ns, target.address),
-        target.follow,
-    )
+    udp_fast.drive_connecting(spec, control, conn, make_engine)

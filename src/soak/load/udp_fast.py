@@ -21,6 +21,7 @@ from soak.load import wire
 from soak.load.cadence import Cadence
 from soak.load.ledger import ClassWindow, Window
 from soak.load.stats import Connections, Interval
+from soak.load.target import Target
 from soak.load.udp import open_flows
 from soak.load.worker import Control, WorkerSpec, monotonic_ns, window_slots
 
@@ -124,6 +125,19 @@ def run_udp_fast(spec: WorkerSpec, control: Control, conn: Connection) -> None:
 
 def run_engine(spec: WorkerSpec, fds: list[int], control: Control, conn: Connection) -> None:
     drive(spec, control, conn, lambda origin_ns: make_engine(spec, fds, origin_ns))
+
+
+def drive_connecting(
+    spec: WorkerSpec,
+    control: Control,
+    conn: Connection,
+    make_engine: Callable[[WorkerSpec, int, str | None], Any],
+) -> None:
+    """drive() for an engine that connects (the TCP/DoT and DoH ones): made to the
+    server's address, a name followed as the Python loop follows it (target.Target)."""
+    target = Target(spec.host, spec.port)
+    build = functools.partial(make_engine, spec)
+    drive(spec, control, conn, lambda origin_ns: build(origin_ns, target.address), target.follow)
 
 
 def drive(
