@@ -111,18 +111,39 @@ def test_replay_stops_and_exits_143(server: ServerProc, tmp_path: Path) -> None:
     # The replay's sockets are its process's: one UDP socket open is the replay under way.
     wait_for(lambda: udp_sockets(proc.pid), 60, "the replay has a socket", 0.1)
     proc.send_signal(signal.SIGTERM)
+    players = children_of(proc.pid)  # the capture mixes UDP and TCP: a process each
+    assert len(players) == 2, players
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == "soak: stopped by SIGTERM", err
+    all_gone(players)
 
 
 def udp_sockets(pid: int) -> int:
-    """How many sockets the process holds (a replay opens its clients' on start)."""
+    """How many sockets the process and its children hold (a replay opens its clients'
+    on start; a capture that mixes UDP and TCP plays in child processes, one a transport)."""
+    held = 0
+    for each in (pid, *children_of(pid)):
+        try:
+            links = [os.readlink(fd) for fd in Path(f"/proc/{each}/fd").iterdir()]
+        except OSError:
+            continue
+        held += sum(link.startswith("socket:") for link in links)
+    return held
+
+
+def children_of(pid: int) -> list[int]:
     try:
-        links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
-        return 0
-    return sum(link.startswith("socket:") for link in links)
+        return []
+    found: list[int] = []
+    for task in tasks:
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def test_bench_stops_its_target(tmp_path: Path) -> None:
