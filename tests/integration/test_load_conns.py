@@ -68,15 +68,13 @@ def test_a_hanging_handshake_does_not_hold_up_the_other_connections(
     r = d.to_json_dict()
     assert r["connections"]["errors"] == 1  # the opening that timed out
     assert r["sent"] == 600 and r["sent"] == r["completed"] + r["lost"]
-    # the stalled connection's queries were queued but never written: failed at the socket.
-    # A query goes to a connection still opening only while no other is up: the Python
-    # loop is slow enough that the other slot's replacement is still opening when some
-    # fall due; the compiled one may have it up first, and then none is queued there.
+    # the stalled connection's queries, if any, were queued but never written: failed at
+    # the socket. A query goes to a connection still opening only while no other is up,
+    # which depends on how fast the other slot's replacement opens (none were, once, on
+    # the Python loop too): how many is the machine's business, their account is not.
     sockets = r["engine_counters"]
     assert sockets["socket_sent"] + sockets["send_failed"] == 600, sockets
     assert sockets["send_failed"] == r["lost"], (sockets, r["lost"])
-    if pure:
-        assert r["lost"] > 0
     # ~200 queries fall due in that second; a loop blocked in the handshake sends none
     assert during >= 10, during
 
