@@ -101,7 +101,7 @@ def loops_of(replay: Replay) -> list[str]:
     transport = replay.cfg.transport
     if transport != "capture":
         return [transport]
-    kinds = {q.transport for q in replay.plan.capture.queries}
+    kinds = replay.plan.transports
     return [t for k, t in ((UDP, "udp"), (TCP, "tcp")) if k in kinds] or ["udp"]
 
 

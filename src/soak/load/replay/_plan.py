@@ -161,6 +161,9 @@ class Plan:
         # The question of each captured query, encoded once (rewritten ones per loop).
         self._questions = shared_questions(capture)
         self._cls = [self.classes.of(q.qtype, q.qname) for q in capture.queries]
+        # Which transports the capture's queries came over (capture.UDP, TCP): which
+        # compiled loops play it (_engine.loops_of), read once.
+        self.transports = frozenset(q.transport for q in capture.queries)
 
     @property
     def rate_qps(self) -> float:
