@@ -137,25 +137,7 @@ static void flush_one(Replay *r, int i) {
     }
 }
 
-/* The step's connections written out, each once: its requests' frames leave together
- * (one SSL_write, one TLS record where they fit) as the load engine's batch does. */
-static int flush_step(Replay *r) {
-    for (int k = 0; k < r->nstep; k++) {
-        int i = r->step[k];
-        r->stepped[i] = 0;
-        if (r->owner[i] >= 0) flush_one(r, i);
-    }
-    r->nstep = 0;
-    return 0;
-}
-
-/* Pool entry i has a request to write: listed once for the step's end. */
-static void step_add(Replay *r, int i) {
-    if (r->stepped[i]) return;
-    if (r->nstep == SEND_STEP) flush_step(r); /* never in a play step: one send each */
-    r->stepped[i] = 1;
-    r->step[r->nstep++] = i;
-}
+#include "_fastreplay_step.h" /* flush_step, step_add */
 
 /* A client's new loop with rename_clients: its connections retire (each closes once
  * its answers are in), its next queries open new ones. */

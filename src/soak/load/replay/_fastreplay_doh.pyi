@@ -17,6 +17,3 @@ class Engine(CompiledStreamReplay):
         stream_client: bytes,
         engine_args: tuple[object, ...],
     ) -> None: ...
-    def writes(self) -> int:
-        """The SSL writes made so far (one per connection per play step at most)."""
-        ...

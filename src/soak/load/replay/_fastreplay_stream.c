@@ -14,7 +14,9 @@
  * the matching of replies and the sweep are the load engine's (_fastudp_defs.h,
  * _fastudp_loop.h, _fastengine.h), the connection (non-blocking connect, OpenSSL,
  * framing, the write and read buffers) _faststream_conn.h's, the TLS context
- * _fastconn.h's. A connection the server
+ * _fastconn.h's, the play loop _fastreplay_play.h's. A play step's queries are written
+ * once per connection at its end (flush_step, _fastreplay_step.h, as the DoH replay's
+ * and the load loop's batch). A connection the server
  * closes or breaks is dropped (its queries end lost at their timeout); the client's
  * next query opens another, as the Python replay's does (no throttle: each attempt
  * the server refuses is a connection error and its query a failed send). Sessions
@@ -31,7 +33,10 @@
 
 #define NW 64                      /* open windows (as _fastreplay.c) */
 #define BACKLOG_NS 1000000000LL    /* soak.load.worker.MAX_BACKLOG_S */
-#define SEND_STEP 64               /* sends before replies are read again */
+/* Sends before replies are read again: a step behind its plan then spans a client's
+ * connection more than once (100 clients in turn: five queries each), and flush_step
+ * writes them together (as _fastreplay_doh.c's). */
+#define SEND_STEP 512
 #define IDLE_SWEEP_NS 100000000LL  /* _conns.IDLE_SWEEP_NS */
 
 /* A connection's queries in flight, (slot, send time) oldest first: one still waits
@@ -47,6 +52,7 @@ typedef struct {
     Flight *flight;
     int *owner;   /* per pool entry: its stream, -1 while free */
     char *retiring;
+    char *stepped;  /* per pool entry: in this step's list (step) */
     int *free_list, nfree, npool;
     int nclients, nstreams, rename;
     int *qstream;         /* per captured query: its stream */
@@ -60,6 +66,9 @@ typedef struct {
     socklen_t alen;
     ConnCounts k;
     long long idle_ns, next_idle, reused, idled_out, late, open_fds, fds_peak;
+    long long writes;     /* SSL_write or send calls that took bytes (writes()) */
+    int step[SEND_STEP];  /* pool entries handed queries in this play step, each once */
+    int nstep;
     Py_ssize_t handled;   /* queries of the last play() counted (sent or skipped) */
     PyObject *woff[NW];   /* per window slot: its queries' send offsets, {us: n} (three
                            * digits, as OffsetTotals keeps them), handed over with it */
@@ -130,13 +139,15 @@ static int pool_take(Replay *r) {
         if (owner) r->owner = owner;
         char *ret = PyMem_Realloc(r->retiring, n);
         if (ret) r->retiring = ret;
+        char *stepped = PyMem_Realloc(r->stepped, n);
+        if (stepped) r->stepped = stepped;
         int *fr = PyMem_Realloc(r->free_list, sizeof(int) * n);
         if (fr) r->free_list = fr;
-        if (!pool || !fl || !owner || !ret || !fr) return -1;
+        if (!pool || !fl || !owner || !ret || !stepped || !fr) return -1;
         memset(pool + r->npool, 0, sizeof(Conn) * (n - r->npool));
         memset(fl + r->npool, 0, sizeof(Flight) * (n - r->npool));
         for (int i = n - 1; i >= r->npool; i--) {
-            pool[i].fd = -1, owner[i] = -1, ret[i] = 0;
+            pool[i].fd = -1, owner[i] = -1, ret[i] = 0, stepped[i] = 0;
             r->free_list[r->nfree++] = i;
         }
         r->npool = n;
@@ -176,15 +187,19 @@ static int stream_conn(Replay *r, int s, long long now) {
 static void flush_one(Replay *r, int i) {
     Conn *c = &r->pool[i];
     if (c->phase != UP || c->woff >= c->wlen) return;
+    size_t queued = c->wlen - c->woff;
     long long whole = conn_flush(c);
     if (whole < 0) { /* broken: its queries end lost at their timeout */
         r->k.errors++;
         release(r, i);
         return;
     }
+    if (c->wlen - c->woff < queued) r->writes++; /* the socket took bytes */
     r->e.sock_sent += whole;
     if ((c->woff < c->wlen) != c->out) watch(r, i, EPOLL_CTL_MOD); /* EPOLLOUT or not */
 }
+
+#include "_fastreplay_step.h" /* flush_step, step_add */
 
 /* A client's new loop with rename_clients: its connections retire (each closes once
  * its answers are in), its next queries open new ones. */
@@ -197,7 +212,9 @@ static void retire_client(Replay *r, int client) {
     }
 }
 
-/* Query i framed on its stream's connection, with its captured flags. */
+/* Query i framed on its stream's connection, with its captured flags. It waits in the
+ * connection's buffer for the step's end (flush_step), microseconds later: its send
+ * offset stays the time it is handed to the connection. */
 static int write_query(Replay *r, Py_ssize_t i, int slot, const long long *v, PyObject *q,
                        long long t) {
     int flags = (int)v[4];
@@ -210,7 +227,7 @@ static int write_query(Replay *r, Py_ssize_t i, int slot, const long long *v, Py
         unsigned char *frame = c->wbuf + c->wlen - (2 + HEADER_LEN + qlen);
         frame[4] = (unsigned char)(flags >> 8), frame[5] = (unsigned char)(flags & 255);
         if (flight_push(&r->flight[at], slot, t) < 0) { PyErr_NoMemory(); return -1; }
-        flush_one(r, at);
+        step_add(r, at);
     } else { /* no connection, or one that cannot take more: sent, will be lost */
         r->e.send_failed++;
     }
@@ -307,4 +324,5 @@ static void housekeeping(Replay *r) {
     }
 }
 
+#define PLAY_STEP_END(r) flush_step(r)
 #include "_fastreplay_stream_face.h"

@@ -3,6 +3,15 @@
 
 #define REPLAY_E(r) (&(r)->e)
 #define REPLAY_LATE(r) ((r)->late)
+
+/* writes() -> the SSL_write or send calls that took bytes so far: how many queries each
+ * write carries is what the step's batching (flush_step) is for. */
+static PyObject *Replay_writes(Replay *r, PyObject *Py_UNUSED(arg)) {
+    return PyLong_FromLongLong(r->writes);
+}
+
+#define REPLAY_MORE_METHODS \
+    {"writes", (PyCFunction)Replay_writes, METH_NOARGS, "writes() -> writes so far"},
 #include "_fastreplay_stream_common.h"
 
 /* conns() -> (opened, errors, tls_resumed, reused, idled_out, open now, {handshake us:
@@ -34,7 +43,7 @@ static void Replay_dealloc(Replay *r) {
         PyMem_Free(r->flight[i].v);
     }
     PyMem_Free(r->pool), PyMem_Free(r->flight), PyMem_Free(r->owner);
-    PyMem_Free(r->retiring), PyMem_Free(r->free_list);
+    PyMem_Free(r->retiring), PyMem_Free(r->stepped), PyMem_Free(r->free_list);
     PyMem_Free(r->qstream), PyMem_Free(r->cur), PyMem_Free(r->cfirst), PyMem_Free(r->cstreams);
     PyMem_Free(r->cloop), PyMem_Free(r->csent), PyMem_Free(r->ccomp);
     if (r->ctx) SSL_CTX_free(r->ctx);
