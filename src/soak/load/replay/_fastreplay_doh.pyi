@@ -20,3 +20,7 @@ class Engine(CompiledStreamReplay):
     def writes(self) -> int:
         """The SSL writes made so far (one per connection per play step at most)."""
         ...
+    def h2(self) -> tuple[int, int, int, int]:
+        """(streams the server ended with an HTTP/2 error code, of them REFUSED_STREAM, of
+        those sent again on their connection, GOAWAY frames) so far."""
+        ...
