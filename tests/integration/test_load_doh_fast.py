@@ -340,3 +340,18 @@ def test_the_build_names_the_missing_package_in_one_line() -> None:
     assert out.returncode != 0
     errors = [line for line in out.stderr.splitlines() if ": error:" in line]
     assert len(errors) == 1 and "apt-get install libnghttp2-dev" in errors[0], out.stderr
+
+
+def test_streams_the_server_resets_are_counted_by_the_compiled_loop(
+    tmp_path: Path, tls_cert: tuple[Path, Path], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """unbound with a 1-byte `http-response-buffer-size` resets every request's stream
+    (INTERNAL_ERROR): the load counts each reset, none refused, no GOAWAY, and every
+    query is lost (docs/load.md)."""
+    with unbound(tmp_path, tls=tls_cert, tls_options="http-response-buffer-size: 1") as s:
+        d = load(s.extra_ports["doh"], tmp_path / "run", "POST", timeout_s="0.3s")
+    assert PURE_LINE not in capfd.readouterr().err
+    conns = d["connections"]
+    assert d["sent"] > 0 and d["completed"] == 0 and d["lost"] == d["sent"], d
+    assert conns["streams_reset"] == d["sent"] and conns["streams_refused"] == 0, conns
+    assert conns["streams_retried"] == conns["goaways"] == 0, conns
