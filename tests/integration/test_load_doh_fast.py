@@ -322,8 +322,12 @@ def test_connections_told_to_go_away_are_replaced_and_their_answers_kept(
     # Each connection answers 40 at most, so what was answered took this many; how many
     # requests cross a GOAWAY depends on how busy the machine is (78 of 450 seen once).
     assert conns["opened"] >= -(-d["completed"] // 40) and d["completed"] >= 200, (d, conns)
-    # a request that crossed the GOAWAY is refused by it (a connection error, lost)
+    # a request that crossed the GOAWAY is refused by it (a connection error, lost), and
+    # counted refused (nghttp2 closes it REFUSED_STREAM), not sent again: its connection
+    # is going away; each GOAWAY counted
     assert d["lost"] == conns["errors"], (d["lost"], conns)
+    assert conns["streams_refused"] == conns["streams_reset"] == d["lost"], (d["lost"], conns)
+    assert conns["streams_retried"] == 0 and conns["goaways"] >= 1, conns
     sockets = d["engine_counters"]
     assert sockets["socket_received"] == d["completed"], sockets
     assert sockets["socket_sent"] + sockets["send_failed"] == d["sent"], sockets
