@@ -21,9 +21,18 @@ DEFAULT_QUERIES (tests/support/servers.py), evenly spaced at 1,000 q/s for
 --transport tcp, dot or doh: the replay over TCP, DoT or DoH (`--protocol`: a connection
 per client; DoH's requests POST) and dnsperf `-m tcp` / `-m dot` / `-m doh` (-c
 connections; DoH with `-O doh-method=POST`), against an unbound with
-TLS listeners and 200 TCP slots (tests/support/servers.py); --engines
+TLS listeners and 1,000 TCP slots (below; tests/support/unbound_counts.py); --engines
 compiled,python: the replay in its compiled loop and, in the same rounds, in its
 Python loop (SOAK_REPLAY_ENGINE=python), each against dnsperf.
+
+The stream transports' unbound gets 1,000 TCP slots (--unbound-options, default
+"incoming-num-tcp: 1000"; SLOTS says why), for dnsperf and the replay alike. Over TCP,
+DoT and DoH each replay round also prints where its losses went: `lost`,
+`late` (answered after the 1-s timeout), `send_failed` (never taken by a socket: its
+connection not up in time, or broken), the connections opened and their errors, the
+DoH streams the server reset or refused and its GOAWAYs, the queries the replay's
+sockets took against unbound's own count of those it received (unbound-control
+`total.num.queries`), and unbound's CPU seconds in the round.
 
 --baseline-src DIR: a second build's compiled replay (DIR a copy of an older commit's src
 with its extensions built, put first on PYTHONPATH) in the same rounds as this one, the
@@ -39,6 +48,7 @@ compiled loop on the same machine at the same moment. Each round's figures are p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -53,7 +63,9 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.servers import DEFAULT_QUERIES, unbound  # noqa: E402
 from tests.support.tls import make_cert  # noqa: E402
+from tests.support.unbound_counts import unbound_with_control  # noqa: E402
 
+from soak.samplers.server import unbound_control  # noqa: E402
 from soak.traffic.capture_file import UDP, Capture, Query, write_capture  # noqa: E402
 
 SOAK = str(Path(sys.executable).parent / "soak")
@@ -90,6 +102,27 @@ def make_capture(folder: Path, clients: int, span_s: float) -> tuple[Path, Path]
 
 
 TRANSPORT = "udp"  # main() sets it from --transport
+# unbound's remote-control socket and pid where it has one (the stream transports): its
+# own count of what it was sent, and its CPU, read around each replay (main() sets it).
+SERVER: dict[str, object] = {}
+# unbound's TCP slots for the stream transports (its config's 200 otherwise), for dnsperf
+# and the replay alike: past half its slots unbound cuts a new connection's idle timeout
+# to 1% (300 ms, then its 200-ms floor) and leaves those past all of them unaccepted, so
+# a replay that opens more connections than its 100 clients (a DoH connection at the
+# server's 100 streams in flight is replaced) lost queries to the server's slots: bytes
+# its sockets took that unbound never read (docs/benchmarks.md).
+SLOTS = "incoming-num-tcp: 1000"
+
+
+def server_side() -> tuple[int, float]:
+    """(queries unbound received so far, its CPU seconds), (0, 0.0) without a socket."""
+    sock = SERVER.get("sock")
+    if not isinstance(sock, Path):
+        return 0, 0.0
+    text = unbound_control(sock, "stats_noreset", 10)
+    stats = dict(line.split("=", 1) for line in text.splitlines())
+    fields = Path(f"/proc/{SERVER['pid']}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(stats["total.num.queries"]), (int(fields[11]) + int(fields[12])) / TICKS_S
 
 
 def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: float = 0) -> dict:
@@ -130,10 +163,28 @@ def run_replay(
     env = {**os.environ, "SOAK_REPLAY_ENGINE": engine}  # "python": the Python loop
     if src:  # another build of soak, imported before this one
         env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    got0, server_cpu0 = server_side()
     out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
     cpu = children_cpu_s() - cpu0
+    got1, server_cpu1 = server_side()
     d = json.loads(out)
+    conns, sockets = d["connections"], d["engine_counters"]
     return {
+        # who lost what: never left a socket, answered after the timeout, reset by the
+        # server; and what the server says it was sent (unbound's own count) and its CPU
+        "losses": {
+            "lost": d["lost"],
+            "late": d["late"],
+            "send_failed": sockets.get("send_failed", 0),
+            "conn_opened": conns.get("opened", 0),
+            "conn_errors": conns.get("errors", 0),
+            "streams_reset": conns.get("streams_reset", 0),
+            "streams_refused": conns.get("streams_refused", 0),
+            "goaways": conns.get("goaways", 0),
+            "socket_sent": sockets.get("socket_sent", 0),
+            "server_received": got1 - got0,
+            "server_cpu_s": round(server_cpu1 - server_cpu0, 2),
+        },
         "answered_qps": d["completed"] / duration_s,
         "sent_qps": d["sent"] / duration_s,
         "cpu_ms_per_1k": cpu / max(d["completed"], 1) * 1e6,
@@ -193,6 +244,9 @@ def main() -> None:
     ap.add_argument("--transport", choices=("udp", "tcp", "dot", "doh"), default="udp")
     ap.add_argument("--engines", default="compiled", help="the replay's loops: compiled,python")
     ap.add_argument("--baseline-src", default="", help="another build's src, in the same rounds")
+    ap.add_argument(
+        "--unbound-options", default=SLOTS, help="server: lines for unbound (stream transports)"
+    )
     ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
     global TRANSPORT
@@ -210,8 +264,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         cap, qfile = make_capture(tmp, args.clients, args.span)
-        tls = None if TRANSPORT == "udp" else make_cert(tmp)  # 200 TCP slots come with it
-        with unbound(tmp, tls=tls) as server:
+        with contextlib.ExitStack() as stack:
+            if TRANSPORT == "udp":
+                server = stack.enter_context(unbound(tmp))
+            else:  # 200 TCP slots, DoT and DoH listeners, its remote-control socket
+                started = unbound_with_control(tmp, make_cert(tmp), args.unbound_options)
+                server, sock = stack.enter_context(started)
+                SERVER.update(sock=sock, pid=server.pid)
             port = server.port_for(TRANSPORT)
             if args.memory_s:
                 memory(port, cap, args.memory_s)
@@ -263,6 +322,8 @@ def round_line(k: int, name: str, what: str, x: dict) -> None:
         f" skipped {x['skipped']}, load average {load}",
         flush=True,
     )
+    if x["losses"]["server_received"]:
+        print(f"    {x['losses']}", flush=True)
 
 
 def fixed_rate_line(r: float, name: str, rep: list[dict], dp: list[dict]) -> None:

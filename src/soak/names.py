@@ -68,6 +68,7 @@ _LOAD_FIELDS = (
     "conn_reused",
     "conn_idled_out",
     "conn_errors",
+    "conn_streams_reset",
     "sockets_open",
 )
 _RCODES = (r"rcode_[a-z0-9_]+",)

@@ -322,8 +322,12 @@ def test_connections_told_to_go_away_are_replaced_and_their_answers_kept(
     # Each connection answers 40 at most, so what was answered took this many; how many
     # requests cross a GOAWAY depends on how busy the machine is (78 of 450 seen once).
     assert conns["opened"] >= -(-d["completed"] // 40) and d["completed"] >= 200, (d, conns)
-    # a request that crossed the GOAWAY is refused by it (a connection error, lost)
+    # a request that crossed the GOAWAY is refused by it (a connection error, lost), and
+    # counted refused (nghttp2 closes it REFUSED_STREAM), not sent again: its connection
+    # is going away; each GOAWAY counted
     assert d["lost"] == conns["errors"], (d["lost"], conns)
+    assert conns["streams_refused"] == conns["streams_reset"] == d["lost"], (d["lost"], conns)
+    assert conns["streams_retried"] == 0 and conns["goaways"] >= 1, conns
     sockets = d["engine_counters"]
     assert sockets["socket_received"] == d["completed"], sockets
     assert sockets["socket_sent"] + sockets["send_failed"] == d["sent"], sockets
@@ -340,3 +344,18 @@ def test_the_build_names_the_missing_package_in_one_line() -> None:
     assert out.returncode != 0
     errors = [line for line in out.stderr.splitlines() if ": error:" in line]
     assert len(errors) == 1 and "apt-get install libnghttp2-dev" in errors[0], out.stderr
+
+
+def test_streams_the_server_resets_are_counted_by_the_compiled_loop(
+    tmp_path: Path, tls_cert: tuple[Path, Path], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """unbound with a 1-byte `http-response-buffer-size` resets every request's stream
+    (INTERNAL_ERROR): the load counts each reset, none refused, no GOAWAY, and every
+    query is lost (docs/load.md)."""
+    with unbound(tmp_path, tls=tls_cert, tls_options="http-response-buffer-size: 1") as s:
+        d = load(s.extra_ports["doh"], tmp_path / "run", "POST", timeout_s="0.3s")
+    assert PURE_LINE not in capfd.readouterr().err
+    conns = d["connections"]
+    assert d["sent"] > 0 and d["completed"] == 0 and d["lost"] == d["sent"], d
+    assert conns["streams_reset"] == d["sent"] and conns["streams_refused"] == 0, conns
+    assert conns["streams_retried"] == conns["goaways"] == 0, conns

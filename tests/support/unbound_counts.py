@@ -13,13 +13,17 @@ from tests.support.servers import ServerProc, free_port
 
 
 @contextlib.contextmanager
-def unbound_with_control(tmp: Path, cert: tuple[Path, Path]) -> Iterator[tuple[ServerProc, Path]]:
+def unbound_with_control(
+    tmp: Path, cert: tuple[Path, Path], options: str = ""
+) -> Iterator[tuple[ServerProc, Path]]:
     """unbound with DoT and its remote-control socket: the server's own query counts
-    (num.query.tcp is among the extended statistics)."""
+    (num.query.tcp is among the extended statistics); `options`: server: lines added
+    (a later line overrides an earlier one, e.g. "incoming-num-tcp: 1000")."""
     port, dot, doh = free_port(), free_port(), free_port()
     sock = tmp / "control.sock"
     server_lines = servers.unbound_tls_conf(cert[0], cert[1], dot, doh)
     server_lines += "\n    extended-statistics: yes"
+    server_lines += "".join(f"\n    {line}" for line in options.splitlines())
     conf = servers.unbound_conf(port, servers.DEFAULT_LOCAL_DATA, 1, server_lines)
     conf = conf.replace(
         "control-enable: no",

@@ -3,7 +3,7 @@ from typing import Any
 from soak.load._compiled_face import CompiledLoad
 from soak.load._fastudp import RawWindow
 
-Connections = tuple[int, int, int, dict[int, int], int]
+Connections = tuple[int, int, int, dict[int, int], int, int, int, int, int]
 
 class Engine(CompiledLoad):
     def __init__(
@@ -29,5 +29,5 @@ class Engine(CompiledLoad):
         self, cursor_second: int
     ) -> tuple[list[RawWindow], int, int, int, int, int, int, int, int, Connections]:
         """The UDP Engine's take, then (opened, errors, resumed, {handshake us: n},
-        hung_up) of the interval's connections."""
+        hung_up, streams reset, refused, retried, GOAWAYs) of the interval's connections."""
         ...

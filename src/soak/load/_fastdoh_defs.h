@@ -26,6 +26,7 @@ typedef struct Stream {
     struct Stream *prev, *next; /* the connection's open streams (freed with it) */
     struct Conn *conn;
     int slot, status_ok, ended;
+    int retried; /* sent again once after the server refused it (_fastdoh_h2.h) */
     long long sent_ns; /* the ring's time of it (a hang-up abandons it: _fastudp_loop.h) */
     size_t msg_len, sent_len, body_len, body_cap;
     unsigned char msg[MSG_MAX];
@@ -67,6 +68,12 @@ typedef struct DohEngine {
     long long opened, errors, resumed, hung_up;
     long long late; /* answers matched after their timeout (already lost) */
     long long writes; /* SSL_write calls that took bytes (the replay's writes()) */
+    /* What the server's HTTP/2 layer said (from the start; _fastdoh_h2.h): streams it ended
+     * with an error code (RST_STREAM, or above a GOAWAY's last stream id: nghttp2 closes
+     * those with REFUSED_STREAM), of them REFUSED_STREAM (not processed: RFC 9113 8.7),
+     * of those the ones sent again on their connection, and GOAWAY frames. A reset query
+     * not sent again is lost at its timeout. */
+    long long streams_reset, streams_refused, streams_retried, goaways;
     PyObject *handshake_us; /* {us: n} */
 } DohEngine;
 

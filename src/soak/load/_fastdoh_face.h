@@ -55,7 +55,8 @@ static PyObject *Doh_begin(DohEngine *d, PyObject *arg) {
 }
 
 /* take(cursor_second) -> the UDP Engine's take, then (opened, errors, resumed,
- * {handshake us: n}, hung_up) of the interval's connections. */
+ * {handshake us: n}, hung_up, streams reset, refused, retried, goaways) of the interval's
+ * connections (stats.Connections). */
 static PyObject *Doh_take(DohEngine *d, PyObject *arg) {
     PyObject *counts = Engine_take(&d->e, arg);
     PyObject *fresh = PyDict_New();
@@ -64,10 +65,12 @@ static PyObject *Doh_take(DohEngine *d, PyObject *arg) {
         Py_XDECREF(fresh);
         return NULL;
     }
-    PyObject *conns = Py_BuildValue("LLLNL", d->opened, d->errors, d->resumed, d->handshake_us,
-                                    d->hung_up);
+    PyObject *conns = Py_BuildValue("LLLNLLLLL", d->opened, d->errors, d->resumed, d->handshake_us,
+                                    d->hung_up, d->streams_reset, d->streams_refused,
+                                    d->streams_retried, d->goaways);
     d->handshake_us = fresh;
     d->opened = d->errors = d->resumed = d->hung_up = 0;
+    d->streams_reset = d->streams_refused = d->streams_retried = d->goaways = 0;
     PyObject *tail = conns ? PyTuple_Pack(1, conns) : NULL;
     PyObject *out = tail ? PySequence_Concat(counts, tail) : NULL;
     Py_XDECREF(conns);
@@ -201,7 +204,8 @@ static PyMethodDef Doh_methods[] = {
     {"begin", (PyCFunction)Doh_begin, METH_O, "begin(start_ns): connections open, silences count"},
     {"take", (PyCFunction)Doh_take, METH_O,
      "take(cursor_second) -> the UDP Engine's take, then (opened, errors, resumed, "
-     "handshake_us, hung_up) of the connections"},
+     "handshake_us, hung_up, streams_reset, streams_refused, streams_retried, goaways) of "
+     "the connections"},
     {"finish", (PyCFunction)Doh_finish, METH_NOARGS,
      "finish(): close the connections; what no socket took counts as send_failed"},
     {"set_address", (PyCFunction)Doh_set_address, METH_VARARGS,

@@ -76,6 +76,7 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t sid, const uint8_
 static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user) {
     Conn *c = user;
     if (f->hd.type == NGHTTP2_GOAWAY) {
+        c->d->goaways++;
         c->goaway = 1; /* takes no more queries: retired and replaced */
         if (f->goaway.error_code != NGHTTP2_NO_ERROR) c->d->errors++;
     } else if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
@@ -86,25 +87,50 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user
     return 0;
 }
 
-/* A request's last frame is in the output: it counts at the socket once that is taken. */
+/* A request's last frame is in the output: it counts at the socket once that is taken
+ * (once a query: a refused request sent again is not counted twice). */
 static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *f, void *user) {
-    (void)h2;
     if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
-        (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
-        ((Conn *)user)->pending++;
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        Stream *s = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+        if (s == NULL || !s->retried) ((Conn *)user)->pending++;
+    }
     return 0;
+}
+
+static int32_t h2_request(Conn *c, Stream *s);
+
+/* A stream the server refused (REFUSED_STREAM: it did not process it, RFC 9113 8.7) is
+ * sent again once on its connection, unless that is going away: a server that allows
+ * fewer streams at once than a client sent before its SETTINGS arrived refuses the rest
+ * (nghttp2 assumes 100 until then), and nghttp2 holds the retry until a stream is free.
+ * Its latency still counts from its first send. 1 sent again, 0 not. */
+static int retry_refused(Conn *c, Stream *s) {
+    if (s->retried || c->goaway) return 0;
+    s->retried = 1;
+    s->sent_len = s->body_len = 0;
+    s->status_ok = s->ended = 0;
+    if (h2_request(c, s) < 0) return 0;
+    c->d->streams_retried++;
+    return 1; /* written by the read's conn_push: no mem_send inside a callback */
 }
 
 /* The answer (doh.DohFlow.messages): a whole 200 answer is matched as a UDP reply is, with
  * its ring slot as id; a reset stream or another status is a connection error and the
- * query ends as lost at its timeout. */
+ * query ends as lost at its timeout. A stream ended with an error code is counted as
+ * such too (streams_reset, streams_refused), so that a server's refusals are told from
+ * answers that never came. */
 static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t code, void *user) {
-    (void)code;
     Conn *c = user;
     DohEngine *d = c->d;
     Stream *s = nghttp2_session_get_stream_user_data(h2, sid);
     if (s == NULL) return 0;
     nghttp2_session_set_stream_user_data(h2, sid, NULL);
+    if (code != NGHTTP2_NO_ERROR) {
+        d->streams_reset++;
+        if (code == NGHTTP2_REFUSED_STREAM) d->streams_refused++;
+        if (code == NGHTTP2_REFUSED_STREAM && retry_refused(c, s)) return 0;
+    }
     c->answered++;
     int r = 0;
     if (s->ended) {
@@ -173,19 +199,10 @@ static int h2_accepting(Conn *c) {
 
 #define NV(n, v, vlen) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vlen), NGHTTP2_NV_FLAG_NONE}
 
-/* One query as one request (id 0 on the wire, RFC 8484): 1 submitted, 0 refused by the
- * session's state (the query is lost and the connection retired, as doh.py does), -1 out
- * of memory for its stream. */
-static int h2_submit(Conn *c, int slot, const char *q, size_t qlen) {
+/* Stream s's request submitted (its query in s->msg, the engine's method, path and
+ * headers): its stream id, or < 0 when the session refused it. */
+static int32_t h2_request(Conn *c, Stream *s) {
     DohEngine *d = c->d;
-    if (qlen > MSG_MAX - HEADER_LEN) qlen = MSG_MAX - HEADER_LEN;
-    Stream *s = calloc(1, sizeof *s);
-    if (s == NULL) return -1;
-    s->slot = slot;
-    s->conn = c;
-    memcpy(s->msg + 2, QUERY_AFTER_ID, sizeof QUERY_AFTER_ID);
-    memcpy(s->msg + HEADER_LEN, q, qlen);
-    s->msg_len = HEADER_LEN + qlen;
     char path[1024], clen[16];
     size_t plen = strlen(d->path);
     nghttp2_nv nv[7] = {
@@ -205,8 +222,23 @@ static int h2_submit(Conn *c, int slot, const char *q, size_t qlen) {
     nv[3].valuelen = plen;
     nv[6].valuelen = (size_t)snprintf(clen, sizeof clen, "%zu", s->msg_len);
     nghttp2_data_provider body = {.source.ptr = s, .read_callback = post_body};
-    int32_t sid = nghttp2_submit_request(c->h2, NULL, nv, d->get ? 5 : 7, d->get ? NULL : &body, s);
-    if (sid < 0) {
+    return nghttp2_submit_request(c->h2, NULL, nv, d->get ? 5 : 7, d->get ? NULL : &body, s);
+}
+
+/* One query as one request (id 0 on the wire, RFC 8484): 1 submitted, 0 refused by the
+ * session's state (the query is lost and the connection retired, as doh.py does), -1 out
+ * of memory for its stream. */
+static int h2_submit(Conn *c, int slot, const char *q, size_t qlen) {
+    DohEngine *d = c->d;
+    if (qlen > MSG_MAX - HEADER_LEN) qlen = MSG_MAX - HEADER_LEN;
+    Stream *s = calloc(1, sizeof *s);
+    if (s == NULL) return -1;
+    s->slot = slot;
+    s->conn = c;
+    memcpy(s->msg + 2, QUERY_AFTER_ID, sizeof QUERY_AFTER_ID);
+    memcpy(s->msg + HEADER_LEN, q, qlen);
+    s->msg_len = HEADER_LEN + qlen;
+    if (h2_request(c, s) < 0) {
         free(s);
         d->errors++;
         d->e.send_failed++; /* none of its bytes will reach the socket */

@@ -28,6 +28,7 @@ from soak.histogram import LatencyHistogram
 from soak.load.ledger import ClassWindow, Window
 
 HANDSHAKE_HIGHEST_US = 10_000_000
+H2_COUNTS = ("streams_reset", "streams_refused", "streams_retried", "goaways")  # DoH's, below
 
 
 @dataclass
@@ -39,6 +40,10 @@ class Connections:
     resumed: int = 0  # TLS sessions resumed
     handshake_us: dict[int, int] = field(default_factory=dict)  # TCP connect + TLS
     hung_up: int = 0  # closed on purpose with answers still due (connection.hangup_fraction)
+    streams_reset: int = 0  # DoH, compiled (_fastdoh_defs.h): streams the server reset,
+    streams_refused: int = 0  # of them REFUSED_STREAM (not processed),
+    streams_retried: int = 0  # of those sent again once on their connection;
+    goaways: int = 0  # GOAWAY frames
 
 
 @dataclass
@@ -240,10 +245,8 @@ class MixStats:
         self.sockets.add(iv)
         if iv.connections is not None:
             self.streams = True
-            self.conn.opened += iv.connections.opened
-            self.conn.errors += iv.connections.errors
-            self.conn.resumed += iv.connections.resumed
-            self.conn.hung_up += iv.connections.hung_up
+            for name in ("opened", "errors", "resumed", "hung_up", *H2_COUNTS):
+                setattr(self.conn, name, getattr(self.conn, name) + getattr(iv.connections, name))
             self.handshake.add_latencies(iv.connections.handshake_us)
 
     def connections(self) -> dict[str, Any] | None:
@@ -255,6 +258,7 @@ class MixStats:
             "errors": self.conn.errors,
             "tls_resumed": self.conn.resumed,
             "hung_up": self.conn.hung_up,
+            **{name: getattr(self.conn, name) for name in H2_COUNTS},
             "handshake_ms": self.handshake.latency_ms(stddev=False),
         }
 

@@ -39,6 +39,11 @@ class ConnBook:
         # took whole, queries counted sent they refused (or with no socket or
         # connection), replies read; StreamFlow and ClientConns.send_udp keep them.
         self.socket_sent = self.socket_received = self.send_failed = 0
+        # What a DoH server's HTTP/2 layer said (the compiled DoH loop counts it): streams
+        # it ended with an error code (RST_STREAM, or above a GOAWAY's last stream id), of
+        # them REFUSED_STREAM (not processed), of those sent again once on their connection
+        # (the others' queries are lost), and GOAWAY frames.
+        self.streams_reset = self.streams_refused = self.streams_retried = self.goaways = 0
 
     def abandon(self, slot: int, sent_ns: int) -> None:
         self.end_abandoned(slot)
@@ -110,6 +115,10 @@ class ClientConns:
             "tls_resumed": b.conn_resumed,
             "idled_out": self.idled_out,
             "udp_socket_errors": self.socket_errors,
+            "streams_reset": b.streams_reset,
+            "streams_refused": b.streams_refused,
+            "streams_retried": b.streams_retried,
+            "goaways": b.goaways,
         }
 
     # ------------------------------------------------------------ opening

@@ -17,3 +17,7 @@ class Engine(CompiledStreamReplay):
         stream_client: bytes,
         engine_args: tuple[object, ...],
     ) -> None: ...
+    def h2(self) -> tuple[int, int, int, int]:
+        """(streams the server ended with an HTTP/2 error code, of them REFUSED_STREAM, of
+        those sent again on their connection, GOAWAY frames) so far."""
+        ...

@@ -11,8 +11,16 @@ static PyObject *Replay_writes(Replay *r, PyObject *Py_UNUSED(arg)) {
     return PyLong_FromLongLong(r->d.writes);
 }
 
+/* h2() -> (streams reset, of them refused, of those sent again, GOAWAY frames) so far:
+ * what the server's HTTP/2 layer said (_fastdoh_defs.h). */
+static PyObject *Replay_h2(Replay *r, PyObject *Py_UNUSED(arg)) {
+    return Py_BuildValue("(LLLL)", r->d.streams_reset, r->d.streams_refused, r->d.streams_retried,
+                         r->d.goaways);
+}
+
 #define REPLAY_MORE_METHODS \
-    {"writes", (PyCFunction)Replay_writes, METH_NOARGS, "writes() -> SSL writes so far"},
+    {"writes", (PyCFunction)Replay_writes, METH_NOARGS, "writes() -> SSL writes so far"}, \
+    {"h2", (PyCFunction)Replay_h2, METH_NOARGS, "h2() -> (streams reset, refused, retried, goaways)"},
 #include "_fastreplay_stream_common.h"
 
 /* conns() -> (opened, errors, tls_resumed, reused, idled_out, open now, {handshake us:

@@ -33,13 +33,15 @@ EXIT_TIMEOUT_S = 5.0
 
 # The replay's connection counts (_conns.ClientConns.counts) grown while a window was
 # open, on its `all` point: connections opened, queries sent on one already open,
-# connections closed idle, connection errors. Counted when the window closes (its
+# connections closed idle, connection errors, DoH streams the server reset or refused
+# (RST_STREAM, GOAWAY: ClientConns.book.streams_reset). Counted when the window closes (its
 # queries ended), so a window's figures lag its queries by up to load.timeout_s.
 CONN_FIELDS = {
     "opened": "conn_opened",
     "reused": "conn_reused",
     "idled_out": "conn_idled_out",
     "errors": "conn_errors",
+    "streams_reset": "conn_streams_reset",
 }
 SOCKETS_OPEN = "sockets_open"  # the client sockets and connections open as it closed
 

@@ -136,6 +136,9 @@ class StreamEngine:
         opened, errors, resumed, reused, idled_out, open_now, handshake_us = self.engine.conns()
         book.conn_opened, book.conn_errors, book.conn_resumed = opened, errors, resumed
         conns.reused, conns.idled_out, conns.open_sockets = reused, idled_out, open_now
+        if hasattr(self.engine, "h2"):  # DoH: what the server's HTTP/2 layer said
+            h2 = self.engine.h2()
+            book.streams_reset, book.streams_refused, book.streams_retried, book.goaways = h2
         for us, n in handshake_us.items():
             book.handshake_us[us] = book.handshake_us.get(us, 0) + n
         conns.fold_handshakes()
