@@ -18,7 +18,7 @@ $(BIN)/soak: pyproject.toml src/soak/load/_fastudp.c src/soak/load/_fastudp_defs
 		src/soak/load/_fastdoh_conn.h src/soak/load/_fastdoh_loop.h src/soak/load/_fastdoh_face.h \
 		src/soak/load/replay/_fastreplay.c src/soak/load/replay/_fastreplay_face.h \
 		src/soak/load/replay/_fastreplay_play.h src/soak/load/replay/_fastreplay_send.h src/soak/load/replay/_fastreplay_offsets.h \
-		src/soak/load/replay/_fastreplay_stream_common.h \
+		src/soak/load/replay/_fastreplay_stream_common.h src/soak/load/replay/_fastreplay_step.h \
 		src/soak/load/replay/_fastreplay_stream.c src/soak/load/replay/_fastreplay_stream_face.h \
 		src/soak/load/replay/_fastreplay_doh.c src/soak/load/replay/_fastreplay_doh_face.h
 	$(PY) -m venv $(VENV)
