@@ -15,14 +15,18 @@ with a throwaway certificate). Only a compiled loop is measured: the UDP loop, o
 TCP/DoT or DoH stream loop; where the Python loop would play (it says so on stderr),
 the bench fails. A day's plan is cut at --memory-s: SIGTERM ends the sending, the
 queries in flight end, and the child prints the replay's result. Every --every-s the
-child's VmRSS, RssAnon and RssFile (/proc/PID/status) go to rss.jsonl in --out;
-every 60 s and at its end the child writes the sizes of its Python tables (windows
-handed over, offsets, histograms' buckets, connections open) and the queries answered
-so far to sizes.jsonl; the compiled loop's own tables are C's and not among them.
+child's VmRSS, RssAnon and RssFile (/proc/PID/status) and the resident anonymous part
+of its [heap] (/proc/PID/smaps: glibc's main arena; the rest of RssAnon is mmapped
+blocks) go to rss.jsonl in --out; every 60 s and at its end the child writes the sizes
+of its Python tables (windows handed over, offsets, histograms' buckets, connections
+open), glibc's own account of its heap (mallinfo2: in use, free but held, the arenas'
+size) and the queries answered so far to sizes.jsonl; the compiled loop's own tables
+are C's and not among them.
 
 Printed: RSS after the first 5 minutes, at the end, the largest; the least-squares
 slope of RSS over the last 90 minutes in KiB/h with its standard error and the
-readings' scatter about the line; queries sent, answered, lost; clients replayed
+readings' scatter about the line (the same for the [heap]'s part); malloc's in use
+and free held from 5 minutes to the end; queries sent, answered, lost; clients replayed
 against clients in the capture.
 
     PYTHONPATH=src .venv/bin/python bench/replay_memory.py --out /work/mem-run \\
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import math
 import os
@@ -59,6 +64,7 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.smaps_by_kind import anonymous_by_kind  # noqa: E402
 from tests.support.servers import DEFAULT_QUERIES, ServerProc, unbound  # noqa: E402
 from tests.support.tls import make_cert  # noqa: E402
 from tests.support.traffic import unbound_dnstap  # noqa: E402
@@ -181,6 +187,7 @@ def watch_sizes(replay: Any, path: Path, stop: threading.Event, every_s: float) 
                 "rcode_keys": sum(len(cw.rcodes) for cw in replay.ledger.per_class),
                 "answered": sum(cw.completed for cw in replay.ledger.per_class),
                 "open_sockets": conns.open_sockets,
+                **malloc_kib(),
                 "handshake_values": len(conns.handshake.counts) + len(conns.book.handshake_us),
                 # the capture played so far: queries due over its queries
                 "loops": round(
@@ -196,6 +203,36 @@ def watch_sizes(replay: Any, path: Path, stop: threading.Event, every_s: float) 
 # ------------------------------------------------------------ the readings
 
 
+class _Mallinfo2(ctypes.Structure):
+    """glibc's struct mallinfo2 (malloc.h), every field a size_t."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def malloc_kib() -> dict[str, int]:
+    """glibc's own account of this process's heap (mallinfo2, every arena): in use (the
+    chunks handed out, mmapped ones included) and free but held. What in use does not
+    explain of RssAnon is Python's own arenas, the stacks, or pages the allocator keeps:
+    growth of in use is something kept; growth of free held is the allocator's."""
+    libc = ctypes.CDLL(None)
+    fn = getattr(libc, "mallinfo2", None)
+    if fn is None:  # not glibc, or one older than 2.33
+        return {}
+    fn.restype = _Mallinfo2
+    m = fn()
+    return {
+        "malloc_in_use_kib": (m.uordblks + m.hblkhd) // 1024,
+        "malloc_free_kib": m.fordblks // 1024,
+        "malloc_arenas_kib": m.arena // 1024,
+    }
+
+
 def status_kib(pid: int) -> dict[str, int]:
     fields = {"VmRSS": "rss_kib", "RssAnon": "anon_kib", "RssFile": "file_kib"}
     found: dict[str, int] = {}
@@ -204,6 +241,14 @@ def status_kib(pid: int) -> dict[str, int]:
         if key in fields:
             found[fields[key]] = int(line.split()[1])
     return found
+
+
+def heap_anon_kib(pid: int) -> dict[str, int]:
+    """The resident anonymous KiB of the process's [heap] (glibc's main arena, grown by
+    brk) apart from the rest of RssAnon (mmapped blocks: the compiled loop's window
+    tables, Python's arenas, other arenas): which of the two a rise is in."""
+    text = Path(f"/proc/{pid}/smaps").read_text()
+    return {"heap_anon_kib": anonymous_by_kind(text)["[heap]"]}
 
 
 def slope_kib_h(points: list[tuple[float, float]]) -> tuple[float, float, float]:
@@ -221,23 +266,26 @@ def slope_kib_h(points: list[tuple[float, float]]) -> tuple[float, float, float]
 
 def report(out: Path, first_s: float = FIRST_S) -> None:
     rows = [json.loads(line) for line in (out / "rss.jsonl").read_text().splitlines()]
-    end_t = rows[-1]["t_s"]
-    for key in ("rss_kib", "anon_kib"):
-        after = [r for r in rows if r["t_s"] >= first_s]
+    for key in ("rss_kib", "anon_kib", "heap_anon_kib"):
+        keyed = [r for r in rows if key in r]  # a reading before the [heap] was read has none
+        after = [r for r in keyed if r["t_s"] >= first_s]
         if not after:
             print(f"{key}: no reading after {first_s:.0f} s")
             continue
+        end_t = keyed[-1]["t_s"]
         since = max(end_t - SLOPE_WINDOW_S, first_s)  # never the start-up's readings
-        last = [(r["t_s"], r[key]) for r in rows if r["t_s"] >= since]
+        last = [(r["t_s"], r[key]) for r in keyed if r["t_s"] >= since]
         b, se, s = slope_kib_h(last) if len(last) > 2 else (0.0, 0.0, 0.0)
+        top = max(keyed, key=lambda r: r[key])
         print(
             f"{key}: at {after[0]['t_s']:.0f} s {after[0][key]:,} KiB, at the end"
-            f" ({end_t:.0f} s) {rows[-1][key]:,} KiB, max {max(r[key] for r in rows):,} KiB"
-            f" (at {max(rows, key=lambda r: r[key])['t_s']:.0f} s); slope over the last"
+            f" ({end_t:.0f} s) {keyed[-1][key]:,} KiB, max {top[key]:,} KiB"
+            f" (at {top['t_s']:.0f} s); slope over the last"
             f" {(end_t - last[0][0]) / 60:.0f} min ({len(last)} readings):"
             f" {b:+,.1f} ± {se:,.1f} KiB/h (standard error), readings' scatter about"
             f" the line {s:,.1f} KiB"
         )
+    report_malloc(out, first_s)
     result_path = out / "result.json"
     if result_path.exists():
         d = json.loads(result_path.read_text())
@@ -253,6 +301,23 @@ def report(out: Path, first_s: float = FIRST_S) -> None:
             f" client sockets at once, at most {d['client_sockets_peak']};"
             f" connections {d.get('connections', {})}"
         )
+
+
+def report_malloc(out: Path, first_s: float) -> None:
+    """glibc's in use and free held (sizes.jsonl) at the first reading from first_s and
+    at the last: a rise in use is something kept, a rise in free held the allocator's."""
+    path = out / "sizes.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    rows = [r for r in rows if "malloc_in_use_kib" in r and r["t_s"] >= first_s]
+    if not rows:
+        return
+    a, b = rows[0], rows[-1]
+    print(
+        f"malloc (mallinfo2): in use {a['malloc_in_use_kib']:,} -> {b['malloc_in_use_kib']:,}"
+        f" KiB, free held {a['malloc_free_kib']:,} -> {b['malloc_free_kib']:,} KiB, arenas"
+        f" {a['malloc_arenas_kib']:,} -> {b['malloc_arenas_kib']:,} KiB"
+        f" ({a['t_s']:.0f} s -> {b['t_s']:.0f} s)"
+    )
 
 
 def catches_sigterm(pid: int) -> bool:
@@ -327,10 +392,12 @@ def sample(args: argparse.Namespace, proc: subprocess.Popen[str], out: Path) -> 
                 proc.send_signal(signal.SIGTERM)
                 break
             row = {"t_s": round(t, 1), "at": time.strftime("%H:%M:%S"), **status_kib(proc.pid)}
+            row.update(heap_anon_kib(proc.pid))
             f.write(json.dumps(row) + "\n")
             f.flush()
             time.sleep(args.every_s - (time.monotonic() - start) % args.every_s)
-        with_end = status_kib(proc.pid) if proc.poll() is None else {}
+        running = proc.poll() is None
+        with_end = {**status_kib(proc.pid), **heap_anon_kib(proc.pid)} if running else {}
         if with_end:
             t = round(time.monotonic() - start, 1)
             f.write(json.dumps({"t_s": t, "at": time.strftime("%H:%M:%S"), **with_end}) + "\n")

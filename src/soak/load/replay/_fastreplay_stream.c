@@ -110,7 +110,9 @@ static int watch(Replay *r, int i, int op) {
     return epoll_ctl(r->e.epfd, op, c->fd, &ev);
 }
 
-/* Pool entry i closed (what no socket took whole fails at it) and freed. */
+/* Pool entry i closed (what no socket took whole fails at it) and freed, its buffers
+ * and its flight given back (conn_drop_buffers): what the pool holds follows the
+ * connections open, not the most ever open at once. */
 static void release(Replay *r, int i) {
     Conn *c = &r->pool[i];
     if (c->fd >= 0) {
@@ -119,6 +121,10 @@ static void release(Replay *r, int i) {
         conn_close(c, 0);
         r->open_fds--;
     }
+    conn_drop_buffers(c);
+    PyMem_Free(r->flight[i].v);
+    r->flight[i].v = NULL;
+    r->flight[i].cap = 0;
     int s = r->owner[i];
     if (s >= 0 && r->cur[s] == i) r->cur[s] = -1;
     r->owner[i] = -1;

@@ -10,8 +10,23 @@ static PyObject *Replay_writes(Replay *r, PyObject *Py_UNUSED(arg)) {
     return PyLong_FromLongLong(r->writes);
 }
 
+/* held() -> (pool entries, connections open, bytes): the bytes the pool's entries hold
+ * in their buffers (write, its ends, read, in flight) and flights, open or free: what
+ * release gives back (a closed connection holds none). */
+static PyObject *Replay_held(Replay *r, PyObject *Py_UNUSED(arg)) {
+    long long bytes = 0;
+    for (int i = 0; i < r->npool; i++) {
+        const Conn *c = &r->pool[i];
+        bytes += (long long)(c->wcap + c->ecap * sizeof(size_t) + c->rcap +
+                             c->icap * sizeof(long long));
+        bytes += (long long)(r->flight[i].cap * 2 * sizeof(long long));
+    }
+    return Py_BuildValue("(iLL)", r->npool, r->open_fds, bytes);
+}
+
 #define REPLAY_MORE_METHODS \
-    {"writes", (PyCFunction)Replay_writes, METH_NOARGS, "writes() -> writes so far"},
+    {"writes", (PyCFunction)Replay_writes, METH_NOARGS, "writes() -> writes so far"}, \
+    {"held", (PyCFunction)Replay_held, METH_NOARGS, "held() -> (entries, open, bytes)"},
 #include "_fastreplay_stream_common.h"
 
 /* conns() -> (opened, errors, tls_resumed, reused, idled_out, open now, {handshake us:
