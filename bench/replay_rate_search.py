@@ -103,6 +103,7 @@ def searched_line(k: int, name: str, x: Probe, dnsperf: Probe, probes: int) -> s
     return (
         f"  round {k} {name} {found}: rate {x['rate_qps']:.0f} q/s, answered"
         f" {x['answered_qps']:.0f} q/s, CPU {x['cpu_ms_per_1k']:.1f} ms/1k; dnsperf"
-        f" {dnsperf['answered_qps']:.0f} q/s, {dnsperf['cpu_ms_per_1k']:.1f} ms/1k;"
+        f" {dnsperf['answered_qps']:.0f} q/s, {dnsperf['cpu_ms_per_1k']:.1f} ms/1k"
+        f" (lost {dnsperf['lost_pct']:.1f}% of its sent);"
         f" ratio q/s {ratio_qps:.2f}, CPU per answer {ratio_cpu:.2f}; probes {probes}"
     )

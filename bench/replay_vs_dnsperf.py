@@ -151,6 +151,7 @@ def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: f
         "answered_qps": done / duration_s,
         "sent_qps": sent / duration_s,
         "cpu_ms_per_1k": cpu / max(done, 1) * 1e6,
+        "lost_pct": (sent - done) / max(sent, 1) * 100,  # sent, never answered in time
     }
 
 

@@ -57,7 +57,7 @@ def test_the_budget_bounds_it_and_none_answered_is_said() -> None:
     best, tried = search_rate(probe, 50_000, Search(factor=1.25, probes=3))
     assert len(asked) == 3 and not best["ok"]
     assert best["rate_qps"] == min(asked)
-    dnsperf = {"answered_qps": 50_000.0, "cpu_ms_per_1k": 20.0}
+    dnsperf = {"answered_qps": 50_000.0, "cpu_ms_per_1k": 20.0, "lost_pct": 0.0}
     assert "none within the bound" in searched_line(0, "replay", best, dnsperf, len(tried))
 
 
@@ -66,5 +66,5 @@ def test_it_never_asks_more_than_the_cap() -> None:
     best, _ = search_rate(probe, 8_000, Search(factor=2.0, probes=6, max_qps=20_000))
     assert max(asked) == 20_000 and best["rate_qps"] == 20_000
     assert asked == [8_000, 16_000, 20_000]  # at the cap and answered: nothing higher to ask
-    dnsperf = {"answered_qps": 10_000.0, "cpu_ms_per_1k": 20.0}
+    dnsperf = {"answered_qps": 10_000.0, "cpu_ms_per_1k": 20.0, "lost_pct": 0.0}
     assert "searched (at --max-rate): rate 20000 q/s" in searched_line(0, "r", best, dnsperf, 3)
