@@ -34,6 +34,7 @@ RESULT_LINES = {
     "doh_clients.py": rf"^ratio soak/httpx: q/s {N}, CPU per query {N}$",
     "import_graph.py": r"^import graph: \d+ modules, \d+ imports, 0 from a lower layer",
     "leak_pass.py": rf"^0.5 h / 0.25 h, steady_cpu_s: {N}$",
+    "replay_doh_windows.py": r"^load average \[.*\]: sent [1-9]\d*, completed [1-9]\d*, ",
     "replay_in_soak.py": rf"^realtime, medians of 1: alone p99 {N} µs; in a soak, windows"
     rf" within {N} µs {N}%, worst window p99 {N} µs; worst in a soak / alone {N}"
     r" \(generator: [a-z, ]+\); late windows \d+, of which without steal time \d+$",
