@@ -13,6 +13,7 @@ query to its connection) and the latency (from that hand-over to the answer, a w
 the connection's handshake included), p50 and p99.
 
     PYTHONPATH=src .venv/bin/python bench/replay_doh_windows.py [--runs 3] [--rate 10000]
+    PYTHONPATH=src .venv/bin/python bench/replay_doh_windows.py --smoke   # seconds
 """
 
 from __future__ import annotations
@@ -82,10 +83,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rate", type=float, default=10_000)
     ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
+    clients, span_s = 100, 60.0
+    if args.smoke:
+        args.runs, args.rate, args.duration, clients, span_s = 1, 500.0, 1.0, 4, 2.0
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
-        cap, _ = make_capture(tmp, 100, 60)
+        cap, _ = make_capture(tmp, clients, span_s)
         with unbound_with_control(tmp, make_cert(tmp)) as (server, sock):
             for _ in range(args.runs):
                 one_run(cap, server.port_for("doh"), sock, args.rate, args.duration)

@@ -9,7 +9,12 @@ DEFAULT_QUERIES (tests/support/servers.py), evenly spaced at 1,000 q/s for
 - flat out: dnsperf at full speed (-c clients) and the replay asked for
   --max-rate q/s (more than one process can send: it falls behind and skips):
   answers per second and CPU ms per 1,000 answers (cutime + cstime of this
-  process's waited-for children);
+  process's waited-for children); with --flat-out search, the replay's flat out is
+  instead the highest asked rate (at most --max-rate) at which at most
+  --search-miss of the queries due went unanswered in time, found each round by at
+  most --search-probes replays starting at dnsperf's answered q/s of the round
+  (bench/replay_rate_search.py): each probe printed, and the searched rate's answered
+  q/s and CPU per 1,000 answers against dnsperf's of the same round;
 - timing: the replay at each of --rates: achieved rate (sent / duration), the
   send-time offset from the plan (p50, p99, max, µs), skipped, generator-bound;
   dnsperf -Q at the same rate: achieved rate (dnsperf says nothing of timing).
@@ -42,6 +47,7 @@ compiled loop on the same machine at the same moment. Each round's figures are p
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py [--runs 3] [--duration 5]
         [--rates 10000,50000] [--clients 100] [--memory-s 0] [--workers 2]
         [--transport udp|tcp|dot|doh] [--engines compiled,python] [--baseline-src DIR]
+        [--flat-out fixed|search] [--search-probes 6] [--search-factor 1.25]
     PYTHONPATH=src .venv/bin/python bench/replay_vs_dnsperf.py --smoke   # seconds
 """
 
@@ -61,6 +67,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.replay_rate_search import Search, probe_line, search_rate, searched_line  # noqa: E402
 from tests.support.servers import DEFAULT_QUERIES, unbound  # noqa: E402
 from tests.support.tls import make_cert  # noqa: E402
 from tests.support.unbound_counts import unbound_with_control  # noqa: E402
@@ -144,6 +151,7 @@ def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: f
         "answered_qps": done / duration_s,
         "sent_qps": sent / duration_s,
         "cpu_ms_per_1k": cpu / max(done, 1) * 1e6,
+        "lost_pct": (sent - done) / max(sent, 1) * 100,  # sent, never answered in time
     }
 
 
@@ -188,6 +196,7 @@ def run_replay(
         "answered_qps": d["completed"] / duration_s,
         "sent_qps": d["sent"] / duration_s,
         "cpu_ms_per_1k": cpu / max(d["completed"], 1) * 1e6,
+        **{k: d[k] for k in ("completed", "lost", "abandoned")},
         "offset_us": d["send_offset_us"],
         "skipped": d["skipped"],
         "due": d["due"],
@@ -247,6 +256,16 @@ def main() -> None:
     ap.add_argument(
         "--unbound-options", default=SLOTS, help="server: lines for unbound (stream transports)"
     )
+    ap.add_argument(
+        "--flat-out",
+        choices=("fixed", "search"),
+        default="fixed",
+        help="the replay's flat out: asked --max-rate (fixed), or the highest rate it gets"
+        " answered (search: at most --search-probes replays of --duration s a round)",
+    )
+    ap.add_argument("--search-probes", type=int, default=6, help="search: replays a round")
+    ap.add_argument("--search-factor", type=float, default=1.25, help="search: step up/down")
+    ap.add_argument("--search-miss", type=float, default=0.01, help="search: unanswered/due")
     ap.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: that it runs")
     args = ap.parse_args()
     global TRANSPORT
@@ -257,8 +276,9 @@ def main() -> None:
         names.append("replay-base")
     if args.smoke:
         args.runs, args.duration, args.span, args.clients = 1, 1.0, 2.0, 4
-        args.rates, args.max_rate = "2000", 20_000
-    rates = [float(r) for r in args.rates.split(",")]
+        args.rates, args.max_rate, args.search_probes = "2000", 20_000, 3
+    rates = [float(r) for r in args.rates.split(",") if r]
+    search = Search(args.search_factor, args.search_probes, args.search_miss, args.max_rate)
     print(f"{os.cpu_count()} CPUs, load average {Path('/proc/loadavg').read_text().split()[:3]}")
     print(f"transport {TRANSPORT}")
     with tempfile.TemporaryDirectory() as tmp_s:
@@ -284,12 +304,22 @@ def main() -> None:
                 src = src_of.get(n, "")
                 return run_replay(port, cap, args.duration, rate, args.workers, loop_of[n], src)
 
+            def flat_out(k: int, n: str) -> dict:
+                if args.flat_out == "fixed":
+                    return replay(n, args.max_rate)
+                dp = flat["dnsperf"][-1]
+                best, tried = search_rate(lambda r: replay(n, r), dp["answered_qps"], search)
+                for x in tried:
+                    print(probe_line(k, n, x), flush=True)
+                print(searched_line(k, n, best, dp, len(tried)), flush=True)
+                return best
+
             for k in range(args.runs):
                 order = names if k % 2 == 0 else names[::-1]
                 flat["dnsperf"].append(run_dnsperf(port, qfile, args.duration, args.clients))
                 for n in order:
-                    flat[n].append(replay(n, args.max_rate))
-                    round_line(k, n, "flat out", flat[n][-1])
+                    flat[n].append(flat_out(k, n))
+                    round_line(k, n, f"flat out ({args.flat_out})", flat[n][-1])
                 for r in rates:
                     for n in order:
                         timing[r][n].append(replay(n, r))
@@ -297,7 +327,7 @@ def main() -> None:
                     timing[r]["dnsperf"].append(
                         run_dnsperf(port, qfile, args.duration, args.clients, r)
                     )
-    print(f"\nflat out, {args.clients} clients, medians of {args.runs}:")
+    print(f"\nflat out ({args.flat_out}), {args.clients} clients, medians of {args.runs}:")
     for name, rows in flat.items():
         print(
             f"  {name:13} answered {med(rows, 'answered_qps'):10.0f} q/s"
@@ -307,6 +337,9 @@ def main() -> None:
         ratio_qps = med(flat[n], "answered_qps") / med(flat["dnsperf"], "answered_qps")
         ratio_cpu = med(flat[n], "cpu_ms_per_1k") / med(flat["dnsperf"], "cpu_ms_per_1k")
         print(f"  ratio {n}/dnsperf: answered q/s {ratio_qps:.2f}, CPU per answer {ratio_cpu:.2f}")
+        if args.flat_out == "search":
+            found = [f"{x['rate_qps']:.0f}{'' if x['ok'] else ' (none within)'}" for x in flat[n]]
+            print(f"  {n} searched rates (q/s): {', '.join(found)}")
     print("\nfixed rates, medians:")
     for r in rates:
         for n in names:

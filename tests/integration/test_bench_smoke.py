@@ -24,6 +24,7 @@ NOT_BENCHES = {
     "leak_corpus_cases.py",
     "leak_corpus_real_time.py",
     "leak_accuracy.py",
+    "replay_rate_search.py",  # replay_vs_dnsperf.py's rate search (--flat-out search)
 }
 N = r"[\d,.]+"  # a figure as the benches print them
 # Each bench and the line its smoke run must print: its ratio or its result.
@@ -33,6 +34,7 @@ RESULT_LINES = {
     "doh_clients.py": rf"^ratio soak/httpx: q/s {N}, CPU per query {N}$",
     "import_graph.py": r"^import graph: \d+ modules, \d+ imports, 0 from a lower layer",
     "leak_pass.py": rf"^0.5 h / 0.25 h, steady_cpu_s: {N}$",
+    "replay_doh_windows.py": r"^load average \[.*\]: sent [1-9]\d*, completed [1-9]\d*, ",
     "replay_in_soak.py": rf"^realtime, medians of 1: alone p99 {N} µs; in a soak, windows"
     rf" within {N} µs {N}%, worst window p99 {N} µs; worst in a soak / alone {N}"
     r" \(generator: [a-z, ]+\); late windows \d+, of which without steal time \d+$",
@@ -63,7 +65,7 @@ SWARM_BENCHES = {
 TIMEOUT_S = 300  # a smoke run takes seconds; this is for a machine that is very busy
 
 
-def smoke(name: str, line: str, *options: str) -> None:
+def smoke(name: str, line: str, *options: str) -> str:
     proc = subprocess.Popen(
         [sys.executable, str(BENCH / name), "--smoke", *options],
         stdout=subprocess.PIPE,
@@ -84,6 +86,7 @@ def smoke(name: str, line: str, *options: str) -> None:
     said = f"stdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}"
     assert proc.returncode == 0, f"{name} --smoke exit {proc.returncode}\n{said}"
     assert re.search(line, out, re.MULTILINE), f"no line {line!r} from {name}\n{said}"
+    return out
 
 
 def test_every_bench_has_a_smoke_run() -> None:
@@ -103,6 +106,18 @@ def test_replay_memory_smoke_over_dot_plays_the_compiled_stream_loop() -> None:
     """The bench fails where the Python loop would play; over DoT it opens connections."""
     line = r"^replay \(dot\): .*; clients replayed [1-9]\d* .* connections \{'opened': [1-9]"
     smoke("replay_memory.py", line, "--transport", "dot")
+
+
+def test_replay_vs_dnsperf_smoke_searches_the_replays_flat_out_rate() -> None:
+    """--flat-out search: each probe printed, then the searched rate against dnsperf's."""
+    probe = rf"^  round 0 replay probe: asked {N} q/s, answered {N} q/s, lost \d+, skipped \d+"
+    out = smoke("replay_vs_dnsperf.py", probe, "--flat-out", "search")
+    line = r"^  round 0 replay (searched|none within the bound, lowest)( \(at --max-rate\))?:"
+    line += rf" rate {N} q/s,"
+    line += rf" answered {N} q/s, CPU {N} ms/1k; dnsperf {N} q/s, {N} ms/1k"
+    line += rf" \(lost {N}% of its sent\);"
+    line += rf" ratio q/s {N}, CPU per answer {N}; probes [1-3]$"
+    assert re.search(line, out, re.MULTILINE), f"no line {line!r}\n{out[-3000:]}"
 
 
 @pytest.mark.docker
