@@ -34,19 +34,20 @@ from tests.support.unbound_counts import unbound_queries, unbound_with_control  
 
 from replay_vs_dnsperf import make_capture  # noqa: E402
 from soak.load.ledger import Window  # noqa: E402
-from soak.load.replay import Replay  # noqa: E402
+from soak.load.replay import Offsets, Replay  # noqa: E402
 from soak.traffic.capture_file import read_capture  # noqa: E402
 from soak.traffic.replay_config import ReplayConfig  # noqa: E402
 
 
-def quantile_ms(counts: dict[int, int], q: float) -> float:
-    """The q quantile of a {µs: n} histogram, in ms (nan when empty)."""
-    total, seen = sum(counts.values()), 0
-    for us in sorted(counts):
-        seen += counts[us]
-        if seen >= q * total:
-            return us / 1000
-    return float("nan")
+def p50_p99_ms(counts: dict[int, int]) -> str:
+    """ "p50 X p99 Y ms" of a {µs: n} count, quantiles as the replay's send offsets take
+    them (Offsets.quantiles); "none" when empty."""
+    if not counts:
+        return "none"
+    found = Offsets()
+    found.counts.update(counts)
+    q = found.quantiles()
+    return f"p50 {q['p50'] / 1000:.2f} p99 {q['p99'] / 1000:.1f} ms"
 
 
 def one_run(cap: Path, port: int, sock: Path, rate: float, duration_s: float) -> None:
@@ -70,11 +71,10 @@ def one_run(cap: Path, port: int, sock: Path, rate: float, duration_s: float) ->
     )
     for w in sorted(windows, key=lambda w: w.second):
         t = w.total()
-        off, lat = replay.offsets.take(w.second).counts, t.lat_us
+        off = replay.offsets.take(w.second).counts
         print(
             f"  second {w.second}: sent {t.sent} completed {t.completed} lost {t.lost};"
-            f" offset p50 {quantile_ms(off, 0.5):.2f} p99 {quantile_ms(off, 0.99):.1f} ms;"
-            f" latency p50 {quantile_ms(lat, 0.5):.1f} p99 {quantile_ms(lat, 0.99):.1f} ms"
+            f" offset {p50_p99_ms(off)}; latency {p50_p99_ms(t.lat_us)}"
         )
 
 

@@ -70,9 +70,9 @@ sys.path.insert(0, str(ROOT))
 from bench.replay_rate_search import Search, probe_line, search_rate, searched_line  # noqa: E402
 from tests.support.servers import DEFAULT_QUERIES, unbound  # noqa: E402
 from tests.support.tls import make_cert  # noqa: E402
-from tests.support.unbound_counts import unbound_with_control  # noqa: E402
+from tests.support.unbound_counts import unbound_queries, unbound_with_control  # noqa: E402
 
-from soak.samplers.server import unbound_control  # noqa: E402
+from soak.procfs import parse_stat  # noqa: E402
 from soak.traffic.capture_file import UDP, Capture, Query, write_capture  # noqa: E402
 
 SOAK = str(Path(sys.executable).parent / "soak")
@@ -126,10 +126,8 @@ def server_side() -> tuple[int, float]:
     sock = SERVER.get("sock")
     if not isinstance(sock, Path):
         return 0, 0.0
-    text = unbound_control(sock, "stats_noreset", 10)
-    stats = dict(line.split("=", 1) for line in text.splitlines())
-    fields = Path(f"/proc/{SERVER['pid']}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(stats["total.num.queries"]), (int(fields[11]) + int(fields[12])) / TICKS_S
+    stat = parse_stat(Path(f"/proc/{SERVER['pid']}/stat").read_text())
+    return unbound_queries(sock)[0], stat.cpu_s
 
 
 def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: float = 0) -> dict:

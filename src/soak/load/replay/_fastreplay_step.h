@@ -1,6 +1,6 @@
 /* Part of soak.load.replay._fastreplay_stream and _fastreplay_doh: a play step's
- * connections, each written once at the step's end (the play loop's PLAY_STEP_END),
- * written once. The engine that includes it defines first its Replay (owner: per pool
+ * connections, each written once at the step's end (the play loop's PLAY_STEP_END).
+ * The engine that includes it defines first its Replay (owner: per pool
  * entry its stream, -1 while free; stepped: per pool entry, in this step's list; step:
  * SEND_STEP pool entries; nstep) and flush_one(r, i): what pool entry i holds written
  * as far as its socket takes it (released there if it broke). */
