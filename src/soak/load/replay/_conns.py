@@ -39,10 +39,11 @@ class ConnBook:
         # took whole, queries counted sent they refused (or with no socket or
         # connection), replies read; StreamFlow and ClientConns.send_udp keep them.
         self.socket_sent = self.socket_received = self.send_failed = 0
-        # What a DoH server's HTTP/2 layer said (the compiled DoH loop counts it): streams
-        # it ended with an error code (RST_STREAM, or above a GOAWAY's last stream id), of
-        # them REFUSED_STREAM (not processed), of those sent again once on their connection
-        # (the others' queries are lost), and GOAWAY frames.
+        # What a DoH server's HTTP/2 layer said (the compiled DoH loop counts it, and
+        # doh.DohFlow in the Python one): streams it ended with an error code (RST_STREAM,
+        # or above a GOAWAY's last stream id), of them REFUSED_STREAM (not processed), of
+        # those sent again once on their connection (the compiled loop only; the others'
+        # queries are lost), and GOAWAY frames.
         self.streams_reset = self.streams_refused = self.streams_retried = self.goaways = 0
 
     def abandon(self, slot: int, sent_ns: int) -> None:
