@@ -30,9 +30,11 @@ TLS listeners and 1,000 TCP slots (below; tests/support/unbound_counts.py); --en
 compiled,python: the replay in its compiled loop and, in the same rounds, in its
 Python loop (SOAK_REPLAY_ENGINE=python), each against dnsperf.
 
-The stream transports' unbound gets 1,000 TCP slots (--unbound-options, default
-"incoming-num-tcp: 1000"; SLOTS says why), for dnsperf and the replay alike. Over TCP,
-DoT and DoH each replay round also prints where its losses went: `lost`,
+The unbound gets 1,000 TCP slots (--unbound-options, default "incoming-num-tcp: 1000";
+SLOTS says why; e.g. "so-rcvbuf: 4m" for a larger UDP receive buffer), for dnsperf and
+the replay alike. Each round (dnsperf's too) prints unbound's own count, its CPU, the
+datagrams the kernel dropped at its UDP socket and every UDP socket's drops
+(RcvbufErrors), and each replay round where its losses went: `lost`,
 `late` (answered after the 1-s timeout), `send_failed` (never taken by a socket: its
 connection not up in time, or broken), the connections opened and their errors, the
 DoH streams the server reset or refused and its GOAWAYs, the queries the replay's
