@@ -49,8 +49,9 @@ static int conn_connect(Conn *c, long long now) {
     return 1;
 }
 
-/* Closes; what no socket took never will (each such query fails at the socket), and the
- * queries in flight stay in the ring: lost at their timeout. */
+/* Closes; what no socket took never will (each such query fails at the socket: in the
+ * write buffer, or held by nghttp2), and the queries in flight stay in the ring: lost at
+ * their timeout. */
 static void conn_close(Conn *c) {
     DohEngine *d = c->d;
     if (c->ssl) {
@@ -67,6 +68,7 @@ static void conn_close(Conn *c) {
         nghttp2_session_del(c->h2); /* it calls no callback: the streams are freed here */
         c->h2 = NULL;
     }
+    for (Stream *s = c->streams; s; s = s->next) d->e.send_failed += !s->left;
     while (c->streams) stream_free(c->streams);
     d->e.send_failed += c->pending;
     c->pending = 0;

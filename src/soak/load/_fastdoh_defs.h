@@ -27,6 +27,7 @@ typedef struct Stream {
     struct Conn *conn;
     int slot, status_ok, ended;
     int retried; /* sent again once after the server refused it (_fastdoh_h2.h) */
+    int left;    /* its last frame went to the output: counted at the socket from then */
     long long sent_ns; /* the ring's time of it (a hang-up abandons it: _fastudp_loop.h) */
     size_t msg_len, sent_len, body_len, body_cap;
     unsigned char msg[MSG_MAX];

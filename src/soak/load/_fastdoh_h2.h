@@ -88,12 +88,16 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user
 }
 
 /* A request's last frame is in the output: it counts at the socket once that is taken
- * (once a query: a refused request sent again is not counted twice). */
+ * (once a query: a refused request sent again is not counted twice). A request nghttp2
+ * still holds (the server's streams all in flight) has not left: it is counted failed if
+ * it never does (on_stream_close, conn_close). */
 static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *f, void *user) {
     if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         Stream *s = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-        if (s == NULL || !s->retried) ((Conn *)user)->pending++;
+        if (s != NULL && s->left) return 0;
+        if (s != NULL) s->left = 1;
+        ((Conn *)user)->pending++;
     }
     return 0;
 }
@@ -132,6 +136,7 @@ static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t code, void
         if (code == NGHTTP2_REFUSED_STREAM && retry_refused(c, s)) return 0;
     }
     c->answered++;
+    if (!s->left) d->e.send_failed++; /* held by nghttp2 and never sent (a GOAWAY came) */
     int r = 0;
     if (s->ended) {
         d->e.sock_received++; /* an answer read whole, good or not */

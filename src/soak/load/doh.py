@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import ssl
+from collections import deque
 
 import h2.config
 import h2.connection
@@ -22,12 +23,29 @@ import h2.events
 import h2.exceptions
 
 from soak.load import wire
-from soak.load.conn import StreamFlow
+from soak.load.conn import Policy, StreamFlow
+from soak.load.worker import Book
 
 
 class DohFlow(StreamFlow):
     doh_get = False
     doh_path = "/dns-query"
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        policy: Policy,
+        book: Book,
+        tls: ssl.SSLContext | None = None,
+        hangup: bool = False,
+    ) -> None:
+        super().__init__(host, port, policy, book, tls, hangup)
+        # Requests handed over while the server's streams were all in flight (the
+        # replay's clients stay on a full connection): they leave in order as answers
+        # free streams (send_held), as nghttp2 holds them in the compiled loops; h2 would
+        # refuse them (TooManyStreamsError).
+        self.held: deque[tuple[int, bytes]] = deque()
 
     def handshake_ok(self, s: ssl.SSLSocket) -> bool:
         return s.selected_alpn_protocol() == "h2"
@@ -50,14 +68,35 @@ class DohFlow(StreamFlow):
         self.wbuf += self.h2.data_to_send()
 
     def accepting(self, now: int) -> bool:
-        if not super().accepting(now):
-            return False
-        # The server's SETTINGS bound the streams in flight; beyond them, another connection.
-        return len(self.streams) < self.h2.remote_settings.max_concurrent_streams
+        # The server's SETTINGS bound the streams in flight; beyond them, the load's pool
+        # picks another connection.
+        return super().accepting(now) and not self.full()
+
+    def full(self) -> bool:
+        """As many streams in flight as the server's SETTINGS_MAX_CONCURRENT_STREAMS."""
+        return len(self.streams) >= self.h2.remote_settings.max_concurrent_streams
 
     def queue(self, slot: int, question: bytes, now: int) -> None:
         self.carried += 1
         self.last_send_ns = now
+        if self.held or self.full():  # its turn comes when an answer frees a stream
+            self.held.append((slot, question))
+            return
+        self.send(slot, question)
+
+    def send_held(self) -> None:
+        """The held requests the server's streams have room for, in order (none once the
+        connection is going away: they are counted failed when it closes)."""
+        while self.held and not self.goaway and not self.full():
+            self.send(*self.held.popleft())
+
+    def unwritten(self) -> None:
+        super().unwritten()
+        self.book.send_failed += len(self.held)  # never sent: each fails at the socket
+        self.held.clear()
+
+    def send(self, slot: int, question: bytes) -> None:
+        """One request into h2 and its frames into the write buffer."""
         try:
             self._request(slot, question)
         except h2.exceptions.ProtocolError:
@@ -144,5 +183,6 @@ class DohFlow(StreamFlow):
                 self.goaway = True  # take no more queries; retired and replaced
                 if ev.error_code:  # not a graceful NO_ERROR shutdown
                     self.book.conn_errors += 1
+        self.send_held()
         self.wbuf += conn.data_to_send()
         return out

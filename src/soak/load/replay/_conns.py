@@ -182,12 +182,15 @@ class ClientConns:
         return f
 
     def stream_for(self, client: Client, q: Planned, now: int) -> StreamFlow | None:
+        """The client's connection for q: the one it has while that takes queries (a DoH
+        connection at the server's streams in flight too: the query waits on it for a
+        stream, DohFlow.queue), else a new one (the old one retired: told to go away)."""
         f = client.flows.get(q.conn)
-        if f is not None and f.accepting(now):
+        if f is not None and f.keeps_queries(now):
             self.reused += 1
             return f
-        if f is not None:  # told to go away, or at the server's streams in flight (DoH):
-            self.retire(client, f)  # another connection, as an HTTP/2 client opens
+        if f is not None:
+            self.retire(client, f)
         f = self.new_flow(client, now)
         if f is not None:
             client.flows[q.conn] = f
