@@ -4,6 +4,9 @@ Each query is one HTTP/2 stream (POST with an application/dns-message body,
 or GET with ?dns=base64url), many in flight per connection. The DNS id on the
 wire is 0, as RFC 8484 recommends for caches; the stream id maps back to the
 ring slot, and the answer gets the slot as its id before the usual matching.
+The load's pool takes another connection where one is at the server's streams
+in flight (accepting); the replay's client stays on its own and its requests
+wait there (held, sent as answers free streams).
 A response that is not 200, a reset stream and a GOAWAY with an error code
 count as connection errors; such queries end as lost. h2 is pure Python:
 measured per-query costs are in docs/benchmarks.md. This is the fallback of
