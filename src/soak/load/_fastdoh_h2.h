@@ -2,12 +2,26 @@
  * request per query (doh.DohFlow's method, path and headers) and what its answer
  * becomes. Included once, by _fastdoh.c, after _fastdoh_defs.h. */
 
-static void stream_free(Stream *s) {
+/* s taken off its connection's list (stream_link puts it on another's). */
+static void stream_unlink(Stream *s) {
     Conn *c = s->conn;
     if (s->prev) s->prev->next = s->next;
     else c->streams = s->next;
     if (s->next) s->next->prev = s->prev;
     c->nstreams--;
+}
+
+static void stream_link(Conn *c, Stream *s) {
+    s->conn = c;
+    s->prev = NULL;
+    s->next = c->streams;
+    if (c->streams) c->streams->prev = s;
+    c->streams = s;
+    c->nstreams++;
+}
+
+static void stream_free(Stream *s) {
+    stream_unlink(s);
     free(s->body);
     free(s);
 }
@@ -119,6 +133,22 @@ static int retry_refused(Conn *c, Stream *s) {
     return 1; /* written by the read's conn_push: no mem_send inside a callback */
 }
 
+/* A stream refused because its connection goes away (RFC 9113 6.8: the server did not
+ * process it, it may be sent again on a new connection): sent once on its client's next
+ * connection where the engine has one rule for that (the replay's elsewhere), its
+ * latency still from its first send. 1 moved, 0 not (lost). */
+static int move_refused(Conn *c, Stream *s) {
+    DohEngine *d = c->d;
+    if (s->moved || !c->goaway || d->elsewhere == NULL) return 0;
+    s->moved = 1;
+    s->sent_len = s->body_len = 0;
+    s->status_ok = s->ended = 0;
+    if (!d->elsewhere(c, s)) return 0;
+    d->streams_retried++;
+    c->answered++; /* nothing more of it on c */
+    return 1;
+}
+
 /* The answer (doh.DohFlow.messages): a whole 200 answer is matched as a UDP reply is, with
  * its ring slot as id; a reset stream or another status is a connection error and the
  * query ends as lost at its timeout. A stream ended with an error code is counted as
@@ -133,7 +163,8 @@ static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t code, void
     if (code != NGHTTP2_NO_ERROR) {
         d->streams_reset++;
         if (code == NGHTTP2_REFUSED_STREAM) d->streams_refused++;
-        if (code == NGHTTP2_REFUSED_STREAM && retry_refused(c, s)) return 0;
+        if (code == NGHTTP2_REFUSED_STREAM && (retry_refused(c, s) || move_refused(c, s)))
+            return 0;
     }
     c->answered++;
     if (!s->left) d->e.send_failed++; /* held by nghttp2 and never sent (a GOAWAY came) */
@@ -251,10 +282,7 @@ static int h2_submit(Conn *c, int slot, const char *q, size_t qlen) {
         c->goaway = 1;
         return 0;
     }
-    s->next = c->streams;
-    if (c->streams) c->streams->prev = s;
-    c->streams = s;
-    c->nstreams++;
+    stream_link(c, s);
     /* Into the output now: nghttp2 would put every queued HEADERS before any DATA, and a
      * server that takes one incomplete request at a time (knot-resolver) refuses a stream
      * whose HEADERS come while another's body is still due. h2 in doh.py writes them so.

@@ -48,7 +48,14 @@ class DohFlow(StreamFlow):
         # replay's clients stay on a full connection): they leave in order as answers
         # free streams (send_held), as nghttp2 holds them in the compiled loops; h2 would
         # refuse them (TooManyStreamsError).
-        self.held: deque[tuple[int, bytes]] = deque()
+        self.held: deque[tuple[int, bytes, bool]] = deque()  # slot, question, counted
+        # The replay's: requests the server will not process after its GOAWAY (above its
+        # last stream id, or held) come off into `unprocessed` (slot, counted at the
+        # socket already), for the client's next connection; `moved_in`: the slots this
+        # connection took so (moved once: here they are lost as before). The load's stay.
+        self.moves_unprocessed = False
+        self.unprocessed: list[tuple[int, bool]] = []
+        self.moved_in: set[int] = set()
 
     def handshake_ok(self, s: ssl.SSLSocket) -> bool:
         return s.selected_alpn_protocol() == "h2"
@@ -82,10 +89,20 @@ class DohFlow(StreamFlow):
     def queue(self, slot: int, question: bytes, now: int) -> None:
         self.carried += 1
         self.last_send_ns = now
+        self.hold_or_send(slot, question, False)
+
+    def move_in(self, slot: int, question: bytes, counted: bool, now: int) -> None:
+        """A request another connection's GOAWAY left unprocessed, sent here once."""
+        self.moved_in.add(slot)
+        self.carried += 1
+        self.last_send_ns = now
+        self.hold_or_send(slot, question, counted)
+
+    def hold_or_send(self, slot: int, question: bytes, counted: bool) -> None:
         if self.held or self.full():  # its turn comes when an answer frees a stream
-            self.held.append((slot, question))
+            self.held.append((slot, question, counted))
             return
-        self.send(slot, question)
+        self.send(slot, question, counted)
 
     def send_held(self) -> None:
         """The held requests the server's streams have room for, in order (none once the
@@ -93,13 +110,36 @@ class DohFlow(StreamFlow):
         while self.held and not self.goaway and not self.full():
             self.send(*self.held.popleft())
 
+    def went_away(self, last_stream_id: int | None) -> None:
+        """GOAWAY (RFC 9113 6.8): the requests above its last stream id and the held ones
+        were not processed; with moves_unprocessed those not moved in already go to
+        `unprocessed` (nothing more of them here)."""
+        if not self.moves_unprocessed:
+            return
+        last = (1 << 31) if last_stream_id is None else last_stream_id
+        for sid in [sid for sid in self.streams if sid > last]:
+            slot = self.streams[sid][0]
+            if slot not in self.moved_in:
+                del self.streams[sid]
+                self.answered += 1
+                self.unprocessed.append((slot, True))
+        stay: deque[tuple[int, bytes, bool]] = deque()
+        for slot, question, counted in self.held:
+            if slot in self.moved_in:
+                stay.append((slot, question, counted))
+            else:
+                self.unprocessed.append((slot, counted))
+                self.answered += 1
+        self.held = stay
+
     def unwritten(self) -> None:
         super().unwritten()
         self.book.send_failed += len(self.held)  # never sent: each fails at the socket
         self.held.clear()
 
-    def send(self, slot: int, question: bytes) -> None:
-        """One request into h2 and its frames into the write buffer."""
+    def send(self, slot: int, question: bytes, counted: bool = False) -> None:
+        """One request into h2 and its frames into the write buffer (counted at the
+        socket once taken, unless it was already on another connection)."""
         try:
             self._request(slot, question)
         except h2.exceptions.ProtocolError:
@@ -112,8 +152,8 @@ class DohFlow(StreamFlow):
             self.wbuf += self.h2.data_to_send()
             return
         self.wbuf += self.h2.data_to_send()
-        # Its HEADERS (and DATA) frames end here: sent once the socket has taken this far.
-        self.query_ends.append(self.written_bytes + len(self.wbuf))
+        if not counted:  # its HEADERS (and DATA) frames end here: sent once taken this far
+            self.query_ends.append(self.written_bytes + len(self.wbuf))
 
     def _request(self, slot: int, question: bytes) -> None:
         conn = self.h2
@@ -184,6 +224,7 @@ class DohFlow(StreamFlow):
                     self.book.conn_errors += 1
             elif isinstance(ev, h2.events.ConnectionTerminated):
                 self.goaway = True  # take no more queries; retired and replaced
+                self.went_away(ev.last_stream_id)
                 if ev.error_code:  # not a graceful NO_ERROR shutdown
                     self.book.conn_errors += 1
         self.send_held()

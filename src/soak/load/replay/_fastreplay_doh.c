@@ -150,6 +150,29 @@ static void flush_one(Replay *r, int i) {
 
 #include "_fastreplay_step.h" /* flush_step, step_add */
 
+/* DohEngine.elsewhere: request s, which the server did not process as c goes away, on
+ * its client's next connection (c retired, a new one opened if none is: stream_conn), a
+ * query still (its ring slot, its send time, counted once at the socket). It leaves at
+ * on_event's end (the step list: flush_step). 1 moved, 0 not (no connection could even
+ * start, or the session refused it: lost at its timeout). */
+static int send_elsewhere(Conn *c, Stream *s) {
+    Replay *r = (Replay *)c->d;
+    int owner = r->owner[c->tag];
+    if (owner < 0) return 0;
+    long long now = mono_ns(), reused = r->reused;
+    int at = stream_conn(r, owner, now);
+    r->reused = reused; /* a query already counted, not another on an open connection */
+    if (at < 0) return 0;
+    Conn *next = r->pool[at];
+    if (h2_request(next, s) < 0) return 0;
+    stream_unlink(s);
+    stream_link(next, s);
+    next->carried++;
+    next->last_send_ns = now; /* in flight on it: not idle */
+    step_add(r, at);
+    return 1;
+}
+
 /* A client's new loop with rename_clients: its connections retire (each closes once
  * its answers are in), its next queries open new ones. */
 static void retire_client(Replay *r, int client) {
@@ -213,6 +236,7 @@ static int on_event(Replay *r, Conn *c, uint32_t events) {
     }
     if (got == -2) return -1;
     if (got == 0) release(r, i); /* closed by the server: its queries end lost */
+    flush_step(r); /* requests moved off a connection going away (send_elsewhere) */
     return 0;
 }
 
