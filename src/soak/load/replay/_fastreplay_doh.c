@@ -7,10 +7,11 @@
  * opened at its first query, reused while the client keeps asking (at the server's
  * streams in flight, its requests wait on it for a stream: keeps_queries), closed after
  * idle_ns with nothing in flight, retired (closed once its answers are in) when the
- * server says GOAWAY, or at a client's new loop with rename_clients. A query is one
- * request (POST, or GET with ?dns=, id 0 and RD as the Python replay's), many in flight
- * on a connection, and its answer is matched by its HTTP/2 stream (the stream's ring
- * slot set as the answer's id, then the load engine's on_reply).
+ * server says GOAWAY (the requests it did not process moved once to the client's next
+ * connection: send_elsewhere), or at a client's new loop with rename_clients. A query
+ * is one request (POST, or GET with ?dns=, id 0 and RD as the Python replay's), many in
+ * flight on a connection, and its answer is matched by its HTTP/2 stream (the stream's
+ * ring slot set as the answer's id, then the load engine's on_reply).
  *
  * Nothing here is a copy: the id ring, the windows and the matching are the load
  * engine's (_fastudp's parts, through _fastdoh_defs.h), the connection, TLS (ALPN h2)
