@@ -188,6 +188,9 @@ def watch_sizes(replay: Any, path: Path, stop: threading.Event, every_s: float) 
                 "answered": sum(cw.completed for cw in replay.ledger.per_class),
                 "open_sockets": conns.open_sockets,
                 **malloc_kib(),
+                # Python's own objects alive (pymalloc and raw): a Python table that
+                # grows shows here though its length is read nowhere else
+                "py_blocks": sys.getallocatedblocks(),
                 "handshake_values": len(conns.handshake.counts) + len(conns.book.handshake_us),
                 # the capture played so far: queries due over its queries
                 "loops": round(
@@ -243,12 +246,14 @@ def status_kib(pid: int) -> dict[str, int]:
     return found
 
 
-def heap_anon_kib(pid: int) -> dict[str, int]:
+def heap_anon_kib(pid: int) -> dict[str, Any]:
     """The resident anonymous KiB of the process's [heap] (glibc's main arena, grown by
     brk) apart from the rest of RssAnon (mmapped blocks: the compiled loop's window
     tables, Python's arenas, other arenas): which of the two a rise is in."""
-    text = Path(f"/proc/{pid}/smaps").read_text()
-    return {"heap_anon_kib": anonymous_by_kind(text)["[heap]"]}
+    by_kind = anonymous_by_kind(Path(f"/proc/{pid}/smaps").read_text())
+    # every kind too: a rise outside the [heap] is in one of them (pymalloc's 1-MiB
+    # arenas, another thread's arena, the compiled loop's large blocks)
+    return {"heap_anon_kib": by_kind["[heap]"], "anon_by_kind_kib": dict(by_kind)}
 
 
 def slope_kib_h(points: list[tuple[float, float]]) -> tuple[float, float, float]:

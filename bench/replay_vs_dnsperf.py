@@ -68,11 +68,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.replay_rate_search import Search, probe_line, search_rate, searched_line  # noqa: E402
-from tests.support.servers import DEFAULT_QUERIES, unbound  # noqa: E402
+from tests.support.servers import DEFAULT_QUERIES  # noqa: E402
 from tests.support.tls import make_cert  # noqa: E402
 from tests.support.unbound_counts import unbound_queries, unbound_with_control  # noqa: E402
 
-from soak.procfs import parse_stat  # noqa: E402
+from soak.hostproc import read_snmp_udp  # noqa: E402
+from soak.procfs import parse_stat, udp_drops  # noqa: E402
 from soak.traffic.capture_file import UDP, Capture, Query, write_capture  # noqa: E402
 
 SOAK = str(Path(sys.executable).parent / "soak")
@@ -121,17 +122,30 @@ SERVER: dict[str, object] = {}
 SLOTS = "incoming-num-tcp: 1000"
 
 
-def server_side() -> tuple[int, float]:
-    """(queries unbound received so far, its CPU seconds), (0, 0.0) without a socket."""
-    sock = SERVER.get("sock")
-    if not isinstance(sock, Path):
-        return 0, 0.0
-    stat = parse_stat(Path(f"/proc/{SERVER['pid']}/stat").read_text())
-    return unbound_queries(sock)[0], stat.cpu_s
+def server_side() -> dict[str, float]:
+    """What unbound says it received so far, its CPU seconds, and the datagrams the
+    kernel dropped at its UDP socket (its receive buffer full: a witness apart from
+    both generators' own counts); empty before main() started it."""
+    sock, pid, port = SERVER.get("sock"), SERVER.get("pid"), SERVER.get("port")
+    if not isinstance(sock, Path) or not isinstance(pid, int) or not isinstance(port, int):
+        return {}
+    return {
+        "server_received": unbound_queries(sock)[0],
+        "server_cpu_s": parse_stat(Path(f"/proc/{pid}/stat").read_text()).cpu_s,
+        "server_udp_drops": udp_drops(pid, port),
+        # every UDP socket's drops here (the generators' own sockets among them; other
+        # processes' too, on a shared machine): beyond the server's, the client side's
+        "all_udp_drops": read_snmp_udp()["RcvbufErrors"],
+    }
+
+
+def server_delta(before: dict[str, float]) -> dict[str, float]:
+    after = server_side()
+    return {k: round(after[k] - before[k], 2) for k in after}
 
 
 def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: float = 0) -> dict:
-    cpu0 = children_cpu_s()
+    cpu0, server0 = children_cpu_s(), server_side()
     argv = ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile), "-c", str(clients)]
     argv += ["-m", TRANSPORT]
     if TRANSPORT == "doh":  # the replay's requests: POST at /dns-query (doh.DohFlow)
@@ -139,7 +153,7 @@ def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: f
     argv += ["-l", str(duration_s)] + (["-Q", str(int(rate))] if rate else [])
     run = subprocess.run(argv, capture_output=True, text=True)
     out = run.stdout
-    cpu = children_cpu_s() - cpu0
+    cpu, server = children_cpu_s() - cpu0, server_delta(server0)
     if "Queries completed:" not in out:  # dnsperf gave up (said on its stderr): once more
         print(f"dnsperf without figures (exit {run.returncode}): {run.stderr.strip()[-300:]}")
         return run_dnsperf(port, qfile, duration_s, clients, rate)
@@ -150,6 +164,7 @@ def run_dnsperf(port: int, qfile: Path, duration_s: float, clients: int, rate: f
         "sent_qps": sent / duration_s,
         "cpu_ms_per_1k": cpu / max(done, 1) * 1e6,
         "lost_pct": (sent - done) / max(sent, 1) * 100,  # sent, never answered in time
+        "server": server,
     }
 
 
@@ -169,10 +184,9 @@ def run_replay(
     env = {**os.environ, "SOAK_REPLAY_ENGINE": engine}  # "python": the Python loop
     if src:  # another build of soak, imported before this one
         env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
-    got0, server_cpu0 = server_side()
+    server0 = server_side()
     out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
-    cpu = children_cpu_s() - cpu0
-    got1, server_cpu1 = server_side()
+    cpu, server = children_cpu_s() - cpu0, server_delta(server0)
     d = json.loads(out)
     conns, sockets = d["connections"], d["engine_counters"]
     return {
@@ -188,8 +202,7 @@ def run_replay(
             "streams_refused": conns.get("streams_refused", 0),
             "goaways": conns.get("goaways", 0),
             "socket_sent": sockets.get("socket_sent", 0),
-            "server_received": got1 - got0,
-            "server_cpu_s": round(server_cpu1 - server_cpu0, 2),
+            **server,
         },
         "answered_qps": d["completed"] / duration_s,
         "sent_qps": d["sent"] / duration_s,
@@ -283,13 +296,12 @@ def main() -> None:
         tmp = Path(tmp_s)
         cap, qfile = make_capture(tmp, args.clients, args.span)
         with contextlib.ExitStack() as stack:
-            if TRANSPORT == "udp":
-                server = stack.enter_context(unbound(tmp))
-            else:  # 200 TCP slots, DoT and DoH listeners, its remote-control socket
-                started = unbound_with_control(tmp, make_cert(tmp), args.unbound_options)
-                server, sock = stack.enter_context(started)
-                SERVER.update(sock=sock, pid=server.pid)
+            # its TCP slots, DoT and DoH listeners, its remote-control socket (for UDP too:
+            # its own count and CPU, and its socket's drops, say where losses went)
+            started = unbound_with_control(tmp, make_cert(tmp), args.unbound_options)
+            server, sock = stack.enter_context(started)
             port = server.port_for(TRANSPORT)
+            SERVER.update(sock=sock, pid=server.pid, port=port)
             if args.memory_s:
                 memory(port, cap, args.memory_s)
                 return
@@ -315,6 +327,7 @@ def main() -> None:
             for k in range(args.runs):
                 order = names if k % 2 == 0 else names[::-1]
                 flat["dnsperf"].append(run_dnsperf(port, qfile, args.duration, args.clients))
+                dnsperf_line(k, flat["dnsperf"][-1])
                 for n in order:
                     flat[n].append(flat_out(k, n))
                     round_line(k, n, f"flat out ({args.flat_out})", flat[n][-1])
@@ -355,6 +368,14 @@ def round_line(k: int, name: str, what: str, x: dict) -> None:
     )
     if x["losses"]["server_received"]:
         print(f"    {x['losses']}", flush=True)
+
+
+def dnsperf_line(k: int, x: dict) -> None:
+    print(
+        f"  round {k} dnsperf flat out: answered {x['answered_qps']:.0f} q/s,"
+        f" CPU {x['cpu_ms_per_1k']:.1f} ms/1k, lost {x['lost_pct']:.2f}%; {x['server']}",
+        flush=True,
+    )
 
 
 def fixed_rate_line(r: float, name: str, rep: list[dict], dp: list[dict]) -> None:

@@ -1,6 +1,7 @@
-"""The machine's /proc files: its CPU seconds (stat), load averages, pressure (PSI) and
-memory (meminfo), under an injectable root like soak.procfs (whose one-process readers
-and parsers these sit beside). A parser raises ValueError on text it cannot read.
+"""The machine's /proc files: its CPU seconds (stat), load averages, pressure (PSI),
+memory (meminfo) and UDP counters (net/snmp), under an injectable root like
+soak.procfs (whose one-process readers and parsers these sit beside). A parser raises
+ValueError on text it cannot read.
 """
 
 from __future__ import annotations
@@ -64,6 +65,19 @@ def parse_pressure(text: str) -> dict[str, float]:
 def parse_meminfo(text: str) -> dict[str, int]:
     """/proc/meminfo: MemTotal, MemAvailable, ... in bytes."""
     return parse_kv_kib(text)
+
+
+def parse_snmp_udp(text: str) -> dict[str, int]:
+    """/proc/net/snmp's `Udp:` counters (InDatagrams, RcvbufErrors, ...): the network
+    namespace's UDP as the kernel counts it, every socket's together."""
+    rows = [line.split()[1:] for line in text.splitlines() if line.startswith("Udp:")]
+    if len(rows) != 2 or len(rows[0]) != len(rows[1]):
+        raise ValueError("no Udp: counters")
+    return dict(zip(rows[0], (int(v) for v in rows[1]), strict=True))
+
+
+def read_snmp_udp(root: Path = PROC_ROOT) -> dict[str, int]:
+    return parse_snmp_udp((root / "net" / "snmp").read_text())
 
 
 def read_meminfo(root: Path = PROC_ROOT) -> dict[str, int]:

@@ -11,8 +11,8 @@ SQLite database makes RSS grow while the heap is flat, and only the
 anonymous part says whether the process leaks) and `smaps_rollup` (PSS).
 
 Sections: parsers by file (stat, status, smaps_rollup, io, limits), then readers of
-one process, liveness, process trees, CPU. The machine's files (stat, loadavg,
-pressure, meminfo) are soak.hostproc's.
+one process, liveness, process trees, a server's UDP socket drops, CPU. The machine's
+files (stat, loadavg, pressure, meminfo) are soak.hostproc's.
 A parser raises ValueError on text it cannot read; a reader raises OSError for
 a process that is gone, unless it says it gives None.
 """
@@ -298,6 +298,30 @@ def environ_values(name: str, root: Path = PROC_ROOT) -> dict[int, str]:
         if value is not None:
             found[pid] = value
     return found
+
+
+# ---------------------------------------------------------------- sockets
+
+
+def parse_udp_drops(text: str, port: int) -> int:
+    """Datagrams the kernel dropped at the UDP sockets bound to `port` (the `drops`
+    column of /proc/net/udp or udp6: a full receive buffer, counted by the kernel, not
+    by the server or the sender)."""
+    lines = text.splitlines()
+    if not lines or "drops" not in lines[0]:
+        raise ValueError("not a /proc/net/udp table")
+    total = 0
+    for line in lines[1:]:
+        fields = line.split()
+        if len(fields) >= 13 and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            total += int(fields[12])
+    return total
+
+
+def udp_drops(pid: int, port: int, root: Path = PROC_ROOT) -> int:
+    """What parse_udp_drops counts in the network namespace of process `pid` (a server
+    in a container has its own), over IPv4 and IPv6."""
+    return sum(parse_udp_drops(_read(pid, f"net/{name}", root), port) for name in ("udp", "udp6"))
 
 
 # ---------------------------------------------------------------- CPU

@@ -73,6 +73,14 @@ def both_loops(
     return compiled, pure
 
 
+def loop_is(pure: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python loop (SOAK_LOAD_PURE=1) when `pure`, else the compiled one."""
+    if pure:
+        monkeypatch.setenv("SOAK_LOAD_PURE", "1")
+    else:
+        monkeypatch.delenv("SOAK_LOAD_PURE", raising=False)
+
+
 def same_counts(compiled: dict[str, Any], pure: dict[str, Any]) -> None:
     for d in (compiled, pure):
         assert_every_query_answered(d, 450)
@@ -308,11 +316,14 @@ def test_a_restarted_server_is_reconnected_and_its_silence_counted_lost(
     assert sockets["socket_received"] == d["completed"], sockets
 
 
+@pytest.mark.parametrize("pure", [False, True])
 def test_connections_told_to_go_away_are_replaced_and_their_answers_kept(
-    tls_cert: tuple[Path, Path], tmp_path: Path
+    tls_cert: tuple[Path, Path], tmp_path: Path, pure: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """GOAWAY (NO_ERROR) after every 40 answers: each connection retires, a new one takes
-    its slot at once, and what the old one had answered still counts."""
+    its slot at once, and what the old one had answered still counts; on the compiled
+    loop and on the Python one (SOAK_LOAD_PURE=1: doh.DohFlow counts alike)."""
+    loop_is(pure, monkeypatch)
     # A timeout far above any answer's time even on a busy machine: a loss here is the
     # GOAWAY's refused stream, never a slow answer (at 0.5 s, a slow one failed the test).
     with goaway_server(tls_cert, per_connection=40) as port:
@@ -323,8 +334,8 @@ def test_connections_told_to_go_away_are_replaced_and_their_answers_kept(
     # requests cross a GOAWAY depends on how busy the machine is (78 of 450 seen once).
     assert conns["opened"] >= -(-d["completed"] // 40) and d["completed"] >= 200, (d, conns)
     # a request that crossed the GOAWAY is refused by it (a connection error, lost), and
-    # counted refused (nghttp2 closes it REFUSED_STREAM), not sent again: its connection
-    # is going away; each GOAWAY counted
+    # counted refused (nghttp2 closes it REFUSED_STREAM, DohFlow.refused_by_goaway the
+    # same), not sent again: its connection is going away; each GOAWAY counted
     assert d["lost"] == conns["errors"], (d["lost"], conns)
     assert conns["streams_refused"] == conns["streams_reset"] == d["lost"], (d["lost"], conns)
     assert conns["streams_retried"] == 0 and conns["goaways"] >= 1, conns
@@ -346,15 +357,21 @@ def test_the_build_names_the_missing_package_in_one_line() -> None:
     assert len(errors) == 1 and "apt-get install libnghttp2-dev" in errors[0], out.stderr
 
 
-def test_streams_the_server_resets_are_counted_by_the_compiled_loop(
-    tmp_path: Path, tls_cert: tuple[Path, Path], capfd: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("pure", [False, True])
+def test_streams_the_server_resets_are_counted_by_either_loop(
+    tmp_path: Path,
+    tls_cert: tuple[Path, Path],
+    pure: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """unbound with a 1-byte `http-response-buffer-size` resets every request's stream
     (INTERNAL_ERROR): the load counts each reset, none refused, no GOAWAY, and every
-    query is lost (docs/load.md)."""
+    query is lost (docs/load.md); the compiled loop and the Python one alike."""
+    loop_is(pure, monkeypatch)
     with unbound(tmp_path, tls=tls_cert, tls_options="http-response-buffer-size: 1") as s:
         d = load(s.extra_ports["doh"], tmp_path / "run", "POST", timeout_s="0.3s")
-    assert PURE_LINE not in capfd.readouterr().err
+    assert (PURE_LINE in capfd.readouterr().err) == pure
     conns = d["connections"]
     assert d["sent"] > 0 and d["completed"] == 0 and d["lost"] == d["sent"], d
     assert conns["streams_reset"] == d["sent"] and conns["streams_refused"] == 0, conns

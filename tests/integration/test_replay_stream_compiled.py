@@ -131,13 +131,14 @@ def test_doh_get_requests_give_the_same_windows_in_both_loops(
     assert_counters_agree(fast)
 
 
-def test_the_compiled_dot_replay_gives_back_the_buffers_of_each_closed_connection(
-    tls_unbound: ServerProc, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("transport", ["dot", "doh"])
+def test_the_compiled_stream_replays_give_back_the_buffers_of_each_closed_connection(
+    tls_unbound: ServerProc, transport: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pool keeps its entries, not their buffers: a closed connection holds none, so
     what the pool holds follows the connections open, not the most ever open at once
-    (a kept 32-KiB read buffer per entry made the replay's memory rise for minutes as
-    clients' connections were replaced each loop)."""
+    (a kept 32-KiB read buffer per entry made the DoT replay's memory rise for minutes as
+    clients' connections were replaced each loop; DoH's kept each write buffer)."""
     engines: list[_stream.StreamEngine] = []
 
     class Kept(_stream.StreamEngine):
@@ -146,7 +147,7 @@ def test_the_compiled_dot_replay_gives_back_the_buffers_of_each_closed_connectio
             engines.append(self)
 
     monkeypatch.setattr(_engine, "StreamEngine", Kept)
-    result, _ = play(tls_unbound.port_for("dot"), "dot", "compiled", monkeypatch)
+    result, _ = play(tls_unbound.port_for(transport), transport, "compiled", monkeypatch)
     assert result.connections["opened"] == 60, result.connections  # 30 a loop
     entries, open_now, held = engines[0].engine.held()
     assert entries >= 30 and open_now == 0, (entries, open_now)

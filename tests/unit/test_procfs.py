@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -152,3 +155,50 @@ def test_meminfo_in_bytes() -> None:
     assert info["HugePages_Total"] == 0  # a count, not kB
     with pytest.raises(OSError):
         hostproc.read_meminfo(RECURSOR_ROOT)
+
+
+def test_udp_drops_counts_what_the_kernel_dropped_at_one_port() -> None:
+    """The kernel's own count against ours: datagrams sent to a socket that is not read,
+    its buffer small, minus those still queued for it, are the ones dropped (loopback
+    loses nothing else); the sender's own socket, on another port, counts none."""
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with rx, tx:
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a few datagrams
+        rx.bind(("127.0.0.1", 0))
+        port = rx.getsockname()[1]
+        before = procfs.udp_drops(os.getpid(), port)
+        sent = 200
+        for _ in range(sent):
+            tx.sendto(b"x" * 64, ("127.0.0.1", port))
+        rx.setblocking(False)
+        queued = 0
+        with contextlib.suppress(BlockingIOError):
+            while rx.recv(2048):
+                queued += 1
+        assert 0 < queued < sent
+        assert procfs.udp_drops(os.getpid(), port) - before == sent - queued
+        assert procfs.udp_drops(os.getpid(), tx.getsockname()[1]) == 0
+
+
+def test_udp_drops_refuses_a_file_that_is_not_the_table() -> None:
+    with pytest.raises(ValueError):
+        procfs.parse_udp_drops("Tcp: 1 2 3\n", 53)
+
+
+def test_snmp_udp_counts_every_sockets_drops_together() -> None:
+    """The namespace's RcvbufErrors rise by at least what one socket's own count rose."""
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with rx, tx:
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        rx.bind(("127.0.0.1", 0))
+        port = rx.getsockname()[1]
+        before, own_before = hostproc.read_snmp_udp(), procfs.udp_drops(os.getpid(), port)
+        for _ in range(200):
+            tx.sendto(b"x" * 64, ("127.0.0.1", port))
+        own = procfs.udp_drops(os.getpid(), port) - own_before
+        assert own > 0
+        assert hostproc.read_snmp_udp()["RcvbufErrors"] - before["RcvbufErrors"] >= own
+    with pytest.raises(ValueError):
+        hostproc.parse_snmp_udp("Ip: 1 2\nIp: 3 4\n")

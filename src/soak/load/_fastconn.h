@@ -2,8 +2,9 @@
  * loops: _faststream.c (TCP and DoT) and _fastdoh.c (DoH). One owner for: the server's
  * address, the non-blocking TCP connect, the OpenSSL client context (conn.tls_context's
  * rules), a TLS object for a connected socket (SNI, the name checked, the previous
- * session offered), one step of the handshake, and the handshake-time histogram. What a
- * connection carries (framed queries, HTTP/2) stays each engine's own.
+ * session offered), one step of the handshake, the handshake-time histogram, and how a
+ * connection's buffers grow and are given back. What a connection carries (framed
+ * queries, HTTP/2) stays each engine's own.
  *
  * Included after Python.h (the errors it sets and the histogram are Python objects). */
 #include <arpa/inet.h>
@@ -187,4 +188,25 @@ static int fastconn_count_handshake(PyObject *hist, long long us) {
     Py_DECREF(key);
     Py_XDECREF(v);
     return r;
+}
+
+/* A connection's buffer (*buf, *cap items of `item` bytes) grown to hold `need` items:
+ * doubled from 4 KiB. 0, or -1 on no memory (the buffer as it was). */
+static int fastconn_grow(void **buf, size_t *cap, size_t need, size_t item) {
+    if (need <= *cap) return 0;
+    size_t cap2 = *cap ? *cap : 4096 / item;
+    while (cap2 < need) cap2 *= 2;
+    void *p = PyMem_Realloc(*buf, cap2 * item);
+    if (p == NULL) return -1;
+    *buf = p;
+    *cap = cap2;
+    return 0;
+}
+
+/* A buffer fastconn_grow made, given back: a closed connection holds none, and the next
+ * connection of its pool entry or slot grows one afresh. */
+static void fastconn_give_back(void **buf, size_t *cap) {
+    PyMem_Free(*buf);
+    *buf = NULL;
+    *cap = 0;
 }

@@ -51,7 +51,10 @@ static int conn_connect(Conn *c, long long now) {
 
 /* Closes; what no socket took never will (each such query fails at the socket: in the
  * write buffer, or held by nghttp2), and the queries in flight stay in the ring: lost at
- * their timeout. */
+ * their timeout. The write buffer is given back (fastconn_give_back): a closed connection
+ * holds nothing but its kept session, so a replay's pool holds what its open connections
+ * do, not the most ever open at once (it kept each entry's before). A connection opened
+ * again grows one afresh. */
 static void conn_close(Conn *c) {
     DohEngine *d = c->d;
     if (c->ssl) {
@@ -73,6 +76,7 @@ static void conn_close(Conn *c) {
     d->e.send_failed += c->pending;
     c->pending = 0;
     c->wlen = 0;
+    fastconn_give_back((void **)&c->wbuf, &c->wcap);
     c->phase = DOWN;
     c->events = 0;
 }
@@ -80,7 +84,6 @@ static void conn_close(Conn *c) {
 static void conn_free(Conn *c) {
     conn_close(c);
     if (c->session) SSL_SESSION_free(c->session);
-    free(c->wbuf);
     free(c);
 }
 

@@ -214,13 +214,7 @@ static int h2_pump(Conn *c) {
         ssize_t n = nghttp2_session_mem_send(c->h2, &data);
         if (n < 0) return -1;
         if (n == 0) return 0;
-        if (c->wlen + (size_t)n > c->wcap) {
-            size_t cap = (c->wlen + (size_t)n) * 2;
-            unsigned char *b = realloc(c->wbuf, cap);
-            if (b == NULL) return -1;
-            c->wbuf = b;
-            c->wcap = cap;
-        }
+        if (fastconn_grow((void **)&c->wbuf, &c->wcap, c->wlen + (size_t)n, 1) < 0) return -1;
         memcpy(c->wbuf + c->wlen, data, (size_t)n);
         c->wlen += (size_t)n;
     }

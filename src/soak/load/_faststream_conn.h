@@ -38,17 +38,6 @@ typedef struct {
     PyObject *handshake_us; /* {us: n}, as Book.handshake_us */
 } ConnCounts;
 
-static int grow(void **buf, size_t *cap, size_t need, size_t item) {
-    if (need <= *cap) return 0;
-    size_t cap2 = *cap ? *cap : 4096 / item;
-    while (cap2 < need) cap2 *= 2;
-    void *p = PyMem_Realloc(*buf, cap2 * item);
-    if (p == NULL) return -1;
-    *buf = p;
-    *cap = cap2;
-    return 0;
-}
-
 /* The queries still queued will never be taken whole: each fails at the socket
  * (StreamFlow.unwritten). Returns how many. */
 static long long conn_unwritten(Conn *c) {
@@ -132,12 +121,12 @@ static int conn_queue(Conn *c, int id, const char *q, size_t qlen, long long now
         need -= c->woff;
         c->woff = 0;
     }
-    if (need > WBUF_MAX || grow((void **)&c->wbuf, &c->wcap, need, 1) < 0) return -1;
+    if (need > WBUF_MAX || fastconn_grow((void **)&c->wbuf, &c->wcap, need, 1) < 0) return -1;
     if (c->ehead > 0 && c->ehead + c->nends + 1 > c->ecap) {
         memmove(c->ends, c->ends + c->ehead, c->nends * sizeof(size_t));
         c->ehead = 0;
     }
-    if (grow((void **)&c->ends, &c->ecap, c->ehead + c->nends + 1, sizeof(size_t)) < 0) return -1;
+    if (fastconn_grow((void **)&c->ends, &c->ecap, c->ehead + c->nends + 1, sizeof(size_t)) < 0) return -1;
     unsigned char *p = c->wbuf + c->wlen;
     p[0] = (unsigned char)(size >> 8);
     p[1] = (unsigned char)(size & 255);
@@ -187,7 +176,7 @@ static long long conn_flush(Conn *c) {
 static int conn_read(Conn *c) {
     int got = 0;
     for (;;) {
-        if (grow((void **)&c->rbuf, &c->rcap, c->rlen + 16384, 1) < 0) return -2;
+        if (fastconn_grow((void **)&c->rbuf, &c->rcap, c->rlen + 16384, 1) < 0) return -2;
         size_t room = c->rcap - c->rlen;
         if (c->ssl != NULL) {
             ERR_clear_error();
@@ -217,7 +206,7 @@ static int conn_read(Conn *c) {
 
 /* A hang-up client's query (id, time sent) kept for its reset. -1: no memory. */
 static inline int conn_keep_inflight(Conn *c, int id, long long sent_ns) {
-    if (grow((void **)&c->inflight, &c->icap, 2 * (c->ninflight + 1), sizeof(long long)) < 0)
+    if (fastconn_grow((void **)&c->inflight, &c->icap, 2 * (c->ninflight + 1), sizeof(long long)) < 0)
         return -1;
     c->inflight[2 * c->ninflight] = id;
     c->inflight[2 * c->ninflight + 1] = sent_ns;
@@ -232,15 +221,11 @@ static inline int conn_keep_inflight(Conn *c, int id, long long sent_ns) {
  * each loop, that high mark rose for minutes (heaptrack: 149 read buffers live after
  * 1 minute, 157 after 4, each 32 KiB). */
 static void conn_drop_buffers(Conn *c) {
-    PyMem_Free(c->wbuf);
-    PyMem_Free(c->ends);
-    PyMem_Free(c->rbuf);
-    PyMem_Free(c->inflight);
-    c->wbuf = c->rbuf = NULL;
-    c->ends = NULL;
-    c->inflight = NULL;
-    c->woff = c->wlen = c->wcap = c->ehead = c->nends = c->ecap = 0;
-    c->rlen = c->rcap = c->ninflight = c->icap = 0;
+    fastconn_give_back((void **)&c->wbuf, &c->wcap);
+    fastconn_give_back((void **)&c->ends, &c->ecap);
+    fastconn_give_back((void **)&c->rbuf, &c->rcap);
+    fastconn_give_back((void **)&c->inflight, &c->icap);
+    c->woff = c->wlen = c->ehead = c->nends = c->rlen = c->ninflight = 0;
 }
 
 static void conn_free(Conn *c) {

@@ -8,7 +8,14 @@ The load's pool takes another connection where one is at the server's streams
 in flight (accepting); the replay's client stays on its own and its requests
 wait there (held, sent as answers free streams).
 A response that is not 200, a reset stream and a GOAWAY with an error code
-count as connection errors; such queries end as lost. h2 is pure Python:
+count as connection errors; such queries end as lost. What the server's HTTP/2
+layer said is counted as the compiled loop counts it (_fastdoh_h2.h), into the
+book's streams_reset, streams_refused and goaways: a stream ended with an error
+code (RST_STREAM, or above a GOAWAY's last stream id: refused, not processed),
+of them REFUSED_STREAM, and GOAWAY frames. A request refused by RST_STREAM is
+not sent again here: its query is lost; the replay's flows move the requests a
+GOAWAY left unprocessed to the client's next connection (went_away; they count as
+refused, and in streams_retried where moved). h2 is pure Python:
 measured per-query costs are in docs/benchmarks.md. This is the fallback of
 the compiled DoH loop (doh_fast.py, _fastdoh.c), and the loop of what that one
 does not serve: a long path (child.loop_for).
@@ -24,6 +31,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
+from h2.errors import ErrorCodes
 
 from soak.load import wire
 from soak.load.conn import Policy, StreamFlow
@@ -123,6 +131,7 @@ class DohFlow(StreamFlow):
                 del self.streams[sid]
                 self.answered += 1
                 self.unprocessed.append((slot, True))
+                self.refused_moving()
         stay: deque[tuple[int, bytes, bool]] = deque()
         for slot, question, counted in self.held:
             if slot in self.moved_in:
@@ -130,7 +139,14 @@ class DohFlow(StreamFlow):
             else:
                 self.unprocessed.append((slot, counted))
                 self.answered += 1
+                self.refused_moving()
         self.held = stay
+
+    def refused_moving(self) -> None:
+        """A request moved off as unprocessed counts as reset and refused (nghttp2 closes
+        it with REFUSED_STREAM in the compiled loop), not as a connection error."""
+        self.book.streams_reset += 1
+        self.book.streams_refused += 1
 
     def unwritten(self) -> None:
         super().unwritten()
@@ -219,14 +235,37 @@ class DohFlow(StreamFlow):
                 else:
                     self.book.conn_errors += 1
             elif isinstance(ev, h2.events.StreamReset):
-                if self.streams.pop(ev.stream_id, None) is not None:
-                    self.answered += 1  # nothing more will come on it: lost at the timeout
-                    self.book.conn_errors += 1
+                self.reset(ev.stream_id, ev.error_code or 0)
             elif isinstance(ev, h2.events.ConnectionTerminated):
                 self.goaway = True  # take no more queries; retired and replaced
-                self.went_away(ev.last_stream_id)
+                self.book.goaways += 1
                 if ev.error_code:  # not a graceful NO_ERROR shutdown
                     self.book.conn_errors += 1
+                # First what the replay moves to the next connection, then the rest above
+                # the last stream id refused (reset() would take the streams away).
+                self.went_away(ev.last_stream_id)
+                self.refused_by_goaway(ev.last_stream_id)
         self.send_held()
         self.wbuf += conn.data_to_send()
         return out
+
+    def reset(self, stream_id: int, error_code: int) -> None:
+        """A stream of ours the server ended without its answer: nothing more will come
+        on it, its query is lost at the timeout (a connection error). One ended with an
+        error code is counted apart (streams_reset; REFUSED_STREAM: streams_refused)."""
+        if self.streams.pop(stream_id, None) is None:
+            return
+        self.answered += 1
+        book = self.book
+        book.conn_errors += 1
+        if error_code != ErrorCodes.NO_ERROR:
+            book.streams_reset += 1
+            if error_code == ErrorCodes.REFUSED_STREAM:
+                book.streams_refused += 1
+
+    def refused_by_goaway(self, last_stream_id: int | None) -> None:
+        """The streams above a GOAWAY's last stream id were not processed (RFC 9113 6.8):
+        refused, as nghttp2 closes them in the compiled loop (h2 leaves them open)."""
+        above = [sid for sid in self.streams if sid > (last_stream_id or 0)]
+        for sid in above:
+            self.reset(sid, ErrorCodes.REFUSED_STREAM)

@@ -40,9 +40,9 @@ class Connections:
     resumed: int = 0  # TLS sessions resumed
     handshake_us: dict[int, int] = field(default_factory=dict)  # TCP connect + TLS
     hung_up: int = 0  # closed on purpose with answers still due (connection.hangup_fraction)
-    streams_reset: int = 0  # DoH, compiled (_fastdoh_defs.h): streams the server reset,
+    streams_reset: int = 0  # DoH (_fastdoh_defs.h, doh.DohFlow): streams the server reset,
     streams_refused: int = 0  # of them REFUSED_STREAM (not processed),
-    streams_retried: int = 0  # of those sent again once on their connection;
+    streams_retried: int = 0  # of those sent again once on their connection (compiled only);
     goaways: int = 0  # GOAWAY frames
 
 

@@ -152,6 +152,8 @@ class Book:
         # stream transports: connections opened, failed, TLS sessions resumed, setup times
         self.conn_opened = self.conn_errors = self.conn_resumed = self.conn_hung_up = 0
         self.handshake_us: dict[int, int] = {}
+        # DoH: what the server's HTTP/2 layer said (doh.DohFlow; stats.Connections)
+        self.streams_reset = self.streams_refused = self.streams_retried = self.goaways = 0
 
     def at_second(self, second: int) -> None:
         """The queries sent from now on were due in `second`."""
@@ -190,6 +192,10 @@ class Book:
             self.conn_resumed,
             self.handshake_us,
             self.conn_hung_up,
+            self.streams_reset,
+            self.streams_refused,
+            self.streams_retried,
+            self.goaways,
         )
         self.reset()
         return iv

@@ -41,3 +41,8 @@ class CompiledStreamReplay(CompiledReplay):
         connection a play step touched (flush_step, _fastreplay_step.h), and those made
         as a connection came up or its full socket took more."""
         ...
+    def held(self) -> tuple[int, int, int]:
+        """(pool entries, connections open, bytes the entries hold in their buffers, open
+        or free): a closed connection's are given back, so the bytes follow the
+        connections open, not the most ever open at once."""
+        ...

@@ -38,10 +38,11 @@ class ConnBook:
         # took whole, queries counted sent they refused (or with no socket or
         # connection), replies read; StreamFlow and ClientConns.send_udp keep them.
         self.socket_sent = self.socket_received = self.send_failed = 0
-        # What a DoH server's HTTP/2 layer said (the compiled DoH loop counts it): streams
-        # it ended with an error code (RST_STREAM, or above a GOAWAY's last stream id), of
-        # them REFUSED_STREAM (not processed), of those sent again once on their connection
-        # (the others' queries are lost), and GOAWAY frames.
+        # What a DoH server's HTTP/2 layer said (the compiled DoH loop counts it, and
+        # doh.DohFlow in the Python one): streams it ended with an error code (RST_STREAM,
+        # or above a GOAWAY's last stream id), of them REFUSED_STREAM (not processed), of
+        # those sent again once on their connection (the compiled loop only; the others'
+        # queries are lost), and GOAWAY frames.
         self.streams_reset = self.streams_refused = self.streams_retried = self.goaways = 0
 
     def abandon(self, slot: int, sent_ns: int) -> None:
@@ -61,6 +62,16 @@ class Client:
     sent: int = 0
     lost: int = 0  # of its queries sent, ended lost (no answer within the timeout)
     inflight: set[int] = field(default_factory=set)  # ring slots
+    # Its UDP socket of the loop before (rename_clients), still read until its last
+    # query's timeout: an answer in flight is not lost to a port the replay closed.
+    udp_old: socket.socket | None = None
+    udp_old_until_ns: int = 0
+
+    def udp_for(self, fd: int) -> socket.socket | None:
+        """Its UDP socket with descriptor fd (this loop's, or the last one's)."""
+        if self.udp is not None and self.udp.fileno() == fd:
+            return self.udp
+        return self.udp_old
 
 
 class ClientConns:
@@ -75,8 +86,10 @@ class ClientConns:
         tls: TlsSpec | None,
         abandon: Callable[[int], None],
         waiting: Callable[[int], bool],
+        timeout_ns: int = 0,
     ) -> None:
         self.host, self.port = server
+        self.timeout_ns = timeout_ns  # a query's: how long a retired UDP socket is read
         self.transport = cfg.transport
         self.idle_ns = s_to_ns(cfg.idle_timeout_s)
         self.abandon, self.waiting = abandon, waiting
@@ -232,11 +245,32 @@ class ClientConns:
     # ------------------------------------------------------------ closing
 
     def close_udp(self, client: Client) -> None:
+        self.close_udp_old(client)
         if client.udp is not None:
             self.by_fd.pop(client.udp.fileno(), None)
             client.udp.close()  # closing unregisters it from epoll
             client.udp = None
             self.open_sockets -= 1
+
+    def close_udp_old(self, client: Client) -> None:
+        if client.udp_old is not None:
+            self.by_fd.pop(client.udp_old.fileno(), None)
+            client.udp_old.close()
+            client.udp_old = None
+            self.open_sockets -= 1
+
+    def retire_udp(self, client: Client) -> None:
+        """A client's new loop (rename_clients): its next query leaves from a new port,
+        while this socket is read until its last query's timeout. An older one still
+        open closes: what it carries ends lost."""
+        self.close_udp_old(client)
+        if client.udp is None:
+            return
+        if not client.inflight:
+            self.close_udp(client)
+            return
+        client.udp_old, client.udp = client.udp, None
+        client.udp_old_until_ns = client.last_ns + self.timeout_ns
 
     def close_flow(self, client: Client, f: StreamFlow) -> None:
         """Closed on purpose: what is still in flight on it is abandoned."""
@@ -300,13 +334,15 @@ class ClientConns:
                 elif now - f.last_send_ns > self.idle_ns and not self.in_flight(f):
                     self.idled_out += 1
                     self.close_flow(client, f)
+            if client.udp_old is not None and now > client.udp_old_until_ns:
+                self.close_udp_old(client)
             if (
                 client.udp is not None
                 and not client.inflight
                 and now - client.last_ns > self.idle_ns
             ):
                 self.close_udp(client)
-            if client.udp is None and not client.flows:
+            if client.udp is None and client.udp_old is None and not client.flows:
                 self.holding.discard(k)
 
     def shut(self) -> None:

@@ -5,7 +5,9 @@
  * queries as four int64 each (due in the loop, client, class, flags), a loop's start
  * and the loop's questions (bytes, renamed or not), in batches. Here: each client's
  * connected UDP socket (opened at its first query, opened again at a new loop with
- * rename_clients, closed after idle_ns with nothing in flight), each query sent
+ * rename_clients, closed after idle_ns with nothing in flight; at a new loop the old
+ * one is still read until the timeout has passed since its last query, so that no
+ * answer in flight is lost to a port the replay closed), each query sent
  * at its time, the replies read with recvmmsg from every socket epoll says is
  * ready, matched by id and echoed question (the id ring, as Replay's in _loop.py,
  * slot for slot), and the one-second windows' counts (due, sent, skipped,
@@ -40,6 +42,7 @@
 #define BACKLOG_NS 1000000000LL /* soak.load.worker.MAX_BACKLOG_S */
 #define SEND_STEP 64      /* sends before replies are read again */
 #define IDLE_SWEEP_NS 100000000LL /* idle sockets looked for this often (_conns.IDLE_SWEEP_NS) */
+#define OLD_SOCKET 0x80000000u    /* in a socket's epoll data: a client's socket of its last loop */
 /* _result.OffsetTotals' buckets: exact below 1 ms, 900 a decade above, up to 1,000 s */
 #define OFF_EXACT 1000
 #define OFF_DECADES 6
@@ -52,6 +55,8 @@ typedef struct {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     int *fd;
+    int *ofd;           /* per client: its socket of the loop before, still read, or -1 */
+    long long *ountil;  /* ... until then: its last query's timeout */
     long long *cloop, *csent, *clost;
     long long *clast, *cinfl; /* per client: its last send, its queries in flight */
     long long idle_ns, next_idle, open_fds, fds_peak;
@@ -170,9 +175,9 @@ static void on_reply(Engine *e, const unsigned char *m, size_t len, long long no
     end_query(e, slot, COMPLETED, now, m[3] & 15);
 }
 
-static void read_client(Engine *e, int k) {
+static void read_client(Engine *e, int fd) {
     for (;;) {
-        int got = recvmmsg(e->fd[k], e->rmsgs, RECV_BATCH, MSG_DONTWAIT, NULL);
+        int got = recvmmsg(fd, e->rmsgs, RECV_BATCH, MSG_DONTWAIT, NULL);
         if (got <= 0) return; /* drained, or an ICMP error: the query ends lost at its timeout */
         long long now = mono_ns();
         e->socket_received += got; /* every datagram read, stray ones included */
@@ -190,7 +195,11 @@ static void poll_once(Engine *e, long long wait_ns) {
     Py_BEGIN_ALLOW_THREADS
     n = epoll_pwait2(e->epfd, evs, MAX_EVENTS, &ts, NULL);
     Py_END_ALLOW_THREADS
-    for (int i = 0; i < n; i++) read_client(e, (int)evs[i].data.u32);
+    for (int i = 0; i < n; i++) { /* a socket closed earlier in this turn: -1, skipped */
+        unsigned u = evs[i].data.u32;
+        int k = (int)(u & ~OLD_SOCKET), fd = (u & OLD_SOCKET) ? e->ofd[k] : e->fd[k];
+        if (fd >= 0) read_client(e, fd);
+    }
 }
 
 static void sweep(Engine *e, long long now) {
@@ -234,12 +243,34 @@ static int take_slot(Engine *e) {
     return -1;
 }
 
-static void close_client(Engine *e, int k) {
-    if (e->fd[k] < 0) return;
-    epoll_ctl(e->epfd, EPOLL_CTL_DEL, e->fd[k], NULL);
-    close(e->fd[k]);
-    e->fd[k] = -1;
+static void close_fd(Engine *e, int *fd) {
+    if (*fd < 0) return;
+    epoll_ctl(e->epfd, EPOLL_CTL_DEL, *fd, NULL);
+    close(*fd);
+    *fd = -1;
     e->open_fds--;
+}
+
+static void close_client(Engine *e, int k) {
+    close_fd(e, &e->ofd[k]);
+    close_fd(e, &e->fd[k]);
+}
+
+/* A client's new loop with rename_clients: its next query leaves from a new port
+ * (a new socket), while the old one is read until its last query's timeout (ClientConns.
+ * retire_udp). An older one still open then closes: what it carries ends lost. */
+static void retire_client(Engine *e, int k) {
+    close_fd(e, &e->ofd[k]);
+    if (e->fd[k] < 0) return;
+    if (e->cinfl[k] <= 0) {
+        close_fd(e, &e->fd[k]);
+        return;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (unsigned)k | OLD_SOCKET};
+    epoll_ctl(e->epfd, EPOLL_CTL_MOD, e->fd[k], &ev);
+    e->ofd[k] = e->fd[k];
+    e->ountil[k] = e->clast[k] + e->timeout_ns;
+    e->fd[k] = -1;
 }
 
 static void open_client(Engine *e, int k) {
@@ -270,7 +301,7 @@ static int send_one(Engine *e, const long long *v, PyObject *q, long long origin
         return 0;
     }
     if (e->cloop[k] != loop) {
-        if (e->rename && e->cloop[k] >= 0) close_client(e, k); /* a new loop: a new port */
+        if (e->rename && e->cloop[k] >= 0) retire_client(e, k); /* a new loop: a new port */
         e->cloop[k] = loop;
     }
     int slot = take_slot(e);
@@ -309,9 +340,11 @@ static int send_one(Engine *e, const long long *v, PyObject *q, long long origin
 /* ClientConns.idle: a socket idle for idle_timeout_s with nothing in flight closes (a
  * capture's clients may outnumber the descriptors a process may hold). */
 static void idle(Engine *e, long long now) {
-    for (int k = 0; k < e->nclients; k++)
+    for (int k = 0; k < e->nclients; k++) {
+        if (e->ofd[k] >= 0 && now > e->ountil[k]) close_fd(e, &e->ofd[k]);
         if (e->fd[k] >= 0 && e->cinfl[k] <= 0 && now - e->clast[k] > e->idle_ns)
             close_client(e, k);
+    }
 }
 
 static void housekeeping(Engine *e) {

@@ -65,7 +65,9 @@ static int waiting(Replay *r, Conn *c, long long now) {
     return c->answered < c->carried && now - c->last_send_ns < r->d.e.timeout_ns;
 }
 
-/* Pool entry i closed (its queries end lost at their timeout) and freed. */
+/* Pool entry i closed (its queries end lost at their timeout) and freed: its write
+ * buffer and requests given back with the close (conn_close), so what the pool holds
+ * follows the connections open (held()), as _fastreplay_stream.c's release. */
 static void release(Replay *r, int i) {
     if (r->owner[i] < 0) return;
     conn_close(r->pool[i]);

@@ -18,9 +18,26 @@ static PyObject *Replay_h2(Replay *r, PyObject *Py_UNUSED(arg)) {
                          r->d.goaways);
 }
 
+/* held() -> (pool entries, connections open, bytes): the bytes the pool's entries hold
+ * in their write buffers and their requests (each open stream and its answer's body),
+ * open or free: what a close gives back (conn_close; a closed connection holds none),
+ * as _fastreplay_stream's held(). */
+static PyObject *Replay_held(Replay *r, PyObject *Py_UNUSED(arg)) {
+    long long bytes = 0;
+    for (int i = 0; i < r->npool; i++) {
+        const Conn *c = r->pool[i];
+        if (c == NULL) continue;
+        bytes += (long long)c->wcap;
+        for (const Stream *s = c->streams; s; s = s->next)
+            bytes += (long long)(sizeof *s + s->body_cap);
+    }
+    return Py_BuildValue("(iLL)", r->npool, r->open_fds, bytes);
+}
+
 #define REPLAY_MORE_METHODS \
     {"writes", (PyCFunction)Replay_writes, METH_NOARGS, "writes() -> SSL writes so far"}, \
-    {"h2", (PyCFunction)Replay_h2, METH_NOARGS, "h2() -> (streams reset, refused, retried, goaways)"},
+    {"h2", (PyCFunction)Replay_h2, METH_NOARGS, "h2() -> (streams reset, refused, retried, goaways)"}, \
+    {"held", (PyCFunction)Replay_held, METH_NOARGS, "held() -> (entries, open, bytes)"},
 #include "_fastreplay_stream_common.h"
 
 /* conns() -> (opened, errors, tls_resumed, reused, idled_out, open now, {handshake us:

@@ -34,6 +34,8 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     e->idle_ns = idle_ns;
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     e->fd = PyMem_Malloc(sizeof(int) * nclients);
+    e->ofd = PyMem_Malloc(sizeof(int) * nclients);
+    e->ountil = PyMem_Calloc(nclients, sizeof(long long));
     e->cloop = PyMem_Malloc(sizeof(long long) * nclients);
     e->csent = PyMem_Calloc(nclients, sizeof(long long));
     e->clost = PyMem_Calloc(nclients, sizeof(long long));
@@ -44,12 +46,13 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     e->cnt = PyMem_Calloc((size_t)NW * nc * NCOUNT, sizeof(long long));
     e->lat = PyMem_Calloc((size_t)NW * nc * NB, sizeof(unsigned int));
     e->off = PyMem_Calloc((size_t)NW * NOFF, sizeof(unsigned int));
-    if (e->epfd < 0 || !e->fd || !e->cloop || !e->csent || !e->clost || !e->clast || !e->cinfl || !e->order || !e->cnt ||
+    if (e->fd && e->ofd && e->cloop) /* before any return: shut() reads them */
+        for (int k = 0; k < nclients; k++) e->fd[k] = -1, e->ofd[k] = -1, e->cloop[k] = -1;
+    if (e->epfd < 0 || !e->fd || !e->ofd || !e->ountil || !e->cloop || !e->csent || !e->clost || !e->clast || !e->cinfl || !e->order || !e->cnt ||
         !e->lat || !e->off) {
         Py_DECREF(e);
         return PyErr_NoMemory();
     }
-    for (int k = 0; k < nclients; k++) e->fd[k] = -1, e->cloop[k] = -1;
     for (int w = 0; w < NW; w++) e->wsec[w] = -1;
     for (int i = 0; i < RECV_BATCH; i++) {
         e->riov[i].iov_base = e->rbuf[i];
@@ -61,7 +64,7 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 }
 
 static void shut(Engine *e) {
-    if (e->fd)
+    if (e->fd && e->ofd && e->cloop)
         for (int k = 0; k < e->nclients; k++) close_client(e, k);
 }
 
@@ -70,6 +73,8 @@ static void Engine_dealloc(Engine *e) {
     if (e->epfd >= 0) close(e->epfd);
     for (int i = 0; i < RING; i++) Py_CLEAR(e->ring_q[i]);
     PyMem_Free(e->fd);
+    PyMem_Free(e->ofd);
+    PyMem_Free(e->ountil);
     PyMem_Free(e->cloop);
     PyMem_Free(e->csent);
     PyMem_Free(e->clost);

@@ -14,5 +14,3 @@ class Engine(CompiledStreamReplay):
         stream_client: bytes,
         engine_args: tuple[object, ...],
     ) -> None: ...
-    def held(self) -> tuple[int, int, int]:
-        """(pool entries, connections open, bytes their buffers hold)."""

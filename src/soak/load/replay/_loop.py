@@ -70,6 +70,7 @@ class Replay:
             tls,
             abandon=lambda slot: self.end_query(slot, "abandoned", 0),
             waiting=lambda slot: self.ring_t[slot] > 0,
+            timeout_ns=self.timeout_ns,
         )
         self.clients = self.conns.clients
         # The id ring: send time (> 0 while in flight), class, question, due second, client.
@@ -124,7 +125,7 @@ class Replay:
         client = self.clients[q.client]
         if client.loop != q.loop:
             if self.cfg.rename_clients and client.loop >= 0:
-                self.conns.close_udp(client)  # a new loop: a new source port
+                self.conns.retire_udp(client)  # a new loop: a new source port
                 for f in list(client.flows.values()):
                     self.conns.retire(client, f)
             client.loop = q.loop
@@ -200,9 +201,10 @@ class Replay:
             return
         client, f = got
         if f is None:
-            assert client.udp is not None
+            sock = client.udp_for(fd)
+            assert sock is not None
             try:
-                datagram = client.udp.recv(65535)
+                datagram = sock.recv(65535)
             except OSError:  # ICMP port unreachable: the query ends lost at its timeout
                 return
             conns.book.socket_received += 1  # every datagram read, stray ones included
