@@ -29,7 +29,9 @@ typedef struct Stream {
     int retried; /* sent again once after the server refused it (_fastdoh_h2.h) */
     int left;    /* its last frame went to the output: counted at the socket from then */
     int moved;   /* sent once on its client's next connection after a GOAWAY (the replay) */
-    long long sent_ns; /* the ring's time of it (a hang-up abandons it: _fastudp_loop.h) */
+    int stale;   /* held until after its query's timeout: dropped unsent (_fastdoh_h2.h) */
+    long long sent_ns; /* the ring's time of it (a hang-up abandons it: _fastudp_loop.h;
+                        * a held request past its timeout is dropped); 0 until set */
     size_t msg_len, sent_len, body_len, body_cap;
     unsigned char msg[MSG_MAX];
     unsigned char *body;

@@ -116,6 +116,21 @@ static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *f, void *user
     return 0;
 }
 
+/* A request nghttp2 held (the server's streams all in flight) and whose query has timed
+ * out meanwhile (lost in the ring, or past its timeout: its slot's time is no longer
+ * its own, or too old) is not sent: a real client would have given up on it, and an
+ * overloaded server would only be handed work nobody waits for. Cancelled here, its
+ * HEADERS never leave; on_stream_close counts it send_failed (lost at its timeout). */
+static int before_frame_send(nghttp2_session *h2, const nghttp2_frame *f, void *user) {
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    Stream *s = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+    if (s == NULL || s->left || s->sent_ns <= 0) return 0; /* sent_ns 0: handed over now */
+    Engine *e = &((Conn *)user)->d->e;
+    if (e->ring_t[s->slot] == s->sent_ns && mono_ns() - s->sent_ns <= e->timeout_ns) return 0;
+    s->stale = 1;
+    return NGHTTP2_ERR_CANCEL;
+}
+
 static int32_t h2_request(Conn *c, Stream *s);
 
 /* A stream the server refused (REFUSED_STREAM: it did not process it, RFC 9113 8.7) is
@@ -160,6 +175,13 @@ static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t code, void
     Stream *s = nghttp2_session_get_stream_user_data(h2, sid);
     if (s == NULL) return 0;
     nghttp2_session_set_stream_user_data(h2, sid, NULL);
+    if (s->stale) { /* dropped unsent (before_frame_send): neither the server's reset nor
+                     * a connection error; its query was lost at its timeout already */
+        c->answered++;
+        d->e.send_failed++;
+        stream_free(s);
+        return 0;
+    }
     if (code != NGHTTP2_NO_ERROR) {
         d->streams_reset++;
         if (code == NGHTTP2_REFUSED_STREAM) d->streams_refused++;
@@ -193,6 +215,7 @@ static nghttp2_session_callbacks *make_callbacks(void) {
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+    nghttp2_session_callbacks_set_before_frame_send_callback(cbs, before_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
     return cbs;
 }

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import base64
 import ssl
+import time
 from collections import deque
+from collections.abc import Callable
 
 import h2.config
 import h2.connection
@@ -56,7 +58,13 @@ class DohFlow(StreamFlow):
         # replay's clients stay on a full connection): they leave in order as answers
         # free streams (send_held), as nghttp2 holds them in the compiled loops; h2 would
         # refuse them (TooManyStreamsError).
-        self.held: deque[tuple[int, bytes, bool]] = deque()  # slot, question, counted
+        self.held: deque[tuple[int, bytes, bool, int]] = deque()  # slot, question, counted,
+        # and the time its query times out (monotonic ns): a held request still there then
+        # is dropped unsent (send_held), as a client gives up on it. 0: held as long as it
+        # takes (the load's flows, which do not hold). The replay sets the timeout and asks
+        # the ring whether the query still waits (a lost one is never sent).
+        self.held_timeout_ns = 0
+        self.waiting: Callable[[int], bool] | None = None
         # The replay's: requests the server will not process after its GOAWAY (above its
         # last stream id, or held) come off into `unprocessed` (slot, counted at the
         # socket already), for the client's next connection; `moved_in`: the slots this
@@ -108,15 +116,24 @@ class DohFlow(StreamFlow):
 
     def hold_or_send(self, slot: int, question: bytes, counted: bool) -> None:
         if self.held or self.full():  # its turn comes when an answer frees a stream
-            self.held.append((slot, question, counted))
+            until = time.monotonic_ns() + self.held_timeout_ns if self.held_timeout_ns else 0
+            self.held.append((slot, question, counted, until))
             return
         self.send(slot, question, counted)
 
     def send_held(self) -> None:
         """The held requests the server's streams have room for, in order (none once the
-        connection is going away: they are counted failed when it closes)."""
+        connection is going away: they are counted failed when it closes). One whose query
+        has timed out meanwhile is dropped unsent: it failed at the socket, and its query
+        is lost at its timeout (an overloaded server is not sent work nobody waits for)."""
+        now = time.monotonic_ns()
         while self.held and not self.goaway and not self.full():
-            self.send(*self.held.popleft())
+            slot, question, counted, until = self.held.popleft()
+            if (until and now > until) or (self.waiting is not None and not self.waiting(slot)):
+                self.answered += 1  # nothing more of it here
+                self.book.send_failed += 1
+                continue
+            self.send(slot, question, counted)
 
     def went_away(self, last_stream_id: int | None) -> None:
         """GOAWAY (RFC 9113 6.8): the requests above its last stream id and the held ones
@@ -132,10 +149,10 @@ class DohFlow(StreamFlow):
                 self.answered += 1
                 self.unprocessed.append((slot, True))
                 self.refused_moving()
-        stay: deque[tuple[int, bytes, bool]] = deque()
-        for slot, question, counted in self.held:
+        stay: deque[tuple[int, bytes, bool, int]] = deque()
+        for slot, question, counted, until in self.held:
             if slot in self.moved_in:
-                stay.append((slot, question, counted))
+                stay.append((slot, question, counted, until))
             else:
                 self.unprocessed.append((slot, counted))
                 self.answered += 1

@@ -180,6 +180,8 @@ class ClientConns:
 
             doh = DohFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]
             doh.moves_unprocessed = True  # after a GOAWAY: move_unprocessed
+            # a request held on a full connection past its query's timeout is not sent
+            doh.held_timeout_ns, doh.waiting = self.timeout_ns, self.waiting
             f: StreamFlow = doh
         else:
             f = StreamFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]

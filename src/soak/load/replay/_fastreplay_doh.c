@@ -202,6 +202,8 @@ static int write_query(Replay *r, Py_ssize_t i, int slot, const long long *v, Py
             PyErr_NoMemory();
             return -1;
         }
+        if (c->streams != NULL && c->streams->slot == slot && !c->streams->left)
+            c->streams->sent_ns = t; /* the ring's time: held past its timeout, dropped */
         c->carried++;
         c->last_send_ns = t;
         step_add(r, at);
