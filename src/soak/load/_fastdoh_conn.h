@@ -49,11 +49,12 @@ static int conn_connect(Conn *c, long long now) {
     return 1;
 }
 
-/* Closes; what no socket took never will (each such query fails at the socket), and the
- * queries in flight stay in the ring: lost at their timeout. The write buffer is given
- * back (fastconn_give_back): a closed connection holds nothing but its kept session, so
- * a replay's pool holds what its open connections do, not the most ever open at once
- * (it kept each entry's before). A connection opened again grows one afresh. */
+/* Closes; what no socket took never will (each such query fails at the socket: in the
+ * write buffer, or held by nghttp2), and the queries in flight stay in the ring: lost at
+ * their timeout. The write buffer is given back (fastconn_give_back): a closed connection
+ * holds nothing but its kept session, so a replay's pool holds what its open connections
+ * do, not the most ever open at once (it kept each entry's before). A connection opened
+ * again grows one afresh. */
 static void conn_close(Conn *c) {
     DohEngine *d = c->d;
     if (c->ssl) {
@@ -70,6 +71,7 @@ static void conn_close(Conn *c) {
         nghttp2_session_del(c->h2); /* it calls no callback: the streams are freed here */
         c->h2 = NULL;
     }
+    for (Stream *s = c->streams; s; s = s->next) d->e.send_failed += !s->left;
     while (c->streams) stream_free(c->streams);
     d->e.send_failed += c->pending;
     c->pending = 0;

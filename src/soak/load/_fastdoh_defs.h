@@ -27,7 +27,11 @@ typedef struct Stream {
     struct Conn *conn;
     int slot, status_ok, ended;
     int retried; /* sent again once after the server refused it (_fastdoh_h2.h) */
-    long long sent_ns; /* the ring's time of it (a hang-up abandons it: _fastudp_loop.h) */
+    int left;    /* its last frame went to the output: counted at the socket from then */
+    int moved;   /* sent once on its client's next connection after a GOAWAY (the replay) */
+    int stale;   /* held until after its query's timeout: dropped unsent (_fastdoh_h2.h) */
+    long long sent_ns; /* the ring's time of it (a hang-up abandons it: _fastudp_loop.h;
+                        * a held request past its timeout is dropped); 0 until set */
     size_t msg_len, sent_len, body_len, body_cap;
     unsigned char msg[MSG_MAX];
     unsigned char *body;
@@ -74,6 +78,11 @@ typedef struct DohEngine {
      * of those the ones sent again on their connection, and GOAWAY frames. A reset query
      * not sent again is lost at its timeout. */
     long long streams_reset, streams_refused, streams_retried, goaways;
+    /* The replay's: a request the server did not process because its connection goes away
+     * (above the GOAWAY's last stream id, or held by nghttp2 when it came) put on its
+     * client's next connection: 1, or 0 when it could not be (it is lost). NULL in the
+     * load, whose such requests are lost. */
+    int (*elsewhere)(struct Conn *c, struct Stream *s);
     PyObject *handshake_us; /* {us: n} */
 } DohEngine;
 

@@ -2,12 +2,26 @@
  * request per query (doh.DohFlow's method, path and headers) and what its answer
  * becomes. Included once, by _fastdoh.c, after _fastdoh_defs.h. */
 
-static void stream_free(Stream *s) {
+/* s taken off its connection's list (stream_link puts it on another's). */
+static void stream_unlink(Stream *s) {
     Conn *c = s->conn;
     if (s->prev) s->prev->next = s->next;
     else c->streams = s->next;
     if (s->next) s->next->prev = s->prev;
     c->nstreams--;
+}
+
+static void stream_link(Conn *c, Stream *s) {
+    s->conn = c;
+    s->prev = NULL;
+    s->next = c->streams;
+    if (c->streams) c->streams->prev = s;
+    c->streams = s;
+    c->nstreams++;
+}
+
+static void stream_free(Stream *s) {
+    stream_unlink(s);
     free(s->body);
     free(s);
 }
@@ -88,14 +102,33 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user
 }
 
 /* A request's last frame is in the output: it counts at the socket once that is taken
- * (once a query: a refused request sent again is not counted twice). */
+ * (once a query: a refused request sent again is not counted twice). A request nghttp2
+ * still holds (the server's streams all in flight) has not left: it is counted failed if
+ * it never does (on_stream_close, conn_close). */
 static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *f, void *user) {
     if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         Stream *s = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-        if (s == NULL || !s->retried) ((Conn *)user)->pending++;
+        if (s != NULL && s->left) return 0;
+        if (s != NULL) s->left = 1;
+        ((Conn *)user)->pending++;
     }
     return 0;
+}
+
+/* A request nghttp2 held (the server's streams all in flight) and whose query has timed
+ * out meanwhile (lost in the ring, or past its timeout: its slot's time is no longer
+ * its own, or too old) is not sent: a real client would have given up on it, and an
+ * overloaded server would only be handed work nobody waits for. Cancelled here, its
+ * HEADERS never leave; on_stream_close counts it send_failed (lost at its timeout). */
+static int before_frame_send(nghttp2_session *h2, const nghttp2_frame *f, void *user) {
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    Stream *s = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+    if (s == NULL || s->left || s->sent_ns <= 0) return 0; /* sent_ns 0: handed over now */
+    Engine *e = &((Conn *)user)->d->e;
+    if (e->ring_t[s->slot] == s->sent_ns && mono_ns() - s->sent_ns <= e->timeout_ns) return 0;
+    s->stale = 1;
+    return NGHTTP2_ERR_CANCEL;
 }
 
 static int32_t h2_request(Conn *c, Stream *s);
@@ -115,6 +148,22 @@ static int retry_refused(Conn *c, Stream *s) {
     return 1; /* written by the read's conn_push: no mem_send inside a callback */
 }
 
+/* A stream refused because its connection goes away (RFC 9113 6.8: the server did not
+ * process it, it may be sent again on a new connection): sent once on its client's next
+ * connection where the engine has one rule for that (the replay's elsewhere), its
+ * latency still from its first send. 1 moved, 0 not (lost). */
+static int move_refused(Conn *c, Stream *s) {
+    DohEngine *d = c->d;
+    if (s->moved || !c->goaway || d->elsewhere == NULL) return 0;
+    s->moved = 1;
+    s->sent_len = s->body_len = 0;
+    s->status_ok = s->ended = 0;
+    if (!d->elsewhere(c, s)) return 0;
+    d->streams_retried++;
+    c->answered++; /* nothing more of it on c */
+    return 1;
+}
+
 /* The answer (doh.DohFlow.messages): a whole 200 answer is matched as a UDP reply is, with
  * its ring slot as id; a reset stream or another status is a connection error and the
  * query ends as lost at its timeout. A stream ended with an error code is counted as
@@ -126,12 +175,21 @@ static int on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t code, void
     Stream *s = nghttp2_session_get_stream_user_data(h2, sid);
     if (s == NULL) return 0;
     nghttp2_session_set_stream_user_data(h2, sid, NULL);
+    if (s->stale) { /* dropped unsent (before_frame_send): neither the server's reset nor
+                     * a connection error; its query was lost at its timeout already */
+        c->answered++;
+        d->e.send_failed++;
+        stream_free(s);
+        return 0;
+    }
     if (code != NGHTTP2_NO_ERROR) {
         d->streams_reset++;
         if (code == NGHTTP2_REFUSED_STREAM) d->streams_refused++;
-        if (code == NGHTTP2_REFUSED_STREAM && retry_refused(c, s)) return 0;
+        if (code == NGHTTP2_REFUSED_STREAM && (retry_refused(c, s) || move_refused(c, s)))
+            return 0;
     }
     c->answered++;
+    if (!s->left) d->e.send_failed++; /* held by nghttp2 and never sent (a GOAWAY came) */
     int r = 0;
     if (s->ended) {
         d->e.sock_received++; /* an answer read whole, good or not */
@@ -157,6 +215,7 @@ static nghttp2_session_callbacks *make_callbacks(void) {
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+    nghttp2_session_callbacks_set_before_frame_send_callback(cbs, before_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
     return cbs;
 }
@@ -240,10 +299,7 @@ static int h2_submit(Conn *c, int slot, const char *q, size_t qlen) {
         c->goaway = 1;
         return 0;
     }
-    s->next = c->streams;
-    if (c->streams) c->streams->prev = s;
-    c->streams = s;
-    c->nstreams++;
+    stream_link(c, s);
     /* Into the output now: nghttp2 would put every queued HEADERS before any DATA, and a
      * server that takes one incomplete request at a time (knot-resolver) refuses a stream
      * whose HEADERS come while another's body is still due. h2 in doh.py writes them so.

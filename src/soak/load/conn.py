@@ -302,9 +302,15 @@ class StreamFlow:
             and now - self.born_ns >= p.reconnect_every_ns
         )
 
-    def accepting(self, now: int) -> bool:
-        """Up or opening, and still taking queries."""
+    def keeps_queries(self, now: int) -> bool:
+        """Up or opening, and not spent: a client that stays on its connection (the
+        replay's) sends its next query here, to wait its turn if need be."""
         return self.sock is not None and not self.spent(now)
+
+    def accepting(self, now: int) -> bool:
+        """Up or opening, and still taking queries (DoH: also below the server's
+        streams in flight, so that the load's pool picks another)."""
+        return self.keeps_queries(now)
 
     def due_to_close(self, now: int, timeout_ns: int) -> bool:
         """True once a spent connection's answers are in (or timed out) and its idle time

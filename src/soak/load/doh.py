@@ -4,13 +4,18 @@ Each query is one HTTP/2 stream (POST with an application/dns-message body,
 or GET with ?dns=base64url), many in flight per connection. The DNS id on the
 wire is 0, as RFC 8484 recommends for caches; the stream id maps back to the
 ring slot, and the answer gets the slot as its id before the usual matching.
+The load's pool takes another connection where one is at the server's streams
+in flight (accepting); the replay's client stays on its own and its requests
+wait there (held, sent as answers free streams).
 A response that is not 200, a reset stream and a GOAWAY with an error code
 count as connection errors; such queries end as lost. What the server's HTTP/2
 layer said is counted as the compiled loop counts it (_fastdoh_h2.h), into the
 book's streams_reset, streams_refused and goaways: a stream ended with an error
 code (RST_STREAM, or above a GOAWAY's last stream id: refused, not processed),
-of them REFUSED_STREAM, and GOAWAY frames. A refused request is not sent again
-here (streams_retried stays 0): its query is lost. h2 is pure Python:
+of them REFUSED_STREAM, and GOAWAY frames. A request refused by RST_STREAM is
+not sent again here: its query is lost; the replay's flows move the requests a
+GOAWAY left unprocessed to the client's next connection (went_away; they count as
+refused, and in streams_retried where moved). h2 is pure Python:
 measured per-query costs are in docs/benchmarks.md. This is the fallback of
 the compiled DoH loop (doh_fast.py, _fastdoh.c), and the loop of what that one
 does not serve: a long path (child.loop_for).
@@ -20,6 +25,9 @@ from __future__ import annotations
 
 import base64
 import ssl
+import time
+from collections import deque
+from collections.abc import Callable
 
 import h2.config
 import h2.connection
@@ -28,12 +36,42 @@ import h2.exceptions
 from h2.errors import ErrorCodes
 
 from soak.load import wire
-from soak.load.conn import StreamFlow
+from soak.load.conn import Policy, StreamFlow
+from soak.load.worker import Book
 
 
 class DohFlow(StreamFlow):
     doh_get = False
     doh_path = "/dns-query"
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        policy: Policy,
+        book: Book,
+        tls: ssl.SSLContext | None = None,
+        hangup: bool = False,
+    ) -> None:
+        super().__init__(host, port, policy, book, tls, hangup)
+        # Requests handed over while the server's streams were all in flight (the
+        # replay's clients stay on a full connection): they leave in order as answers
+        # free streams (send_held), as nghttp2 holds them in the compiled loops; h2 would
+        # refuse them (TooManyStreamsError).
+        self.held: deque[tuple[int, bytes, bool, int]] = deque()  # slot, question, counted,
+        # and the time its query times out (monotonic ns): a held request still there then
+        # is dropped unsent (send_held), as a client gives up on it. 0: held as long as it
+        # takes (the load's flows, which do not hold). The replay sets the timeout and asks
+        # the ring whether the query still waits (a lost one is never sent).
+        self.held_timeout_ns = 0
+        self.waiting: Callable[[int], bool] | None = None
+        # The replay's: requests the server will not process after its GOAWAY (above its
+        # last stream id, or held) come off into `unprocessed` (slot, counted at the
+        # socket already), for the client's next connection; `moved_in`: the slots this
+        # connection took so (moved once: here they are lost as before). The load's stay.
+        self.moves_unprocessed = False
+        self.unprocessed: list[tuple[int, bool]] = []
+        self.moved_in: set[int] = set()
 
     def handshake_ok(self, s: ssl.SSLSocket) -> bool:
         return s.selected_alpn_protocol() == "h2"
@@ -56,14 +94,85 @@ class DohFlow(StreamFlow):
         self.wbuf += self.h2.data_to_send()
 
     def accepting(self, now: int) -> bool:
-        if not super().accepting(now):
-            return False
-        # The server's SETTINGS bound the streams in flight; beyond them, another connection.
-        return len(self.streams) < self.h2.remote_settings.max_concurrent_streams
+        # The server's SETTINGS bound the streams in flight; beyond them, the load's pool
+        # picks another connection.
+        return super().accepting(now) and not self.full()
+
+    def full(self) -> bool:
+        """As many streams in flight as the server's SETTINGS_MAX_CONCURRENT_STREAMS."""
+        return len(self.streams) >= self.h2.remote_settings.max_concurrent_streams
 
     def queue(self, slot: int, question: bytes, now: int) -> None:
         self.carried += 1
         self.last_send_ns = now
+        self.hold_or_send(slot, question, False)
+
+    def move_in(self, slot: int, question: bytes, counted: bool, now: int) -> None:
+        """A request another connection's GOAWAY left unprocessed, sent here once."""
+        self.moved_in.add(slot)
+        self.carried += 1
+        self.last_send_ns = now
+        self.hold_or_send(slot, question, counted)
+
+    def hold_or_send(self, slot: int, question: bytes, counted: bool) -> None:
+        if self.held or self.full():  # its turn comes when an answer frees a stream
+            until = time.monotonic_ns() + self.held_timeout_ns if self.held_timeout_ns else 0
+            self.held.append((slot, question, counted, until))
+            return
+        self.send(slot, question, counted)
+
+    def send_held(self) -> None:
+        """The held requests the server's streams have room for, in order (none once the
+        connection is going away: they are counted failed when it closes). One whose query
+        has timed out meanwhile is dropped unsent: it failed at the socket, and its query
+        is lost at its timeout (an overloaded server is not sent work nobody waits for)."""
+        now = time.monotonic_ns()
+        while self.held and not self.goaway and not self.full():
+            slot, question, counted, until = self.held.popleft()
+            if (until and now > until) or (self.waiting is not None and not self.waiting(slot)):
+                self.answered += 1  # nothing more of it here
+                self.book.send_failed += 1
+                continue
+            self.send(slot, question, counted)
+
+    def went_away(self, last_stream_id: int | None) -> None:
+        """GOAWAY (RFC 9113 6.8): the requests above its last stream id and the held ones
+        were not processed; with moves_unprocessed those not moved in already go to
+        `unprocessed` (nothing more of them here)."""
+        if not self.moves_unprocessed:
+            return
+        last = (1 << 31) if last_stream_id is None else last_stream_id
+        for sid in [sid for sid in self.streams if sid > last]:
+            slot = self.streams[sid][0]
+            if slot not in self.moved_in:
+                del self.streams[sid]
+                self.answered += 1
+                self.unprocessed.append((slot, True))
+                self.refused_moving()
+        stay: deque[tuple[int, bytes, bool, int]] = deque()
+        for slot, question, counted, until in self.held:
+            if slot in self.moved_in:
+                stay.append((slot, question, counted, until))
+            else:
+                self.unprocessed.append((slot, counted))
+                self.answered += 1
+                self.refused_moving()
+        self.held = stay
+
+    def refused_moving(self) -> None:
+        """A request moved off as unprocessed counts as reset and refused (nghttp2 closes
+        it with REFUSED_STREAM in the compiled loop), not as a connection error."""
+        self.book.streams_reset += 1
+        self.book.streams_refused += 1
+
+    def unwritten(self) -> None:
+        super().unwritten()
+        self.book.send_failed += len(self.held)  # never sent: each fails at the socket
+        self.held.clear()
+
+    def send(self, slot: int, question: bytes, counted: bool = False) -> None:
+        """One request into h2 and its frames into the write buffer (counted at the
+        socket once taken, unless it was already on another connection)."""
         try:
             self._request(slot, question)
         except h2.exceptions.ProtocolError:
@@ -76,8 +185,8 @@ class DohFlow(StreamFlow):
             self.wbuf += self.h2.data_to_send()
             return
         self.wbuf += self.h2.data_to_send()
-        # Its HEADERS (and DATA) frames end here: sent once the socket has taken this far.
-        self.query_ends.append(self.written_bytes + len(self.wbuf))
+        if not counted:  # its HEADERS (and DATA) frames end here: sent once taken this far
+            self.query_ends.append(self.written_bytes + len(self.wbuf))
 
     def _request(self, slot: int, question: bytes) -> None:
         conn = self.h2
@@ -149,7 +258,11 @@ class DohFlow(StreamFlow):
                 self.book.goaways += 1
                 if ev.error_code:  # not a graceful NO_ERROR shutdown
                     self.book.conn_errors += 1
+                # First what the replay moves to the next connection, then the rest above
+                # the last stream id refused (reset() would take the streams away).
+                self.went_away(ev.last_stream_id)
                 self.refused_by_goaway(ev.last_stream_id)
+        self.send_held()
         self.wbuf += conn.data_to_send()
         return out
 

@@ -19,8 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from soak.clock import s_to_ns
-from soak.load.conn import Policy, StreamFlow, TlsSpec, tls_context
-from soak.load.replay._plan import Planned
+from soak.load.conn import UP, Policy, StreamFlow, TlsSpec, tls_context
 from soak.load.replay._result import Offsets, three_digits
 from soak.traffic.replay_config import ReplayConfig
 
@@ -113,6 +112,7 @@ class ClientConns:
         self.holding: set[int] = set()  # clients with a socket or connection open
         self.next_idle_ns = 0
         self.retiring: list[tuple[Client, StreamFlow]] = []
+        self.conn_of: dict[StreamFlow, int] = {}  # each open flow's captured connection
         self.idled_out = self.socket_errors = 0
         self.reused = 0  # queries sent on a connection already open (not its first)
         self.open_sockets = self.fds_peak = 0
@@ -178,7 +178,11 @@ class ClientConns:
         if self.transport == "doh":
             from soak.load.doh import DohFlow
 
-            f: StreamFlow = DohFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]
+            doh = DohFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]
+            doh.moves_unprocessed = True  # after a GOAWAY: move_unprocessed
+            # a request held on a full connection past its query's timeout is not sent
+            doh.held_timeout_ns, doh.waiting = self.timeout_ns, self.waiting
+            f: StreamFlow = doh
         else:
             f = StreamFlow(self.host, self.port, Policy(), self.book, self.ctx)  # type: ignore[arg-type]
         f.inflight = []  # (slot, sent) of its queries: abandoned if the replay closes it
@@ -194,17 +198,51 @@ class ClientConns:
         self.opened_socket()
         return f
 
-    def stream_for(self, client: Client, q: Planned, now: int) -> StreamFlow | None:
-        f = client.flows.get(q.conn)
-        if f is not None and f.accepting(now):
+    def stream_for(self, client: Client, conn: int, now: int) -> StreamFlow | None:
+        """The client's connection for its captured connection `conn`: the one it has
+        while that takes queries (a DoH connection at the server's streams in flight too:
+        the query waits on it for a stream, DohFlow.queue), else a new one (the old one
+        retired: told to go away)."""
+        f = client.flows.get(conn)
+        if f is not None and f.keeps_queries(now):
             self.reused += 1
             return f
-        if f is not None:  # told to go away, or at the server's streams in flight (DoH):
-            self.retire(client, f)  # another connection, as an HTTP/2 client opens
+        if f is not None:
+            self.retire(client, f)
         f = self.new_flow(client, now)
         if f is not None:
-            client.flows[q.conn] = f
+            client.flows[conn] = f
+            self.conn_of[f] = conn
         return f
+
+    def move_unprocessed(
+        self, client: Client, f: StreamFlow, now: int, question: Callable[[int], bytes]
+    ) -> None:
+        """A DoH server's GOAWAY: the requests it did not process (DohFlow.unprocessed)
+        sent once on the client's next connection for the same captured connection (RFC
+        9113 6.8), each still its query (its slot, its send time); counted retried."""
+        from soak.load.doh import DohFlow
+
+        if not isinstance(f, DohFlow) or not f.unprocessed:
+            return
+        moving, f.unprocessed = f.unprocessed, []
+        conn = self.conn_of.get(f)
+        sent_at = dict(f.inflight or ())
+        f.inflight = [(slot, t) for slot, t in f.inflight or () if slot not in dict(moving)]
+        reused = self.reused  # queries already counted, not more on an open connection
+        g = self.stream_for(client, conn, now) if conn is not None else None
+        self.reused = reused
+        if not isinstance(g, DohFlow):  # no connection could even start: lost
+            return
+        assert g.inflight is not None
+        for slot, counted in moving:
+            if self.waiting(slot):  # still in flight (not timed out meanwhile)
+                g.move_in(slot, question(slot), counted, now)
+                g.inflight.append((slot, sent_at[slot]))
+                self.book.streams_retried += 1
+        if g.phase == UP and not g.flush():
+            self.book.conn_errors += 1
+            self.dropped(client, g)
 
     # ------------------------------------------------------------ closing
 
@@ -252,6 +290,7 @@ class ClientConns:
         f.inflight = []
         f.close()
         forget(client, f)
+        self.conn_of.pop(f, None)
 
     def retire(self, client: Client, f: StreamFlow) -> None:
         """The client moves to a new connection; the old one closes once answered."""

@@ -4,13 +4,14 @@
  * soak.load.replay._stream through _engine.run_compiled) over HTTP/2, as the Python
  * replay keeps DoH (_conns.py with doh.DohFlow): each of a client's captured connections
  * ("streams", numbered by soak.load.replay._stream) is a DoH connection of its own,
- * opened at its first query, reused while the client keeps asking and the server takes
- * more streams, closed after idle_ns with nothing in flight, retired (closed once its
- * answers are in) when the server says GOAWAY, when it is at the server's streams in
- * flight, or at a client's new loop with rename_clients. A query is one request (POST,
- * or GET with ?dns=, id 0 and RD as the Python replay's), many in flight on a
- * connection, and its answer is matched by its HTTP/2 stream (the stream's ring slot
- * set as the answer's id, then the load engine's on_reply).
+ * opened at its first query, reused while the client keeps asking (at the server's
+ * streams in flight, its requests wait on it for a stream: keeps_queries), closed after
+ * idle_ns with nothing in flight, retired (closed once its answers are in) when the
+ * server says GOAWAY (the requests it did not process moved once to the client's next
+ * connection: send_elsewhere), or at a client's new loop with rename_clients. A query
+ * is one request (POST, or GET with ?dns=, id 0 and RD as the Python replay's), many in
+ * flight on a connection, and its answer is matched by its HTTP/2 stream (the stream's
+ * ring slot set as the answer's id, then the load engine's on_reply).
  *
  * Nothing here is a copy: the id ring, the windows and the matching are the load
  * engine's (_fastudp's parts, through _fastdoh_defs.h), the connection, TLS (ALPN h2)
@@ -104,16 +105,27 @@ static int pool_take(Replay *r) {
     return r->free_list[--r->nfree];
 }
 
+/* The replay's rule for a client's connection (not the load's h2_accepting, which moves
+ * to another of its pool at the server's streams limit): it keeps taking the client's
+ * queries until it closes or is told to go away. At the server's
+ * SETTINGS_MAX_CONCURRENT_STREAMS a request waits in nghttp2's queue on the connection
+ * (nghttp2_session_mem_send opens a queued request's stream only below the peer's
+ * limit), and leaves when an answer frees a stream, as an HTTP/2 client's does: the
+ * replay adds no connection, and no TLS handshake, that the capture does not have. */
+static int keeps_queries(Conn *c) {
+    return c->fd >= 0 && !c->goaway;
+}
+
 /* Stream s's connection: its open one while it takes queries (reused), else (the old
  * one retired) a new one starting to open; -1 when none could even start (counted; the
  * query fails at the socket). -2: no memory. */
 static int stream_conn(Replay *r, int s, long long now) {
     int i = r->cur[s];
-    if (i >= 0 && h2_accepting(r->pool[i])) {
+    if (i >= 0 && keeps_queries(r->pool[i])) {
         r->reused++;
         return i;
     }
-    if (i >= 0) { /* told to go away, or at the server's streams in flight */
+    if (i >= 0) { /* told to go away, or closed under it */
         r->cur[s] = -1;
         r->retiring[i] = 1;
     }
@@ -141,6 +153,29 @@ static void flush_one(Replay *r, int i) {
 
 #include "_fastreplay_step.h" /* flush_step, step_add */
 
+/* DohEngine.elsewhere: request s, which the server did not process as c goes away, on
+ * its client's next connection (c retired, a new one opened if none is: stream_conn), a
+ * query still (its ring slot, its send time, counted once at the socket). It leaves at
+ * on_event's end (the step list: flush_step). 1 moved, 0 not (no connection could even
+ * start, or the session refused it: lost at its timeout). */
+static int send_elsewhere(Conn *c, Stream *s) {
+    Replay *r = (Replay *)c->d;
+    int owner = r->owner[c->tag];
+    if (owner < 0) return 0;
+    long long now = mono_ns(), reused = r->reused;
+    int at = stream_conn(r, owner, now);
+    r->reused = reused; /* a query already counted, not another on an open connection */
+    if (at < 0) return 0;
+    Conn *next = r->pool[at];
+    if (h2_request(next, s) < 0) return 0;
+    stream_unlink(s);
+    stream_link(next, s);
+    next->carried++;
+    next->last_send_ns = now; /* in flight on it: not idle */
+    step_add(r, at);
+    return 1;
+}
+
 /* A client's new loop with rename_clients: its connections retire (each closes once
  * its answers are in), its next queries open new ones. */
 static void retire_client(Replay *r, int client) {
@@ -167,6 +202,8 @@ static int write_query(Replay *r, Py_ssize_t i, int slot, const long long *v, Py
             PyErr_NoMemory();
             return -1;
         }
+        if (c->streams != NULL && c->streams->slot == slot && !c->streams->left)
+            c->streams->sent_ns = t; /* the ring's time: held past its timeout, dropped */
         c->carried++;
         c->last_send_ns = t;
         step_add(r, at);
@@ -204,6 +241,7 @@ static int on_event(Replay *r, Conn *c, uint32_t events) {
     }
     if (got == -2) return -1;
     if (got == 0) release(r, i); /* closed by the server: its queries end lost */
+    flush_step(r); /* requests moved off a connection going away (send_elsewhere) */
     return 0;
 }
 

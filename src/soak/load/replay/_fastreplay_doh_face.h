@@ -148,6 +148,7 @@ static PyObject *Replay_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNU
     r = (Replay *)type->tp_alloc(type, 0);
     if (r == NULL) goto done;
     r->d.e.epfd = -1;
+    r->d.elsewhere = send_elsewhere;
     whole = replay_setup(r, nclients, nc, rename, idle_ns, timeout_ns, &qstream, &sclient, &ea) == 0 &&
             keep_clients(r, &sclient) == 0 &&
             doh_setup(&r->d, &addr, get, path, authority, server_name, ca_file) == 0;

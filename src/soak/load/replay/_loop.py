@@ -144,7 +144,7 @@ class Replay:
                 client.udp = self.conns.udp_socket(client)
             self.conns.send_udp(client, message)
         else:
-            flow = self.conns.stream_for(client, q, now)
+            flow = self.conns.stream_for(client, q.conn, now)
             if flow is not None:
                 self.queue(flow, slot, q, bytes(message), t)
             else:  # no connection could even start: sent, will be lost, refused
@@ -230,6 +230,7 @@ class Replay:
                 self.reply(msg, now)
                 if f.inflight:
                     f.inflight = [(s, t) for s, t in f.inflight if self.ring_t[s] > 0]
+            conns.move_unprocessed(client, f, now, lambda slot: self.ring_q[slot])
             if f.wbuf and not f.flush():
                 data = None
         if data is None:
